@@ -1,0 +1,57 @@
+/** Import boundaries of the layers: upstream -> merge -> downstream, wired only by src/app.ts. */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-cycles',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'upstream-stays-upstream',
+      comment: 'Sources never see the merge or the serving side.',
+      severity: 'error',
+      from: { path: '^src/upstream/' },
+      to: { path: '^src/(merge|downstream)/' },
+    },
+    {
+      name: 'sources-are-siblings',
+      comment: 'One source folder never imports another; shared code lives in src/upstream/*.ts.',
+      severity: 'error',
+      from: { path: '^src/upstream/([^/]+)/' },
+      to: { path: '^src/upstream/([^/]+)/', pathNot: '^src/upstream/$1/' },
+    },
+    {
+      name: 'merge-is-protocol-agnostic',
+      comment: 'Merge sees bodies as opaque bytes: no schema, no protos, no sources, no serving.',
+      severity: 'error',
+      from: { path: '^src/merge/' },
+      to: { path: '^src/(schema|upstream|downstream|http)/' },
+    },
+    {
+      name: 'downstream-never-sees-upstream',
+      severity: 'error',
+      from: { path: '^src/downstream/' },
+      to: { path: '^src/upstream/' },
+    },
+    {
+      name: 'only-app-wires-layers',
+      comment: 'Outside the layers, only the composition root and the CLI import them all.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/(app|cli)\\.ts$|^src/(upstream|merge|downstream)/' },
+      to: { path: '^src/(upstream|downstream)/' },
+    },
+    {
+      name: 'src-never-imports-tests',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^(test|bench)/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    tsConfig: { fileName: 'tsconfig.json' },
+    tsPreCompilationDeps: true,
+    enhancedResolveOptions: { extensions: ['.ts', '.js'] },
+  },
+};

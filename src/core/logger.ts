@@ -1,0 +1,17 @@
+import { pino, type Logger } from 'pino';
+
+export type { Logger };
+
+/**
+ * The root logger. Level from `MESHMUX_LOG_LEVEL` (or `LOG_LEVEL`), default `info`; tests set
+ * `silent`. Components take a child with `{ component }` so lines can be filtered.
+ */
+export const rootLogger: Logger = pino({
+  level: process.env['MESHMUX_LOG_LEVEL'] ?? process.env['LOG_LEVEL'] ?? 'info',
+  base: { app: 'meshmux' },
+});
+
+/** A child logger for one component. */
+export function componentLogger(component: string, bindings: Record<string, unknown> = {}): Logger {
+  return rootLogger.child({ component, ...bindings });
+}

@@ -1,0 +1,86 @@
+import { createHash } from 'node:crypto';
+
+/** A protobuf Timestamp in plain numbers. */
+export interface Timestamp {
+  readonly seconds: number;
+  readonly nanos: number;
+}
+
+/** Where a resource was read from, for errors, debug pages and provenance. */
+export interface ResourceOrigin {
+  /** File path, URL or upstream address. */
+  readonly file?: string;
+  /** Zero-based document index in a YAML file. */
+  readonly doc?: number;
+  /** One-based line where the document starts. */
+  readonly line?: number;
+  /** The upstream's own version of the object (MCP `metadata.version`, git commit, ...). */
+  readonly upstreamVersion?: string;
+}
+
+/**
+ * One Istio config object as every layer sees it. Immutable: build a new one to change anything.
+ * The body is the encoded body message (e.g. `istio.networking.v1alpha3.VirtualService`) and is
+ * opaque outside the schema and downstream layers.
+ */
+export interface ConfigResource {
+  /** Registry key of the kind, `<group>/<Kind>`, e.g. `networking.istio.io/VirtualService`. */
+  readonly kind: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly annotations: Readonly<Record<string, string>>;
+  /** Always set: istiod ≤1.13 drops resources without it. */
+  readonly createTime: Timestamp;
+  /** Encoded body message. Must not be altered. */
+  readonly body: Uint8Array;
+  /** Content-derived: changes if and only if kind, namespace, name, labels, annotations or body change. */
+  readonly version: string;
+  readonly origin: ResourceOrigin;
+}
+
+/** The fields a resource is built from; `version` is derived. */
+export type ResourceFields = Omit<ConfigResource, 'version'>;
+
+/** `<kind>|<namespace>/<name>`: the identity of an object across sources. */
+export function resourceKey(r: Pick<ConfigResource, 'kind' | 'namespace' | 'name'>): string {
+  return `${r.kind}|${r.namespace}/${r.name}`;
+}
+
+function hashStringMap(h: ReturnType<typeof createHash>, map: Readonly<Record<string, string>>): void {
+  const keys = Object.keys(map).sort();
+  h.update(String(keys.length));
+  for (const k of keys) h.update(`\0${k}\0${map[k] ?? ''}`);
+}
+
+/**
+ * The content version of a resource: the same on every replica for the same content, and
+ * independent of createTime and origin (which do not reach istiod's version check).
+ */
+export function contentVersion(fields: Omit<ResourceFields, 'createTime' | 'origin'>): string {
+  const h = createHash('sha256');
+  h.update(`${fields.kind}\0${fields.namespace}\0${fields.name}\0`);
+  hashStringMap(h, fields.labels);
+  h.update('\x01');
+  hashStringMap(h, fields.annotations);
+  h.update('\x02');
+  h.update(fields.body);
+  return h.digest('base64url').slice(0, 20);
+}
+
+/** Builds an immutable resource and derives its version. */
+export function makeResource(fields: ResourceFields): ConfigResource {
+  return Object.freeze({
+    ...fields,
+    labels: Object.freeze({ ...fields.labels }),
+    annotations: Object.freeze({ ...fields.annotations }),
+    version: contentVersion(fields),
+  });
+}
+
+/** A Timestamp for a JS Date (millisecond precision). */
+export function timestampFromDate(date: Date): Timestamp {
+  const ms = date.getTime();
+  const seconds = Math.floor(ms / 1000);
+  return { seconds, nanos: (ms - seconds * 1000) * 1_000_000 };
+}

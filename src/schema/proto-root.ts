@@ -1,0 +1,33 @@
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import protobuf from 'protobufjs';
+import { PROTO_DIR } from '../core/paths.js';
+
+function loadRoot(): protobuf.Root {
+  const root = new protobuf.Root();
+  // Imports are written relative to proto/; the well-known google/protobuf types come with protobufjs.
+  root.resolvePath = (_origin, target) => {
+    const local = path.join(PROTO_DIR, target);
+    return existsSync(local) ? local : target;
+  };
+  const files = readdirSync(PROTO_DIR, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.proto'))
+    .sort()
+    .map((f) => path.join(PROTO_DIR, f));
+  root.loadSync(files, { keepCase: true });
+  root.resolveAll();
+  return root;
+}
+
+/** Every message meshmux knows, loaded once from proto/. Field names keep their proto spelling. */
+export const protoRoot: protobuf.Root = loadRoot();
+
+/** Looks up a message type by full name (without a leading dot); throws if it is not in proto/. */
+export function messageType(fullName: string): protobuf.Type {
+  return protoRoot.lookupType(fullName);
+}
+
+/** `type.googleapis.com/<full name>`, the Any type URL of a message. */
+export function anyTypeUrl(fullName: string): string {
+  return `type.googleapis.com/${fullName}`;
+}
