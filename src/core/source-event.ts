@@ -1,0 +1,50 @@
+import type { MeshmuxError } from './errors.js';
+import type { ConfigResource } from './resource.js';
+
+/** Where a source stands; transitions are reported as `status` events. */
+export type SourceState =
+  /** Not yet synced since start (or since a restart of its transport). */
+  | 'connecting'
+  /** Holds a complete, current view of its upstream. */
+  | 'synced'
+  /** Lost its upstream; its last good state is still served. */
+  | 'stale'
+  /** Cannot reach or read its upstream and never had a good state. */
+  | 'failing';
+
+/**
+ * A source's full state (or its full state for some kinds). The merge replaces that source's
+ * previous state for the covered kinds with `resources`, so omitting an object deletes it.
+ */
+export interface SourceSnapshotEvent {
+  readonly type: 'snapshot';
+  /** Kinds (registry keys) this event replaces; absent means every kind. */
+  readonly kinds?: ReadonlySet<string>;
+  /** The objects, each already validated and encoded. Must not be altered. */
+  readonly resources: readonly ConfigResource[];
+  /** The upstream's version of this state (content hash, commit, MCP version_info). */
+  readonly revision: string;
+  /** Objects rejected in this state; each names where and why. */
+  readonly errors: readonly MeshmuxError[];
+  /** Things skipped or repaired (unknown kinds, pruned fields). */
+  readonly warnings: readonly MeshmuxError[];
+}
+
+/** A change of the source's state. `error` is set for `stale` and `failing`. */
+export interface SourceStatusEvent {
+  readonly type: 'status';
+  readonly state: SourceState;
+  readonly error?: MeshmuxError;
+}
+
+export type SourceEvent = SourceSnapshotEvent | SourceStatusEvent;
+
+/** Static facts about a configured source, shared by upstream, merge and the debug pages. */
+export interface SourceDescriptor {
+  /** Unique among the configured sources. */
+  readonly name: string;
+  /** `file`, `xds`, `mcp`, `git`, `zookeeper`, ... */
+  readonly type: string;
+  /** Namespace for documents that carry none. */
+  readonly defaultNamespace: string;
+}

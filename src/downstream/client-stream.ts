@@ -1,0 +1,246 @@
+import type { ServerDuplexStream } from '@grpc/grpc-js';
+import { MeshmuxError } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
+import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js';
+import { anyTypeUrl } from '../schema/proto-root.js';
+import type { KindDescriptor, KindRegistry } from '../schema/kinds.js';
+import type { AdsHooks } from './ads-hooks.js';
+import type { ClientIdentity } from './client-identity.js';
+import type { ClientView } from './client-view.js';
+import { decodeDiscoveryRequest, type DiscoveryRequest } from './discovery-request.js';
+import type { BuiltResponse, ResponseCache } from './response-cache.js';
+
+/** What every stream shares; owned by the server. */
+export interface StreamEnvironment {
+  readonly reader: SnapshotReader;
+  readonly responses: ResponseCache;
+  readonly kinds: KindRegistry;
+  /** Encoded MeshConfig to answer with; absent means MeshConfig requests are never answered. */
+  readonly meshConfig: () => Uint8Array | undefined;
+  readonly viewFor: (client: ClientIdentity) => ClientView;
+  readonly hooks: AdsHooks;
+  readonly log: Logger;
+}
+
+/** Per type URL state of one stream. */
+interface TypeState {
+  readonly typeUrl: string;
+  /** Absent for type URLs meshmux does not know: answered as empty. */
+  readonly kind: KindDescriptor | undefined;
+  sentVersion?: string;
+  sentNonce?: string;
+  sentAt?: number;
+  ackedVersion?: string;
+  awaitingAck: boolean;
+  nacks: number;
+}
+
+/** A snapshot of a stream's state for `/debug/syncz`. */
+export interface StreamReport {
+  readonly client: ClientIdentity;
+  readonly view: string;
+  readonly connectedAt: string;
+  readonly types: ReadonlyArray<{
+    typeUrl: string;
+    sentVersion?: string;
+    ackedVersion?: string;
+    awaitingAck: boolean;
+    nacks: number;
+  }>;
+}
+
+type Call = ServerDuplexStream<Uint8Array, Buffer>;
+
+/**
+ * One istiod's ADS stream. The first request for a type URL subscribes whatever nonce it carries
+ * (istiod puts a timestamp there); later requests are ACKs or NACKs of the last response sent for
+ * that type, and any other nonce is stale and ignored. At most one response per type is awaiting
+ * its ACK; newer state waits and is sent, latest only, when the ACK arrives. MeshConfig is never
+ * awaited, since istiod never acknowledges it.
+ */
+export class ClientStream {
+  private identity: ClientIdentity;
+  private view: ClientView;
+  private readonly types = new Map<string, TypeState>();
+  /** Type URLs with a push due, in order of arrival. */
+  private readonly due = new Set<string>();
+  private blocked = false;
+  private closed = false;
+  private readonly connectedAt = new Date();
+
+  constructor(
+    streamId: number,
+    private readonly call: Call,
+    private readonly env: StreamEnvironment,
+    private readonly onClose: (stream: ClientStream) => void,
+  ) {
+    this.identity = { streamId, peer: call.getPeer(), nodeId: '', metadata: {} };
+    this.view = env.viewFor(this.identity);
+    call.on('data', (bytes: Uint8Array) => this.onData(bytes));
+    call.on('end', () => this.close('client closed the stream', true));
+    call.on('error', (err: Error) => this.close(`stream error: ${err.message}`, false));
+    call.on('cancelled', () => this.close('cancelled', false));
+    call.on('drain', () => {
+      this.blocked = false;
+      this.flush();
+    });
+    env.hooks.onConnect?.(this.identity);
+  }
+
+  get client(): ClientIdentity {
+    return this.identity;
+  }
+
+  /** Queues a push for every subscribed type whose content, as this client sees it, changed. */
+  onSnapshot(snapshot: ConfigSnapshot): void {
+    if (!snapshot.ready) return;
+    for (const state of this.types.values()) {
+      if (this.needsPush(state, snapshot)) this.due.add(state.typeUrl);
+    }
+    this.flush();
+  }
+
+  /** Ends the stream from the server side (shutdown). */
+  end(): void {
+    if (this.closed) return;
+    this.call.end();
+    this.close('server shutting down', false);
+  }
+
+  report(): StreamReport {
+    return {
+      client: this.identity,
+      view: this.view.id,
+      connectedAt: this.connectedAt.toISOString(),
+      types: [...this.types.values()].map((t) => ({
+        typeUrl: t.typeUrl,
+        ...(t.sentVersion === undefined ? {} : { sentVersion: t.sentVersion }),
+        ...(t.ackedVersion === undefined ? {} : { ackedVersion: t.ackedVersion }),
+        awaitingAck: t.awaitingAck,
+        nacks: t.nacks,
+      })),
+    };
+  }
+
+  private onData(bytes: Uint8Array): void {
+    let request: DiscoveryRequest;
+    try {
+      request = decodeDiscoveryRequest(bytes);
+    } catch (err) {
+      const error = new MeshmuxError('DECODE', `undecodable DiscoveryRequest: ${String(err)}`, {
+        file: `stream ${this.identity.streamId} from ${this.identity.peer}`,
+      });
+      this.env.hooks.onBadRequest?.(this.identity, error);
+      this.env.log.warn({ peer: this.identity.peer, err: error.message }, 'ignored an undecodable request');
+      return;
+    }
+    if (request.node !== undefined && this.identity.nodeId === '') {
+      this.identity = { ...this.identity, nodeId: request.node.id, metadata: request.node.metadata };
+      this.view = this.env.viewFor(this.identity);
+      this.env.log.info({ node: this.identity.nodeId, peer: this.identity.peer }, 'client identified');
+    }
+    if (request.typeUrl === '') return;
+    const state = this.types.get(request.typeUrl);
+    if (state === undefined) {
+      this.subscribe(request.typeUrl);
+      return;
+    }
+    if (state.sentNonce === undefined || request.responseNonce !== state.sentNonce) return; // stale
+    state.awaitingAck = false;
+    if (request.errorDetail !== undefined) {
+      state.nacks++;
+      this.env.hooks.onNack?.(
+        this.identity,
+        state.typeUrl,
+        state.sentVersion ?? '',
+        request.errorDetail.message,
+      );
+      this.env.log.warn(
+        { node: this.identity.nodeId, typeUrl: state.typeUrl, reason: request.errorDetail.message },
+        'client rejected a response',
+      );
+    } else {
+      state.ackedVersion = request.versionInfo;
+      const latency = state.sentAt === undefined ? 0 : performance.now() - state.sentAt;
+      this.env.hooks.onAck?.(this.identity, state.typeUrl, request.versionInfo, latency);
+    }
+    // Whatever changed while the response was out goes now; a NACKed version is not re-sent.
+    if (this.needsPush(state, this.env.reader.current())) {
+      this.due.add(state.typeUrl);
+      this.flush();
+    }
+  }
+
+  private subscribe(typeUrl: string): void {
+    const resolved = this.env.kinds.resolveTypeUrl(typeUrl);
+    if (resolved === undefined) {
+      this.env.log.warn(
+        { node: this.identity.nodeId, typeUrl },
+        'unknown type URL: it will be answered empty',
+      );
+    }
+    this.types.set(typeUrl, { typeUrl, kind: resolved?.kind, awaitingAck: false, nacks: 0 });
+    this.due.add(typeUrl);
+    this.flush();
+  }
+
+  private needsPush(state: TypeState, snapshot: ConfigSnapshot): boolean {
+    if (state.awaitingAck) return false;
+    if (state.kind?.envelope === 'bare') return false; // sent once at subscription
+    const version = this.env.responses.viewVersion(this.view, snapshot.kinds.get(state.kind?.key ?? ''));
+    return version !== state.sentVersion;
+  }
+
+  private flush(): void {
+    const snapshot = this.env.reader.current();
+    if (!snapshot.ready) return;
+    while (!this.blocked && !this.closed && this.due.size > 0) {
+      const typeUrl = this.due.values().next().value;
+      if (typeUrl === undefined) break;
+      this.due.delete(typeUrl);
+      const state = this.types.get(typeUrl);
+      if (state === undefined) continue;
+      const response = this.build(state, snapshot);
+      if (response === undefined) continue;
+      const envelopeIsBare = state.kind?.envelope === 'bare';
+      state.sentVersion = response.version;
+      state.sentNonce = response.nonce;
+      state.sentAt = performance.now();
+      state.awaitingAck = !envelopeIsBare;
+      this.env.hooks.onPush?.(
+        this.identity,
+        typeUrl,
+        response.version,
+        response.bytes.byteLength,
+        response.resourceCount,
+      );
+      if (!this.call.write(response.bytes)) this.blocked = true;
+    }
+  }
+
+  private build(state: TypeState, snapshot: ConfigSnapshot): BuiltResponse | undefined {
+    const kind = state.kind;
+    if (kind?.envelope === 'bare') {
+      const mesh = this.env.meshConfig();
+      if (mesh === undefined || state.sentVersion !== undefined) return undefined;
+      return this.env.responses.bareResponse(state.typeUrl, anyTypeUrl(kind.bodyType), mesh);
+    }
+    if (state.awaitingAck) return undefined;
+    const kindSnapshot = kind === undefined ? undefined : snapshot.kinds.get(kind.key);
+    const version = this.env.responses.viewVersion(this.view, kindSnapshot);
+    if (version === state.sentVersion) return undefined;
+    return this.env.responses.response(state.typeUrl, this.view, kindSnapshot);
+  }
+
+  private close(reason: string, endOurSide: boolean): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (endOurSide) this.call.end();
+    this.env.hooks.onDisconnect?.(this.identity, reason);
+    this.env.log.info(
+      { node: this.identity.nodeId, peer: this.identity.peer, reason },
+      'client disconnected',
+    );
+    this.onClose(this);
+  }
+}

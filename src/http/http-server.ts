@@ -1,0 +1,106 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '../core/logger.js';
+import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js';
+
+/** A JSON-producing debug page. Returns the body to serialize. */
+export type DebugPage = (url: URL) => unknown;
+
+export interface HttpServerOptions {
+  readonly reader: SnapshotReader;
+  readonly log: Logger;
+  /** Prometheus exposition: content type and body. */
+  readonly metrics: () => Promise<{ contentType: string; body: string }>;
+  /** Extra JSON pages under `/debug/<name>`. */
+  readonly debugPages: Readonly<Record<string, DebugPage>>;
+}
+
+/**
+ * Health, readiness, metrics and debug pages. `/ready` answers 200 only once every source has
+ * synced (or the startup budget passed), naming the sources still missing otherwise.
+ */
+export class HttpServer {
+  private readonly server: Server;
+
+  constructor(private readonly options: HttpServerOptions) {
+    this.server = createServer((req, res) => {
+      this.handle(req, res).catch((err: unknown) => {
+        options.log.error({ err: String(err), url: req.url }, 'HTTP handler failed');
+        if (!res.headersSent) send(res, 500, 'text/plain', 'internal error\n');
+        else res.end();
+      });
+    });
+  }
+
+  /** Listens on `host:port` (port 0 picks one); resolves to the bound port. */
+  async listen(address: string): Promise<number> {
+    const { host, port } = splitHostPort(address);
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    const bound = (this.server.address() as AddressInfo).port;
+    this.options.log.info({ address, port: bound }, 'HTTP server listening');
+    return bound;
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://meshmux');
+    const snapshot = this.options.reader.current();
+    switch (url.pathname) {
+      case '/healthz':
+        send(res, 200, 'text/plain', 'ok\n');
+        return;
+      case '/ready':
+        sendJson(res, snapshot.ready ? 200 : 503, readiness(snapshot));
+        return;
+      case '/metrics': {
+        const { contentType, body } = await this.options.metrics();
+        send(res, 200, contentType, body);
+        return;
+      }
+      default:
+        break;
+    }
+    const page = url.pathname.startsWith('/debug/')
+      ? this.options.debugPages[url.pathname.slice('/debug/'.length)]
+      : undefined;
+    if (page === undefined) {
+      send(res, 404, 'text/plain', `no page ${url.pathname}\n`);
+      return;
+    }
+    sendJson(res, 200, page(url));
+  }
+}
+
+function readiness(snapshot: ConfigSnapshot): unknown {
+  return {
+    ready: snapshot.ready,
+    waitingFor: snapshot.waitingFor,
+    sources: snapshot.sources.map((s) => ({ name: s.name, state: s.state, synced: s.everSynced })),
+  };
+}
+
+function send(res: ServerResponse, status: number, contentType: string, body: string): void {
+  res.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store' });
+  res.end(body);
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  send(res, status, 'application/json', `${JSON.stringify(body, null, 2)}\n`);
+}
+
+/** Splits `host:port` or `[v6]:port`. */
+export function splitHostPort(address: string): { host: string; port: number } {
+  const i = address.lastIndexOf(':');
+  const host = address.slice(0, i).replace(/^\[|\]$/g, '');
+  return { host: host === '' ? '0.0.0.0' : host, port: Number(address.slice(i + 1)) };
+}
