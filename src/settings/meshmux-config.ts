@@ -3,50 +3,8 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { MeshmuxError } from '../core/errors.js';
-
-const DURATION = /^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/;
-
-/** A Go-style duration (`500ms`, `2s`, `1m30s`) in milliseconds. */
-export function durationMs(text: string): number {
-  let total = 0;
-  const unitMs: Record<string, number> = {
-    ns: 1e-6,
-    us: 1e-3,
-    µs: 1e-3,
-    ms: 1,
-    s: 1000,
-    m: 60_000,
-    h: 3_600_000,
-  };
-  for (const m of text.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g)) {
-    total += Number(m[1]) * (unitMs[m[2] ?? ''] ?? 0);
-  }
-  return total;
-}
-
-const Duration = z.string().regex(DURATION, 'a duration such as 500ms, 2s or 1m30s').transform(durationMs);
-
-const HostPort = z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]*):\d{1,5}$/, 'host:port');
-
-const SourceName = z
-  .string()
-  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'a DNS-1123 label (lower-case letters, digits and -)')
-  .max(63);
-
-const CommonSource = {
-  name: SourceName,
-  /** Namespace of documents that carry none. */
-  namespace: z.string().min(1).default('default'),
-};
-
-const FileSourceConfig = z.strictObject({
-  ...CommonSource,
-  type: z.literal('file'),
-  path: z.string().min(1),
-  rescanInterval: Duration.optional(),
-});
-
-const SourceConfig = z.discriminatedUnion('type', [FileSourceConfig]);
+import { SourceConfig } from './source-config.js';
+import { Duration, HostPort } from './sources/common.js';
 
 const ConfigFile = z.strictObject({
   server: z
@@ -62,14 +20,38 @@ const ConfigFile = z.strictObject({
   mesh: z.record(z.string(), z.unknown()).optional(),
 });
 
-export type SourceConfig = z.infer<typeof SourceConfig>;
-export type FileSourceConfig = z.infer<typeof FileSourceConfig>;
+export type { SourceConfig };
 
 /** meshmux's configuration after validation; paths are absolute. */
 export type MeshmuxConfig = z.infer<typeof ConfigFile> & {
   /** Where it was read from, for messages. */
   readonly origin: string;
+  /** What relative paths in it resolve against. */
+  readonly baseDir: string;
 };
+
+/** Fields holding local file paths, resolved against the configuration's base folder. */
+const PATH_FIELDS = new Set([
+  'path',
+  'ca',
+  'cert',
+  'key',
+  'sshKey',
+  'knownHosts',
+  'tokenFile',
+  'passwordFile',
+]);
+
+function resolvePaths<T>(value: T, baseDir: string): T {
+  if (Array.isArray(value)) return value.map((v: unknown) => resolvePaths(v, baseDir)) as T;
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    out[k] =
+      PATH_FIELDS.has(k) && typeof v === 'string' ? path.resolve(baseDir, v) : resolvePaths(v, baseDir);
+  }
+  return out as T;
+}
 
 /**
  * Parses and validates a configuration document. Relative source paths resolve against `baseDir`.
@@ -102,8 +84,12 @@ export function parseMeshmuxConfig(text: string, origin: string, baseDir: string
     }
     names.add(s.name);
   }
-  const sources = parsed.data.sources.map((s) => ({ ...s, path: path.resolve(baseDir, s.path) }));
-  return { ...parsed.data, sources, origin };
+  return {
+    ...parsed.data,
+    sources: parsed.data.sources.map((s) => resolvePaths(s, baseDir)),
+    origin,
+    baseDir,
+  };
 }
 
 /** Reads a configuration file; relative paths in it resolve against `baseDir` (default: the working directory). */

@@ -1,0 +1,13 @@
+import { z } from 'zod';
+import { COMMON_SOURCE_FIELDS, Duration } from './common.js';
+
+/** `type: file`: a YAML file or folder, read recursively and watched. */
+export const FileSourceConfig = z.strictObject({
+  ...COMMON_SOURCE_FIELDS,
+  type: z.literal('file'),
+  path: z.string().min(1),
+  /** Full rescan period under file-system events. */
+  rescanInterval: Duration.optional(),
+});
+
+export type FileSourceConfig = z.infer<typeof FileSourceConfig>;

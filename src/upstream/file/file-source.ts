@@ -1,0 +1,214 @@
+import { watch, type FSWatcher } from 'node:fs';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { Observable } from 'rxjs';
+import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
+import { componentLogger } from '../../core/logger.js';
+import { resourceKey, timestampFromDate, type ConfigResource, type Timestamp } from '../../core/resource.js';
+import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
+import { readYamlDocuments } from '../../schema/yaml-reader.js';
+import { revisionOf } from '../source-revision.js';
+import type { UpstreamSource } from '../upstream-source.js';
+
+export interface FileSourceOptions {
+  readonly name: string;
+  /** A YAML file or a folder searched recursively for `*.yaml`, `*.yml` and `*.json`. */
+  readonly path: string;
+  readonly defaultNamespace: string;
+  /** Full rescan period, a safety net under file-system events. Default 5 s. */
+  readonly rescanMs?: number;
+  /** Quiet time after a file-system event before rescanning, so an editor's save is read once. Default 25 ms. */
+  readonly settleMs?: number;
+}
+
+interface FileResult {
+  readonly mtimeMs: number;
+  readonly size: number;
+  readonly resources: readonly ConfigResource[];
+  readonly errors: readonly MeshmuxError[];
+  readonly warnings: readonly MeshmuxError[];
+}
+
+const YAML_FILE = /\.(ya?ml|json)$/i;
+
+/**
+ * Serves a file or a folder of Istio YAML. Every change yields the full state of the source.
+ * A file that fails to read or holds invalid documents keeps serving the objects it held before
+ * that its new content no longer yields, so a half-saved or broken file never deletes config.
+ * When two files define the same object, the later path wins and the clash is reported.
+ */
+export class FileSource implements UpstreamSource {
+  readonly descriptor: SourceDescriptor;
+  readonly events$: Observable<SourceEvent>;
+
+  constructor(private readonly options: FileSourceOptions) {
+    this.descriptor = { name: options.name, type: 'file', defaultNamespace: options.defaultNamespace };
+    this.events$ = new Observable<SourceEvent>((subscriber) => {
+      const log = componentLogger('file-source', { source: options.name });
+      const files = new Map<string, FileResult>();
+      const firstSeen = new Map<string, Timestamp>();
+      let lastRevision: string | undefined;
+      let lastErrorText: string | undefined;
+      let watcher: FSWatcher | undefined;
+      let settleTimer: NodeJS.Timeout | undefined;
+      let scanning = false;
+      let rescanAgain = false;
+      let stopped = false;
+
+      const createTimeFor = (kind: string, namespace: string, name: string): Timestamp => {
+        const key = resourceKey({ kind, namespace, name });
+        let ts = firstSeen.get(key);
+        if (ts === undefined) firstSeen.set(key, (ts = timestampFromDate(new Date())));
+        return ts;
+      };
+
+      const readOne = async (file: string, prev: FileResult | undefined): Promise<FileResult> => {
+        const info = await stat(file);
+        if (prev !== undefined && prev.mtimeMs === info.mtimeMs && prev.size === info.size) return prev;
+        const text = await readFile(file, 'utf8');
+        const result = readYamlDocuments(text, {
+          file: path.relative(process.cwd(), file) || file,
+          defaultNamespace: options.defaultNamespace,
+          createTimeFor,
+        });
+        let resources: readonly ConfigResource[] = result.resources;
+        if (result.errors.length > 0 && prev !== undefined) {
+          // Keep what the broken file held before and no longer yields: a bad edit must not delete.
+          const now = new Set(resources.map(resourceKey));
+          const kept = prev.resources.filter((r) => !now.has(resourceKey(r)));
+          resources = [...resources, ...kept];
+        }
+        return {
+          mtimeMs: info.mtimeMs,
+          size: info.size,
+          resources,
+          errors: result.errors,
+          warnings: result.warnings,
+        };
+      };
+
+      const scan = async (): Promise<void> => {
+        const found = await listYamlFiles(options.path);
+        const next = new Map<string, FileResult>();
+        for (const file of found) {
+          const prev = files.get(file);
+          try {
+            next.set(file, await readOne(file, prev));
+          } catch (err) {
+            const error = toMeshmuxError(err, 'UNAVAILABLE', { file });
+            next.set(file, {
+              mtimeMs: -1,
+              size: -1,
+              resources: prev?.resources ?? [],
+              errors: [error],
+              warnings: [],
+            });
+          }
+        }
+        files.clear();
+        for (const [f, r] of next) files.set(f, r);
+        emitState();
+      };
+
+      const emitState = (): void => {
+        const byKey = new Map<string, ConfigResource>();
+        const errors: MeshmuxError[] = [];
+        const warnings: MeshmuxError[] = [];
+        for (const file of [...files.keys()].sort()) {
+          const result = files.get(file);
+          if (result === undefined) continue;
+          errors.push(...result.errors);
+          warnings.push(...result.warnings);
+          for (const r of result.resources) {
+            const key = resourceKey(r);
+            const earlier = byKey.get(key);
+            if (earlier !== undefined && earlier.origin.file !== r.origin.file) {
+              warnings.push(
+                new MeshmuxError(
+                  'METADATA',
+                  `${r.kind} ${r.namespace}/${r.name} is also defined in ${earlier.origin.file ?? '?'}; this later file wins`,
+                  {
+                    file: r.origin.file ?? file,
+                    ...(r.origin.doc === undefined ? {} : { doc: r.origin.doc }),
+                  },
+                ),
+              );
+            }
+            byKey.set(key, r);
+          }
+        }
+        const resources = [...byKey.values()];
+        const revision = revisionOf(resources);
+        const errorText = errors.map((e) => e.describe()).join('\n');
+        if (revision === lastRevision && errorText === lastErrorText) return;
+        if (errorText !== lastErrorText && errors.length > 0) {
+          for (const e of errors) log.warn({ error: e.describe() }, 'rejected a document');
+        }
+        lastRevision = revision;
+        lastErrorText = errorText;
+        log.info({ objects: resources.length, errors: errors.length, revision }, 'state read');
+        subscriber.next({ type: 'snapshot', resources, revision, errors, warnings });
+      };
+
+      const runScan = (): void => {
+        if (stopped) return;
+        if (scanning) {
+          rescanAgain = true;
+          return;
+        }
+        scanning = true;
+        scan()
+          .catch((err: unknown) => {
+            const error = toMeshmuxError(err, 'UNAVAILABLE', { file: options.path });
+            log.error({ error: error.describe() }, 'cannot read the source path');
+            subscriber.next({
+              type: 'status',
+              state: lastRevision === undefined ? 'failing' : 'stale',
+              error,
+            });
+          })
+          .finally(() => {
+            scanning = false;
+            if (rescanAgain) {
+              rescanAgain = false;
+              runScan();
+            }
+          });
+      };
+
+      const onFsEvent = (): void => {
+        if (settleTimer !== undefined) clearTimeout(settleTimer);
+        settleTimer = setTimeout(runScan, options.settleMs ?? 25);
+      };
+
+      subscriber.next({ type: 'status', state: 'connecting' });
+      try {
+        watcher = watch(options.path, { recursive: true, persistent: false }, onFsEvent);
+        watcher.on('error', (err) => log.warn({ err: err.message }, 'file watch failed; relying on rescans'));
+      } catch (err) {
+        log.warn({ err: String(err) }, 'cannot watch the path; relying on rescans');
+      }
+      const rescan = setInterval(runScan, options.rescanMs ?? 5_000);
+      rescan.unref();
+      runScan();
+
+      return () => {
+        stopped = true;
+        watcher?.close();
+        clearInterval(rescan);
+        if (settleTimer !== undefined) clearTimeout(settleTimer);
+      };
+    });
+  }
+}
+
+/** Every YAML/JSON file at or below `root`, sorted; a single file is returned as itself. */
+async function listYamlFiles(root: string): Promise<string[]> {
+  const info = await stat(root);
+  if (info.isFile()) return [root];
+  const entries = await readdir(root, { recursive: true, withFileTypes: true });
+  return entries
+    .filter((e) => e.isFile() && YAML_FILE.test(e.name))
+    .map((e) => path.join(e.parentPath, e.name))
+    .sort();
+}

@@ -1,0 +1,69 @@
+import * as grpc from '@grpc/grpc-js';
+import {
+  ADS_STREAM_PATH,
+  decodeDiscoveryResponse,
+  encodeDiscoveryRequest,
+  type DiscoveryRequest,
+  type DiscoveryResponse,
+  type MessageInit,
+} from './ads-wire.js';
+
+/**
+ * A bare ADS stream for protocol tests: send exactly the requests a test writes, read responses
+ * one at a time. Nothing is acknowledged unless the test does it.
+ */
+export class RawAdsStream {
+  private readonly client: grpc.Client;
+  private readonly call: grpc.ClientDuplexStream<MessageInit<DiscoveryRequest>, DiscoveryResponse>;
+  private readonly queue: DiscoveryResponse[] = [];
+  private waiters: Array<(r: DiscoveryResponse) => void> = [];
+  /** Every response received, in order. */
+  readonly received: DiscoveryResponse[] = [];
+
+  constructor(address: string) {
+    this.client = new grpc.Client(address, grpc.credentials.createInsecure());
+    this.call = this.client.makeBidiStreamRequest(
+      ADS_STREAM_PATH,
+      encodeDiscoveryRequest,
+      decodeDiscoveryResponse,
+    );
+    this.call.on('data', (r: DiscoveryResponse) => {
+      this.received.push(r);
+      const waiter = this.waiters.shift();
+      if (waiter === undefined) this.queue.push(r);
+      else waiter(r);
+    });
+    this.call.on('error', () => undefined);
+  }
+
+  send(request: MessageInit<DiscoveryRequest>): void {
+    this.call.write(request);
+  }
+
+  /** The next response not yet taken; rejects after `timeoutMs`. */
+  next(timeoutMs = 5_000): Promise<DiscoveryResponse> {
+    const queued = this.queue.shift();
+    if (queued !== undefined) return Promise.resolve(queued);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        reject(new Error(`no response within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const waiter = (r: DiscoveryResponse): void => {
+        clearTimeout(timer);
+        resolve(r);
+      };
+      this.waiters.push(waiter);
+    });
+  }
+
+  /** Responses received but not taken yet. */
+  pending(): number {
+    return this.queue.length;
+  }
+
+  close(): void {
+    this.call.cancel();
+    this.client.close();
+  }
+}
