@@ -3,6 +3,8 @@ import { componentLogger, type Logger } from './core/logger.js';
 import { AdsServer } from './downstream/ads-server.js';
 import { HttpServer } from './http/http-server.js';
 import { MergeEngine, type MergeInput } from './merge/merge-engine.js';
+import type { SourcePolicy } from './merge/source-rules.js';
+import { semanticKeysOf } from './schema/semantic-keys.js';
 import { KINDS } from './schema/kinds.js';
 import { messageType } from './schema/proto-root.js';
 import { encodeProtoJson } from './schema/proto-json.js';
@@ -35,6 +37,20 @@ const SOURCE_FACTORIES: {
       ...(c.rescanInterval === undefined ? {} : { rescanMs: c.rescanInterval }),
     }),
 };
+
+/** The merge rules of a configured source. */
+function sourcePolicy(config: SourceConfig | undefined): Partial<SourcePolicy> {
+  if (config === undefined) return {};
+  return {
+    priority: config.priority,
+    ...(config.allow === undefined ? {} : { allow: config.allow }),
+    ...(config.deny === undefined ? {} : { deny: config.deny }),
+    keepOnEmpty: config.onEmpty === 'keep',
+    ...(config.maxStale === undefined ? {} : { maxStaleMs: config.maxStale }),
+    maxDeleteRatio: config.maxDeleteRatio,
+    ...(config.confirmAfter === undefined ? {} : { confirmAfterMs: config.confirmAfter }),
+  };
+}
 
 function createSource(config: SourceConfig): UpstreamSource {
   return SOURCE_FACTORIES[config.type](config);
@@ -73,10 +89,19 @@ export async function startMeshmux(
   const metrics = new Metrics();
   const meshConfig = encodeMeshConfig(config);
   const sources = config.sources.map(createSource);
-  const inputs: MergeInput[] = sources.map((s) => ({ descriptor: s.descriptor, events$: s.events$ }));
+  const inputs: MergeInput[] = sources.map((s, i) => ({
+    descriptor: s.descriptor,
+    events$: s.events$,
+    policy: sourcePolicy(config.sources[i]),
+  }));
   const engine = new MergeEngine(
     inputs,
-    { syncTimeoutMs: config.syncTimeout },
+    {
+      syncTimeoutMs: config.syncTimeout,
+      semanticKeys: semanticKeysOf,
+      semanticConflicts: config.merge.semanticConflicts,
+      log: componentLogger('merge'),
+    },
     {
       onSnapshot: (snapshot, _changed, buildMs) => metrics.onSnapshot(snapshot, buildMs),
     },
@@ -107,7 +132,21 @@ export async function startMeshmux(
       syncz: () => ads.reports(),
       sources: () => engine.current().sources.map(describeSource),
       counters: () => ads.counters(),
+      rejections: () => engine.current().sources.flatMap((s) => s.rejections),
+      conflicts: () => engine.current().conflicts,
     },
+    actions: [
+      {
+        pattern: /^\/debug\/sources\/([^/]+)\/confirm$/,
+        handle: (match) => {
+          const name = decodeURIComponent(match[1] ?? '');
+          if (!engine.has(name)) return { status: 404, body: { error: `no source named ${name}` } };
+          return engine.confirm(name)
+            ? { status: 200, body: { confirmed: name } }
+            : { status: 409, body: { error: `source ${name} has no held update` } };
+        },
+      },
+    ],
   });
   engine.start();
   const xdsPort = await ads.listen(overrides.xds ?? config.server.xds);
@@ -149,7 +188,10 @@ function describeSource(s: ReturnType<MergeEngine['current']>['sources'][number]
   return {
     name: s.name,
     type: s.type,
+    priority: s.priority,
     state: s.state,
+    staleSince: s.staleSince?.toISOString(),
+    held: s.held,
     synced: s.everSynced,
     revision: s.revision,
     lastSyncTime: s.lastSyncTime?.toISOString(),

@@ -47,4 +47,6 @@ export interface SourceDescriptor {
   readonly type: string;
   /** Namespace for documents that carry none. */
   readonly defaultNamespace: string;
+  /** Kinds (registry keys) the source can ever deliver; absent means any. Readiness waits only on these. */
+  readonly kinds?: ReadonlySet<string>;
 }

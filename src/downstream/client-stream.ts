@@ -93,7 +93,6 @@ export class ClientStream {
 
   /** Queues a push for every subscribed type whose content, as this client sees it, changed. */
   onSnapshot(snapshot: ConfigSnapshot): void {
-    if (!snapshot.ready) return;
     for (const state of this.types.values()) {
       if (this.needsPush(state, snapshot)) this.due.add(state.typeUrl);
     }
@@ -184,22 +183,29 @@ export class ClientStream {
     this.flush();
   }
 
+  /** A kind is served once every source that may hold it has synced (or the startup budget passed). */
+  private ready(state: TypeState, snapshot: ConfigSnapshot): boolean {
+    return state.kind === undefined || state.kind.envelope === 'bare'
+      ? snapshot.ready
+      : snapshot.readyFor(state.kind.key);
+  }
+
   private needsPush(state: TypeState, snapshot: ConfigSnapshot): boolean {
-    if (state.awaitingAck) return false;
-    if (state.kind?.envelope === 'bare') return false; // sent once at subscription
+    if (state.awaitingAck || !this.ready(state, snapshot)) return false;
+    // MeshConfig goes once, when it can; istiod never acknowledges it, so it is never re-sent.
+    if (state.kind?.envelope === 'bare') return state.sentVersion === undefined && this.env.meshConfig() !== undefined;
     const version = this.env.responses.viewVersion(this.view, snapshot.kinds.get(state.kind?.key ?? ''));
     return version !== state.sentVersion;
   }
 
   private flush(): void {
     const snapshot = this.env.reader.current();
-    if (!snapshot.ready) return;
     while (!this.blocked && !this.closed && this.due.size > 0) {
       const typeUrl = this.due.values().next().value;
       if (typeUrl === undefined) break;
       this.due.delete(typeUrl);
       const state = this.types.get(typeUrl);
-      if (state === undefined) continue;
+      if (state === undefined || !this.ready(state, snapshot)) continue;
       const response = this.build(state, snapshot);
       if (response === undefined) continue;
       const envelopeIsBare = state.kind?.envelope === 'bare';

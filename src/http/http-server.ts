@@ -6,6 +6,27 @@ import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js
 /** A JSON-producing debug page. Returns the body to serialize. */
 export type DebugPage = (url: URL) => unknown;
 
+/** The answer of a POST action: a status and a JSON body. */
+export interface ActionResult {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+/**
+ * A POST endpoint: `pattern` is matched against the path; the handler gets the match, the raw
+ * body (at most 1 MiB) and the request headers.
+ */
+export interface PostAction {
+  readonly pattern: RegExp;
+  handle(
+    match: RegExpMatchArray,
+    body: Buffer,
+    headers: IncomingMessage['headers'],
+  ): ActionResult | Promise<ActionResult>;
+}
+
+const MAX_POST_BYTES = 1024 * 1024;
+
 export interface HttpServerOptions {
   readonly reader: SnapshotReader;
   readonly log: Logger;
@@ -13,6 +34,8 @@ export interface HttpServerOptions {
   readonly metrics: () => Promise<{ contentType: string; body: string }>;
   /** Extra JSON pages under `/debug/<name>`. */
   readonly debugPages: Readonly<Record<string, DebugPage>>;
+  /** POST endpoints, tried in order. */
+  readonly actions?: readonly PostAction[];
 }
 
 /**
@@ -54,6 +77,10 @@ export class HttpServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://meshmux');
+    if (req.method === 'POST') {
+      await this.post(url, req, res);
+      return;
+    }
     const snapshot = this.options.reader.current();
     switch (url.pathname) {
       case '/healthz':
@@ -79,6 +106,34 @@ export class HttpServer {
     }
     sendJson(res, 200, page(url));
   }
+
+  private async post(url: URL, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    for (const action of this.options.actions ?? []) {
+      const match = url.pathname.match(action.pattern);
+      if (match === null) continue;
+      const body = await readBody(req, MAX_POST_BYTES);
+      if (body === undefined) {
+        sendJson(res, 413, { error: `body larger than ${MAX_POST_BYTES} bytes` });
+        return;
+      }
+      const result = await action.handle(match, body, req.headers);
+      sendJson(res, result.status, result.body);
+      return;
+    }
+    sendJson(res, 404, { error: `no POST endpoint ${url.pathname}` });
+  }
+}
+
+/** Reads a request body up to `limit` bytes; undefined when it is larger. */
+async function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.byteLength;
+    if (size > limit) return undefined;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
 }
 
 function readiness(snapshot: ConfigSnapshot): unknown {

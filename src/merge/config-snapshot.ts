@@ -2,6 +2,7 @@ import type { Observable } from 'rxjs';
 import type { MeshmuxError } from '../core/errors.js';
 import type { ConfigResource } from '../core/resource.js';
 import type { SourceState } from '../core/source-event.js';
+import type { RejectionReason } from './source-rules.js';
 
 /** The content version of a kind that no source holds. */
 export const EMPTY_KIND_VERSION = 'empty';
@@ -21,20 +22,67 @@ export interface KindSnapshot {
   readonly resources: readonly ConfigResource[];
 }
 
+/** An object a source sent that its rules kept out. */
+export interface Rejection {
+  readonly source: string;
+  readonly kind: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly reason: RejectionReason;
+}
+
+/** One object involved in a conflict. */
+export interface ConflictParty {
+  readonly source: string;
+  readonly priority: number;
+  readonly kind: string;
+  readonly namespace: string;
+  readonly name: string;
+  /** Whether istiods receive this object. */
+  readonly served: boolean;
+}
+
+/** Conflict categories. `same-key` is one object defined by several sources; the rest are semantic. */
+export type ConflictType =
+  'same-key' | 'service-entry-host' | 'gateway-host' | 'destination-rule-host' | 'sidecar-default';
+
+/** Something istiod would resolve silently, made visible. */
+export interface Conflict {
+  readonly type: ConflictType;
+  /** What the parties share: `kind|namespace/name` for same-key, otherwise the host, gateway or namespace. */
+  readonly subject: string;
+  /** How it was resolved: by priority, by configuration order (equal priorities), or by serving all parties. */
+  readonly resolution: 'priority' | 'config-order' | 'served-all';
+  readonly parties: readonly ConflictParty[];
+}
+
+/** An update a guard holds back, as reported. */
+export interface HeldReport {
+  readonly reason: 'empty' | 'mass-delete';
+  readonly since: Date;
+  readonly deletions: number;
+  readonly total: number;
+}
+
 /** What the merge knows about one source, for readiness and the debug pages. */
 export interface SourceReport {
   readonly name: string;
   readonly type: string;
+  readonly priority: number;
   readonly state: SourceState;
   /** True once the source has delivered one complete state. */
   readonly everSynced: boolean;
   readonly revision: string;
   readonly lastSyncTime?: Date;
   readonly lastError?: MeshmuxError;
-  /** Objects per kind the source currently contributes (before precedence). */
+  readonly staleSince?: Date;
+  /** An update held by the empty-state or mass-deletion guard. */
+  readonly held?: HeldReport;
+  /** Objects per kind the source currently contributes (after its rules, before precedence). */
   readonly counts: Readonly<Record<string, number>>;
   readonly errors: readonly MeshmuxError[];
   readonly warnings: readonly MeshmuxError[];
+  readonly rejections: readonly Rejection[];
 }
 
 /** One immutable view of the merged config. */
@@ -45,11 +93,14 @@ export interface ConfigSnapshot {
   readonly version: string;
   /** Kinds present in the merge; a kind no source holds is absent (serve it as empty). */
   readonly kinds: ReadonlyMap<string, KindSnapshot>;
-  /** False until every source synced once or the startup budget passed. */
+  /** True once every source synced once or the startup budget passed. */
   readonly ready: boolean;
-  /** Names of sources that have not synced yet (reported while the budget is running or after it). */
+  /** Whether a kind may be served: every source that may contribute to it has synced, or the budget passed. */
+  readyFor(kind: string): boolean;
+  /** Names of sources that have not synced yet. */
   readonly waitingFor: readonly string[];
   readonly sources: readonly SourceReport[];
+  readonly conflicts: readonly Conflict[];
 }
 
 /**

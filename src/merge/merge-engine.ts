@@ -1,56 +1,88 @@
 import { createHash } from 'node:crypto';
-import { BehaviorSubject, catchError, type Observable, of, Subscription } from 'rxjs';
-import { toMeshmuxError } from '../core/errors.js';
-import type { ConfigResource } from '../core/resource.js';
+import {
+  asapScheduler,
+  auditTime,
+  BehaviorSubject,
+  catchError,
+  map,
+  merge,
+  type Observable,
+  of,
+  type SchedulerLike,
+  Subject,
+  Subscription,
+} from 'rxjs';
+import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../core/source-event.js';
-import type { ConfigSnapshot, KindSnapshot, SnapshotReader } from './config-snapshot.js';
-import { SourceLedger } from './source-ledger.js';
+import type { Conflict, ConfigSnapshot, KindSnapshot, SnapshotReader } from './config-snapshot.js';
+import { KindTable, type SemanticConflictPolicy, type SemanticKeys } from './kind-table.js';
+import { type KindChange, SourceLedger } from './source-ledger.js';
+import { DEFAULT_SOURCE_POLICY, type SourcePolicy } from './source-rules.js';
 
-/** A source as the merge sees it: a name and a stream of events. */
+/** A source as the merge sees it: its descriptor, its events and its rules. */
 export interface MergeInput {
   readonly descriptor: SourceDescriptor;
   readonly events$: Observable<SourceEvent>;
+  readonly policy?: Partial<SourcePolicy>;
 }
 
 export interface MergeOptions {
   /** How long to wait for every source's first state before serving anyway. Default 30 s. */
   readonly syncTimeoutMs?: number;
-  /** Clock, for tests. */
-  readonly now?: () => Date;
+  /** Semantic keys of objects, for conflict detection; without it only same-key conflicts are seen. */
+  readonly semanticKeys?: SemanticKeys;
+  /** What to serve on a semantic conflict. Default `serve-all` (istiod resolves it, meshmux reports it). */
+  readonly semanticConflicts?: SemanticConflictPolicy;
+  /** Schedules snapshot builds and timers; virtual time in tests. Default `asapScheduler`. */
+  readonly scheduler?: SchedulerLike;
+  readonly log?: Logger;
 }
 
 /** Lifecycle hooks; called synchronously, must not throw. */
 export interface MergeHooks {
   onSnapshot?(snapshot: ConfigSnapshot, changedKinds: ReadonlySet<string>, buildMs: number): void;
   onSourceEvent?(source: string, event: SourceEvent): void;
+  onHeld?(source: string, reason: 'empty' | 'mass-delete', deletions: number): void;
+}
+
+/** A source's event, tagged with the source's position. */
+interface Tagged {
+  readonly index: number;
+  readonly event: SourceEvent;
 }
 
 /**
- * Merges sources into immutable, versioned snapshots. Each source is isolated (an error of its
- * stream becomes a `failing` status), its last good state is kept, and events that arrive
- * together are folded into one snapshot built on the next turn of the event loop, so a burst
- * costs one build while an isolated change waits for no timer.
+ * Merges sources into immutable, versioned snapshots. Each source is isolated (its stream's error
+ * becomes a status), holds its last good state behind its access rules and safety guards, and
+ * feeds per-kind tables that apply precedence incrementally. Events arriving together are folded
+ * into one snapshot on the scheduler's next turn: a burst costs one build, and an isolated change
+ * waits for no timer.
  */
 export class MergeEngine implements SnapshotReader {
   private readonly ledgers: SourceLedger[];
+  private readonly tables = new Map<string, KindTable>();
   private readonly subject: BehaviorSubject<ConfigSnapshot>;
   private readonly subscription = new Subscription();
-  private readonly kinds = new Map<string, KindSnapshot>();
-  private readonly dirty = new Set<string>();
+  private readonly kicks = new Subject<void>();
+  private readonly changed = new Set<string>();
+  private readonly scheduler: SchedulerLike;
   private generation = 0;
   private kindGeneration = 0;
-  private scheduled: NodeJS.Immediate | undefined;
   private timedOut = false;
-  private readonly now: () => Date;
+  private started = false;
 
   constructor(
     private readonly inputs: readonly MergeInput[],
     private readonly options: MergeOptions = {},
     private readonly hooks: MergeHooks = {},
   ) {
-    this.now = options.now ?? (() => new Date());
-    this.ledgers = inputs.map((i) => new SourceLedger(i.descriptor));
-    this.subject = new BehaviorSubject(this.build(new Set()));
+    this.scheduler = options.scheduler ?? asapScheduler;
+    this.ledgers = inputs.map(
+      (input, index) =>
+        new SourceLedger(input.descriptor, { ...DEFAULT_SOURCE_POLICY, ...input.policy }, index),
+    );
+    this.subject = new BehaviorSubject(this.build());
   }
 
   get snapshots$(): Observable<ConfigSnapshot> {
@@ -61,118 +93,174 @@ export class MergeEngine implements SnapshotReader {
     return this.subject.getValue();
   }
 
-  /** Subscribes to every source. Idempotent only in the sense that it must be called once. */
+  /** Subscribes to every source and starts the startup budget. Call once. */
   start(): void {
-    this.inputs.forEach((input, index) => {
-      const ledger = this.ledgers[index];
-      if (ledger === undefined) return;
-      const isolated$ = input.events$.pipe(
-        catchError((err: unknown) =>
-          of<SourceEvent>({
-            type: 'status',
-            state: ledger.synced ? 'stale' : 'failing',
-            error: toMeshmuxError(err, 'UNAVAILABLE', { file: input.descriptor.name }),
-          }),
-        ),
-      );
-      this.subscription.add(
-        isolated$.subscribe((event) => {
-          this.hooks.onSourceEvent?.(input.descriptor.name, event);
-          for (const kind of ledger.apply(event, this.now())) this.dirty.add(kind);
-          this.schedule();
-        }),
-      );
-    });
-    const timeout = this.options.syncTimeoutMs ?? 30_000;
-    const timer = setTimeout(() => {
-      this.timedOut = true;
-      this.schedule();
-    }, timeout);
-    this.subscription.add(() => clearTimeout(timer));
-    this.schedule();
+    if (this.started) throw new MeshmuxError('INTERNAL', 'MergeEngine.start() called twice');
+    this.started = true;
+    const tagged$ = merge(...this.inputs.map((input, index) => this.isolate(input, index)));
+    this.subscription.add(
+      tagged$.subscribe(({ index, event }) => {
+        const ledger = this.ledgers[index];
+        if (ledger === undefined) return;
+        this.hooks.onSourceEvent?.(ledger.descriptor.name, event);
+        const wasHeld = ledger.heldUpdate;
+        this.take(ledger, ledger.apply(event, new Date(this.scheduler.now())));
+        const held = ledger.heldUpdate;
+        if (held !== undefined && wasHeld === undefined) this.onHold(ledger);
+        if (event.type === 'status' && ledger.staleSinceTime !== undefined) this.armExpiry(ledger);
+        this.kicks.next();
+      }),
+    );
+    // One build per burst: the audit window closes on the scheduler's next turn.
+    this.subscription.add(this.kicks.pipe(auditTime(0, this.scheduler)).subscribe(() => this.publish()));
+    this.subscription.add(
+      this.scheduler.schedule(() => {
+        this.timedOut = true;
+        const missing = this.ledgers.filter((l) => !l.synced).map((l) => l.descriptor.name);
+        if (missing.length > 0) {
+          this.options.log?.warn({ missing }, 'startup budget passed: serving without these sources');
+        }
+        this.kicks.next();
+      }, this.options.syncTimeoutMs ?? 30_000),
+    );
+    this.kicks.next();
+  }
+
+  /** Applies an update a guard holds for a source (operator confirmation). False if none was held. */
+  confirm(sourceName: string): boolean {
+    const ledger = this.ledgers.find((l) => l.descriptor.name === sourceName);
+    if (ledger?.heldUpdate === undefined) return false;
+    this.options.log?.warn(
+      { source: sourceName, held: ledger.heldUpdate },
+      'operator confirmed a held update',
+    );
+    this.take(ledger, ledger.release());
+    this.kicks.next();
+    return true;
+  }
+
+  /** Whether a source with this name is configured. */
+  has(sourceName: string): boolean {
+    return this.ledgers.some((l) => l.descriptor.name === sourceName);
   }
 
   /** Unsubscribes from every source; the last snapshot stays readable. */
   stop(): void {
     this.subscription.unsubscribe();
-    if (this.scheduled !== undefined) clearImmediate(this.scheduled);
-    this.scheduled = undefined;
   }
 
-  private schedule(): void {
-    if (this.scheduled !== undefined) return;
-    this.scheduled = setImmediate(() => {
-      this.scheduled = undefined;
-      const started = performance.now();
-      const changed = new Set(this.dirty);
-      this.dirty.clear();
-      const snapshot = this.build(changed);
-      const previous = this.subject.getValue();
-      if (
-        snapshot.version === previous.version &&
-        snapshot.ready === previous.ready &&
-        sameReports(snapshot, previous)
-      ) {
-        return;
-      }
-      this.hooks.onSnapshot?.(snapshot, changed, performance.now() - started);
-      this.subject.next(snapshot);
-    });
-  }
-
-  private build(changed: ReadonlySet<string>): ConfigSnapshot {
-    for (const kind of changed) this.rebuildKind(kind);
-    const waitingFor = this.ledgers.filter((l) => !l.synced).map((l) => l.descriptor.name);
-    const kindVersions = [...this.kinds.values()]
-      .sort((a, b) => (a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0))
-      .map((k) => `${k.kind}=${k.version}`);
-    return Object.freeze({
-      generation: ++this.generation,
-      version: hashParts(kindVersions),
-      kinds: new Map(this.kinds),
-      ready: waitingFor.length === 0 || this.timedOut,
-      waitingFor,
-      sources: this.ledgers.map((l) => l.report()),
-    });
-  }
-
-  /** Precedence for now: the first source in configuration order holding a key wins. */
-  private rebuildKind(kind: string): void {
-    const merged = new Map<string, ConfigResource>();
-    for (const ledger of this.ledgers) {
-      for (const r of ledger.resources(kind)) {
-        const key = `${r.namespace}/${r.name}`;
-        if (!merged.has(key)) merged.set(key, r);
-      }
-    }
-    if (merged.size === 0) {
-      if (this.kinds.delete(kind)) this.kindGeneration++;
-      return;
-    }
-    const resources = [...merged.values()].sort(compareResources);
-    const version = hashParts(
-      resources.map(
-        (r) => `${r.namespace}/${r.name}@${r.version}@${r.createTime.seconds}.${r.createTime.nanos}`,
+  private isolate(input: MergeInput, index: number): Observable<Tagged> {
+    return input.events$.pipe(
+      map((event) => ({ index, event })),
+      catchError((err: unknown) =>
+        of<Tagged>({
+          index,
+          event: {
+            type: 'status',
+            state: this.ledgers[index]?.synced === true ? 'stale' : 'failing',
+            error: toMeshmuxError(err, 'UNAVAILABLE', { file: input.descriptor.name }),
+          },
+        }),
       ),
     );
-    const previous = this.kinds.get(kind);
-    if (previous?.version === version) return;
-    this.kinds.set(
-      kind,
-      Object.freeze({
-        kind,
-        version,
-        generation: ++this.kindGeneration,
-        resources: Object.freeze(resources),
-      }),
+  }
+
+  private take(ledger: SourceLedger, changes: readonly KindChange[]): void {
+    const rank = { name: ledger.descriptor.name, priority: ledger.policy.priority, order: ledger.order };
+    for (const change of changes) {
+      let table = this.tables.get(change.kind);
+      if (table === undefined) {
+        table = new KindTable(
+          change.kind,
+          this.options.semanticKeys,
+          this.options.semanticConflicts ?? 'serve-all',
+          () => ++this.kindGeneration,
+        );
+        this.tables.set(change.kind, table);
+      }
+      table.apply(rank, change.before, change.after);
+      this.changed.add(change.kind);
+    }
+  }
+
+  private onHold(ledger: SourceLedger): void {
+    const held = ledger.heldUpdate;
+    if (held === undefined) return;
+    this.hooks.onHeld?.(ledger.descriptor.name, held.reason, held.deletions);
+    this.options.log?.error(
+      { source: ledger.descriptor.name, ...held },
+      held.reason === 'empty'
+        ? 'a source sent an empty state: holding it, its last objects stay served (confirm to apply)'
+        : 'a source update would delete too much at once: holding it (confirm to apply)',
+    );
+    const after = ledger.policy.confirmAfterMs;
+    if (after === undefined) return;
+    this.subscription.add(
+      this.scheduler.schedule(() => {
+        if (ledger.heldUpdate?.since.getTime() !== held.since.getTime()) return;
+        this.options.log?.warn({ source: ledger.descriptor.name }, 'held update persisted: applying it');
+        this.take(ledger, ledger.release());
+        this.kicks.next();
+      }, after),
     );
   }
-}
 
-function compareResources(a: ConfigResource, b: ConfigResource): number {
-  if (a.namespace !== b.namespace) return a.namespace < b.namespace ? -1 : 1;
-  if (a.name !== b.name) return a.name < b.name ? -1 : 1;
-  return 0;
+  private armExpiry(ledger: SourceLedger): void {
+    const max = ledger.policy.maxStaleMs;
+    if (max === undefined) return;
+    this.subscription.add(
+      this.scheduler.schedule(() => {
+        const changes = ledger.expire(new Date(this.scheduler.now()));
+        if (changes.length === 0) return;
+        this.options.log?.warn(
+          { source: ledger.descriptor.name },
+          'source stale past maxStale: its objects are dropped',
+        );
+        this.take(ledger, changes);
+        this.kicks.next();
+      }, max),
+    );
+  }
+
+  private publish(): void {
+    const started = performance.now();
+    const changed = new Set(this.changed);
+    this.changed.clear();
+    const snapshot = this.build();
+    const previous = this.subject.getValue();
+    if (
+      snapshot.version === previous.version &&
+      snapshot.ready === previous.ready &&
+      sameReports(snapshot, previous)
+    ) {
+      return;
+    }
+    this.hooks.onSnapshot?.(snapshot, changed, performance.now() - started);
+    this.subject.next(snapshot);
+  }
+
+  private build(): ConfigSnapshot {
+    const kinds = new Map<string, KindSnapshot>();
+    const conflicts: Conflict[] = [];
+    for (const [kind, table] of [...this.tables].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      const k = table.snapshot();
+      if (k !== undefined) kinds.set(kind, k);
+      conflicts.push(...table.conflicts());
+    }
+    const unsynced = this.ledgers.filter((l) => !l.synced);
+    const timedOut = this.timedOut;
+    const readyFor = (kind: string): boolean => timedOut || unsynced.every((l) => !l.mayContribute(kind));
+    return Object.freeze({
+      generation: ++this.generation,
+      version: hashParts([...kinds.values()].map((k) => `${k.kind}=${k.version}`)),
+      kinds,
+      ready: unsynced.length === 0 || timedOut,
+      readyFor,
+      waitingFor: unsynced.map((l) => l.descriptor.name),
+      sources: this.ledgers.map((l) => l.report()),
+      conflicts,
+    });
+  }
 }
 
 function hashParts(parts: readonly string[]): string {
@@ -190,6 +278,8 @@ function sameReports(a: ConfigSnapshot, b: ConfigSnapshot): boolean {
       o.state === s.state &&
       o.revision === s.revision &&
       o.errors === s.errors &&
+      o.rejections === s.rejections &&
+      o.held === s.held &&
       o.lastError === s.lastError
     );
   });

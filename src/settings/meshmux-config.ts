@@ -16,6 +16,12 @@ const ConfigFile = z.strictObject({
   /** How long to wait for every source before serving what has synced. */
   syncTimeout: Duration.default(30_000),
   sources: z.array(SourceConfig).min(1, 'at least one source'),
+  merge: z
+    .strictObject({
+      /** On a semantic clash (two ServiceEntries for one host, ...): serve every party, or only the highest-priority source's. */
+      semanticConflicts: z.enum(['serve-all', 'highest-priority']).default('serve-all'),
+    })
+    .prefault({}),
   /** MeshConfig to answer istiod's MeshConfig request with; without it that request is never answered. */
   mesh: z.record(z.string(), z.unknown()).optional(),
 });

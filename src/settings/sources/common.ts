@@ -34,11 +34,32 @@ export const SourceName = z
   .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'a DNS-1123 label (lower-case letters, digits and -)')
   .max(63);
 
-/** Fields every source type accepts. Spread into each type's schema. */
+const Selector = z.strictObject({
+  /** Namespace names or globs (`team-a-*`). */
+  namespaces: z.array(z.string().min(1)).optional(),
+  /** Kind names (`VirtualService`) or globs. */
+  kinds: z.array(z.string().min(1)).optional(),
+});
+
+/** Fields every source type accepts: identity, precedence, access rules and safety. Spread into each type's schema. */
 export const COMMON_SOURCE_FIELDS = {
   name: SourceName,
   /** Namespace of documents that carry none. */
   namespace: z.string().min(1).default('default'),
+  /** Higher wins an object several sources define; equal priorities fall back to configuration order. */
+  priority: z.number().int().default(0),
+  /** Only what matches is admitted from this source. */
+  allow: Selector.optional(),
+  /** What matches is dropped from this source, even if allowed. */
+  deny: Selector.optional(),
+  /** `keep`: a full state that suddenly empties the source is held (logged loudly); `accept`: applied. */
+  onEmpty: z.enum(['keep', 'accept']).default('keep'),
+  /** Drop the source's objects after it has been stale this long; default never. */
+  maxStale: Duration.optional(),
+  /** Hold an update that deletes more than this share of the source's objects (and more than 10). */
+  maxDeleteRatio: z.number().min(0).max(1).default(0.5),
+  /** Apply a held update once it has persisted this long; default only on operator confirmation. */
+  confirmAfter: Duration.optional(),
 };
 
 /** File paths (PEM) of a TLS identity and trust, shared by upstream dialers and the server. */

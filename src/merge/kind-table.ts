@@ -1,0 +1,260 @@
+import { createHash } from 'node:crypto';
+import type { ConfigResource } from '../core/resource.js';
+import type { Conflict, ConflictParty, ConflictType, KindSnapshot } from './config-snapshot.js';
+import type { KindState } from './source-ledger.js';
+
+/** A source as ranked by precedence. */
+export interface SourceRank {
+  readonly name: string;
+  readonly priority: number;
+  /** Position in the configuration; lower wins a priority tie. */
+  readonly order: number;
+}
+
+interface Holder {
+  readonly rank: SourceRank;
+  readonly resource: ConfigResource;
+}
+
+/** What to serve when objects clash semantically (two ServiceEntries for one host, ...). */
+export type SemanticConflictPolicy = 'serve-all' | 'highest-priority';
+
+/** Semantic keys of an object: `<conflict type>|<subject>`; objects sharing one clash. */
+export type SemanticKeys = (resource: ConfigResource) => readonly string[];
+
+const digests = new WeakMap<ConfigResource, Uint32Array>();
+
+function digestOf(r: ConfigResource): Uint32Array {
+  let d = digests.get(r);
+  if (d === undefined) {
+    const bytes = createHash('md5')
+      .update(`${r.namespace}/${r.name}@${r.version}@${r.createTime.seconds}.${r.createTime.nanos}`)
+      .digest();
+    d = new Uint32Array(bytes.buffer, bytes.byteOffset, 4).slice();
+    digests.set(r, d);
+  }
+  return d;
+}
+
+/** Namespace first, then name: a key that sorts the way responses list objects. */
+function sortKey(namespace: string, name: string): string {
+  return `${namespace}\u0000${name}`;
+}
+
+function compareRank(a: Holder, b: Holder): number {
+  return b.rank.priority - a.rank.priority || a.rank.order - b.rank.order;
+}
+
+/**
+ * The merged state of one kind, maintained incrementally: each source change touches only the keys
+ * it changed. The highest-priority holder of a key is served (configuration order breaks ties),
+ * and when it drops the key the next holder takes over in the same step. The version is an
+ * order-independent digest of the served objects, so it costs O(changed) and is equal on every
+ * replica for equal content.
+ */
+export class KindTable {
+  private readonly holders = new Map<string, Holder[]>();
+  private readonly served = new Map<string, Holder>();
+  /** Served sort keys, kept sorted. */
+  private readonly order: string[] = [];
+  private readonly xor = new Uint32Array(4);
+  private readonly semantic = new Map<string, Set<string>>();
+  private readonly semanticOf = new Map<string, readonly string[]>();
+  private readonly suppressed = new Set<string>();
+  /** Keys held by more than one source. */
+  private readonly contested = new Set<string>();
+  private cachedConflicts: Conflict[] | undefined;
+  private generation = 0;
+  private lastVersion = '';
+  private cached: KindSnapshot | undefined;
+
+  constructor(
+    readonly kind: string,
+    private readonly semanticKeys: SemanticKeys | undefined,
+    private readonly policy: SemanticConflictPolicy,
+    private readonly nextGeneration: () => number,
+  ) {}
+
+  /** Applies one source's change of this kind. */
+  apply(rank: SourceRank, before: KindState, after: KindState): void {
+    const touched = new Set<string>();
+    for (const [key, r] of before) {
+      if (after.get(key) === r) continue;
+      const list = (this.holders.get(key) ?? []).filter((h) => h.rank.name !== rank.name);
+      if (list.length === 0) this.holders.delete(key);
+      else this.holders.set(key, list);
+      if (list.length > 1) this.contested.add(key);
+      else this.contested.delete(key);
+      touched.add(sortKey(r.namespace, r.name));
+    }
+    for (const [key, r] of after) {
+      if (before.get(key) === r) continue;
+      const list = (this.holders.get(key) ?? []).filter((h) => h.rank.name !== rank.name);
+      list.push({ rank, resource: r });
+      list.sort(compareRank);
+      this.holders.set(key, list);
+      if (list.length > 1) this.contested.add(key);
+      touched.add(sortKey(r.namespace, r.name));
+    }
+    if (touched.size === 0) return;
+    this.cached = undefined;
+    this.cachedConflicts = undefined;
+    const groups = new Set<string>();
+    for (const sk of touched) {
+      const winner = this.winner(sk);
+      for (const g of this.reindex(sk, winner)) groups.add(g);
+    }
+    const recheck = new Set(touched);
+    for (const g of groups) for (const sk of this.semantic.get(g) ?? []) recheck.add(sk);
+    if (this.policy === 'highest-priority') this.suppress(groups);
+    for (const sk of recheck) this.serve(sk);
+  }
+
+  /** The served objects, or undefined when there are none. Reused until the next change. */
+  snapshot(): KindSnapshot | undefined {
+    if (this.served.size === 0) {
+      // Content that comes back after a gap is a new generation, so no response is reused across it.
+      this.lastVersion = '';
+      return undefined;
+    }
+    if (this.cached !== undefined) return this.cached;
+    const version = `${Array.from(this.xor, (n) => n.toString(16).padStart(8, '0')).join('')}-${this.served.size}`;
+    if (version !== this.lastVersion) {
+      this.lastVersion = version;
+      this.generation = this.nextGeneration();
+    }
+    const resources = this.order.map((sk) => (this.served.get(sk) as Holder).resource);
+    this.cached = Object.freeze({
+      kind: this.kind,
+      version,
+      generation: this.generation,
+      resources: Object.freeze(resources),
+    });
+    return this.cached;
+  }
+
+  /** Keys held by several sources, and semantic clashes, as they stand now. */
+  conflicts(): readonly Conflict[] {
+    if (this.cachedConflicts !== undefined) return this.cachedConflicts;
+    const out: Conflict[] = [];
+    for (const key of this.contested) {
+      const list = this.holders.get(key) ?? [];
+      if (list.length < 2) continue;
+      const [first, second] = list as [Holder, Holder];
+      const r = first.resource;
+      out.push({
+        type: 'same-key',
+        subject: `${this.kind}|${r.namespace}/${r.name}`,
+        resolution: first.rank.priority === second.rank.priority ? 'config-order' : 'priority',
+        parties: list.map((h, i) => this.party(h, i === 0 && this.served.has(sortKey(r.namespace, r.name)))),
+      });
+    }
+    for (const [group, members] of this.semantic) {
+      if (members.size < 2) continue;
+      const bar = group.indexOf('|');
+      const holders = [...members].map((sk) => this.winner(sk)).filter((h): h is Holder => h !== undefined);
+      const anySuppressed = [...members].some((sk) => this.suppressed.has(sk));
+      out.push({
+        type: group.slice(0, bar) as ConflictType,
+        subject: group.slice(bar + 1),
+        resolution: anySuppressed ? 'priority' : 'served-all',
+        parties: holders.map((h) =>
+          this.party(h, this.served.has(sortKey(h.resource.namespace, h.resource.name))),
+        ),
+      });
+    }
+    return out;
+  }
+
+  private party(h: Holder, served: boolean): ConflictParty {
+    const r = h.resource;
+    return {
+      source: h.rank.name,
+      priority: h.rank.priority,
+      kind: r.kind,
+      namespace: r.namespace,
+      name: r.name,
+      served,
+    };
+  }
+
+  private winner(sk: string): Holder | undefined {
+    const sep = sk.indexOf('\u0000');
+    return this.holders.get(`${sk.slice(0, sep)}/${sk.slice(sep + 1)}`)?.[0];
+  }
+
+  /** Moves a key's semantic-index entries to its current winner; returns the groups touched. */
+  private reindex(sk: string, winner: Holder | undefined): string[] {
+    if (this.semanticKeys === undefined) return [];
+    const old = this.semanticOf.get(sk) ?? [];
+    const now = winner === undefined ? [] : this.semanticKeys(winner.resource);
+    for (const g of old) {
+      const set = this.semantic.get(g);
+      set?.delete(sk);
+      if (set?.size === 0) this.semantic.delete(g);
+    }
+    for (const g of now) {
+      let set = this.semantic.get(g);
+      if (set === undefined) this.semantic.set(g, (set = new Set()));
+      set.add(sk);
+    }
+    if (now.length === 0) this.semanticOf.delete(sk);
+    else this.semanticOf.set(sk, now);
+    return [...old, ...now];
+  }
+
+  /** In each clashing group, objects from sources of lower priority than the group's best are withheld. */
+  private suppress(groups: ReadonlySet<string>): void {
+    const affected = new Set<string>();
+    for (const g of groups) for (const sk of this.semantic.get(g) ?? []) affected.add(sk);
+    for (const sk of affected) {
+      const me = this.winner(sk);
+      let beaten = false;
+      for (const g of this.semanticOf.get(sk) ?? []) {
+        for (const other of this.semantic.get(g) ?? []) {
+          const rival = other === sk ? undefined : this.winner(other);
+          if (rival !== undefined && me !== undefined && rival.rank.priority > me.rank.priority)
+            beaten = true;
+        }
+      }
+      if (beaten) this.suppressed.add(sk);
+      else this.suppressed.delete(sk);
+    }
+  }
+
+  /** Brings the served set, its order and its digest in line with the key's winner. */
+  private serve(sk: string): void {
+    const winner = this.suppressed.has(sk) ? undefined : this.winner(sk);
+    const current = this.served.get(sk);
+    if (current?.resource === winner?.resource && current !== undefined) return;
+    if (current !== undefined) {
+      this.toggle(current.resource);
+      if (winner === undefined) {
+        this.served.delete(sk);
+        this.order.splice(this.indexOf(sk), 1);
+      }
+    }
+    if (winner !== undefined) {
+      this.toggle(winner.resource);
+      if (current === undefined) this.order.splice(this.indexOf(sk), 0, sk);
+      this.served.set(sk, winner);
+    }
+  }
+
+  private toggle(r: ConfigResource): void {
+    const d = digestOf(r);
+    for (let i = 0; i < 4; i++) this.xor[i] = (this.xor[i] ?? 0) ^ (d[i] ?? 0);
+  }
+
+  /** Binary search: the position of `sk` in the served order, or where it would go. */
+  private indexOf(sk: string): number {
+    let lo = 0;
+    let hi = this.order.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((this.order[mid] ?? '') < sk) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+}
