@@ -1,0 +1,238 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { queueScheduler, Subject } from 'rxjs';
+import type { ConfigResource } from '../../src/core/resource.js';
+import type { SourceEvent } from '../../src/core/source-event.js';
+import { SOURCE_ANNOTATION } from '../../src/merge/source-ledger.js';
+import { MergeEngine } from '../../src/merge/merge-engine.js';
+import type { SourcePolicy } from '../../src/merge/source-rules.js';
+import { fakeResource } from '../support/resources.js';
+
+const NAMESPACES = ['shop', 'pay', 'team-a', 'team-a-dev'] as const;
+const KINDS = ['networking.istio.io/VirtualService', 'networking.istio.io/DestinationRule'] as const;
+const NAMES = ['r1', 'r2', 'r3'] as const;
+
+/** One object a source may send: a key and one of two bodies. */
+const objectArb = fc.record({
+  kind: fc.constantFrom(...KINDS),
+  namespace: fc.constantFrom(...NAMESPACES),
+  name: fc.constantFrom(...NAMES),
+  body: fc.constantFrom('v1', 'v2'),
+});
+
+const stateArb = fc.uniqueArray(objectArb, {
+  selector: (o) => `${o.kind}|${o.namespace}/${o.name}`,
+  maxLength: 12,
+});
+
+const policyArb = fc.record({
+  priority: fc.integer({ min: 0, max: 3 }),
+  allowNs: fc.option(fc.subarray([...NAMESPACES, 'team-a-*'], { minLength: 1 }), { nil: undefined }),
+  denyKinds: fc.option(fc.constant<string[]>(['DestinationRule']), { nil: undefined }),
+});
+
+type Model = fc.Arbitrary<{
+  policies: Array<{ priority: number; allowNs: string[] | undefined; denyKinds: string[] | undefined }>;
+  steps: Array<{
+    source: number;
+    state: Array<{ kind: string; namespace: string; name: string; body: string }>;
+  }>;
+}>;
+
+const modelArb: Model = fc.integer({ min: 3, max: 5 }).chain((n) =>
+  fc.record({
+    policies: fc.array(policyArb, { minLength: n, maxLength: n }),
+    steps: fc.array(fc.record({ source: fc.integer({ min: 0, max: n - 1 }), state: stateArb }), {
+      maxLength: 25,
+    }),
+  }),
+);
+
+function toPolicy(
+  p: { priority: number; allowNs: string[] | undefined; denyKinds: string[] | undefined },
+  guards: boolean,
+): Partial<SourcePolicy> {
+  return {
+    priority: p.priority,
+    ...(p.allowNs === undefined ? {} : { allow: { namespaces: p.allowNs } }),
+    ...(p.denyKinds === undefined ? {} : { deny: { kinds: p.denyKinds } }),
+    keepOnEmpty: guards,
+    maxDeleteRatio: guards ? 0.5 : 1,
+    minDeletes: guards ? 2 : Number.MAX_SAFE_INTEGER,
+  };
+}
+
+/** The access rule written out independently of the production code: allowed namespaces (one glob), denied kinds. */
+function admits(
+  p: { allowNs: string[] | undefined; denyKinds: string[] | undefined },
+  r: { kind: string; namespace: string },
+): boolean {
+  if (
+    p.allowNs !== undefined &&
+    !p.allowNs.some((ns) => ns === r.namespace || (ns === 'team-a-*' && r.namespace.startsWith('team-a-')))
+  ) {
+    return false;
+  }
+  return !(p.denyKinds ?? []).some((k) => r.kind.endsWith(`/${k}`));
+}
+
+function event(state: Array<{ kind: string; namespace: string; name: string; body: string }>): SourceEvent {
+  return {
+    type: 'snapshot',
+    resources: state.map((o) => fakeResource(o.name, { kind: o.kind, namespace: o.namespace, body: o.body })),
+    revision: JSON.stringify(state),
+    errors: [],
+    warnings: [],
+  };
+}
+
+/** An engine over `n` subjects, building synchronously after each event. */
+function harness(policies: Array<Partial<SourcePolicy>>) {
+  const subjects = policies.map(() => new Subject<SourceEvent>());
+  const engine = new MergeEngine(
+    subjects.map((events$, i) => ({
+      descriptor: { name: `s${i}`, type: 'test', defaultNamespace: 'default' },
+      events$,
+      policy: policies[i] ?? {},
+    })),
+    { scheduler: queueScheduler, syncTimeoutMs: 0 },
+  );
+  engine.start();
+  return { subjects, engine };
+}
+
+function served(engine: MergeEngine): Map<string, ConfigResource> {
+  const out = new Map<string, ConfigResource>();
+  for (const k of engine.current().kinds.values())
+    for (const r of k.resources) out.set(`${r.kind}|${r.namespace}/${r.name}`, r);
+  return out;
+}
+
+function versions(engine: MergeEngine): Record<string, string> {
+  return Object.fromEntries([...engine.current().kinds].map(([k, s]) => [k, s.version]));
+}
+
+describe('merge properties over random interleavings of 3–5 sources', () => {
+  it('serves a state that depends only on the sources’ final states, not on the order of events', () => {
+    fc.assert(
+      fc.property(modelArb, ({ policies, steps }) => {
+        const replayed = harness(policies.map((p) => toPolicy(p, false)));
+        for (const s of steps) replayed.subjects[s.source]?.next(event(s.state));
+        const finals = new Map<number, (typeof steps)[number]['state']>();
+        for (const s of steps) finals.set(s.source, s.state);
+        const direct = harness(policies.map((p) => toPolicy(p, false)));
+        for (const [source, state] of [...finals].reverse()) direct.subjects[source]?.next(event(state));
+        assert.deepEqual(versions(replayed.engine), versions(direct.engine));
+        assert.deepEqual(
+          [...served(replayed.engine).keys()].sort(),
+          [...served(direct.engine).keys()].sort(),
+        );
+        replayed.engine.stop();
+        direct.engine.stop();
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('never serves an object outside the access rules of the source it is served from', () => {
+    fc.assert(
+      fc.property(modelArb, ({ policies, steps }) => {
+        const { subjects, engine } = harness(policies.map((p) => toPolicy(p, true)));
+        for (const s of steps) {
+          subjects[s.source]?.next(event(s.state));
+          for (const r of served(engine).values()) {
+            const from = Number((r.annotations[SOURCE_ANNOTATION] ?? '').slice(1));
+            const policy = policies[from];
+            assert.ok(
+              policy !== undefined && admits(policy, r),
+              `${r.kind} ${r.namespace}/${r.name} from s${from}`,
+            );
+          }
+        }
+        engine.stop();
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('lets an object disappear only when no source holds it any more, or a guard let the deletion through', () => {
+    fc.assert(
+      fc.property(modelArb, ({ policies, steps }) => {
+        const { subjects, engine } = harness(policies.map((p) => toPolicy(p, true)));
+        const lastSent = new Map<number, ReturnType<typeof event>>();
+        let before = served(engine);
+        for (const s of steps) {
+          const e = event(s.state);
+          lastSent.set(s.source, e);
+          subjects[s.source]?.next(e);
+          const after = served(engine);
+          for (const [key, r] of before) {
+            if (after.has(key)) continue;
+            // Gone: every source whose last state admits the object must not be holding it in the merge.
+            const holders = [...lastSent].filter(
+              ([i, ev]) =>
+                ev.type === 'snapshot' &&
+                ev.resources.some(
+                  (x) => x.kind === r.kind && x.namespace === r.namespace && x.name === r.name,
+                ) &&
+                admits(policies[i] ?? { allowNs: [], denyKinds: undefined }, r) &&
+                engine.current().sources[i]?.held === undefined,
+            );
+            assert.deepEqual(
+              holders.map(([i]) => i),
+              [],
+              `${key} vanished while still held`,
+            );
+          }
+          before = after;
+        }
+        engine.stop();
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('serves each object from its highest-priority holder, the earlier source on a tie', () => {
+    fc.assert(
+      fc.property(modelArb, ({ policies, steps }) => {
+        const { subjects, engine } = harness(policies.map((p) => toPolicy(p, false)));
+        const last = new Map<number, (typeof steps)[number]['state']>();
+        for (const s of steps) {
+          subjects[s.source]?.next(event(s.state));
+          last.set(s.source, s.state);
+        }
+        for (const [key, r] of served(engine)) {
+          const holders = [...last]
+            .filter(
+              ([i, st]) =>
+                st.some((o) => `${o.kind}|${o.namespace}/${o.name}` === key) &&
+                admits(policies[i] ?? { allowNs: [], denyKinds: undefined }, r),
+            )
+            .map(([i]) => i)
+            .sort((a, b) => (policies[b]?.priority ?? 0) - (policies[a]?.priority ?? 0) || a - b);
+          assert.equal(r.annotations[SOURCE_ANNOTATION], `s${holders[0] ?? -1}`, key);
+        }
+        engine.stop();
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('gives two independent instances fed the same events identical versions', () => {
+    fc.assert(
+      fc.property(modelArb, ({ policies, steps }) => {
+        const one = harness(policies.map((p) => toPolicy(p, true)));
+        const two = harness(policies.map((p) => toPolicy(p, true)));
+        for (const s of steps) {
+          one.subjects[s.source]?.next(event(s.state));
+          two.subjects[s.source]?.next(event(s.state));
+          assert.deepEqual(versions(one.engine), versions(two.engine));
+        }
+        one.engine.stop();
+        two.engine.stop();
+      }),
+      { numRuns: 100 },
+    );
+  });
+});
