@@ -23,6 +23,24 @@ export class Metrics {
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
+  private readonly sourceRejections = new Gauge({
+    name: 'meshmux_source_rejections',
+    help: 'Objects a source sent that its access rules currently keep out, by reason.',
+    labelNames: ['source', 'reason'] as const,
+    registers: [this.registry],
+  });
+  private readonly sourceHeld = new Gauge({
+    name: 'meshmux_source_held_deletions',
+    help: 'Deletions held back by the empty-state or mass-deletion guard (0 when nothing is held).',
+    labelNames: ['source', 'reason'] as const,
+    registers: [this.registry],
+  });
+  private readonly conflicts = new Gauge({
+    name: 'meshmux_conflicts',
+    help: 'Current conflicts between objects, by type.',
+    labelNames: ['type'] as const,
+    registers: [this.registry],
+  });
   private readonly servedObjects = new Gauge({
     name: 'meshmux_served_objects',
     help: 'Objects in the merged snapshot, per kind.',
@@ -90,7 +108,14 @@ export class Metrics {
     this.servedObjects.reset();
     for (const [kind, k] of snapshot.kinds) this.servedObjects.set({ kind }, k.resources.length);
     this.sourceObjects.reset();
+    this.sourceRejections.reset();
+    this.sourceHeld.reset();
+    this.conflicts.reset();
+    for (const c of snapshot.conflicts) this.conflicts.inc({ type: c.type });
     for (const s of snapshot.sources) {
+      for (const r of s.rejections) this.sourceRejections.inc({ source: s.name, reason: r.reason });
+      if (s.held !== undefined)
+        this.sourceHeld.set({ source: s.name, reason: s.held.reason }, s.held.deletions);
       this.sourceUp.set({ source: s.name, type: s.type }, s.state === 'synced' ? 1 : 0);
       this.sourceRejected.set({ source: s.name }, s.errors.length);
       for (const [kind, n] of Object.entries(s.counts)) this.sourceObjects.set({ source: s.name, kind }, n);

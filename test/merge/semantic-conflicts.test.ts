@@ -1,0 +1,99 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { queueScheduler, Subject } from 'rxjs';
+import type { SourceEvent } from '../../src/core/source-event.js';
+import type { SemanticConflictPolicy } from '../../src/merge/kind-table.js';
+import { MergeEngine } from '../../src/merge/merge-engine.js';
+import { semanticKeysOf } from '../../src/schema/semantic-keys.js';
+import { readYamlDocuments } from '../../src/schema/yaml-reader.js';
+
+function state(yaml: string): SourceEvent {
+  const read = readYamlDocuments(yaml, { file: 'test.yaml', defaultNamespace: 'default' });
+  assert.deepEqual(read.errors, []);
+  return { type: 'snapshot', resources: read.resources, revision: yaml, errors: [], warnings: [] };
+}
+
+const SE_A = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api-a, namespace: one}
+spec: {hosts: [api.example.com], ports: [{number: 443, name: https, protocol: TLS}], resolution: DNS}
+`;
+const SE_B = SE_A.replace('api-a', 'api-b').replace('namespace: one', 'namespace: two');
+const VS_GW = (name: string) => `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ${name}, namespace: edge}
+spec: {hosts: [shop.example.com], gateways: [ingress], http: [{route: [{destination: {host: shop}}]}]}
+`;
+const DR = (name: string) => `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: ${name}, namespace: shop}
+spec: {host: reviews}
+`;
+
+function run(policy: SemanticConflictPolicy, high: string, low: string) {
+  const a = new Subject<SourceEvent>();
+  const b = new Subject<SourceEvent>();
+  const engine = new MergeEngine(
+    [
+      {
+        descriptor: { name: 'high', type: 't', defaultNamespace: 'default' },
+        events$: a,
+        policy: { priority: 10 },
+      },
+      {
+        descriptor: { name: 'low', type: 't', defaultNamespace: 'default' },
+        events$: b,
+        policy: { priority: 1 },
+      },
+    ],
+    { scheduler: queueScheduler, syncTimeoutMs: 0, semanticKeys: semanticKeysOf, semanticConflicts: policy },
+  );
+  engine.start();
+  a.next(state(high));
+  b.next(state(low));
+  const snapshot = engine.current();
+  engine.stop();
+  return snapshot;
+}
+
+describe('semantic conflicts istiod would resolve silently', () => {
+  it('reports two ServiceEntries for one host and serves both by default', () => {
+    const s = run('serve-all', SE_A, SE_B);
+    const conflict = s.conflicts.find((c) => c.type === 'service-entry-host');
+    assert.equal(conflict?.subject, 'api.example.com');
+    assert.equal(conflict?.resolution, 'served-all');
+    assert.equal(s.kinds.get('networking.istio.io/ServiceEntry')?.resources.length, 2);
+  });
+
+  it('serves only the higher-priority source’s ServiceEntry when configured to', () => {
+    const s = run('highest-priority', SE_A, SE_B);
+    const served = s.kinds.get('networking.istio.io/ServiceEntry')?.resources.map((r) => r.name);
+    assert.deepEqual(served, ['api-a']);
+    const conflict = s.conflicts.find((c) => c.type === 'service-entry-host');
+    assert.equal(conflict?.resolution, 'priority');
+    assert.deepEqual(
+      conflict?.parties.map((p) => [p.name, p.served]),
+      [
+        ['api-a', true],
+        ['api-b', false],
+      ],
+    );
+  });
+
+  it('reports two VirtualServices binding one host on one gateway', () => {
+    const s = run('serve-all', VS_GW('front'), VS_GW('other-front'));
+    const conflict = s.conflicts.find((c) => c.type === 'gateway-host');
+    assert.equal(conflict?.subject, 'edge/ingress shop.example.com');
+    assert.equal(conflict?.parties.length, 2);
+  });
+
+  it('reports two DestinationRules for one host in one namespace', () => {
+    const s = run('serve-all', DR('reviews-a'), DR('reviews-b'));
+    assert.equal(s.conflicts.find((c) => c.type === 'destination-rule-host')?.subject, 'shop reviews');
+  });
+
+  it('reports nothing for objects that do not clash', () => {
+    const s = run('serve-all', SE_A, DR('reviews-a'));
+    assert.deepEqual(s.conflicts, []);
+  });
+});
