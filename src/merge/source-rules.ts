@@ -50,8 +50,11 @@ export class SourceAcl {
   private readonly allowKind: ((kind: string) => boolean) | undefined;
   private readonly denyNs: (ns: string) => boolean;
   private readonly denyKind: (kind: string) => boolean;
+  /** True when the source has no rules at all: every object is admitted. */
+  readonly unrestricted: boolean;
 
   constructor(policy: Pick<SourcePolicy, 'allow' | 'deny'>) {
+    this.unrestricted = policy.allow === undefined && policy.deny === undefined;
     this.allowNs = policy.allow?.namespaces === undefined ? undefined : globMatcher(policy.allow.namespaces);
     this.allowKind = policy.allow?.kinds === undefined ? undefined : kindMatcher(policy.allow.kinds);
     this.denyNs = globMatcher(policy.deny?.namespaces);
