@@ -1,0 +1,292 @@
+/**
+ * Reads multi-document YAML into ConfigResources the way Istio reads it: one document at a time,
+ * YAML 1.1 scalars as sigs.k8s.io/yaml resolves them, non-Istio kinds skipped, unknown spec fields
+ * pruned. Every failure is a value tied to its document, so one bad document never hides the
+ * others.
+ */
+import { LineCounter, isMap, isScalar, parseAllDocuments, type Document } from 'yaml';
+import { MeshmuxError, type ErrorLocation } from '../core/errors.js';
+import { makeResource, timestampFromDate, type ConfigResource, type Timestamp } from '../core/resource.js';
+import { relativePath } from './field-path.js';
+import { isPlainObject, ownValue, type JsonValue } from './json-value.js';
+import { KINDS, type KindDescriptor } from './kinds.js';
+import { readObjectMeta } from './object-meta.js';
+import { fromProtoJson, toProtoJson } from './proto-json.js';
+import { messageType } from './proto-root.js';
+import { yamlToJson } from './yaml-to-json.js';
+
+/** Options for `readYamlDocuments`. */
+export interface ReadYamlOptions {
+  /** Names the input in errors and in each resource's origin (a path, URL or source name). */
+  readonly file: string;
+  /** Namespace of documents that name none. */
+  readonly defaultNamespace: string;
+  /**
+   * Creation time of a resource whose metadata has no `creationTimestamp`; called with the kind's
+   * registry key. Default: the current time.
+   */
+  readonly createTimeFor?: (kind: string, namespace: string, name: string) => Timestamp;
+}
+
+/** What one YAML text yielded. Arrays are fresh and owned by the caller. */
+export interface ReadYamlResult {
+  /** Valid Istio objects, in document order. */
+  readonly resources: ConfigResource[];
+  /** One or more per rejected document; each names file, document index, line and field. */
+  readonly errors: MeshmuxError[];
+  /** Skipped non-Istio documents, pruned unknown fields, duplicate keys. */
+  readonly warnings: MeshmuxError[];
+}
+
+/** A spec encoded as its kind's body message. */
+export interface EncodedSpec {
+  readonly body: Uint8Array;
+  /** Unknown fields that were dropped, as paths relative to `spec` (e.g. `http[0].websocketUpgrade`). */
+  readonly pruned: string[];
+}
+
+/** Warnings of `yaml` that do not apply here: tags are resolved by yaml-to-json.ts instead. */
+const IGNORED_YAML_WARNINGS = new Set(['TAG_RESOLVE_FAILED']);
+
+function istioLooking(group: string): boolean {
+  return group === 'istio.io' || group.endsWith('.istio.io');
+}
+
+function descriptorOf(kind: KindDescriptor | string): KindDescriptor {
+  if (typeof kind !== 'string') return kind;
+  const found = KINDS.get(kind);
+  if (found === undefined) throw new MeshmuxError('UNKNOWN_KIND', `${kind} is not a kind meshmux serves`);
+  return found;
+}
+
+/** Encodes `spec`, collecting every error (with `spec.`-prefixed field paths) instead of stopping. */
+function encodeCollecting(
+  descriptor: KindDescriptor,
+  spec: unknown,
+  errors: MeshmuxError[],
+): EncodedSpec & { readonly prunedPaths: string[] } {
+  const type = messageType(descriptor.bodyType);
+  const prunedPaths: string[] = [];
+  const message = fromProtoJson(type, spec ?? null, {
+    path: 'spec',
+    errors,
+    onPruned: (field) => prunedPaths.push(field),
+  });
+  return {
+    body: type.encode(message).finish(),
+    pruned: prunedPaths.map((p) => relativePath(p, 'spec')),
+    prunedPaths,
+  };
+}
+
+/**
+ * Encodes a document's `spec` (already plain JSON data) as the body message of `kind` (a registry
+ * key or descriptor). Unknown fields are dropped and listed; anything else that does not fit the
+ * schema throws a `SCHEMA` MeshmuxError carrying `location` and the field path (the first problem;
+ * `readYamlDocuments` reports all of them).
+ */
+export function encodeSpec(
+  kind: KindDescriptor | string,
+  spec: unknown,
+  location: ErrorLocation = {},
+): EncodedSpec {
+  const errors: MeshmuxError[] = [];
+  const { body, pruned } = encodeCollecting(descriptorOf(kind), spec, errors);
+  const first = errors[0];
+  if (first !== undefined) throw first.at(location);
+  return { body, pruned };
+}
+
+/**
+ * The canonical proto3 JSON of a body of `kind` (a registry key), for debug pages. Throws an
+ * `UNKNOWN_KIND` MeshmuxError for a kind not in the registry and `DECODE` for bytes that are not a
+ * valid body.
+ */
+export function decodeBody(kind: string, body: Uint8Array): JsonValue {
+  const type = messageType(descriptorOf(kind).bodyType);
+  let message;
+  try {
+    message = type.decode(body);
+  } catch (err) {
+    throw new MeshmuxError(
+      'DECODE',
+      `cannot decode ${kind} body: ${(err as Error).message}`,
+      {},
+      { cause: err },
+    );
+  }
+  return toProtoJson(type, message);
+}
+
+/** The yaml package's message without its position suffix (we print positions ourselves). */
+function yamlReason(message: string): string {
+  return message.replace(/ at line \d+, column \d+:?[\s\S]*$/, '').trim();
+}
+
+class DocumentReader {
+  readonly resources: ConfigResource[] = [];
+  readonly errors: MeshmuxError[] = [];
+  readonly warnings: MeshmuxError[] = [];
+
+  constructor(
+    private readonly options: ReadYamlOptions,
+    private readonly lines: LineCounter,
+  ) {}
+
+  private lineOf(offset: number): number {
+    return this.lines.linePos(offset).line;
+  }
+
+  read(doc: Document.Parsed, index: number): void {
+    const contents = doc.contents;
+    const start = this.lineOf(contents?.range[0] ?? doc.range[0]);
+    const where: ErrorLocation = { file: this.options.file, doc: index, line: start };
+
+    if (doc.errors.length > 0) {
+      for (const e of doc.errors) {
+        const { line, col } = this.lines.linePos(e.pos[0]);
+        this.errors.push(
+          new MeshmuxError(
+            'YAML_SYNTAX',
+            `invalid YAML: ${yamlReason(e.message)} (column ${col})`,
+            { ...where, line },
+            { cause: e },
+          ),
+        );
+      }
+      return;
+    }
+    for (const w of doc.warnings) {
+      if (IGNORED_YAML_WARNINGS.has(w.code)) continue;
+      const { line } = this.lines.linePos(w.pos[0]);
+      this.warnings.push(
+        new MeshmuxError('YAML_SYNTAX', yamlReason(w.message), { ...where, line }, { cause: w }),
+      );
+    }
+    // An empty document (only comments, a bare `---`, or `~`) is skipped, as Kubernetes skips it.
+    if (contents === null) return;
+    if (isScalar(contents) && yamlToJson(contents, doc).value === null) return;
+    if (!isMap(contents)) {
+      this.errors.push(
+        new MeshmuxError(
+          'SCHEMA',
+          'a document must be a map with apiVersion, kind, metadata and spec',
+          where,
+        ),
+      );
+      return;
+    }
+
+    const converted = yamlToJson(contents, doc);
+    const value = converted.value;
+    const apiVersion = isPlainObject(value) ? ownValue(value, 'apiVersion') : undefined;
+    const kindName = isPlainObject(value) ? ownValue(value, 'kind') : undefined;
+    if (
+      typeof apiVersion !== 'string' ||
+      typeof kindName !== 'string' ||
+      apiVersion === '' ||
+      kindName === ''
+    ) {
+      this.errors.push(
+        new MeshmuxError('UNKNOWN_KIND', 'apiVersion and kind are required and must be strings', {
+          ...where,
+          field: typeof apiVersion === 'string' && apiVersion !== '' ? 'kind' : 'apiVersion',
+        }),
+      );
+      return;
+    }
+    const descriptor = this.resolveKind(apiVersion, kindName, where);
+    if (descriptor === undefined) return;
+
+    for (const w of converted.warnings) {
+      this.warnings.push(new MeshmuxError('YAML_SYNTAX', w.reason, { ...where, field: w.path }));
+    }
+    if (converted.errors.length > 0 || !isPlainObject(value)) {
+      for (const e of converted.errors) {
+        this.errors.push(new MeshmuxError('SCHEMA', e.reason, { ...where, field: e.path }));
+      }
+      return;
+    }
+
+    const problems: MeshmuxError[] = [];
+    const notes: MeshmuxError[] = [];
+    const meta = readObjectMeta(ownValue(value, 'metadata'), this.options.defaultNamespace, problems, notes);
+    for (const n of notes) this.warnings.push(n.at(where));
+    const encoded = encodeCollecting(descriptor, ownValue(value, 'spec'), problems);
+    if (problems.length > 0 || meta === undefined) {
+      for (const p of problems) this.errors.push(p.at(where));
+      return;
+    }
+    for (const field of encoded.prunedPaths) {
+      this.warnings.push(
+        new MeshmuxError('SCHEMA', `unknown field ignored: ${descriptor.kind} has no such field`, {
+          ...where,
+          field,
+        }),
+      );
+    }
+    const createTime =
+      meta.creationTimestamp ??
+      this.options.createTimeFor?.(descriptor.key, meta.namespace, meta.name) ??
+      timestampFromDate(new Date());
+    this.resources.push(
+      makeResource({
+        kind: descriptor.key,
+        namespace: meta.namespace,
+        name: meta.name,
+        labels: meta.labels,
+        annotations: meta.annotations,
+        createTime,
+        body: encoded.body,
+        origin: { file: this.options.file, doc: index, line: start },
+      }),
+    );
+  }
+
+  /** The served kind, or undefined after recording a warning (foreign kind) or an error (Istio-looking). */
+  private resolveKind(
+    apiVersion: string,
+    kindName: string,
+    where: ErrorLocation,
+  ): KindDescriptor | undefined {
+    const found = KINDS.fromApiVersion(apiVersion, kindName);
+    if (found !== undefined && found !== KINDS.meshConfig) return found;
+    const group = apiVersion.includes('/') ? apiVersion.slice(0, apiVersion.indexOf('/')) : '';
+    if (!istioLooking(group)) {
+      this.warnings.push(
+        new MeshmuxError('UNKNOWN_KIND', `skipped ${kindName} (${apiVersion}): not an Istio config kind`, {
+          ...where,
+          field: 'kind',
+        }),
+      );
+      return undefined;
+    }
+    const sameKind = KINDS.kinds.find((k) => k.group === group && k.kind === kindName);
+    const hint =
+      sameKind === undefined
+        ? `${group} has no kind ${kindName} that meshmux serves`
+        : `${kindName} is served in versions ${sameKind.versions.join(', ')}`;
+    this.errors.push(
+      new MeshmuxError('UNKNOWN_KIND', `${apiVersion} ${kindName} is not supported: ${hint}`, {
+        ...where,
+        field: sameKind === undefined ? 'kind' : 'apiVersion',
+      }),
+    );
+    return undefined;
+  }
+}
+
+/**
+ * Reads every document of a YAML text. Documents are numbered from 0 in stream order (empty ones
+ * included, so numbers match an editor's view); each error and warning carries `file`, that
+ * index, the document's first line (a syntax error: its own line) and, where known, the field path.
+ * Never throws for bad input.
+ */
+export function readYamlDocuments(text: string, options: ReadYamlOptions): ReadYamlResult {
+  const lines = new LineCounter();
+  // failsafe: every scalar stays text; yaml-to-json.ts resolves it the way Go's YAML library does.
+  const docs = parseAllDocuments(text, { schema: 'failsafe', uniqueKeys: false, lineCounter: lines });
+  const reader = new DocumentReader(options, lines);
+  docs.forEach((doc, index) => reader.read(doc, index));
+  return { resources: reader.resources, errors: reader.errors, warnings: reader.warnings };
+}
