@@ -7,6 +7,10 @@ import type { ClientIdentity } from './client-identity.js';
  */
 export interface AdsHooks {
   onConnect?(client: ClientIdentity): void;
+  /** A client was admitted by a policy (`first`), or moved to another policy or view by a reload. */
+  onAdmit?(client: ClientIdentity, policy: string, view: string, first: boolean): void;
+  /** A client was refused (unmatched, or a policy's requirement unmet); its stream ends with PERMISSION_DENIED. */
+  onRefuse?(client: ClientIdentity, policy: string, reason: string): void;
   onDisconnect?(client: ClientIdentity, reason: string): void;
   onPush?(client: ClientIdentity, typeUrl: string, version: string, bytes: number, resources: number): void;
   onAck?(client: ClientIdentity, typeUrl: string, version: string, latencyMs: number): void;

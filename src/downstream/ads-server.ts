@@ -6,7 +6,7 @@ import type { KindRegistry } from '../schema/kinds.js';
 import type { AdsHooks } from './ads-hooks.js';
 import type { ClientIdentity } from './client-identity.js';
 import { ClientStream, type StreamReport } from './client-stream.js';
-import { FULL_VIEW, type ClientView } from './client-view.js';
+import { PolicySet } from './policy/policy-set.js';
 import { ResourceEncoder } from './resource-encoder.js';
 import { ResponseCache } from './response-cache.js';
 
@@ -46,10 +46,8 @@ export interface AdsServerOptions {
   readonly hooks?: AdsHooks;
   /** Encoded MeshConfig to serve; when absent MeshConfig requests are never answered. */
   readonly meshConfig?: () => Uint8Array | undefined;
-  /** Picks the view of a client; default: everything to everyone. */
-  readonly viewFor?: (client: ClientIdentity) => ClientView;
-  /** Server credentials; default plaintext (h2c), which is what istiod speaks before 1.26. */
-  readonly credentials?: grpc.ServerCredentials;
+  /** Who gets what; default: no policies, everything to everyone. */
+  readonly policies?: PolicySet;
 }
 
 /** gRPC channel options of the server: accept istiod's 30 s keepalive pings, no size limit istiod would hit. */
@@ -73,16 +71,18 @@ export class AdsServer {
   readonly responses: ResponseCache;
   private snapshotSubscription: Subscription | undefined;
   private nextStreamId = 1;
+  private policies: PolicySet;
 
   constructor(private readonly options: AdsServerOptions) {
     this.encoder = new ResourceEncoder(options.kinds);
     this.responses = new ResponseCache(this.encoder);
+    this.policies = options.policies ?? new PolicySet([]);
     const env = {
       reader: options.reader,
       responses: this.responses,
       kinds: options.kinds,
       meshConfig: options.meshConfig ?? (() => undefined),
-      viewFor: options.viewFor ?? (() => FULL_VIEW),
+      admit: (client: ClientIdentity) => this.policies.admit(client),
       hooks: options.hooks ?? {},
       log: options.log,
     };
@@ -101,20 +101,26 @@ export class AdsServer {
     });
   }
 
-  /** Binds `host:port` (port 0 picks one) and starts serving; resolves to the bound port. */
-  async listen(address: string): Promise<number> {
+  /**
+   * Binds `host:port` (port 0 picks one) with the given credentials (default plaintext h2c, which
+   * is what istiod speaks before 1.26) and starts serving; resolves to the bound port. May be called
+   * once per listener, e.g. a plaintext and a TLS port.
+   */
+  async listen(address: string, credentials = grpc.ServerCredentials.createInsecure()): Promise<number> {
     const port = await new Promise<number>((resolve, reject) => {
-      this.server.bindAsync(
-        address,
-        this.options.credentials ?? grpc.ServerCredentials.createInsecure(),
-        (err, p) => (err ? reject(err) : resolve(p)),
-      );
+      this.server.bindAsync(address, credentials, (err, p) => (err ? reject(err) : resolve(p)));
     });
-    this.snapshotSubscription = this.options.reader.snapshots$.subscribe((snapshot) => {
+    this.snapshotSubscription ??= this.options.reader.snapshots$.subscribe((snapshot) => {
       for (const stream of this.streams) stream.onSnapshot(snapshot);
     });
-    this.options.log.info({ address, port }, 'ADS server listening');
+    this.options.log.info({ address, port, tls: credentials._isSecure() }, 'ADS server listening');
     return port;
+  }
+
+  /** Replaces the policies; every stream is looked up again and receives only what its new view changes. */
+  setPolicies(policies: PolicySet): void {
+    this.policies = policies;
+    for (const stream of [...this.streams]) stream.reevaluate();
   }
 
   /** Reports of every open stream, for `/debug/syncz`. */

@@ -1,12 +1,13 @@
-import type { ServerDuplexStream } from '@grpc/grpc-js';
+import { type ServerDuplexStream, status as grpcStatus } from '@grpc/grpc-js';
 import { MeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js';
 import { anyTypeUrl } from '../schema/proto-root.js';
 import type { KindDescriptor, KindRegistry } from '../schema/kinds.js';
 import type { AdsHooks } from './ads-hooks.js';
-import type { ClientIdentity } from './client-identity.js';
+import { anonymousIdentity, type ClientIdentity, parseSans, withNode } from './client-identity.js';
 import type { ClientView } from './client-view.js';
+import type { Admission } from './policy/policy-set.js';
 import { decodeDiscoveryRequest, type DiscoveryRequest } from './discovery-request.js';
 import type { BuiltResponse, ResponseCache } from './response-cache.js';
 
@@ -17,7 +18,8 @@ export interface StreamEnvironment {
   readonly kinds: KindRegistry;
   /** Encoded MeshConfig to answer with; absent means MeshConfig requests are never answered. */
   readonly meshConfig: () => Uint8Array | undefined;
-  readonly viewFor: (client: ClientIdentity) => ClientView;
+  /** Decides whether a client is served and what it sees; may change at runtime (policy reload). */
+  readonly admit: (client: ClientIdentity) => Admission;
   readonly hooks: AdsHooks;
   readonly log: Logger;
 }
@@ -38,6 +40,7 @@ interface TypeState {
 /** A snapshot of a stream's state for `/debug/syncz`. */
 export interface StreamReport {
   readonly client: ClientIdentity;
+  readonly policy: string;
   readonly view: string;
   readonly connectedAt: string;
   readonly types: ReadonlyArray<{
@@ -60,7 +63,8 @@ type Call = ServerDuplexStream<Uint8Array, Buffer>;
  */
 export class ClientStream {
   private identity: ClientIdentity;
-  private view: ClientView;
+  private view: ClientView | undefined;
+  private policy = '';
   private readonly types = new Map<string, TypeState>();
   /** Type URLs with a push due, in order of arrival. */
   private readonly due = new Set<string>();
@@ -74,8 +78,8 @@ export class ClientStream {
     private readonly env: StreamEnvironment,
     private readonly onClose: (stream: ClientStream) => void,
   ) {
-    this.identity = { streamId, peer: call.getPeer(), nodeId: '', metadata: {} };
-    this.view = env.viewFor(this.identity);
+    const certificate = call.getAuthContext().sslPeerCertificate;
+    this.identity = anonymousIdentity(streamId, call.getPeer(), parseSans(certificate?.subjectaltname));
     call.on('data', (bytes: Uint8Array) => this.onData(bytes));
     call.on('end', () => this.close('client closed the stream', true));
     call.on('error', (err: Error) => this.close(`stream error: ${err.message}`, false));
@@ -93,6 +97,7 @@ export class ClientStream {
 
   /** Queues a push for every subscribed type whose content, as this client sees it, changed. */
   onSnapshot(snapshot: ConfigSnapshot): void {
+    if (this.view === undefined) return;
     for (const state of this.types.values()) {
       if (this.needsPush(state, snapshot)) this.due.add(state.typeUrl);
     }
@@ -106,10 +111,21 @@ export class ClientStream {
     this.close('server shutting down', false);
   }
 
+  /**
+   * Looks the client up again (policies changed): a client no longer admitted is refused; one whose
+   * view changed receives every type whose content differs in the new view, and nothing else.
+   */
+  reevaluate(): void {
+    if (this.view === undefined || this.closed) return;
+    if (!this.admitWith(this.env.admit(this.identity))) return;
+    this.onSnapshot(this.env.reader.current());
+  }
+
   report(): StreamReport {
     return {
       client: this.identity,
-      view: this.view.id,
+      policy: this.policy,
+      view: this.view?.id ?? '',
       connectedAt: this.connectedAt.toISOString(),
       types: [...this.types.values()].map((t) => ({
         typeUrl: t.typeUrl,
@@ -133,10 +149,11 @@ export class ClientStream {
       this.env.log.warn({ peer: this.identity.peer, err: error.message }, 'ignored an undecodable request');
       return;
     }
-    if (request.node !== undefined && this.identity.nodeId === '') {
-      this.identity = { ...this.identity, nodeId: request.node.id, metadata: request.node.metadata };
-      this.view = this.env.viewFor(this.identity);
-      this.env.log.info({ node: this.identity.nodeId, peer: this.identity.peer }, 'client identified');
+    if (this.view === undefined) {
+      // The first request decides: it carries the node that policies match on.
+      if (request.node !== undefined)
+        this.identity = withNode(this.identity, request.node.id, request.node.metadata);
+      if (!this.admitWith(this.env.admit(this.identity))) return;
     }
     if (request.typeUrl === '') return;
     const state = this.types.get(request.typeUrl);
@@ -170,6 +187,23 @@ export class ClientStream {
     }
   }
 
+  /** Applies an admission; refuses and closes the stream when it is a refusal. Returns whether it is admitted. */
+  private admitWith(admission: Admission): boolean {
+    if (!admission.admitted) {
+      this.env.hooks.onRefuse?.(this.identity, admission.policy ?? '', admission.reason);
+      this.call.emit('error', { code: grpcStatus.PERMISSION_DENIED, details: admission.reason });
+      this.close(`refused: ${admission.reason}`, false);
+      return false;
+    }
+    const first = this.view === undefined;
+    if (first || admission.policy !== this.policy || admission.view.id !== this.view?.id) {
+      this.env.hooks.onAdmit?.(this.identity, admission.policy, admission.view.id, first);
+    }
+    this.policy = admission.policy;
+    this.view = admission.view;
+    return true;
+  }
+
   private subscribe(typeUrl: string): void {
     const resolved = this.env.kinds.resolveTypeUrl(typeUrl);
     if (resolved === undefined) {
@@ -193,7 +227,9 @@ export class ClientStream {
   private needsPush(state: TypeState, snapshot: ConfigSnapshot): boolean {
     if (state.awaitingAck || !this.ready(state, snapshot)) return false;
     // MeshConfig goes once, when it can; istiod never acknowledges it, so it is never re-sent.
-    if (state.kind?.envelope === 'bare') return state.sentVersion === undefined && this.env.meshConfig() !== undefined;
+    if (state.kind?.envelope === 'bare')
+      return state.sentVersion === undefined && this.env.meshConfig() !== undefined;
+    if (this.view === undefined) return false;
     const version = this.env.responses.viewVersion(this.view, snapshot.kinds.get(state.kind?.key ?? ''));
     return version !== state.sentVersion;
   }
@@ -231,7 +267,7 @@ export class ClientStream {
       if (mesh === undefined || state.sentVersion !== undefined) return undefined;
       return this.env.responses.bareResponse(state.typeUrl, anyTypeUrl(kind.bodyType), mesh);
     }
-    if (state.awaitingAck) return undefined;
+    if (state.awaitingAck || this.view === undefined) return undefined;
     const kindSnapshot = kind === undefined ? undefined : snapshot.kinds.get(kind.key);
     const version = this.env.responses.viewVersion(this.view, kindSnapshot);
     if (version === state.sentVersion) return undefined;

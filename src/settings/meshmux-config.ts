@@ -6,13 +6,57 @@ import { MeshmuxError } from '../core/errors.js';
 import { SourceConfig } from './source-config.js';
 import { Duration, HostPort } from './sources/common.js';
 
+const Selector = z.strictObject({
+  namespaces: z.array(z.string().min(1)).optional(),
+  kinds: z.array(z.string().min(1)).optional(),
+  labels: z.record(z.string(), z.string()).optional(),
+  names: z.array(z.string().min(1)).optional(),
+});
+
+const Policy = z.strictObject({
+  name: z.string().min(1),
+  match: z
+    .strictObject({
+      nodeId: z.string().optional(),
+      metadata: z.record(z.string(), z.string()).optional(),
+      peerCidrs: z
+        .array(z.string().regex(/^[0-9a-fA-F:.]+(\/\d{1,3})?$/, 'an IPv4 or IPv6 CIDR such as 10.0.0.0/8'))
+        .optional(),
+      certSan: z.array(z.string().min(1)).optional(),
+      revision: z.string().optional(),
+    })
+    .optional(),
+  allow: Selector.optional(),
+  deny: Selector.optional(),
+  requireClientCert: z.boolean().default(false),
+});
+
+const ServerTls = z.strictObject({
+  /** Server certificate chain and key (PEM files), watched and reloaded without dropping streams. */
+  cert: z.string().min(1),
+  key: z.string().min(1),
+  /** CA bundle to verify client certificates with; clients may still connect without one. */
+  clientCa: z.string().min(1).optional(),
+  /** How often the files are checked for changes. */
+  refreshInterval: Duration.default(10_000),
+});
+
 const ConfigFile = z.strictObject({
   server: z
     .strictObject({
+      /** Plaintext ADS, as every istiod release can dial it. */
       xds: HostPort.default('127.0.0.1:15010'),
+      /** Server-authenticated TLS ADS (istiod 1.26+), mTLS for clients that present certificates. */
+      xdsTls: HostPort.optional(),
+      tls: ServerTls.optional(),
       http: HostPort.default('127.0.0.1:15014'),
     })
-    .prefault({}),
+    .prefault({})
+    .refine((s) => (s.xdsTls === undefined) === (s.tls === undefined), {
+      message: 'xdsTls and tls go together',
+    }),
+  /** Ordered; the first policy matching a client decides what it receives. None: everything to everyone. */
+  policies: z.array(Policy).default([]),
   /** How long to wait for every source before serving what has synced. */
   syncTimeout: Duration.default(30_000),
   sources: z.array(SourceConfig).min(1, 'at least one source'),
@@ -27,6 +71,7 @@ const ConfigFile = z.strictObject({
 });
 
 export type { SourceConfig };
+export type PolicyConfig = z.infer<typeof Policy>;
 
 /** meshmux's configuration after validation; paths are absolute. */
 export type MeshmuxConfig = z.infer<typeof ConfigFile> & {
@@ -46,6 +91,8 @@ const PATH_FIELDS = new Set([
   'knownHosts',
   'tokenFile',
   'passwordFile',
+  'secretFile',
+  'cacheDir',
 ]);
 
 function resolvePaths<T>(value: T, baseDir: string): T {
@@ -80,6 +127,16 @@ export function parseMeshmuxConfig(text: string, origin: string, baseDir: string
     const problems = parsed.error.issues.map((i) => `${formatPath(i.path)}: ${i.message}`);
     throw new MeshmuxError('CONFIG', `invalid configuration:\n  ${problems.join('\n  ')}`, { file: origin });
   }
+  const policyNames = new Set<string>();
+  for (const [i, p] of parsed.data.policies.entries()) {
+    if (policyNames.has(p.name)) {
+      throw new MeshmuxError('CONFIG', `policy name "${p.name}" is used twice`, {
+        file: origin,
+        field: `policies[${i}].name`,
+      });
+    }
+    policyNames.add(p.name);
+  }
   const names = new Set<string>();
   for (const [i, s] of parsed.data.sources.entries()) {
     if (names.has(s.name)) {
@@ -92,6 +149,7 @@ export function parseMeshmuxConfig(text: string, origin: string, baseDir: string
   }
   return {
     ...parsed.data,
+    server: resolvePaths(parsed.data.server, baseDir),
     sources: parsed.data.sources.map((s) => resolvePaths(s, baseDir)),
     origin,
     baseDir,

@@ -1,0 +1,184 @@
+import { createHash } from 'node:crypto';
+import { BlockList, isIPv4, isIPv6 } from 'node:net';
+import type { ConfigResource } from '../../core/resource.js';
+import type { ClientIdentity } from '../client-identity.js';
+import type { ClientView } from '../client-view.js';
+
+/** Label istiod uses to bind an object to one control-plane revision. */
+export const REVISION_LABEL = 'istio.io/rev';
+
+/** Which clients a policy applies to. Every field given must match. */
+export interface PolicyMatch {
+  /** Glob over the node id. */
+  readonly nodeId?: string | undefined;
+  /** Node metadata keys and the values (globs) they must have. */
+  readonly metadata?: Readonly<Record<string, string>> | undefined;
+  /** The TCP peer must be inside one of these CIDRs. */
+  readonly peerCidrs?: readonly string[] | undefined;
+  /** One SAN of a verified client certificate must match one glob (`spiffe://cluster.local/ns/x/*`, `DNS:*.corp`). */
+  readonly certSan?: readonly string[] | undefined;
+  /** The client's `ISTIO_REVISION`. */
+  readonly revision?: string | undefined;
+}
+
+/** A selection of objects. In `allow`, every list given must match; in `deny`, any list given. */
+export interface ObjectSelector {
+  readonly namespaces?: readonly string[] | undefined;
+  readonly kinds?: readonly string[] | undefined;
+  /** Labels the object must carry with these values. */
+  readonly labels?: Readonly<Record<string, string>> | undefined;
+  /** Globs over object names. */
+  readonly names?: readonly string[] | undefined;
+}
+
+/** One entry of the ordered policy list. */
+export interface PolicyConfig {
+  readonly name: string;
+  readonly match?: PolicyMatch | undefined;
+  readonly allow?: ObjectSelector | undefined;
+  readonly deny?: ObjectSelector | undefined;
+  /** Refuse matching clients that present no verified client certificate. */
+  readonly requireClientCert?: boolean | undefined;
+}
+
+function glob(pattern: string): RegExp {
+  return new RegExp(
+    `^${pattern
+      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+      .replace(/\*/g, '.*')
+      .replace(/\?/g, '.')}$`,
+  );
+}
+
+function anyGlob(patterns: readonly string[]): (value: string) => boolean {
+  const res = patterns.map(glob);
+  return (value) => res.some((re) => re.test(value));
+}
+
+function kindGlob(patterns: readonly string[]): (kind: string) => boolean {
+  const m = anyGlob(patterns);
+  return (kind) => m(kind) || m(kind.slice(kind.lastIndexOf('/') + 1));
+}
+
+function cidrList(cidrs: readonly string[]): BlockList {
+  const list = new BlockList();
+  for (const cidr of cidrs) {
+    const [address = '', bits] = cidr.split('/');
+    const family = isIPv6(address) ? 'ipv6' : 'ipv4';
+    if (!isIPv4(address) && !isIPv6(address)) throw new Error(`not a CIDR: ${cidr}`);
+    list.addSubnet(address, bits === undefined ? (family === 'ipv4' ? 32 : 128) : Number(bits), family);
+  }
+  return list;
+}
+
+/** A selector compiled into tests over objects. */
+interface CompiledSelector {
+  readonly tests: ReadonlyArray<(r: ConfigResource) => boolean>;
+}
+
+function compileSelector(s: ObjectSelector | undefined): CompiledSelector {
+  const tests: Array<(r: ConfigResource) => boolean> = [];
+  if (s?.namespaces !== undefined) {
+    const m = anyGlob(s.namespaces);
+    tests.push((r) => m(r.namespace));
+  }
+  if (s?.kinds !== undefined) {
+    const m = kindGlob(s.kinds);
+    tests.push((r) => m(r.kind));
+  }
+  if (s?.labels !== undefined) {
+    const wanted = Object.entries(s.labels);
+    tests.push((r) => wanted.every(([k, v]) => r.labels[k] === v));
+  }
+  if (s?.names !== undefined) {
+    const m = anyGlob(s.names);
+    tests.push((r) => m(r.name));
+  }
+  return { tests };
+}
+
+/** A policy compiled once; matching and filtering are pure. */
+export class ClientPolicy {
+  private readonly clientTests: ReadonlyArray<(c: ClientIdentity) => boolean>;
+  private readonly allow: CompiledSelector;
+  private readonly deny: CompiledSelector;
+  /** True when the policy filters no object (revision filtering aside). */
+  readonly admitsAll: boolean;
+  /** Derived from the policy's content: a reload that leaves a policy unchanged keeps its views and cached responses. */
+  readonly fingerprint: string;
+
+  constructor(readonly config: PolicyConfig) {
+    const m = config.match ?? {};
+    const tests: Array<(c: ClientIdentity) => boolean> = [];
+    if (m.nodeId !== undefined) {
+      const re = glob(m.nodeId);
+      tests.push((c) => re.test(c.nodeId));
+    }
+    for (const [key, value] of Object.entries(m.metadata ?? {})) {
+      const re = glob(value);
+      tests.push((c) => {
+        const v = c.metadata[key];
+        return typeof v === 'string' && re.test(v);
+      });
+    }
+    if (m.peerCidrs !== undefined) {
+      const list = cidrList(m.peerCidrs);
+      tests.push((c) =>
+        isIPv4(c.peerIp) ? list.check(c.peerIp, 'ipv4') : isIPv6(c.peerIp) && list.check(c.peerIp, 'ipv6'),
+      );
+    }
+    if (m.certSan !== undefined) {
+      const any = anyGlob(m.certSan);
+      // A pattern may name the SAN type (`URI:spiffe://...`) or only its value.
+      tests.push((c) => c.sans.some((san) => any(san) || any(san.slice(san.indexOf(':') + 1))));
+    }
+    if (m.revision !== undefined) {
+      const rev = m.revision;
+      tests.push((c) => c.revision === rev);
+    }
+    this.clientTests = tests;
+    this.allow = compileSelector(config.allow);
+    this.deny = compileSelector(config.deny);
+    this.admitsAll = this.allow.tests.length === 0 && this.deny.tests.length === 0;
+    this.fingerprint = createHash('sha256')
+      .update(JSON.stringify([config.allow ?? null, config.deny ?? null]))
+      .digest('base64url')
+      .slice(0, 10);
+  }
+
+  get name(): string {
+    return this.config.name;
+  }
+
+  /** Whether this policy applies to the client. */
+  matches(client: ClientIdentity): boolean {
+    return this.clientTests.every((t) => t(client));
+  }
+
+  /** Whether a client of this policy may receive the object (revision rule not included). */
+  admits(r: ConfigResource): boolean {
+    if (!this.allow.tests.every((t) => t(r))) return false;
+    return !this.deny.tests.some((t) => t(r));
+  }
+}
+
+/**
+ * The view of a policy for one revision: istiod's own rule on top of the policy — an object
+ * labelled `istio.io/rev` reaches only istiods of that revision; unlabelled objects reach all, and
+ * a client without a revision gets everything.
+ */
+export function policyView(policy: ClientPolicy | undefined, revision: string): ClientView {
+  const byPolicy = policy === undefined || policy.admitsAll ? undefined : policy;
+  const filtersRevision = revision !== '';
+  return Object.freeze({
+    id: `${policy?.name ?? '*'}@${policy?.fingerprint ?? ''}|rev=${revision}`,
+    admitsAll: byPolicy === undefined && !filtersRevision,
+    admits: (r: ConfigResource) => {
+      if (filtersRevision) {
+        const rev = r.labels[REVISION_LABEL];
+        if (rev !== undefined && rev !== revision) return false;
+      }
+      return byPolicy === undefined || byPolicy.admits(r);
+    },
+  });
+}

@@ -1,0 +1,51 @@
+import { type ClientIdentity, describeIdentity } from '../client-identity.js';
+import type { ClientView } from '../client-view.js';
+import { ClientPolicy, type PolicyConfig, policyView } from './client-policy.js';
+
+/** The outcome of looking a client up: its view, or why it is refused. */
+export type Admission =
+  | { readonly admitted: true; readonly policy: string; readonly view: ClientView }
+  | { readonly admitted: false; readonly policy?: string; readonly reason: string };
+
+/**
+ * The ordered policy list; the first policy whose match fits the client decides. With no policy
+ * configured everything goes to everyone; with policies, a client no policy matches is refused.
+ * Views are interned: clients with the same policy and revision share one view object.
+ */
+export class PolicySet {
+  private readonly policies: readonly ClientPolicy[];
+  private readonly views = new Map<string, ClientView>();
+
+  constructor(configs: readonly PolicyConfig[]) {
+    this.policies = configs.map((c) => new ClientPolicy(c));
+  }
+
+  /** Names in order, for reports. */
+  names(): string[] {
+    return this.policies.map((p) => p.name);
+  }
+
+  admit(client: ClientIdentity): Admission {
+    if (this.policies.length === 0)
+      return { admitted: true, policy: '(none)', view: this.view(undefined, client.revision) };
+    const policy = this.policies.find((p) => p.matches(client));
+    if (policy === undefined) {
+      return { admitted: false, reason: `no policy matches the client (${describeIdentity(client)})` };
+    }
+    if (policy.config.requireClientCert === true && client.sans.length === 0) {
+      return {
+        admitted: false,
+        policy: policy.name,
+        reason: `policy ${policy.name} requires a verified client certificate (${describeIdentity(client)})`,
+      };
+    }
+    return { admitted: true, policy: policy.name, view: this.view(policy, client.revision) };
+  }
+
+  private view(policy: ClientPolicy | undefined, revision: string): ClientView {
+    const key = `${policy?.name ?? '*'}|${revision}`;
+    let v = this.views.get(key);
+    if (v === undefined) this.views.set(key, (v = policyView(policy, revision)));
+    return v;
+  }
+}
