@@ -48,8 +48,12 @@ export interface EncodedSpec {
 /** Warnings of `yaml` that do not apply here: tags are resolved by yaml-to-json.ts instead. */
 const IGNORED_YAML_WARNINGS = new Set(['TAG_RESOLVE_FAILED']);
 
+/** Groups meshmux serves: a document in one of them with an unknown kind or version is a mistake, not a skip. */
+const SERVED_GROUPS: ReadonlySet<string> = new Set(KINDS.kinds.map((k) => k.group));
+
 function istioLooking(group: string): boolean {
-  return group === 'istio.io' || group.endsWith('.istio.io');
+  // Other Istio groups (install.istio.io's IstioOperator, ...) are skipped with a warning like any foreign kind.
+  return SERVED_GROUPS.has(group);
 }
 
 function descriptorOf(kind: KindDescriptor | string): KindDescriptor {

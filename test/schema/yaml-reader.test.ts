@@ -77,20 +77,25 @@ describe('readYamlDocuments', () => {
     );
   });
 
-  test('rejects an Istio group with an unknown kind or version, naming what is served', () => {
+  test('rejects a served group with an unknown kind or version, naming what is served, and skips other Istio groups', () => {
     const text = [
       'apiVersion: networking.istio.io/v2\nkind: VirtualService\nmetadata: {name: a}',
       'apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nmetadata: {name: b}',
       'kind: VirtualService\nmetadata: {name: c}',
+      'apiVersion: networking.istio.io/v1\nkind: VirtualThing\nmetadata: {name: d}',
     ].join('\n---\n');
-    const { errors } = read(text);
+    const { errors, warnings } = read(text);
     assert.deepEqual(
       errors.map((e) => [e.code, e.location.doc, e.location.field]),
       [
         ['UNKNOWN_KIND', 0, 'apiVersion'],
-        ['UNKNOWN_KIND', 1, 'kind'],
         ['UNKNOWN_KIND', 2, 'apiVersion'],
+        ['UNKNOWN_KIND', 3, 'kind'],
       ],
+    );
+    assert.ok(
+      warnings.some((w) => w.code === 'UNKNOWN_KIND' && w.location.doc === 1),
+      'IstioOperator is skipped with a warning',
     );
     assert.match(errors[0]?.reason ?? '', /VirtualService is served in versions v1, v1beta1, v1alpha3/);
   });
