@@ -1,23 +1,32 @@
 #!/usr/bin/env node
+import { watch } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
+import { filter, firstValueFrom } from 'rxjs';
 import { startMeshmux } from './app.js';
 import { MeshmuxError } from './core/errors.js';
-import { componentLogger } from './core/logger.js';
+import { componentLogger, LOG_LEVELS, type LogLevel, setLogLevel } from './core/logger.js';
 import { PACKAGE_ROOT } from './core/paths.js';
 import { readYamlDocuments } from './schema/yaml-reader.js';
 import { loadMeshmuxConfig } from './settings/meshmux-config.js';
+import { readRepositoryHead } from './upstream/git/git-objects.js';
+import { DEFAULT_REPO_PATHS, repoPathMatcher } from './upstream/git/repo-path-matcher.js';
 
 const DEFAULT_CONFIG = path.join(PACKAGE_ROOT, 'config', 'meshmux.yaml');
 
+/** The configuration file to read and what its relative paths resolve against. */
+function configLocation(file: string | undefined): { file: string; baseDir: string } {
+  // The embedded default resolves its relative paths against the package; a user's file against the working directory.
+  return file === undefined
+    ? { file: DEFAULT_CONFIG, baseDir: PACKAGE_ROOT }
+    : { file: path.resolve(file), baseDir: process.cwd() };
+}
+
 async function serve(options: { config?: string; xds?: string; http?: string }): Promise<void> {
   const log = componentLogger('cli');
-  // The embedded default resolves its relative paths against the package; a user's file against the working directory.
-  const config =
-    options.config === undefined
-      ? loadMeshmuxConfig(DEFAULT_CONFIG, PACKAGE_ROOT)
-      : loadMeshmuxConfig(path.resolve(options.config));
+  const location = configLocation(options.config);
+  const config = loadMeshmuxConfig(location.file, location.baseDir);
   const running = await startMeshmux(config, {
     ...(options.xds === undefined ? {} : { xds: options.xds }),
     ...(options.http === undefined ? {} : { http: options.http }),
@@ -37,6 +46,70 @@ async function serve(options: { config?: string; xds?: string; http?: string }):
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+
+  // Hot reload: on a change of the file (or SIGHUP), a valid new configuration is applied; an invalid
+  // one is reported and the running configuration stays.
+  let timer: NodeJS.Timeout | undefined;
+  const reload = (why: string): void => {
+    let next;
+    try {
+      next = loadMeshmuxConfig(location.file, location.baseDir);
+    } catch (err) {
+      log.error(
+        { why, error: err instanceof MeshmuxError ? err.describe() : String(err) },
+        'configuration not reloaded',
+      );
+      return;
+    }
+    log.info({ why, file: location.file }, 'reloading configuration');
+    running.reload(next);
+  };
+  try {
+    watch(path.dirname(location.file), { persistent: false }, (_event, name) => {
+      if (name !== path.basename(location.file)) return;
+      if (timer !== undefined) clearTimeout(timer);
+      timer = setTimeout(() => reload('file changed'), 200);
+    });
+  } catch (err) {
+    log.warn({ err: String(err) }, 'cannot watch the configuration file; reload with SIGHUP');
+  }
+  process.on('SIGHUP', () => reload('SIGHUP'));
+}
+
+/** Starts the sources and the merge of a configuration, waits for it to be served, and prints what a client would get. */
+async function preview(options: {
+  config?: string;
+  nodeId: string;
+  meta: string[];
+  peer?: string;
+  san: string[];
+}): Promise<void> {
+  const location = configLocation(options.config);
+  const config = loadMeshmuxConfig(location.file, location.baseDir);
+  const metadata: Record<string, string> = {};
+  for (const kv of options.meta) {
+    const i = kv.indexOf('=');
+    if (i <= 0) throw new MeshmuxError('CONFIG', `--meta takes KEY=VALUE, got "${kv}"`);
+    metadata[kv.slice(0, i)] = kv.slice(i + 1);
+  }
+  const running = await startMeshmux(config, {
+    xds: '127.0.0.1:0',
+    http: '127.0.0.1:0',
+    ...(config.server.xdsTls === undefined ? {} : { xdsTls: '127.0.0.1:0' }),
+  });
+  try {
+    await firstValueFrom(running.engine.snapshots$.pipe(filter((s) => s.ready)));
+    const result = running.preview({
+      nodeId: options.nodeId,
+      metadata,
+      ...(options.peer === undefined ? {} : { peer: options.peer }),
+      sans: options.san,
+    });
+    console.log(JSON.stringify(result, null, 2));
+    process.exitCode = result.admitted ? 0 : 1;
+  } finally {
+    await running.stop();
+  }
 }
 
 async function listYaml(target: string): Promise<string[]> {
@@ -53,7 +126,28 @@ async function listYaml(target: string): Promise<string[]> {
 async function validate(paths: string[], options: { namespace: string }): Promise<number> {
   let errors = 0;
   let objects = 0;
+  const check = (file: string, text: string): void => {
+    const result = readYamlDocuments(text, { file, defaultNamespace: options.namespace });
+    objects += result.resources.length;
+    for (const w of result.warnings) console.error(`warning: ${w.describe()}`);
+    for (const e of result.errors) console.error(`error: ${e.describe()}`);
+    errors += result.errors.length;
+  };
   for (const target of paths) {
+    // A repository (bare, or the top of a work tree) is read at HEAD, as a git source would serve it.
+    let head: Awaited<ReturnType<typeof readRepositoryHead>>;
+    try {
+      head = await readRepositoryHead(target, repoPathMatcher(DEFAULT_REPO_PATHS));
+    } catch (err) {
+      console.error(`${target}: ${(err as Error).message}`);
+      errors++;
+      continue;
+    }
+    if (head !== undefined) {
+      console.error(`${target}: reading ${head.files.length} file(s) of commit ${head.commit} (HEAD)`);
+      for (const f of head.files) check(`${target}:${f.path}`, f.text);
+      continue;
+    }
     let files: string[];
     try {
       files = await listYaml(target);
@@ -62,16 +156,7 @@ async function validate(paths: string[], options: { namespace: string }): Promis
       errors++;
       continue;
     }
-    for (const file of files) {
-      const result = readYamlDocuments(await readFile(file, 'utf8'), {
-        file,
-        defaultNamespace: options.namespace,
-      });
-      objects += result.resources.length;
-      for (const w of result.warnings) console.error(`warning: ${w.describe()}`);
-      for (const e of result.errors) console.error(`error: ${e.describe()}`);
-      errors += result.errors.length;
-    }
+    for (const file of files) check(file, await readFile(file, 'utf8'));
   }
   console.log(`${objects} valid object(s), ${errors} error(s)`);
   return errors;
@@ -80,6 +165,15 @@ async function validate(paths: string[], options: { namespace: string }): Promis
 const program = new Command()
   .name('meshmux')
   .description('One MCP-over-xDS endpoint for a fleet of istiods.')
+  .addOption(
+    new Option('--log-level <level>', 'log level (default: $MESHMUX_LOG_LEVEL, $LOG_LEVEL or info)').choices(
+      LOG_LEVELS,
+    ),
+  )
+  .hook('preAction', (command) => {
+    const { logLevel } = command.opts<{ logLevel?: LogLevel }>();
+    if (logLevel !== undefined) setLogLevel(logLevel);
+  })
   .showHelpAfterError();
 
 program
@@ -91,9 +185,26 @@ program
   .action(serve);
 
 program
+  .command('preview')
+  .description(
+    'list what a client with this identity would receive (per type: names and versions), without connecting it',
+  )
+  .option('-c, --config <file>', 'configuration file (default: the embedded one)')
+  .requiredOption('--node-id <id>', 'the node id the client would send')
+  .option('--meta <key=value>', 'node metadata (repeatable)', (v: string, all: string[]) => [...all, v], [])
+  .option('--peer <ip>', 'the peer address it would connect from', '127.0.0.1')
+  .option(
+    '--san <san>',
+    'a SAN of its client certificate (repeatable)',
+    (v: string, all: string[]) => [...all, v],
+    [],
+  )
+  .action(preview);
+
+program
   .command('validate')
   .description('read YAML files or folders as serve does; print every problem; exit 1 on any error')
-  .argument('<paths...>', 'files or folders')
+  .argument('<paths...>', 'files, folders, or git repositories (read at HEAD)')
   .option('-n, --namespace <ns>', 'namespace of documents without one', 'default')
   .action(async (paths: string[], options: { namespace: string }) => {
     const errors = await validate(paths, options);

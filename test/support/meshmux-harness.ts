@@ -30,8 +30,9 @@ export async function copyOfExamples(): Promise<{ dir: string; dispose: () => Pr
 export async function startFromYaml(
   yaml: string,
   baseDir: string,
+  ports: { xds?: string } = {},
 ): Promise<RunningMeshmux & { xds: string; http: string }> {
   const config = parseMeshmuxConfig(yaml, 'test config', baseDir);
-  const running = await startMeshmux(config, { xds: '127.0.0.1:0', http: '127.0.0.1:0' });
+  const running = await startMeshmux(config, { xds: ports.xds ?? '127.0.0.1:0', http: '127.0.0.1:0' });
   return { ...running, xds: `127.0.0.1:${running.xdsPort}`, http: `http://127.0.0.1:${running.httpPort}` };
 }

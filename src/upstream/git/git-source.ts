@@ -1,0 +1,528 @@
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Observable, type Subscriber } from 'rxjs';
+import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
+import { componentLogger, type Logger } from '../../core/logger.js';
+import { resourceKey, timestampFromDate, type ConfigResource, type Timestamp } from '../../core/resource.js';
+import type { SourceDescriptor, SourceEvent, SourceState } from '../../core/source-event.js';
+import { readYamlDocuments } from '../../schema/yaml-reader.js';
+import type { UpstreamSource } from '../upstream-source.js';
+import { gitAuthFor, type GitCredentials } from './git-credentials.js';
+import { GitMirror } from './git-mirror.js';
+import type { CommitInfo } from './git-objects.js';
+import { redactUrl } from './git-url.js';
+import { DEFAULT_REPO_PATHS, repoPathMatcher } from './repo-path-matcher.js';
+
+export interface GitSourceOptions {
+  readonly name: string;
+  /** Remote URL: https, http, ssh, git, file or scp-like. */
+  readonly url: string;
+  /** Branch, tag, full ref or full commit id. */
+  readonly ref: string;
+  /** Repository path globs; default {@link DEFAULT_REPO_PATHS}. */
+  readonly paths?: readonly string[];
+  readonly defaultNamespace: string;
+  /** Polling period; also the retry period after a failure. */
+  readonly intervalMs: number;
+  /** Hold a whole commit back when any of its documents is invalid. Default false. */
+  readonly strict?: boolean;
+  /** Longest a fetch may take. Default 120 s. */
+  readonly timeoutMs?: number;
+  readonly credentials?: GitCredentials;
+  /** Where the webhook secret comes from; none means unsigned webhooks are accepted. */
+  readonly webhookSecret?: { readonly file?: string | undefined; readonly env?: string | undefined };
+  /** Folder of the shared bare repositories; default `<os tmp>/meshmux-git`. */
+  readonly cacheDir?: string | undefined;
+}
+
+/** A commit and when meshmux took it. */
+export interface CommitMark {
+  readonly commit: string;
+  readonly at: string;
+}
+
+/** What `/debug/git` shows for one git source. A fresh plain object; the caller may keep it. */
+export interface GitSourceStatus {
+  readonly name: string;
+  readonly url: string;
+  readonly ref: string;
+  readonly strict: boolean;
+  readonly paths: readonly string[];
+  /** `stopped` while nothing subscribes to the source. */
+  readonly state: SourceState | 'stopped';
+  /** The commit the last successful fetch found. */
+  readonly lastFetched?: CommitMark;
+  /** The commit whose objects are served. */
+  readonly lastServed?: CommitMark;
+  /** A newer commit held back by `strict`, with its invalid document count. */
+  readonly held?: CommitMark & { readonly invalidDocuments: number };
+  readonly lastFetchAttempt?: string;
+  /** Why the last fetch or read failed; cleared by the next success. */
+  readonly lastError?: string;
+  /** Files and objects of the served commit. */
+  readonly files: number;
+  readonly objects: number;
+  /** Problems of the last read commit, by repository path. */
+  readonly fileErrors: Readonly<Record<string, readonly string[]>>;
+}
+
+/** What one file of one commit yields. Shared between commits while the blob is unchanged. */
+interface FileResult {
+  readonly path: string;
+  readonly oid: string;
+  /** Its valid objects, plus (when it has errors) those kept from the served version of the file. */
+  readonly resources: readonly ConfigResource[];
+  readonly errors: readonly MeshmuxError[];
+  readonly warnings: readonly MeshmuxError[];
+}
+
+/** The state one commit yields once its files are combined. */
+interface CommitState {
+  readonly commit: CommitInfo;
+  readonly files: ReadonlyMap<string, FileResult>;
+  readonly resources: readonly ConfigResource[];
+  readonly errors: readonly MeshmuxError[];
+  readonly warnings: readonly MeshmuxError[];
+  /** Invalid documents in the commit itself, before any object was kept from an older one. */
+  readonly invalidDocuments: number;
+}
+
+const DEFAULT_TIMEOUT_MS = 120_000;
+
+/**
+ * Serves the Istio YAML of one ref of a git repository, one whole commit at a time: each commit
+ * is read from git's object store and yields one snapshot (revision = commit id), so istiod never
+ * sees half a commit. Per document: an invalid document is rejected and reported with its file
+ * and line, and the objects its file held in the served commit stay served. With `strict`, any
+ * invalid document holds the whole commit back and the last good commit stays served.
+ *
+ * Each object's `origin` carries its repository path and, as `upstreamVersion`, the commit in
+ * which this source first saw its current content, so a commit that leaves an object unchanged
+ * does not re-version it (and does not push it to every istiod again).
+ *
+ * Fetch failures (unreachable remote, deleted branch, bad credentials) are `stale` (or `failing`
+ * before the first commit) status events; the last good commit stays served and the fetch is
+ * retried every interval. `fetchNow` (the webhook) fetches at once.
+ */
+export class GitSource implements UpstreamSource {
+  readonly descriptor: SourceDescriptor;
+  readonly events$: Observable<SourceEvent>;
+  private readonly runs = new Set<GitSourceRun>();
+
+  constructor(private readonly options: GitSourceOptions) {
+    this.descriptor = { name: options.name, type: 'git', defaultNamespace: options.defaultNamespace };
+    this.events$ = new Observable<SourceEvent>((subscriber) => {
+      const run = new GitSourceRun(options, subscriber);
+      this.runs.add(run);
+      run.start();
+      return () => {
+        this.runs.delete(run);
+        run.stop();
+      };
+    });
+  }
+
+  /** Whether something subscribes to the source: only then does it fetch. */
+  get running(): boolean {
+    return this.runs.size > 0;
+  }
+
+  /**
+   * Makes every running subscription fetch at once, or right after the fetch under way (requests
+   * coalesce: many requests during one fetch cause one more). Resolves once each has finished a
+   * fetch begun after this call; at once when nothing subscribes. Never rejects.
+   */
+  async fetchNow(reason = 'requested'): Promise<void> {
+    await Promise.all([...this.runs].map((run) => run.fetchNow(reason)));
+  }
+
+  /** The ref this source serves, as configured. */
+  get ref(): string {
+    return this.options.ref;
+  }
+
+  /** The webhook secret, read now (so a rotated file applies at once); undefined when none is configured. */
+  async webhookSecret(): Promise<string | undefined> {
+    const secret = this.options.webhookSecret;
+    if (secret?.file !== undefined) return (await readFile(secret.file, 'utf8')).trim();
+    if (secret?.env !== undefined) {
+      const value = process.env[secret.env];
+      if (value === undefined || value === '') {
+        throw new MeshmuxError('CONFIG', `environment variable ${secret.env} is not set`);
+      }
+      return value;
+    }
+    return undefined;
+  }
+
+  /** The status of the first running subscription, or a `stopped` one. */
+  status(): GitSourceStatus {
+    for (const run of this.runs) return run.status();
+    return {
+      name: this.options.name,
+      url: redactUrl(this.options.url),
+      ref: this.options.ref,
+      strict: this.options.strict ?? false,
+      paths: this.options.paths ?? DEFAULT_REPO_PATHS,
+      state: 'stopped',
+      files: 0,
+      objects: 0,
+      fileErrors: {},
+    };
+  }
+}
+
+/** One subscription's polling loop and state. */
+class GitSourceRun {
+  private readonly log: Logger;
+  private readonly mirror: GitMirror;
+  private readonly include: (path: string) => boolean;
+  private readonly firstSeen = new Map<string, Timestamp>();
+  private timer: NodeJS.Timeout | undefined;
+  private running = false;
+  /** Resolvers of fetchNow() calls waiting for a fetch that has not begun yet. */
+  private pending: Array<() => void> = [];
+  private stopped = false;
+  private state: SourceState = 'connecting';
+  /** Why the last fetch or read failed; cleared by the next one that works. */
+  private failure: MeshmuxError | undefined;
+  private lastFetchAttempt: Date | undefined;
+  private lastFetched: { info: CommitInfo; at: Date } | undefined;
+  /** The last commit read (served or held), so an unchanged ref is not read again. */
+  private lastRead: CommitState | undefined;
+  private served: { state: CommitState; at: Date } | undefined;
+  private held: { state: CommitState; at: Date } | undefined;
+  /** The served objects by identity, built on first use for each served commit. */
+  private servedIndex: { state: CommitState; byKey: Map<string, ConfigResource> } | undefined;
+
+  constructor(
+    private readonly options: GitSourceOptions,
+    private readonly subscriber: Subscriber<SourceEvent>,
+  ) {
+    this.log = componentLogger('git-source', {
+      source: options.name,
+      url: redactUrl(options.url),
+      ref: options.ref,
+    });
+    this.mirror = GitMirror.of(options.url, options.cacheDir ?? path.join(tmpdir(), 'meshmux-git'));
+    this.include = repoPathMatcher(options.paths ?? DEFAULT_REPO_PATHS);
+  }
+
+  start(): void {
+    this.subscriber.next({ type: 'status', state: 'connecting' });
+    this.runCycle('start');
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    for (const resolve of this.pending.splice(0)) resolve();
+  }
+
+  /** Fetches at once, or right after the fetch under way; resolves when a fetch begun after the call has ended. */
+  fetchNow(reason: string): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    const done = new Promise<void>((resolve) => this.pending.push(resolve));
+    if (!this.running) this.runCycle(reason);
+    return done;
+  }
+
+  /** Runs one cycle, then the next one at once if requests arrived meanwhile, else after the interval. */
+  private runCycle(reason: string): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.running = true;
+    const waiting = this.pending.splice(0);
+    this.log.debug({ reason }, 'fetching');
+    this.cycle()
+      .catch((err: unknown) => {
+        // cycle() reports its own failures; anything here is a bug, still kept off the stream.
+        this.log.error({ err: String(err) }, 'git source cycle failed unexpectedly');
+      })
+      .finally(() => {
+        this.running = false;
+        for (const resolve of waiting) resolve();
+        if (this.stopped) return;
+        if (this.pending.length > 0) {
+          this.runCycle('requested during a fetch');
+          return;
+        }
+        this.timer = setTimeout(() => this.runCycle('interval'), this.options.intervalMs);
+        this.timer.unref();
+      });
+  }
+
+  status(): GitSourceStatus {
+    const mark = (m: { at: Date; sha: string } | undefined): CommitMark | undefined =>
+      m === undefined ? undefined : { commit: m.sha, at: m.at.toISOString() };
+    const fetched = mark(this.lastFetched && { sha: this.lastFetched.info.sha, at: this.lastFetched.at });
+    const served = mark(this.served && { sha: this.served.state.commit.sha, at: this.served.at });
+    const held = mark(this.held && { sha: this.held.state.commit.sha, at: this.held.at });
+    const fileErrors: Record<string, string[]> = {};
+    for (const f of this.lastRead?.files.values() ?? []) {
+      if (f.errors.length > 0) fileErrors[f.path] = f.errors.map((e) => e.describe());
+    }
+    return {
+      name: this.options.name,
+      url: redactUrl(this.options.url),
+      ref: this.options.ref,
+      strict: this.options.strict ?? false,
+      paths: this.options.paths ?? DEFAULT_REPO_PATHS,
+      state: this.state,
+      ...(fetched === undefined ? {} : { lastFetched: fetched }),
+      ...(served === undefined ? {} : { lastServed: served }),
+      ...(held === undefined || this.held === undefined
+        ? {}
+        : { held: { ...held, invalidDocuments: this.held.state.invalidDocuments } }),
+      ...(this.lastFetchAttempt === undefined
+        ? {}
+        : { lastFetchAttempt: this.lastFetchAttempt.toISOString() }),
+      ...(this.failure === undefined ? {} : { lastError: this.failure.describe() }),
+      files: this.served?.state.files.size ?? 0,
+      objects: this.served?.state.resources.length ?? 0,
+      fileErrors,
+    };
+  }
+
+  /** One fetch, and a read when the ref moved. Never rejects: failures become status events. */
+  private async cycle(): Promise<void> {
+    this.lastFetchAttempt = new Date();
+    let commit: CommitInfo;
+    try {
+      const auth = await gitAuthFor(this.options.url, this.options.credentials ?? {});
+      commit = await this.mirror.fetch(this.options.ref, auth, this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+    } catch (err) {
+      this.fail(toMeshmuxError(err, 'UNAVAILABLE', { file: redactUrl(this.options.url) }), 'fetch failed');
+      return;
+    }
+    if (this.stopped) return;
+    const previous = this.lastFetched?.info.sha;
+    this.lastFetched = { info: commit, at: new Date() };
+    if (commit.sha === this.lastRead?.commit.sha) {
+      this.recover();
+      return;
+    }
+    if (previous !== undefined) this.log.info({ from: previous, to: commit.sha }, 'ref moved');
+    let next: CommitState;
+    try {
+      next = await this.readCommit(commit);
+    } catch (err) {
+      this.fail(
+        toMeshmuxError(err, 'UNAVAILABLE', { file: redactUrl(this.options.url) }),
+        'cannot read the commit',
+      );
+      return;
+    }
+    if (this.stopped) return;
+    this.lastRead = next;
+    this.failure = undefined;
+    if (this.options.strict === true && next.invalidDocuments > 0) this.hold(next);
+    else this.serve(next);
+  }
+
+  /** Serves a commit: one snapshot with its objects, errors and warnings. */
+  private serve(next: CommitState): void {
+    this.served = { state: next, at: new Date() };
+    this.held = undefined;
+    this.state = 'synced';
+    // Creation times are remembered only for what is served, so the map cannot grow without end.
+    const live = new Set(next.resources.map(resourceKey));
+    for (const key of this.firstSeen.keys()) if (!live.has(key)) this.firstSeen.delete(key);
+    for (const e of next.errors)
+      this.log.warn({ commit: next.commit.sha, error: e.describe() }, 'rejected a document');
+    this.log.info(
+      {
+        commit: next.commit.sha,
+        files: next.files.size,
+        objects: next.resources.length,
+        errors: next.errors.length,
+      },
+      'serving commit',
+    );
+    this.subscriber.next({
+      type: 'snapshot',
+      resources: next.resources,
+      revision: next.commit.sha,
+      errors: next.errors,
+      warnings: next.warnings,
+    });
+  }
+
+  /** Holds a commit with invalid documents back (strict): the served commit stays, the reasons are reported. */
+  private hold(next: CommitState): void {
+    this.held = { state: next, at: new Date() };
+    const served = this.served?.state;
+    const summary = new MeshmuxError(
+      'SCHEMA',
+      `commit ${next.commit.sha} is held back (strict): ${next.invalidDocuments} invalid document(s)` +
+        (served === undefined ? '; no commit served yet' : `; still serving ${served.commit.sha}`),
+      { file: redactUrl(this.options.url) },
+    );
+    for (const e of next.errors)
+      this.log.warn({ commit: next.commit.sha, error: e.describe() }, 'invalid document');
+    this.log.warn({ commit: next.commit.sha, invalid: next.invalidDocuments }, 'commit held back (strict)');
+    if (served === undefined) {
+      this.state = 'failing';
+      this.subscriber.next({ type: 'status', state: 'failing', error: summary });
+      return;
+    }
+    this.state = 'synced';
+    this.subscriber.next({
+      type: 'snapshot',
+      resources: served.resources,
+      revision: served.commit.sha,
+      errors: [summary, ...next.errors],
+      warnings: served.warnings,
+    });
+  }
+
+  /** The ref did not move and the fetch worked: leaves `stale`/`failing` if a failure had put it there. */
+  private recover(): void {
+    if (this.failure === undefined) return;
+    this.failure = undefined;
+    if (this.served === undefined) {
+      // Only a strictly held first commit gets here: the source stays failing, for that reason again.
+      if (this.held !== undefined) this.hold(this.held.state);
+      return;
+    }
+    this.log.info({ commit: this.served.state.commit.sha }, 'upstream reachable again');
+    this.state = 'synced';
+    this.subscriber.next({ type: 'status', state: 'synced' });
+  }
+
+  private fail(error: MeshmuxError, what: string): void {
+    if (this.stopped) return;
+    const state: SourceState = this.served === undefined ? 'failing' : 'stale';
+    const changed = state !== this.state || error.describe() !== this.failure?.describe();
+    this.failure = error;
+    this.state = state;
+    if (!changed) return;
+    this.log.warn({ error: error.describe(), state }, what);
+    this.subscriber.next({ type: 'status', state, error });
+  }
+
+  /** Reads a commit's files, parsing only blobs that the last read commit did not have at that path. */
+  private async readCommit(commit: CommitInfo): Promise<CommitState> {
+    const listing = await this.mirror.listTree(commit.sha, this.include);
+    // Parsed files of the served commit, and of a newer commit read but held back (strict).
+    const known = new Map<string, { file: FileResult; served: boolean }>();
+    for (const f of this.lastRead?.files.values() ?? [])
+      known.set(`${f.path}\0${f.oid}`, { file: f, served: false });
+    for (const f of this.served?.state.files.values() ?? [])
+      known.set(`${f.path}\0${f.oid}`, { file: f, served: true });
+    const toRead = listing.files.filter((f) => !known.has(`${f.path}\0${f.oid}`));
+    const blobs = await this.mirror.readBlobs(toRead.map((f) => f.oid));
+    const createTimeFor = (kind: string, namespace: string, name: string): Timestamp => {
+      const key = resourceKey({ kind, namespace, name });
+      let ts = this.firstSeen.get(key);
+      if (ts === undefined) this.firstSeen.set(key, (ts = timestampFromDate(commit.committedAt)));
+      return ts;
+    };
+    const files = new Map<string, FileResult>();
+    for (const f of listing.files) {
+      const cached = known.get(`${f.path}\0${f.oid}`);
+      if (cached !== undefined) {
+        // A file parsed for a held commit was never served: its objects take this commit's id.
+        const { file, served } = cached;
+        files.set(
+          f.path,
+          served ? file : { ...file, resources: file.resources.map((r) => this.withCommit(r, commit.sha)) },
+        );
+        continue;
+      }
+      const text = new TextDecoder('utf-8').decode(blobs.get(f.oid));
+      const read = readYamlDocuments(text, {
+        file: f.path,
+        defaultNamespace: this.options.defaultNamespace,
+        createTimeFor,
+      });
+      files.set(f.path, {
+        path: f.path,
+        oid: f.oid,
+        resources: read.resources.map((r) => this.withCommit(r, commit.sha)),
+        errors: read.errors,
+        warnings: read.warnings,
+      });
+    }
+    const extraWarnings = listing.symlinks.map(
+      (p) => new MeshmuxError('DECODE', 'symbolic link skipped: only regular files are read', { file: p }),
+    );
+    return this.combine(commit, files, extraWarnings);
+  }
+
+  /**
+   * The object with its provenance: the repository path (set by the reader) and the commit. An
+   * object equal to the served one (same content, same place) keeps the served one's commit.
+   */
+  private withCommit(r: ConfigResource, sha: string): ConfigResource {
+    const prev = this.servedObject(r);
+    if (
+      prev !== undefined &&
+      prev.version === r.version &&
+      prev.origin.file === r.origin.file &&
+      prev.origin.doc === r.origin.doc &&
+      prev.origin.line === r.origin.line &&
+      prev.createTime.seconds === r.createTime.seconds &&
+      prev.createTime.nanos === r.createTime.nanos
+    ) {
+      return prev;
+    }
+    return Object.freeze({ ...r, origin: Object.freeze({ ...r.origin, upstreamVersion: sha }) });
+  }
+
+  private servedObject(r: ConfigResource): ConfigResource | undefined {
+    const state = this.served?.state;
+    if (state === undefined) return undefined;
+    if (this.servedIndex?.state !== state) {
+      this.servedIndex = { state, byKey: new Map(state.resources.map((x) => [resourceKey(x), x])) };
+    }
+    return this.servedIndex.byKey.get(resourceKey(r));
+  }
+
+  /**
+   * Combines files in path order: a later file redefining an object wins (reported as a warning);
+   * a file with invalid documents keeps the objects it held in the served commit that it no
+   * longer yields, so a broken edit never deletes config.
+   */
+  private combine(
+    commit: CommitInfo,
+    files: ReadonlyMap<string, FileResult>,
+    extraWarnings: readonly MeshmuxError[],
+  ): CommitState {
+    const servedFiles = this.served?.state.files;
+    const combined = new Map<string, FileResult>();
+    const byKey = new Map<string, ConfigResource>();
+    const errors: MeshmuxError[] = [];
+    const warnings: MeshmuxError[] = [...extraWarnings];
+    let invalidDocuments = 0;
+    for (const [filePath, result] of files) {
+      errors.push(...result.errors);
+      warnings.push(...result.warnings);
+      invalidDocuments += new Set(result.errors.map((e) => e.location.doc ?? -1)).size;
+      let resources = result.resources;
+      const before = servedFiles?.get(filePath);
+      if (result.errors.length > 0 && before !== undefined && before !== result) {
+        // Kept objects stay part of the file's result, so they survive later commits that leave it broken.
+        const now = new Set(resources.map(resourceKey));
+        resources = [...resources, ...before.resources.filter((r) => !now.has(resourceKey(r)))];
+      }
+      combined.set(filePath, resources === result.resources ? result : { ...result, resources });
+      for (const r of resources) {
+        const key = resourceKey(r);
+        const earlier = byKey.get(key);
+        if (earlier !== undefined && earlier.origin.file !== r.origin.file) {
+          warnings.push(
+            new MeshmuxError(
+              'METADATA',
+              `${r.kind} ${r.namespace}/${r.name} is also defined in ${earlier.origin.file ?? '?'}; this later file wins`,
+              { file: filePath, ...(r.origin.doc === undefined ? {} : { doc: r.origin.doc }) },
+            ),
+          );
+        }
+        byKey.set(key, r);
+      }
+    }
+    return { commit, files: combined, resources: [...byKey.values()], errors, warnings, invalidDocuments };
+  }
+}

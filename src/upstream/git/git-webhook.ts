@@ -1,0 +1,137 @@
+/**
+ * `POST /hooks/git/<source>`: push notifications from GitHub, GitLab and Gitea (or a bare POST
+ * from a script) make a git source fetch at once instead of at its next poll. The payload is
+ * only a hint: the source fetches its ref and serves what the remote holds, so a forged or
+ * replayed request can cost a fetch, never change what is served.
+ */
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { GitSource } from './git-source.js';
+import { isCommitId } from './git-url.js';
+
+/** A webhook request as the HTTP layer hands it over. */
+export interface GitWebhookRequest {
+  /** The source name, from the path `/hooks/git/<source>` (still URL-encoded). */
+  readonly source: string;
+  readonly headers: IncomingHttpHeaders;
+  /** The raw body, exactly as signed. */
+  readonly body: Buffer;
+}
+
+/** The answer: an HTTP status and a JSON body. */
+export interface GitWebhookResponse {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+/** Events that announce new commits; any other event of a known forge is acknowledged and ignored. */
+const PUSH_EVENTS: ReadonlyArray<readonly [header: string, events: readonly string[]]> = [
+  ['x-github-event', ['push']],
+  ['x-gitlab-event', ['Push Hook', 'Tag Push Hook']],
+  ['x-gitea-event', ['push']],
+  ['x-gogs-event', ['push']],
+];
+
+/** Handles one webhook request for the named git sources. Never throws. */
+export async function handleGitWebhook(
+  sources: ReadonlyMap<string, GitSource>,
+  request: GitWebhookRequest,
+): Promise<GitWebhookResponse> {
+  let name: string;
+  try {
+    name = decodeURIComponent(request.source);
+  } catch {
+    name = request.source;
+  }
+  const source = sources.get(name);
+  if (source === undefined) return { status: 404, body: { error: `no git source named "${name}"` } };
+
+  let secret: string | undefined;
+  try {
+    secret = await source.webhookSecret();
+  } catch {
+    return { status: 503, body: { error: 'the webhook secret of this source cannot be read' } };
+  }
+  if (secret !== undefined && !verifySignature(secret, request)) {
+    return { status: 401, body: { error: 'missing or invalid webhook signature' } };
+  }
+
+  for (const [header, events] of PUSH_EVENTS) {
+    const event = headerValue(request.headers, header);
+    if (event !== undefined && !events.includes(event)) {
+      return { status: 200, body: { fetch: 'skipped', reason: `event "${event}" carries no commits` } };
+    }
+  }
+
+  let ref: string | undefined;
+  try {
+    ref = pushedRef(request);
+  } catch {
+    return { status: 400, body: { error: 'the body is neither JSON nor a form with a JSON payload' } };
+  }
+  if (isCommitId(source.ref)) {
+    return { status: 200, body: { fetch: 'skipped', reason: `pinned to commit ${source.ref}` } };
+  }
+  if (ref !== undefined && !refMatches(source.ref, ref)) {
+    return { status: 200, body: { fetch: 'skipped', reason: `push to ${ref}, not ${source.ref}` } };
+  }
+  if (!source.running) return { status: 503, body: { error: 'the source is not running' } };
+  // Answer at once: forges time webhooks out after a few seconds, and the fetch reports itself.
+  void source.fetchNow('webhook');
+  return { status: 202, body: { fetch: 'triggered' } };
+}
+
+/**
+ * Whether the request is signed with `secret`: GitHub's and Gitea's HMAC-SHA256 of the body
+ * (`X-Hub-Signature-256: sha256=<hex>`, `X-Gitea-Signature: <hex>`, `X-Gogs-Signature: <hex>`)
+ * or GitLab's shared token (`X-Gitlab-Token`). Compared in constant time.
+ */
+export function verifySignature(
+  secret: string,
+  request: Pick<GitWebhookRequest, 'headers' | 'body'>,
+): boolean {
+  const mac = createHmac('sha256', secret).update(request.body).digest('hex');
+  const github = headerValue(request.headers, 'x-hub-signature-256');
+  if (github !== undefined && safeEqual(github.toLowerCase(), `sha256=${mac}`)) return true;
+  for (const header of ['x-gitea-signature', 'x-gogs-signature']) {
+    const value = headerValue(request.headers, header);
+    if (value !== undefined && safeEqual(value.toLowerCase(), mac)) return true;
+  }
+  const gitlab = headerValue(request.headers, 'x-gitlab-token');
+  return gitlab !== undefined && safeEqual(gitlab, secret);
+}
+
+/** Equal strings in time independent of where they differ (hashed first, so lengths leak nothing). */
+function safeEqual(a: string, b: string): boolean {
+  const ha = createHash('sha256').update(a).digest();
+  const hb = createHash('sha256').update(b).digest();
+  return timingSafeEqual(ha, hb);
+}
+
+function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** The `ref` a push payload names (all three forges use `ref`); undefined for an empty or ref-less body. */
+function pushedRef(request: GitWebhookRequest): string | undefined {
+  const text = request.body.toString('utf8').trim();
+  if (text === '') return undefined;
+  const type = headerValue(request.headers, 'content-type') ?? '';
+  // GitHub can be configured to send `application/x-www-form-urlencoded` with the JSON in `payload`.
+  const json = type.startsWith('application/x-www-form-urlencoded')
+    ? (new URLSearchParams(text).get('payload') ?? '')
+    : text;
+  const payload: unknown = JSON.parse(json);
+  if (payload === null || typeof payload !== 'object') return undefined;
+  const ref = (payload as Record<string, unknown>)['ref'];
+  return typeof ref === 'string' && ref !== '' ? ref : undefined;
+}
+
+/** Whether a pushed ref (`refs/heads/main`, `refs/tags/v1`) is the configured one (`main`, `v1`, or in full). */
+export function refMatches(configured: string, pushed: string): boolean {
+  // HEAD follows the remote's default branch, which a push payload does not name reliably.
+  if (configured === pushed || configured === 'HEAD') return true;
+  if (configured.startsWith('refs/')) return false;
+  return pushed === `refs/heads/${configured}` || pushed === `refs/tags/${configured}`;
+}
