@@ -15,3 +15,15 @@ export const rootLogger: Logger = pino({
 export function componentLogger(component: string, bindings: Record<string, unknown> = {}): Logger {
   return rootLogger.child({ component, ...bindings });
 }
+
+/** The levels `--log-level` and `MESHMUX_LOG_LEVEL` accept. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/**
+ * Sets the root logger's level (a command-line flag wins over the environment). Child loggers take
+ * the level they are created with, so call this before any component starts.
+ */
+export function setLogLevel(level: LogLevel): void {
+  rootLogger.level = level;
+}

@@ -28,6 +28,11 @@ export interface SourceSnapshotEvent {
   readonly errors: readonly MeshmuxError[];
   /** Things skipped or repaired (unknown kinds, pruned fields). */
   readonly warnings: readonly MeshmuxError[];
+  /**
+   * W3C `traceparent` the upstream sent with this state (e.g. gRPC metadata), if any: the trace
+   * of this change then continues the upstream's trace.
+   */
+  readonly traceparent?: string;
 }
 
 /** A change of the source's state. `error` is set for `stale` and `failing`. */

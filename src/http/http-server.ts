@@ -36,6 +36,8 @@ export interface HttpServerOptions {
   readonly debugPages: Readonly<Record<string, DebugPage>>;
   /** POST endpoints, tried in order. */
   readonly actions?: readonly PostAction[];
+  /** The HTML status page served at `/`. */
+  readonly statusPage?: () => string;
 }
 
 /**
@@ -88,6 +90,10 @@ export class HttpServer {
         return;
       case '/ready':
         sendJson(res, snapshot.ready ? 200 : 503, readiness(snapshot));
+        return;
+      case '/':
+        if (this.options.statusPage === undefined) break;
+        send(res, 200, 'text/html; charset=utf-8', this.options.statusPage());
         return;
       case '/metrics': {
         const { contentType, body } = await this.options.metrics();

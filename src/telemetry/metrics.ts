@@ -1,14 +1,67 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { ConfigSnapshot } from '../merge/config-snapshot.js';
+import type { ConfigResource } from '../core/resource.js';
+import type { SourceEvent, SourceState } from '../core/source-event.js';
+import type { ConfigSnapshot, KindSnapshot } from '../merge/config-snapshot.js';
 
-/** Turns lifecycle hooks into Prometheus metrics. Label sets are bounded: sources and kinds come from config and the registry. */
+const SOURCE_STATES: readonly SourceState[] = ['connecting', 'synced', 'stale', 'failing'];
+
+/** The `type` label of a response whose type URL is not a kind meshmux serves. */
+export const UNKNOWN_TYPE = 'unknown';
+
+export interface MetricsOptions {
+  /** Process, heap, GC and event-loop metrics (prom-client defaults). Default true. */
+  readonly processMetrics?: boolean;
+  /** The policy and view of every connected client, read at scrape time. */
+  readonly clients?: () => Iterable<{ readonly policy: string; readonly view: string }>;
+  /** Distinct views labelled; the rest are summed into `view="other"`. Default 50. */
+  readonly maxViews?: number;
+  /** Wall clock in milliseconds, for staleness. Default `Date.now`. */
+  readonly now?: () => number;
+}
+
+/**
+ * Prometheus metrics of meshmux, all prefixed `meshmux_`. Fed by the telemetry hooks only; the
+ * per-source gauges are recomputed from each snapshot's reports, and time-dependent ones at scrape
+ * time. Every label set is bounded: `source` comes from the configuration, `kind`/`type` from the
+ * kind registry (anything else is `unknown`), `policy` from the configured policies, `view` is
+ * capped (a view embeds the revision a client declares), and `reason`, `code`, `state` and
+ * conflict `type` come from closed enums.
+ */
 export class Metrics {
   readonly registry = new Registry();
+  private readonly now: () => number;
+  private latest: ConfigSnapshot | undefined;
 
+  // Sources.
   private readonly sourceUp = new Gauge({
     name: 'meshmux_source_up',
-    help: '1 while a source is synced, 0 while connecting, stale or failing.',
+    help: '1 while a source holds a current view of its upstream (synced), 0 while connecting, stale or failing.',
     labelNames: ['source', 'type'] as const,
+    registers: [this.registry],
+  });
+  private readonly sourceSynced = new Gauge({
+    name: 'meshmux_source_synced',
+    help: '1 once a source has delivered one complete state since start.',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+  private readonly sourceState = new Gauge({
+    name: 'meshmux_source_state',
+    help: 'The state of a source: 1 for the current state, 0 for the others.',
+    labelNames: ['source', 'state'] as const,
+    registers: [this.registry],
+  });
+  private readonly sourceStaleSeconds = new Gauge({
+    name: 'meshmux_source_stale_seconds',
+    help: 'How long a source has been stale (its last good state still served); 0 when it is not.',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+    collect: () => this.collectStaleness(),
+  });
+  private readonly sourceLastSync = new Gauge({
+    name: 'meshmux_source_last_sync_timestamp_seconds',
+    help: 'When a source last delivered a complete state (Unix time).',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
   private readonly sourceObjects = new Gauge({
@@ -17,10 +70,22 @@ export class Metrics {
     labelNames: ['source', 'kind'] as const,
     registers: [this.registry],
   });
+  private readonly sourceUpdates = new Counter({
+    name: 'meshmux_source_updates_total',
+    help: 'States (snapshots) a source delivered.',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+  private readonly sourceErrors = new Counter({
+    name: 'meshmux_source_errors_total',
+    help: 'Failures a source reported (transport, decode, ...), by error code.',
+    labelNames: ['source', 'code'] as const,
+    registers: [this.registry],
+  });
   private readonly sourceRejected = new Gauge({
     name: 'meshmux_source_rejected_documents',
-    help: 'Documents of a source currently rejected as invalid.',
-    labelNames: ['source'] as const,
+    help: 'Documents of a source currently rejected as invalid, by error code.',
+    labelNames: ['source', 'code'] as const,
     registers: [this.registry],
   });
   private readonly sourceRejections = new Gauge({
@@ -35,6 +100,14 @@ export class Metrics {
     labelNames: ['source', 'reason'] as const,
     registers: [this.registry],
   });
+  private readonly sourceHolds = new Counter({
+    name: 'meshmux_source_holds_total',
+    help: 'Updates a guard started holding back, by reason.',
+    labelNames: ['source', 'reason'] as const,
+    registers: [this.registry],
+  });
+
+  // Merge.
   private readonly conflicts = new Gauge({
     name: 'meshmux_conflicts',
     help: 'Current conflicts between objects, by type.',
@@ -45,6 +118,11 @@ export class Metrics {
     name: 'meshmux_served_objects',
     help: 'Objects in the merged snapshot, per kind.',
     labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  private readonly snapshotGeneration = new Gauge({
+    name: 'meshmux_merge_generation',
+    help: 'Generation of the snapshot being served.',
     registers: [this.registry],
   });
   private readonly snapshotBuilds = new Counter({
@@ -58,36 +136,72 @@ export class Metrics {
     buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
     registers: [this.registry],
   });
+  private readonly batchKinds = new Histogram({
+    name: 'meshmux_merge_batch_kinds',
+    help: 'Kinds whose served content changed in one snapshot build.',
+    buckets: [0, 1, 2, 3, 5, 8, 13, 21],
+    registers: [this.registry],
+  });
+  private readonly batchObjects = new Histogram({
+    name: 'meshmux_merge_batch_objects',
+    help: 'Objects created, changed or deleted in one snapshot build.',
+    buckets: [0, 1, 2, 5, 10, 50, 100, 500, 1000, 5000, 10000, 50000],
+    registers: [this.registry],
+  });
+
+  // Downstream.
   private readonly clients = new Gauge({
     name: 'meshmux_clients',
-    help: 'Connected ADS streams.',
+    help: 'Connected ADS streams (istiods), per policy and view.',
+    labelNames: ['policy', 'view'] as const,
+    registers: [this.registry],
+    collect: () => this.collectClients(),
+  });
+  private readonly connections = new Counter({
+    name: 'meshmux_client_connections_total',
+    help: 'ADS streams opened.',
+    registers: [this.registry],
+  });
+  private readonly disconnections = new Counter({
+    name: 'meshmux_client_disconnections_total',
+    help: 'ADS streams closed.',
     registers: [this.registry],
   });
   private readonly pushes = new Counter({
     name: 'meshmux_pushes_total',
-    help: 'Responses written to clients, per type URL.',
-    labelNames: ['type_url'] as const,
+    help: 'Responses written to clients, per kind.',
+    labelNames: ['type'] as const,
     registers: [this.registry],
   });
   private readonly pushBytes = new Counter({
     name: 'meshmux_push_bytes_total',
-    help: 'Bytes of responses written to clients.',
+    help: 'Bytes of responses written to clients, per kind.',
+    labelNames: ['type'] as const,
+    registers: [this.registry],
+  });
+  private readonly pushSeconds = new Histogram({
+    name: 'meshmux_push_duration_seconds',
+    help: 'From a snapshot build to a response carrying it being written to a client (queueing behind the previous ACK included).',
+    labelNames: ['type'] as const,
+    buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30],
     registers: [this.registry],
   });
   private readonly acks = new Counter({
     name: 'meshmux_acks_total',
-    help: 'Responses acknowledged by clients.',
+    help: 'Responses acknowledged by clients, per kind.',
+    labelNames: ['type'] as const,
     registers: [this.registry],
   });
   private readonly nacks = new Counter({
     name: 'meshmux_nacks_total',
-    help: 'Responses rejected by clients.',
-    labelNames: ['type_url'] as const,
+    help: 'Responses rejected by clients, per kind.',
+    labelNames: ['type'] as const,
     registers: [this.registry],
   });
   private readonly ackLatency = new Histogram({
     name: 'meshmux_ack_latency_seconds',
     help: 'From writing a response to its acknowledgement.',
+    labelNames: ['type'] as const,
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
     registers: [this.registry],
   });
@@ -96,50 +210,153 @@ export class Metrics {
     help: 'Client requests that could not be decoded.',
     registers: [this.registry],
   });
+  private readonly convergence = new Histogram({
+    name: 'meshmux_convergence_seconds',
+    help: 'From a source delivering a change to each connected istiod acknowledging a version that contains it.',
+    labelNames: ['source', 'type'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers: [this.registry],
+  });
 
-  constructor(options: { processMetrics?: boolean } = {}) {
-    if (options.processMetrics ?? true)
+  constructor(private readonly options: MetricsOptions = {}) {
+    this.now = options.now ?? Date.now;
+    if (options.processMetrics ?? true) {
+      // Includes meshmux_nodejs_eventloop_lag_* (sampled with monitorEventLoopDelay), heap, GC and fds.
       collectDefaultMetrics({ register: this.registry, prefix: 'meshmux_' });
+      // Gauges named like counters (promtool rejects them); the per-type gauges beside them sum to the same.
+      for (const name of ['active_handles_total', 'active_requests_total', 'active_resources_total']) {
+        this.registry.removeSingleMetric(`meshmux_nodejs_${name}`);
+      }
+    }
   }
 
-  onSnapshot(snapshot: ConfigSnapshot, buildMs: number): void {
+  /** A source event reached the merge. */
+  onSourceEvent(source: string, event: SourceEvent): void {
+    if (event.type === 'snapshot') this.sourceUpdates.inc({ source });
+    else if (event.error !== undefined) this.sourceErrors.inc({ source, code: event.error.code });
+  }
+
+  /** A guard started holding a source's update. */
+  onHeld(source: string, reason: 'empty' | 'mass-delete'): void {
+    this.sourceHolds.inc({ source, reason });
+  }
+
+  /**
+   * A snapshot was published. `changedKinds` are the kinds whose served version changed since the
+   * previous one.
+   */
+  onSnapshot(snapshot: ConfigSnapshot, changedKinds: ReadonlySet<string>, buildMs: number): void {
+    const previous = this.latest;
+    this.latest = snapshot;
     this.snapshotBuilds.inc();
     this.snapshotBuildSeconds.observe(buildMs / 1000);
+    this.snapshotGeneration.set(snapshot.generation);
+    this.batchKinds.observe(changedKinds.size);
+    let objects = 0;
+    for (const kind of changedKinds) {
+      objects += changedObjects(previous?.kinds.get(kind), snapshot.kinds.get(kind));
+    }
+    this.batchObjects.observe(objects);
+
     this.servedObjects.reset();
     for (const [kind, k] of snapshot.kinds) this.servedObjects.set({ kind }, k.resources.length);
-    this.sourceObjects.reset();
-    this.sourceRejections.reset();
-    this.sourceHeld.reset();
     this.conflicts.reset();
     for (const c of snapshot.conflicts) this.conflicts.inc({ type: c.type });
+    // Recomputed whole: a source removed by a reload disappears from every gauge.
+    for (const g of [
+      this.sourceUp,
+      this.sourceSynced,
+      this.sourceState,
+      this.sourceLastSync,
+      this.sourceObjects,
+      this.sourceRejected,
+      this.sourceRejections,
+      this.sourceHeld,
+    ]) {
+      g.reset();
+    }
     for (const s of snapshot.sources) {
-      for (const r of s.rejections) this.sourceRejections.inc({ source: s.name, reason: r.reason });
-      if (s.held !== undefined)
-        this.sourceHeld.set({ source: s.name, reason: s.held.reason }, s.held.deletions);
-      this.sourceUp.set({ source: s.name, type: s.type }, s.state === 'synced' ? 1 : 0);
-      this.sourceRejected.set({ source: s.name }, s.errors.length);
-      for (const [kind, n] of Object.entries(s.counts)) this.sourceObjects.set({ source: s.name, kind }, n);
+      const source = s.name;
+      this.sourceUp.set({ source, type: s.type }, s.state === 'synced' ? 1 : 0);
+      this.sourceSynced.set({ source }, s.everSynced ? 1 : 0);
+      for (const state of SOURCE_STATES) this.sourceState.set({ source, state }, s.state === state ? 1 : 0);
+      if (s.lastSyncTime !== undefined) this.sourceLastSync.set({ source }, s.lastSyncTime.getTime() / 1000);
+      for (const [kind, n] of Object.entries(s.counts)) this.sourceObjects.set({ source, kind }, n);
+      for (const e of s.errors) this.sourceRejected.inc({ source, code: e.code });
+      for (const r of s.rejections) this.sourceRejections.inc({ source, reason: r.reason });
+      if (s.held !== undefined) this.sourceHeld.set({ source, reason: s.held.reason }, s.held.deletions);
     }
   }
 
   onConnect(): void {
-    this.clients.inc();
+    this.connections.inc();
   }
+
   onDisconnect(): void {
-    this.clients.dec();
+    this.disconnections.inc();
   }
-  onPush(typeUrl: string, bytes: number): void {
-    this.pushes.inc({ type_url: typeUrl });
-    this.pushBytes.inc(bytes);
+
+  /** A response went out; `sinceBuildMs` is set when it follows a build made while the client was connected. */
+  onPush(type: string, bytes: number, sinceBuildMs: number | undefined): void {
+    this.pushes.inc({ type });
+    this.pushBytes.inc({ type }, bytes);
+    if (sinceBuildMs !== undefined) this.pushSeconds.observe({ type }, sinceBuildMs / 1000);
   }
-  onAck(latencyMs: number): void {
-    this.acks.inc();
-    this.ackLatency.observe(latencyMs / 1000);
+
+  onAck(type: string, latencyMs: number): void {
+    this.acks.inc({ type });
+    this.ackLatency.observe({ type }, latencyMs / 1000);
   }
-  onNack(typeUrl: string): void {
-    this.nacks.inc({ type_url: typeUrl });
+
+  onNack(type: string): void {
+    this.nacks.inc({ type });
   }
+
   onBadRequest(): void {
     this.badRequests.inc();
   }
+
+  /** A client acknowledged a version containing a change `source` delivered `seconds` ago. */
+  onConverged(source: string, type: string, seconds: number): void {
+    this.convergence.observe({ source, type }, seconds);
+  }
+
+  private collectStaleness(): void {
+    this.sourceStaleSeconds.reset();
+    for (const s of this.latest?.sources ?? []) {
+      const since = s.staleSince?.getTime();
+      this.sourceStaleSeconds.set(
+        { source: s.name },
+        since === undefined ? 0 : Math.max(0, (this.now() - since) / 1000),
+      );
+    }
+  }
+
+  private collectClients(): void {
+    this.clients.reset();
+    const counts = new Map<string, { policy: string; view: string; n: number }>();
+    for (const { policy, view } of this.options.clients?.() ?? []) {
+      const key = `${policy}\n${view}`;
+      const entry = counts.get(key) ?? { policy, view, n: 0 };
+      entry.n++;
+      counts.set(key, entry);
+    }
+    const maxViews = this.options.maxViews ?? 50;
+    [...counts.values()]
+      .sort((a, b) => b.n - a.n)
+      .forEach((e, i) => this.clients.inc({ policy: e.policy, view: i < maxViews ? e.view : 'other' }, e.n));
+  }
+}
+
+/** Objects created, changed or deleted between two states of a kind. */
+export function changedObjects(before: KindSnapshot | undefined, after: KindSnapshot | undefined): number {
+  const key = (r: ConfigResource): string => `${r.namespace}/${r.name}`;
+  const old = new Map((before?.resources ?? []).map((r) => [key(r), r.version]));
+  let changed = 0;
+  for (const r of after?.resources ?? []) {
+    const v = old.get(key(r));
+    if (v !== r.version) changed++;
+    old.delete(key(r));
+  }
+  return changed + old.size;
 }
