@@ -1,6 +1,11 @@
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { MeshmuxError } from './core/errors.js';
 import { componentLogger, type Logger } from './core/logger.js';
 import { AdsServer } from './downstream/ads-server.js';
+import { anonymousIdentity, describeIdentity, withNode } from './downstream/client-identity.js';
+import { PolicySet } from './downstream/policy/policy-set.js';
+import { previewClient, type Preview } from './downstream/preview.js';
+import { reloadingServerCredentials } from './downstream/server-tls.js';
 import { HttpServer } from './http/http-server.js';
 import { MergeEngine, type MergeInput } from './merge/merge-engine.js';
 import type { SourcePolicy } from './merge/source-rules.js';
@@ -10,19 +15,63 @@ import { messageType } from './schema/proto-root.js';
 import { encodeProtoJson } from './schema/proto-json.js';
 import { decodeBody } from './schema/yaml-reader.js';
 import type { MeshmuxConfig, SourceConfig } from './settings/meshmux-config.js';
-import { Metrics } from './telemetry/metrics.js';
+import { renderStatusPage } from './http/status-page.js';
+import type { Metrics } from './telemetry/metrics.js';
+import { Telemetry } from './telemetry/telemetry.js';
+import { tracingFromEnv, type TracingEnv } from './telemetry/tracing.js';
 import { FileSource } from './upstream/file/file-source.js';
+import { GitSource } from './upstream/git/git-source.js';
+import { handleGitWebhook } from './upstream/git/git-webhook.js';
 import type { UpstreamSource } from './upstream/upstream-source.js';
+import { ZookeeperSource } from './upstream/zookeeper/zookeeper-source.js';
+import { McpSinkSource } from './upstream/mcp/mcp-sink-source.js';
+import { McpSource } from './upstream/mcp/mcp-source.js';
+import { XdsSource } from './upstream/xds/xds-source.js';
 
 /** A running meshmux: its bound ports and a way to stop it. */
 export interface RunningMeshmux {
   readonly xdsPort: number;
+  /** The TLS ADS port, when `server.xdsTls` is configured. */
+  readonly xdsTlsPort?: number;
   readonly httpPort: number;
   readonly engine: MergeEngine;
   readonly ads: AdsServer;
   readonly metrics: Metrics;
+  /**
+   * Applies a new configuration without a restart: sources and policies change in place; clients
+   * whose view changed receive the difference, the others nothing. Listener addresses, TLS files and
+   * the mesh section need a restart (a warning says so).
+   */
+  reload(config: MeshmuxConfig): void;
+  /** What a client with this identity would receive now. */
+  preview(client: PreviewRequest): Preview;
   /** Ends every stream and closes every listener and source. */
   stop(): Promise<void>;
+}
+
+/** A client described by hand, for previews. */
+export interface PreviewRequest {
+  readonly nodeId: string;
+  readonly metadata: Readonly<Record<string, string>>;
+  /** Peer IP address; default 127.0.0.1. */
+  readonly peer?: string;
+  /** SANs of a client certificate (`URI:spiffe://...`). */
+  readonly sans?: readonly string[];
+}
+
+/** A stable description of how a source reaches its upstream: everything but its merge rules. */
+function fingerprint(config: SourceConfig): string {
+  const {
+    priority: _p,
+    allow: _a,
+    deny: _d,
+    onEmpty: _e,
+    maxStale: _s,
+    maxDeleteRatio: _r,
+    confirmAfter: _c,
+    ...rest
+  } = config;
+  return JSON.stringify(rest);
 }
 
 /** One factory per source type: the only place that knows every kind of source. */
@@ -36,6 +85,44 @@ const SOURCE_FACTORIES: {
       defaultNamespace: c.namespace,
       ...(c.rescanInterval === undefined ? {} : { rescanMs: c.rescanInterval }),
     }),
+  git: (c) =>
+    new GitSource({
+      name: c.name,
+      url: c.url,
+      ref: c.ref,
+      paths: c.paths,
+      defaultNamespace: c.namespace,
+      intervalMs: c.interval,
+      strict: c.strict,
+      timeoutMs: c.timeout,
+      credentials: {
+        sshKey: c.sshKey,
+        knownHosts: c.knownHosts,
+        tokenFile: c.tokenFile,
+        tokenEnv: c.tokenEnv,
+        tokenUser: c.tokenUser,
+      },
+      webhookSecret: { file: c.webhook?.secretFile, env: c.webhook?.secretEnv },
+      cacheDir: c.cacheDir,
+    }),
+  zookeeper: (c) =>
+    new ZookeeperSource({
+      name: c.name,
+      servers: c.servers,
+      root: c.root,
+      namespace: c.namespace,
+      sessionTimeoutMs: c.sessionTimeout,
+      ...(c.auth === undefined ? {} : { auth: c.auth }),
+      hostTemplate: c.host,
+      endpoints: c.endpoints,
+      ...(c.interfaces === undefined ? {} : { interfaces: c.interfaces }),
+      ...(c.applications === undefined ? {} : { applications: c.applications }),
+      ...(c.labelParameters === undefined ? {} : { labelParameters: c.labelParameters }),
+      debounceMs: c.debounce,
+    }),
+  xds: (c) => new XdsSource(c),
+  mcp: (c) => new McpSource(c),
+  'mcp-sink': (c) => new McpSinkSource(c),
 };
 
 /** The merge rules of a configured source. */
@@ -53,7 +140,9 @@ function sourcePolicy(config: SourceConfig | undefined): Partial<SourcePolicy> {
 }
 
 function createSource(config: SourceConfig): UpstreamSource {
-  return SOURCE_FACTORIES[config.type](config);
+  // TypeScript cannot correlate `config.type` with the entry's parameter; the mapped type above does.
+  const factory = SOURCE_FACTORIES[config.type] as (c: SourceConfig) => UpstreamSource;
+  return factory(config);
 }
 
 /** Encodes the configured MeshConfig once; a config error names the field. */
@@ -83,17 +172,44 @@ function encodeMeshConfig(config: MeshmuxConfig): Uint8Array | undefined {
  */
 export async function startMeshmux(
   config: MeshmuxConfig,
-  overrides: { xds?: string; http?: string; log?: Logger } = {},
+  overrides: { xds?: string; xdsTls?: string; http?: string; log?: Logger; env?: TracingEnv } = {},
 ): Promise<RunningMeshmux> {
   const log = overrides.log ?? componentLogger('app');
-  const metrics = new Metrics();
+  const tracing = tracingFromEnv(overrides.env ?? process.env, componentLogger('tracing'));
+  const telemetry = new Telemetry({
+    kindOf: (typeUrl) => KINDS.resolveTypeUrl(typeUrl)?.kind.key,
+    clients: () => ads.reports(),
+    ...(tracing === undefined ? {} : { tracing }),
+  });
+  const metrics = telemetry.metrics;
   const meshConfig = encodeMeshConfig(config);
-  const sources = config.sources.map(createSource);
-  const inputs: MergeInput[] = sources.map((s, i) => ({
-    descriptor: s.descriptor,
-    events$: s.events$,
-    policy: sourcePolicy(config.sources[i]),
-  }));
+  // Sampled every 10 ms for /debug/counters; the cost is one timer.
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  loopDelay.enable();
+  const audit = componentLogger('audit');
+  const gitSources = new Map<string, GitSource>();
+  const running = new Map<string, { fingerprint: string; input: MergeInput }>();
+  /** Builds the merge inputs of a configuration, reusing running sources whose upstream settings did not change. */
+  const inputsFor = (c: MeshmuxConfig): MergeInput[] =>
+    c.sources.map((sc) => {
+      const fp = fingerprint(sc);
+      const kept = running.get(sc.name);
+      const base =
+        kept?.fingerprint === fp
+          ? kept.input
+          : (() => {
+              const source = createSource(sc);
+              if (source instanceof GitSource) gitSources.set(sc.name, source);
+              else gitSources.delete(sc.name);
+              return { descriptor: source.descriptor, events$: source.events$, fingerprint: fp };
+            })();
+      const input: MergeInput = { ...base, policy: sourcePolicy(sc) };
+      running.set(sc.name, { fingerprint: fp, input });
+      return input;
+    });
+  const inputs = inputsFor(config);
+  let policies = new PolicySet(config.policies);
+  let policyConfig = JSON.stringify(config.policies);
   const engine = new MergeEngine(
     inputs,
     {
@@ -103,7 +219,10 @@ export async function startMeshmux(
       log: componentLogger('merge'),
     },
     {
-      onSnapshot: (snapshot, _changed, buildMs) => metrics.onSnapshot(snapshot, buildMs),
+      onSnapshot: (snapshot, _changed, buildMs) => telemetry.onSnapshot(snapshot, buildMs),
+      onSourceEvent: (source, event) => telemetry.onSourceEvent(source, event),
+      onUnchanged: () => telemetry.onUnchanged(),
+      onHeld: (source, reason) => telemetry.onHeld(source, reason),
     },
   );
   const ads = new AdsServer({
@@ -111,18 +230,28 @@ export async function startMeshmux(
     kinds: KINDS,
     log: componentLogger('ads'),
     meshConfig: () => meshConfig,
+    policies,
     hooks: {
-      onConnect: () => metrics.onConnect(),
-      onDisconnect: () => metrics.onDisconnect(),
-      onPush: (_c, typeUrl, _v, bytes) => metrics.onPush(typeUrl, bytes),
-      onAck: (_c, _t, _v, latencyMs) => metrics.onAck(latencyMs),
-      onNack: (_c, typeUrl) => metrics.onNack(typeUrl),
-      onBadRequest: () => metrics.onBadRequest(),
+      onAdmit: (client, policy, view, first) =>
+        audit.info(
+          { event: first ? 'admit' : 'reassign', policy, view, client: describeIdentity(client) },
+          'client admitted',
+        ),
+      onRefuse: (client, policy, reason) =>
+        audit.warn({ event: 'refuse', policy, client: describeIdentity(client), reason }, 'client refused'),
+      onConnect: (client) => telemetry.onConnect(client),
+      onDisconnect: (client, reason) => telemetry.onDisconnect(client, reason),
+      onPush: (client, typeUrl, version, bytes, resources) =>
+        telemetry.onPush(client, typeUrl, version, bytes, resources),
+      onAck: (client, typeUrl, version, latencyMs) => telemetry.onAck(client, typeUrl, version, latencyMs),
+      onNack: (client, typeUrl, version, message) => telemetry.onNack(client, typeUrl, version, message),
+      onBadRequest: () => telemetry.onBadRequest(),
     },
   });
   const http = new HttpServer({
     reader: engine,
     log: componentLogger('http'),
+    statusPage: () => renderStatusPage(engine.current(), ads.reports()),
     metrics: async () => ({
       contentType: metrics.registry.contentType,
       body: await metrics.registry.metrics(),
@@ -131,11 +260,26 @@ export async function startMeshmux(
       configz: () => configz(engine),
       syncz: () => ads.reports(),
       sources: () => engine.current().sources.map(describeSource),
-      counters: () => ads.counters(),
+      counters: () => ({ ...ads.counters(), process: processCounters(loopDelay) }),
       rejections: () => engine.current().sources.flatMap((s) => s.rejections),
       conflicts: () => engine.current().conflicts,
+      git: () => [...gitSources.values()].map((s) => s.status()),
+      preview: (url) => preview(previewRequestFromUrl(url)),
     },
     actions: [
+      {
+        // Starts a new event-loop delay window (benchmarks measure one phase at a time).
+        pattern: /^\/debug\/counters\/reset$/,
+        handle: () => {
+          loopDelay.reset();
+          return { status: 200, body: { reset: true } };
+        },
+      },
+      {
+        pattern: /^\/hooks\/git\/([^/]+)$/,
+        handle: (match, body, headers) =>
+          handleGitWebhook(gitSources, { source: match[1] ?? '', headers, body }),
+      },
       {
         pattern: /^\/debug\/sources\/([^/]+)\/confirm$/,
         handle: (match) => {
@@ -148,21 +292,100 @@ export async function startMeshmux(
       },
     ],
   });
+  const preview = (request: PreviewRequest): Preview => {
+    const anon = anonymousIdentity(0, `${request.peer ?? '127.0.0.1'}:0`, request.sans ?? []);
+    return previewClient(engine.current(), policies, KINDS, withNode(anon, request.nodeId, request.metadata));
+  };
   engine.start();
   const xdsPort = await ads.listen(overrides.xds ?? config.server.xds);
+  const tls = config.server.tls;
+  const xdsTlsAddress = overrides.xdsTls ?? config.server.xdsTls;
+  const xdsTlsPort =
+    tls === undefined || xdsTlsAddress === undefined
+      ? undefined
+      : await ads.listen(
+          xdsTlsAddress,
+          await reloadingServerCredentials({
+            cert: tls.cert,
+            key: tls.key,
+            clientCa: tls.clientCa,
+            refreshIntervalMs: tls.refreshInterval,
+          }),
+        );
   const httpPort = await http.listen(overrides.http ?? config.server.http);
-  log.info({ sources: sources.map((s) => s.descriptor.name), xdsPort, httpPort }, 'meshmux started');
+  log.info({ sources: config.sources.map((s) => s.name), xdsPort, xdsTlsPort, httpPort }, 'meshmux started');
+  let current = config;
   return {
     xdsPort,
+    ...(xdsTlsPort === undefined ? {} : { xdsTlsPort }),
     httpPort,
     engine,
     ads,
     metrics,
+    preview,
+    reload(next: MeshmuxConfig) {
+      if (
+        JSON.stringify(next.server) !== JSON.stringify(current.server) ||
+        JSON.stringify(next.mesh) !== JSON.stringify(current.mesh)
+      ) {
+        log.warn('server and mesh settings change only on restart; sources and policies are applied now');
+      }
+      for (const name of running.keys()) {
+        if (next.sources.some((s) => s.name === name)) continue;
+        running.delete(name);
+        gitSources.delete(name);
+      }
+      engine.reconfigure(inputsFor(next));
+      const nextPolicies = JSON.stringify(next.policies);
+      if (nextPolicies !== policyConfig) {
+        audit.info(
+          { event: 'policy-change', from: policies.names(), to: next.policies.map((p) => p.name) },
+          'policies changed',
+        );
+        policies = new PolicySet(next.policies);
+        policyConfig = nextPolicies;
+        ads.setPolicies(policies);
+      }
+      current = next;
+    },
     async stop() {
+      loopDelay.disable();
       await ads.close();
       await http.close();
       engine.stop();
+      await telemetry.shutdown();
     },
+  };
+}
+
+/** What the process has spent, for `/debug/counters`: CPU, memory and event-loop delay (in ms). */
+function processCounters(loopDelay: IntervalHistogram): Record<string, number> {
+  const cpu = process.cpuUsage();
+  const memory = process.memoryUsage();
+  const ms = (ns: number): number => Math.round(ns / 1e3) / 1e3;
+  return {
+    cpuUserMs: cpu.user / 1000,
+    cpuSystemMs: cpu.system / 1000,
+    rssBytes: memory.rss,
+    maxRssBytes: process.resourceUsage().maxRSS * 1024,
+    heapUsedBytes: memory.heapUsed,
+    externalBytes: memory.external,
+    eventLoopDelayP50Ms: ms(loopDelay.percentile(50)),
+    eventLoopDelayP99Ms: ms(loopDelay.percentile(99)),
+    eventLoopDelayMaxMs: ms(loopDelay.max),
+  };
+}
+
+/** `/debug/preview?node=ID&meta.K=V&peer=IP&san=URI:...` */
+function previewRequestFromUrl(url: URL): PreviewRequest {
+  const metadata: Record<string, string> = {};
+  for (const [k, v] of url.searchParams) if (k.startsWith('meta.')) metadata[k.slice(5)] = v;
+  const peer = url.searchParams.get('peer');
+  return {
+    nodeId: url.searchParams.get('node') ?? '',
+    metadata,
+    ...(peer === null ? {} : { peer }),
+    sans: url.searchParams.getAll('san'),
   };
 }
 

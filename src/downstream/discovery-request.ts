@@ -45,7 +45,10 @@ interface RawRequest {
 
 /** Decodes a DiscoveryRequest; throws (a protobufjs error) on malformed bytes. Unknown fields are skipped. */
 export function decodeDiscoveryRequest(bytes: Uint8Array): DiscoveryRequest {
-  const raw = DISCOVERY_REQUEST.toObject(DISCOVERY_REQUEST.decode(bytes), {
+  // protobufjs reads a Node Buffer leniently (a field overrunning the end is truncated, not an
+  // error); a plain Uint8Array view makes malformed requests fail to decode.
+  const view = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const raw = DISCOVERY_REQUEST.toObject(DISCOVERY_REQUEST.decode(view), {
     longs: Number,
     enums: String,
     defaults: false,

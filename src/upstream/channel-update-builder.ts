@@ -1,0 +1,110 @@
+import { MeshmuxError } from '../core/errors.js';
+import type { ConfigResource } from '../core/resource.js';
+import type { ReadResult } from './mcp-resource-reader.js';
+import type { ChannelUpdate } from './subscription-state.js';
+
+/** At most this many dropped objects are named in a NACK; the count is always exact. */
+const NACK_NAMES_LIMIT = 20;
+
+/**
+ * Collects the objects of one upstream response for one channel: good ones into the new state,
+ * bad ones into rejections, and builds the update and the NACK text from them. Start from an
+ * empty map for a full state, or from a copy of the channel's state for an incremental one.
+ */
+export class ChannelUpdateBuilder {
+  private readonly rejected = new Map<string, MeshmuxError>();
+  private readonly unnamed: MeshmuxError[] = [];
+  private readonly warnings: MeshmuxError[] = [];
+  private readonly seen = new Set<string>();
+  private unknownEnvelopeObjects = 0;
+  private readonly unknownEnvelopeFields = new Set<number>();
+  private readonly unknownBodyFields: string[] = [];
+  private total = 0;
+
+  constructor(
+    /** Where the response came from (`xds://host:port <type URL>`), for messages. */
+    private readonly where: string,
+    private readonly resources = new Map<string, ConfigResource>(),
+  ) {}
+
+  /** Adds one read object under `key` (default: its `<namespace>/<name>`). */
+  add(result: ReadResult, key?: string): void {
+    this.total++;
+    if (!result.ok) {
+      const name = key ?? result.name;
+      if (name === undefined) this.unnamed.push(result.error);
+      else {
+        this.rejected.set(name, result.error);
+        // A bad later duplicate must not leave an earlier good copy of the same response in place.
+        if (this.seen.has(name)) this.resources.delete(name);
+      }
+      return;
+    }
+    const name = key ?? result.name;
+    if (this.seen.has(name)) {
+      this.warnings.push(
+        new MeshmuxError('METADATA', `${name} appears twice in one response; the later one is applied`, {
+          file: this.where,
+        }),
+      );
+    }
+    this.seen.add(name);
+    this.rejected.delete(name);
+    this.resources.set(name, result.resource);
+    if (result.unknownEnvelopeFields.length > 0) {
+      this.unknownEnvelopeObjects++;
+      for (const f of result.unknownEnvelopeFields) this.unknownEnvelopeFields.add(f);
+    }
+    if (result.unknownBodyFields.length > 0) {
+      this.unknownBodyFields.push(`${result.name}: ${result.unknownBodyFields.join(', ')}`);
+    }
+  }
+
+  /** Drops one object that could not be read at all (wrong envelope); `key` when its name is known. */
+  reject(error: MeshmuxError, key?: string): void {
+    this.add({ ok: false, error, ...(key === undefined ? {} : { name: key }) }, key);
+  }
+
+  /** Removes an object by key (incremental protocols). Removing an unknown key is harmless. */
+  remove(key: string): void {
+    this.resources.delete(key);
+  }
+
+  /** Objects dropped in this response. */
+  get dropped(): number {
+    return this.rejected.size + this.unnamed.length;
+  }
+
+  build(version: string): ChannelUpdate {
+    const warnings = [...this.warnings];
+    if (this.unknownEnvelopeObjects > 0) {
+      warnings.push(
+        new MeshmuxError(
+          'SCHEMA',
+          `${this.unknownEnvelopeObjects} objects carried fields istio.mcp.v1alpha1.Resource does not define ` +
+            `(${[...this.unknownEnvelopeFields].join(', ')}); the envelope is rebuilt without them`,
+          { file: this.where },
+        ),
+      );
+    }
+    if (this.unknownBodyFields.length > 0) {
+      const shown = this.unknownBodyFields.slice(0, NACK_NAMES_LIMIT).join('; ');
+      warnings.push(
+        new MeshmuxError(
+          'SCHEMA',
+          `${this.unknownBodyFields.length} objects carry body fields their message does not define, kept as sent: ${shown}`,
+          { file: this.where },
+        ),
+      );
+    }
+    return { resources: this.resources, rejected: this.rejected, unnamed: this.unnamed, warnings, version };
+  }
+
+  /** The `error_detail.message` of the NACK for this response. */
+  nackMessage(): string {
+    const reasons = [...this.rejected.values(), ...this.unnamed].map((e) => e.message);
+    const shown = reasons.slice(0, NACK_NAMES_LIMIT).join('; ');
+    const more = reasons.length > NACK_NAMES_LIMIT ? `; and ${reasons.length - NACK_NAMES_LIMIT} more` : '';
+    return `meshmux dropped ${this.dropped} of ${this.total} objects and kept their previous versions: ${shown}${more}`;
+  }
+}

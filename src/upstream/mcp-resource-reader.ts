@@ -1,0 +1,297 @@
+import { LRUCache } from 'lru-cache';
+import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
+import {
+  makeResource,
+  resourceKey,
+  timestampFromDate,
+  type ConfigResource,
+  type Timestamp,
+} from '../core/resource.js';
+import type { KindDescriptor } from '../schema/kinds.js';
+import { messageType } from '../schema/proto-root.js';
+import { findUnknownFields } from '../schema/unknown-fields.js';
+import { unknownFieldNumbers } from './wire-fields.js';
+
+/** What one upstream object became: a resource, or the reason it was dropped. */
+export type ReadResult =
+  | {
+      readonly ok: true;
+      /** `<namespace>/<name>`. */
+      readonly name: string;
+      readonly resource: ConfigResource;
+      /** Field numbers of `istio.mcp.v1alpha1.Resource` our proto does not define (Higress's 100). */
+      readonly unknownEnvelopeFields: readonly number[];
+      /** Paths of body fields the kind's message does not define; they are kept as sent. */
+      readonly unknownBodyFields: readonly string[];
+    }
+  | {
+      readonly ok: false;
+      /** `<namespace>/<name>` when the envelope was readable enough to tell. */
+      readonly name?: string;
+      readonly error: MeshmuxError;
+    };
+
+export interface McpResourceReaderOptions {
+  /** Namespace of objects whose name carries none. */
+  readonly defaultNamespace: string;
+  /** Where objects come from, for provenance (`xds://host:port`, `mcp://host:port`). */
+  readonly origin: string;
+  /** Clock for the creation time of objects the upstream sends without one. */
+  readonly now?: () => Date;
+  /** Bytes of decoded objects kept to skip re-reading unchanged ones. Default 256 MiB. */
+  readonly cacheBytes?: number;
+}
+
+interface McpResourceObject {
+  metadata?: {
+    name?: string;
+    create_time?: { seconds?: number; nanos?: number };
+    version?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
+  body?: { type_url?: string; value?: Uint8Array };
+}
+
+const MCP_RESOURCE = messageType('istio.mcp.v1alpha1.Resource');
+const MCP_RESOURCE_FIELDS: ReadonlySet<number> = new Set([1, 2]);
+
+/** Annotations istiod's metadata validation refuses on every kind; it would drop the object. */
+const REFUSED_ANNOTATIONS: readonly string[] = [
+  'internal.istio.io/webhook-always-reject',
+  'internal.istio.io/parents',
+  'internal.istio.io/parent-namespace',
+];
+/** Allowed only where istiod implements dry-run, which is AuthorizationPolicy. */
+const DRY_RUN_ANNOTATION = 'istio.io/dry-run';
+const DRY_RUN_KINDS: ReadonlySet<string> = new Set(['security.istio.io/AuthorizationPolicy']);
+
+/**
+ * Turns upstream `istio.mcp.v1alpha1.Resource`s into resources, one at a time, so a bad object is
+ * a value (dropped and reported) and never fails its neighbours. An object is dropped when its
+ * envelope or body does not decode, its name is not `[<namespace>/]<name>`, its body is not the
+ * kind's message, or istiod would refuse its metadata.
+ *
+ * Bodies are kept byte for byte (unknown fields survive, as they do through istiod, and are
+ * reported as warnings), so an
+ * object read from another meshmux keeps the content version it had there, and versions stay
+ * identical along a chain. Unknown envelope fields are dropped: the envelope is rebuilt downstream.
+ * Objects without `create_time` get the time this reader first saw them, stable for its lifetime,
+ * so a reconnect bringing the same content yields identical resources.
+ */
+export class McpResourceReader {
+  private readonly firstSeen = new Map<string, Timestamp>();
+  private readonly cache: LRUCache<string, { raw: Uint8Array; result: ReadResult }>;
+  private readonly now: () => Date;
+
+  constructor(private readonly options: McpResourceReaderOptions) {
+    this.now = options.now ?? (() => new Date());
+    this.cache = new LRUCache({
+      maxSize: options.cacheBytes ?? 256 * 1024 * 1024,
+      sizeCalculation: (entry) => entry.raw.byteLength + 256,
+    });
+  }
+
+  /**
+   * Reads one encoded `istio.mcp.v1alpha1.Resource` of `kind`. `where` names the stream and type
+   * (for error locations). The bytes are copied; the caller may reuse its buffer.
+   */
+  read(kind: KindDescriptor, bytes: Uint8Array, where: string): ReadResult {
+    // A copy detaches the object from the (possibly huge) response buffer it arrived in; a plain
+    // Uint8Array (not a Buffer) also makes protobufjs fail on overruns instead of truncating.
+    const raw = new Uint8Array(bytes);
+    let decoded: McpResourceObject;
+    try {
+      decoded = MCP_RESOURCE.toObject(MCP_RESOURCE.decode(raw), { longs: Number });
+    } catch (err) {
+      return {
+        ok: false,
+        error: toMeshmuxError(err, 'DECODE', { file: where }).at({ field: 'resources' }),
+      };
+    }
+    const metadata = decoded.metadata ?? {};
+    const named = this.parseName(metadata.name ?? '', kind, where);
+    if (!named.ok) return named;
+    const cacheKey = `${kind.key}|${named.name}`;
+    const cached = this.cache.get(cacheKey);
+    if (cached !== undefined && sameBytes(cached.raw, raw)) return cached.result;
+
+    const result = this.build(kind, named.namespace, named.shortName, where, {
+      bodyTypeUrl: decoded.body?.type_url,
+      body: decoded.body?.value,
+      labels: metadata.labels ?? {},
+      annotations: metadata.annotations ?? {},
+      createTime: metadata.create_time,
+      // The upstream's metadata.version is not carried: behind istiod it is a Kubernetes resourceVersion,
+      // which moves on status writes too, and would re-push unchanged objects to every istiod.
+      upstreamVersion: '',
+      unknownEnvelopeFields: unknownFieldNumbers(raw, MCP_RESOURCE_FIELDS),
+    });
+    this.cache.set(cacheKey, { raw, result });
+    return result;
+  }
+
+  /**
+   * The name a bare body (no MCP envelope, no delta name) goes by: its first host, for messages
+   * that have `hosts`, which is how Nacos names its ServiceEntries in delta removals. Empty when
+   * there is none or the body does not decode.
+   */
+  bareBodyName(kind: KindDescriptor, body: Uint8Array): string {
+    try {
+      const decoded = messageType(kind.bodyType).decode(new Uint8Array(body)) as unknown as {
+        hosts?: unknown;
+      };
+      const hosts = decoded.hosts;
+      return Array.isArray(hosts) && typeof hosts[0] === 'string' ? hosts[0] : '';
+    } catch {
+      return '';
+    }
+  }
+
+  /**
+   * Reads a bare body (`Any` of the kind's message, no MCP envelope), as Nacos sends over delta
+   * xDS, under `name` (`[<namespace>/]<name>`): it has no labels, annotations or creation time.
+   */
+  readBareBody(
+    kind: KindDescriptor,
+    bodyTypeUrl: string,
+    body: Uint8Array,
+    name: string,
+    where: string,
+  ): ReadResult {
+    const named = this.parseName(name, kind, where);
+    if (!named.ok) return named;
+    return this.build(kind, named.namespace, named.shortName, where, {
+      bodyTypeUrl,
+      body: new Uint8Array(body),
+      labels: {},
+      annotations: {},
+      createTime: undefined,
+      upstreamVersion: '',
+      unknownEnvelopeFields: [],
+    });
+  }
+
+  private parseName(
+    full: string,
+    kind: KindDescriptor,
+    where: string,
+  ):
+    | { ok: true; name: string; namespace: string; shortName: string }
+    | { ok: false; name?: string; error: MeshmuxError } {
+    const parts = full.split('/');
+    const [first, second] = parts;
+    let namespace: string;
+    let shortName: string;
+    if (parts.length === 1 && first !== undefined) {
+      namespace = this.options.defaultNamespace;
+      shortName = first;
+    } else if (parts.length === 2 && first !== undefined && second !== undefined) {
+      namespace = first === '' ? this.options.defaultNamespace : first;
+      shortName = second;
+    } else {
+      namespace = '';
+      shortName = '';
+    }
+    if (shortName === '') {
+      return {
+        ok: false,
+        error: new MeshmuxError('METADATA', `${kind.kind} "${full}": the name is not [<namespace>/]<name>`, {
+          file: where,
+          field: 'metadata.name',
+        }),
+      };
+    }
+    return { ok: true, name: `${namespace}/${shortName}`, namespace, shortName };
+  }
+
+  private build(
+    kind: KindDescriptor,
+    namespace: string,
+    name: string,
+    where: string,
+    parts: {
+      bodyTypeUrl: string | undefined;
+      body: Uint8Array | undefined;
+      labels: Record<string, string>;
+      annotations: Record<string, string>;
+      createTime: { seconds?: number; nanos?: number } | undefined;
+      upstreamVersion: string;
+      unknownEnvelopeFields: readonly number[];
+    },
+  ): ReadResult {
+    const full = `${namespace}/${name}`;
+    const reject = (code: 'SCHEMA' | 'DECODE' | 'METADATA', reason: string, field: string): ReadResult => ({
+      ok: false,
+      name: full,
+      error: new MeshmuxError(code, `${kind.kind} ${full}: ${reason}`, { file: where, field }),
+    });
+    if (parts.bodyTypeUrl === undefined || parts.body === undefined)
+      return reject('SCHEMA', 'no body', 'body');
+    const bodyType = parts.bodyTypeUrl.slice(parts.bodyTypeUrl.lastIndexOf('/') + 1);
+    if (bodyType !== kind.bodyType) {
+      return reject(
+        'SCHEMA',
+        `the body is ${bodyType || '(no type)'}, ${kind.kind} needs ${kind.bodyType}`,
+        'body',
+      );
+    }
+    const bodyMessage = messageType(kind.bodyType);
+    let unknownBodyFields: readonly string[];
+    try {
+      bodyMessage.decode(parts.body);
+      unknownBodyFields = findUnknownFields(bodyMessage, parts.body);
+    } catch (err) {
+      return reject(
+        'DECODE',
+        `the body does not decode as ${kind.bodyType}: ${(err as Error).message}`,
+        'body',
+      );
+    }
+    const annotations = Object.keys(parts.annotations);
+    const refused =
+      annotations.find((a) => REFUSED_ANNOTATIONS.includes(a)) ??
+      (DRY_RUN_KINDS.has(kind.key) ? undefined : annotations.find((a) => a === DRY_RUN_ANNOTATION));
+    if (refused !== undefined) {
+      return reject(
+        'METADATA',
+        `istiod refuses the annotation ${refused}`,
+        `metadata.annotations.${refused}`,
+      );
+    }
+    const resource = makeResource({
+      kind: kind.key,
+      namespace,
+      name,
+      labels: parts.labels,
+      annotations: parts.annotations,
+      createTime:
+        parts.createTime === undefined
+          ? this.firstSeenTime(kind.key, namespace, name)
+          : { seconds: parts.createTime.seconds ?? 0, nanos: parts.createTime.nanos ?? 0 },
+      body: parts.body,
+      origin: {
+        file: this.options.origin,
+        ...(parts.upstreamVersion === '' ? {} : { upstreamVersion: parts.upstreamVersion }),
+      },
+    });
+    return {
+      ok: true,
+      name: full,
+      resource,
+      unknownEnvelopeFields: parts.unknownEnvelopeFields,
+      unknownBodyFields,
+    };
+  }
+
+  private firstSeenTime(kind: string, namespace: string, name: string): Timestamp {
+    const key = resourceKey({ kind, namespace, name });
+    let ts = this.firstSeen.get(key);
+    if (ts === undefined) this.firstSeen.set(key, (ts = timestampFromDate(this.now())));
+    return ts;
+  }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.byteLength === b.byteLength && Buffer.compare(a, b) === 0;
+}

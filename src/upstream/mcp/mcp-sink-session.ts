@@ -1,0 +1,159 @@
+import { MeshmuxError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import type { ConfigResource } from '../../core/resource.js';
+import { messageType } from '../../schema/proto-root.js';
+import { ChannelUpdateBuilder } from '../channel-update-builder.js';
+import type { McpResourceReader } from '../mcp-resource-reader.js';
+import type { SubscriptionState } from '../subscription-state.js';
+import { plainBytes, readTopLevelFields, salvageString } from '../wire-fields.js';
+
+/** `google.rpc.Code.INVALID_ARGUMENT`: objects that failed to decode or validate. */
+const INVALID_ARGUMENT = 3;
+/** `google.rpc.Code.UNIMPLEMENTED`: a collection not asked for, as Galley-era sinks answer it. */
+const UNIMPLEMENTED = 12;
+
+const REQUEST_RESOURCES = messageType('istio.mcp.v1alpha1.RequestResources');
+const RESOURCES = messageType('istio.mcp.v1alpha1.Resources');
+/** `Resources.resources`: read raw, so each object is decoded on its own and a bad one stays alone. */
+const RESOURCES_FIELD = 3;
+
+interface ResourcesMessage {
+  system_version_info: string;
+  collection: string;
+  removed_resources: string[];
+  nonce: string;
+  incremental: boolean;
+}
+
+/** `istio.mcp.v1alpha1.SinkNode`: who meshmux says it is to a Galley. */
+export interface SinkNode {
+  /** Default empty, as pilot sent it. */
+  readonly id?: string | undefined;
+  readonly annotations?: Readonly<Record<string, string>> | undefined;
+}
+
+export interface McpSinkSessionContext {
+  readonly state: SubscriptionState;
+  readonly reader: McpResourceReader;
+  readonly sinkNode: SinkNode;
+  /** Ask for incremental `Resources`. Default false (full state), as pilot did. */
+  readonly incremental: boolean;
+  /** Namespace of names that carry none (removals are matched by full name). */
+  readonly defaultNamespace: string;
+  readonly log: Logger;
+  /** `mcp://host:port`, for messages. */
+  readonly describe: string;
+  /** The source answered a subscribed collection. */
+  readonly onAnswer: () => void;
+}
+
+/**
+ * The sink side of Galley-era MCP (spec §4.5), the same whichever end dialed: on a new stream,
+ * one `RequestResources` per configured collection, and only those (a Galley closes the whole
+ * stream on a collection it does not serve); then every `Resources` is applied (full state, or
+ * incremental: upserts and removals by name) and ACKed or NACKed by nonce. No
+ * `initial_resource_versions` are sent, so the first answer for a collection on a stream is its
+ * complete state even when marked incremental (a Galley ignores them anyway).
+ */
+export class McpSinkSession {
+  private readonly node: Record<string, unknown>;
+
+  constructor(private readonly ctx: McpSinkSessionContext) {
+    this.node = { id: ctx.sinkNode.id ?? '', annotations: { ...ctx.sinkNode.annotations } };
+  }
+
+  /** A stream opened: asks for every collection. */
+  open(send: (message: Uint8Array) => void): void {
+    this.ctx.state.streamOpened();
+    for (const collection of this.ctx.state.channelIds()) {
+      send(this.encode({ sink_node: this.node, collection, incremental: this.ctx.incremental }));
+    }
+  }
+
+  /** One `Resources` message: applies it and sends the ACK or NACK. */
+  message(bytes: Uint8Array, send: (message: Uint8Array) => void): void {
+    let resources: ResourcesMessage;
+    try {
+      resources = RESOURCES.toObject(RESOURCES.decode(plainBytes(bytes)), {
+        defaults: true,
+        arrays: true,
+      }) as ResourcesMessage;
+    } catch (err) {
+      this.undecodable(bytes, err, send);
+      return;
+    }
+    const { collection, nonce } = resources;
+    const kind = this.ctx.state.kindOf(collection);
+    if (kind === undefined) {
+      // Also the answer to the empty "trigger" a Galley sends first when it dialed us.
+      if (collection !== '') this.ctx.log.warn({ collection }, 'refused a collection not asked for');
+      send(this.nack(collection, nonce, UNIMPLEMENTED, `unsupported collection "${collection}"`));
+      return;
+    }
+    this.ctx.onAnswer();
+    const where = `${this.ctx.describe} ${collection}`;
+    const incremental = resources.incremental && this.ctx.state.answered(collection);
+    const base = incremental
+      ? new Map(this.ctx.state.resourcesOf(collection))
+      : new Map<string, ConfigResource>();
+    const update = new ChannelUpdateBuilder(where, base);
+    if (incremental) for (const name of resources.removed_resources) update.remove(this.fullName(name));
+    for (const field of readTopLevelFields(bytes).fields) {
+      if (field.field === RESOURCES_FIELD && field.bytes !== undefined) {
+        update.add(this.ctx.reader.read(kind, field.bytes, where));
+      }
+    }
+    const kept = this.ctx.state.apply(collection, update.build(resources.system_version_info));
+    if (update.dropped === 0) {
+      send(
+        this.encode({
+          sink_node: this.node,
+          collection,
+          response_nonce: nonce,
+          incremental: this.ctx.incremental,
+        }),
+      );
+      return;
+    }
+    const detail = update.nackMessage();
+    this.ctx.log.warn({ collection, dropped: update.dropped, kept }, detail);
+    send(this.nack(collection, nonce, INVALID_ARGUMENT, detail));
+  }
+
+  private undecodable(bytes: Uint8Array, err: unknown, send: (message: Uint8Array) => void): void {
+    const fields = readTopLevelFields(bytes).fields;
+    const collection = salvageString(fields, 2);
+    const nonce = salvageString(fields, 5);
+    const error = new MeshmuxError(
+      'DECODE',
+      `an undecodable Resources message (${bytes.byteLength} bytes) was ignored: ${(err as Error).message}`,
+      { file: this.ctx.describe },
+      { cause: err },
+    );
+    this.ctx.log.warn({ err: error.message }, 'undecodable message');
+    this.ctx.state.report(error);
+    if (collection !== undefined && nonce !== undefined && this.ctx.state.has(collection)) {
+      send(this.nack(collection, nonce, INVALID_ARGUMENT, error.message));
+    }
+  }
+
+  /** Removal names are `<namespace>/<name>`, or a bare name in the default namespace. */
+  private fullName(name: string): string {
+    const slash = name.indexOf('/');
+    if (slash < 0) return `${this.ctx.defaultNamespace}/${name}`;
+    return slash === 0 ? `${this.ctx.defaultNamespace}${name}` : name;
+  }
+
+  private nack(collection: string, nonce: string, code: number, message: string): Uint8Array {
+    return this.encode({
+      sink_node: this.node,
+      collection,
+      response_nonce: nonce,
+      error_detail: { code, message },
+    });
+  }
+
+  private encode(request: Record<string, unknown>): Uint8Array {
+    return REQUEST_RESOURCES.encode(REQUEST_RESOURCES.fromObject(request)).finish();
+  }
+}

@@ -1,0 +1,159 @@
+import * as grpc from '@grpc/grpc-js';
+import { Observable } from 'rxjs';
+import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
+import { componentLogger } from '../../core/logger.js';
+import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
+import { DEFAULT_SYNC_TIMEOUT_MS, MAX_RECEIVE_BYTES } from '../dial-settings.js';
+import { DEFAULT_BACKOFF, ExponentialBackoff } from '../exponential-backoff.js';
+import { McpResourceReader } from '../mcp-resource-reader.js';
+import { SubscriptionState, type SubscriptionChannel } from '../subscription-state.js';
+import { serverTls } from '../tls-credentials.js';
+import type { UpstreamSource } from '../upstream-source.js';
+import { planCollections } from './mcp-collections.js';
+import { McpSinkSession } from './mcp-sink-session.js';
+import type { McpSinkSourceOptions } from './mcp-source-options.js';
+
+/** gRPC path of the sink service meshmux serves, where the Galley (source) is the client. */
+export const RESOURCE_SINK_METHOD = '/istio.mcp.v1alpha1.ResourceSink/EstablishResourceStream';
+
+const toBuffer = (m: Uint8Array): Buffer => Buffer.from(m.buffer, m.byteOffset, m.byteLength);
+const identity = (b: Buffer): Buffer => b;
+
+/** Raw bytes both ways: the session decodes and encodes. */
+const SINK_SERVICE: grpc.ServiceDefinition = {
+  EstablishResourceStream: {
+    path: RESOURCE_SINK_METHOD,
+    requestStream: true,
+    responseStream: true,
+    requestSerialize: toBuffer,
+    requestDeserialize: identity,
+    responseSerialize: toBuffer,
+    responseDeserialize: identity,
+  },
+};
+
+type SinkCall = grpc.ServerDuplexStream<Buffer, Uint8Array>;
+
+/**
+ * A Galley-era MCP source that pushes to meshmux (`type: mcp-sink`): meshmux listens and serves
+ * `ResourceSink/EstablishResourceStream`, for a Galley configured with a sink address. The Galley
+ * opens the stream with an empty "trigger" `Resources`, which is NACKed as unimplemented (how it
+ * knows the sink is there); meanwhile meshmux asks for every configured collection, and the
+ * exchange continues as with `type: mcp`. One Galley at a time: a new stream replaces the previous
+ * one. While no stream is open, the last state stays served and the source is `stale`.
+ */
+export class McpSinkSource implements UpstreamSource {
+  readonly descriptor: SourceDescriptor;
+  readonly events$: Observable<SourceEvent>;
+  readonly channels: readonly SubscriptionChannel[];
+
+  constructor(options: McpSinkSourceOptions) {
+    const channels = planCollections(options.kinds, options.name);
+    this.channels = Object.freeze(channels);
+    this.descriptor = {
+      name: options.name,
+      type: 'mcp-sink',
+      defaultNamespace: options.namespace,
+      kinds: new Set(channels.map((c) => c.kind.key)),
+    };
+    const describe = `mcp-sink://${options.listen}`;
+
+    this.events$ = new Observable<SourceEvent>((subscriber) => {
+      const log = componentLogger('mcp-sink-source', { source: options.name, listen: options.listen });
+      const state = new SubscriptionState({
+        source: options.name,
+        channels,
+        emit: (event) => subscriber.next(event),
+        log,
+        syncTimeoutMs: options.syncTimeout ?? DEFAULT_SYNC_TIMEOUT_MS,
+      });
+      const reader = new McpResourceReader({ defaultNamespace: options.namespace, origin: describe });
+      const session = new McpSinkSession({
+        state,
+        reader,
+        sinkNode: options.sinkNode ?? {},
+        incremental: options.incremental ?? false,
+        defaultNamespace: options.namespace,
+        log,
+        describe,
+        onAnswer: () => undefined,
+      });
+      const server = new grpc.Server({
+        'grpc.max_receive_message_length': options.maxReceiveSize ?? MAX_RECEIVE_BYTES,
+        'grpc.max_send_message_length': -1,
+        'grpc.keepalive_permit_without_calls': 1,
+        'grpc.http2.min_ping_interval_without_data_ms': 5_000,
+      });
+      let active: SinkCall | undefined;
+      let stopped = false;
+      let retry: NodeJS.Timeout | undefined;
+      const backoff = new ExponentialBackoff(DEFAULT_BACKOFF);
+
+      server.addService(SINK_SERVICE, {
+        EstablishResourceStream: (call: SinkCall) => {
+          if (stopped) {
+            call.end();
+            return;
+          }
+          const previous = active;
+          active = call;
+          if (previous !== undefined) {
+            log.warn({ peer: call.getPeer() }, 'a new MCP source stream replaces the previous one');
+            previous.end();
+          }
+          log.info({ peer: call.getPeer() }, 'MCP source connected');
+          const send = (message: Uint8Array): void => {
+            if (active === call) call.write(message);
+          };
+          const closed = (reason: string): void => {
+            if (active !== call) return;
+            active = undefined;
+            state.streamClosed(new MeshmuxError('UNAVAILABLE', reason, { file: describe }));
+          };
+          call.on('data', (message: Buffer) => {
+            if (active === call) session.message(message, send);
+          });
+          call.on('end', () => {
+            closed(`the MCP source ${call.getPeer()} closed its stream`);
+            call.end();
+          });
+          call.on('error', (err: Error) => closed(`stream error: ${err.message}`));
+          call.on('cancelled', () => closed(`the MCP source ${call.getPeer()} went away`));
+          session.open(send);
+        },
+      });
+
+      const bind = async (): Promise<void> => {
+        retry = undefined;
+        try {
+          const credentials = await serverTls(options.tls);
+          if (stopped) return;
+          const port = await new Promise<number>((resolve, reject) =>
+            server.bindAsync(options.listen, credentials, (err, p) => (err ? reject(err) : resolve(p))),
+          );
+          if (stopped) return;
+          log.info({ port }, 'listening for an MCP source');
+          options.onListening?.(port);
+        } catch (err) {
+          if (stopped) return;
+          const error = toMeshmuxError(err, 'UNAVAILABLE', { file: describe });
+          const delay = backoff.nextDelayMs();
+          log.error({ err: error.message, retryInMs: Math.round(delay) }, 'cannot listen');
+          state.streamClosed(error);
+          retry = setTimeout(() => void bind(), delay);
+        }
+      };
+
+      state.start();
+      void bind();
+      return () => {
+        stopped = true;
+        clearTimeout(retry);
+        active?.end();
+        active = undefined;
+        server.forceShutdown();
+        state.stop();
+      };
+    });
+  }
+}

@@ -1,0 +1,29 @@
+import type { DialSettings } from '../dial-settings.js';
+import type { SinkNode } from './mcp-sink-session.js';
+
+/** What both Galley-era MCP sources share, in the shape of their configuration. */
+export interface McpSinkSettings {
+  readonly name: string;
+  /** Namespace of objects whose name carries none. */
+  readonly namespace: string;
+  /** Kind names or registry keys; default every kind that had a Galley collection. */
+  readonly kinds?: readonly string[] | undefined;
+  /** Ask for incremental updates. Default false. */
+  readonly incremental?: boolean | undefined;
+  readonly sinkNode?: SinkNode | undefined;
+}
+
+/** A Galley-era MCP source meshmux dials (`type: mcp`): it serves `ResourceSource`. */
+export interface McpSourceOptions extends McpSinkSettings, DialSettings {
+  /** `host:port` of the Galley (9901 by default in Istio 1.1–1.8). */
+  readonly address: string;
+}
+
+/** A Galley-era MCP source that dials meshmux (`type: mcp-sink`): meshmux serves `ResourceSink`. */
+export interface McpSinkSourceOptions
+  extends McpSinkSettings, Pick<DialSettings, 'tls' | 'maxReceiveSize' | 'syncTimeout'> {
+  /** `host:port` to listen on. */
+  readonly listen: string;
+  /** Called with the bound port once listening (useful with port 0). */
+  readonly onListening?: ((port: number) => void) | undefined;
+}

@@ -1,0 +1,86 @@
+import { Observable } from 'rxjs';
+import { componentLogger } from '../../core/logger.js';
+import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
+import { backoffOf, channelOptionsOf, DEFAULT_SYNC_TIMEOUT_MS } from '../dial-settings.js';
+import { McpResourceReader } from '../mcp-resource-reader.js';
+import { ReconnectingStream } from '../reconnecting-stream.js';
+import { SubscriptionState, type SubscriptionChannel } from '../subscription-state.js';
+import type { UpstreamSource } from '../upstream-source.js';
+import { planCollections } from './mcp-collections.js';
+import { McpSinkSession } from './mcp-sink-session.js';
+import type { McpSourceOptions } from './mcp-source-options.js';
+
+/** gRPC path of the Galley's source service, where the sink (meshmux) is the client. */
+export const RESOURCE_SOURCE_METHOD = '/istio.mcp.v1alpha1.ResourceSource/EstablishResourceStream';
+
+/**
+ * A Galley-era MCP upstream meshmux dials (`type: mcp`, Istio 1.1–1.8 Galley, nacos-istio):
+ * `ResourceSource/EstablishResourceStream`, one `RequestResources` per configured collection,
+ * full-state or incremental answers ACKed or NACKed by nonce. Reconnects, staleness and
+ * quarantine behave as for `xds` sources.
+ *
+ * The constructor validates the kinds and throws a CONFIG error.
+ */
+export class McpSource implements UpstreamSource {
+  readonly descriptor: SourceDescriptor;
+  readonly events$: Observable<SourceEvent>;
+  /** The collections asked for. */
+  readonly channels: readonly SubscriptionChannel[];
+
+  constructor(options: McpSourceOptions) {
+    const channels = planCollections(options.kinds, options.name);
+    this.channels = Object.freeze(channels);
+    this.descriptor = {
+      name: options.name,
+      type: 'mcp',
+      defaultNamespace: options.namespace,
+      kinds: new Set(channels.map((c) => c.kind.key)),
+    };
+    const describe = `mcp://${options.address}`;
+
+    this.events$ = new Observable<SourceEvent>((subscriber) => {
+      const log = componentLogger('mcp-source', { source: options.name, upstream: describe });
+      const state = new SubscriptionState({
+        source: options.name,
+        channels,
+        emit: (event) => subscriber.next(event),
+        log,
+        syncTimeoutMs: options.syncTimeout ?? DEFAULT_SYNC_TIMEOUT_MS,
+      });
+      const reader = new McpResourceReader({ defaultNamespace: options.namespace, origin: describe });
+      const session = new McpSinkSession({
+        state,
+        reader,
+        sinkNode: options.sinkNode ?? {},
+        incremental: options.incremental ?? false,
+        defaultNamespace: options.namespace,
+        log,
+        describe,
+        onAnswer: () => stream.answered(),
+      });
+      const stream: ReconnectingStream = new ReconnectingStream(
+        {
+          address: options.address,
+          method: RESOURCE_SOURCE_METHOD,
+          describe,
+          tls: options.tls,
+          channelOptions: channelOptionsOf(options),
+          backoff: backoffOf(options),
+          log,
+        },
+        {
+          onOpen: (s) => session.open((m) => s.send(m)),
+          onMessage: (s, message) => session.message(message, (m) => s.send(m)),
+          onClose: (error) => state.streamClosed(error),
+        },
+      );
+      log.info({ collections: channels.map((c) => c.id) }, 'subscribing');
+      state.start();
+      stream.start();
+      return () => {
+        stream.stop();
+        state.stop();
+      };
+    });
+  }
+}

@@ -1,0 +1,90 @@
+import { readFile } from 'node:fs/promises';
+import * as grpc from '@grpc/grpc-js';
+import { MeshmuxError } from '../core/errors.js';
+
+/**
+ * PEM files of a TLS identity and trust, as configured (`tls:` of a source). Absent settings
+ * mean plaintext h2c, which is what istiod's own config-source client speaks before 1.26.
+ */
+export interface TlsSettings {
+  /** CA bundle to verify the peer; absent means the system roots (client) or no client certificates (server). */
+  readonly ca?: string | undefined;
+  /** Own certificate chain: the client certificate upstream (mTLS), the server certificate in a sink. */
+  readonly cert?: string | undefined;
+  /** Private key of `cert`. */
+  readonly key?: string | undefined;
+  /** Name to verify in the peer's certificate and send as SNI, when it differs from the host dialed. */
+  readonly serverName?: string | undefined;
+  /** Accept any server certificate: for tests only. */
+  readonly insecureSkipVerify?: boolean | undefined;
+}
+
+/** Client credentials plus the channel options they need (target name override). */
+export interface ClientTls {
+  readonly credentials: grpc.ChannelCredentials;
+  readonly channelOptions: grpc.ChannelOptions;
+  /** `plaintext`, `tls` or `mtls`, for logs and errors. */
+  readonly mode: 'plaintext' | 'tls' | 'mtls';
+}
+
+async function readPem(file: string, what: string): Promise<Buffer> {
+  try {
+    return await readFile(file);
+  } catch (err) {
+    throw new MeshmuxError(
+      'CONFIG',
+      `cannot read the ${what}: ${(err as Error).message}`,
+      { file },
+      { cause: err },
+    );
+  }
+}
+
+function pairCheck(tls: TlsSettings, where: string): void {
+  if ((tls.cert === undefined) !== (tls.key === undefined)) {
+    throw new MeshmuxError('CONFIG', `tls.cert and tls.key go together (${where})`, { field: 'tls' });
+  }
+}
+
+/**
+ * Reads the PEM files anew on every call, so a rotated certificate is picked up at the next
+ * reconnect. Plaintext without settings; TLS with system roots or `ca`; mTLS when `cert` and
+ * `key` are set (istiod's api generator wants a client identity in its root namespace).
+ */
+export async function clientTls(tls: TlsSettings | undefined): Promise<ClientTls> {
+  if (tls === undefined) {
+    return { credentials: grpc.credentials.createInsecure(), channelOptions: {}, mode: 'plaintext' };
+  }
+  pairCheck(tls, 'client');
+  const ca = tls.ca === undefined ? null : await readPem(tls.ca, 'CA bundle');
+  const cert = tls.cert === undefined ? null : await readPem(tls.cert, 'client certificate');
+  const key = tls.key === undefined ? null : await readPem(tls.key, 'client key');
+  const skip = tls.insecureSkipVerify === true;
+  const credentials = grpc.credentials.createSsl(ca, key, cert, {
+    rejectUnauthorized: !skip,
+    ...(skip ? { checkServerIdentity: () => undefined } : {}),
+  });
+  const channelOptions: grpc.ChannelOptions =
+    tls.serverName === undefined
+      ? {}
+      : { 'grpc.ssl_target_name_override': tls.serverName, 'grpc.default_authority': tls.serverName };
+  return { credentials, channelOptions, mode: cert === null ? 'tls' : 'mtls' };
+}
+
+/**
+ * Server credentials of a listening source (the MCP sink): plaintext without settings, TLS with
+ * `cert` and `key`, and client certificates required and verified against `ca` when it is set.
+ */
+export async function serverTls(tls: TlsSettings | undefined): Promise<grpc.ServerCredentials> {
+  if (tls === undefined) return grpc.ServerCredentials.createInsecure();
+  pairCheck(tls, 'server');
+  if (tls.cert === undefined || tls.key === undefined) {
+    throw new MeshmuxError('CONFIG', 'a listening source needs tls.cert and tls.key to serve TLS', {
+      field: 'tls',
+    });
+  }
+  const ca = tls.ca === undefined ? null : await readPem(tls.ca, 'client CA bundle');
+  const cert = await readPem(tls.cert, 'server certificate');
+  const key = await readPem(tls.key, 'server key');
+  return grpc.ServerCredentials.createSsl(ca, [{ cert_chain: cert, private_key: key }], ca !== null);
+}

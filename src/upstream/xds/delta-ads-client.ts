@@ -1,0 +1,154 @@
+import { MeshmuxError } from '../../core/errors.js';
+import type { ConfigResource } from '../../core/resource.js';
+import { messageType } from '../../schema/proto-root.js';
+import { ChannelUpdateBuilder } from '../channel-update-builder.js';
+import { nodeMessage } from '../node-identity.js';
+import type { OpenStream, StreamHandlers } from '../reconnecting-stream.js';
+import { plainBytes, readTopLevelFields, salvageString } from '../wire-fields.js';
+import { INVALID_ARGUMENT, MCP_RESOURCE_SUFFIX, type AdsClientContext } from './ads-client-context.js';
+
+/** gRPC path of the delta ADS stream. */
+export const DELTA_ADS_METHOD =
+  '/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources';
+
+const DELTA_REQUEST = messageType('envoy.service.discovery.v3.DeltaDiscoveryRequest');
+const DELTA_RESPONSE = messageType('envoy.service.discovery.v3.DeltaDiscoveryResponse');
+
+interface DeltaResource {
+  name: string;
+  version: string;
+  resource: { type_url: string; value: Uint8Array } | null;
+}
+
+interface DeltaResponse {
+  system_version_info: string;
+  resources: DeltaResource[];
+  type_url: string;
+  removed_resources: string[];
+  removed_resource_names: Array<{ name: string }>;
+  nonce: string;
+}
+
+/**
+ * The delta side of an `xds` source (`delta: true`), for upstreams that serve
+ * `DeltaAggregatedResources` (Nacos, for ServiceEntry). Every type URL is subscribed as a
+ * wildcard with an empty name list (Nacos reads names there as hosts, so `*` would not do) and
+ * without `initial_resource_versions`: the first response of each type on a stream is therefore
+ * the upstream's complete state and replaces what the type held; later responses add, update
+ * and remove by resource name. Objects arrive in an MCP envelope, or bare (Nacos: the body alone,
+ * no name), in which case they are named after the delta name or their first host.
+ */
+export class DeltaAdsClient implements StreamHandlers {
+  constructor(private readonly ctx: AdsClientContext) {}
+
+  onOpen(stream: OpenStream): void {
+    this.ctx.state.streamOpened();
+    let first = true;
+    for (const typeUrl of this.ctx.state.channelIds()) {
+      this.send(stream, { type_url: typeUrl, ...(first ? { node: nodeMessage(this.ctx.node) } : {}) });
+      first = false;
+    }
+  }
+
+  onMessage(stream: OpenStream, message: Uint8Array): void {
+    let response: DeltaResponse;
+    try {
+      response = DELTA_RESPONSE.toObject(DELTA_RESPONSE.decode(plainBytes(message)), {
+        defaults: true,
+        arrays: true,
+      }) as DeltaResponse;
+    } catch (err) {
+      this.undecodable(stream, message, err);
+      return;
+    }
+    this.ctx.onAnswer();
+    const { type_url: typeUrl, nonce } = response;
+    const kind = this.ctx.state.kindOf(typeUrl);
+    if (kind === undefined) {
+      this.ctx.log.debug({ typeUrl }, 'ignored a delta response for a type URL not subscribed');
+      this.send(stream, { type_url: typeUrl, response_nonce: nonce });
+      return;
+    }
+    const where = `${this.ctx.describe} ${typeUrl}`;
+    // The first answer on a stream is the whole state; after it, changes to what the type holds.
+    const base = this.ctx.state.answered(typeUrl)
+      ? new Map(this.ctx.state.resourcesOf(typeUrl))
+      : new Map<string, ConfigResource>();
+    const update = new ChannelUpdateBuilder(where, base);
+    for (const name of response.removed_resources) update.remove(name);
+    for (const { name } of response.removed_resource_names) update.remove(name);
+    response.resources.forEach((r, i) => {
+      const any = r.resource;
+      if (any === null) {
+        // A subscribed name the upstream does not have.
+        if (r.name !== '') update.remove(r.name);
+        return;
+      }
+      if (any.type_url.endsWith(MCP_RESOURCE_SUFFIX)) {
+        const result = this.ctx.reader.read(kind, any.value, where);
+        update.add(result, r.name === '' ? undefined : r.name);
+        return;
+      }
+      if (any.type_url.slice(any.type_url.lastIndexOf('/') + 1) === kind.bodyType) {
+        // Removals name objects as the upstream does: by delta name, or (Nacos) by first host.
+        const name = r.name !== '' ? r.name : this.ctx.reader.bareBodyName(kind, any.value);
+        update.add(
+          this.ctx.reader.readBareBody(kind, any.type_url, any.value, name, where),
+          name || undefined,
+        );
+        return;
+      }
+      update.reject(
+        new MeshmuxError(
+          'SCHEMA',
+          `resources[${i}] is a ${any.type_url || '(no type)'}, not a ${kind.kind}`,
+          {
+            file: where,
+          },
+        ),
+        r.name === '' ? undefined : r.name,
+      );
+    });
+    const kept = this.ctx.state.apply(typeUrl, update.build(response.system_version_info));
+    if (update.dropped === 0) {
+      this.send(stream, { type_url: typeUrl, response_nonce: nonce });
+      return;
+    }
+    const detail = update.nackMessage();
+    this.ctx.log.warn({ typeUrl, dropped: update.dropped, kept }, detail);
+    this.send(stream, {
+      type_url: typeUrl,
+      response_nonce: nonce,
+      error_detail: { code: INVALID_ARGUMENT, message: detail },
+    });
+  }
+
+  onClose(error: MeshmuxError): void {
+    this.ctx.state.streamClosed(error);
+  }
+
+  private undecodable(stream: OpenStream, message: Uint8Array, err: unknown): void {
+    const fields = readTopLevelFields(message).fields;
+    const typeUrl = salvageString(fields, 4);
+    const nonce = salvageString(fields, 5);
+    const error = new MeshmuxError(
+      'DECODE',
+      `an undecodable DeltaDiscoveryResponse (${message.byteLength} bytes) was ignored: ${(err as Error).message}`,
+      { file: this.ctx.describe },
+      { cause: err },
+    );
+    this.ctx.log.warn({ err: error.message }, 'undecodable response');
+    this.ctx.state.report(error);
+    if (typeUrl !== undefined && nonce !== undefined && this.ctx.state.has(typeUrl)) {
+      this.send(stream, {
+        type_url: typeUrl,
+        response_nonce: nonce,
+        error_detail: { code: INVALID_ARGUMENT, message: error.message },
+      });
+    }
+  }
+
+  private send(stream: OpenStream, request: Record<string, unknown>): void {
+    stream.send(DELTA_REQUEST.encode(DELTA_REQUEST.fromObject(request)).finish());
+  }
+}

@@ -1,0 +1,77 @@
+import { Observable } from 'rxjs';
+import { componentLogger } from '../../core/logger.js';
+import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
+import { backoffOf, channelOptionsOf, DEFAULT_SYNC_TIMEOUT_MS } from '../dial-settings.js';
+import { selectKinds } from '../kind-selection.js';
+import { McpResourceReader } from '../mcp-resource-reader.js';
+import { resolveNodeIdentity } from '../node-identity.js';
+import { ReconnectingStream } from '../reconnecting-stream.js';
+import { SubscriptionState, type SubscriptionChannel } from '../subscription-state.js';
+import type { UpstreamSource } from '../upstream-source.js';
+import { DeltaAdsClient, DELTA_ADS_METHOD } from './delta-ads-client.js';
+import { SotwAdsClient, SOTW_ADS_METHOD } from './sotw-ads-client.js';
+import { DEFAULT_API_VERSIONS, planTypeUrls } from './type-url-plan.js';
+import type { XdsSourceOptions } from './xds-source-options.js';
+
+/**
+ * An MCP-over-xDS upstream (`type: xds`): an istiod's api generator, Nacos, Higress, or another
+ * meshmux. Subscribing dials it and keeps an ADS stream open for as long as the subscription
+ * lives, reconnecting with backoff; each response replaces the state of its kind, a disconnect
+ * leaves everything served (the source turns `stale`), and a reconnect that brings the same
+ * content yields the same resources, so nothing changes downstream.
+ *
+ * The constructor validates the kinds and type-URL spellings and throws a CONFIG error.
+ */
+export class XdsSource implements UpstreamSource {
+  readonly descriptor: SourceDescriptor;
+  readonly events$: Observable<SourceEvent>;
+  /** The type URLs subscribed, in request order. */
+  readonly channels: readonly SubscriptionChannel[];
+
+  constructor(options: XdsSourceOptions) {
+    const kinds = selectKinds(options.kinds, options.name);
+    const channels = planTypeUrls(kinds, options.apiVersions ?? DEFAULT_API_VERSIONS, options.name);
+    this.channels = Object.freeze(channels);
+    this.descriptor = {
+      name: options.name,
+      type: 'xds',
+      defaultNamespace: options.namespace,
+      kinds: new Set(channels.map((c) => c.kind.key)),
+    };
+    const node = resolveNodeIdentity(options.node);
+    const describe = `xds://${options.address}`;
+
+    this.events$ = new Observable<SourceEvent>((subscriber) => {
+      const log = componentLogger('xds-source', { source: options.name, upstream: describe });
+      const state = new SubscriptionState({
+        source: options.name,
+        channels,
+        emit: (event) => subscriber.next(event),
+        log,
+        syncTimeoutMs: options.syncTimeout ?? DEFAULT_SYNC_TIMEOUT_MS,
+      });
+      const reader = new McpResourceReader({ defaultNamespace: options.namespace, origin: describe });
+      const context = { state, reader, node, log, describe, onAnswer: () => stream.answered() };
+      const delta = options.delta === true;
+      const stream: ReconnectingStream = new ReconnectingStream(
+        {
+          address: options.address,
+          method: delta ? DELTA_ADS_METHOD : SOTW_ADS_METHOD,
+          describe,
+          tls: options.tls,
+          channelOptions: channelOptionsOf(options),
+          backoff: backoffOf(options),
+          log,
+        },
+        delta ? new DeltaAdsClient(context) : new SotwAdsClient(context),
+      );
+      log.info({ typeUrls: channels.length, delta, node: node.id }, 'subscribing');
+      state.start();
+      stream.start();
+      return () => {
+        stream.stop();
+        state.stop();
+      };
+    });
+  }
+}

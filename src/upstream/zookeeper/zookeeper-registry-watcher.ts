@@ -1,0 +1,442 @@
+import { createClient, Exception, type Client } from 'node-zookeeper-client';
+import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+
+/** Children of the root that Dubbo 2.7+ uses for metadata, not for interfaces. */
+const NOT_INTERFACES: ReadonlySet<string> = new Set(['config', 'mapping', 'metadata']);
+/** ZooKeeper's own node, present when the registry root is the server's root. */
+const ZOOKEEPER_NODE = 'zookeeper';
+const RETRY_MIN_MS = 500;
+const RETRY_MAX_MS = 30_000;
+const PATH_RETRY_MS = 5_000;
+
+export interface ZookeeperRegistryWatcherOptions {
+  /** Connection string: `host:port[,host:port...]`. */
+  readonly servers: string;
+  /** Registry root without a trailing slash, e.g. `/dubbo`; '' for the server's root. */
+  readonly root: string;
+  readonly sessionTimeoutMs: number;
+  /**
+   * How long a connection may leave a request unanswered before the client is replaced by a new
+   * session. The client library never times out a silent connection (a peer that vanished without
+   * closing it); the server has expired the session long before this. Default: 3 × the session
+   * timeout, at least 10 s.
+   */
+  readonly deadConnectionMs?: number;
+  /** `user:password` for the digest scheme; read again for every new session, so rotation works. */
+  readonly digest?: () => Promise<string>;
+  /** Interfaces it rejects are never read nor watched. */
+  readonly acceptInterface: (name: string) => boolean;
+  readonly log: Logger;
+}
+
+/** What the watcher reports. Called synchronously; must not throw. */
+export interface ZookeeperRegistryWatcherEvents {
+  /** Provider lists or read errors changed. During a sync, more changes follow before `synced`. */
+  changed(): void;
+  /** Every provider list was read on the current connection: the view is complete and current. */
+  synced(): void;
+  /** The view may be out of date (connection lost, session expired, root unreadable); it is kept. */
+  unavailable(error: MeshmuxError): void;
+  /** A new ZooKeeper session was established (the first, or one replacing an expired one). */
+  session?(sessionId: string): void;
+}
+
+interface SyncRound {
+  pending: number;
+  failure?: MeshmuxError;
+}
+
+function isConnectionProblem(err: unknown): boolean {
+  const code = err instanceof Exception ? err.getCode() : undefined;
+  return code === Exception.CONNECTION_LOSS || code === Exception.SESSION_EXPIRED;
+}
+
+function isNoNode(err: unknown): boolean {
+  return err instanceof Exception && err.getCode() === Exception.NO_NODE;
+}
+
+/**
+ * Mirrors `<root>/<interface>/providers` children from ZooKeeper, driven by watches: one child
+ * watch on the root and one per interface's `providers` node (an existence watch while a node
+ * is missing). Nothing is polled.
+ *
+ * On every (re)connection it reads the whole registry again (a sync), because reads that failed
+ * while disconnected left no watch behind; `synced` is reported when that read is complete.
+ * When the session expires it opens a new one and syncs. Throughout, the last view is kept:
+ * only a completed read of the root removes interfaces.
+ *
+ * Owns one ZooKeeper client at a time; `stop` closes it. Not restartable.
+ */
+export class ZookeeperRegistryWatcher {
+  private client: Client | undefined;
+  /** Bumped for every client: callbacks of an older client are ignored. */
+  private generation = 0;
+  private stopped = false;
+  private round: SyncRound | undefined;
+  private retryDelayMs = RETRY_MIN_MS;
+  private readonly timers = new Set<NodeJS.Timeout>();
+  /** Interfaces seen in the root's last listing. */
+  private readonly tracked = new Set<string>();
+  private readonly lists = new Map<string, readonly string[]>();
+  private readonly pathErrors = new Map<string, MeshmuxError>();
+  private readonly watchers = new Map<string, () => void>();
+  private readonly rootWatcher = (): void => this.readRoot();
+  private probe: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly options: ZookeeperRegistryWatcherOptions,
+    private readonly events: ZookeeperRegistryWatcherEvents,
+  ) {}
+
+  /** Provider znode names per interface, sorted. Must not be altered; changes after `changed`. */
+  get providers(): ReadonlyMap<string, readonly string[]> {
+    return this.lists;
+  }
+
+  /** Paths that could not be read (their last good list is kept). */
+  get readErrors(): readonly MeshmuxError[] {
+    return [...this.pathErrors.values()];
+  }
+
+  /** True while a full read of the registry is under way: the view may be incomplete. */
+  get syncing(): boolean {
+    return this.round !== undefined;
+  }
+
+  start(): void {
+    this.openSession();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.generation++;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    clearInterval(this.probe);
+    this.client?.close();
+    this.client = undefined;
+  }
+
+  private openSession(): void {
+    if (this.stopped) return;
+    const generation = ++this.generation;
+    clearInterval(this.probe);
+    this.client?.close();
+    this.client = undefined;
+    this.round = undefined;
+    const { servers, sessionTimeoutMs, log } = this.options;
+    const client = createClient(servers, { sessionTimeout: sessionTimeoutMs, retries: 0 });
+    let established = false;
+    const current = (): boolean => !this.stopped && generation === this.generation;
+    this.probe = this.probeLiveness(client, current);
+    client.on('connected', () => {
+      if (!current()) return;
+      this.retryDelayMs = RETRY_MIN_MS;
+      if (!established) {
+        established = true;
+        const sessionId = client.getSessionId().toString('hex');
+        log.info({ sessionId, timeoutMs: client.getSessionTimeout() }, 'ZooKeeper session established');
+        this.events.session?.(sessionId);
+      } else {
+        log.info('reconnected to ZooKeeper; reading the registry again');
+      }
+      this.startRound();
+    });
+    client.on('disconnected', () => {
+      if (!current()) return;
+      this.round = undefined;
+      log.warn({ servers }, 'lost the connection to ZooKeeper');
+      this.events.unavailable(
+        new MeshmuxError('UNAVAILABLE', 'lost the connection to ZooKeeper; reconnecting', { file: servers }),
+      );
+    });
+    client.on('expired', () => {
+      if (!current()) return;
+      log.warn('ZooKeeper session expired; opening a new one');
+      this.events.unavailable(
+        new MeshmuxError('UNAVAILABLE', 'the ZooKeeper session expired; opening a new one', {
+          file: servers,
+        }),
+      );
+      this.openSession();
+    });
+    client.on('authenticationFailed', () => {
+      if (!current()) return;
+      this.events.unavailable(
+        new MeshmuxError('PERMISSION_DENIED', 'ZooKeeper rejected the credentials', { file: servers }),
+      );
+      this.retrySession();
+    });
+    this.client = client;
+    this.later(sessionTimeoutMs, () => {
+      if (current() && !established) {
+        this.events.unavailable(
+          new MeshmuxError(
+            'UNAVAILABLE',
+            `cannot reach ZooKeeper within ${sessionTimeoutMs} ms; still trying`,
+            {
+              file: servers,
+            },
+          ),
+        );
+      }
+    });
+    const digest = this.options.digest;
+    if (digest === undefined) {
+      client.connect();
+      return;
+    }
+    digest().then(
+      (credentials) => {
+        if (!current()) return;
+        client.addAuthInfo('digest', Buffer.from(credentials));
+        client.connect();
+      },
+      (err: unknown) => {
+        if (!current()) return;
+        this.events.unavailable(toMeshmuxError(err, 'CONFIG', { file: servers }));
+        this.retrySession();
+      },
+    );
+  }
+
+  /**
+   * Sends a cheap read every third of the session timeout while connected. A read unanswered for a
+   * session timeout means the connection is silent although open: the view is reported stale
+   * (and read again in full if the answer comes after all); unanswered for `deadConnectionMs`, the
+   * client is replaced by a new session. Not a poll of the registry: changes still come by watches.
+   */
+  private probeLiveness(client: Client, current: () => boolean): NodeJS.Timeout {
+    const { sessionTimeoutMs, log, servers } = this.options;
+    const deadMs = this.options.deadConnectionMs ?? Math.max(3 * sessionTimeoutMs, 10_000);
+    const root = this.options.root === '' ? '/' : this.options.root;
+    let connected = false;
+    let sentAt: number | undefined;
+    let silent = false;
+    client.on('connected', () => (connected = true));
+    client.on('disconnected', () => {
+      connected = false;
+      sentAt = undefined;
+      silent = false;
+    });
+    const timer = setInterval(
+      () => {
+        if (!current() || !connected) return;
+        const now = performance.now();
+        if (sentAt === undefined) {
+          const sent = (sentAt = now);
+          client.exists(root, (err) => {
+            if (!current() || sentAt !== sent || isConnectionProblem(err)) return;
+            sentAt = undefined;
+            if (!silent) return;
+            silent = false;
+            log.info('ZooKeeper answers again; reading the registry again');
+            this.startRound();
+          });
+          return;
+        }
+        const waited = now - sentAt;
+        if (waited > deadMs) {
+          log.warn({ waitedMs: Math.round(waited) }, 'ZooKeeper connection is dead; opening a new session');
+          this.openSession();
+        } else if (waited > sessionTimeoutMs && !silent) {
+          silent = true;
+          log.warn({ waitedMs: Math.round(waited) }, 'ZooKeeper does not answer');
+          this.events.unavailable(
+            new MeshmuxError('UNAVAILABLE', `ZooKeeper has not answered for ${Math.round(waited)} ms`, {
+              file: servers,
+            }),
+          );
+        }
+      },
+      Math.max(Math.floor(sessionTimeoutMs / 3), 100),
+    );
+    timer.unref();
+    return timer;
+  }
+
+  private retrySession(): void {
+    const delay = this.retryDelayMs;
+    this.retryDelayMs = Math.min(delay * 2, RETRY_MAX_MS);
+    this.later(delay, () => this.openSession());
+  }
+
+  private later(ms: number, fn: () => void): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      if (!this.stopped) fn();
+    }, ms);
+    timer.unref();
+    this.timers.add(timer);
+  }
+
+  private startRound(): void {
+    this.round = { pending: 0 };
+    this.readRoot();
+  }
+
+  /**
+   * Counts a read in the current sync round; the returned function ends it. The round completes
+   * when its count returns to zero, which cannot happen early: a read starts its follow-up reads
+   * before it ends.
+   */
+  private track(): () => void {
+    const round = this.round;
+    if (round !== undefined) round.pending++;
+    return () => {
+      if (round === undefined || round !== this.round) return;
+      round.pending--;
+      if (round.pending > 0) return;
+      this.round = undefined;
+      if (round.failure === undefined) {
+        this.events.synced();
+        return;
+      }
+      this.events.unavailable(round.failure);
+      const delay = this.retryDelayMs;
+      this.retryDelayMs = Math.min(delay * 2, RETRY_MAX_MS);
+      this.later(delay, () => this.startRound());
+    };
+  }
+
+  /** Runs `read` with the current client, unless there is none. */
+  private withClient(read: (client: Client, current: () => boolean) => void): void {
+    const client = this.client;
+    if (client === undefined || this.stopped) return;
+    const generation = this.generation;
+    read(client, () => !this.stopped && generation === this.generation);
+  }
+
+  private readRoot(): void {
+    const root = this.options.root === '' ? '/' : this.options.root;
+    this.withClient((client, current) => {
+      const done = this.track();
+      client.getChildren(root, this.rootWatcher, (err, children) => {
+        if (!current() || isConnectionProblem(err)) return;
+        if (isNoNode(err)) {
+          // No registry yet: watch for its creation and serve nothing meanwhile.
+          client.exists(root, this.rootWatcher, (err2, stat) => {
+            if (!current() || isConnectionProblem(err2)) return;
+            if (err2 !== null) this.failRoot(err2);
+            else if (stat !== null && stat !== undefined) this.readRoot();
+            else this.applyRoot([]);
+            done();
+          });
+          return;
+        }
+        if (err !== null) this.failRoot(err);
+        else this.applyRoot(children);
+        done();
+      });
+    });
+  }
+
+  private failRoot(err: unknown): void {
+    const error = toMeshmuxError(err, 'UNAVAILABLE', { file: this.options.root || '/' });
+    this.options.log.error({ error: error.describe() }, 'cannot read the registry root');
+    if (this.round !== undefined) {
+      this.round.failure = error;
+      return;
+    }
+    this.events.unavailable(error);
+    this.later(PATH_RETRY_MS, () => this.readRoot());
+  }
+
+  private applyRoot(children: readonly string[]): void {
+    const atServerRoot = this.options.root === '';
+    const names = new Set(
+      children.filter(
+        (n) =>
+          !NOT_INTERFACES.has(n) &&
+          !(atServerRoot && n === ZOOKEEPER_NODE) &&
+          this.options.acceptInterface(n),
+      ),
+    );
+    let changed = false;
+    for (const iface of [...this.tracked]) {
+      if (names.has(iface)) continue;
+      this.tracked.delete(iface);
+      this.watchers.delete(iface);
+      changed = this.lists.delete(iface) || changed;
+      changed = this.pathErrors.delete(this.providersPath(iface)) || changed;
+    }
+    const syncing = this.round !== undefined;
+    for (const iface of [...names].sort()) {
+      const known = this.tracked.has(iface);
+      this.tracked.add(iface);
+      if (syncing || !known) this.readProviders(iface);
+    }
+    if (changed) this.events.changed();
+  }
+
+  private watcherFor(iface: string): () => void {
+    let watcher = this.watchers.get(iface);
+    if (watcher === undefined) {
+      // One function per interface: the client keeps one registration per function and path.
+      watcher = () => {
+        if (this.tracked.has(iface)) this.readProviders(iface);
+      };
+      this.watchers.set(iface, watcher);
+    }
+    return watcher;
+  }
+
+  private providersPath(iface: string): string {
+    return `${this.options.root}/${iface}/providers`;
+  }
+
+  private readProviders(iface: string): void {
+    const path = this.providersPath(iface);
+    const watcher = this.watcherFor(iface);
+    this.withClient((client, current) => {
+      const done = this.track();
+      client.getChildren(path, watcher, (err, children) => {
+        if (!current() || isConnectionProblem(err)) return;
+        if (!this.tracked.has(iface)) {
+          done();
+          return;
+        }
+        if (isNoNode(err)) {
+          // An interface node without providers yet: wait for `providers` to appear.
+          client.exists(path, watcher, (err2, stat) => {
+            if (!current() || isConnectionProblem(err2)) return;
+            if (err2 !== null) this.failPath(iface, err2);
+            else if (stat !== null && stat !== undefined) this.readProviders(iface);
+            else this.setProviders(iface, []);
+            done();
+          });
+          return;
+        }
+        if (err !== null) this.failPath(iface, err);
+        else this.setProviders(iface, children);
+        done();
+      });
+    });
+  }
+
+  private failPath(iface: string, err: unknown): void {
+    const path = this.providersPath(iface);
+    const error = toMeshmuxError(err, 'UNAVAILABLE', { file: path });
+    const before = this.pathErrors.get(path);
+    this.pathErrors.set(path, error);
+    if (before?.message !== error.message) {
+      this.options.log.warn({ error: error.describe() }, 'cannot read providers; keeping the last list');
+      this.events.changed();
+    }
+    this.later(PATH_RETRY_MS, () => {
+      if (this.tracked.has(iface)) this.readProviders(iface);
+    });
+  }
+
+  private setProviders(iface: string, children: readonly string[]): void {
+    const sorted = [...children].sort();
+    const before = this.lists.get(iface);
+    const hadError = this.pathErrors.delete(this.providersPath(iface));
+    const same =
+      before !== undefined && before.length === sorted.length && before.every((n, i) => n === sorted[i]);
+    if (same && !hadError) return;
+    if (!same) this.lists.set(iface, sorted);
+    this.events.changed();
+  }
+}

@@ -1,0 +1,220 @@
+import { readFile } from 'node:fs/promises';
+import { Observable } from 'rxjs';
+import type { MeshmuxError } from '../../core/errors.js';
+import { componentLogger } from '../../core/logger.js';
+import type { SourceDescriptor, SourceEvent, SourceState } from '../../core/source-event.js';
+import { revisionOf } from '../source-revision.js';
+import type { UpstreamSource } from '../upstream-source.js';
+import { parseProviderNode, type ProviderParse } from './dubbo-provider-url.js';
+import { DubboHostTemplate } from './dubbo-host-template.js';
+import {
+  DubboServiceBuilder,
+  SERVICE_ENTRY_KIND,
+  WORKLOAD_ENTRY_KIND,
+  type EndpointMode,
+} from './dubbo-service-builder.js';
+import { GlobSelector, type GlobLists } from './glob-selector.js';
+import { ZookeeperRegistryWatcher } from './zookeeper-registry-watcher.js';
+
+/** Digest credentials; exactly one of `password` and `passwordFile`. */
+export interface ZookeeperDigestAuth {
+  readonly username: string;
+  readonly password?: string | undefined;
+  /** Read for every new session, so a rotated secret is picked up. */
+  readonly passwordFile?: string | undefined;
+}
+
+export interface ZookeeperSourceOptions {
+  readonly name: string;
+  /** `host:port[,host:port...]`. */
+  readonly servers: string;
+  /** Registry root; default `/dubbo`. */
+  readonly root?: string;
+  /** Namespace of every generated object. */
+  readonly namespace: string;
+  /** Requested session timeout (the server bounds it); default 30 s. */
+  readonly sessionTimeoutMs?: number;
+  /** How long an unanswered connection is kept before a new session replaces it; see the watcher. */
+  readonly deadConnectionMs?: number;
+  readonly auth?: ZookeeperDigestAuth;
+  /** Default {@link DubboHostTemplate.DEFAULT}. */
+  readonly hostTemplate?: string;
+  /** Default `inline`. */
+  readonly endpoints?: EndpointMode;
+  readonly interfaces?: GlobLists;
+  readonly applications?: GlobLists;
+  /** URL parameters that become endpoint labels; default all but `timestamp` and `pid`. */
+  readonly labelParameters?: GlobLists;
+  /** Quiet time after a watch fires before the state is published, so a burst is published once. Default 50 ms. */
+  readonly debounceMs?: number;
+}
+
+/** Lifecycle hooks, called synchronously; for telemetry and tests. */
+export interface ZookeeperSourceHooks {
+  /** A ZooKeeper session was established: the first, or one replacing an expired one. */
+  onSession?(sessionId: string): void;
+}
+
+/** Per-process-changing parameters that would rebuild every endpoint on every provider restart. */
+const DEFAULT_LABEL_PARAMETERS: GlobLists = { exclude: ['timestamp', 'pid'] };
+const SOURCE_KINDS: ReadonlySet<string> = new Set([SERVICE_ENTRY_KIND, WORKLOAD_ENTRY_KIND]);
+
+/** `/dubbo`, `/dubbo/` and `dubbo` all mean `/dubbo`; `/` is the server's root. */
+export function normalizeRoot(root: string): string {
+  const trimmed = root.replace(/\/+$/, '');
+  if (trimmed === '') return '';
+  return trimmed.startsWith('/') ? trimmed : `/${trimmed}`;
+}
+
+/**
+ * Serves Dubbo providers registered in ZooKeeper as ServiceEntries (and WorkloadEntries).
+ * Driven by ZooKeeper watches. Publishes nothing until the first complete read of the registry;
+ * after a lost connection or an expired session it is `stale`, keeps its last state, and
+ * publishes again once a complete read on the new connection is done. Bad registrations and
+ * colliding hosts or names are reported in the snapshot's `errors`, never served.
+ */
+export class ZookeeperSource implements UpstreamSource {
+  readonly descriptor: SourceDescriptor;
+  readonly events$: Observable<SourceEvent>;
+
+  constructor(options: ZookeeperSourceOptions, hooks: ZookeeperSourceHooks = {}) {
+    // Declaring its kinds keeps istiod's readiness for every other kind from waiting on ZooKeeper.
+    this.descriptor = {
+      name: options.name,
+      type: 'zookeeper',
+      defaultNamespace: options.namespace,
+      kinds: SOURCE_KINDS,
+    };
+    // Invalid templates fail at construction, where configuration errors belong.
+    const hostTemplate = new DubboHostTemplate(options.hostTemplate ?? DubboHostTemplate.DEFAULT);
+    const root = normalizeRoot(options.root ?? '/dubbo');
+    this.events$ = new Observable<SourceEvent>((subscriber) => {
+      const log = componentLogger('zookeeper-source', { source: options.name });
+      const interfaces = new GlobSelector(options.interfaces);
+      const builder = new DubboServiceBuilder({
+        namespace: options.namespace,
+        hostTemplate,
+        endpoints: options.endpoints ?? 'inline',
+        applications: new GlobSelector(options.applications),
+        labelParameters: new GlobSelector(options.labelParameters ?? DEFAULT_LABEL_PARAMETERS),
+        root,
+        originPrefix: `zookeeper://${options.servers}`,
+      });
+      /**
+       * Parses by interface and znode name, with the list they were made from: a znode name never
+       * changes, so each is parsed once, and an interface whose list is the same array is reused.
+       */
+      let parses = new Map<string, { list: readonly string[]; byNode: ReadonlyMap<string, ProviderParse> }>();
+      let state: SourceState = 'connecting';
+      let lastStatusText = '';
+      let lastRevision: string | undefined;
+      let lastProblems: string | undefined;
+      let timer: NodeJS.Timeout | undefined;
+
+      const setStatus = (next: SourceState, error?: MeshmuxError): void => {
+        const text = `${next}|${error?.describe() ?? ''}`;
+        if (text === lastStatusText) return;
+        lastStatusText = text;
+        state = next;
+        subscriber.next(error === undefined ? { type: 'status', state } : { type: 'status', state, error });
+      };
+
+      const currentParses = (): Map<string, ReadonlyMap<string, ProviderParse>> => {
+        const next = new Map<
+          string,
+          { list: readonly string[]; byNode: ReadonlyMap<string, ProviderParse> }
+        >();
+        const view = new Map<string, ReadonlyMap<string, ProviderParse>>();
+        for (const [iface, list] of watcher.providers) {
+          const before = parses.get(iface);
+          let entry = before;
+          if (entry?.list !== list) {
+            const byNode = new Map<string, ProviderParse>();
+            for (const node of list)
+              byNode.set(node, before?.byNode.get(node) ?? parseProviderNode(node, iface));
+            entry = { list, byNode };
+          }
+          next.set(iface, entry);
+          view.set(iface, entry.byNode);
+        }
+        parses = next;
+        return view;
+      };
+
+      const publish = (): void => {
+        if (timer !== undefined) clearTimeout(timer);
+        timer = undefined;
+        if (watcher.syncing) return; // `synced` publishes once the read is complete
+        const started = performance.now();
+        const result = builder.build(currentParses());
+        const errors = [...watcher.readErrors, ...result.errors];
+        const revision = revisionOf(result.resources);
+        const problems = [...errors, ...result.warnings].map((e) => e.describe()).join('\n');
+        if (revision === lastRevision && problems === lastProblems) {
+          if (state !== 'synced') setStatus('synced');
+          return;
+        }
+        if (problems !== lastProblems) {
+          for (const e of errors) log.warn({ error: e.describe() }, 'registration not served');
+        }
+        lastRevision = revision;
+        lastProblems = problems;
+        log.info(
+          {
+            services: result.services,
+            objects: result.resources.length,
+            errors: errors.length,
+            revision,
+            buildMs: Math.round(performance.now() - started),
+          },
+          'registry state read',
+        );
+        state = 'synced';
+        lastStatusText = 'synced|';
+        subscriber.next({
+          type: 'snapshot',
+          kinds: SOURCE_KINDS,
+          resources: result.resources,
+          revision,
+          errors,
+          warnings: result.warnings,
+        });
+      };
+
+      const auth = options.auth;
+      const watcher = new ZookeeperRegistryWatcher(
+        {
+          servers: options.servers,
+          root,
+          sessionTimeoutMs: options.sessionTimeoutMs ?? 30_000,
+          ...(options.deadConnectionMs === undefined ? {} : { deadConnectionMs: options.deadConnectionMs }),
+          ...(auth === undefined
+            ? {}
+            : {
+                digest: async () =>
+                  `${auth.username}:${auth.passwordFile === undefined ? (auth.password ?? '') : (await readFile(auth.passwordFile, 'utf8')).trim()}`,
+              }),
+          acceptInterface: (name) => interfaces.matches(name),
+          log,
+        },
+        {
+          changed: () => {
+            if (watcher.syncing || timer !== undefined) return;
+            timer = setTimeout(publish, options.debounceMs ?? 50);
+          },
+          synced: publish,
+          unavailable: (error) => setStatus(lastRevision === undefined ? 'failing' : 'stale', error),
+          session: (sessionId) => hooks.onSession?.(sessionId),
+        },
+      );
+
+      subscriber.next({ type: 'status', state: 'connecting' });
+      lastStatusText = 'connecting|';
+      watcher.start();
+      return () => {
+        if (timer !== undefined) clearTimeout(timer);
+        watcher.stop();
+      };
+    });
+  }
+}

@@ -1,0 +1,355 @@
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { after, afterEach, before, describe, it } from 'node:test';
+import type { Subscription } from 'rxjs';
+import { MeshmuxError } from '../../src/core/errors.js';
+import type { SourceEvent, SourceSnapshotEvent, SourceStatusEvent } from '../../src/core/source-event.js';
+import { parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
+import {
+  ZookeeperSource,
+  type ZookeeperSourceOptions,
+} from '../../src/upstream/zookeeper/zookeeper-source.js';
+import { DubboRegistry } from '../support/dubbo-registry.js';
+import { tempDir } from '../support/meshmux-harness.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+import { ZookeeperServer } from '../support/zookeeper-server.js';
+
+const WAIT_MS = 15_000;
+
+/** Records a source's events and resolves waits on them as they arrive. */
+class EventLog {
+  readonly events: SourceEvent[] = [];
+  readonly sessions: string[] = [];
+  private readonly subscription: Subscription;
+  private waiters: Array<{ test: (e: SourceEvent) => boolean; resolve: (e: SourceEvent) => void }> = [];
+
+  constructor(options: ZookeeperSourceOptions) {
+    const source = new ZookeeperSource(options, { onSession: (id) => this.sessions.push(id) });
+    this.subscription = source.events$.subscribe((e) => {
+      this.events.push(e);
+      const ready = this.waiters.filter((w) => w.test(e));
+      this.waiters = this.waiters.filter((w) => !w.test(e));
+      for (const w of ready) w.resolve(e);
+    });
+  }
+
+  /** The next event (from now on) that passes `test`. */
+  next<E extends SourceEvent>(test: (e: SourceEvent) => e is E, timeoutMs = WAIT_MS): Promise<E> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`no matching event; got ${this.describe()}`)),
+        timeoutMs,
+      );
+      this.waiters.push({
+        test,
+        resolve: (e) => {
+          clearTimeout(timer);
+          resolve(e as E);
+        },
+      });
+    });
+  }
+
+  snapshots(): SourceSnapshotEvent[] {
+    return this.events.filter(isSnapshot);
+  }
+
+  describe(): string {
+    return this.events
+      .map((e) => (e.type === 'status' ? e.state : `snapshot(${e.resources.length})`))
+      .join(' ');
+  }
+
+  close(): void {
+    this.subscription.unsubscribe();
+  }
+}
+
+const isSnapshot = (e: SourceEvent): e is SourceSnapshotEvent => e.type === 'snapshot';
+const status =
+  (state: SourceStatusEvent['state']) =>
+  (e: SourceEvent): e is SourceStatusEvent =>
+    e.type === 'status' && e.state === state;
+const snapshotWith =
+  (count: number) =>
+  (e: SourceEvent): e is SourceSnapshotEvent =>
+    e.type === 'snapshot' && e.resources.length === count;
+
+describe('the zookeeper source', () => {
+  let zk: ZookeeperServer;
+  const cleanups: Array<() => unknown> = [];
+  const watch = (options: Partial<ZookeeperSourceOptions> & { root: string }): EventLog => {
+    const log = new EventLog({
+      name: `zk-${options.root.replace(/[^a-z0-9]/g, '') || 'root'}`,
+      servers: zk.connectString,
+      namespace: 'dubbo',
+      debounceMs: 10,
+      ...options,
+    });
+    cleanups.push(() => log.close());
+    return log;
+  };
+  const registryAt = async (root: string, digest?: string): Promise<DubboRegistry> => {
+    const r = await DubboRegistry.connect(zk.connectString, {
+      root,
+      ...(digest === undefined ? {} : { digest }),
+    });
+    cleanups.push(() => r.close());
+    return r;
+  };
+
+  before(async () => {
+    zk = await ZookeeperServer.start();
+  });
+  afterEach(async () => {
+    for (const c of cleanups.reverse()) await c();
+    cleanups.length = 0;
+  });
+  after(async () => {
+    await zk.dispose();
+  });
+
+  it('publishes nothing before the whole registry is read, then all of it at once', async () => {
+    const registry = await registryAt('/whole');
+    await registry.registerMany(
+      Array.from({ length: 50 }, (_, i) => ({ iface: `com.whole.Svc${i}`, ip: `10.0.0.${i + 1}` })),
+    );
+    const log = watch({ root: '/whole' });
+    const first = await log.next(isSnapshot);
+    assert.equal(first.resources.length, 50);
+    assert.deepEqual(log.events[0], { type: 'status', state: 'connecting' });
+    assert.equal(log.snapshots().length, 1);
+    assert.deepEqual([...(first.kinds ?? [])].sort(), [
+      'networking.istio.io/ServiceEntry',
+      'networking.istio.io/WorkloadEntry',
+    ]);
+  });
+
+  it('serves an empty registry, and the root once it appears', async () => {
+    const log = watch({ root: '/later' });
+    const empty = await log.next(isSnapshot);
+    assert.equal(empty.resources.length, 0);
+    const registry = await registryAt('/later');
+    const served = log.next(snapshotWith(1));
+    await registry.register({ iface: 'com.later.Svc', ip: '10.0.1.1' });
+    await served;
+  });
+
+  it("serves a registry at the server's root, where ZooKeeper's own node is no interface", async () => {
+    const registry = await registryAt('');
+    await registry.register({ iface: 'com.top.Svc', ip: '10.0.1.9' });
+    const log = watch({ root: '/', interfaces: { include: ['com.top.*', 'zookeeper'] } });
+    const first = await log.next(isSnapshot);
+    assert.deepEqual(
+      first.resources.map((r) => r.name),
+      ['com.top.svc'],
+    );
+    assert.deepEqual(first.errors, []);
+  });
+
+  it('watches only the selected interfaces', async () => {
+    const registry = await registryAt('/select');
+    await registry.register({ iface: 'com.shop.Cart', ip: '10.0.2.1' });
+    await registry.register({ iface: 'com.shop.internal.Audit', ip: '10.0.2.2' });
+    await registry.register({ iface: 'com.billing.Invoice', ip: '10.0.2.3' });
+    const log = watch({
+      root: '/select',
+      interfaces: { include: ['com.shop.*'], exclude: ['*.internal.*'] },
+    });
+    const first = await log.next(isSnapshot);
+    assert.deepEqual(
+      first.resources.map((r) => r.name),
+      ['com.shop.cart'],
+    );
+  });
+
+  it('is failing while ZooKeeper cannot be reached at first, and syncs once it can', async () => {
+    const registry = await registryAt('/late-start');
+    await registry.register({ iface: 'com.late.Svc', ip: '10.0.3.1' });
+    await zk.stop();
+    const log = watch({ root: '/late-start', sessionTimeoutMs: 500 });
+    const failing = await log.next(status('failing'));
+    assert.equal(failing.error?.code, 'UNAVAILABLE');
+    assert.equal(log.snapshots().length, 0);
+    const synced = log.next(snapshotWith(1));
+    await zk.start();
+    await synced;
+  });
+
+  it('is stale with its state kept after losing the connection, and synced after reconnecting', async () => {
+    const registry = await registryAt('/blip');
+    await registry.register({ iface: 'com.blip.Svc', ip: '10.0.4.1' });
+    const log = watch({ root: '/blip', sessionTimeoutMs: 5_000 });
+    await log.next(snapshotWith(1));
+    const stale = log.next(status('stale'));
+    await zk.stop(true);
+    assert.match((await stale).error?.message ?? '', /lost the connection/);
+    const synced = log.next(status('synced'));
+    await zk.start();
+    await synced;
+    assert.equal(log.snapshots().length, 1, 'nothing changed, so no new snapshot: only the status');
+    assert.equal(log.sessions.length, 1, 'the session survived the restart');
+  });
+
+  it('is stale while its connection is silent, and opens a new session once its own expired', async () => {
+    const registry = await registryAt('/expire');
+    await registry.register({ iface: 'com.exp.Svc', ip: '10.0.5.1' });
+    const proxy = await TcpProxy.start(zk.port);
+    cleanups.push(() => proxy.close());
+    const log = new EventLog({
+      name: 'zk-expire',
+      servers: proxy.address,
+      root: '/expire',
+      namespace: 'dubbo',
+      sessionTimeoutMs: 500,
+    });
+    cleanups.push(() => log.close());
+    await log.next(snapshotWith(1));
+    const [oldSession] = log.sessions;
+    const stale = log.next(status('stale'));
+    proxy.pause();
+    assert.match(
+      (await stale).error?.message ?? '',
+      /has not answered for \d+ ms/,
+      'noticed without a closed socket',
+    );
+    await registry.register({ iface: 'com.exp.Other', ip: '10.0.5.2' });
+    // Only a poll can tell when the server has expired the frozen session.
+    const deadline = performance.now() + WAIT_MS;
+    while ((await zk.sessions()).includes(`0x${(oldSession ?? '').replace(/^0+/, '')}`)) {
+      assert.ok(performance.now() < deadline, 'the server expires the session');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const caughtUp = log.next(snapshotWith(2));
+    proxy.resume();
+    await caughtUp;
+    assert.equal(log.sessions.length, 2);
+    assert.notEqual(log.sessions[1], oldSession);
+    assert.ok(
+      log.snapshots().every((s) => s.resources.length >= 1),
+      `never an incomplete state: ${log.describe()}`,
+    );
+  });
+
+  it('replaces a connection that stays silent with a new session', async () => {
+    const registry = await registryAt('/silent');
+    await registry.register({ iface: 'com.sil.Svc', ip: '10.0.7.1' });
+    const proxy = await TcpProxy.start(zk.port);
+    cleanups.push(() => proxy.close());
+    const log = new EventLog({
+      name: 'zk-silent',
+      servers: proxy.address,
+      root: '/silent',
+      namespace: 'dubbo',
+      sessionTimeoutMs: 500,
+      deadConnectionMs: 1_500,
+    });
+    cleanups.push(() => log.close());
+    await log.next(snapshotWith(1));
+    const caughtUp = log.next(snapshotWith(2));
+    // The connection freezes for good; new connections work, as when a server vanishes behind a balancer.
+    proxy.pause({ newConnections: 'flow' });
+    await registry.register({ iface: 'com.sil.Other', ip: '10.0.7.2' });
+    await caughtUp;
+    assert.equal(log.sessions.length, 2);
+    assert.deepEqual(
+      log.events.filter((e) => e.type === 'status').map((e) => e.state),
+      ['connecting', 'stale'],
+      'a new snapshot, not a status, ends the staleness',
+    );
+  });
+
+  it('reads a protected registry with digest credentials from a file, and reports the denial without them', async () => {
+    const admin = await registryAt('/', 'meshmux:s3cret');
+    await admin.createProtected('/secure', 'meshmux:s3cret');
+    const registry = await registryAt('/secure', 'meshmux:s3cret');
+    await registry.register({ iface: 'com.sec.Svc', ip: '10.0.6.1' });
+
+    const denied = watch({ root: '/secure' });
+    const failing = await denied.next(status('failing'));
+    assert.match(failing.error?.describe() ?? '', /^\/secure: .*NO_AUTH/);
+
+    const { dir, dispose } = await tempDir();
+    cleanups.push(dispose);
+    const passwordFile = path.join(dir, 'password');
+    await writeFile(passwordFile, 's3cret\n');
+    const allowed = watch({ root: '/secure', auth: { username: 'meshmux', passwordFile } });
+    await allowed.next(snapshotWith(1));
+  });
+});
+
+describe('zookeeper source configuration', () => {
+  it('accepts the shape of the issue as written, with defaults for the rest', () => {
+    const config = parseMeshmuxConfig(
+      'sources:\n  - name: dubbo\n    type: zookeeper\n    servers: 127.0.0.1:2181\n    root: /dubbo\n    namespace: dubbo\n',
+      'test',
+      '/',
+    );
+    const source = config.sources[0];
+    assert.equal(source?.type, 'zookeeper');
+    if (source?.type !== 'zookeeper') return;
+    assert.equal(source.servers, '127.0.0.1:2181');
+    assert.equal(source.root, '/dubbo');
+    assert.equal(source.namespace, 'dubbo');
+    assert.equal(source.sessionTimeout, 30_000);
+    assert.equal(source.host, '[{version}.][{group}.]{interface}');
+    assert.equal(source.endpoints, 'inline');
+  });
+
+  it('accepts an ensemble, auth, selection and a host template', () => {
+    const config = parseMeshmuxConfig(
+      [
+        'sources:',
+        '  - name: dubbo',
+        '    type: zookeeper',
+        '    servers: zk-0:2181, zk-1:2181,zk-2:2181',
+        '    sessionTimeout: 10s',
+        '    auth: {username: meshmux, passwordFile: secrets/zk}',
+        '    host: "{interface}.dubbo"',
+        '    endpoints: workload-entries',
+        '    interfaces: {include: ["com.shop.*"]}',
+        '    applications: {exclude: ["*-canary"]}',
+        '',
+      ].join('\n'),
+      'test',
+      '/etc/meshmux',
+    );
+    const source = config.sources[0];
+    if (source?.type !== 'zookeeper') return assert.fail('not a zookeeper source');
+    assert.equal(source.servers, 'zk-0:2181,zk-1:2181,zk-2:2181');
+    assert.equal(source.sessionTimeout, 10_000);
+    assert.equal(source.auth?.passwordFile, '/etc/meshmux/secrets/zk');
+  });
+
+  it('fails at start, as a configuration error, on a host template without {interface}', () => {
+    assert.throws(
+      () =>
+        new ZookeeperSource({
+          name: 'zk',
+          servers: 'zk:2181',
+          namespace: 'dubbo',
+          hostTemplate: '{version}',
+        }),
+      (err: unknown) => err instanceof MeshmuxError && err.code === 'CONFIG',
+    );
+  });
+
+  for (const [what, lines, field] of [
+    ['servers without a port', 'servers: zk-0', 'servers'],
+    [
+      'both password and passwordFile',
+      'servers: zk:2181\n    auth: {username: u, password: p, passwordFile: f}',
+      'auth',
+    ],
+    ['an unknown endpoint mode', 'servers: zk:2181\n    endpoints: sidecars', 'endpoints'],
+  ] as const) {
+    it(`rejects ${what}`, () => {
+      const yaml = `sources:\n  - name: dubbo\n    type: zookeeper\n    ${lines}\n`;
+      assert.throws(
+        () => parseMeshmuxConfig(yaml, 'test', '/'),
+        (err: Error) => err.message.includes(`sources[0].${field}`),
+      );
+    });
+  }
+});
