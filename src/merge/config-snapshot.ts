@@ -20,6 +20,13 @@ export interface KindSnapshot {
   readonly generation: number;
   /** Sorted by namespace, then name. Must not be altered. */
   readonly resources: readonly ConfigResource[];
+  /**
+   * The revision of each source holding objects of this kind, in configuration order, as of that
+   * source's last event that changed what it holds of this kind (an event that re-sends the same
+   * objects under a new revision leaves it alone). Lets the serving side tell clients which
+   * upstream states a response was built from without changing anything when content does not.
+   */
+  readonly sourceRevisions?: readonly string[];
 }
 
 /** An object a source sent that its rules kept out. */

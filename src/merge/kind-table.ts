@@ -22,6 +22,17 @@ export type SemanticConflictPolicy = 'serve-all' | 'highest-priority';
 /** Semantic keys of an object: `<conflict type>|<subject>`; objects sharing one clash. */
 export type SemanticKeys = (resource: ConfigResource) => readonly string[];
 
+/** What a source change may tell the table beyond its two states. */
+export interface ApplyHints {
+  /**
+   * Keys whose object differs between `before` and `after`, when the caller knows them without a
+   * scan; the table then visits only these instead of comparing both states whole.
+   */
+  readonly changed?: ReadonlySet<string> | undefined;
+  /** The source's revision that produced `after`; recorded only if the change alters anything. */
+  readonly revision?: string | undefined;
+}
+
 const digests = new WeakMap<ConfigResource, Uint32Array>();
 
 function digestOf(r: ConfigResource): Uint32Array {
@@ -41,6 +52,12 @@ function sortKey(namespace: string, name: string): string {
   return `${namespace}\u0000${name}`;
 }
 
+/** The holder key (`namespace/name`) of a sort key. */
+function holderKey(sk: string): string {
+  const sep = sk.indexOf('\u0000');
+  return `${sk.slice(0, sep)}/${sk.slice(sep + 1)}`;
+}
+
 function compareRank(a: Holder, b: Holder): number {
   return b.rank.priority - a.rank.priority || a.rank.order - b.rank.order;
 }
@@ -57,6 +74,12 @@ export class KindTable {
   private readonly served = new Map<string, Holder>();
   /** Served sort keys, kept sorted. */
   private readonly order: string[] = [];
+  /** The served objects in `order`, maintained alongside it so a snapshot is one array copy. */
+  private readonly orderedResources: ConfigResource[] = [];
+  /** Per source holding objects of this kind: its position and the revision of its last effective change. */
+  private readonly revisions = new Map<string, { readonly order: number; readonly revision: string }>();
+  /** Semantic groups with two or more members: the only ones `conflicts()` has to look at. */
+  private readonly clashing = new Set<string>();
   private readonly xor = new Uint32Array(4);
   private readonly semantic = new Map<string, Set<string>>();
   private readonly semanticOf = new Map<string, readonly string[]>();
@@ -64,6 +87,8 @@ export class KindTable {
   /** Keys held by more than one source. */
   private readonly contested = new Set<string>();
   private cachedConflicts: Conflict[] | undefined;
+  /** Same-key conflicts by key, rebuilt only for keys a change touched. */
+  private readonly sameKeyConflicts = new Map<string, Conflict>();
   private generation = 0;
   private lastVersion = '';
   private cached: KindSnapshot | undefined;
@@ -75,28 +100,47 @@ export class KindTable {
     private readonly nextGeneration: () => number,
   ) {}
 
-  /** Applies one source's change of this kind. */
-  apply(rank: SourceRank, before: KindState, after: KindState): void {
+  /**
+   * Applies one source's change of this kind. With `hints.changed` only those keys are visited,
+   * which makes a one-object change O(1) however many objects the source holds.
+   */
+  apply(rank: SourceRank, before: KindState, after: KindState, hints: ApplyHints = {}): void {
     const touched = new Set<string>();
-    for (const [key, r] of before) {
-      if (after.get(key) === r) continue;
+    const drop = (key: string, r: ConfigResource): void => {
       const list = (this.holders.get(key) ?? []).filter((h) => h.rank.name !== rank.name);
       if (list.length === 0) this.holders.delete(key);
       else this.holders.set(key, list);
       if (list.length > 1) this.contested.add(key);
       else this.contested.delete(key);
       touched.add(sortKey(r.namespace, r.name));
-    }
-    for (const [key, r] of after) {
-      if (before.get(key) === r) continue;
+    };
+    const hold = (key: string, r: ConfigResource): void => {
       const list = (this.holders.get(key) ?? []).filter((h) => h.rank.name !== rank.name);
       list.push({ rank, resource: r });
       list.sort(compareRank);
       this.holders.set(key, list);
       if (list.length > 1) this.contested.add(key);
       touched.add(sortKey(r.namespace, r.name));
+    };
+    if (hints.changed !== undefined) {
+      for (const key of hints.changed) {
+        const b = before.get(key);
+        const a = after.get(key);
+        if (a === b) continue;
+        if (a !== undefined) hold(key, a);
+        else if (b !== undefined) drop(key, b);
+      }
+    } else {
+      for (const [key, r] of before) if (!after.has(key)) drop(key, r);
+      for (const [key, r] of after) if (before.get(key) !== r) hold(key, r);
     }
     if (touched.size === 0) return;
+    // Only a change that alters what the source holds moves its revision: a re-sent state does not.
+    if (after.size === 0) this.revisions.delete(rank.name);
+    else {
+      const previous = this.revisions.get(rank.name)?.revision ?? '';
+      this.revisions.set(rank.name, { order: rank.order, revision: hints.revision ?? previous });
+    }
     this.cached = undefined;
     this.cachedConflicts = undefined;
     const groups = new Set<string>();
@@ -107,7 +151,10 @@ export class KindTable {
     const recheck = new Set(touched);
     for (const g of groups) for (const sk of this.semantic.get(g) ?? []) recheck.add(sk);
     if (this.policy === 'highest-priority') this.suppress(groups);
-    for (const sk of recheck) this.serve(sk);
+    for (const sk of recheck) {
+      this.serve(sk);
+      this.sameKeyConflicts.delete(holderKey(sk));
+    }
   }
 
   /** The served objects, or undefined when there are none. Reused until the next change. */
@@ -123,12 +170,15 @@ export class KindTable {
       this.lastVersion = version;
       this.generation = this.nextGeneration();
     }
-    const resources = this.order.map((sk) => (this.served.get(sk) as Holder).resource);
+    const sourceRevisions = [...this.revisions.values()]
+      .sort((a, b) => a.order - b.order)
+      .map((r) => r.revision);
     this.cached = Object.freeze({
       kind: this.kind,
       version,
       generation: this.generation,
-      resources: Object.freeze(resources),
+      resources: Object.freeze(this.orderedResources.slice()),
+      sourceRevisions: Object.freeze(sourceRevisions),
     });
     return this.cached;
   }
@@ -138,19 +188,27 @@ export class KindTable {
     if (this.cachedConflicts !== undefined) return this.cachedConflicts;
     const out: Conflict[] = [];
     for (const key of this.contested) {
+      const known = this.sameKeyConflicts.get(key);
+      if (known !== undefined) {
+        out.push(known);
+        continue;
+      }
       const list = this.holders.get(key) ?? [];
       if (list.length < 2) continue;
       const [first, second] = list as [Holder, Holder];
       const r = first.resource;
-      out.push({
+      const conflict: Conflict = {
         type: 'same-key',
         subject: `${this.kind}|${r.namespace}/${r.name}`,
         resolution: first.rank.priority === second.rank.priority ? 'config-order' : 'priority',
         parties: list.map((h, i) => this.party(h, i === 0 && this.served.has(sortKey(r.namespace, r.name)))),
-      });
+      };
+      this.sameKeyConflicts.set(key, conflict);
+      out.push(conflict);
     }
-    for (const [group, members] of this.semantic) {
-      if (members.size < 2) continue;
+    for (const group of this.clashing) {
+      const members = this.semantic.get(group);
+      if (members === undefined || members.size < 2) continue;
       const bar = group.indexOf('|');
       const holders = [...members].map((sk) => this.winner(sk)).filter((h): h is Holder => h !== undefined);
       const anySuppressed = [...members].some((sk) => this.suppressed.has(sk));
@@ -179,8 +237,7 @@ export class KindTable {
   }
 
   private winner(sk: string): Holder | undefined {
-    const sep = sk.indexOf('\u0000');
-    return this.holders.get(`${sk.slice(0, sep)}/${sk.slice(sep + 1)}`)?.[0];
+    return this.holders.get(holderKey(sk))?.[0];
   }
 
   /** Moves a key's semantic-index entries to its current winner; returns the groups touched. */
@@ -192,11 +249,13 @@ export class KindTable {
       const set = this.semantic.get(g);
       set?.delete(sk);
       if (set?.size === 0) this.semantic.delete(g);
+      if ((set?.size ?? 0) < 2) this.clashing.delete(g);
     }
     for (const g of now) {
       let set = this.semantic.get(g);
       if (set === undefined) this.semantic.set(g, (set = new Set()));
       set.add(sk);
+      if (set.size > 1) this.clashing.add(g);
     }
     if (now.length === 0) this.semanticOf.delete(sk);
     else this.semanticOf.set(sk, now);
@@ -230,13 +289,19 @@ export class KindTable {
     if (current !== undefined) {
       this.toggle(current.resource);
       if (winner === undefined) {
+        const at = this.indexOf(sk);
         this.served.delete(sk);
-        this.order.splice(this.indexOf(sk), 1);
+        this.order.splice(at, 1);
+        this.orderedResources.splice(at, 1);
       }
     }
     if (winner !== undefined) {
       this.toggle(winner.resource);
-      if (current === undefined) this.order.splice(this.indexOf(sk), 0, sk);
+      const at = this.indexOf(sk);
+      if (current === undefined) {
+        this.order.splice(at, 0, sk);
+        this.orderedResources.splice(at, 0, winner.resource);
+      } else this.orderedResources[at] = winner.resource;
       this.served.set(sk, winner);
     }
   }

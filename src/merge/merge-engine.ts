@@ -4,8 +4,6 @@ import {
   auditTime,
   BehaviorSubject,
   catchError,
-  map,
-  merge,
   type Observable,
   of,
   type SchedulerLike,
@@ -16,7 +14,7 @@ import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../core/source-event.js';
 import type { Conflict, ConfigSnapshot, KindSnapshot, SnapshotReader } from './config-snapshot.js';
-import { KindTable, type SemanticConflictPolicy, type SemanticKeys } from './kind-table.js';
+import { KindTable, type SemanticConflictPolicy, type SemanticKeys, type SourceRank } from './kind-table.js';
 import { type KindChange, SourceLedger } from './source-ledger.js';
 import { DEFAULT_SOURCE_POLICY, type SourcePolicy } from './source-rules.js';
 
@@ -25,6 +23,12 @@ export interface MergeInput {
   readonly descriptor: SourceDescriptor;
   readonly events$: Observable<SourceEvent>;
   readonly policy?: Partial<SourcePolicy>;
+  /**
+   * A fingerprint of how the source reaches its upstream. On reconfiguration a source whose
+   * fingerprint is unchanged keeps its running subscription; otherwise it is resubscribed (its
+   * last state stays served until the new subscription delivers).
+   */
+  readonly fingerprint?: string;
 }
 
 export interface MergeOptions {
@@ -44,12 +48,8 @@ export interface MergeHooks {
   onSnapshot?(snapshot: ConfigSnapshot, changedKinds: ReadonlySet<string>, buildMs: number): void;
   onSourceEvent?(source: string, event: SourceEvent): void;
   onHeld?(source: string, reason: 'empty' | 'mass-delete', deletions: number): void;
-}
-
-/** A source's event, tagged with the source's position. */
-interface Tagged {
-  readonly index: number;
-  readonly event: SourceEvent;
+  /** A build found nothing new to publish: the source events since the last snapshot changed nothing. */
+  onUnchanged?(): void;
 }
 
 /**
@@ -60,7 +60,11 @@ interface Tagged {
  * waits for no timer.
  */
 export class MergeEngine implements SnapshotReader {
-  private readonly ledgers: SourceLedger[];
+  private ledgers: SourceLedger[];
+  private readonly attached = new Map<
+    SourceLedger,
+    { subscription: Subscription; fingerprint: string | undefined }
+  >();
   private readonly tables = new Map<string, KindTable>();
   private readonly subject: BehaviorSubject<ConfigSnapshot>;
   private readonly subscription = new Subscription();
@@ -73,7 +77,7 @@ export class MergeEngine implements SnapshotReader {
   private started = false;
 
   constructor(
-    private readonly inputs: readonly MergeInput[],
+    private inputs: readonly MergeInput[],
     private readonly options: MergeOptions = {},
     private readonly hooks: MergeHooks = {},
   ) {
@@ -97,20 +101,10 @@ export class MergeEngine implements SnapshotReader {
   start(): void {
     if (this.started) throw new MeshmuxError('INTERNAL', 'MergeEngine.start() called twice');
     this.started = true;
-    const tagged$ = merge(...this.inputs.map((input, index) => this.isolate(input, index)));
-    this.subscription.add(
-      tagged$.subscribe(({ index, event }) => {
-        const ledger = this.ledgers[index];
-        if (ledger === undefined) return;
-        this.hooks.onSourceEvent?.(ledger.descriptor.name, event);
-        const wasHeld = ledger.heldUpdate;
-        this.take(ledger, ledger.apply(event, new Date(this.scheduler.now())));
-        const held = ledger.heldUpdate;
-        if (held !== undefined && wasHeld === undefined) this.onHold(ledger);
-        if (event.type === 'status' && ledger.staleSinceTime !== undefined) this.armExpiry(ledger);
-        this.kicks.next();
-      }),
-    );
+    this.inputs.forEach((input, index) => {
+      const ledger = this.ledgers[index];
+      if (ledger !== undefined) this.attach(ledger, input);
+    });
     // One build per burst: the audit window closes on the scheduler's next turn.
     this.subscription.add(this.kicks.pipe(auditTime(0, this.scheduler)).subscribe(() => this.publish()));
     this.subscription.add(
@@ -123,6 +117,57 @@ export class MergeEngine implements SnapshotReader {
         this.kicks.next();
       }, this.options.syncTimeoutMs ?? 30_000),
     );
+    this.kicks.next();
+  }
+
+  /**
+   * Applies a new list of sources (configuration reload). Sources are matched by name: removed ones
+   * are stopped and their objects withdrawn, new ones start, kept ones take their new rules and
+   * position at once and are resubscribed only when their fingerprint changed.
+   */
+  reconfigure(inputs: readonly MergeInput[]): void {
+    const byName = new Map(this.ledgers.map((l) => [l.descriptor.name, l]));
+    const next: SourceLedger[] = [];
+    inputs.forEach((input, order) => {
+      const policy = { ...DEFAULT_SOURCE_POLICY, ...input.policy };
+      const existing = byName.get(input.descriptor.name);
+      byName.delete(input.descriptor.name);
+      if (existing === undefined) {
+        const ledger = new SourceLedger(input.descriptor, policy, order);
+        next.push(ledger);
+        if (this.started) this.attach(ledger, input);
+        return;
+      }
+      next.push(existing);
+      const oldRank = this.rankOf(existing);
+      const reRank = existing.policy.priority !== policy.priority || existing.order !== order;
+      if (reRank)
+        for (const [kind, state] of existing.entries()) this.tableFor(kind).apply(oldRank, state, new Map());
+      existing.order = order;
+      existing.descriptor = input.descriptor;
+      const changes = existing.setPolicy(policy);
+      if (reRank) {
+        const rank = this.rankOf(existing);
+        for (const [kind, state] of existing.entries()) {
+          this.tableFor(kind).apply(rank, new Map(), state, { revision: existing.lastRevision });
+          this.changed.add(kind);
+        }
+        for (const c of changes) this.changed.add(c.kind);
+      } else this.take(existing, changes);
+      const current = this.attached.get(existing);
+      if (this.started && current?.fingerprint !== input.fingerprint) {
+        current?.subscription.unsubscribe();
+        this.attach(existing, input);
+      }
+    });
+    for (const removed of byName.values()) {
+      this.attached.get(removed)?.subscription.unsubscribe();
+      this.attached.delete(removed);
+      this.take(removed, removed.clear());
+    }
+    this.ledgers = next;
+    this.inputs = inputs;
+    this.options.log?.info({ sources: next.map((l) => l.descriptor.name) }, 'sources reconfigured');
     this.kicks.next();
   }
 
@@ -149,36 +194,57 @@ export class MergeEngine implements SnapshotReader {
     this.subscription.unsubscribe();
   }
 
-  private isolate(input: MergeInput, index: number): Observable<Tagged> {
-    return input.events$.pipe(
-      map((event) => ({ index, event })),
-      catchError((err: unknown) =>
-        of<Tagged>({
-          index,
-          event: {
+  /** Subscribes to one source, isolated: an error of its stream becomes a status, never an error of the merge. */
+  private attach(ledger: SourceLedger, input: MergeInput): void {
+    const subscription = input.events$
+      .pipe(
+        catchError((err: unknown) =>
+          of<SourceEvent>({
             type: 'status',
-            state: this.ledgers[index]?.synced === true ? 'stale' : 'failing',
+            state: ledger.synced ? 'stale' : 'failing',
             error: toMeshmuxError(err, 'UNAVAILABLE', { file: input.descriptor.name }),
-          },
-        }),
-      ),
-    );
+          }),
+        ),
+      )
+      .subscribe((event) => {
+        this.hooks.onSourceEvent?.(ledger.descriptor.name, event);
+        const wasHeld = ledger.heldUpdate;
+        this.take(ledger, ledger.apply(event, new Date(this.scheduler.now())));
+        if (ledger.heldUpdate !== undefined && wasHeld === undefined) this.onHold(ledger);
+        if (event.type === 'status' && ledger.staleSinceTime !== undefined) this.armExpiry(ledger);
+        this.kicks.next();
+      });
+    this.attached.set(ledger, { subscription, fingerprint: input.fingerprint });
+    this.subscription.add(subscription);
+  }
+
+  private rankOf(ledger: SourceLedger): SourceRank {
+    return { name: ledger.descriptor.name, priority: ledger.policy.priority, order: ledger.order };
+  }
+
+  private tableFor(kind: string): KindTable {
+    let table = this.tables.get(kind);
+    if (table === undefined) {
+      table = new KindTable(
+        kind,
+        this.options.semanticKeys,
+        this.options.semanticConflicts ?? 'serve-all',
+        () => ++this.kindGeneration,
+      );
+      this.tables.set(kind, table);
+    }
+    return table;
   }
 
   private take(ledger: SourceLedger, changes: readonly KindChange[]): void {
-    const rank = { name: ledger.descriptor.name, priority: ledger.policy.priority, order: ledger.order };
+    const rank = this.rankOf(ledger);
     for (const change of changes) {
-      let table = this.tables.get(change.kind);
-      if (table === undefined) {
-        table = new KindTable(
-          change.kind,
-          this.options.semanticKeys,
-          this.options.semanticConflicts ?? 'serve-all',
-          () => ++this.kindGeneration,
-        );
-        this.tables.set(change.kind, table);
-      }
-      table.apply(rank, change.before, change.after);
+      // The ledger's key delta (when it has one) spares the table a scan of both states, and the
+      // revision lets responses name the upstream states they carry.
+      this.tableFor(change.kind).apply(rank, change.before, change.after, {
+        changed: change.changed,
+        revision: ledger.lastRevision,
+      });
       this.changed.add(change.kind);
     }
   }
@@ -233,6 +299,7 @@ export class MergeEngine implements SnapshotReader {
       snapshot.ready === previous.ready &&
       sameReports(snapshot, previous)
     ) {
+      this.hooks.onUnchanged?.();
       return;
     }
     this.hooks.onSnapshot?.(snapshot, changed, performance.now() - started);
