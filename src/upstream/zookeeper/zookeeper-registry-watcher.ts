@@ -202,8 +202,8 @@ export class ZookeeperRegistryWatcher {
   }
 
   /**
-   * Sends a cheap read every third of the session timeout while connected. A read unanswered for a
-   * session timeout means the connection is silent although open: the view is reported stale
+   * Sends a cheap read every third of the session timeout while connected. A read unanswered for
+   * the negotiated session timeout means the connection is silent although open: the view is reported stale
    * (and read again in full if the answer comes after all); unanswered for `deadConnectionMs`, the
    * client is replaced by a new session. Not a poll of the registry: changes still come by watches.
    */
@@ -240,7 +240,7 @@ export class ZookeeperRegistryWatcher {
         if (waited > deadMs) {
           log.warn({ waitedMs: Math.round(waited) }, 'ZooKeeper connection is dead; opening a new session');
           this.openSession();
-        } else if (waited > sessionTimeoutMs && !silent) {
+        } else if (waited > client.getSessionTimeout() && !silent) {
           silent = true;
           log.warn({ waitedMs: Math.round(waited) }, 'ZooKeeper does not answer');
           this.events.unavailable(

@@ -1,0 +1,197 @@
+/**
+ * A real standalone ZooKeeper for tests: Debian's `zookeeper` package, started on a free loopback
+ * port with its data in a temporary folder. When the package is missing and the tests run as root,
+ * it is installed with apt-get (CI installs it up front: `apt-get install -y zookeeper`).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+/** Debian's jar; its manifest's Class-Path names every dependency jar. */
+const DEBIAN_JAR = '/usr/share/java/zookeeper.jar';
+const MAIN_CLASS = 'org.apache.zookeeper.server.ZooKeeperServerMain';
+
+export interface ZookeeperServerOptions {
+  /** ZooKeeper's tick; sessions may last 2–20 ticks. Default 250 ms (sessions of 0.5–5 s). */
+  readonly tickTimeMs?: number;
+  /** How long to wait for the server to answer `ruok`. Default 60 s. */
+  readonly startTimeoutMs?: number;
+}
+
+function hasJava(): boolean {
+  return spawnSync('java', ['-version'], { stdio: 'ignore' }).status === 0;
+}
+
+/** `java` and a class path that runs ZooKeeper, installing the Debian package if it must and can. */
+function locateZookeeper(): string {
+  const home = process.env['ZOOKEEPER_HOME'];
+  if (home !== undefined && existsSync(path.join(home, 'lib')) && hasJava()) {
+    return `${path.join(home, 'lib', '*')}${path.delimiter}${path.join(home, 'conf')}`;
+  }
+  if (existsSync(DEBIAN_JAR) && hasJava()) return DEBIAN_JAR;
+  if (process.getuid?.() !== 0) {
+    throw new Error(
+      'ZooKeeper is not installed and the tests are not root: run `apt-get install -y zookeeper`',
+    );
+  }
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  const install = (): boolean =>
+    spawnSync('apt-get', ['install', '-y', '-q', 'zookeeper'], { stdio: 'ignore', env }).status === 0;
+  if (!install()) {
+    spawnSync('apt-get', ['update', '-q'], { stdio: 'ignore', env });
+    if (!install()) throw new Error('`apt-get install -y zookeeper` failed');
+  }
+  if (!existsSync(DEBIAN_JAR) || !hasJava())
+    throw new Error(`installed zookeeper, but ${DEBIAN_JAR} or java is missing`);
+  return DEBIAN_JAR;
+}
+
+/** A TCP port that was free a moment ago on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Sends a four-letter command (`ruok`, `srvr`, `cons`, ...) and returns the answer; '' when unreachable. */
+export function fourLetterWord(port: number, command: string, timeoutMs = 2_000): Promise<string> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    const socket = connect(port, '127.0.0.1', () => socket.write(command));
+    socket.setTimeout(timeoutMs, () => socket.destroy());
+    socket.on('data', (d: Buffer) => chunks.push(d));
+    socket.on('error', () => undefined);
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+  });
+}
+
+/** One standalone ZooKeeper process; `stop` and `start` again keep its data (a restart). */
+export class ZookeeperServer {
+  private process: ChildProcess | undefined;
+  private stderr = '';
+
+  private constructor(
+    private readonly classPath: string,
+    private readonly dir: string,
+    readonly port: number,
+    private readonly startTimeoutMs: number,
+  ) {}
+
+  /** Starts a server on a free port with an empty data folder; resolves once it answers `ruok`. */
+  static async start(options: ZookeeperServerOptions = {}): Promise<ZookeeperServer> {
+    const classPath = locateZookeeper();
+    const dir = await mkdtemp(path.join(tmpdir(), 'meshmux-zk-'));
+    await mkdir(path.join(dir, 'data'));
+    const port = await freePort();
+    const tick = options.tickTimeMs ?? 250;
+    await writeFile(
+      path.join(dir, 'zoo.cfg'),
+      [
+        `tickTime=${tick}`,
+        `dataDir=${path.join(dir, 'data')}`,
+        `clientPort=${port}`,
+        'clientPortAddress=127.0.0.1',
+        'admin.enableServer=false',
+        '4lw.commands.whitelist=ruok,srvr,cons,mntr',
+        'maxClientCnxns=0',
+        // Tests need speed, not durability across power loss.
+        'forceSync=no',
+        '',
+      ].join('\n'),
+    );
+    const server = new ZookeeperServer(classPath, dir, port, options.startTimeoutMs ?? 60_000);
+    await server.start();
+    return server;
+  }
+
+  /** `127.0.0.1:<port>`. */
+  get connectString(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  get running(): boolean {
+    return this.process !== undefined;
+  }
+
+  /** Starts the process (again, after `stop`) and resolves once it answers `ruok`. */
+  async start(): Promise<void> {
+    if (this.process !== undefined) return;
+    this.stderr = '';
+    const child = spawn(
+      'java',
+      [
+        '-Xmx256m',
+        '-XX:+UseSerialGC',
+        '-XX:TieredStopAtLevel=1',
+        '-Dzookeeper.admin.enableServer=false',
+        '-cp',
+        this.classPath,
+        MAIN_CLASS,
+        path.join(this.dir, 'zoo.cfg'),
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    child.stderr?.on('data', (d: Buffer) => {
+      this.stderr = (this.stderr + d.toString('utf8')).slice(-4_000);
+    });
+    this.process = child;
+    // A test process that dies must not leave a JVM behind.
+    const killOnExit = (): void => void child.kill('SIGKILL');
+    process.once('exit', killOnExit);
+    let exited = false;
+    child.once('exit', () => {
+      process.removeListener('exit', killOnExit);
+      exited = true;
+      if (this.process === child) this.process = undefined;
+    });
+    const deadline = Date.now() + this.startTimeoutMs;
+    while (Date.now() < deadline) {
+      if (exited) throw new Error(`ZooKeeper exited while starting:\n${this.stderr}`);
+      if ((await fourLetterWord(this.port, 'ruok', 500)) === 'imok') return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await this.stop();
+    throw new Error(`ZooKeeper did not answer ruok within ${this.startTimeoutMs} ms:\n${this.stderr}`);
+  }
+
+  /** Stops the process (SIGKILL with `hard`, as a crash would); its data stays for a restart. */
+  async stop(hard = false): Promise<void> {
+    const child = this.process;
+    if (child === undefined) return;
+    this.process = undefined;
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill(hard ? 'SIGKILL' : 'SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  /** Stops the server and removes its data. */
+  async dispose(): Promise<void> {
+    await this.stop(true);
+    await rm(this.dir, { recursive: true, force: true });
+  }
+
+  /** Session ids (`0x…`) of the connections from `localPort` (or every connection), via `cons`. */
+  async sessions(localPort?: number): Promise<string[]> {
+    const text = await fourLetterWord(this.port, 'cons');
+    // `cons` always lists at least its own connection: an empty answer means no answer.
+    if (text === '') throw new Error('ZooKeeper did not answer cons');
+    const out: string[] = [];
+    for (const line of text.split('\n')) {
+      const m = /:(\d+)\[.*sid=(0x[0-9a-f]+)/.exec(line);
+      if (m !== null && (localPort === undefined || Number(m[1]) === localPort)) out.push(m[2] ?? '');
+    }
+    return out;
+  }
+}
