@@ -1,7 +1,6 @@
-import { readFile } from 'node:fs/promises';
-import { createSecureContext } from 'node:tls';
 import { experimental, type ServerCredentials } from '@grpc/grpc-js';
 import { MeshmuxError } from '../core/errors.js';
+import { checkTlsIdentity, readPemFile } from '../core/pem-files.js';
 
 export interface ServerTlsFiles {
   readonly cert: string;
@@ -13,31 +12,10 @@ export interface ServerTlsFiles {
 
 /** Reads and checks the PEM files; a bad file is a CONFIG error naming it. */
 async function checkFiles(files: ServerTlsFiles): Promise<void> {
-  const read = async (file: string, what: string): Promise<Buffer> => {
-    try {
-      return await readFile(file);
-    } catch (err) {
-      throw new MeshmuxError(
-        'CONFIG',
-        `cannot read the ${what}: ${(err as Error).message}`,
-        { file },
-        { cause: err },
-      );
-    }
-  };
-  const cert = await read(files.cert, 'server certificate');
-  const key = await read(files.key, 'server private key');
-  const ca = files.clientCa === undefined ? undefined : await read(files.clientCa, 'client CA bundle');
-  try {
-    createSecureContext({ cert, key, ...(ca === undefined ? {} : { ca }) });
-  } catch (err) {
-    throw new MeshmuxError(
-      'CONFIG',
-      `TLS files rejected (${(err as Error).message}); check that the key matches the certificate and both are PEM`,
-      { file: `${files.cert}, ${files.key}${files.clientCa === undefined ? '' : `, ${files.clientCa}`}` },
-      { cause: err },
-    );
-  }
+  const cert = await readPemFile(files.cert, 'server certificate');
+  const key = await readPemFile(files.key, 'server private key');
+  const ca = files.clientCa === undefined ? null : await readPemFile(files.clientCa, 'client CA bundle');
+  checkTlsIdentity({ cert, key, ca }, [files.cert, files.key, files.clientCa]);
 }
 
 /**

@@ -1,6 +1,6 @@
-import { readFile } from 'node:fs/promises';
 import * as grpc from '@grpc/grpc-js';
 import { MeshmuxError } from '../core/errors.js';
+import { checkTlsIdentity, readPemFile } from '../core/pem-files.js';
 
 /**
  * PEM files of a TLS identity and trust, as configured (`tls:` of a source). Absent settings
@@ -27,19 +27,6 @@ export interface ClientTls {
   readonly mode: 'plaintext' | 'tls' | 'mtls';
 }
 
-async function readPem(file: string, what: string): Promise<Buffer> {
-  try {
-    return await readFile(file);
-  } catch (err) {
-    throw new MeshmuxError(
-      'CONFIG',
-      `cannot read the ${what}: ${(err as Error).message}`,
-      { file },
-      { cause: err },
-    );
-  }
-}
-
 function pairCheck(tls: TlsSettings, where: string): void {
   if ((tls.cert === undefined) !== (tls.key === undefined)) {
     throw new MeshmuxError('CONFIG', `tls.cert and tls.key go together (${where})`, { field: 'tls' });
@@ -56,9 +43,10 @@ export async function clientTls(tls: TlsSettings | undefined): Promise<ClientTls
     return { credentials: grpc.credentials.createInsecure(), channelOptions: {}, mode: 'plaintext' };
   }
   pairCheck(tls, 'client');
-  const ca = tls.ca === undefined ? null : await readPem(tls.ca, 'CA bundle');
-  const cert = tls.cert === undefined ? null : await readPem(tls.cert, 'client certificate');
-  const key = tls.key === undefined ? null : await readPem(tls.key, 'client key');
+  const ca = tls.ca === undefined ? null : await readPemFile(tls.ca, 'CA bundle');
+  const cert = tls.cert === undefined ? null : await readPemFile(tls.cert, 'client certificate');
+  const key = tls.key === undefined ? null : await readPemFile(tls.key, 'client key');
+  checkTlsIdentity({ cert, key, ca }, [tls.cert, tls.key, tls.ca]);
   const skip = tls.insecureSkipVerify === true;
   const credentials = grpc.credentials.createSsl(ca, key, cert, {
     rejectUnauthorized: !skip,
@@ -83,8 +71,9 @@ export async function serverTls(tls: TlsSettings | undefined): Promise<grpc.Serv
       field: 'tls',
     });
   }
-  const ca = tls.ca === undefined ? null : await readPem(tls.ca, 'client CA bundle');
-  const cert = await readPem(tls.cert, 'server certificate');
-  const key = await readPem(tls.key, 'server key');
+  const ca = tls.ca === undefined ? null : await readPemFile(tls.ca, 'client CA bundle');
+  const cert = await readPemFile(tls.cert, 'server certificate');
+  const key = await readPemFile(tls.key, 'server key');
+  checkTlsIdentity({ cert, key, ca }, [tls.cert, tls.key, tls.ca]);
   return grpc.ServerCredentials.createSsl(ca, [{ cert_chain: cert, private_key: key }], ca !== null);
 }
