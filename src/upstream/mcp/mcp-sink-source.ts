@@ -3,10 +3,10 @@ import { Observable } from 'rxjs';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import { DEFAULT_SYNC_TIMEOUT_MS, MAX_RECEIVE_BYTES } from '../dial-settings.js';
+import { MAX_RECEIVE_BYTES } from '../dial-settings.js';
+import { openSubscription, streamingDescriptor } from '../streaming-source.js';
 import { DEFAULT_BACKOFF, ExponentialBackoff } from '../exponential-backoff.js';
-import { McpResourceReader } from '../mcp-resource-reader.js';
-import { SubscriptionState, type SubscriptionChannel } from '../subscription-state.js';
+import type { SubscriptionChannel } from '../subscription-state.js';
 import { serverTls } from '../tls-credentials.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { planCollections } from './mcp-collections.js';
@@ -50,24 +50,14 @@ export class McpSinkSource implements UpstreamSource {
   constructor(options: McpSinkSourceOptions) {
     const channels = planCollections(options.kinds, options.name);
     this.channels = Object.freeze(channels);
-    this.descriptor = {
-      name: options.name,
-      type: 'mcp-sink',
-      defaultNamespace: options.namespace,
-      kinds: new Set(channels.map((c) => c.kind.key)),
-    };
+    this.descriptor = streamingDescriptor('mcp-sink', options, channels);
     const describe = `mcp-sink://${options.listen}`;
 
     this.events$ = new Observable<SourceEvent>((subscriber) => {
       const log = componentLogger('mcp-sink-source', { source: options.name, listen: options.listen });
-      const state = new SubscriptionState({
-        source: options.name,
-        channels,
-        emit: (event) => subscriber.next(event),
-        log,
-        syncTimeoutMs: options.syncTimeout ?? DEFAULT_SYNC_TIMEOUT_MS,
-      });
-      const reader = new McpResourceReader({ defaultNamespace: options.namespace, origin: describe });
+      const { state, reader } = openSubscription(options, channels, describe, log, (event) =>
+        subscriber.next(event),
+      );
       const session = new McpSinkSession({
         state,
         reader,

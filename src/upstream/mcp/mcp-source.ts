@@ -1,10 +1,10 @@
 import { Observable } from 'rxjs';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import { backoffOf, channelOptionsOf, DEFAULT_SYNC_TIMEOUT_MS } from '../dial-settings.js';
-import { McpResourceReader } from '../mcp-resource-reader.js';
+import { backoffOf, channelOptionsOf } from '../dial-settings.js';
+import { openSubscription, streamingDescriptor } from '../streaming-source.js';
 import { ReconnectingStream } from '../reconnecting-stream.js';
-import { SubscriptionState, type SubscriptionChannel } from '../subscription-state.js';
+import type { SubscriptionChannel } from '../subscription-state.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { planCollections } from './mcp-collections.js';
 import { McpSinkSession } from './mcp-sink-session.js';
@@ -30,24 +30,14 @@ export class McpSource implements UpstreamSource {
   constructor(options: McpSourceOptions) {
     const channels = planCollections(options.kinds, options.name);
     this.channels = Object.freeze(channels);
-    this.descriptor = {
-      name: options.name,
-      type: 'mcp',
-      defaultNamespace: options.namespace,
-      kinds: new Set(channels.map((c) => c.kind.key)),
-    };
+    this.descriptor = streamingDescriptor('mcp', options, channels);
     const describe = `mcp://${options.address}`;
 
     this.events$ = new Observable<SourceEvent>((subscriber) => {
       const log = componentLogger('mcp-source', { source: options.name, upstream: describe });
-      const state = new SubscriptionState({
-        source: options.name,
-        channels,
-        emit: (event) => subscriber.next(event),
-        log,
-        syncTimeoutMs: options.syncTimeout ?? DEFAULT_SYNC_TIMEOUT_MS,
-      });
-      const reader = new McpResourceReader({ defaultNamespace: options.namespace, origin: describe });
+      const { state, reader } = openSubscription(options, channels, describe, log, (event) =>
+        subscriber.next(event),
+      );
       const session = new McpSinkSession({
         state,
         reader,

@@ -1,12 +1,12 @@
 import { Observable } from 'rxjs';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import { backoffOf, channelOptionsOf, DEFAULT_SYNC_TIMEOUT_MS } from '../dial-settings.js';
+import { backoffOf, channelOptionsOf } from '../dial-settings.js';
+import { openSubscription, streamingDescriptor } from '../streaming-source.js';
 import { selectKinds } from '../kind-selection.js';
-import { McpResourceReader } from '../mcp-resource-reader.js';
 import { resolveNodeIdentity } from '../node-identity.js';
 import { ReconnectingStream } from '../reconnecting-stream.js';
-import { SubscriptionState, type SubscriptionChannel } from '../subscription-state.js';
+import type { SubscriptionChannel } from '../subscription-state.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { DeltaAdsClient, DELTA_ADS_METHOD } from './delta-ads-client.js';
 import { SotwAdsClient, SOTW_ADS_METHOD } from './sotw-ads-client.js';
@@ -32,25 +32,15 @@ export class XdsSource implements UpstreamSource {
     const kinds = selectKinds(options.kinds, options.name);
     const channels = planTypeUrls(kinds, options.apiVersions ?? DEFAULT_API_VERSIONS, options.name);
     this.channels = Object.freeze(channels);
-    this.descriptor = {
-      name: options.name,
-      type: 'xds',
-      defaultNamespace: options.namespace,
-      kinds: new Set(channels.map((c) => c.kind.key)),
-    };
+    this.descriptor = streamingDescriptor('xds', options, channels);
     const node = resolveNodeIdentity(options.node);
     const describe = `xds://${options.address}`;
 
     this.events$ = new Observable<SourceEvent>((subscriber) => {
       const log = componentLogger('xds-source', { source: options.name, upstream: describe });
-      const state = new SubscriptionState({
-        source: options.name,
-        channels,
-        emit: (event) => subscriber.next(event),
-        log,
-        syncTimeoutMs: options.syncTimeout ?? DEFAULT_SYNC_TIMEOUT_MS,
-      });
-      const reader = new McpResourceReader({ defaultNamespace: options.namespace, origin: describe });
+      const { state, reader } = openSubscription(options, channels, describe, log, (event) =>
+        subscriber.next(event),
+      );
       const context = { state, reader, node, log, describe, onAnswer: () => stream.answered() };
       const delta = options.delta === true;
       const stream: ReconnectingStream = new ReconnectingStream(
