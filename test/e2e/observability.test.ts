@@ -74,13 +74,13 @@ describe('observing a change from a file edit to two istiods', () => {
         }).start(),
       );
     }
-    await Promise.all(clients.map((c) => c.waitForSync(10_000)));
+    await Promise.all(clients.map((c) => c.waitForSync(30_000)));
     convergedBefore = convergedCount(await (await fetch(`${http}/metrics`)).text());
     const before = clients.map((c) => c.versionInfo.get(VS_URL));
     const file = path.join(dir, 'shop-routing.yaml');
     await writeFile(file, (await readFile(file, 'utf8')).replace('timeout: 3s', 'timeout: 4s'));
     await Promise.all(
-      clients.map((c, i) => c.waitFor((x) => x.versionInfo.get(VS_URL) !== before[i], 10_000)),
+      clients.map((c, i) => c.waitFor((x) => x.versionInfo.get(VS_URL) !== before[i], 30_000)),
     );
     ackedVs = clients.map((c) => c.versionInfo.get(VS_URL) ?? '');
   });
@@ -96,7 +96,7 @@ describe('observing a change from a file edit to two istiods', () => {
     await receiver.waitFor((spans) => {
       const t = vsChangeTrace(spans);
       return t.receive !== undefined && t.pushes.length === 2;
-    }, 10_000);
+    }, 30_000);
     const { receive, merge, pushes } = vsChangeTrace(receiver.spans);
     assert.ok(receive && merge);
     assert.equal(receive.parentSpanId, '', 'a file edit starts a trace');
