@@ -47,6 +47,16 @@ export function resourceKey(r: Pick<ConfigResource, 'kind' | 'namespace' | 'name
   return `${r.kind}|${r.namespace}/${r.name}`;
 }
 
+/** Namespace, then name: the order of every served list of one kind. */
+export function compareByName(
+  a: Pick<ConfigResource, 'namespace' | 'name'>,
+  b: Pick<ConfigResource, 'namespace' | 'name'>,
+): number {
+  if (a.namespace !== b.namespace) return a.namespace < b.namespace ? -1 : 1;
+  if (a.name !== b.name) return a.name < b.name ? -1 : 1;
+  return 0;
+}
+
 function hashStringMap(h: ReturnType<typeof createHash>, map: Readonly<Record<string, string>>): void {
   const keys = Object.keys(map).sort();
   h.update(String(keys.length));

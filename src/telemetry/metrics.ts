@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { ConfigResource } from '../core/resource.js';
+import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { SourceEvent, SourceState } from '../core/source-event.js';
 import type { ConfigSnapshot, KindSnapshot } from '../merge/config-snapshot.js';
 
@@ -348,15 +348,33 @@ export class Metrics {
   }
 }
 
-/** Objects created, changed or deleted between two states of a kind. */
+/**
+ * Objects created, changed or deleted between two states of a kind. Both lists are sorted by
+ * name and share the instances of unchanged objects, so this is a walk of pointer comparisons.
+ */
 export function changedObjects(before: KindSnapshot | undefined, after: KindSnapshot | undefined): number {
-  const key = (r: ConfigResource): string => `${r.namespace}/${r.name}`;
-  const old = new Map((before?.resources ?? []).map((r) => [key(r), r.version]));
+  const a = before?.resources ?? [];
+  const b = after?.resources ?? [];
+  let i = 0;
+  let j = 0;
   let changed = 0;
-  for (const r of after?.resources ?? []) {
-    const v = old.get(key(r));
-    if (v !== r.version) changed++;
-    old.delete(key(r));
+  while (i < a.length && j < b.length) {
+    const x = a[i] as ConfigResource;
+    const y = b[j] as ConfigResource;
+    if (x === y) {
+      i++;
+      j++;
+      continue;
+    }
+    const order = compareByName(x, y);
+    if (order === 0 && x.version === y.version) {
+      i++;
+      j++;
+      continue;
+    }
+    changed++;
+    if (order <= 0) i++;
+    if (order >= 0) j++;
   }
-  return changed + old.size;
+  return changed + (a.length - i) + (b.length - j);
 }

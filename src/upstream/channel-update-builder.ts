@@ -20,12 +20,19 @@ export class ChannelUpdateBuilder {
   private readonly unknownEnvelopeFields = new Set<number>();
   private readonly unknownBodyFields: string[] = [];
   private total = 0;
+  /** Some object was added under a key other than its `<namespace>/<name>`. */
+  private renamed = false;
 
   constructor(
     /** Where the response came from (`xds://host:port <type URL>`), for messages. */
     private readonly where: string,
     private readonly resources = new Map<string, ConfigResource>(),
-  ) {}
+  ) {
+    this.startedEmpty = resources.size === 0;
+  }
+
+  /** Began from an empty state, so every key was added here. */
+  private readonly startedEmpty: boolean;
 
   /** Adds one read object under `key` (default: its `<namespace>/<name>`). */
   add(result: ReadResult, key?: string): void {
@@ -41,6 +48,7 @@ export class ChannelUpdateBuilder {
       return;
     }
     const name = key ?? result.name;
+    if (name !== result.name) this.renamed = true;
     if (this.seen.has(name)) {
       this.warnings.push(
         new MeshmuxError('METADATA', `${name} appears twice in one response; the later one is applied`, {
@@ -97,7 +105,14 @@ export class ChannelUpdateBuilder {
         ),
       );
     }
-    return { resources: this.resources, rejected: this.rejected, unnamed: this.unnamed, warnings, version };
+    return {
+      resources: this.resources,
+      keyedByName: !this.renamed && this.startedEmpty,
+      rejected: this.rejected,
+      unnamed: this.unnamed,
+      warnings,
+      version,
+    };
   }
 
   /** The `error_detail.message` of the NACK for this response. */

@@ -1,6 +1,6 @@
 import { MeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import type { ConfigResource } from '../core/resource.js';
+import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { SourceEvent, SourceState } from '../core/source-event.js';
 import type { KindDescriptor } from '../schema/kinds.js';
 import { revisionOf } from './source-revision.js';
@@ -22,6 +22,8 @@ export interface ChannelUpdate {
    * name or delta resource name). Owned by the state from now on: must not be altered.
    */
   readonly resources: ReadonlyMap<string, ConfigResource>;
+  /** Every key of `resources` is its object's `<namespace>/<name>` (no two keys name one object). */
+  readonly keyedByName?: boolean;
   /** Objects of this response that were dropped, by the same keys; their previous good version stays. */
   readonly rejected: ReadonlyMap<string, MeshmuxError>;
   /** Dropped objects without a usable name (nothing to keep for them). */
@@ -45,6 +47,7 @@ export interface SubscriptionStateOptions {
 interface ChannelState {
   readonly channel: SubscriptionChannel;
   resources: ReadonlyMap<string, ConfigResource>;
+  keyedByName: boolean;
   errors: readonly MeshmuxError[];
   warnings: readonly MeshmuxError[];
   /** Answered on the current stream. */
@@ -71,8 +74,8 @@ export class SubscriptionState {
   private readonly kindChannels = new Map<string, ChannelState[]>();
   /** Per kind, the channel it was served from last time (for stickiness between spellings). */
   private readonly servedFrom = new Map<string, string>();
-  /** Per kind, the signature of what was served last time. */
-  private readonly servedSignature = new Map<string, string>();
+  /** Per kind, what was served last time. */
+  private readonly served = new Map<string, readonly ConfigResource[]>();
   private servedProblems = '';
   private state: SourceState = 'connecting';
   private everSynced = false;
@@ -87,6 +90,7 @@ export class SubscriptionState {
       const state: ChannelState = {
         channel,
         resources: new Map(),
+        keyedByName: true,
         errors: [],
         warnings: [],
         answered: false,
@@ -154,6 +158,7 @@ export class SubscriptionState {
     const resources = restored.size === 0 ? update.resources : new Map([...update.resources, ...restored]);
     const kept = [...restored.keys()];
     state.resources = resources;
+    state.keyedByName = update.keyedByName === true && (restored.size === 0 || state.keyedByName);
     state.errors = [...update.rejected.values(), ...update.unnamed];
     state.warnings = update.warnings;
     state.answered = true;
@@ -204,7 +209,7 @@ export class SubscriptionState {
     const resources: ConfigResource[] = [];
     for (const kind of kinds) {
       const served = this.effective(kind);
-      this.servedSignature.set(kind, signature(served));
+      this.served.set(kind, served);
       resources.push(...served);
     }
     this.emitSnapshot(kinds, resources);
@@ -219,9 +224,9 @@ export class SubscriptionState {
 
   private serveKind(kind: string): void {
     const served = this.effective(kind);
-    const sig = signature(served);
-    if (sig === this.servedSignature.get(kind) && this.problemSignature() === this.servedProblems) return;
-    this.servedSignature.set(kind, sig);
+    if (sameObjects(served, this.served.get(kind) ?? []) && this.problemSignature() === this.servedProblems)
+      return;
+    this.served.set(kind, served);
     this.emitSnapshot(new Set([kind]), served);
   }
 
@@ -255,7 +260,7 @@ export class SubscriptionState {
     });
   }
 
-  /** What a kind is served as: the objects of its preferred non-empty channel, sorted. */
+  /** What a kind is served as: the objects of its preferred non-empty channel. */
   private effective(kind: string): ConfigResource[] {
     const list = this.kindChannels.get(kind) ?? [];
     const holding = list.filter((c) => c.resources.size > 0);
@@ -272,6 +277,9 @@ export class SubscriptionState {
       );
     }
     this.servedFrom.set(kind, chosen.channel.id);
+    // In the upstream's order: the merge compares lists by identity and sorts what it serves, and
+    // upstreams keep their order, so an unchanged state is the same list, pointer for pointer.
+    if (chosen.keyedByName) return [...chosen.resources.values()];
     // Two upstream names may denote one object (delta names vs. MCP names): the later one wins.
     const byName = new Map<string, ConfigResource>();
     for (const r of chosen.resources.values()) byName.set(`${r.namespace}/${r.name}`, r);
@@ -304,14 +312,24 @@ export class SubscriptionState {
   }
 }
 
-function compareByName(a: ConfigResource, b: ConfigResource): number {
-  if (a.namespace !== b.namespace) return a.namespace < b.namespace ? -1 : 1;
-  if (a.name !== b.name) return a.name < b.name ? -1 : 1;
-  return 0;
-}
-
-function signature(resources: readonly ConfigResource[]): string {
-  return resources
-    .map((r) => `${r.namespace}/${r.name}@${r.version}@${r.createTime.seconds}.${r.createTime.nanos}`)
-    .join('\n');
+/**
+ * Whether two lists serve the same objects, in the same order: same names, versions and creation times. The
+ * reader hands out one instance per unchanged object, so this is mostly pointer comparisons.
+ */
+function sameObjects(a: readonly ConfigResource[], b: readonly ConfigResource[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i] as ConfigResource;
+    const y = b[i] as ConfigResource;
+    if (x === y) continue;
+    if (
+      compareByName(x, y) !== 0 ||
+      x.version !== y.version ||
+      x.createTime.seconds !== y.createTime.seconds ||
+      x.createTime.nanos !== y.createTime.nanos
+    ) {
+      return false;
+    }
+  }
+  return true;
 }

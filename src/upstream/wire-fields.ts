@@ -63,3 +63,8 @@ export function salvageString(fields: readonly WireField[], field: number): stri
   }
   return value;
 }
+
+/** Whether two byte ranges hold the same bytes. */
+export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.byteLength === b.byteLength && Buffer.compare(a, b) === 0;
+}

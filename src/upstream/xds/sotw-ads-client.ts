@@ -3,7 +3,9 @@ import { messageType } from '../../schema/proto-root.js';
 import { ChannelUpdateBuilder } from '../channel-update-builder.js';
 import { nodeMessage } from '../node-identity.js';
 import type { OpenStream, StreamHandlers } from '../reconnecting-stream.js';
-import { plainBytes, readTopLevelFields, salvageString } from '../wire-fields.js';
+import type { ReadResult } from '../mcp-resource-reader.js';
+import { readTopLevelFields, salvageString, sameBytes } from '../wire-fields.js';
+import { scanDiscoveryResponse, type ScannedResponse } from './discovery-response.js';
 import { INVALID_ARGUMENT, MCP_RESOURCE_SUFFIX, type AdsClientContext } from './ads-client-context.js';
 
 /** gRPC path of the state-of-the-world ADS stream. */
@@ -11,14 +13,6 @@ export const SOTW_ADS_METHOD =
   '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
 
 const DISCOVERY_REQUEST = messageType('envoy.service.discovery.v3.DiscoveryRequest');
-const DISCOVERY_RESPONSE = messageType('envoy.service.discovery.v3.DiscoveryResponse');
-
-interface DiscoveryResponse {
-  version_info: string;
-  resources: Array<{ type_url: string; value: Uint8Array }>;
-  type_url: string;
-  nonce: string;
-}
 
 /**
  * The state-of-the-world side of an `xds` source: one request per subscribed type URL (node on
@@ -30,6 +24,13 @@ interface DiscoveryResponse {
 export class SotwAdsClient implements StreamHandlers {
   /** Per type URL, the `version_info` last accepted whole on the current stream. */
   private accepted = new Map<string, string>();
+  /**
+   * Per type URL, the objects of the last response and what each was read as. Upstreams send
+   * their state in a stable order, so an object is usually recognised by comparing its bytes with
+   * the one at the same place last time (a cursor that skips removed and changed objects), before
+   * reading anything of it.
+   */
+  private readonly previous = new Map<string, { values: Uint8Array[]; results: ReadResult[] }>();
 
   constructor(private readonly ctx: AdsClientContext) {}
 
@@ -50,18 +51,15 @@ export class SotwAdsClient implements StreamHandlers {
   }
 
   onMessage(stream: OpenStream, message: Uint8Array): void {
-    let response: DiscoveryResponse;
+    let response: ScannedResponse;
     try {
-      response = DISCOVERY_RESPONSE.toObject(DISCOVERY_RESPONSE.decode(plainBytes(message)), {
-        defaults: true,
-        arrays: true,
-      }) as DiscoveryResponse;
+      response = scanDiscoveryResponse(message);
     } catch (err) {
       this.undecodable(stream, message, err);
       return;
     }
     this.ctx.onAnswer();
-    const { type_url: typeUrl, nonce, version_info: version } = response;
+    const { typeUrl, nonce, versionInfo: version } = response;
     const kind = this.ctx.state.kindOf(typeUrl);
     if (kind === undefined) {
       // Not subscribed: acknowledged so the upstream does not wait on it, otherwise ignored.
@@ -71,12 +69,15 @@ export class SotwAdsClient implements StreamHandlers {
     }
     const where = `${this.ctx.describe} ${typeUrl}`;
     const update = new ChannelUpdateBuilder(where);
+    const before = this.previous.get(typeUrl);
+    const now: { values: Uint8Array[]; results: ReadResult[] } = { values: [], results: [] };
+    let cursor = 0;
     response.resources.forEach((any, i) => {
-      if (!any.type_url.endsWith(MCP_RESOURCE_SUFFIX)) {
+      if (!any.typeUrl.endsWith(MCP_RESOURCE_SUFFIX)) {
         update.reject(
           new MeshmuxError(
             'SCHEMA',
-            `resources[${i}] is a ${any.type_url || '(no type)'}, not an MCP Resource`,
+            `resources[${i}] is a ${any.typeUrl || '(no type)'}, not an MCP Resource`,
             {
               file: where,
             },
@@ -84,8 +85,21 @@ export class SotwAdsClient implements StreamHandlers {
         );
         return;
       }
-      update.add(this.ctx.reader.read(kind, any.value, where));
+      // The object at the cursor, or the one after it (the cursor's was removed or changed).
+      let result: ReadResult | undefined;
+      for (let skip = 0; skip < 2 && result === undefined && before !== undefined; skip++) {
+        const last = before.values[cursor + skip];
+        if (last !== undefined && sameBytes(last, any.value)) {
+          result = before.results[cursor + skip];
+          cursor += skip + 1;
+        }
+      }
+      result ??= this.ctx.reader.read(kind, any.value, where);
+      now.values.push(any.value);
+      now.results.push(result);
+      update.add(result);
     });
+    this.previous.set(typeUrl, now);
     const kept = this.ctx.state.apply(typeUrl, update.build(version));
     if (update.dropped === 0) {
       this.accepted.set(typeUrl, version);
