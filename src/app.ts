@@ -6,6 +6,7 @@ import { anonymousIdentity, describeIdentity, withNode } from './downstream/clie
 import { PolicySet } from './downstream/policy/policy-set.js';
 import { previewClient, type Preview } from './downstream/preview.js';
 import { reloadingServerCredentials } from './downstream/server-tls.js';
+import type { WriteBudgetOptions } from './downstream/write-budget.js';
 import { HttpServer } from './http/http-server.js';
 import { MergeEngine, type MergeInput } from './merge/merge-engine.js';
 import type { SourcePolicy } from './merge/source-rules.js';
@@ -172,7 +173,15 @@ function encodeMeshConfig(config: MeshmuxConfig): Uint8Array | undefined {
  */
 export async function startMeshmux(
   config: MeshmuxConfig,
-  overrides: { xds?: string; xdsTls?: string; http?: string; log?: Logger; env?: TracingEnv } = {},
+  overrides: {
+    xds?: string;
+    xdsTls?: string;
+    http?: string;
+    log?: Logger;
+    env?: TracingEnv;
+    /** Bytes of responses in flight over all streams (benchmarks); default the ADS server's. */
+    writeBudget?: Partial<WriteBudgetOptions>;
+  } = {},
 ): Promise<RunningMeshmux> {
   const log = overrides.log ?? componentLogger('app');
   const tracing = tracingFromEnv(overrides.env ?? process.env, componentLogger('tracing'));
@@ -231,6 +240,7 @@ export async function startMeshmux(
     log: componentLogger('ads'),
     meshConfig: () => meshConfig,
     policies,
+    ...(overrides.writeBudget === undefined ? {} : { writeBudget: overrides.writeBudget }),
     hooks: {
       onAdmit: (client, policy, view, first) =>
         audit.info(

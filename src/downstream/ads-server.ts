@@ -5,10 +5,11 @@ import type { SnapshotReader } from '../merge/config-snapshot.js';
 import type { KindRegistry } from '../schema/kinds.js';
 import type { AdsHooks } from './ads-hooks.js';
 import type { ClientIdentity } from './client-identity.js';
-import { ClientStream, type StreamReport } from './client-stream.js';
+import { ClientStream, type PushCounters, type StreamReport } from './client-stream.js';
 import { PolicySet } from './policy/policy-set.js';
 import { ResourceEncoder } from './resource-encoder.js';
 import { ResponseCache } from './response-cache.js';
+import { DEFAULT_WRITE_BUDGET, WriteBudget, type WriteBudgetOptions } from './write-budget.js';
 
 const ADS_SERVICE = 'envoy.service.discovery.v3.AggregatedDiscoveryService';
 
@@ -48,6 +49,36 @@ export interface AdsServerOptions {
   readonly meshConfig?: () => Uint8Array | undefined;
   /** Who gets what; default: no policies, everything to everyone. */
   readonly policies?: PolicySet;
+  /** Bytes in flight over all streams; default {@link DEFAULT_WRITE_BUDGET}. */
+  readonly writeBudget?: Partial<WriteBudgetOptions>;
+}
+
+/** What the server has done since start, for `/debug/counters` and benchmarks. */
+export interface AdsCounters {
+  /** Objects encoded into response entries (at most once per object version while cached). */
+  readonly encodes: number;
+  /** Responses assembled from cached entries (once per type, view and content). */
+  readonly assemblies: number;
+  /** Blocks of framed objects concatenated for responses, and the bytes copied into them. */
+  readonly blocksBuilt: number;
+  readonly blockBytesCopied: number;
+  readonly streams: number;
+  /** Responses written to streams. */
+  readonly pushes: number;
+  /** Bytes of responses written. */
+  readonly bytesSent: number;
+  /** Responses whose content the client already had; 0 unless something is wrong. */
+  readonly wastedPushes: number;
+  /** Bytes handed to gRPC and not yet flushed, now and at most. */
+  readonly bytesInFlight: number;
+  readonly peakBytesInFlight: number;
+  /** Streams waiting for the write budget. */
+  readonly waitingStreams: number;
+  /**
+   * When the last snapshot reached the server (epoch ms, sub-ms precision): a benchmark on the
+   * same machine splits a change's latency into before and after this point.
+   */
+  readonly lastSnapshotAtMs: number;
 }
 
 /** gRPC channel options of the server: accept istiod's 30 s keepalive pings, no size limit istiod would hit. */
@@ -72,11 +103,15 @@ export class AdsServer {
   private snapshotSubscription: Subscription | undefined;
   private nextStreamId = 1;
   private policies: PolicySet;
+  private readonly budget: WriteBudget;
+  private readonly pushCounters: PushCounters = { pushes: 0, bytesSent: 0, wastedPushes: 0 };
+  private lastSnapshotAtMs = 0;
 
   constructor(private readonly options: AdsServerOptions) {
     this.encoder = new ResourceEncoder(options.kinds);
     this.responses = new ResponseCache(this.encoder);
     this.policies = options.policies ?? new PolicySet([]);
+    this.budget = new WriteBudget({ ...DEFAULT_WRITE_BUDGET, ...options.writeBudget });
     const env = {
       reader: options.reader,
       responses: this.responses,
@@ -85,6 +120,8 @@ export class AdsServer {
       admit: (client: ClientIdentity) => this.policies.admit(client),
       hooks: options.hooks ?? {},
       log: options.log,
+      budget: this.budget,
+      counters: this.pushCounters,
     };
     this.server.addService(ADS_DEFINITION, {
       StreamAggregatedResources: (call: grpc.ServerDuplexStream<Uint8Array, Buffer>) => {
@@ -111,6 +148,7 @@ export class AdsServer {
       this.server.bindAsync(address, credentials, (err, p) => (err ? reject(err) : resolve(p)));
     });
     this.snapshotSubscription ??= this.options.reader.snapshots$.subscribe((snapshot) => {
+      this.lastSnapshotAtMs = performance.timeOrigin + performance.now();
       for (const stream of this.streams) stream.onSnapshot(snapshot);
     });
     this.options.log.info({ address, port, tls: credentials._isSecure() }, 'ADS server listening');
@@ -128,12 +166,19 @@ export class AdsServer {
     return [...this.streams].map((s) => s.report());
   }
 
-  /** Counters for benchmarks: objects encoded and responses assembled since start. */
-  counters(): { encodes: number; assemblies: number; streams: number } {
+  /** Counters since start (a fresh object each call). */
+  counters(): AdsCounters {
     return {
       encodes: this.encoder.encodes,
       assemblies: this.responses.counters.assemblies,
+      blocksBuilt: this.responses.blockCounters.blocksBuilt,
+      blockBytesCopied: this.responses.blockCounters.bytesCopied,
       streams: this.streams.size,
+      ...this.pushCounters,
+      bytesInFlight: this.budget.bytesInFlight,
+      peakBytesInFlight: this.budget.peakBytes,
+      waitingStreams: this.budget.waiting,
+      lastSnapshotAtMs: this.lastSnapshotAtMs,
     };
   }
 

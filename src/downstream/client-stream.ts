@@ -9,7 +9,19 @@ import { anonymousIdentity, type ClientIdentity, parseSans, withNode } from './c
 import type { ClientView } from './client-view.js';
 import type { Admission } from './policy/policy-set.js';
 import { decodeDiscoveryRequest, type DiscoveryRequest } from './discovery-request.js';
-import type { BuiltResponse, ResponseCache } from './response-cache.js';
+import { type FrameWriter, frameWriterFor } from './frame-writer.js';
+import { type BuiltResponse, contentOf, type ResponseCache } from './response-cache.js';
+import type { BudgetWaiter, WriteBudget } from './write-budget.js';
+
+/** What every stream adds to; the server reads it for `/debug/counters`. Plain numbers, only ever increased. */
+export interface PushCounters {
+  /** Responses written. */
+  pushes: number;
+  /** Bytes of responses written (DiscoveryResponse bytes, without gRPC framing). */
+  bytesSent: number;
+  /** Responses whose content the client already had (same content part of `version_info`). */
+  wastedPushes: number;
+}
 
 /** What every stream shares; owned by the server. */
 export interface StreamEnvironment {
@@ -22,6 +34,9 @@ export interface StreamEnvironment {
   readonly admit: (client: ClientIdentity) => Admission;
   readonly hooks: AdsHooks;
   readonly log: Logger;
+  /** Bytes in flight over every stream; a stream that does not fit waits and then sends what is latest. */
+  readonly budget: WriteBudget;
+  readonly counters: PushCounters;
 }
 
 /** Per type URL state of one stream. */
@@ -61,15 +76,19 @@ type Call = ServerDuplexStream<Uint8Array, Buffer>;
  * its ACK; newer state waits and is sent, latest only, when the ACK arrives. MeshConfig is never
  * awaited, since istiod never acknowledges it.
  */
-export class ClientStream {
+export class ClientStream implements BudgetWaiter {
   private identity: ClientIdentity;
   private view: ClientView | undefined;
   private policy = '';
   private readonly types = new Map<string, TypeState>();
   /** Type URLs with a push due, in order of arrival. */
   private readonly due = new Set<string>();
-  private blocked = false;
   private closed = false;
+  /** Queued in the write budget. */
+  private waitingForBudget = false;
+  /** Bytes this stream took from the budget whose writes have not flushed yet. */
+  private inFlightBytes = 0;
+  private readonly write: FrameWriter;
   private readonly connectedAt = new Date();
 
   constructor(
@@ -80,14 +99,11 @@ export class ClientStream {
   ) {
     const certificate = call.getAuthContext().sslPeerCertificate;
     this.identity = anonymousIdentity(streamId, call.getPeer(), parseSans(certificate?.subjectaltname));
+    this.write = frameWriterFor(call);
     call.on('data', (bytes: Uint8Array) => this.onData(bytes));
     call.on('end', () => this.close('client closed the stream', true));
     call.on('error', (err: Error) => this.close(`stream error: ${err.message}`, false));
     call.on('cancelled', () => this.close('cancelled', false));
-    call.on('drain', () => {
-      this.blocked = false;
-      this.flush();
-    });
     env.hooks.onConnect?.(this.identity);
   }
 
@@ -101,6 +117,12 @@ export class ClientStream {
     for (const state of this.types.values()) {
       if (this.needsPush(state, snapshot)) this.due.add(state.typeUrl);
     }
+    this.flush();
+  }
+
+  /** The write budget has room again: send what is latest now. */
+  resume(): void {
+    this.waitingForBudget = false;
     this.flush();
   }
 
@@ -231,20 +253,41 @@ export class ClientStream {
       return state.sentVersion === undefined && this.env.meshConfig() !== undefined;
     if (this.view === undefined) return false;
     const version = this.env.responses.viewVersion(this.view, snapshot.kinds.get(state.kind?.key ?? ''));
-    return version !== state.sentVersion;
+    // Content decides, not the revisions named after it: content that went and came back while a
+    // response was out is not sent again.
+    return state.sentVersion === undefined || contentOf(version) !== contentOf(state.sentVersion);
   }
 
   private flush(): void {
+    if (this.waitingForBudget) return;
     const snapshot = this.env.reader.current();
-    while (!this.blocked && !this.closed && this.due.size > 0) {
+    while (!this.closed && this.due.size > 0) {
       const typeUrl = this.due.values().next().value;
       if (typeUrl === undefined) break;
-      this.due.delete(typeUrl);
       const state = this.types.get(typeUrl);
-      if (state === undefined || !this.ready(state, snapshot)) continue;
+      if (state === undefined || !this.ready(state, snapshot)) {
+        this.due.delete(typeUrl);
+        continue;
+      }
       const response = this.build(state, snapshot);
-      if (response === undefined) continue;
+      if (response === undefined) {
+        this.due.delete(typeUrl);
+        continue;
+      }
+      // Built (and cached for the view) but not written until the budget has room; when it does,
+      // this runs again and builds whatever is latest by then.
+      const bytes = response.byteLength;
+      if (!this.env.budget.take(bytes, this)) {
+        this.waitingForBudget = true;
+        return;
+      }
+      this.due.delete(typeUrl);
       const envelopeIsBare = state.kind?.envelope === 'bare';
+      if (state.sentVersion !== undefined && contentOf(state.sentVersion) === contentOf(response.version)) {
+        this.env.counters.wastedPushes++;
+      }
+      this.env.counters.pushes++;
+      this.env.counters.bytesSent += bytes;
       state.sentVersion = response.version;
       state.sentNonce = response.nonce;
       state.sentAt = performance.now();
@@ -253,11 +296,18 @@ export class ClientStream {
         this.identity,
         typeUrl,
         response.version,
-        response.bytes.byteLength,
+        response.byteLength,
         response.resourceCount,
       );
-      if (!this.call.write(response.bytes)) this.blocked = true;
+      this.inFlightBytes += bytes;
+      this.write(response.chunks, bytes, () => {
+        // After the stream ended its bytes were given back already.
+        if (this.closed) return;
+        this.inFlightBytes -= bytes;
+        this.env.budget.release(bytes);
+      });
     }
+    this.env.budget.cancel(this);
   }
 
   private build(state: TypeState, snapshot: ConfigSnapshot): BuiltResponse | undefined {
@@ -270,13 +320,20 @@ export class ClientStream {
     if (state.awaitingAck || this.view === undefined) return undefined;
     const kindSnapshot = kind === undefined ? undefined : snapshot.kinds.get(kind.key);
     const version = this.env.responses.viewVersion(this.view, kindSnapshot);
-    if (version === state.sentVersion) return undefined;
+    if (state.sentVersion !== undefined && contentOf(version) === contentOf(state.sentVersion))
+      return undefined;
     return this.env.responses.response(state.typeUrl, this.view, kindSnapshot);
   }
 
   private close(reason: string, endOurSide: boolean): void {
     if (this.closed) return;
     this.closed = true;
+    // grpc-js never completes the writes of a cancelled call: give their bytes back now.
+    this.env.budget.cancel(this);
+    this.waitingForBudget = false;
+    const inFlight = this.inFlightBytes;
+    this.inFlightBytes = 0;
+    if (inFlight > 0) this.env.budget.release(inFlight);
     if (endOurSide) this.call.end();
     this.env.hooks.onDisconnect?.(this.identity, reason);
     this.env.log.info(

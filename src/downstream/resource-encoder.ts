@@ -24,6 +24,11 @@ export interface ResourceEncoderOptions {
  */
 export class ResourceEncoder {
   private readonly cache: LRUCache<string, Uint8Array>;
+  /**
+   * The same bytes by object instance: the merge hands out one instance per object version, so
+   * assembling a response is a weak-map lookup per object, no key to build. Entries go with the objects.
+   */
+  private readonly byInstance = new WeakMap<ConfigResource, Uint8Array>();
   /** Objects encoded since start; a benchmark counter. */
   encodes = 0;
 
@@ -39,10 +44,20 @@ export class ResourceEncoder {
 
   /** The framed `resources` entry of an object. The returned bytes must not be altered. */
   framed(resource: ConfigResource): Uint8Array {
+    const known = this.byInstance.get(resource);
+    if (known !== undefined) return known;
+    const bytes = this.framedByKey(resource);
+    this.byInstance.set(resource, bytes);
+    return bytes;
+  }
+
+  private framedByKey(resource: ConfigResource): Uint8Array {
     const key = `${resource.kind}|${resource.namespace}/${resource.name}|${resource.version}|${resource.createTime.seconds}.${resource.createTime.nanos}`;
     const hit = this.cache.get(key);
     if (hit !== undefined) return hit;
-    const bytes = this.encode(resource);
+    // A copy of its own: protobufjs writes into Node's shared 8 KiB pool, and one kept slice of a
+    // pool slab keeps the whole slab (mostly garbage from the encoding) alive.
+    const bytes = new Uint8Array(this.encode(resource));
     this.cache.set(key, bytes);
     return bytes;
   }

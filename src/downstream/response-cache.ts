@@ -1,27 +1,26 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import type { ConfigResource } from '../core/resource.js';
-import { EMPTY_KIND_VERSION, type KindSnapshot } from '../merge/config-snapshot.js';
+import type { KindSnapshot } from '../merge/config-snapshot.js';
 import type { ClientView } from './client-view.js';
+import { type BlockCounters, FrameBlocks } from './frame-blocks.js';
 import type { ResourceEncoder } from './resource-encoder.js';
+import { REVISIONS_SEPARATOR, ViewContents } from './view-contents.js';
 import { bytesField, encodeAny, stringField } from './wire.js';
+
+export { REVISIONS_SEPARATOR };
 
 /** A complete, encoded DiscoveryResponse, shared by every stream it is written to. */
 export interface BuiltResponse {
-  /** The serialized DiscoveryResponse. Must not be altered. */
-  readonly bytes: Buffer;
+  /** The serialized DiscoveryResponse: the concatenation of these buffers. Must not be altered. */
+  readonly chunks: readonly Buffer[];
+  /** Total length of `chunks`. */
+  readonly byteLength: number;
   readonly typeUrl: string;
-  /** `version_info`: the view's content version. */
+  /** `version_info`: the view's content version, then `~` and the upstream revisions it was built from. */
   readonly version: string;
   /** Unique for the life of the process, hence unique on every stream. */
   readonly nonce: string;
   readonly resourceCount: number;
-}
-
-/** The objects of one kind a view admits, with their content version. */
-interface ViewContent {
-  readonly version: string;
-  readonly resources: readonly ConfigResource[];
 }
 
 /** Counters for benchmarks and the debug endpoint. */
@@ -30,17 +29,45 @@ export interface ResponseCounters {
   assemblies: number;
 }
 
+/** The serialized bytes of a response in one buffer (tests, previews; never the serving path). */
+export function responseBytes(response: BuiltResponse): Buffer {
+  return response.chunks.length === 1 ? (response.chunks[0] as Buffer) : Buffer.concat(response.chunks);
+}
+
+/**
+ * The content part of a served `version_info` (`<content>~<revisions>`): equal content, equal
+ * part, on every replica.
+ */
+export function contentOf(version: string): string {
+  const at = version.indexOf(REVISIONS_SEPARATOR);
+  return at < 0 ? version : version.slice(0, at);
+}
+
 /**
  * Builds DiscoveryResponses from cached object bytes, once per (type URL, view, kind generation),
  * and keeps them for every client of that view. The nonce is part of the shared bytes: it is unique
  * per built response, so it is unique on any one stream too.
+ *
+ * `version_info` is `<content version>~<revisions>`: the view's content version, then the
+ * revisions (comma-separated, configuration order) of the sources holding objects of the kind,
+ * as of the last change that altered this view's content. A client (or a benchmark) can tell
+ * which upstream states it has without decoding anything. The suffix moves only when the view's
+ * content does, so unchanged content keeps its version and is never pushed again; the content
+ * part is the same on every replica for the same content, and the whole is the same on replicas
+ * that follow the same upstreams (a replica started later names the revisions it started from).
  */
 export class ResponseCache {
   private readonly bootId = randomBytes(4).toString('hex');
   private nonceCounter = 0;
-  private readonly contents = new LRUCache<string, ViewContent>({ max: 4096 });
+  private readonly contents = new ViewContents();
+  private readonly blocks = new FrameBlocks();
+  /** Per (type URL, view): the latest response, by kind generation. Older ones are never sent again. */
+  private readonly latest = new Map<string, { readonly generation: string; readonly built: BuiltResponse }>();
+  /** Bare responses (MeshConfig) by content. */
   private readonly responses: LRUCache<string, BuiltResponse>;
   readonly counters: ResponseCounters = { assemblies: 0 };
+  /** Blocks of framed objects built, and the bytes copied into them. */
+  readonly blockCounters: BlockCounters = this.blocks.counters;
 
   constructor(
     private readonly encoder: ResourceEncoder,
@@ -48,24 +75,27 @@ export class ResponseCache {
   ) {
     this.responses = new LRUCache<string, BuiltResponse>({
       maxSize: options.maxResponseBytes ?? 256 * 1024 * 1024,
-      sizeCalculation: (r) => r.bytes.byteLength + 128,
+      sizeCalculation: (r) => r.byteLength + 128,
     });
   }
 
   /** The content version a view sees of a kind (absent kind = empty). */
   viewVersion(view: ClientView, kind: KindSnapshot | undefined): string {
-    return this.viewContent(view, kind).version;
+    return this.contents.of(view, kind).version;
   }
 
   /** The response for a type URL as a view sees the kind. */
   response(typeUrl: string, view: ClientView, kind: KindSnapshot | undefined): BuiltResponse {
-    const key = `${typeUrl}|${view.id}|${kind?.kind ?? ''}|${kind?.generation ?? 0}`;
-    const hit = this.responses.get(key);
-    if (hit !== undefined) return hit;
-    const content = this.viewContent(view, kind);
-    const frames = content.resources.map((r) => this.encoder.framed(r));
-    const built = this.assemble(typeUrl, content.version, frames);
-    this.responses.set(key, built);
+    const key = `${typeUrl}|${view.id}`;
+    const generation = `${kind?.kind ?? ''}|${kind?.generation ?? 0}`;
+    const hit = this.latest.get(key);
+    if (hit?.generation === generation) return hit.built;
+    const content = this.contents.of(view, kind);
+    const chunks = this.blocks.chunks(`${view.id}|${kind?.kind ?? ''}`, content.resources, (r) =>
+      this.encoder.framed(r),
+    );
+    const built = this.assemble(typeUrl, content.version, chunks, content.resources.length);
+    this.latest.set(key, { generation, built });
     return built;
   }
 
@@ -75,34 +105,29 @@ export class ResponseCache {
     const key = `${typeUrl}|bare|${version}`;
     const hit = this.responses.get(key);
     if (hit !== undefined) return hit;
-    const built = this.assemble(typeUrl, version, [bytesField(2, encodeAny(bodyTypeUrl, body))]);
+    const built = this.assemble(
+      typeUrl,
+      version,
+      [Buffer.from(bytesField(2, encodeAny(bodyTypeUrl, body)))],
+      1,
+    );
     this.responses.set(key, built);
     return built;
   }
 
-  private assemble(typeUrl: string, version: string, frames: readonly Uint8Array[]): BuiltResponse {
+  private assemble(
+    typeUrl: string,
+    version: string,
+    body: readonly Buffer[],
+    resourceCount: number,
+  ): BuiltResponse {
     this.counters.assemblies++;
     const nonce = `${this.bootId}-${++this.nonceCounter}`;
-    const bytes = Buffer.concat([
-      stringField(1, version),
-      ...frames,
-      stringField(4, typeUrl),
-      stringField(5, nonce),
-    ]);
-    return Object.freeze({ bytes, typeUrl, version, nonce, resourceCount: frames.length });
-  }
-
-  private viewContent(view: ClientView, kind: KindSnapshot | undefined): ViewContent {
-    if (kind === undefined) return { version: EMPTY_KIND_VERSION, resources: [] };
-    if (view.admitsAll) return { version: kind.version, resources: kind.resources };
-    const key = `${view.id}|${kind.kind}|${kind.generation}`;
-    const hit = this.contents.get(key);
-    if (hit !== undefined) return hit;
-    const resources = kind.resources.filter((r) => view.admits(r));
-    const h = createHash('sha256');
-    for (const r of resources) h.update(`${r.namespace}/${r.name}@${r.version}\n`);
-    const content = { version: h.digest('base64url').slice(0, 16), resources };
-    this.contents.set(key, content);
-    return content;
+    const head = Buffer.from(stringField(1, version));
+    const tail = Buffer.concat([stringField(4, typeUrl), stringField(5, nonce)]);
+    const chunks = [head, ...body, tail];
+    let byteLength = 0;
+    for (const c of chunks) byteLength += c.byteLength;
+    return Object.freeze({ chunks, byteLength, typeUrl, version, nonce, resourceCount });
   }
 }

@@ -5,7 +5,7 @@ import { anonymousIdentity, withNode } from '../../src/downstream/client-identit
 import type { PolicyConfig } from '../../src/downstream/policy/client-policy.js';
 import { PolicySet } from '../../src/downstream/policy/policy-set.js';
 import { ResourceEncoder } from '../../src/downstream/resource-encoder.js';
-import { ResponseCache } from '../../src/downstream/response-cache.js';
+import { ResponseCache, responseBytes } from '../../src/downstream/response-cache.js';
 import type { KindSnapshot } from '../../src/merge/config-snapshot.js';
 import { KINDS } from '../../src/schema/kinds.js';
 import { messageType } from '../../src/schema/proto-root.js';
@@ -93,7 +93,7 @@ describe('policy views', () => {
             )
             .sort((x, y) => (x.namespace + x.name < y.namespace + y.name ? -1 : 1));
           const kind: KindSnapshot = { kind: KIND, version: 'v', generation: 1, resources };
-          const byView = new Map<string, Buffer>();
+          const byView = new Map<string, readonly Buffer[]>();
           clients.forEach((c, i) => {
             const identity = withNode(
               anonymousIdentity(i, `${c.peer}:1234`, []),
@@ -105,7 +105,7 @@ describe('policy views', () => {
             assert.equal(admission.admitted, expected !== undefined, 'admission');
             if (!admission.admitted || expected === undefined) return;
             const response = cache.response(TYPE_URL, admission.view, kind);
-            const decoded = RESPONSE.toObject(RESPONSE.decode(response.bytes)) as {
+            const decoded = RESPONSE.toObject(RESPONSE.decode(responseBytes(response))) as {
               resources?: Array<{ value: Uint8Array }>;
             };
             const got = (decoded.resources ?? []).map(
@@ -119,8 +119,8 @@ describe('policy views', () => {
               .sort();
             assert.deepEqual([...got].sort(), want);
             const shared = byView.get(admission.view.id);
-            if (shared !== undefined) assert.equal(shared, response.bytes, 'one buffer per view');
-            byView.set(admission.view.id, response.bytes);
+            if (shared !== undefined) assert.equal(shared, response.chunks, 'one response per view');
+            byView.set(admission.view.id, response.chunks);
           });
         },
       ),

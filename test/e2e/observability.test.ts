@@ -4,6 +4,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { startMeshmux, type RunningMeshmux } from '../../src/app.js';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
@@ -75,7 +76,12 @@ describe('observing a change from a file edit to two istiods', () => {
       );
     }
     await Promise.all(clients.map((c) => c.waitForSync(30_000)));
-    convergedBefore = convergedCount(await (await fetch(`${http}/metrics`)).text());
+    // The initial sync converges once per istiod when meshmux reads its ACK, which may come
+    // after the client saw the response: count from there.
+    for (const deadline = Date.now() + 30_000; Date.now() < deadline; await delay(20)) {
+      convergedBefore = convergedCount(await (await fetch(`${http}/metrics`)).text());
+      if (convergedBefore >= clients.length) break;
+    }
     const before = clients.map((c) => c.versionInfo.get(VS_URL));
     const file = path.join(dir, 'shop-routing.yaml');
     await writeFile(file, (await readFile(file, 'utf8')).replace('timeout: 3s', 'timeout: 4s'));

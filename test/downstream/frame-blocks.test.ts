@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { compareByName, makeResource, type ConfigResource } from '../../src/core/resource.js';
+import { FrameBlocks } from '../../src/downstream/frame-blocks.js';
+
+function resource(name: string, body = name): ConfigResource {
+  return makeResource({
+    kind: 'networking.istio.io/ServiceEntry',
+    namespace: 'ns',
+    name,
+    labels: {},
+    annotations: {},
+    createTime: { seconds: 1, nanos: 0 },
+    body: Buffer.from(body),
+    origin: { file: 'test' },
+  });
+}
+
+/** Stands in for the encoder: distinct bytes per object instance. */
+const framed = (r: ConfigResource): Uint8Array =>
+  Buffer.from(`[${r.name}:${Buffer.from(r.body).toString()}]`);
+const joined = (list: readonly ConfigResource[]): string =>
+  list.map((r) => Buffer.from(framed(r)).toString()).join('');
+const names = (n: number): string[] =>
+  Array.from({ length: n }, (_, i) => `svc-${String(i).padStart(5, '0')}`);
+
+describe('FrameBlocks', () => {
+  it('chunks concatenate to every framed object, in order, for any list', () => {
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), { maxLength: 600 }), (raw) => {
+        const list = raw.map((n) => resource(n)).sort(compareByName);
+        const chunks = new FrameBlocks().chunks('v|k', list, framed);
+        assert.equal(Buffer.concat(chunks).toString(), joined(list));
+      }),
+    );
+  });
+
+  it('a second call with the same objects copies nothing', () => {
+    const blocks = new FrameBlocks();
+    const list = names(5000).map((n) => resource(n));
+    const first = blocks.chunks('v|k', list, framed);
+    const built = blocks.counters.blocksBuilt;
+    assert.ok(first.length > 10 && first.length < 200, `${first.length} blocks for 5000 objects`);
+    const second = blocks.chunks('v|k', list, framed);
+    assert.equal(blocks.counters.blocksBuilt, built);
+    assert.deepEqual(second, first);
+    second.forEach((c, i) => assert.equal(c, first[i], 'the same buffers'));
+  });
+
+  it('changing, adding or removing one object rebuilds one block (two at most when it moves a boundary)', () => {
+    const base = names(5000).map((n) => resource(n));
+    const edits: Array<[string, (l: ConfigResource[]) => ConfigResource[]]> = [
+      ['change', (l) => l.map((r, i) => (i === 2500 ? resource(r.name, 'changed') : r))],
+      ['add', (l) => [...l, resource('svc-02500-b')].sort(compareByName)],
+      ['remove', (l) => l.filter((_, i) => i !== 2500)],
+    ];
+    for (const [what, edit] of edits) {
+      const blocks = new FrameBlocks();
+      blocks.chunks('v|k', base, framed);
+      const before = blocks.counters.blocksBuilt;
+      const next = edit(base);
+      const chunks = blocks.chunks('v|k', next, framed);
+      assert.ok(
+        blocks.counters.blocksBuilt - before <= 2,
+        `${what}: ${blocks.counters.blocksBuilt - before} blocks rebuilt`,
+      );
+      assert.ok(blocks.counters.blocksBuilt - before >= 1, `${what}: something was rebuilt`);
+      assert.equal(Buffer.concat(chunks).toString(), joined(next), what);
+    }
+  });
+
+  it('keeps separate lists apart', () => {
+    const blocks = new FrameBlocks();
+    const all = names(300).map((n) => resource(n));
+    const some = all.filter((_, i) => i % 2 === 0);
+    assert.equal(Buffer.concat(blocks.chunks('a|k', all, framed)).toString(), joined(all));
+    assert.equal(Buffer.concat(blocks.chunks('b|k', some, framed)).toString(), joined(some));
+    assert.equal(Buffer.concat(blocks.chunks('a|k', all, framed)).toString(), joined(all));
+  });
+});
