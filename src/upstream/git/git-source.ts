@@ -468,7 +468,7 @@ class GitSourceRun {
     ) {
       return prev;
     }
-    return Object.freeze({ ...r, origin: Object.freeze({ ...r.origin, upstreamVersion: sha }) });
+    return { ...r, origin: { ...r.origin, upstreamVersion: sha } };
   }
 
   private servedObject(r: ConfigResource): ConfigResource | undefined {
