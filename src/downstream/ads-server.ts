@@ -1,7 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Subscription } from 'rxjs';
 import type { Logger } from '../core/logger.js';
-import type { SnapshotReader } from '../merge/config-snapshot.js';
+import type { ConfigResource } from '../core/resource.js';
+import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js';
 import type { KindRegistry } from '../schema/kinds.js';
 import type { AdsHooks } from './ads-hooks.js';
 import type { ClientIdentity } from './client-identity.js';
@@ -14,6 +15,8 @@ import { DEFAULT_WRITE_BUDGET, WriteBudget, type WriteBudgetOptions } from './wr
 const ADS_SERVICE = 'envoy.service.discovery.v3.AggregatedDiscoveryService';
 
 const identity = (b: Buffer): Buffer => b;
+/** Longest stretch of background encoding between two turns of the event loop. */
+const PREWARM_SLICE_MS = 5;
 
 /**
  * The service definition with raw bytes on both sides: requests are decoded by the stream, and
@@ -106,6 +109,8 @@ export class AdsServer {
   private readonly budget: WriteBudget;
   private readonly pushCounters: PushCounters = { pushes: 0, bytesSent: 0, wastedPushes: 0 };
   private lastSnapshotAtMs = 0;
+  /** Bumped by every background encoding run; a run stops when it is no longer the latest. */
+  private prewarmRun = 0;
 
   constructor(private readonly options: AdsServerOptions) {
     this.encoder = new ResourceEncoder(options.kinds);
@@ -150,9 +155,37 @@ export class AdsServer {
     this.snapshotSubscription ??= this.options.reader.snapshots$.subscribe((snapshot) => {
       this.lastSnapshotAtMs = performance.timeOrigin + performance.now();
       for (const stream of this.streams) stream.onSnapshot(snapshot);
+      if (this.streams.size === 0) this.prewarm(snapshot);
     });
     this.options.log.info({ address, port, tls: credentials._isSecure() }, 'ADS server listening');
     return port;
+  }
+
+  /**
+   * With nobody connected, encodes a snapshot's objects in the background, a few milliseconds per
+   * turn of the event loop, so the first istiods to connect find them ready instead of waiting for
+   * them to be encoded. A newer snapshot takes over (objects already encoded cost a lookup).
+   */
+  private prewarm(snapshot: ConfigSnapshot): void {
+    const run = ++this.prewarmRun;
+    const lists = [...snapshot.kinds.values()].map((k) => k.resources);
+    let list = 0;
+    let at = 0;
+    const step = (): void => {
+      if (run !== this.prewarmRun) return;
+      const until = performance.now() + PREWARM_SLICE_MS;
+      while (list < lists.length && performance.now() < until) {
+        const resources = lists[list] as readonly ConfigResource[];
+        const end = Math.min(at + 64, resources.length);
+        for (; at < end; at++) this.encoder.framed(resources[at] as ConfigResource);
+        if (at === resources.length) {
+          list++;
+          at = 0;
+        }
+      }
+      if (list < lists.length) setImmediate(step);
+    };
+    setImmediate(step);
   }
 
   /** Replaces the policies; every stream is looked up again and receives only what its new view changes. */
@@ -185,6 +218,7 @@ export class AdsServer {
   /** Ends every stream, then stops the server; waits at most `graceMs` for in-flight writes. */
   async close(graceMs = 5_000): Promise<void> {
     this.snapshotSubscription?.unsubscribe();
+    this.prewarmRun++;
     for (const stream of [...this.streams]) stream.end();
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
