@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { ContentDigest } from '../core/content-digest.js';
 import { compareByName as compare, type ConfigResource } from '../core/resource.js';
 import { EMPTY_KIND_VERSION, type KindSnapshot } from '../merge/config-snapshot.js';
 import type { ClientView } from './client-view.js';
@@ -19,32 +19,12 @@ interface ViewState extends ViewContent {
   readonly generation: number;
   /** The kind's objects this state was derived from, to diff the next generation against. */
   readonly from: readonly ConfigResource[];
-  /** XOR of the digests of `resources`: the content version, maintained per change. */
-  readonly digest: Uint32Array;
+  /** The digest of `resources`: the content version, maintained per change. */
+  readonly digest: ContentDigest;
   readonly content: string;
 }
 
 const EMPTY: ViewContent = Object.freeze({ version: EMPTY_KIND_VERSION, resources: Object.freeze([]) });
-
-/** Per object instance, a 128-bit digest of what a client receives of it (computed once). */
-const digests = new WeakMap<ConfigResource, Uint32Array>();
-
-function digestOf(r: ConfigResource): Uint32Array {
-  let d = digests.get(r);
-  if (d === undefined) {
-    const bytes = createHash('md5')
-      .update(`${r.namespace}/${r.name}@${r.version}@${r.createTime.seconds}.${r.createTime.nanos}`)
-      .digest();
-    d = new Uint32Array(bytes.buffer, bytes.byteOffset, 4).slice();
-    digests.set(r, d);
-  }
-  return d;
-}
-
-function toggle(into: Uint32Array, r: ConfigResource): void {
-  const d = digestOf(r);
-  for (let i = 0; i < 4; i++) into[i] = (into[i] ?? 0) ^ (d[i] ?? 0);
-}
 
 /** Position of `r`'s key in a sorted list, or where it would go. */
 function positionOf(list: readonly ConfigResource[], r: ConfigResource): number {
@@ -113,38 +93,38 @@ export class ViewContents {
     const last = this.states.get(key);
     if (last?.generation === kind.generation) return last;
     let resources: readonly ConfigResource[];
-    let digest: Uint32Array;
+    let digest: ContentDigest;
     let content: string;
     if (view.admitsAll) {
       // The kind's own version is already a content digest of exactly these objects.
       resources = kind.resources;
-      digest = new Uint32Array(4);
+      digest = new ContentDigest();
       content = kind.version;
     } else if (last !== undefined) {
       const { vanished, added } = diffSorted(last.from, kind.resources);
       const list = last.resources.slice();
-      digest = last.digest.slice();
+      digest = last.digest.clone();
       for (const r of vanished) {
         if (!view.admits(r)) continue;
         const at = positionOf(list, r);
         if (list[at] === r) {
           list.splice(at, 1);
-          toggle(digest, r);
+          digest.remove(r);
         }
       }
       for (const r of added) {
         if (!view.admits(r)) continue;
         list.splice(positionOf(list, r), 0, r);
-        toggle(digest, r);
+        digest.add(r);
       }
       resources = list;
-      content = versionOf(digest, list.length);
+      content = digest.version();
     } else {
       const list = kind.resources.filter((r) => view.admits(r));
-      digest = new Uint32Array(4);
-      for (const r of list) toggle(digest, r);
+      digest = new ContentDigest();
+      for (const r of list) digest.add(r);
       resources = list;
-      content = versionOf(digest, list.length);
+      content = digest.version();
     }
     // The revisions move with the content only: an unchanged view keeps its version.
     let version = last?.version ?? '';
@@ -163,8 +143,4 @@ export class ViewContents {
     this.states.set(key, state);
     return state;
   }
-}
-
-function versionOf(digest: Uint32Array, count: number): string {
-  return `${Array.from(digest, (n) => n.toString(16).padStart(8, '0')).join('')}-${count}`;
 }

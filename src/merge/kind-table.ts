@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { ContentDigest } from '../core/content-digest.js';
 import type { ConfigResource } from '../core/resource.js';
 import type { Conflict, ConflictParty, ConflictType, KindSnapshot } from './config-snapshot.js';
 import type { KindState } from './source-ledger.js';
@@ -31,20 +31,6 @@ export interface ApplyHints {
   readonly changed?: ReadonlySet<string> | undefined;
   /** The source's revision that produced `after`; recorded only if the change alters anything. */
   readonly revision?: string | undefined;
-}
-
-const digests = new WeakMap<ConfigResource, Uint32Array>();
-
-function digestOf(r: ConfigResource): Uint32Array {
-  let d = digests.get(r);
-  if (d === undefined) {
-    const bytes = createHash('md5')
-      .update(`${r.namespace}/${r.name}@${r.version}@${r.createTime.seconds}.${r.createTime.nanos}`)
-      .digest();
-    d = new Uint32Array(bytes.buffer, bytes.byteOffset, 4).slice();
-    digests.set(r, d);
-  }
-  return d;
 }
 
 /** Namespace first, then name: a key that sorts the way responses list objects. */
@@ -80,7 +66,7 @@ export class KindTable {
   private readonly revisions = new Map<string, { readonly order: number; readonly revision: string }>();
   /** Semantic groups with two or more members: the only ones `conflicts()` has to look at. */
   private readonly clashing = new Set<string>();
-  private readonly xor = new Uint32Array(4);
+  private readonly digest = new ContentDigest();
   private readonly semantic = new Map<string, Set<string>>();
   private readonly semanticOf = new Map<string, readonly string[]>();
   private readonly suppressed = new Set<string>();
@@ -165,7 +151,7 @@ export class KindTable {
       return undefined;
     }
     if (this.cached !== undefined) return this.cached;
-    const version = `${Array.from(this.xor, (n) => n.toString(16).padStart(8, '0')).join('')}-${this.served.size}`;
+    const version = this.digest.version();
     if (version !== this.lastVersion) {
       this.lastVersion = version;
       this.generation = this.nextGeneration();
@@ -287,7 +273,7 @@ export class KindTable {
     const current = this.served.get(sk);
     if (current?.resource === winner?.resource && current !== undefined) return;
     if (current !== undefined) {
-      this.toggle(current.resource);
+      this.digest.remove(current.resource);
       if (winner === undefined) {
         const at = this.indexOf(sk);
         this.served.delete(sk);
@@ -296,7 +282,7 @@ export class KindTable {
       }
     }
     if (winner !== undefined) {
-      this.toggle(winner.resource);
+      this.digest.add(winner.resource);
       const at = this.indexOf(sk);
       if (current === undefined) {
         this.order.splice(at, 0, sk);
@@ -304,11 +290,6 @@ export class KindTable {
       } else this.orderedResources[at] = winner.resource;
       this.served.set(sk, winner);
     }
-  }
-
-  private toggle(r: ConfigResource): void {
-    const d = digestOf(r);
-    for (let i = 0; i < 4; i++) this.xor[i] = (this.xor[i] ?? 0) ^ (d[i] ?? 0);
   }
 
   /** Binary search: the position of `sk` in the served order, or where it would go. */

@@ -1,0 +1,56 @@
+import { createHash } from 'node:crypto';
+import type { ConfigResource } from './resource.js';
+
+/**
+ * An order-independent digest of a set of objects: the XOR of a 128-bit digest per object (of
+ * what a client receives of it: name, version, creation time), kept up to date one object at a
+ * time, and rendered with the count as a version string. Equal sets give equal versions on every
+ * replica, whatever order they were built in.
+ */
+export class ContentDigest {
+  private readonly xor = new Uint32Array(4);
+  private count = 0;
+
+  /** A copy, to branch from without touching this one. */
+  clone(): ContentDigest {
+    const copy = new ContentDigest();
+    copy.xor.set(this.xor);
+    copy.count = this.count;
+    return copy;
+  }
+
+  add(r: ConfigResource): void {
+    this.toggle(r);
+    this.count++;
+  }
+
+  remove(r: ConfigResource): void {
+    this.toggle(r);
+    this.count--;
+  }
+
+  /** `<32 hex digits>-<count>`. */
+  version(): string {
+    return `${Array.from(this.xor, (n) => n.toString(16).padStart(8, '0')).join('')}-${this.count}`;
+  }
+
+  private toggle(r: ConfigResource): void {
+    const d = objectDigest(r);
+    for (let i = 0; i < 4; i++) this.xor[i] = (this.xor[i] ?? 0) ^ (d[i] ?? 0);
+  }
+}
+
+/** Per object instance, its 128-bit digest (computed once). */
+const digests = new WeakMap<ConfigResource, Uint32Array>();
+
+function objectDigest(r: ConfigResource): Uint32Array {
+  let d = digests.get(r);
+  if (d === undefined) {
+    const bytes = createHash('md5')
+      .update(`${r.namespace}/${r.name}@${r.version}@${r.createTime.seconds}.${r.createTime.nanos}`)
+      .digest();
+    d = new Uint32Array(bytes.buffer, bytes.byteOffset, 4).slice();
+    digests.set(r, d);
+  }
+  return d;
+}
