@@ -1,4 +1,4 @@
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { MeshmuxError } from './core/errors.js';
 import { componentLogger, type Logger } from './core/logger.js';
 import { AdsServer } from './downstream/ads-server.js';
@@ -18,6 +18,7 @@ import { decodeBody } from './schema/yaml-reader.js';
 import type { MeshmuxConfig, SourceConfig } from './settings/meshmux-config.js';
 import { renderStatusPage } from './http/status-page.js';
 import type { Metrics } from './telemetry/metrics.js';
+import { processCounters } from './telemetry/process-counters.js';
 import { Telemetry } from './telemetry/telemetry.js';
 import { tracingFromEnv, type TracingEnv } from './telemetry/tracing.js';
 import { FileSource } from './upstream/file/file-source.js';
@@ -365,24 +366,6 @@ export async function startMeshmux(
       engine.stop();
       await telemetry.shutdown();
     },
-  };
-}
-
-/** What the process has spent, for `/debug/counters`: CPU, memory and event-loop delay (in ms). */
-function processCounters(loopDelay: IntervalHistogram): Record<string, number> {
-  const cpu = process.cpuUsage();
-  const memory = process.memoryUsage();
-  const ms = (ns: number): number => Math.round(ns / 1e3) / 1e3;
-  return {
-    cpuUserMs: cpu.user / 1000,
-    cpuSystemMs: cpu.system / 1000,
-    rssBytes: memory.rss,
-    maxRssBytes: process.resourceUsage().maxRSS * 1024,
-    heapUsedBytes: memory.heapUsed,
-    externalBytes: memory.external,
-    eventLoopDelayP50Ms: ms(loopDelay.percentile(50)),
-    eventLoopDelayP99Ms: ms(loopDelay.percentile(99)),
-    eventLoopDelayMaxMs: ms(loopDelay.max),
   };
 }
 
