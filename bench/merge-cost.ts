@@ -1,7 +1,7 @@
 /**
  * Cost of a merge per changed object with 50k objects held: one source holds 50k ServiceEntry-like
  * objects, a second source overlaps 5% of them; we time single-object changes and 1% batches.
- * Prints figures; asserts nothing.
+ * Events cover one kind, as an xDS upstream's per-type responses do. Prints figures; asserts nothing.
  */
 import { queueScheduler, Subject } from 'rxjs';
 import { makeResource, type ConfigResource } from '../src/core/resource.js';
@@ -25,7 +25,7 @@ function object(i: number, revision: number): ConfigResource {
 }
 
 function snapshot(resources: ConfigResource[], revision: string): SourceEvent {
-  return { type: 'snapshot', resources, revision, errors: [], warnings: [] };
+  return { type: 'snapshot', kinds: new Set([KIND]), resources, revision, errors: [], warnings: [] };
 }
 
 const a = new Subject<SourceEvent>();

@@ -1,0 +1,684 @@
+/**
+ * The phases of one shape, in order: calibration against the raw fan-out limit, then meshmux
+ * (cold and warm sync, churn, identical resync, 1%-changed resync, isolated changes, 1-client
+ * floor), then the baselines. Each phase reads the server's counters before and after, and every
+ * fleet is checked against the reference model before its figures count.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { KindDescriptor } from '../src/schema/kinds.js';
+import {
+  MeshModel,
+  POLICIES,
+  SE,
+  SE_URL,
+  VS_URL,
+  type AppliedChange,
+  type PolicyName,
+  type Shape,
+  type Zone,
+} from './fixtures.js';
+import { Fleet, LatencyTracker, percentile } from './fleet.js';
+import { cpuMs, ServerProcess, type ServerCounters } from './server-process.js';
+import { UpstreamSimulator } from './upstream-simulator.js';
+
+/** How long each phase runs; `--quick` shortens them for development. */
+export interface Timing {
+  readonly churnMs: number;
+  readonly baselineChurnMs: number;
+  readonly changesPerSecond: number;
+  /** Isolated changes per zone. */
+  readonly isolated: number;
+  readonly floorChanges: number;
+  /** meshmux's write budget, MB; default its own. */
+  readonly writeBudgetMb?: number;
+  /** The naive and Nacos-like baselines too, not only the istiod-like one. */
+  readonly allBaselines: boolean;
+}
+
+export const FULL_TIMING: Timing = {
+  churnMs: 20_000,
+  baselineChurnMs: 10_000,
+  changesPerSecond: 100,
+  isolated: 3,
+  floorChanges: 10,
+  allBaselines: true,
+};
+
+/**
+ * Shape L moves gigabytes per push: shorter churn, and of the baselines only the istiod-like one
+ * (the ratio the goals name), so the whole run stays within five minutes.
+ */
+export const FULL_TIMING_L: Timing = {
+  ...FULL_TIMING,
+  churnMs: 8_000,
+  baselineChurnMs: 10_000,
+  allBaselines: false,
+};
+
+export const QUICK_TIMING: Timing = {
+  churnMs: 5_000,
+  baselineChurnMs: 6_000,
+  changesPerSecond: 100,
+  isolated: 2,
+  floorChanges: 5,
+  allBaselines: true,
+};
+
+type Log = (line: string) => void;
+
+/** Counter differences over a phase. */
+export interface Delta {
+  readonly cpuMs: number;
+  readonly encodes: number;
+  readonly assemblies: number;
+  readonly pushes: number;
+  readonly bytesSent: number;
+  readonly wastedPushes: number;
+}
+
+function delta(a: ServerCounters, b: ServerCounters): Delta {
+  return {
+    cpuMs: cpuMs(b) - cpuMs(a),
+    encodes: b.encodes - a.encodes,
+    assemblies: b.assemblies - a.assemblies,
+    pushes: b.pushes - a.pushes,
+    bytesSent: b.bytesSent - a.bytesSent,
+    wastedPushes: b.wastedPushes - a.wastedPushes,
+  };
+}
+
+function urlOf(kind: KindDescriptor): string {
+  return kind === SE ? SE_URL : VS_URL;
+}
+
+/** Retained memory (heap + external) in bytes. */
+function retainedBytes(m: { heapUsedBytes: number; externalBytes: number }): number {
+  return m.heapUsedBytes + m.externalBytes;
+}
+
+/** The upstreams and the reference model of one shape, shared by every server measured on it. */
+export class ShapeRig {
+  readonly model: MeshModel;
+  readonly simulators: UpstreamSimulator[];
+  addresses: string[] = [];
+  private tracker: LatencyTracker | undefined;
+
+  constructor(readonly shape: Shape) {
+    this.model = new MeshModel(shape);
+    this.simulators = this.model.upstreams.map((u) => new UpstreamSimulator(u.index, this.model));
+    for (const sim of this.simulators) sim.onFlush = (f) => this.tracker?.sent(f.upstream, f.seq, f.sentAt);
+  }
+
+  async start(): Promise<void> {
+    this.addresses = await Promise.all(this.simulators.map((s) => s.listen()));
+  }
+
+  /** Routes upstream flushes to `tracker` (one phase at a time). */
+  track(tracker: LatencyTracker | undefined): void {
+    this.tracker = tracker;
+  }
+
+  /** Applies a change to the model, schedules its upstream's batch and registers it with the tracker. */
+  apply(change: AppliedChange, tracker: LatencyTracker, now = false): void {
+    const sim = this.simulators[change.upstream] as UpstreamSimulator;
+    tracker.expect(urlOf(change.kind), change.upstream, sim.nextSeq, change.affected);
+    sim.changed(change.kind);
+    if (now) sim.flush();
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.simulators.map((s) => s.close()));
+  }
+}
+
+/** Fails the run when any client's view differs from the model's. */
+function verify(fleet: Fleet, model: MeshModel, what: string): void {
+  const wrong = fleet.mismatches(model.expectedDigests());
+  if (wrong.length > 0) {
+    throw new Error(
+      `${what}: ${wrong.length} clients hold a wrong view, e.g. ${wrong.slice(0, 3).join('; ')}`,
+    );
+  }
+}
+
+export interface RawResults {
+  readonly syncMs: number;
+  readonly cpuMs: number;
+  readonly bytes: number;
+  /** Server CPU per MB written by the raw fan-out: the transport cost on this machine. */
+  readonly cpuMsPerMB: number;
+  /** Time to push one ServiceEntry response to every client of a view (`all`: the sync, every view at once). */
+  readonly pushMs: Readonly<Record<PolicyName | 'all', number>>;
+  /** One client, the small view. */
+  readonly floorMs: number;
+}
+
+async function rawPush(
+  server: ServerProcess,
+  fleet: Fleet,
+  policy: PolicyName | 'all',
+  seq: number,
+): Promise<number> {
+  const tracker = new LatencyTracker(fleet);
+  const change = tracker.expect(SE_URL, 9, seq, new Set(policy === 'all' ? POLICIES : [policy]));
+  const t = performance.now();
+  tracker.sent(9, seq, t);
+  await server.push(policy, seq);
+  const ok = await tracker.settle(60_000);
+  tracker.close();
+  if (!ok || change?.doneAt === undefined) throw new Error(`raw push to ${policy} did not arrive`);
+  return change.doneAt - t;
+}
+
+/** The limit: raw fan-out of pre-encoded per-policy responses, sync and push times. */
+export async function calibrate(rig: ShapeRig, log: Log): Promise<RawResults> {
+  const { shape, model } = rig;
+  const starting = ServerProcess.start({ mode: 'raw', shape: shape.name, upstreams: [] });
+  // The reference views, computed on this core while the server builds its responses on the other.
+  model.expectedDigests();
+  const server = await starting;
+  try {
+    // Large transfers are measured once on L to keep the run within its time budget.
+    const repeats = shape.name === 'L' ? 1 : 2;
+    const runs: Array<{ ms: number; d: Delta }> = [];
+    // The last synced fleet stays connected for the pushes.
+    let fleet: Fleet | undefined;
+    for (let rep = 0; rep < repeats; rep++) {
+      fleet?.close();
+      const c0 = await server.counters();
+      fleet = new Fleet(server.xdsAddress, shape.clients);
+      const t0 = performance.now();
+      fleet.start();
+      const ms = await fleet.synced(t0, 120_000);
+      await sleep(100);
+      const d = delta(c0, await server.counters());
+      verify(fleet, model, 'raw fan-out');
+      runs.push({ ms, d });
+      log(
+        `  raw sync ${rep + 1}: ${ms.toFixed(0)} ms, ${(d.bytesSent / 1e6).toFixed(0)} MB, server CPU ${d.cpuMs.toFixed(0)} ms`,
+      );
+      await sleep(300);
+    }
+    const best = runs.reduce((a, b) => (b.ms < a.ms ? b : a));
+    if (fleet === undefined) throw new Error('no raw sync ran');
+    let seq = 1;
+    const pushMs = { all: best.ms, east: Number.NaN } as Record<PolicyName | 'all', number>;
+    for (const policy of POLICIES) {
+      // L measures no isolated change to the middle view: nothing to compare its push with.
+      if (shape.name === 'L' && policy === 'east') continue;
+      const reps = policy === 'edge' ? 5 : repeats;
+      const times: number[] = [];
+      for (let i = 0; i < reps; i++) {
+        times.push(await rawPush(server, fleet, policy, seq++));
+        await sleep(100);
+      }
+      pushMs[policy] = percentile(times, 50);
+      log(`  raw push to ${policy}: ${pushMs[policy].toFixed(1)} ms`);
+    }
+    fleet.close();
+    await sleep(200);
+    const one = new Fleet(server.xdsAddress, 1, { first: 9000, policy: 'edge' }).start();
+    await one.synced(performance.now(), 30_000);
+    const floor: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      floor.push(await rawPush(server, one, 'edge', seq++));
+      await sleep(50);
+    }
+    one.close();
+    const floorMs = percentile(floor, 50);
+    log(`  raw 1-client floor: ${floorMs.toFixed(2)} ms`);
+    return {
+      syncMs: best.ms,
+      cpuMs: best.d.cpuMs,
+      bytes: best.d.bytesSent,
+      cpuMsPerMB: best.d.cpuMs / (best.d.bytesSent / 1e6),
+      pushMs,
+      floorMs,
+    };
+  } finally {
+    await server.stop();
+  }
+}
+
+export interface SyncResult {
+  readonly ms: number;
+  readonly delta: Delta;
+  /** Bytes sent over the sum of the final responses' sizes. */
+  readonly bytesOverMinimal: number;
+}
+
+export interface ChurnResult {
+  readonly changes: number;
+  readonly latencyP50Ms: number;
+  readonly latencyP99Ms: number;
+  readonly latencyMaxMs: number;
+  readonly unresolved: number;
+  readonly delta: Delta;
+  /** Changes that put a new object version into some view (what encodes are counted against). */
+  readonly servedChanges: number;
+  readonly loopDelayP99Ms: number;
+  readonly loopDelayMaxMs: number;
+}
+
+export interface MeshmuxResults {
+  readonly cold: SyncResult;
+  readonly warm: SyncResult;
+  readonly churn: ChurnResult;
+  readonly identicalResync: { readonly bytes: number; readonly cpuMs: number; readonly pushes: number };
+  readonly changedResync: {
+    readonly ms: number;
+    readonly changes: number;
+    readonly servedChanges: number;
+    readonly delta: Delta;
+    readonly bytesOverMinimal: number;
+  };
+  /** Per zone of the changed object: per policy, the latency of each change to that policy's clients. */
+  readonly isolated: Readonly<Record<Zone, Partial<Record<PolicyName, number[]>>>>;
+  /**
+   * The same latencies split at the moment the snapshot reached the ADS server: before it, the
+   * upstream source, merge and snapshot hooks; after it, meshmux's serving path to the last client.
+   */
+  readonly isolatedSplit: {
+    readonly sourceMs: number[];
+    /** Per policy. */
+    readonly servingMs: Partial<Record<PolicyName, number[]>>;
+  };
+  readonly floorMs: number;
+  readonly floorServingMs: number;
+  readonly memory: {
+    readonly baseBytes: number;
+    readonly syncedNoClientsBytes: number;
+    readonly afterFleetBytes: number;
+    readonly perClientBytes: number;
+    readonly servedObjects: number;
+    readonly peakRssBytes: number;
+    readonly steadyRssBytes: number;
+    readonly peakBytesInFlight: number;
+  };
+}
+
+/** Sum over clients of the sizes of the responses they hold for `urls` (what a perfect server sends). */
+function minimalBytes(fleet: Fleet, urls?: ReadonlySet<string>, policies?: ReadonlySet<PolicyName>): number {
+  let sum = 0;
+  for (const m of fleet.members) {
+    if (policies !== undefined && !policies.has(m.policy)) continue;
+    for (const [url, held] of m.held) if (urls === undefined || urls.has(url)) sum += held.bytes;
+  }
+  return sum;
+}
+
+async function measureSync(server: ServerProcess, fleet: Fleet): Promise<SyncResult> {
+  const c0 = await server.counters();
+  const t0 = performance.now();
+  fleet.start();
+  const ms = await fleet.synced(t0, 180_000);
+  await sleep(100);
+  const d = delta(c0, await server.counters());
+  return { ms, delta: d, bytesOverMinimal: d.bytesSent / minimalBytes(fleet) };
+}
+
+/** Waits until the server's CPU use stays flat (its work is done), at most `maxMs`. */
+async function quiesce(server: ServerProcess, maxMs: number): Promise<void> {
+  const end = performance.now() + maxMs;
+  let last = cpuMs(await server.counters());
+  let calm = 0;
+  while (performance.now() < end && calm < 3) {
+    await sleep(150);
+    const now = cpuMs(await server.counters());
+    calm = now - last < 8 ? calm + 1 : 0;
+    last = now;
+  }
+}
+
+/** Drives `changesPerSecond` churn changes for `durationMs`, registering each with `tracker`. */
+async function churn(
+  rig: ShapeRig,
+  tracker: LatencyTracker,
+  timing: Timing,
+  durationMs: number,
+): Promise<AppliedChange[]> {
+  const applied: AppliedChange[] = [];
+  const start = performance.now();
+  const interval = 1000 / timing.changesPerSecond;
+  while (performance.now() - start < durationMs) {
+    const due = Math.floor((performance.now() - start) / interval) + 1;
+    while (applied.length < due) {
+      const change = rig.model.churnChange();
+      rig.apply(change, tracker);
+      applied.push(change);
+    }
+    await sleep(interval);
+  }
+  return applied;
+}
+
+/** Changes that put a new object version into some view. */
+function servedChanges(changes: readonly AppliedChange[]): number {
+  return changes.filter((c) => c.servesNew).length;
+}
+
+/** Every meshmux phase on one shape. */
+export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): Promise<MeshmuxResults> {
+  const { shape, model } = rig;
+  const server = await ServerProcess.start({
+    mode: 'meshmux',
+    shape: shape.name,
+    upstreams: rig.addresses,
+    ...(timing.writeBudgetMb === undefined ? {} : { writeBudgetMb: timing.writeBudgetMb }),
+  });
+  try {
+    const syncedNoClients = await server.memory();
+    const coldFleet = new Fleet(server.xdsAddress, shape.clients);
+    const cold = await measureSync(server, coldFleet);
+    verify(coldFleet, model, 'meshmux cold sync');
+    log(
+      `  cold sync: ${cold.ms.toFixed(0)} ms, CPU ${cold.delta.cpuMs.toFixed(0)} ms, ${cold.delta.encodes} encodes, ${cold.delta.assemblies} assemblies, bytes/minimal ${cold.bytesOverMinimal.toFixed(3)}`,
+    );
+    const afterFleet = await server.memory();
+    const steady = await server.counters();
+
+    // Memory per client: more clients of the same views, whose responses are already built.
+    const extraCount = Math.max(5, Math.round(shape.clients / 10));
+    const extra = new Fleet(server.xdsAddress, extraCount, { first: shape.clients }).start();
+    await extra.synced(performance.now(), 120_000);
+    await sleep(200);
+    const withExtra = await server.memory();
+    extra.close();
+    const perClientBytes = Math.max(0, (retainedBytes(withExtra) - retainedBytes(afterFleet)) / extraCount);
+
+    coldFleet.close();
+    await sleep(500);
+    const fleet = new Fleet(server.xdsAddress, shape.clients);
+    const warm = await measureSync(server, fleet);
+    verify(fleet, model, 'meshmux warm sync');
+    log(
+      `  warm sync: ${warm.ms.toFixed(0)} ms, CPU ${warm.delta.cpuMs.toFixed(0)} ms, ${warm.delta.encodes} encodes`,
+    );
+
+    // Churn.
+    await sleep(300);
+    const churnTracker = new LatencyTracker(fleet);
+    rig.track(churnTracker);
+    await server.resetLoopDelay();
+    const c0 = await server.counters();
+    const fleetCpu0 = process.cpuUsage();
+    const wall0 = performance.now();
+    const applied = await churn(rig, churnTracker, timing, timing.churnMs);
+    const c1 = await server.counters();
+    for (const sim of rig.simulators) sim.flush();
+    const settled = await churnTracker.settle(60_000);
+    if (!settled) {
+      const open = churnTracker.changes.filter((c) => c.doneAt === undefined);
+      log(
+        `  unresolved after churn: ${open.length}, e.g. ${open
+          .slice(0, 5)
+          .map(
+            (c) => `${c.typeUrl} u${c.upstream}-${c.seq} [${[...c.policies].join(',')}] pending ${c.pending}`,
+          )
+          .join('; ')}`,
+      );
+      const m = fleet.members[0];
+      log(
+        `  client 0 holds ${[...(m?.held ?? new Map<string, { version: string }>())]
+          .filter(([u]) => u === SE_URL || u === VS_URL)
+          .map(([u, h]) => `${u}=${h.version}`)
+          .join(' ')}`,
+      );
+    }
+    await quiesce(server, 5_000);
+    const c2 = await server.counters();
+    const fleetCpu = process.cpuUsage(fleetCpu0);
+    log(
+      `  fleet and upstreams process: ${((fleetCpu.user + fleetCpu.system) / 1000).toFixed(0)} ms CPU in ${(performance.now() - wall0).toFixed(0)} ms`,
+    );
+    rig.track(undefined);
+    churnTracker.close();
+    verify(fleet, model, 'meshmux after churn');
+    const lat = churnTracker.latencies();
+    const churnResult: ChurnResult = {
+      changes: applied.length,
+      latencyP50Ms: percentile(lat, 50),
+      latencyP99Ms: percentile(lat, 99),
+      latencyMaxMs: Math.max(...lat),
+      unresolved: settled ? 0 : churnTracker.unresolved,
+      delta: delta(c0, c2),
+      servedChanges: servedChanges(applied),
+      loopDelayP99Ms: c1.process.eventLoopDelayP99Ms,
+      loopDelayMaxMs: c1.process.eventLoopDelayMaxMs,
+    };
+    log(
+      `  churn: ${applied.length} changes, latency p50 ${churnResult.latencyP50Ms.toFixed(0)} ms p99 ${churnResult.latencyP99Ms.toFixed(0)} ms max ${churnResult.latencyMaxMs.toFixed(0)} ms, loop delay p99 ${churnResult.loopDelayP99Ms.toFixed(1)} ms, ${churnResult.delta.encodes} encodes for ${churnResult.servedChanges} served changes, wasted ${churnResult.delta.wastedPushes}, CPU ${churnResult.delta.cpuMs.toFixed(0)} ms`,
+    );
+
+    // Every upstream restarts with identical content (and new versions), once the churn's last
+    // pushes are done, so their CPU is not counted here.
+    await quiesce(server, 10_000);
+    const r0 = await server.counters();
+    for (const sim of rig.simulators) sim.dropStreams();
+    await waitFor(() => rig.simulators.every((s) => s.answeredTypes >= 2), 30_000);
+    await quiesce(server, 10_000);
+    const r1 = await server.counters();
+    const identical = delta(r0, r1);
+    verify(fleet, model, 'meshmux after identical resync');
+    log(
+      `  identical resync: ${identical.bytesSent} bytes, ${identical.pushes} pushes, CPU ${identical.cpuMs.toFixed(0)} ms`,
+    );
+
+    // One upstream restarts with 1% of its objects changed.
+    const resyncTracker = new LatencyTracker(fleet);
+    rig.track(resyncTracker);
+    const u0 = rig.simulators[0] as UpstreamSimulator;
+    const edits = model.editShare(0.01, 0);
+    const affected = new Set<PolicyName>();
+    for (const c of edits) {
+      for (const p of c.affected) affected.add(p);
+      resyncTracker.expect(SE_URL, 0, u0.nextSeq, c.affected);
+    }
+    await sleep(200);
+    const s0 = await server.counters();
+    u0.dropStreams();
+    await resyncTracker.settle(60_000);
+    await quiesce(server, 5_000);
+    const s1 = await server.counters();
+    rig.track(undefined);
+    resyncTracker.close();
+    verify(fleet, model, 'meshmux after 1%-changed resync');
+    const sentAt = Math.min(...resyncTracker.changes.map((c) => c.sentAt ?? Number.POSITIVE_INFINITY));
+    const doneAt = Math.max(...resyncTracker.changes.map((c) => c.doneAt ?? Number.POSITIVE_INFINITY));
+    const changedResync = {
+      ms: doneAt - sentAt,
+      changes: edits.length,
+      servedChanges: servedChanges(edits),
+      delta: delta(s0, s1),
+      bytesOverMinimal: delta(s0, s1).bytesSent / minimalBytes(fleet, new Set([SE_URL]), affected),
+    };
+    log(
+      `  1%-changed resync: ${changedResync.ms.toFixed(0)} ms, ${changedResync.delta.encodes} encodes for ${changedResync.servedChanges} served changes, bytes/minimal ${changedResync.bytesOverMinimal.toFixed(3)}`,
+    );
+
+    // Isolated changes, one at a time, 300 ms apart.
+    const isolated: Record<Zone, Partial<Record<PolicyName, number[]>>> = { edge: {}, east: {}, west: {} };
+    const isolatedSplit = {
+      sourceMs: [] as number[],
+      servingMs: {} as Partial<Record<PolicyName, number[]>>,
+    };
+    for (let round = 0; round < timing.isolated; round++) {
+      for (const zone of ['edge', 'east', 'west'] as const) {
+        // On L a change to a large view moves gigabytes: once is enough, and of the two large
+        // views only the largest; the small view repeats.
+        if (shape.name === 'L' && (zone === 'east' || (round > 0 && zone !== 'edge'))) continue;
+        const tracker = new LatencyTracker(fleet);
+        rig.track(tracker);
+        const pick = model.servedInZone(zone);
+        rig.apply(model.change('endpoints', pick.upstream, pick), tracker, true);
+        await tracker.settle(60_000);
+        rig.track(undefined);
+        tracker.close();
+        const c = tracker.changes[0];
+        const snapshotAt = ((await server.counters()).lastSnapshotAtMs ?? 0) - performance.timeOrigin;
+        if (c?.sentAt !== undefined) {
+          isolatedSplit.sourceMs.push(snapshotAt - c.sentAt);
+          for (const [policy, at] of c.policyDoneAt) {
+            (isolated[zone][policy] ??= []).push(at - c.sentAt);
+            (isolatedSplit.servingMs[policy] ??= []).push(at - snapshotAt);
+          }
+        }
+        await sleep(300);
+      }
+    }
+    verify(fleet, model, 'meshmux after isolated changes');
+    log(
+      `  isolated, source path (upstream write → snapshot at the ADS server): p50 ${percentile(isolatedSplit.sourceMs, 50).toFixed(1)} ms; serving path p50: ${Object.entries(
+        isolatedSplit.servingMs,
+      )
+        .map(([p, v]) => `${p} ${percentile(v, 50).toFixed(1)} ms`)
+        .join(', ')}`,
+    );
+    log(
+      `  isolated: ${(['edge', 'east', 'west'] as const)
+        .filter((z) => Object.keys(isolated[z]).length > 0)
+        .map(
+          (z) =>
+            `${z} object → ${Object.entries(isolated[z])
+              .map(([p, v]) => `${p} ${percentile(v, 50).toFixed(1)} ms`)
+              .join(', ')}`,
+        )
+        .join('; ')}`,
+    );
+    fleet.close();
+    await sleep(300);
+
+    // One client of the small view: the latency floor.
+    const one = new Fleet(server.xdsAddress, 1, { first: 9000, policy: 'edge' }).start();
+    await one.synced(performance.now(), 60_000);
+    const floor: number[] = [];
+    const floorServing: number[] = [];
+    for (let i = 0; i < timing.floorChanges; i++) {
+      const tracker = new LatencyTracker(one);
+      rig.track(tracker);
+      const pick = model.servedInZone('edge');
+      rig.apply(model.change('endpoints', pick.upstream, pick), tracker, true);
+      await tracker.settle(10_000);
+      rig.track(undefined);
+      tracker.close();
+      const c = tracker.changes[0];
+      const snapshotAt = ((await server.counters()).lastSnapshotAtMs ?? 0) - performance.timeOrigin;
+      if (c?.doneAt !== undefined && c.sentAt !== undefined) {
+        floor.push(c.doneAt - c.sentAt);
+        floorServing.push(c.doneAt - snapshotAt);
+      }
+      await sleep(100);
+    }
+    verify(one, model, 'meshmux 1-client floor');
+    one.close();
+    const floorMs = percentile(floor, 50);
+    const floorServingMs = percentile(floorServing, 50);
+    log(
+      `  1-client floor: ${floorMs.toFixed(2)} ms (${floorServingMs.toFixed(2)} ms after the snapshot reached the ADS server)`,
+    );
+    const last = await server.counters();
+    return {
+      cold,
+      warm,
+      churn: churnResult,
+      identicalResync: { bytes: identical.bytesSent, cpuMs: identical.cpuMs, pushes: identical.pushes },
+      changedResync,
+      isolated,
+      isolatedSplit,
+      floorMs,
+      floorServingMs,
+      memory: {
+        baseBytes: retainedBytes(server.base),
+        syncedNoClientsBytes: retainedBytes(syncedNoClients),
+        afterFleetBytes: retainedBytes(afterFleet),
+        perClientBytes,
+        servedObjects: model.servedCount(),
+        peakRssBytes: last.process.maxRssBytes,
+        steadyRssBytes: steady.process.rssBytes,
+        peakBytesInFlight: last.peakBytesInFlight ?? 0,
+      },
+    };
+  } finally {
+    await server.stop();
+  }
+}
+
+async function waitFor(check: () => boolean, timeoutMs: number): Promise<void> {
+  const end = performance.now() + timeoutMs;
+  while (!check() && performance.now() < end) await sleep(20);
+}
+
+export interface BaselineResults {
+  readonly clients: number;
+  /** Absent where the timing skips it (shape L). */
+  readonly naiveSync?: SyncResult;
+  readonly istiod: { readonly sync: SyncResult; readonly churn: ChurnResult };
+  /** Absent where the timing skips it (shape L). */
+  readonly nacos?: { readonly sync: SyncResult; readonly churn: ChurnResult };
+}
+
+async function baselineChurn(
+  mode: 'istiod' | 'nacos',
+  rig: ShapeRig,
+  timing: Timing,
+  log: Log,
+): Promise<{ sync: SyncResult; churn: ChurnResult }> {
+  const server = await ServerProcess.start({ mode, shape: rig.shape.name, upstreams: rig.addresses });
+  try {
+    const fleet = new Fleet(server.xdsAddress, rig.shape.baselineClients);
+    const sync = await measureSync(server, fleet);
+    verify(fleet, rig.model, `${mode} sync`);
+    const tracker = new LatencyTracker(fleet);
+    rig.track(tracker);
+    const c0 = await server.counters();
+    const applied = await churn(rig, tracker, timing, timing.baselineChurnMs);
+    for (const sim of rig.simulators) sim.flush();
+    const settled = await tracker.settle(90_000);
+    const c1 = await server.counters();
+    rig.track(undefined);
+    tracker.close();
+    verify(fleet, rig.model, `${mode} after churn`);
+    fleet.close();
+    const lat = tracker.latencies();
+    const result: ChurnResult = {
+      changes: applied.length,
+      latencyP50Ms: percentile(lat, 50),
+      latencyP99Ms: percentile(lat, 99),
+      latencyMaxMs: Math.max(...lat),
+      unresolved: settled ? 0 : tracker.unresolved,
+      delta: delta(c0, c1),
+      servedChanges: servedChanges(applied),
+      loopDelayP99Ms: c1.process.eventLoopDelayP99Ms,
+      loopDelayMaxMs: c1.process.eventLoopDelayMaxMs,
+    };
+    log(
+      `  ${mode}: sync ${sync.ms.toFixed(0)} ms (CPU ${sync.delta.cpuMs.toFixed(0)} ms); churn latency p50 ${result.latencyP50Ms.toFixed(0)} ms p99 ${result.latencyP99Ms.toFixed(0)} ms, CPU ${result.delta.cpuMs.toFixed(0)} ms`,
+    );
+    return { sync, churn: result };
+  } finally {
+    await server.stop();
+  }
+}
+
+/** The naive server's sync, then istiod-like and Nacos-like churn, on the baseline fleet. */
+export async function measureBaselines(rig: ShapeRig, timing: Timing, log: Log): Promise<BaselineResults> {
+  if (!timing.allBaselines) {
+    return { clients: rig.shape.baselineClients, istiod: await baselineChurn('istiod', rig, timing, log) };
+  }
+  const naive = await ServerProcess.start({ mode: 'naive', shape: rig.shape.name, upstreams: rig.addresses });
+  let naiveSync: SyncResult;
+  try {
+    const fleet = new Fleet(naive.xdsAddress, rig.shape.baselineClients);
+    naiveSync = await measureSync(naive, fleet);
+    verify(fleet, rig.model, 'naive sync');
+    fleet.close();
+    log(
+      `  naive: sync ${naiveSync.ms.toFixed(0)} ms, CPU ${naiveSync.delta.cpuMs.toFixed(0)} ms, ${naiveSync.delta.encodes} encodes`,
+    );
+  } finally {
+    await naive.stop();
+  }
+  const istiod = await baselineChurn('istiod', rig, timing, log);
+  const nacos = await baselineChurn('nacos', rig, timing, log);
+  return { clients: rig.shape.baselineClients, naiveSync, istiod, nacos };
+}

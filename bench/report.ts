@@ -1,0 +1,438 @@
+/**
+ * Turns one shape's measurements into the ratios of the design's goal table, and the whole run
+ * into `bench/results.json` and the table in `BENCHMARKS.md` (between its generated markers).
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import type { Shape } from './fixtures.js';
+import { percentile } from './fleet.js';
+import { DEFAULT_WRITE_BUDGET } from '../src/downstream/write-budget.js';
+import type { BaselineResults, MeshmuxResults, RawResults } from './phases.js';
+
+/** Everything measured on one shape. */
+export interface ShapeMeasurements {
+  readonly shape: Shape;
+  readonly raw: RawResults;
+  readonly meshmux: MeshmuxResults;
+  readonly baselines: BaselineResults | undefined;
+}
+
+const round = (n: number, digits = 2): number => (Number.isFinite(n) ? Number(n.toFixed(digits)) : n);
+
+/** The figures of one shape as `results.json` holds them. */
+export function summarize(m: ShapeMeasurements): Record<string, unknown> {
+  const { raw, meshmux: mm, baselines: b, shape } = m;
+  const mb = (bytes: number): number => bytes / 1e6;
+  const transport = (bytes: number): number => mb(bytes) * raw.cpuMsPerMB;
+  const smallView = mm.isolated.edge.edge ?? [];
+  const bigView = [...(mm.isolated.east.core ?? []), ...(mm.isolated.west.core ?? [])];
+  const eastView = mm.isolated.east.east ?? [];
+  const servingSmall = mm.isolatedSplit.servingMs.edge ?? [];
+  const servingLargest = mm.isolatedSplit.servingMs.core ?? [];
+  const fleetBytes =
+    mm.memory.afterFleetBytes - mm.memory.baseBytes - shape.clients * mm.memory.perClientBytes;
+  return {
+    shape: {
+      name: shape.name,
+      serviceEntries: shape.serviceEntries,
+      virtualServices: shape.virtualServices,
+      clients: shape.clients,
+      servedObjects: mm.memory.servedObjects,
+    },
+    ratios: {
+      syncVsRaw: { cold: round(mm.cold.ms / raw.syncMs), warm: round(mm.warm.ms / raw.syncMs) },
+      latencyP99VsRaw: round(mm.churn.latencyP99Ms / raw.pushMs.core),
+      latencyP99VsRawAllViews: round(mm.churn.latencyP99Ms / raw.pushMs.all),
+      cpuVsTransport: {
+        cold: round(mm.cold.delta.cpuMs / transport(mm.cold.delta.bytesSent)),
+        warm: round(mm.warm.delta.cpuMs / transport(mm.warm.delta.bytesSent)),
+        churn: round(mm.churn.delta.cpuMs / transport(mm.churn.delta.bytesSent)),
+      },
+      isolatedVsRawPush: {
+        smallView: round(percentile(smallView, 50) - raw.pushMs.edge, 1),
+        largestView: round(percentile(bigView, 50) - raw.pushMs.core, 1),
+        smallViewServingPath: round(percentile(servingSmall, 50) - raw.pushMs.edge, 1),
+        largestViewServingPath: round(percentile(servingLargest, 50) - raw.pushMs.core, 1),
+      },
+    },
+    vsIstiod:
+      b === undefined
+        ? undefined
+        : {
+            latencyP99: round(b.istiod.churn.latencyP99Ms / mm.churn.latencyP99Ms, 1),
+            clients: b.clients,
+          },
+    vsNacos:
+      b?.nacos === undefined
+        ? undefined
+        : { latencyP99: round(b.nacos.churn.latencyP99Ms / mm.churn.latencyP99Ms, 1) },
+    counters: {
+      encodesPerChangedResource: round(mm.churn.delta.encodes / Math.max(1, mm.churn.servedChanges)),
+      encodesPerChangedResourceResync: round(
+        mm.changedResync.delta.encodes / Math.max(1, mm.changedResync.servedChanges),
+      ),
+      coldEncodesPerServedObject: round(mm.cold.delta.encodes / mm.memory.servedObjects),
+      warmEncodes: mm.warm.delta.encodes,
+      wastedPushes:
+        mm.cold.delta.wastedPushes +
+        mm.warm.delta.wastedPushes +
+        mm.churn.delta.wastedPushes +
+        mm.changedResync.delta.wastedPushes,
+      resyncBytes: mm.identicalResync.bytes,
+      resyncPushes: mm.identicalResync.pushes,
+      resyncCpuVsFullPush: round(mm.identicalResync.cpuMs / mm.warm.delta.cpuMs, 3),
+      bytesOverMinimal: {
+        cold: round(mm.cold.bytesOverMinimal, 3),
+        changedResync: round(mm.changedResync.bytesOverMinimal, 3),
+      },
+    },
+    memory: {
+      mbPer10kResources: round(mb(fleetBytes) / (mm.memory.servedObjects / 10_000), 1),
+      kbPerClient: round(mm.memory.perClientBytes / 1024, 1),
+      peakRssMb: round(mb(mm.memory.peakRssBytes), 0),
+      steadyRssMb: round(mb(mm.memory.steadyRssBytes), 0),
+      writeBudgetMb: round(mb(DEFAULT_WRITE_BUDGET.maxBytes), 0),
+      peakBytesInFlightMb: round(mb(mm.memory.peakBytesInFlight), 1),
+    },
+    latency: {
+      churnP50Ms: round(mm.churn.latencyP50Ms, 1),
+      churnP99Ms: round(mm.churn.latencyP99Ms, 1),
+      churnMaxMs: round(mm.churn.latencyMaxMs, 1),
+      churnChanges: mm.churn.changes,
+      churnUnresolved: mm.churn.unresolved,
+      isolatedSmallViewP50Ms: round(percentile(smallView, 50), 1),
+      isolatedSmallViewMaxMs: round(Math.max(...smallView), 1),
+      isolatedTeamViewP50Ms: round(percentile(eastView, 50), 1),
+      isolatedLargestViewP50Ms: round(percentile(bigView, 50), 1),
+      floorMs: round(mm.floorMs, 2),
+      floorServingPathMs: round(mm.floorServingMs, 2),
+      isolatedSourcePathP50Ms: round(percentile(mm.isolatedSplit.sourceMs, 50), 1),
+      isolatedSmallViewServingPathP50Ms: round(percentile(servingSmall, 50), 1),
+      isolatedLargestViewServingPathP50Ms: round(percentile(servingLargest, 50), 1),
+      changedResyncMs: round(mm.changedResync.ms, 0),
+      istiodChurnP99Ms: b === undefined ? undefined : round(b.istiod.churn.latencyP99Ms, 0),
+      nacosChurnP99Ms: b?.nacos === undefined ? undefined : round(b.nacos.churn.latencyP99Ms, 0),
+    },
+    loopDelay: {
+      churnP99Ms: round(mm.churn.loopDelayP99Ms, 1),
+      churnMaxMs: round(mm.churn.loopDelayMaxMs, 1),
+    },
+    raw: {
+      syncMs: round(raw.syncMs, 0),
+      bytesMb: round(mb(raw.bytes), 0),
+      cpuMsPerMb: round(raw.cpuMsPerMB, 3),
+      pushMs: Object.fromEntries(Object.entries(raw.pushMs).map(([k, v]) => [k, round(v, 1)])),
+      floorMs: round(raw.floorMs, 2),
+    },
+    meshmux: {
+      coldSyncMs: round(mm.cold.ms, 0),
+      warmSyncMs: round(mm.warm.ms, 0),
+      coldCpuMs: round(mm.cold.delta.cpuMs, 0),
+      warmCpuMs: round(mm.warm.delta.cpuMs, 0),
+      churnCpuMs: round(mm.churn.delta.cpuMs, 0),
+      coldEncodes: mm.cold.delta.encodes,
+      coldAssemblies: mm.cold.delta.assemblies,
+      bytesSentColdMb: round(mb(mm.cold.delta.bytesSent), 0),
+      churnBytesMb: round(mb(mm.churn.delta.bytesSent), 0),
+      identicalResyncCpuMs: round(mm.identicalResync.cpuMs, 0),
+    },
+    baselines:
+      b === undefined
+        ? undefined
+        : {
+            clients: b.clients,
+            ...(b.naiveSync === undefined
+              ? {}
+              : {
+                  naiveSyncMs: round(b.naiveSync.ms, 0),
+                  naiveSyncCpuMs: round(b.naiveSync.delta.cpuMs, 0),
+                  naiveEncodes: b.naiveSync.delta.encodes,
+                }),
+            istiodSyncMs: round(b.istiod.sync.ms, 0),
+            istiodChurnP50Ms: round(b.istiod.churn.latencyP50Ms, 0),
+            istiodChurnP99Ms: round(b.istiod.churn.latencyP99Ms, 0),
+            istiodChurnCpuMs: round(b.istiod.churn.delta.cpuMs, 0),
+            ...(b.nacos === undefined
+              ? {}
+              : {
+                  nacosSyncMs: round(b.nacos.sync.ms, 0),
+                  nacosChurnP50Ms: round(b.nacos.churn.latencyP50Ms, 0),
+                  nacosChurnP99Ms: round(b.nacos.churn.latencyP99Ms, 0),
+                  nacosChurnCpuMs: round(b.nacos.churn.delta.cpuMs, 0),
+                }),
+          },
+  };
+}
+
+type Summary = ReturnType<typeof summarize>;
+
+/** A figure of the summary as the table shows it. */
+function figure(v: unknown): string {
+  return (typeof v === 'number' && Number.isFinite(v)) || typeof v === 'string' ? String(v) : 'n/a';
+}
+
+function get(summary: Summary | undefined, path: string): unknown {
+  let v: unknown = summary;
+  for (const part of path.split('.')) v = (v as Record<string, unknown> | undefined)?.[part];
+  return v;
+}
+
+interface GoalRow {
+  readonly metric: string;
+  readonly goal: string;
+  readonly path: string;
+  readonly met: (value: number, summary: Summary) => boolean;
+  readonly unit?: string;
+}
+
+const GOALS: readonly GoalRow[] = [
+  {
+    metric: 'initial sync, warm / raw fan-out',
+    goal: '≤ 1.3',
+    path: 'ratios.syncVsRaw.warm',
+    met: (v) => v <= 1.3,
+  },
+  {
+    metric: 'initial sync, cold / raw fan-out',
+    goal: '≤ 1.6',
+    path: 'ratios.syncVsRaw.cold',
+    met: (v) => v <= 1.6,
+  },
+  {
+    metric: 'isolated change, small view (p50)',
+    goal: '≤ 25 ms',
+    path: 'latency.isolatedSmallViewP50Ms',
+    met: (v) => v <= 25,
+    unit: 'ms',
+  },
+  {
+    metric: 'isolated change, small view − raw push of the view',
+    goal: '≤ 10 ms',
+    path: 'ratios.isolatedVsRawPush.smallView',
+    met: (v) => v <= 10,
+    unit: 'ms',
+  },
+  {
+    metric: 'isolated change, largest view − raw push of the view',
+    goal: '≤ 10 ms',
+    path: 'ratios.isolatedVsRawPush.largestView',
+    met: (v) => v <= 10,
+    unit: 'ms',
+  },
+  {
+    metric: '… serving path only (snapshot at the ADS server → clients), small view p50',
+    goal: '(reference)',
+    path: 'latency.isolatedSmallViewServingPathP50Ms',
+    met: () => true,
+    unit: 'ms',
+  },
+  {
+    metric: '… serving path only, largest view − raw push of the view',
+    goal: '(reference)',
+    path: 'ratios.isolatedVsRawPush.largestViewServingPath',
+    met: () => true,
+    unit: 'ms',
+  },
+  {
+    metric: '… source path (upstream write → snapshot at the ADS server), p50',
+    goal: '(reference)',
+    path: 'latency.isolatedSourcePathP50Ms',
+    met: () => true,
+    unit: 'ms',
+  },
+  {
+    metric: 'churn latency p99 / raw push of the largest view',
+    goal: '≤ 2',
+    path: 'ratios.latencyP99VsRaw',
+    met: (v) => v <= 2,
+  },
+  {
+    metric: 'churn latency p99 / raw push of every view at once',
+    goal: '(reference)',
+    path: 'ratios.latencyP99VsRawAllViews',
+    met: () => true,
+  },
+  {
+    metric: 'istiod-like p99 / meshmux p99 (churn)',
+    goal: '≥ 10',
+    path: 'vsIstiod.latencyP99',
+    met: (v) => v >= 10,
+  },
+  { metric: 'wasted pushes', goal: '0', path: 'counters.wastedPushes', met: (v) => v === 0 },
+  {
+    metric: 'bytes sent / minimal, cold sync',
+    goal: '1.00',
+    path: 'counters.bytesOverMinimal.cold',
+    met: (v) => v <= 1.0,
+  },
+  {
+    metric: 'bytes sent / minimal, 1%-changed resync',
+    goal: '1.00',
+    path: 'counters.bytesOverMinimal.changedResync',
+    met: (v) => v <= 1.0,
+  },
+  {
+    metric: 'identical resync: bytes to clients',
+    goal: '0',
+    path: 'counters.resyncBytes',
+    met: (v) => v === 0,
+  },
+  {
+    metric: 'identical resync: CPU / one full push',
+    goal: '≤ 0.05',
+    path: 'counters.resyncCpuVsFullPush',
+    met: (v) => v <= 0.05,
+  },
+  {
+    metric: 'encodes per changed resource (churn)',
+    goal: '≤ 1',
+    path: 'counters.encodesPerChangedResource',
+    met: (v) => v <= 1,
+  },
+  {
+    metric: 'encodes per changed resource (1% resync)',
+    goal: '≤ 1',
+    path: 'counters.encodesPerChangedResourceResync',
+    met: (v) => v <= 1,
+  },
+  {
+    metric: 'server CPU / transport cost, warm sync',
+    goal: '≤ 1.3',
+    path: 'ratios.cpuVsTransport.warm',
+    met: (v) => v <= 1.3,
+  },
+  {
+    metric: 'server CPU / transport cost, cold sync',
+    goal: '≤ 1.3',
+    path: 'ratios.cpuVsTransport.cold',
+    met: (v) => v <= 1.3,
+  },
+  {
+    metric: 'server CPU / transport cost, churn',
+    goal: '≤ 1.3',
+    path: 'ratios.cpuVsTransport.churn',
+    met: (v) => v <= 1.3,
+  },
+  {
+    metric: 'memory per 10k resources',
+    goal: '≤ 25 MB',
+    path: 'memory.mbPer10kResources',
+    met: (v) => v <= 25,
+    unit: 'MB',
+  },
+  {
+    metric: 'memory per client',
+    goal: '≤ 150 KB',
+    path: 'memory.kbPerClient',
+    met: (v) => v <= 150,
+    unit: 'KB',
+  },
+  {
+    metric: 'peak RSS vs steady + write budget',
+    goal: '≤ steady + budget',
+    path: 'memory.peakRssMb',
+    met: (v, s) => v <= Number(get(s, 'memory.steadyRssMb')) + Number(get(s, 'memory.writeBudgetMb')),
+    unit: 'MB',
+  },
+  {
+    metric: 'event-loop delay p99 under churn',
+    goal: '≤ 50 ms (S), ≤ 100 ms (L)',
+    path: 'loopDelay.churnP99Ms',
+    met: (v, s) => v <= (get(s, 'shape.name') === 'S' ? 50 : 100),
+    unit: 'ms',
+  },
+];
+
+function cell(summary: Summary | undefined, row: GoalRow): string {
+  if (summary === undefined) return '–';
+  const v = get(summary, row.path);
+  if (typeof v !== 'number' || Number.isNaN(v)) return 'n/a';
+  const mark = row.goal === '(reference)' ? '' : row.met(v, summary) ? ' ✅' : ' ❌';
+  return `${v}${row.unit === undefined ? '' : ` ${row.unit}`}${mark}`;
+}
+
+/** Which goals each shape met. */
+export function goalsMet(summary: Summary): Record<string, boolean> {
+  const out: Record<string, boolean> = {};
+  for (const row of GOALS) {
+    if (row.goal === '(reference)') continue;
+    const v = get(summary, row.path);
+    out[row.metric] = typeof v === 'number' && row.met(v, summary);
+  }
+  return out;
+}
+
+/** The Markdown table of goals per shape, plus the absolute figures it derives from. */
+export function markdownTable(byShape: ReadonlyMap<string, Summary>, context: string): string {
+  const s = byShape.get('S');
+  const l = byShape.get('L');
+  const lines = [
+    context,
+    '',
+    '| metric | goal | S | L |',
+    '|---|---|---|---|',
+    ...GOALS.map((row) => `| ${row.metric} | ${row.goal} | ${cell(s, row)} | ${cell(l, row)} |`),
+    '',
+    '| absolute figure | S | L |',
+    '|---|---|---|',
+  ];
+  const figures: Array<[string, string]> = [
+    ['raw fan-out sync (ms)', 'raw.syncMs'],
+    ['meshmux cold / warm sync (ms)', 'meshmux.coldSyncMs|meshmux.warmSyncMs'],
+    ['bytes to the fleet, cold sync (MB)', 'meshmux.bytesSentColdMb'],
+    [
+      'raw push: small view / east view / largest view / every view (ms)',
+      'raw.pushMs.edge|raw.pushMs.east|raw.pushMs.core|raw.pushMs.all',
+    ],
+    [
+      'isolated change: small view / east view / largest view, p50 (ms)',
+      'latency.isolatedSmallViewP50Ms|latency.isolatedTeamViewP50Ms|latency.isolatedLargestViewP50Ms',
+    ],
+    [
+      '1-client floor: meshmux / its serving path / raw (ms)',
+      'latency.floorMs|latency.floorServingPathMs|raw.floorMs',
+    ],
+    ['churn latency p50 / p99 / max (ms)', 'latency.churnP50Ms|latency.churnP99Ms|latency.churnMaxMs'],
+    ['istiod-like / Nacos-like churn p99 (ms)', 'latency.istiodChurnP99Ms|latency.nacosChurnP99Ms'],
+    ['1%-changed resync to every client (ms)', 'latency.changedResyncMs'],
+    ['server CPU: cold / warm / churn (ms)', 'meshmux.coldCpuMs|meshmux.warmCpuMs|meshmux.churnCpuMs'],
+    ['raw transport cost (CPU ms per MB)', 'raw.cpuMsPerMb'],
+    [
+      'naive per-client encoder: sync (ms) / CPU (ms) / encodes',
+      'baselines.naiveSyncMs|baselines.naiveSyncCpuMs|baselines.naiveEncodes',
+    ],
+    ['baseline fleet (clients)', 'baselines.clients'],
+    ['peak RSS / steady RSS (MB)', 'memory.peakRssMb|memory.steadyRssMb'],
+  ];
+  for (const [label, paths] of figures) {
+    const render = (summary: Summary | undefined): string =>
+      summary === undefined
+        ? '–'
+        : paths
+            .split('|')
+            .map((p) => figure(get(summary, p)))
+            .join(' / ');
+    lines.push(`| ${label} | ${render(s)} | ${render(l)} |`);
+  }
+  return lines.join('\n');
+}
+
+const BEGIN = '<!-- bench:results:begin -->';
+const END = '<!-- bench:results:end -->';
+
+/** Replaces the generated part of BENCHMARKS.md (or appends it when the markers are missing). */
+export function updateBenchmarksMd(file: string, table: string): void {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    text = '# Benchmarks\n';
+  }
+  const block = `${BEGIN}\n${table}\n${END}`;
+  const at = text.indexOf(BEGIN);
+  const end = text.indexOf(END);
+  text =
+    at >= 0 && end > at
+      ? `${text.slice(0, at)}${block}${text.slice(end + END.length)}`
+      : `${text.trimEnd()}\n\n${block}\n`;
+  writeFileSync(file, text);
+}

@@ -1,0 +1,109 @@
+/**
+ * `npm run bench`: meshmux against this machine's limit, in one run of under 5 minutes on 2 cores.
+ * Per shape (S = 10k ServiceEntries + 2k VirtualServices and 50 istiods; L = 50k + 2k and 200):
+ * the raw fan-out limit, meshmux's phases, then the baselines (on L, which moves gigabytes per
+ * push: 8 s of churn instead of 20, no isolated change to the middle view and only the
+ * istiod-like baseline); figures go to bench/results.json and the table in BENCHMARKS.md. The
+ * server runs pinned to core 0, this process (upstreams and fleet) to core 1.
+ *
+ *   BENCH_SHAPES=S npm run bench       one shape
+ *   npm run bench -- --quick           S only, short phases (development)
+ *   npm run bench -- --no-baselines    skip the naive, istiod-like and Nacos-like servers
+ *   npm run bench -- --write-budget-mb=N   meshmux's in-flight byte budget (default its own)
+ */
+import { writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import path from 'node:path';
+import { PACKAGE_ROOT } from '../src/core/paths.js';
+import { SHAPES } from './fixtures.js';
+import {
+  calibrate,
+  FULL_TIMING,
+  FULL_TIMING_L,
+  measureBaselines,
+  measureMeshmux,
+  QUICK_TIMING,
+  ShapeRig,
+  type Timing,
+} from './phases.js';
+import { goalsMet, markdownTable, summarize, updateBenchmarksMd, type ShapeMeasurements } from './report.js';
+import { CAN_PIN, pinSelf } from './server-process.js';
+
+const args = new Set(process.argv.slice(2));
+const quick = args.has('--quick');
+const withBaselines = !args.has('--no-baselines');
+const shapes = (process.env['BENCH_SHAPES'] ?? (quick ? 'S' : 'S,L'))
+  .split(',')
+  .map((s) => s.trim().toUpperCase())
+  .filter((s): s is 'S' | 'L' => s === 'S' || s === 'L');
+const budgetArg = process.argv.find((a) => a.startsWith('--write-budget-mb='));
+const writeBudgetMb = budgetArg === undefined ? undefined : Number(budgetArg.split('=')[1]);
+const timingOf = (shape: 'S' | 'L'): Timing => ({
+  ...(quick ? QUICK_TIMING : shape === 'L' ? FULL_TIMING_L : FULL_TIMING),
+  ...(writeBudgetMb === undefined ? {} : { writeBudgetMb }),
+});
+
+const started = performance.now();
+const log = (line: string): void => {
+  console.log(`[${((performance.now() - started) / 1000).toFixed(1).padStart(5)} s] ${line}`);
+};
+
+async function main(): Promise<void> {
+  const pinned = pinSelf(1);
+  const loadBefore = loadavg();
+  log(
+    `meshmux bench: shapes ${shapes.join(', ')}${quick ? ' (quick)' : ''}; pinned: ${pinned ? 'server core 0, fleet and upstreams core 1' : 'no'}; load ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`,
+  );
+  const summaries = new Map<string, ReturnType<typeof summarize>>();
+  for (const name of shapes) {
+    const shape = SHAPES[name];
+    log(
+      `shape ${name}: ${shape.serviceEntries} ServiceEntries + ${shape.virtualServices} VirtualServices, ${shape.clients} istiods`,
+    );
+    const rig = new ShapeRig(shape);
+    await rig.start();
+    try {
+      log('calibration (raw fan-out)');
+      const raw = await calibrate(rig, log);
+      log('meshmux');
+      const meshmux = await measureMeshmux(rig, timingOf(name), log);
+      let baselines;
+      if (withBaselines) {
+        log(`baselines (${shape.baselineClients} istiods)`);
+        baselines = await measureBaselines(rig, timingOf(name), log);
+      }
+      const m: ShapeMeasurements = { shape, raw, meshmux, baselines };
+      summaries.set(name, summarize(m));
+    } finally {
+      await rig.close();
+    }
+  }
+  const loadAfter = loadavg();
+  const totalS = (performance.now() - started) / 1000;
+  const machine = {
+    date: new Date().toISOString().slice(0, 10),
+    node: process.version,
+    pinned: CAN_PIN,
+    quick,
+    loadAverageBefore: loadBefore.map((l) => Number(l.toFixed(2))),
+    loadAverageAfter: loadAfter.map((l) => Number(l.toFixed(2))),
+    totalSeconds: Number(totalS.toFixed(0)),
+  };
+  const results = {
+    machine,
+    ...Object.fromEntries([...summaries].map(([name, s]) => [name, { ...s, goalsMet: goalsMet(s) }])),
+  };
+  writeFileSync(path.join(PACKAGE_ROOT, 'bench', 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
+  const loaded = Math.max(...loadBefore.slice(0, 1), ...loadAfter.slice(0, 1)) > 1.5;
+  const context = [
+    `Run of ${machine.date}: ${process.version}, ${CAN_PIN ? 'server pinned to one core, fleet and upstreams to the other' : 'not pinned'}, ${totalS.toFixed(0)} s${quick ? ', quick mode' : ''}.`,
+    `Load average before/after: ${machine.loadAverageBefore.join(' ')} / ${machine.loadAverageAfter.join(' ')}${loaded ? ' — other work was running on this machine, so absolute times are inflated; ratios are measured within the same run' : ''}.`,
+  ].join(' ');
+  updateBenchmarksMd(path.join(PACKAGE_ROOT, 'BENCHMARKS.md'), markdownTable(summaries, context));
+  log(`done in ${totalS.toFixed(0)} s; bench/results.json and BENCHMARKS.md written`);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

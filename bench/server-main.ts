@@ -1,0 +1,151 @@
+/**
+ * The server under test, in a process of its own (the benchmark pins it to one core): meshmux as
+ * shipped, or one of the baselines. Started by {@link ServerProcess} with `--expose-gc`; talks to
+ * the parent over the IPC channel: `ready` once listening (and, for servers with sources, synced
+ * with every upstream), then answers `counters`, `memory` and `push` requests until `stop`.
+ */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { startMeshmux, type RunningMeshmux } from '../src/app.js';
+import { MergeEngine } from '../src/merge/merge-engine.js';
+import { processCounters, type ProcessCounters } from '../src/telemetry/process-counters.js';
+import { semanticKeysOf } from '../src/schema/semantic-keys.js';
+import { parseMeshmuxConfig, type MeshmuxConfig } from '../src/settings/meshmux-config.js';
+import { XdsSource } from '../src/upstream/xds/xds-source.js';
+import { EmulatedServer, RawFanout, STRATEGIES, type BaselineCounters } from './baselines.js';
+import { benchConfigYaml } from './bench-config.js';
+import { MeshModel, SHAPES, type PolicyName, type Shape } from './fixtures.js';
+
+/** What the parent asks for. */
+export interface ServerArgs {
+  readonly mode: 'meshmux' | 'raw' | 'naive' | 'istiod' | 'nacos';
+  readonly shape: Shape['name'];
+  /** `host:port` of each upstream simulator, in configuration order. */
+  readonly upstreams: readonly string[];
+  /** meshmux's write budget in MB (default the server's own). */
+  readonly writeBudgetMb?: number;
+}
+
+export type ParentMessage =
+  | { readonly type: 'counters'; readonly id: number }
+  | { readonly type: 'memory'; readonly id: number }
+  | { readonly type: 'push'; readonly id: number; readonly policy: PolicyName | 'all'; readonly seq: number }
+  | { readonly type: 'stop'; readonly id: number };
+
+/** Memory retained by the process after a full collection. */
+export interface RetainedMemory {
+  readonly heapUsedBytes: number;
+  readonly externalBytes: number;
+  readonly rssBytes: number;
+}
+
+export type ChildMessage =
+  | {
+      readonly type: 'ready';
+      readonly xdsPort: number;
+      readonly httpPort?: number;
+      readonly base: RetainedMemory;
+    }
+  | { readonly type: 'reply'; readonly id: number; readonly body: unknown };
+
+function retained(): RetainedMemory {
+  const collect = (globalThis as { gc?: () => void }).gc;
+  collect?.();
+  collect?.();
+  const m = process.memoryUsage();
+  return { heapUsedBytes: m.heapUsed, externalBytes: m.external, rssBytes: m.rss };
+}
+
+function send(message: ChildMessage): void {
+  process.send?.(message);
+}
+
+async function waitReady(engine: { current(): { ready: boolean } }): Promise<void> {
+  while (!engine.current().ready) await new Promise((r) => setTimeout(r, 20));
+}
+
+async function main(): Promise<void> {
+  const args = JSON.parse(process.argv[2] ?? '{}') as ServerArgs;
+  const base = retained();
+  const config: MeshmuxConfig | undefined =
+    args.upstreams.length === 0
+      ? undefined
+      : parseMeshmuxConfig(benchConfigYaml(args.upstreams), 'bench', process.cwd());
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  loopDelay.enable();
+  let counters: () => unknown;
+  let push: (policy: PolicyName | 'all', seq: number) => void = () => undefined;
+  let stop: () => Promise<void>;
+  let xdsPort: number;
+  let httpPort: number | undefined;
+
+  if (args.mode === 'meshmux') {
+    if (config === undefined) throw new Error('meshmux needs upstreams');
+    const running: RunningMeshmux = await startMeshmux(
+      config,
+      args.writeBudgetMb === undefined ? {} : { writeBudget: { maxBytes: args.writeBudgetMb * 1024 * 1024 } },
+    );
+    await waitReady(running.engine);
+    xdsPort = running.xdsPort;
+    httpPort = running.httpPort;
+    // The parent reads meshmux's own /debug/counters; this answer is for symmetry only.
+    counters = () => running.ads.counters();
+    stop = () => running.stop();
+  } else if (args.mode === 'raw') {
+    const raw = new RawFanout(new MeshModel(SHAPES[args.shape]));
+    xdsPort = await raw.listen();
+    counters = (): BaselineCounters & { process: ProcessCounters } => ({
+      ...raw.counters,
+      process: processCounters(loopDelay),
+    });
+    push = (policy, seq) => raw.push(policy, seq);
+    stop = () => raw.close();
+  } else {
+    if (config === undefined) throw new Error(`${args.mode} needs upstreams`);
+    const engine = new MergeEngine(
+      config.sources.map((source) => {
+        if (source.type !== 'xds') throw new Error('bench sources are xds');
+        const s = new XdsSource(source);
+        return { descriptor: s.descriptor, events$: s.events$ };
+      }),
+      { syncTimeoutMs: config.syncTimeout, semanticKeys: semanticKeysOf },
+    );
+    engine.start();
+    const server = new EmulatedServer(engine, config, STRATEGIES[args.mode]);
+    await waitReady(engine);
+    xdsPort = await server.listen();
+    counters = () => ({ ...server.counters, process: processCounters(loopDelay) });
+    stop = async () => {
+      await server.close();
+      engine.stop();
+    };
+  }
+
+  process.on('message', (message: ParentMessage) => {
+    const reply = (body: unknown): void => send({ type: 'reply', id: message.id, body });
+    switch (message.type) {
+      case 'counters':
+        reply(counters());
+        return;
+      case 'memory':
+        reply(retained());
+        return;
+      case 'push':
+        push(message.policy, message.seq);
+        reply(true);
+        return;
+      case 'stop':
+        void stop().then(() => {
+          reply(true);
+          process.disconnect();
+          setTimeout(() => process.exit(0), 50).unref();
+        });
+        return;
+    }
+  });
+  send({ type: 'ready', xdsPort, ...(httpPort === undefined ? {} : { httpPort }), base });
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

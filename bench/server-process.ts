@@ -1,0 +1,162 @@
+/**
+ * The parent's handle on the server under test: spawns `server-main` pinned to core 0 (when
+ * `taskset` exists and the machine has two cores or more), waits for it to listen, and reads its
+ * counters: meshmux's from its own `/debug/counters` endpoint, a baseline's over IPC.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { availableParallelism } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ChildMessage, ParentMessage, RetainedMemory, ServerArgs } from './server-main.js';
+import type { PolicyName } from './fixtures.js';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+
+/** Whether processes can be pinned to cores here. */
+export const CAN_PIN = availableParallelism() >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0;
+
+/** Pins this process (all its threads) to `core`; false when it cannot. */
+export function pinSelf(core: number): boolean {
+  if (!CAN_PIN) return false;
+  return (
+    spawnSync('taskset', ['-a', '-cp', String(core), String(process.pid)], { stdio: 'ignore' }).status === 0
+  );
+}
+
+/** Counters as every server reports them; `process` figures are milliseconds and bytes. */
+export interface ServerCounters {
+  readonly encodes: number;
+  readonly assemblies: number;
+  readonly pushes: number;
+  readonly bytesSent: number;
+  readonly wastedPushes: number;
+  readonly streams: number;
+  readonly peakBytesInFlight?: number;
+  /** meshmux only: when the last snapshot reached its ADS server, epoch ms. */
+  readonly lastSnapshotAtMs?: number;
+  readonly process: {
+    readonly cpuUserMs: number;
+    readonly cpuSystemMs: number;
+    readonly rssBytes: number;
+    readonly maxRssBytes: number;
+    readonly heapUsedBytes: number;
+    readonly externalBytes: number;
+    readonly eventLoopDelayP99Ms: number;
+    readonly eventLoopDelayMaxMs: number;
+  };
+}
+
+/** CPU milliseconds (user + system) in a counters reading. */
+export function cpuMs(c: ServerCounters): number {
+  return c.process.cpuUserMs + c.process.cpuSystemMs;
+}
+
+export class ServerProcess {
+  private nextId = 1;
+  private readonly pending = new Map<number, (body: unknown) => void>();
+
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly mode: ServerArgs['mode'],
+    readonly xdsAddress: string,
+    private readonly httpBase: string | undefined,
+    /** Memory of the process before it started serving (modules loaded). */
+    readonly base: RetainedMemory,
+  ) {
+    child.on('message', (message: ChildMessage) => {
+      if (message.type !== 'reply') return;
+      this.pending.get(message.id)?.(message.body);
+      this.pending.delete(message.id);
+    });
+  }
+
+  /** Starts a server and resolves once it listens (and, with sources, has synced them). */
+  static async start(args: ServerArgs, timeoutMs = 120_000): Promise<ServerProcess> {
+    const script = path.join(HERE, 'server-main.js');
+    // BENCH_SERVER_PROFILE=<folder> writes a CPU profile of each server there (development aid).
+    const profile = process.env['BENCH_SERVER_PROFILE'];
+    const flags = profile === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profile}`];
+    const node = [
+      process.execPath,
+      '--expose-gc',
+      '--max-old-space-size=8192',
+      ...flags,
+      script,
+      JSON.stringify(args),
+    ];
+    const [command, ...argv] = CAN_PIN ? ['taskset', '-c', '0', ...node] : node;
+    const child = spawn(command as string, argv, {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, MESHMUX_LOG_LEVEL: process.env['BENCH_SERVER_LOG'] ?? 'silent' },
+    });
+    const ready = await new Promise<Extract<ChildMessage, { type: 'ready' }>>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`${args.mode} server did not start in ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`${args.mode} server exited with ${String(code)}`));
+      });
+      child.on('message', (m: ChildMessage) => {
+        if (m.type !== 'ready') return;
+        clearTimeout(timer);
+        resolve(m);
+      });
+    });
+    child.removeAllListeners('exit');
+    return new ServerProcess(
+      child,
+      args.mode,
+      `127.0.0.1:${ready.xdsPort}`,
+      ready.httpPort === undefined ? undefined : `http://127.0.0.1:${ready.httpPort}`,
+      ready.base,
+    );
+  }
+
+  private request(
+    message: ParentMessage extends infer M ? (M extends ParentMessage ? Omit<M, 'id'> : never) : never,
+  ): Promise<unknown> {
+    const id = this.nextId++;
+    return new Promise((resolve) => {
+      this.pending.set(id, resolve);
+      this.child.send({ ...message, id });
+    });
+  }
+
+  /** Counters now: meshmux's from `/debug/counters`, a baseline's over IPC. */
+  async counters(): Promise<ServerCounters> {
+    if (this.httpBase !== undefined) {
+      const res = await fetch(`${this.httpBase}/debug/counters`);
+      return (await res.json()) as ServerCounters;
+    }
+    return (await this.request({ type: 'counters' })) as ServerCounters;
+  }
+
+  /** Starts a new event-loop delay window (meshmux only). */
+  async resetLoopDelay(): Promise<void> {
+    if (this.httpBase === undefined) return;
+    await fetch(`${this.httpBase}/debug/counters/reset`, { method: 'POST' });
+  }
+
+  /** Memory retained after a full collection. */
+  async memory(): Promise<RetainedMemory> {
+    return (await this.request({ type: 'memory' })) as RetainedMemory;
+  }
+
+  /** Raw fan-out only: pushes a ServiceEntry response naming `u9-<seq>` to a view's clients. */
+  async push(policy: PolicyName | 'all', seq: number): Promise<void> {
+    await this.request({ type: 'push', policy, seq });
+  }
+
+  async stop(): Promise<void> {
+    const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
+    try {
+      await Promise.race([this.request({ type: 'stop' }), exited]);
+      await exited;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}

@@ -1,0 +1,228 @@
+/**
+ * An MCP-over-xDS upstream: state of the world per type URL, every object under the v1 spelling,
+ * empty lists for any other type, its own 100 ms batching of changes. Like go-control-plane's SotW
+ * server it answers a request once and sends the next state of a type only after the ACK of the
+ * last one (latest state wins), so a slow client is never buried under a backlog: its slowness
+ * shows as latency. Objects are encoded once per version; a response is a concatenation of cached
+ * entries, so the simulator stays cheap next to the server it feeds.
+ *
+ * `version_info` is `u<index>-<seq>`, one sequence per upstream; the fleet reads it back from
+ * meshmux's `version_info` suffix to know which upstream states it has.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { SE, SE_URL, VS, VS_URL, type FixtureObject, type MeshModel } from './fixtures.js';
+import type { KindDescriptor } from '../src/schema/kinds.js';
+import { assembleResponse, RAW_SOTW_ADS } from './wire-scan.js';
+
+/** The batching window of the simulated upstream. */
+export const UPSTREAM_BATCH_MS = 100;
+
+/** A state the upstream sent: its sequence and when it was written. */
+export interface UpstreamFlush {
+  readonly upstream: number;
+  readonly seq: number;
+  readonly sentAt: number;
+}
+
+interface Subscriber {
+  readonly call: grpc.ServerDuplexStream<Buffer, Buffer>;
+  /** Per subscribed type URL: the nonce awaiting its ACK (none: free to send), and whether newer state waits. */
+  readonly types: Map<string, { awaiting: string | undefined; stale: boolean }>;
+}
+
+const KIND_OF_URL: ReadonlyMap<string, KindDescriptor> = new Map([
+  [SE_URL, SE],
+  [VS_URL, VS],
+]);
+
+/** Reads the type URL (field 4) and response nonce (field 5) of a DiscoveryRequest. */
+function requestFields(bytes: Buffer): { typeUrl: string; nonce: string } {
+  let typeUrl = '';
+  let nonce = '';
+  let pos = 0;
+  while (pos < bytes.length) {
+    let tag = 0;
+    let shift = 0;
+    for (;;) {
+      const b = bytes[pos++] ?? 0;
+      tag |= (b & 0x7f) << shift;
+      if (b < 0x80) break;
+      shift += 7;
+    }
+    const wire = tag & 7;
+    if (wire === 0) {
+      while ((bytes[pos++] ?? 0) >= 0x80);
+      continue;
+    }
+    let length = 0;
+    shift = 0;
+    for (;;) {
+      const b = bytes[pos++] ?? 0;
+      length += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) break;
+      shift += 7;
+    }
+    if (tag >>> 3 === 4) typeUrl = bytes.subarray(pos, pos + length).toString('utf8');
+    if (tag >>> 3 === 5) nonce = bytes.subarray(pos, pos + length).toString('utf8');
+    pos += length;
+  }
+  return { typeUrl, nonce };
+}
+
+export class UpstreamSimulator {
+  private readonly server = new grpc.Server({ 'grpc.max_send_message_length': -1 });
+  private readonly subscribers = new Set<Subscriber>();
+  private seq = 1;
+  private nonce = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly dirty = new Set<KindDescriptor>();
+  /**
+   * Per kind, the objects as of the last flush (what the current sequence means) and their
+   * encoded response body, built on first use and shared by every stream. Changes made to the
+   * model since are not served until the next flush.
+   */
+  private readonly published = new Map<KindDescriptor, { objects: FixtureObject[]; body?: Buffer }>();
+  /** Called after each state written to the streams. */
+  onFlush: (flush: UpstreamFlush) => void = () => undefined;
+
+  constructor(
+    readonly index: number,
+    private readonly model: MeshModel,
+  ) {
+    this.server.addService(RAW_SOTW_ADS, {
+      StreamAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.onStream(call),
+    });
+  }
+
+  async listen(): Promise<string> {
+    this.publish([SE, VS]);
+    const port = await new Promise<number>((resolve, reject) =>
+      this.server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
+        err ? reject(err) : resolve(p),
+      ),
+    );
+    return `127.0.0.1:${port}`;
+  }
+
+  /** The sequence the next flush will carry. */
+  get nextSeq(): number {
+    return this.seq + 1;
+  }
+
+  /** A kind changed in the model: it goes out with the next batch (at most 100 ms from now). */
+  changed(kind: KindDescriptor): void {
+    this.dirty.add(kind);
+    this.timer ??= setTimeout(() => this.flush(), UPSTREAM_BATCH_MS);
+  }
+
+  /** Sends the changed kinds now, without waiting for the batch window. */
+  flush(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.dirty.size === 0) return;
+    this.seq++;
+    const kinds = [...this.dirty];
+    this.dirty.clear();
+    this.publish(kinds);
+    for (const s of this.subscribers) {
+      for (const kind of kinds) {
+        const url = kind === SE ? SE_URL : VS_URL;
+        const t = s.types.get(url);
+        if (t === undefined) continue;
+        if (t.awaiting === undefined) this.send(s, url);
+        else t.stale = true;
+      }
+    }
+    this.onFlush({ upstream: this.index, seq: this.seq, sentAt: performance.now() });
+  }
+
+  /**
+   * Ends every stream as a restart would. The state fetched again carries the next sequence (a
+   * restarted upstream has a new version even for the same content) and whatever the model holds
+   * now, including changes never flushed; `onFlush` reports it when its first ServiceEntry response goes out.
+   */
+  dropStreams(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.seq++;
+    this.resyncPending = true;
+    this.dirty.clear();
+    this.publish([SE, VS]);
+    for (const s of this.subscribers)
+      s.call.emit('error', { code: grpc.status.UNAVAILABLE, details: 'restart' });
+    this.subscribers.clear();
+  }
+  private resyncPending = false;
+
+  /** Streams currently open (meshmux's source). */
+  get streams(): number {
+    return this.subscribers.size;
+  }
+
+  /** Subscriptions answered and acknowledged on the open streams (two per stream once a source has synced). */
+  get answeredTypes(): number {
+    let n = 0;
+    for (const s of this.subscribers) for (const t of s.types.values()) if (t.awaiting === undefined) n++;
+    return n;
+  }
+
+  async close(): Promise<void> {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.server.forceShutdown();
+    await Promise.resolve();
+  }
+
+  private onStream(call: grpc.ServerDuplexStream<Buffer, Buffer>): void {
+    const s: Subscriber = { call, types: new Map() };
+    this.subscribers.add(s);
+    call.on('data', (bytes: Buffer) => {
+      const { typeUrl: url, nonce } = requestFields(bytes);
+      const t = s.types.get(url);
+      if (t !== undefined) {
+        // An ACK (or NACK) of the response in flight frees the type; newer state goes now.
+        if (nonce !== t.awaiting) return;
+        t.awaiting = undefined;
+        if (t.stale) this.send(s, url);
+        return;
+      }
+      s.types.set(url, { awaiting: undefined, stale: false });
+      this.send(s, url);
+      if (url === SE_URL && this.resyncPending) {
+        this.resyncPending = false;
+        this.onFlush({ upstream: this.index, seq: this.seq, sentAt: performance.now() });
+      }
+    });
+    const drop = (): void => {
+      this.subscribers.delete(s);
+    };
+    call.on('error', drop);
+    call.on('cancelled', drop);
+    call.on('end', () => {
+      drop();
+      call.end();
+    });
+  }
+
+  private publish(kinds: readonly KindDescriptor[]): void {
+    for (const kind of kinds)
+      this.published.set(kind, { objects: [...this.model.objects(this.index, kind)] });
+  }
+
+  private send(s: Subscriber, url: string): void {
+    const t = s.types.get(url);
+    if (t === undefined) return;
+    const nonce = `n${++this.nonce}`;
+    t.awaiting = nonce;
+    t.stale = false;
+    s.call.write(this.response(url, nonce));
+  }
+
+  private response(url: string, nonce: string): Buffer {
+    const kind = KIND_OF_URL.get(url);
+    const version = `u${this.index}-${this.seq}`;
+    if (kind === undefined) return assembleResponse(version, [], url, nonce);
+    const published = this.published.get(kind) ?? { objects: [] };
+    published.body ??= Buffer.concat(published.objects.map((o) => this.model.encodings.upstreamFrame(o)));
+    return assembleResponse(version, published.body, url, nonce);
+  }
+}

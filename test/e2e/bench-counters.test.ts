@@ -1,0 +1,147 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import { startMeshmux, type RunningMeshmux } from '../../src/app.js';
+import { parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
+import { benchConfigYaml } from '../../bench/bench-config.js';
+import {
+  CONFIG_TYPE_URLS,
+  POLICIES,
+  SE_URL,
+  SHAPES,
+  type PolicyName,
+  type Zone,
+} from '../../bench/fixtures.js';
+import { Fleet, LatencyTracker } from '../../bench/fleet.js';
+import { ShapeRig } from '../../bench/phases.js';
+import type { ServerCounters } from '../../bench/server-process.js';
+
+// The benchmark's own fixtures, upstream simulators and istiod-like fleet, on a shape small
+// enough that every counter has one right value. Timing is the benchmark's business, not this suite's.
+describe('exact counters on the benchmark fixtures (shape T)', () => {
+  const shape = SHAPES.T;
+  let rig: ShapeRig;
+  let meshmux: RunningMeshmux;
+  let fleet: Fleet;
+  let coldCounters: ServerCounters;
+  let encodedBeforeClients = 0;
+
+  const counters = async (): Promise<ServerCounters> => {
+    const response = await fetch(`http://127.0.0.1:${meshmux.httpPort}/debug/counters`);
+    assert.equal(response.status, 200);
+    return (await response.json()) as ServerCounters;
+  };
+  const clientsOf = (policies: ReadonlySet<PolicyName>): number =>
+    fleet.members.filter((m) => policies.has(m.policy)).length;
+  /** Waits until the counters stop moving (the server has nothing left to do); fails after 15 s. */
+  const quiet = async (): Promise<ServerCounters> => {
+    const deadline = Date.now() + 15_000;
+    let last = await counters();
+    for (let calm = 0; calm < 3;) {
+      assert.ok(Date.now() < deadline, `the server kept pushing: ${last.pushes} pushes so far`);
+      await delay(100);
+      const now = await counters();
+      calm = now.pushes === last.pushes && now.encodes === last.encodes ? calm + 1 : 0;
+      last = now;
+    }
+    return last;
+  };
+
+  before(async () => {
+    rig = new ShapeRig(shape);
+    await rig.start();
+    meshmux = await startMeshmux(parseMeshmuxConfig(benchConfigYaml(rig.addresses), 'bench', process.cwd()));
+    while (!meshmux.engine.current().ready) await delay(20);
+    // Nobody is connected yet: meshmux encodes the objects in the background meanwhile.
+    for (const deadline = Date.now() + 10_000; Date.now() < deadline; await delay(20)) {
+      encodedBeforeClients = (await counters()).encodes;
+      if (encodedBeforeClients >= rig.model.servedCount()) break;
+    }
+    fleet = new Fleet(`127.0.0.1:${meshmux.xdsPort}`, shape.clients).start();
+    await fleet.synced(performance.now(), 30_000);
+    coldCounters = await quiet();
+  });
+
+  after(async () => {
+    fleet.close();
+    await meshmux.stop();
+    await rig.close();
+  });
+
+  it('serves every client exactly the reference view of its policy', () => {
+    assert.deepEqual(fleet.mismatches(rig.model.expectedDigests()), []);
+  });
+
+  it('encodes the objects before the first istiod connects, so connecting costs no encode', () => {
+    assert.equal(encodedBeforeClients, rig.model.servedCount());
+    assert.equal(coldCounters.encodes, encodedBeforeClients);
+  });
+
+  it('encodes each served object once and builds one response per type URL and view', () => {
+    assert.equal(coldCounters.encodes, rig.model.servedCount());
+    assert.equal(coldCounters.assemblies, POLICIES.length * CONFIG_TYPE_URLS.length);
+    assert.equal(coldCounters.pushes, shape.clients * CONFIG_TYPE_URLS.length);
+    assert.equal(coldCounters.wastedPushes, 0);
+    let held = 0;
+    for (const m of fleet.members) for (const t of m.held.values()) held += t.bytes;
+    assert.equal(coldCounters.bytesSent, held, 'bytes sent = bytes of the responses the clients hold');
+  });
+
+  it('reports CPU, memory and event-loop delay beside the counters', () => {
+    assert.ok(coldCounters.process.cpuUserMs > 0);
+    assert.ok(coldCounters.process.rssBytes > 0);
+    assert.equal(typeof coldCounters.process.eventLoopDelayP99Ms, 'number');
+  });
+
+  it('an isolated change costs one encode and one push to each affected client, named by its upstream version', async () => {
+    for (const zone of ['edge', 'east', 'west'] as const satisfies readonly Zone[]) {
+      const c0 = await quiet();
+      const tracker = new LatencyTracker(fleet);
+      rig.track(tracker);
+      const pick = rig.model.servedInZone(zone);
+      const change = rig.model.change('endpoints', pick.upstream, pick);
+      rig.apply(change, tracker, true);
+      assert.equal(await tracker.settle(20_000), true, `every ${zone} client names the new upstream version`);
+      rig.track(undefined);
+      tracker.close();
+      const c1 = await quiet();
+      assert.equal(c1.encodes - c0.encodes, 1, `${zone}: one encode`);
+      assert.equal(
+        c1.pushes - c0.pushes,
+        clientsOf(change.affected),
+        `${zone}: one push per affected client`,
+      );
+      assert.equal(c1.wastedPushes - c0.wastedPushes, 0);
+    }
+    assert.deepEqual(fleet.mismatches(rig.model.expectedDigests()), []);
+  });
+
+  it('an identical resync of every upstream sends nothing and encodes nothing', async () => {
+    const c0 = await quiet();
+    for (const sim of rig.simulators) sim.dropStreams();
+    const deadline = Date.now() + 20_000;
+    while (!rig.simulators.every((s) => s.answeredTypes >= 2) && Date.now() < deadline) await delay(20);
+    const c1 = await quiet();
+    assert.equal(c1.pushes - c0.pushes, 0);
+    assert.equal(c1.bytesSent - c0.bytesSent, 0);
+    assert.equal(c1.encodes - c0.encodes, 0);
+    assert.ok(fleet.members.every((m) => m.held.get(SE_URL) !== undefined));
+  });
+
+  it('churn: no wasted push, and the fleet ends on the reference views', async () => {
+    const c0 = await quiet();
+    const tracker = new LatencyTracker(fleet);
+    rig.track(tracker);
+    for (let i = 0; i < 40; i++) {
+      rig.apply(rig.model.churnChange(), tracker);
+      await delay(5);
+    }
+    for (const sim of rig.simulators) sim.flush();
+    assert.equal(await tracker.settle(20_000), true);
+    rig.track(undefined);
+    tracker.close();
+    const c1 = await quiet();
+    assert.equal(c1.wastedPushes - c0.wastedPushes, 0);
+    assert.deepEqual(fleet.mismatches(rig.model.expectedDigests()), []);
+  });
+});
