@@ -85,20 +85,17 @@ class WriteQueue {
 }
 
 /** The raw fan-out limit: pre-encoded responses, nothing else. */
+function zeroCounters(): BaselineCounters {
+  return { encodes: 0, assemblies: 0, pushes: 0, bytesSent: 0, wastedPushes: 0, streams: 0 };
+}
+
 export class RawFanout {
   private readonly server = adsServer((call) => this.onStream(call));
   private readonly streams = new Map<Call, { policy: PolicyName; writer: FrameWriter }>();
   private readonly bodies = new Map<string, Buffer>();
   private readonly initial = new Map<string, Buffer>();
   private readonly queue = new WriteQueue(16);
-  readonly counters: BaselineCounters = {
-    encodes: 0,
-    assemblies: 0,
-    pushes: 0,
-    bytesSent: 0,
-    wastedPushes: 0,
-    streams: 0,
-  };
+  readonly counters: BaselineCounters = zeroCounters();
   private nonce = 0;
 
   constructor(model: MeshModel) {
@@ -208,14 +205,7 @@ export class EmulatedServer {
   private pushing = 0;
   private nonce = 0;
   private streamId = 0;
-  readonly counters: BaselineCounters = {
-    encodes: 0,
-    assemblies: 0,
-    pushes: 0,
-    bytesSent: 0,
-    wastedPushes: 0,
-    streams: 0,
-  };
+  readonly counters: BaselineCounters = zeroCounters();
 
   constructor(
     private readonly engine: MergeEngine,

@@ -8,6 +8,7 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ChildMessage, ParentMessage, RetainedMemory, ServerArgs } from './server-main.js';
+import type { ProcessCounters } from '../src/telemetry/process-counters.js';
 import type { PolicyName } from './fixtures.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -34,16 +35,7 @@ export interface ServerCounters {
   readonly peakBytesInFlight?: number;
   /** meshmux only: when the last snapshot reached its ADS server, epoch ms. */
   readonly lastSnapshotAtMs?: number;
-  readonly process: {
-    readonly cpuUserMs: number;
-    readonly cpuSystemMs: number;
-    readonly rssBytes: number;
-    readonly maxRssBytes: number;
-    readonly heapUsedBytes: number;
-    readonly externalBytes: number;
-    readonly eventLoopDelayP99Ms: number;
-    readonly eventLoopDelayMaxMs: number;
-  };
+  readonly process: ProcessCounters;
 }
 
 /** CPU milliseconds (user + system) in a counters reading. */
