@@ -1,7 +1,9 @@
+import { MeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { McpResourceReader } from '../mcp-resource-reader.js';
 import type { NodeIdentity } from '../node-identity.js';
 import type { SubscriptionState } from '../subscription-state.js';
+import { readTopLevelFields, salvageString } from '../wire-fields.js';
 
 /** Any type URL suffix of the MCP envelope around every object. */
 export const MCP_RESOURCE_SUFFIX = '/istio.mcp.v1alpha1.Resource';
@@ -19,4 +21,30 @@ export interface AdsClientContext {
   readonly describe: string;
   /** The upstream answered: resets the reconnect backoff. */
   readonly onAnswer: () => void;
+}
+
+/**
+ * Reports a response that does not decode at all (it changes nothing) and returns what a NACK of
+ * it needs: its type URL and nonce (fields 4 and 5 of both response messages), when they can be
+ * salvaged and the type is subscribed; undefined otherwise.
+ */
+export function reportUndecodable(
+  ctx: AdsClientContext,
+  messageName: string,
+  message: Uint8Array,
+  err: unknown,
+): { typeUrl: string; nonce: string; error: MeshmuxError } | undefined {
+  const fields = readTopLevelFields(message).fields;
+  const typeUrl = salvageString(fields, 4);
+  const nonce = salvageString(fields, 5);
+  const error = new MeshmuxError(
+    'DECODE',
+    `an undecodable ${messageName} (${message.byteLength} bytes${typeUrl === undefined ? '' : ` for ${typeUrl}`}) was ignored: ${(err as Error).message}`,
+    { file: ctx.describe },
+    { cause: err },
+  );
+  ctx.log.warn({ err: error.message }, 'undecodable response');
+  ctx.state.report(error);
+  if (typeUrl === undefined || nonce === undefined || !ctx.state.has(typeUrl)) return undefined;
+  return { typeUrl, nonce, error };
 }

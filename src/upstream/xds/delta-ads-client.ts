@@ -4,8 +4,13 @@ import { messageType } from '../../schema/proto-root.js';
 import { ChannelUpdateBuilder } from '../channel-update-builder.js';
 import { nodeMessage } from '../node-identity.js';
 import type { OpenStream, StreamHandlers } from '../reconnecting-stream.js';
-import { plainBytes, readTopLevelFields, salvageString } from '../wire-fields.js';
-import { INVALID_ARGUMENT, MCP_RESOURCE_SUFFIX, type AdsClientContext } from './ads-client-context.js';
+import { plainBytes } from '../wire-fields.js';
+import {
+  INVALID_ARGUMENT,
+  MCP_RESOURCE_SUFFIX,
+  reportUndecodable,
+  type AdsClientContext,
+} from './ads-client-context.js';
 
 /** gRPC path of the delta ADS stream. */
 export const DELTA_ADS_METHOD =
@@ -128,24 +133,14 @@ export class DeltaAdsClient implements StreamHandlers {
   }
 
   private undecodable(stream: OpenStream, message: Uint8Array, err: unknown): void {
-    const fields = readTopLevelFields(message).fields;
-    const typeUrl = salvageString(fields, 4);
-    const nonce = salvageString(fields, 5);
-    const error = new MeshmuxError(
-      'DECODE',
-      `an undecodable DeltaDiscoveryResponse (${message.byteLength} bytes) was ignored: ${(err as Error).message}`,
-      { file: this.ctx.describe },
-      { cause: err },
-    );
-    this.ctx.log.warn({ err: error.message }, 'undecodable response');
-    this.ctx.state.report(error);
-    if (typeUrl !== undefined && nonce !== undefined && this.ctx.state.has(typeUrl)) {
-      this.send(stream, {
-        type_url: typeUrl,
-        response_nonce: nonce,
-        error_detail: { code: INVALID_ARGUMENT, message: error.message },
-      });
-    }
+    const salvaged = reportUndecodable(this.ctx, 'DeltaDiscoveryResponse', message, err);
+    if (salvaged === undefined) return;
+    const { typeUrl, nonce, error } = salvaged;
+    this.send(stream, {
+      type_url: typeUrl,
+      response_nonce: nonce,
+      error_detail: { code: INVALID_ARGUMENT, message: error.message },
+    });
   }
 
   private send(stream: OpenStream, request: Record<string, unknown>): void {

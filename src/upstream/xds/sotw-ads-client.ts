@@ -4,9 +4,14 @@ import { ChannelUpdateBuilder } from '../channel-update-builder.js';
 import { nodeMessage } from '../node-identity.js';
 import type { OpenStream, StreamHandlers } from '../reconnecting-stream.js';
 import type { ReadResult } from '../mcp-resource-reader.js';
-import { readTopLevelFields, salvageString, sameBytes } from '../wire-fields.js';
+import { sameBytes } from '../wire-fields.js';
 import { scanDiscoveryResponse, type ScannedResponse } from './discovery-response.js';
-import { INVALID_ARGUMENT, MCP_RESOURCE_SUFFIX, type AdsClientContext } from './ads-client-context.js';
+import {
+  INVALID_ARGUMENT,
+  MCP_RESOURCE_SUFFIX,
+  reportUndecodable,
+  type AdsClientContext,
+} from './ads-client-context.js';
 
 /** gRPC path of the state-of-the-world ADS stream. */
 export const SOTW_ADS_METHOD =
@@ -121,25 +126,15 @@ export class SotwAdsClient implements StreamHandlers {
   }
 
   private undecodable(stream: OpenStream, message: Uint8Array, err: unknown): void {
-    const fields = readTopLevelFields(message).fields;
-    const typeUrl = salvageString(fields, 4);
-    const nonce = salvageString(fields, 5);
-    const error = new MeshmuxError(
-      'DECODE',
-      `an undecodable DiscoveryResponse (${message.byteLength} bytes${typeUrl === undefined ? '' : ` for ${typeUrl}`}) was ignored: ${(err as Error).message}`,
-      { file: this.ctx.describe },
-      { cause: err },
-    );
-    this.ctx.log.warn({ err: error.message }, 'undecodable response');
-    this.ctx.state.report(error);
-    if (typeUrl !== undefined && nonce !== undefined && this.ctx.state.has(typeUrl)) {
-      this.send(stream, {
-        type_url: typeUrl,
-        response_nonce: nonce,
-        version_info: this.accepted.get(typeUrl) ?? '',
-        error_detail: { code: INVALID_ARGUMENT, message: error.message },
-      });
-    }
+    const salvaged = reportUndecodable(this.ctx, 'DiscoveryResponse', message, err);
+    if (salvaged === undefined) return;
+    const { typeUrl, nonce, error } = salvaged;
+    this.send(stream, {
+      type_url: typeUrl,
+      response_nonce: nonce,
+      version_info: this.accepted.get(typeUrl) ?? '',
+      error_detail: { code: INVALID_ARGUMENT, message: error.message },
+    });
   }
 
   private send(stream: OpenStream, request: Record<string, unknown>): void {
