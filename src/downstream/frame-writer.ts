@@ -31,7 +31,7 @@ function http2StreamOf(call: unknown): Http2Out | undefined {
 }
 
 /**
- * A writer that hands the shared response buffer itself to HTTP/2. grpc-js frames a message by
+ * A writer that hands the shared response buffers themselves to HTTP/2. grpc-js frames a message by
  * allocating a new buffer and copying it (`serializeMessage`), per stream and per write: 200
  * istiods receiving one 40 MB response cost 8 GB of copies, and each copy, counted by V8 as
  * external memory, brings a full garbage collection of the server's heap closer. Written as a
