@@ -89,7 +89,10 @@ export class SourceLedger {
   /** What the source last sent per kind, before its rules: re-admitted when the rules change. */
   private readonly raw = new Map<string, readonly ConfigResource[]>();
   /** Annotated objects by the identity of what the source sent, so unchanged objects are not rebuilt. */
-  private annotated = new Map<string, { readonly base: string; readonly out: ConfigResource }>();
+  private annotated = new Map<
+    string,
+    { readonly version: string; readonly sourceVersion: string; readonly out: ConfigResource }
+  >();
   private readonly byInput = new WeakMap<ConfigResource, ConfigResource>();
   /**
    * Per kind, the instances the committed state was admitted from. Sources re-send unchanged
@@ -446,9 +449,16 @@ export class SourceLedger {
     if (r.annotations[SOURCE_ANNOTATION] !== undefined) return r;
     const sourceVersion = r.origin.upstreamVersion ?? r.version;
     const id = `${r.kind}|${r.namespace}/${r.name}`;
-    const base = `${r.version}|${sourceVersion}|${r.createTime.seconds}.${r.createTime.nanos}`;
     const cached = this.annotated.get(id);
-    if (cached?.base === base) return cached.out;
+    if (
+      cached !== undefined &&
+      cached.version === r.version &&
+      cached.sourceVersion === sourceVersion &&
+      cached.out.createTime.seconds === r.createTime.seconds &&
+      cached.out.createTime.nanos === r.createTime.nanos
+    ) {
+      return cached.out;
+    }
     const out = makeResource({
       ...r,
       annotations: {
@@ -457,7 +467,7 @@ export class SourceLedger {
         [SOURCE_VERSION_ANNOTATION]: sourceVersion,
       },
     });
-    this.annotated.set(id, { base, out });
+    this.annotated.set(id, { version: r.version, sourceVersion, out });
     return out;
   }
 }
