@@ -111,6 +111,8 @@ export class AdsServer {
   private lastSnapshotAtMs = 0;
   /** Bumped by every background encoding run; a run stops when it is no longer the latest. */
   private prewarmRun = 0;
+  /** Per kind, the generation a background run last encoded to the end. */
+  private readonly prewarmed = new Map<string, number>();
 
   constructor(private readonly options: AdsServerOptions) {
     this.encoder = new ResourceEncoder(options.kinds);
@@ -164,11 +166,14 @@ export class AdsServer {
   /**
    * With nobody connected, encodes a snapshot's objects in the background, a few milliseconds per
    * turn of the event loop, so the first istiods to connect find them ready instead of waiting for
-   * them to be encoded. A newer snapshot takes over (objects already encoded cost a lookup).
+   * them to be encoded. A newer snapshot takes over, walking only the kinds that changed (objects
+   * already encoded cost a lookup).
    */
   private prewarm(snapshot: ConfigSnapshot): void {
     const run = ++this.prewarmRun;
-    const lists = [...snapshot.kinds.values()].map((k) => k.resources);
+    // Only kinds whose generation moved since they were last walked to the end.
+    const kinds = [...snapshot.kinds.values()].filter((k) => this.prewarmed.get(k.kind) !== k.generation);
+    const lists = kinds.map((k) => k.resources);
     let list = 0;
     let at = 0;
     const step = (): void => {
@@ -179,6 +184,8 @@ export class AdsServer {
         const end = Math.min(at + 64, resources.length);
         for (; at < end; at++) this.encoder.framed(resources[at] as ConfigResource);
         if (at === resources.length) {
+          const done = kinds[list];
+          if (done !== undefined) this.prewarmed.set(done.kind, done.generation);
           list++;
           at = 0;
         }
