@@ -172,7 +172,8 @@ describe('the zookeeper source', () => {
     const failing = await log.next(status('failing'));
     assert.equal(failing.error?.code, 'UNAVAILABLE');
     assert.equal(log.snapshots().length, 0);
-    const synced = log.next(snapshotWith(1));
+    // ZooKeeper's JVM and the client's reconnect loop can take a while on a loaded machine.
+    const synced = log.next(snapshotWith(1), 2 * WAIT_MS);
     await zk.start();
     await synced;
   });
