@@ -86,6 +86,7 @@ const SOURCE_FACTORIES: {
       path: c.path,
       defaultNamespace: c.namespace,
       ...(c.rescanInterval === undefined ? {} : { rescanMs: c.rescanInterval }),
+      ...(c.vanishGrace === undefined ? {} : { vanishGraceMs: c.vanishGrace }),
     }),
   git: (c) =>
     new GitSource({

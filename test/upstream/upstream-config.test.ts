@@ -48,6 +48,19 @@ describe('upstream source configuration', () => {
     assert.ok(sink?.type === 'mcp-sink' && sink.listen === '0.0.0.0:9902' && sink.incremental);
   });
 
+  it('reads a file source’s rescan period and its grace for files that vanish', () => {
+    const [file] = parse(
+      '  - name: local\n    type: file\n    path: ./mesh\n    rescanInterval: 2s\n    vanishGrace: 1500ms\n',
+    ).sources;
+    assert.ok(file?.type === 'file');
+    assert.equal(file.rescanInterval, 2_000);
+    assert.equal(file.vanishGrace, 1_500);
+    assert.throws(
+      () => parse('  - name: local\n    type: file\n    path: ./mesh\n    vanishGrace: soon\n'),
+      /vanishGrace/,
+    );
+  });
+
   for (const [what, yaml, message] of [
     ['an unknown kind', 'kinds: [Deployment]', /sources\[0\]\.kinds\[0\]: unknown kind "Deployment"/],
     [

@@ -8,6 +8,8 @@ export const FileSourceConfig = z.strictObject({
   path: z.string().min(1),
   /** Full rescan period under file-system events. */
   rescanInterval: Duration.optional(),
+  /** How long a file that held objects must stay empty or absent before they are deleted. */
+  vanishGrace: Duration.optional(),
 });
 
 export type FileSourceConfig = z.infer<typeof FileSourceConfig>;

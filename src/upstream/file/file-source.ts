@@ -19,6 +19,12 @@ export interface FileSourceOptions {
   readonly rescanMs?: number;
   /** Quiet time after a file-system event before rescanning, so an editor's save is read once. Default 25 ms. */
   readonly settleMs?: number;
+  /**
+   * How long a file that held objects must stay empty or absent before its objects are deleted.
+   * Writers that truncate before writing, and editors that remove before renaming, pass through
+   * such states for a moment. Default 1 s.
+   */
+  readonly vanishGraceMs?: number;
 }
 
 interface FileResult {
@@ -35,6 +41,8 @@ const YAML_FILE = /\.(ya?ml|json)$/i;
  * Serves a file or a folder of Istio YAML. Every change yields the full state of the source.
  * A file that fails to read or holds invalid documents keeps serving the objects it held before
  * that its new content no longer yields, so a half-saved or broken file never deletes config.
+ * A file read while it changes is read again, and one that turns empty or disappears keeps its
+ * objects until it has stayed so for a grace period.
  * When two files define the same object, the later path wins and the clash is reported.
  */
 export class FileSource implements UpstreamSource {
@@ -54,6 +62,38 @@ export class FileSource implements UpstreamSource {
       let scanning = false;
       let rescanAgain = false;
       let stopped = false;
+      let followUp: NodeJS.Timeout | undefined;
+      let followUpAt = Infinity;
+      /** When each file that held objects was first seen empty or absent. */
+      const vanishedSince = new Map<string, number>();
+      const settleMs = options.settleMs ?? 25;
+      const graceMs = options.vanishGraceMs ?? 1_000;
+
+      const scanAgainIn = (ms: number): void => {
+        const at = Date.now() + ms;
+        if (at >= followUpAt) return;
+        if (followUp !== undefined) clearTimeout(followUp);
+        followUpAt = at;
+        followUp = setTimeout(() => {
+          followUp = undefined;
+          followUpAt = Infinity;
+          runScan();
+        }, ms);
+      };
+
+      /** Whether a file that held objects and now yields none is still within its grace period. */
+      const withinGrace = (file: string, prev: FileResult | undefined): boolean => {
+        if (prev === undefined || prev.resources.length === 0) return false;
+        const now = Date.now();
+        const since = vanishedSince.get(file) ?? now;
+        vanishedSince.set(file, since);
+        if (now - since >= graceMs) {
+          vanishedSince.delete(file);
+          return false;
+        }
+        scanAgainIn(since + graceMs - now);
+        return true;
+      };
 
       const createTimeFor = (kind: string, namespace: string, name: string): Timestamp => {
         const key = resourceKey({ kind, namespace, name });
@@ -65,12 +105,23 @@ export class FileSource implements UpstreamSource {
       const readOne = async (file: string, prev: FileResult | undefined): Promise<FileResult> => {
         const info = await stat(file);
         if (prev !== undefined && prev.mtimeMs === info.mtimeMs && prev.size === info.size) return prev;
-        const text = await readFile(file, 'utf8');
-        const result = readYamlDocuments(text, {
+        const bytes = await readFile(file);
+        const after = await stat(file);
+        if (after.mtimeMs !== info.mtimeMs || after.size !== info.size || bytes.length !== after.size) {
+          // Written to while read: keep what it held and read it again once the writer is done.
+          scanAgainIn(settleMs);
+          return prev ?? { mtimeMs: -1, size: -1, resources: [], errors: [], warnings: [] };
+        }
+        const result = readYamlDocuments(bytes.toString('utf8'), {
           file: path.relative(process.cwd(), file) || file,
           defaultNamespace: options.defaultNamespace,
           createTimeFor,
         });
+        if (result.resources.length === 0 && result.errors.length === 0) {
+          if (withinGrace(file, prev) && prev !== undefined) return { ...prev, mtimeMs: -1, size: -1 };
+        } else {
+          vanishedSince.delete(file);
+        }
         let resources: readonly ConfigResource[] = result.resources;
         if (result.errors.length > 0 && prev !== undefined) {
           // Keep what the broken file held before and no longer yields: a bad edit must not delete.
@@ -104,6 +155,11 @@ export class FileSource implements UpstreamSource {
               warnings: [],
             });
           }
+        }
+        for (const [file, prev] of files) {
+          if (next.has(file)) continue;
+          if (withinGrace(file, prev)) next.set(file, { ...prev, mtimeMs: -1, size: -1 });
+          else vanishedSince.delete(file);
         }
         files.clear();
         for (const [f, r] of next) files.set(f, r);
@@ -178,7 +234,7 @@ export class FileSource implements UpstreamSource {
 
       const onFsEvent = (): void => {
         if (settleTimer !== undefined) clearTimeout(settleTimer);
-        settleTimer = setTimeout(runScan, options.settleMs ?? 25);
+        settleTimer = setTimeout(runScan, settleMs);
       };
 
       subscriber.next({ type: 'status', state: 'connecting' });
@@ -197,6 +253,7 @@ export class FileSource implements UpstreamSource {
         watcher?.close();
         clearInterval(rescan);
         if (settleTimer !== undefined) clearTimeout(settleTimer);
+        if (followUp !== undefined) clearTimeout(followUp);
       };
     });
   }

@@ -1,0 +1,154 @@
+import assert from 'node:assert/strict';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { after, afterEach, before, describe, it } from 'node:test';
+import type { SourceSnapshotEvent } from '../../src/core/source-event.js';
+import { FileSource, type FileSourceOptions } from '../../src/upstream/file/file-source.js';
+import { tempDir } from '../support/meshmux-harness.js';
+import { SourceEventRecorder } from '../support/source-event-recorder.js';
+
+function serviceEntry(name: string, host = `${name}.example.com`): string {
+  return (
+    `apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: ${name}, namespace: shop}\n` +
+    `spec: {hosts: [${host}], ports: [{number: 443, name: https, protocol: TLS}], resolution: DNS}\n`
+  );
+}
+
+function names(snapshot: SourceSnapshotEvent): string[] {
+  return snapshot.resources.map((r) => r.name).sort();
+}
+
+describe('the file source', () => {
+  let root: string;
+  let dispose: () => Promise<void>;
+  let counter = 0;
+  const running: SourceEventRecorder[] = [];
+
+  before(async () => {
+    ({ dir: root, dispose } = await tempDir('meshmux-file-source-'));
+  });
+  afterEach(() => {
+    for (const r of running.splice(0)) r.close();
+  });
+  after(async () => {
+    await dispose();
+  });
+
+  async function start(
+    files: Record<string, string>,
+    options: Partial<FileSourceOptions> = {},
+  ): Promise<{ dir: string; recorder: SourceEventRecorder; first: SourceSnapshotEvent }> {
+    const dir = path.join(root, `case-${++counter}`);
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir);
+    for (const [name, text] of Object.entries(files)) await writeFile(path.join(dir, name), text);
+    const source = new FileSource({
+      name: 'local',
+      path: dir,
+      defaultNamespace: 'default',
+      rescanMs: 30,
+      ...options,
+    });
+    const recorder = new SourceEventRecorder(source.events$);
+    running.push(recorder);
+    return { dir, recorder, first: await recorder.snapshot() };
+  }
+
+  /** The first snapshot from `from` on that holds an object named `name`. */
+  function snapshotWith(
+    recorder: SourceEventRecorder,
+    name: string,
+    from: number,
+  ): Promise<SourceSnapshotEvent> {
+    return recorder.next(
+      (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === name),
+      from,
+    ) as Promise<SourceSnapshotEvent>;
+  }
+
+  it('keeps the objects of a file caught empty between truncation and write, then keeps them through a bad write', async () => {
+    const { dir, recorder, first } = await start(
+      { 'a.yaml': serviceEntry('cart') + '---\n' + serviceEntry('checkout') },
+      { vanishGraceMs: 60_000 },
+    );
+    assert.deepEqual(names(first), ['cart', 'checkout']);
+    const from = recorder.count;
+    await writeFile(path.join(dir, 'a.yaml'), '');
+    // One scan reads every file: once the marker arrives, the empty file has been read as well.
+    await writeFile(path.join(dir, 'marker.yaml'), serviceEntry('marker'));
+    const seen = await snapshotWith(recorder, 'marker', from);
+    assert.deepEqual(names(seen), ['cart', 'checkout', 'marker']);
+
+    const broken = recorder.count;
+    await writeFile(
+      path.join(dir, 'a.yaml'),
+      serviceEntry('cart').replace('resolution: DNS', 'resolution: NOPE'),
+    );
+    const rejected = (await recorder.next(
+      (e) => e.type === 'snapshot' && e.errors.length > 0,
+      broken,
+    )) as SourceSnapshotEvent;
+    assert.match(rejected.errors[0]?.describe() ?? '', /a\.yaml doc 0 .*spec\.resolution/);
+    assert.deepEqual(
+      names(rejected),
+      ['cart', 'checkout', 'marker'],
+      'the objects from before the truncation',
+    );
+    for (const e of recorder.events.slice(from)) {
+      if (e.type === 'snapshot')
+        assert.ok(names(e).includes('cart'), `cart is never deleted: ${names(e).join(',')}`);
+    }
+  });
+
+  it('deletes the objects of a file that stays empty once the grace period is over', async () => {
+    const graceMs = 400;
+    const { dir, recorder } = await start(
+      { 'a.yaml': serviceEntry('cart'), 'b.yaml': serviceEntry('ledger') },
+      { vanishGraceMs: graceMs },
+    );
+    const from = recorder.count;
+    const emptied = Date.now();
+    await writeFile(path.join(dir, 'a.yaml'), '# nothing here any more\n');
+    const gone = (await recorder.next(
+      (e) => e.type === 'snapshot' && !e.resources.some((r) => r.name === 'cart'),
+      from,
+    )) as SourceSnapshotEvent;
+    assert.ok(Date.now() - emptied >= graceMs, 'not before the grace period');
+    assert.deepEqual(names(gone), ['ledger']);
+    assert.deepEqual(gone.errors, []);
+  });
+
+  it('deletes the objects of a removed file once the grace period is over, and keeps them if it returns in time', async () => {
+    const graceMs = 400;
+    const { dir, recorder } = await start(
+      { 'a.yaml': serviceEntry('cart'), 'b.yaml': serviceEntry('ledger') },
+      { vanishGraceMs: graceMs },
+    );
+    // Removed and written again at once, as editors that save through a new file do.
+    let from = recorder.count;
+    await rm(path.join(dir, 'b.yaml'));
+    await writeFile(path.join(dir, 'marker.yaml'), serviceEntry('marker'));
+    assert.deepEqual(names(await snapshotWith(recorder, 'marker', from)), ['cart', 'ledger', 'marker']);
+    await writeFile(path.join(dir, 'b.yaml'), serviceEntry('ledger', 'ledger.internal'));
+    const back = (await recorder.next(
+      (e) =>
+        e.type === 'snapshot' &&
+        e.resources.some((r) => r.name === 'ledger' && Buffer.from(r.body).includes('ledger.internal')),
+      from,
+    )) as SourceSnapshotEvent;
+    assert.deepEqual(names(back), ['cart', 'ledger', 'marker']);
+    for (const e of recorder.events.slice(from)) {
+      if (e.type === 'snapshot') assert.ok(names(e).includes('ledger'), 'ledger is never deleted');
+    }
+
+    from = recorder.count;
+    const removed = Date.now();
+    await rm(path.join(dir, 'a.yaml'));
+    const gone = (await recorder.next(
+      (e) => e.type === 'snapshot' && !e.resources.some((r) => r.name === 'cart'),
+      from,
+    )) as SourceSnapshotEvent;
+    assert.ok(Date.now() - removed >= graceMs, 'not before the grace period');
+    assert.deepEqual(names(gone), ['ledger', 'marker']);
+  });
+});
