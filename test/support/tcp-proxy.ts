@@ -3,7 +3,8 @@
  * `pause()` stops moving bytes both ways on the open connections and keeps each side from
  * seeing the other close (no FIN, no RST crosses); `resume()` moves bytes again and delivers any
  * close that happened meanwhile. Lets a test make a ZooKeeper server expire a client's session,
- * or leave a client on a silent connection.
+ * or leave a client on a silent connection. `holdNext` freezes only the next connections made,
+ * as a server that accepts a connection and never answers it would.
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
@@ -20,6 +21,7 @@ export class TcpProxy {
   private readonly server: Server;
   private listeningPort = 0;
   private holdNew = false;
+  private holdCount = 0;
 
   private constructor(targetPort: number) {
     this.server = createServer((client) => this.relay(client, targetPort));
@@ -55,6 +57,16 @@ export class TcpProxy {
   pause(options: { newConnections?: 'hold' | 'flow' } = {}): void {
     this.holdNew = (options.newConnections ?? 'hold') === 'hold';
     for (const p of this.pairs) this.freeze(p);
+  }
+
+  /** Freezes the next `count` connections made, from their first byte; later ones flow. */
+  holdNext(count: number): void {
+    this.holdCount = count;
+  }
+
+  /** Closes every open connection on both sides, as a restarting server would. */
+  dropConnections(): void {
+    for (const p of [...this.pairs]) this.tearDown(p);
   }
 
   resume(): void {
@@ -103,6 +115,11 @@ export class TcpProxy {
       s.on('close', ended);
       s.on('end', ended);
     }
-    if (this.holdNew) this.freeze(pair);
+    if (this.holdCount > 0) {
+      this.holdCount--;
+      this.freeze(pair);
+    } else if (this.holdNew) {
+      this.freeze(pair);
+    }
   }
 }

@@ -1,4 +1,4 @@
-import { createClient, Exception, type Client } from 'node-zookeeper-client';
+import { createClient, Exception, type Client, type Option } from 'node-zookeeper-client';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 
@@ -23,6 +23,13 @@ export interface ZookeeperRegistryWatcherOptions {
    * timeout, at least 10 s.
    */
   readonly deadConnectionMs?: number;
+  /**
+   * How long the client may stay without a connection before it is replaced by a new client that
+   * resumes the same session. The client library times out the TCP connect but not ZooKeeper's
+   * handshake after it, so a server that accepts a connection and never answers it (seen while
+   * ZooKeeper starts) would hold it forever. Default: the session timeout, within 3–10 s.
+   */
+  readonly handshakeTimeoutMs?: number;
   /** `user:password` for the digest scheme; read again for every new session, so rotation works. */
   readonly digest?: () => Promise<string>;
   /** Interfaces it rejects are never read nor watched. */
@@ -40,6 +47,12 @@ export interface ZookeeperRegistryWatcherEvents {
   unavailable(error: MeshmuxError): void;
   /** A new ZooKeeper session was established (the first, or one replacing an expired one). */
   session?(sessionId: string): void;
+}
+
+/** A session a replacement client takes over. */
+interface ResumedSession {
+  readonly id: Buffer;
+  readonly password: Buffer;
 }
 
 interface SyncRound {
@@ -118,7 +131,8 @@ export class ZookeeperRegistryWatcher {
     this.client = undefined;
   }
 
-  private openSession(): void {
+  /** Opens a new session, or with `resume` a new client on an existing one. */
+  private openSession(resume?: ResumedSession): void {
     if (this.stopped) return;
     const generation = ++this.generation;
     clearInterval(this.probe);
@@ -126,25 +140,57 @@ export class ZookeeperRegistryWatcher {
     this.client = undefined;
     this.round = undefined;
     const { servers, sessionTimeoutMs, log } = this.options;
-    const client = createClient(servers, { sessionTimeout: sessionTimeoutMs, retries: 0 });
-    let established = false;
+    const clientOptions: Partial<Option> & { sessionId?: Buffer; sessionPassword?: Buffer } = {
+      sessionTimeout: sessionTimeoutMs,
+      retries: 0,
+      ...(resume === undefined ? {} : { sessionId: resume.id, sessionPassword: resume.password }),
+    };
+    const client = createClient(servers, clientOptions);
+    let established = resume !== undefined;
     const current = (): boolean => !this.stopped && generation === this.generation;
     this.probe = this.probeLiveness(client, current);
+    const handshakeMs =
+      this.options.handshakeTimeoutMs ?? Math.min(Math.max(sessionTimeoutMs, 3_000), 10_000);
+    let handshake: NodeJS.Timeout | undefined;
+    let connected = false;
+    const awaitConnection = (): void => {
+      clearTimeout(handshake);
+      handshake = setTimeout(() => {
+        if (!current() || connected) return;
+        const id = client.getSessionId();
+        const known = id.some((b) => b !== 0);
+        log.warn(
+          { waitedMs: handshakeMs, resume: known },
+          'no ZooKeeper connection completed in time; dialling again with a new client',
+        );
+        this.openSession(known ? { id, password: client.getSessionPassword() } : undefined);
+      }, handshakeMs);
+      handshake.unref();
+    };
+    awaitConnection();
+    client.on('state', (state) => {
+      if (current()) log.debug({ state: String(state) }, 'ZooKeeper client state');
+    });
     client.on('connected', () => {
+      clearTimeout(handshake);
+      connected = true;
       if (!current()) return;
       this.retryDelayMs = RETRY_MIN_MS;
-      if (!established) {
+      const sessionId = client.getSessionId().toString('hex');
+      if (!established || (resume !== undefined && !client.getSessionId().equals(resume.id))) {
         established = true;
-        const sessionId = client.getSessionId().toString('hex');
         log.info({ sessionId, timeoutMs: client.getSessionTimeout() }, 'ZooKeeper session established');
         this.events.session?.(sessionId);
       } else {
-        log.info('reconnected to ZooKeeper; reading the registry again');
+        log.info({ sessionId }, 'reconnected to ZooKeeper; reading the registry again');
       }
+      resume = undefined;
       this.startRound();
     });
     client.on('disconnected', () => {
+      connected = false;
       if (!current()) return;
+      awaitConnection();
       this.round = undefined;
       log.warn({ servers }, 'lost the connection to ZooKeeper');
       this.events.unavailable(
@@ -162,6 +208,7 @@ export class ZookeeperRegistryWatcher {
       this.openSession();
     });
     client.on('authenticationFailed', () => {
+      clearTimeout(handshake);
       if (!current()) return;
       this.events.unavailable(
         new MeshmuxError('PERMISSION_DENIED', 'ZooKeeper rejected the credentials', { file: servers }),
@@ -194,6 +241,7 @@ export class ZookeeperRegistryWatcher {
         client.connect();
       },
       (err: unknown) => {
+        clearTimeout(handshake);
         if (!current()) return;
         this.events.unavailable(toMeshmuxError(err, 'CONFIG', { file: servers }));
         this.retrySession();

@@ -36,6 +36,8 @@ export interface ZookeeperSourceOptions {
   readonly sessionTimeoutMs?: number;
   /** How long an unanswered connection is kept before a new session replaces it; see the watcher. */
   readonly deadConnectionMs?: number;
+  /** How long the client may stay unconnected before a new client resumes its session; see the watcher. */
+  readonly handshakeTimeoutMs?: number;
   readonly auth?: ZookeeperDigestAuth;
   /** Default {@link DubboHostTemplate.DEFAULT}. */
   readonly hostTemplate?: string;
@@ -188,6 +190,9 @@ export class ZookeeperSource implements UpstreamSource {
           root,
           sessionTimeoutMs: options.sessionTimeoutMs ?? 30_000,
           ...(options.deadConnectionMs === undefined ? {} : { deadConnectionMs: options.deadConnectionMs }),
+          ...(options.handshakeTimeoutMs === undefined
+            ? {}
+            : { handshakeTimeoutMs: options.handshakeTimeoutMs }),
           ...(auth === undefined
             ? {}
             : {
