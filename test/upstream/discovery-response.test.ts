@@ -1,10 +1,94 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import protobuf from 'protobufjs';
 import { messageType } from '../../src/schema/proto-root.js';
 import { scanDiscoveryResponse } from '../../src/upstream/xds/discovery-response.js';
 
 const RESPONSE = messageType('envoy.service.discovery.v3.DiscoveryResponse');
 const MCP = 'type.googleapis.com/istio.mcp.v1alpha1.Resource';
+
+/** A field the schema does not define: every wire type, groups with nested fields included. */
+const unknownField: fc.Arbitrary<Uint8Array> = fc
+  .record({
+    field: fc.integer({ min: 20, max: 2000 }),
+    kind: fc.constantFrom('varint', 'fixed64', 'bytes', 'fixed32', 'group'),
+    number: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+    payload: fc.uint8Array({ maxLength: 40 }),
+  })
+  .map(({ field, kind, number, payload }) => {
+    const w = protobuf.Writer.create();
+    const lo = Number(number & 0xffffffffn) >>> 0;
+    const hi = Number(number >> 32n) >>> 0;
+    const long = new protobuf.util.LongBits(lo, hi);
+    if (kind === 'varint') w.uint32((field << 3) | 0).uint64(long.toNumber(true));
+    else if (kind === 'fixed64') w.uint32((field << 3) | 1).fixed64(long.toNumber(true));
+    else if (kind === 'bytes') w.uint32((field << 3) | 2).bytes(payload);
+    else if (kind === 'fixed32') w.uint32((field << 3) | 5).fixed32(lo);
+    else
+      w.uint32((field << 3) | 3)
+        .uint32((7 << 3) | 2)
+        .bytes(payload)
+        .uint32((field << 3) | 4);
+    return w.finish();
+  });
+
+const responseFields = fc.record({
+  version_info: fc.string({ maxLength: 20 }),
+  type_url: fc.constantFrom(
+    '',
+    'networking.istio.io/v1/ServiceEntry',
+    'networking.istio.io/v1alpha3/Gateway',
+  ),
+  nonce: fc.string({ maxLength: 12 }),
+  canary: fc.boolean(),
+  resources: fc.array(
+    fc.record({
+      type_url: fc.constantFrom(
+        MCP,
+        '',
+        'type.googleapis.com/istio.networking.v1alpha3.Sidecar',
+        'type.googleapis.com/ü',
+      ),
+      value: fc.uint8Array({ maxLength: 30 }),
+    }),
+    { maxLength: 6 },
+  ),
+});
+
+/** What the schema decoder makes of `bytes`, in the scanner's terms, or the fact that it throws. */
+function decodedBySchema(bytes: Uint8Array): unknown {
+  try {
+    const m = RESPONSE.toObject(RESPONSE.decode(bytes), { defaults: true }) as {
+      version_info: string;
+      type_url: string;
+      nonce: string;
+      resources: Array<{ type_url: string; value: Uint8Array }>;
+    };
+    return {
+      versionInfo: m.version_info,
+      typeUrl: m.type_url,
+      nonce: m.nonce,
+      resources: m.resources.map((r) => [r.type_url, [...r.value]]),
+    };
+  } catch {
+    return 'throws';
+  }
+}
+
+function scanned(bytes: Uint8Array): unknown {
+  try {
+    const r = scanDiscoveryResponse(bytes);
+    return {
+      versionInfo: r.versionInfo,
+      typeUrl: r.typeUrl,
+      nonce: r.nonce,
+      resources: r.resources.map((x) => [x.typeUrl, [...x.value]]),
+    };
+  } catch {
+    return 'throws';
+  }
+}
 
 function encoded(fields: Record<string, unknown>): Buffer {
   return Buffer.from(RESPONSE.encode(RESPONSE.fromObject(fields)).finish());
@@ -43,6 +127,28 @@ describe('scanDiscoveryResponse', () => {
     const scanned = scanDiscoveryResponse(bytes);
     assert.equal(scanned.nonce, 'b');
     assert.equal(scanned.versionInfo, 'x');
+  });
+
+  it('agrees with the schema decoder on any response, unknown fields of every wire type among its fields', () => {
+    fc.assert(
+      fc.property(responseFields, fc.array(unknownField, { maxLength: 4 }), (fields, extra) => {
+        const bytes = Buffer.concat([encoded(fields), ...extra, ...extra.slice(0, 1)]);
+        assert.deepEqual(scanned(bytes), decodedBySchema(new Uint8Array(bytes)));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('throws where the schema decoder does on every cut of a response', () => {
+    fc.assert(
+      fc.property(responseFields, unknownField, fc.nat(), (fields, extra, at) => {
+        const whole = Buffer.concat([encoded(fields), extra]);
+        const cut = new Uint8Array(whole.subarray(0, at % (whole.length + 1)));
+        const expected = decodedBySchema(cut);
+        assert.deepEqual(scanned(cut), expected);
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it('throws on truncated messages and on wrong wire types', () => {
