@@ -15,6 +15,7 @@ export class ChannelUpdateBuilder {
   private readonly rejected = new Map<string, MeshmuxError>();
   private readonly unnamed: MeshmuxError[] = [];
   private readonly warnings: MeshmuxError[] = [];
+  /** Keys added by this response, when it began from a copy of the state (else: `resources`). */
   private readonly seen = new Set<string>();
   private unknownEnvelopeObjects = 0;
   private readonly unknownEnvelopeFields = new Set<number>();
@@ -43,21 +44,21 @@ export class ChannelUpdateBuilder {
       else {
         this.rejected.set(name, result.error);
         // A bad later duplicate must not leave an earlier good copy of the same response in place.
-        if (this.seen.has(name)) this.resources.delete(name);
+        if (this.startedEmpty || this.seen.has(name)) this.resources.delete(name);
       }
       return;
     }
     const name = key ?? result.name;
     if (name !== result.name) this.renamed = true;
-    if (this.seen.has(name)) {
+    if (this.addedBefore(name)) {
       this.warnings.push(
         new MeshmuxError('METADATA', `${name} appears twice in one response; the later one is applied`, {
           file: this.where,
         }),
       );
     }
-    this.seen.add(name);
-    this.rejected.delete(name);
+    if (!this.startedEmpty) this.seen.add(name);
+    if (this.rejected.size > 0) this.rejected.delete(name);
     this.resources.set(name, result.resource);
     if (result.unknownEnvelopeFields.length > 0) {
       this.unknownEnvelopeObjects++;
@@ -66,6 +67,11 @@ export class ChannelUpdateBuilder {
     if (result.unknownBodyFields.length > 0) {
       this.unknownBodyFields.push(`${result.name}: ${result.unknownBodyFields.join(', ')}`);
     }
+  }
+
+  private addedBefore(name: string): boolean {
+    if (!this.startedEmpty) return this.seen.has(name);
+    return this.resources.has(name) || this.rejected.has(name);
   }
 
   /** Drops one object that could not be read at all (wrong envelope); `key` when its name is known. */
