@@ -451,8 +451,10 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     );
 
     // Every upstream restarts with identical content (and new versions), once the churn's last
-    // pushes are done, so their CPU is not counted here.
+    // pushes are done and its garbage is collected, so neither is counted here.
     await quiesce(server, 10_000);
+    await server.memory();
+    await quiesce(server, 2_000);
     const r0 = await server.counters();
     for (const sim of rig.simulators) sim.dropStreams();
     await waitFor(() => rig.simulators.every((s) => s.answeredTypes >= 2), 30_000);
