@@ -88,6 +88,8 @@ export class ZookeeperRegistryWatcher {
   private stopped = false;
   private round: SyncRound | undefined;
   private retryDelayMs = RETRY_MIN_MS;
+  /** Clients replaced since the last connection for want of one. */
+  private redials = 0;
   private readonly timers = new Set<NodeJS.Timeout>();
   /** Interfaces seen in the root's last listing. */
   private readonly tracked = new Set<string>();
@@ -159,7 +161,9 @@ export class ZookeeperRegistryWatcher {
         if (!current() || connected) return;
         const id = client.getSessionId();
         const known = id.some((b) => b !== 0);
-        log.warn(
+        // Once per outage at warn level: while ZooKeeper stays away this repeats every period.
+        const level = this.redials++ === 0 ? 'warn' : 'debug';
+        log[level](
           { waitedMs: handshakeMs, resume: known },
           'no ZooKeeper connection completed in time; dialling again with a new client',
         );
@@ -176,6 +180,7 @@ export class ZookeeperRegistryWatcher {
       connected = true;
       if (!current()) return;
       this.retryDelayMs = RETRY_MIN_MS;
+      this.redials = 0;
       const sessionId = client.getSessionId().toString('hex');
       if (!established || (resume !== undefined && !client.getSessionId().equals(resume.id))) {
         established = true;
