@@ -37,6 +37,11 @@ interface FileResult {
 
 const YAML_FILE = /\.(ya?ml|json)$/i;
 
+/** What a file holds, marked to be read again at the next scan whatever its size and time. */
+function readAgain(held: Omit<FileResult, 'mtimeMs' | 'size'>): FileResult {
+  return { ...held, mtimeMs: -1, size: -1 };
+}
+
 /**
  * Serves a file or a folder of Istio YAML. Every change yields the full state of the source.
  * A file that fails to read or holds invalid documents keeps serving the objects it held before
@@ -82,8 +87,8 @@ export class FileSource implements UpstreamSource {
       };
 
       /** Whether a file that held objects and now yields none is still within its grace period. */
-      const withinGrace = (file: string, prev: FileResult | undefined): boolean => {
-        if (prev === undefined || prev.resources.length === 0) return false;
+      const withinGrace = (file: string, prev: FileResult): boolean => {
+        if (prev.resources.length === 0) return false;
         const now = Date.now();
         const since = vanishedSince.get(file) ?? now;
         vanishedSince.set(file, since);
@@ -110,7 +115,7 @@ export class FileSource implements UpstreamSource {
         if (after.mtimeMs !== info.mtimeMs || after.size !== info.size || bytes.length !== after.size) {
           // Written to while read: keep what it held and read it again once the writer is done.
           scanAgainIn(settleMs);
-          return prev ?? { mtimeMs: -1, size: -1, resources: [], errors: [], warnings: [] };
+          return readAgain(prev ?? { resources: [], errors: [], warnings: [] });
         }
         const result = readYamlDocuments(bytes.toString('utf8'), {
           file: path.relative(process.cwd(), file) || file,
@@ -118,7 +123,7 @@ export class FileSource implements UpstreamSource {
           createTimeFor,
         });
         if (result.resources.length === 0 && result.errors.length === 0) {
-          if (withinGrace(file, prev) && prev !== undefined) return { ...prev, mtimeMs: -1, size: -1 };
+          if (prev !== undefined && withinGrace(file, prev)) return readAgain(prev);
         } else {
           vanishedSince.delete(file);
         }
@@ -147,18 +152,12 @@ export class FileSource implements UpstreamSource {
             next.set(file, await readOne(file, prev));
           } catch (err) {
             const error = toMeshmuxError(err, 'UNAVAILABLE', { file });
-            next.set(file, {
-              mtimeMs: -1,
-              size: -1,
-              resources: prev?.resources ?? [],
-              errors: [error],
-              warnings: [],
-            });
+            next.set(file, readAgain({ resources: prev?.resources ?? [], errors: [error], warnings: [] }));
           }
         }
         for (const [file, prev] of files) {
           if (next.has(file)) continue;
-          if (withinGrace(file, prev)) next.set(file, { ...prev, mtimeMs: -1, size: -1 });
+          if (withinGrace(file, prev)) next.set(file, readAgain(prev));
           else vanishedSince.delete(file);
         }
         files.clear();
