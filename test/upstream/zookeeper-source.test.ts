@@ -105,6 +105,21 @@ describe('the zookeeper source', () => {
     return r;
   };
 
+  /** A source reading `root`, where one provider is registered, through a relay the test can freeze. */
+  const watchThroughRelay = async (
+    root: string,
+    provider: { iface: string; ip: string },
+    options: Partial<ZookeeperSourceOptions> = {},
+  ): Promise<{ registry: DubboRegistry; proxy: TcpProxy; log: EventLog }> => {
+    const registry = await registryAt(root);
+    await registry.register(provider);
+    const proxy = await TcpProxy.start(zk.port);
+    cleanups.push(() => proxy.close());
+    const log = watch({ root, servers: proxy.address, ...options });
+    await log.next(snapshotWith(1));
+    return { registry, proxy, log };
+  };
+
   before(async () => {
     zk = await ZookeeperServer.start();
   });
@@ -202,19 +217,11 @@ describe('the zookeeper source', () => {
   });
 
   it('is stale while its connection is silent, and opens a new session once its own expired', async () => {
-    const registry = await registryAt('/expire');
-    await registry.register({ iface: 'com.exp.Svc', ip: '10.0.5.1' });
-    const proxy = await TcpProxy.start(zk.port);
-    cleanups.push(() => proxy.close());
-    const log = new EventLog({
-      name: 'zk-expire',
-      servers: proxy.address,
-      root: '/expire',
-      namespace: 'dubbo',
-      sessionTimeoutMs: 500,
-    });
-    cleanups.push(() => log.close());
-    await log.next(snapshotWith(1));
+    const { registry, proxy, log } = await watchThroughRelay(
+      '/expire',
+      { iface: 'com.exp.Svc', ip: '10.0.5.1' },
+      { sessionTimeoutMs: 500 },
+    );
     const [oldSession] = log.sessions;
     const stale = log.next(status('stale'));
     proxy.pause();
@@ -242,20 +249,11 @@ describe('the zookeeper source', () => {
   });
 
   it('dials again when a server accepts the connection and never answers the handshake, keeping its session', async () => {
-    const registry = await registryAt('/handshake');
-    await registry.register({ iface: 'com.hs.Svc', ip: '10.0.8.1' });
-    const proxy = await TcpProxy.start(zk.port);
-    cleanups.push(() => proxy.close());
-    const log = new EventLog({
-      name: 'zk-handshake',
-      servers: proxy.address,
-      root: '/handshake',
-      namespace: 'dubbo',
-      sessionTimeoutMs: 5_000,
-      handshakeTimeoutMs: 1_000,
-    });
-    cleanups.push(() => log.close());
-    await log.next(snapshotWith(1));
+    const { registry, proxy, log } = await watchThroughRelay(
+      '/handshake',
+      { iface: 'com.hs.Svc', ip: '10.0.8.1' },
+      { sessionTimeoutMs: 5_000, handshakeTimeoutMs: 1_000 },
+    );
     const stale = log.next(status('stale'));
     const from = log.events.length;
     // The client reconnects at once into a connection that swallows its handshake.
@@ -268,20 +266,11 @@ describe('the zookeeper source', () => {
   });
 
   it('replaces a connection that stays silent with a new session', async () => {
-    const registry = await registryAt('/silent');
-    await registry.register({ iface: 'com.sil.Svc', ip: '10.0.7.1' });
-    const proxy = await TcpProxy.start(zk.port);
-    cleanups.push(() => proxy.close());
-    const log = new EventLog({
-      name: 'zk-silent',
-      servers: proxy.address,
-      root: '/silent',
-      namespace: 'dubbo',
-      sessionTimeoutMs: 500,
-      deadConnectionMs: 1_500,
-    });
-    cleanups.push(() => log.close());
-    await log.next(snapshotWith(1));
+    const { registry, proxy, log } = await watchThroughRelay(
+      '/silent',
+      { iface: 'com.sil.Svc', ip: '10.0.7.1' },
+      { sessionTimeoutMs: 500, deadConnectionMs: 1_500 },
+    );
     const caughtUp = log.next(snapshotWith(2));
     // The connection freezes for good; new connections work, as when a server vanishes behind a balancer.
     proxy.pause({ newConnections: 'flow' });
