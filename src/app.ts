@@ -18,6 +18,8 @@ import { decodeBody } from './schema/yaml-reader.js';
 import type { MeshmuxConfig, SourceConfig } from './settings/meshmux-config.js';
 import { renderStatusPage } from './http/status-page.js';
 import type { Metrics } from './telemetry/metrics.js';
+import { StateMetrics } from './telemetry/state-metrics.js';
+import { openRecordStore } from './state/open-record-store.js';
 import { processCounters } from './telemetry/process-counters.js';
 import { Telemetry } from './telemetry/telemetry.js';
 import { tracingFromEnv, type TracingEnv } from './telemetry/tracing.js';
@@ -71,6 +73,8 @@ function fingerprint(config: SourceConfig): string {
     maxStale: _s,
     maxDeleteRatio: _r,
     confirmAfter: _c,
+    settle: _t,
+    required: _q,
     ...rest
   } = config;
   return JSON.stringify(rest);
@@ -139,6 +143,8 @@ function sourcePolicy(config: SourceConfig | undefined): Partial<SourcePolicy> {
     ...(config.maxStale === undefined ? {} : { maxStaleMs: config.maxStale }),
     maxDeleteRatio: config.maxDeleteRatio,
     ...(config.confirmAfter === undefined ? {} : { confirmAfterMs: config.confirmAfter }),
+    settleMs: config.settle,
+    required: config.required,
   };
 }
 
@@ -219,12 +225,25 @@ export async function startMeshmux(
       return input;
     });
   const inputs = inputsFor(config);
+  const stateMetrics = new StateMetrics(metrics.registry);
+  const persisted = await openRecordStore(
+    config.state.dir,
+    overrides.env ?? process.env,
+    componentLogger('state'),
+    {
+      onWrite: (source, bytes) => stateMetrics.onWrite(source, bytes),
+      onWriteError: (source, error) => stateMetrics.onWriteError(source, error),
+      onLoadError: () => stateMetrics.onLoadError(),
+    },
+  );
   let policies = new PolicySet(config.policies);
   let policyConfig = JSON.stringify(config.policies);
   const engine = new MergeEngine(
     inputs,
     {
       syncTimeoutMs: config.syncTimeout,
+      restored: persisted.restored,
+      ...(persisted.store === undefined ? {} : { store: persisted.store }),
       semanticKeys: semanticKeysOf,
       semanticConflicts: config.merge.semanticConflicts,
       log: componentLogger('merge'),
@@ -276,6 +295,11 @@ export async function startMeshmux(
       rejections: () => engine.current().sources.flatMap((s) => s.rejections),
       conflicts: () => engine.current().conflicts,
       git: () => [...gitSources.values()].map((s) => s.status()),
+      state: () => ({
+        dir: persisted.store?.dir ?? 'none',
+        files: persisted.store?.report() ?? [],
+        problems: persisted.problems.map((e) => e.describe()),
+      }),
       preview: (url) => preview(previewRequestFromUrl(url)),
     },
     actions: [
@@ -365,6 +389,8 @@ export async function startMeshmux(
       await ads.close();
       await http.close();
       engine.stop();
+      // The last state is written before the folder is released.
+      await persisted.store?.close();
       await telemetry.shutdown();
     },
   };
@@ -413,6 +439,9 @@ function describeSource(s: ReturnType<MergeEngine['current']>['sources'][number]
     revision: s.revision,
     lastSyncTime: s.lastSyncTime?.toISOString(),
     lastError: s.lastError?.describe(),
+    required: s.required,
+    restoredFrom: s.restoredFrom?.toISOString(),
+    missingKinds: s.missingKinds,
     counts: s.counts,
     errors: s.errors.map((e) => e.describe()),
     warnings: s.warnings.map((e) => e.describe()),

@@ -19,6 +19,8 @@ export const ERROR_CODES = {
   PERMISSION_DENIED: 'denied',
   /** A source or transport failed; the operation may succeed later. */
   UNAVAILABLE: 'transient',
+  /** Persisted state could not be read (corrupt, truncated, foreign) or written (disk full, read-only). */
+  STATE: 'transient',
   /** A bug or broken invariant. */
   INTERNAL: 'internal',
 } as const;

@@ -5,6 +5,11 @@ import type { ConfigResource } from './resource.js';
 export type SourceState =
   /** Not yet synced since start (or since a restart of its transport). */
   | 'connecting'
+  /**
+   * Serves the state it had persisted before this process started, and has not synced with its
+   * upstream since: the last good state, kept until the upstream answers.
+   */
+  | 'restored'
   /** Holds a complete, current view of its upstream. */
   | 'synced'
   /** Lost its upstream; its last good state is still served. */
@@ -14,7 +19,9 @@ export type SourceState =
 
 /**
  * A source's full state (or its full state for some kinds). The merge replaces that source's
- * previous state for the covered kinds with `resources`, so omitting an object deletes it.
+ * previous state for the covered kinds with `resources`, so omitting an object deletes it. A kind
+ * listed in `kinds` counts as answered by the upstream: a source lists only kinds it has heard about,
+ * never one whose upstream stayed silent.
  */
 export interface SourceSnapshotEvent {
   readonly type: 'snapshot';

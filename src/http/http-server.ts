@@ -146,7 +146,20 @@ function readiness(snapshot: ConfigSnapshot): unknown {
   return {
     ready: snapshot.ready,
     waitingFor: snapshot.waitingFor,
-    sources: snapshot.sources.map((s) => ({ name: s.name, state: s.state, synced: s.everSynced })),
+    // Kinds no istiod is answered for, by the source they wait on.
+    missing: Object.fromEntries(
+      snapshot.sources
+        .filter((s) => snapshot.waitingFor.includes(s.name))
+        .map((s) => [s.name, s.missingKinds]),
+    ),
+    syncTimeoutPassed: snapshot.budgetPassed,
+    sources: snapshot.sources.map((s) => ({
+      name: s.name,
+      state: s.state,
+      synced: s.everSynced,
+      required: s.required,
+      ...(s.restoredFrom === undefined ? {} : { restoredFrom: s.restoredFrom.toISOString() }),
+    })),
   };
 }
 

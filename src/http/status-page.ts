@@ -27,6 +27,7 @@ export interface StatusPageOptions {
 
 const STATE_CLASS: Readonly<Record<SourceReport['state'], string>> = {
   synced: 'ok',
+  restored: 'warn',
   connecting: 'warn',
   stale: 'warn',
   failing: 'bad',

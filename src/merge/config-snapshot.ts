@@ -63,9 +63,12 @@ export interface Conflict {
   readonly parties: readonly ConflictParty[];
 }
 
+/** Why a guard holds an update back. A closed set: it labels metrics. */
+export type HoldReason = 'empty' | 'mass-delete';
+
 /** An update a guard holds back, as reported. */
 export interface HeldReport {
-  readonly reason: 'empty' | 'mass-delete';
+  readonly reason: HoldReason;
   readonly since: Date;
   readonly deletions: number;
   readonly total: number;
@@ -77,8 +80,14 @@ export interface SourceReport {
   readonly type: string;
   readonly priority: number;
   readonly state: SourceState;
-  /** True once the source has delivered one complete state. */
+  /** True once the source has delivered one complete state in this process. */
   readonly everSynced: boolean;
+  /** Whether the merge waits for this source before serving the kinds it may hold. */
+  readonly required: boolean;
+  /** When the state it serves was restored from a persisted record, the time that record was taken. */
+  readonly restoredFrom?: Date;
+  /** Kinds the source may hold that it can serve nothing for yet: neither answered nor restored. */
+  readonly missingKinds: readonly string[];
   readonly revision: string;
   readonly lastSyncTime?: Date;
   readonly lastError?: MeshmuxError;
@@ -100,12 +109,20 @@ export interface ConfigSnapshot {
   readonly version: string;
   /** Kinds present in the merge; a kind no source holds is absent (serve it as empty). */
   readonly kinds: ReadonlyMap<string, KindSnapshot>;
-  /** True once every source synced once or the startup budget passed. */
+  /**
+   * True once every source the merge waits for serves a complete state: synced with its upstream,
+   * or restored from its persisted record.
+   */
   readonly ready: boolean;
-  /** Whether a kind may be served: every source that may contribute to it has synced, or the budget passed. */
+  /**
+   * Whether a kind may be answered: every source that may hold it has answered it or restored it
+   * (sources with `required: false` are waited for only until the startup budget passes).
+   */
   readyFor(kind: string): boolean;
-  /** Names of sources that have not synced yet. */
+  /** Names of the sources the merge still waits for (neither synced nor restored). */
   readonly waitingFor: readonly string[];
+  /** True once the startup budget (`syncTimeout`) has passed. */
+  readonly budgetPassed: boolean;
   readonly sources: readonly SourceReport[];
   readonly conflicts: readonly Conflict[];
 }

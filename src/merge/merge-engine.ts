@@ -13,10 +13,20 @@ import {
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../core/source-event.js';
-import type { Conflict, ConfigSnapshot, KindSnapshot, SnapshotReader } from './config-snapshot.js';
+import type {
+  Conflict,
+  ConfigSnapshot,
+  HoldReason,
+  KindSnapshot,
+  SnapshotReader,
+} from './config-snapshot.js';
 import { KindTable, type SemanticConflictPolicy, type SemanticKeys, type SourceRank } from './kind-table.js';
 import { type KindChange, SourceLedger } from './source-ledger.js';
+import type { SourceRecord, SourceRecordStore } from './source-record.js';
 import { DEFAULT_SOURCE_POLICY, type SourcePolicy } from './source-rules.js';
+
+/** Why the merge waits on a source: its update settling, a held update's `confirmAfter`, `maxStale`. */
+type TimerPurpose = 'settle' | 'confirm' | 'expiry';
 
 /** A source as the merge sees it: its descriptor, its events and its rules. */
 export interface MergeInput {
@@ -32,8 +42,15 @@ export interface MergeInput {
 }
 
 export interface MergeOptions {
-  /** How long to wait for every source's first state before serving anyway. Default 30 s. */
+  /**
+   * The startup budget: after it, sources with `required: false` that have not synced are no longer
+   * waited for, and the required ones still missing are reported. Default 30 s.
+   */
   readonly syncTimeoutMs?: number;
+  /** Persisted records to start sources from, by source name (a record of another type is ignored). */
+  readonly restored?: ReadonlyMap<string, SourceRecord>;
+  /** Where every change of a source's contribution is recorded. */
+  readonly store?: SourceRecordStore;
   /** Semantic keys of objects, for conflict detection; without it only same-key conflicts are seen. */
   readonly semanticKeys?: SemanticKeys;
   /** What to serve on a semantic conflict. Default `serve-all` (istiod resolves it, meshmux reports it). */
@@ -47,7 +64,7 @@ export interface MergeOptions {
 export interface MergeHooks {
   onSnapshot?(snapshot: ConfigSnapshot, changedKinds: ReadonlySet<string>, buildMs: number): void;
   onSourceEvent?(source: string, event: SourceEvent): void;
-  onHeld?(source: string, reason: 'empty' | 'mass-delete', deletions: number): void;
+  onHeld?(source: string, reason: HoldReason, deletions: number): void;
   /** A build found nothing new to publish: the source events since the last snapshot changed nothing. */
   onUnchanged?(): void;
 }
@@ -65,6 +82,8 @@ export class MergeEngine implements SnapshotReader {
     SourceLedger,
     { subscription: Subscription; fingerprint: string | undefined }
   >();
+  /** Per source, its one pending timer of each purpose; replaced, never accumulated. */
+  private readonly timers = new Map<SourceLedger, Map<TimerPurpose, Subscription>>();
   private readonly tables = new Map<string, KindTable>();
   private readonly subject: BehaviorSubject<ConfigSnapshot>;
   private readonly subscription = new Subscription();
@@ -86,6 +105,7 @@ export class MergeEngine implements SnapshotReader {
       (input, index) =>
         new SourceLedger(input.descriptor, { ...DEFAULT_SOURCE_POLICY, ...input.policy }, index),
     );
+    for (const ledger of this.ledgers) this.restore(ledger);
     this.subject = new BehaviorSubject(this.build());
   }
 
@@ -110,9 +130,19 @@ export class MergeEngine implements SnapshotReader {
     this.subscription.add(
       this.scheduler.schedule(() => {
         this.timedOut = true;
-        const missing = this.ledgers.filter((l) => !l.synced).map((l) => l.descriptor.name);
+        const optional = this.ledgers.filter((l) => !l.policy.required && !l.servesAll);
+        if (optional.length > 0) {
+          this.options.log?.warn(
+            { sources: optional.map((l) => l.descriptor.name) },
+            'startup budget passed: serving without these sources (required: false)',
+          );
+        }
+        const missing = this.ledgers.filter((l) => l.policy.required && !l.servesAll);
         if (missing.length > 0) {
-          this.options.log?.warn({ missing }, 'startup budget passed: serving without these sources');
+          this.options.log?.error(
+            { missing: Object.fromEntries(missing.map((l) => [l.descriptor.name, l.missingKinds()])) },
+            'startup budget passed: these sources have neither synced nor been restored; their kinds stay unanswered',
+          );
         }
         this.kicks.next();
       }, this.options.syncTimeoutMs ?? 30_000),
@@ -154,6 +184,7 @@ export class MergeEngine implements SnapshotReader {
         }
         for (const c of changes) this.changed.add(c.kind);
       } else this.take(existing, changes);
+      this.persist(existing);
       const current = this.attached.get(existing);
       if (this.started && current?.fingerprint !== input.fingerprint) {
         current?.subscription.unsubscribe();
@@ -163,7 +194,9 @@ export class MergeEngine implements SnapshotReader {
     for (const removed of byName.values()) {
       this.attached.get(removed)?.subscription.unsubscribe();
       this.attached.delete(removed);
+      this.clearTimers(removed);
       this.take(removed, removed.clear());
+      this.options.store?.removed(removed.descriptor.name);
     }
     this.ledgers = next;
     this.inputs = inputs;
@@ -180,6 +213,8 @@ export class MergeEngine implements SnapshotReader {
       'operator confirmed a held update',
     );
     this.take(ledger, ledger.release());
+    this.cancel(ledger, 'confirm');
+    this.persist(ledger);
     this.kicks.next();
     return true;
   }
@@ -192,6 +227,67 @@ export class MergeEngine implements SnapshotReader {
   /** Unsubscribes from every source; the last snapshot stays readable. */
   stop(): void {
     this.subscription.unsubscribe();
+    for (const ledger of this.timers.keys()) this.clearTimers(ledger);
+  }
+
+  /** Starts a ledger from its persisted record, when there is one of the same source type. */
+  private restore(ledger: SourceLedger): void {
+    const record = this.options.restored?.get(ledger.descriptor.name);
+    if (record === undefined) return;
+    if (record.type !== ledger.descriptor.type) {
+      this.options.log?.warn(
+        { source: ledger.descriptor.name, persisted: record.type, configured: ledger.descriptor.type },
+        'persisted state belongs to a source of another type: not restored',
+      );
+      return;
+    }
+    this.take(ledger, ledger.restore(record));
+    if (ledger.heldUpdate !== undefined) this.onHold(ledger);
+    this.armExpiry(ledger);
+    this.options.log?.info(
+      {
+        source: ledger.descriptor.name,
+        objects: record.resources.length,
+        savedAt: new Date(record.savedMs).toISOString(),
+        complete: record.complete,
+      },
+      'serving the persisted state until the source syncs',
+    );
+  }
+
+  /** Tells the store the ledger's record changed. */
+  private persist(ledger: SourceLedger): void {
+    const store = this.options.store;
+    if (store === undefined) return;
+    store.changed(ledger.descriptor.name, () => ledger.record(new Date(this.scheduler.now())));
+  }
+
+  /** Runs `action` after `delayMs`, replacing the ledger's pending timer of that purpose. */
+  private arm(ledger: SourceLedger, purpose: TimerPurpose, delayMs: number, action: () => void): void {
+    let timers = this.timers.get(ledger);
+    if (timers === undefined) this.timers.set(ledger, (timers = new Map<TimerPurpose, Subscription>()));
+    timers.get(purpose)?.unsubscribe();
+    timers.set(
+      purpose,
+      this.scheduler.schedule(
+        () => {
+          timers.delete(purpose);
+          action();
+        },
+        Math.max(0, delayMs),
+      ),
+    );
+  }
+
+  private cancel(ledger: SourceLedger, purpose: TimerPurpose): void {
+    const timers = this.timers.get(ledger);
+    timers?.get(purpose)?.unsubscribe();
+    timers?.delete(purpose);
+  }
+
+  private clearTimers(ledger: SourceLedger): void {
+    for (const t of this.timers.get(ledger)?.values() ?? []) t.unsubscribe();
+    this.timers.delete(ledger);
   }
 
   /** Subscribes to one source, isolated: an error of its stream becomes a status, never an error of the merge. */
@@ -209,9 +305,12 @@ export class MergeEngine implements SnapshotReader {
       .subscribe((event) => {
         this.hooks.onSourceEvent?.(ledger.descriptor.name, event);
         const wasHeld = ledger.heldUpdate;
+        const wasSettling = ledger.settleDue !== undefined;
         this.take(ledger, ledger.apply(event, new Date(this.scheduler.now())));
-        if (ledger.heldUpdate !== undefined && wasHeld === undefined) this.onHold(ledger);
+        this.afterChange(ledger, wasHeld !== undefined);
+        if (!wasSettling && ledger.settleDue !== undefined) this.armSettle(ledger);
         if (event.type === 'status' && ledger.staleSinceTime !== undefined) this.armExpiry(ledger);
+        if (event.type === 'snapshot') this.persist(ledger);
         this.kicks.next();
       });
     this.attached.set(ledger, { subscription, fingerprint: input.fingerprint });
@@ -261,31 +360,51 @@ export class MergeEngine implements SnapshotReader {
     );
     const after = ledger.policy.confirmAfterMs;
     if (after === undefined) return;
-    this.subscription.add(
-      this.scheduler.schedule(() => {
-        if (ledger.heldUpdate?.since.getTime() !== held.since.getTime()) return;
-        this.options.log?.warn({ source: ledger.descriptor.name }, 'held update persisted: applying it');
-        this.take(ledger, ledger.release());
-        this.kicks.next();
-      }, after),
-    );
+    // Counted from when the hold began, which a restart does not reset.
+    const remaining = held.since.getTime() + after - this.scheduler.now();
+    this.arm(ledger, 'confirm', remaining, () => {
+      if (ledger.heldUpdate?.since.getTime() !== held.since.getTime()) return;
+      this.options.log?.warn({ source: ledger.descriptor.name }, 'held update persisted: applying it');
+      this.take(ledger, ledger.release());
+      this.persist(ledger);
+      this.kicks.next();
+    });
+  }
+
+  /** Reacts to the guards' verdict after a ledger changed: a new hold is announced, a cleared one forgotten. */
+  private afterChange(ledger: SourceLedger, wasHeld: boolean): void {
+    if (ledger.heldUpdate !== undefined && !wasHeld) this.onHold(ledger);
+    if (ledger.heldUpdate === undefined && wasHeld) this.cancel(ledger, 'confirm');
+  }
+
+  /** Judges a ledger's waiting update when it is due. */
+  private armSettle(ledger: SourceLedger): void {
+    const due = ledger.settleDue;
+    if (due === undefined) return;
+    this.arm(ledger, 'settle', due - this.scheduler.now(), () => {
+      const wasHeld = ledger.heldUpdate !== undefined;
+      this.take(ledger, ledger.settle(new Date(this.scheduler.now())));
+      this.afterChange(ledger, wasHeld);
+      this.persist(ledger);
+      this.kicks.next();
+    });
   }
 
   private armExpiry(ledger: SourceLedger): void {
     const max = ledger.policy.maxStaleMs;
-    if (max === undefined) return;
-    this.subscription.add(
-      this.scheduler.schedule(() => {
-        const changes = ledger.expire(new Date(this.scheduler.now()));
-        if (changes.length === 0) return;
-        this.options.log?.warn(
-          { source: ledger.descriptor.name },
-          'source stale past maxStale: its objects are dropped',
-        );
-        this.take(ledger, changes);
-        this.kicks.next();
-      }, max),
-    );
+    const since = ledger.staleSinceTime;
+    if (max === undefined || since === undefined) return;
+    this.arm(ledger, 'expiry', since.getTime() + max - this.scheduler.now(), () => {
+      const changes = ledger.expire(new Date(this.scheduler.now()));
+      if (changes.length === 0) return;
+      this.options.log?.warn(
+        { source: ledger.descriptor.name },
+        'source stale past maxStale: its objects are dropped',
+      );
+      this.take(ledger, changes);
+      this.persist(ledger);
+      this.kicks.next();
+    });
   }
 
   private publish(): void {
@@ -297,6 +416,7 @@ export class MergeEngine implements SnapshotReader {
     if (
       snapshot.version === previous.version &&
       snapshot.ready === previous.ready &&
+      snapshot.budgetPassed === previous.budgetPassed &&
       sameReports(snapshot, previous)
     ) {
       this.hooks.onUnchanged?.();
@@ -314,16 +434,23 @@ export class MergeEngine implements SnapshotReader {
       if (k !== undefined) kinds.set(kind, k);
       conflicts.push(...table.conflicts());
     }
-    const unsynced = this.ledgers.filter((l) => !l.synced);
     const timedOut = this.timedOut;
-    const readyFor = (kind: string): boolean => timedOut || unsynced.every((l) => !l.mayContribute(kind));
+    // Sources still waited for, with what each can serve, frozen with this snapshot.
+    const waiting = this.ledgers
+      .filter((l) => (l.policy.required || !timedOut) && !l.servesAll)
+      .map((l) => ({ ledger: l, missing: new Set(l.missingKinds()) }));
+    const readyFor = (kind: string): boolean =>
+      waiting.every(
+        ({ ledger, missing }) => !ledger.mayContribute(kind) || (!missing.has(kind) && !missing.has('*')),
+      );
     return Object.freeze({
       generation: ++this.generation,
       version: hashParts([...kinds.values()].map((k) => `${k.kind}=${k.version}`)),
       kinds,
-      ready: unsynced.length === 0 || timedOut,
+      ready: waiting.length === 0,
       readyFor,
-      waitingFor: unsynced.map((l) => l.descriptor.name),
+      waitingFor: waiting.map((w) => w.ledger.descriptor.name),
+      budgetPassed: timedOut,
       sources: this.ledgers.map((l) => l.report()),
       conflicts,
     });

@@ -6,7 +6,8 @@ import type {
   SourceSnapshotEvent,
   SourceState,
 } from '../core/source-event.js';
-import type { Rejection, SourceReport } from './config-snapshot.js';
+import type { HoldReason, Rejection, SourceReport } from './config-snapshot.js';
+import type { SourceRecord } from './source-record.js';
 import { SourceAcl, type SourcePolicy } from './source-rules.js';
 
 /** Annotation naming the source an object was served from. */
@@ -36,8 +37,7 @@ interface KindDelta {
   readonly upserts: ReadonlyMap<string, ConfigResource>;
 }
 
-/** Why an update is held back instead of applied. */
-export type HoldReason = 'empty' | 'mass-delete';
+export type { HoldReason };
 
 /** An update held by the safety guards, waiting for confirmation or time. */
 export interface HeldUpdate {
@@ -49,6 +49,27 @@ export interface HeldUpdate {
 }
 
 const EMPTY: KindState = new Map();
+
+/**
+ * Snapshot events not applied yet, folded into the state they add up to: per kind, the last list
+ * the source sent. `full` once an event replaced every kind (kinds absent from `kinds` are then empty).
+ */
+interface Fold {
+  readonly full: boolean;
+  readonly kinds: ReadonlyMap<string, readonly ConfigResource[]>;
+  readonly revision: string;
+  readonly errors: readonly MeshmuxError[];
+  readonly warnings: readonly MeshmuxError[];
+}
+
+/** What an admitted update would do to the committed state. */
+interface Effect {
+  readonly deletions: number;
+  /** Objects the source would hold afterwards. */
+  readonly after: number;
+  /** Some kind the source holds would become empty. */
+  readonly emptiesKind: boolean;
+}
 
 /** An event after the access rules: admitted objects and what was sent, per covered kind. */
 interface Admitted {
@@ -84,7 +105,15 @@ export class SourceLedger {
   private rejected: readonly Rejection[] = [];
   private readonly byKind = new Map<string, KindState>();
   private total = 0;
-  private held: { update: HeldUpdate; events: SourceSnapshotEvent[] } | undefined;
+  private held: { update: HeldUpdate; fold: Fold } | undefined;
+  /** A deleting update waiting for the rest of the source's update until `due` (ms). */
+  private pending: { fold: Fold; due: number } | undefined;
+  /** Kinds the upstream has answered in this process; `answeredAll` once a state covered every kind. */
+  private readonly answered = new Set<string>();
+  private answeredAll = false;
+  /** What the persisted record this ledger started from covered; undefined when it started empty. */
+  private restored:
+    { readonly at: Date; readonly all: boolean; readonly kinds: ReadonlySet<string> } | undefined;
   private acl: SourceAcl;
   /** What the source last sent per kind, before its rules: re-admitted when the rules change. */
   private readonly raw = new Map<string, readonly ConfigResource[]>();
@@ -153,28 +182,72 @@ export class SourceLedger {
     return this.byKind.entries();
   }
 
-  /** Applies one event at `now`; returns the kinds it changed. */
+  /**
+   * Applies one event at `now`; returns the kinds it changed. An update that would delete much (or
+   * empty a kind) is not applied at once: it waits `settleMs` for the rest of the source's update
+   * (see `settleDue`, then `settle`), and the guards judge the whole of it against the committed
+   * state, so a source emptied one kind at a time is held as one update.
+   */
   apply(event: SourceEvent, now: Date): KindChange[] {
     if (event.type === 'status') {
-      this.state = event.state;
       if (event.error !== undefined) this.lastError = event.error;
+      // A restored source keeps saying so until its upstream has answered in full.
+      const keepRestored =
+        this.restored !== undefined &&
+        !this.everSynced &&
+        event.state !== 'stale' &&
+        event.state !== 'synced';
+      if (!keepRestored) this.state = event.state;
       if (event.state === 'stale' || event.state === 'failing') this.staleSince ??= now;
-      else this.staleSince = undefined;
+      else if (!keepRestored) this.staleSince = undefined;
       return [];
     }
-    this.staleSince = undefined;
     this.revision = event.revision;
     this.errors = event.errors;
     this.warnings = event.warnings;
-    this.lastSyncTime = now;
-    this.everSynced = true;
-    this.state = 'synced';
+    if (event.kinds === undefined) this.answeredAll = true;
+    else for (const kind of event.kinds) this.answered.add(kind);
+    if (this.complete) {
+      this.staleSince = undefined;
+      this.lastSyncTime = now;
+      this.everSynced = true;
+      this.state = 'synced';
+    }
+    if (this.held !== undefined) return this.judge(foldIn(this.held.fold, event), now);
+    if (this.pending !== undefined) {
+      this.pending = { fold: foldIn(this.pending.fold, event), due: this.pending.due };
+      return [];
+    }
     const next = this.admit(event);
-    const pending = this.held === undefined ? [] : this.held.events;
-    const guard = this.guard(next);
+    const effect = this.effect(next);
+    const small = effect.deletions <= this.rules.minDeletes && !effect.emptiesKind;
+    if (this.total === 0 || effect.deletions === 0 || small) return this.commit(next);
+    if (this.rules.settleMs > 0) {
+      this.pending = { fold: foldIn(undefined, event), due: now.getTime() + this.rules.settleMs };
+      return [];
+    }
+    return this.judge(foldIn(undefined, event), now, next);
+  }
+
+  /** When a waiting update is due to be judged (ms); undefined when none waits. */
+  get settleDue(): number | undefined {
+    return this.pending?.due;
+  }
+
+  /** Judges the waiting update once it is due: applies it, or holds it. Returns the kinds it changed. */
+  settle(now: Date): KindChange[] {
+    const pending = this.pending;
+    if (pending === undefined || now.getTime() < pending.due) return [];
+    this.pending = undefined;
+    return this.judge(pending.fold, now);
+  }
+
+  /** Applies the folded update unless a guard holds it (then it replaces any held one). */
+  private judge(fold: Fold, now: Date, admitted?: Admitted): KindChange[] {
+    const next = admitted ?? this.admit(foldEvent(fold), false);
+    const guard = this.guard(this.effect(next));
     if (guard !== undefined) {
-      const since = this.held?.update.since ?? now;
-      this.held = { update: { ...guard, since }, events: [...pending, event] };
+      this.held = { update: { ...guard, since: this.held?.update.since ?? now }, fold };
       return [];
     }
     this.held = undefined;
@@ -186,15 +259,90 @@ export class SourceLedger {
     const held = this.held;
     if (held === undefined) return [];
     this.held = undefined;
-    const changes = new Map<string, KindChange>();
-    for (const event of held.events) {
-      // The full path only: changes are folded per kind below, which needs whole states.
-      for (const c of this.commit(this.admit(event, false))) {
-        const first = changes.get(c.kind);
-        changes.set(c.kind, { kind: c.kind, before: first?.before ?? c.before, after: c.after });
-      }
+    return this.commit(this.admit(foldEvent(held.fold), false));
+  }
+
+  /**
+   * Starts from a persisted record: its objects are admitted under the current rules and served
+   * at once, state `restored`, until the upstream replaces them through the usual guards. Call
+   * before any event. Returns the kinds it filled.
+   */
+  restore(record: SourceRecord): KindChange[] {
+    this.restored = {
+      at: new Date(record.savedMs),
+      all: record.complete,
+      kinds: new Set(record.answeredKinds),
+    };
+    this.state = 'restored';
+    this.revision = record.revision;
+    if (record.lastSyncMs !== undefined) this.lastSyncTime = new Date(record.lastSyncMs);
+    // Stale since the upstream last answered, as far as anything in this process can tell.
+    this.staleSince = new Date(record.lastSyncMs ?? record.savedMs);
+    const changes = this.commit(
+      this.admit(
+        {
+          type: 'snapshot',
+          ...(record.complete ? {} : { kinds: new Set(record.answeredKinds) }),
+          resources: record.resources,
+          revision: record.revision,
+          errors: [],
+          warnings: [],
+        },
+        false,
+      ),
+    );
+    const held = record.held;
+    if (held !== undefined) {
+      const kinds = held.kinds === undefined ? undefined : new Set(held.kinds);
+      this.held = {
+        update: {
+          reason: held.reason,
+          since: new Date(held.sinceMs),
+          deletions: held.deletions,
+          total: held.total,
+        },
+        fold: foldIn(undefined, {
+          type: 'snapshot',
+          ...(kinds === undefined ? {} : { kinds }),
+          resources: held.resources,
+          revision: held.revision,
+          errors: [],
+          warnings: [],
+        }),
+      };
     }
-    return [...changes.values()];
+    return changes;
+  }
+
+  /**
+   * What this source contributes, as a record to persist: the objects it sent (before its rules),
+   * the kinds known, and the held update. Objects are shared, not copied.
+   */
+  record(now: Date): SourceRecord {
+    const held = this.held;
+    return {
+      source: this.descriptor.name,
+      type: this.descriptor.type,
+      revision: this.revision,
+      ...(this.lastSyncTime === undefined ? {} : { lastSyncMs: this.lastSyncTime.getTime() }),
+      savedMs: now.getTime(),
+      complete: this.answeredAll || this.restored?.all === true,
+      answeredKinds: [...new Set([...this.answered, ...(this.restored?.kinds ?? [])])].sort(),
+      resources: [...this.raw.values()].flat(),
+      ...(held === undefined
+        ? {}
+        : {
+            held: {
+              reason: held.update.reason,
+              sinceMs: held.update.since.getTime(),
+              deletions: held.update.deletions,
+              total: held.update.total,
+              ...(held.fold.full ? {} : { kinds: [...held.fold.kinds.keys()] }),
+              resources: [...held.fold.kinds.values()].flat(),
+              revision: held.fold.revision,
+            },
+          }),
+    };
   }
 
   /** Drops every object once the source has been stale past `maxStale`; returns the kinds it changed. */
@@ -229,8 +377,41 @@ export class SourceLedger {
     return this.byKind.get(kind) ?? EMPTY;
   }
 
+  /** Whether the upstream has answered every kind the source may deliver, in this process. */
   get synced(): boolean {
     return this.everSynced;
+  }
+
+  /** Whether the upstream answered every kind the source may deliver (a complete live state). */
+  private get complete(): boolean {
+    if (this.answeredAll) return true;
+    const kinds = this.descriptor.kinds;
+    if (kinds === undefined) return false;
+    for (const kind of kinds) if (!this.answered.has(kind)) return false;
+    return true;
+  }
+
+  /** Whether the source has something to serve for a kind: answered by its upstream, or restored. */
+  knows(kind: string): boolean {
+    if (this.answeredAll || this.answered.has(kind)) return true;
+    return this.restored !== undefined && (this.restored.all || this.restored.kinds.has(kind));
+  }
+
+  /** Whether the source serves a complete state: synced, or restored from a complete record. */
+  get servesAll(): boolean {
+    if (this.complete || this.restored?.all === true) return true;
+    const kinds = this.descriptor.kinds;
+    if (kinds === undefined) return false;
+    for (const kind of kinds) if (!this.knows(kind)) return false;
+    return true;
+  }
+
+  /** Kinds the source may deliver that it knows nothing of yet (`*` for "any kind"). */
+  missingKinds(): string[] {
+    if (this.servesAll) return [];
+    const kinds = this.descriptor.kinds;
+    if (kinds === undefined) return ['*'];
+    return [...kinds].filter((k) => !this.knows(k) && this.acl.mayContribute(k));
   }
 
   /** The revision of the last state the source delivered (empty before the first). */
@@ -253,6 +434,9 @@ export class SourceLedger {
       priority: this.rules.priority,
       state: this.state,
       everSynced: this.everSynced,
+      required: this.rules.required,
+      ...(this.restored === undefined ? {} : { restoredFrom: this.restored.at }),
+      missingKinds: this.missingKinds(),
       revision: this.revision,
       ...(this.lastSyncTime === undefined ? {} : { lastSyncTime: this.lastSyncTime }),
       ...(this.lastError === undefined ? {} : { lastError: this.lastError }),
@@ -361,25 +545,36 @@ export class SourceLedger {
     return { removed, upserts };
   }
 
-  private guard(admitted: Admitted): Omit<HeldUpdate, 'since'> | undefined {
-    if (this.total === 0) return undefined;
+  /** Counts what an admitted update would delete from the committed state. */
+  private effect(admitted: Admitted): Effect {
     let deletions = 0;
     let after = this.total;
+    let emptiesKind = false;
     for (const [kind, list] of admitted.next) {
       const before = this.kind(kind);
       for (const key of before.keys()) if (!list.has(key)) deletions++;
       after += list.size - before.size;
+      if (before.size > 0 && list.size === 0) emptiesKind = true;
     }
     for (const [kind, { removed, upserts }] of admitted.deltas) {
       const before = this.kind(kind);
+      let size = before.size;
       for (const key of removed) {
-        if (!upserts.has(key)) {
+        if (!upserts.has(key) && before.has(key)) {
           deletions++;
-          after--;
+          size--;
         }
       }
-      for (const key of upserts.keys()) if (!before.has(key)) after++;
+      for (const key of upserts.keys()) if (!before.has(key)) size++;
+      after += size - before.size;
+      if (before.size > 0 && size === 0) emptiesKind = true;
     }
+    return { deletions, after, emptiesKind };
+  }
+
+  private guard(effect: Effect): Omit<HeldUpdate, 'since'> | undefined {
+    if (this.total === 0) return undefined;
+    const { deletions, after } = effect;
     if (after === 0 && this.rules.keepOnEmpty) return { reason: 'empty', deletions, total: this.total };
     if (deletions > this.rules.minDeletes && deletions > this.rules.maxDeleteRatio * this.total) {
       return { reason: 'mass-delete', deletions, total: this.total };
@@ -525,4 +720,37 @@ function diffByIdentity(
   for (; i < after.length; i++) added.push(after[i] as ConfigResource);
   for (; j < before.length; j++) vanished.push(before[j] as ConfigResource);
   return { added, vanished };
+}
+
+/** Folds one snapshot event into the update it continues (or starts one). */
+function foldIn(fold: Fold | undefined, event: SourceSnapshotEvent): Fold {
+  const kinds = new Map<string, ConfigResource[]>();
+  const full = event.kinds === undefined;
+  if (!full && fold !== undefined) for (const [k, list] of fold.kinds) kinds.set(k, [...list]);
+  for (const k of event.kinds ?? []) kinds.set(k, []);
+  for (const r of event.resources) {
+    if (!full && !(event.kinds?.has(r.kind) ?? false)) continue;
+    const list = kinds.get(r.kind);
+    if (list === undefined) kinds.set(r.kind, [r]);
+    else list.push(r);
+  }
+  return {
+    full: full || (fold?.full ?? false),
+    kinds,
+    revision: event.revision,
+    errors: event.errors,
+    warnings: event.warnings,
+  };
+}
+
+/** The snapshot event a fold adds up to. */
+function foldEvent(fold: Fold): SourceSnapshotEvent {
+  return {
+    type: 'snapshot',
+    ...(fold.full ? {} : { kinds: new Set(fold.kinds.keys()) }),
+    resources: [...fold.kinds.values()].flat(),
+    revision: fold.revision,
+    errors: fold.errors,
+    warnings: fold.warnings,
+  };
 }

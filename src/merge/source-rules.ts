@@ -29,6 +29,18 @@ export interface SourcePolicy {
   readonly minDeletes: number;
   /** A held update is applied once it has persisted this long; absent = only by operator confirmation. */
   readonly confirmAfterMs?: number;
+  /**
+   * How long an update that empties a kind or deletes more than `minDeletes` objects waits for the
+   * rest of the source's update before the guards judge it whole (upstreams send one response per
+   * type, so a wiped upstream empties a source one kind at a time). 0 judges each update alone.
+   * Default 1 s.
+   */
+  readonly settleMs: number;
+  /**
+   * Whether kinds this source may hold are answered only once it has synced or been restored.
+   * False: it is waited for only until the startup budget passes. Default true.
+   */
+  readonly required: boolean;
 }
 
 export const DEFAULT_SOURCE_POLICY: SourcePolicy = Object.freeze({
@@ -36,6 +48,8 @@ export const DEFAULT_SOURCE_POLICY: SourcePolicy = Object.freeze({
   keepOnEmpty: true,
   maxDeleteRatio: 0.5,
   minDeletes: 10,
+  settleMs: 1000,
+  required: true,
 });
 
 function kindMatcher(kinds: readonly string[] | undefined): (kind: string) => boolean {

@@ -57,8 +57,21 @@ const ConfigFile = z.strictObject({
     }),
   /** Ordered; the first policy matching a client decides what it receives. None: everything to everyone. */
   policies: z.array(Policy).default([]),
-  /** How long to wait for every source before serving what has synced. */
+  /**
+   * After this long, sources marked `required: false` that have not synced are no longer waited for,
+   * and required ones still missing are named in the log and on /ready (their kinds stay unanswered).
+   */
   syncTimeout: Duration.default(30_000),
+  /**
+   * Where each source's last good state is kept across restarts. Absent: `$MESHMUX_STATE_DIR`, else
+   * `$XDG_STATE_HOME/meshmux`, else `~/.local/state/meshmux` (a temporary folder if that cannot be
+   * created); `none` turns persistence off. Relative paths resolve like every other path.
+   */
+  state: z
+    .strictObject({
+      dir: z.string().min(1).optional(),
+    })
+    .prefault({}),
   sources: z.array(SourceConfig).min(1, 'at least one source'),
   merge: z
     .strictObject({
@@ -147,8 +160,13 @@ export function parseMeshmuxConfig(text: string, origin: string, baseDir: string
     }
     names.add(s.name);
   }
+  const stateDir = parsed.data.state.dir;
   return {
     ...parsed.data,
+    state:
+      stateDir === undefined || stateDir === 'none'
+        ? parsed.data.state
+        : { dir: path.resolve(baseDir, stateDir) },
     server: resolvePaths(parsed.data.server, baseDir),
     sources: parsed.data.sources.map((s) => resolvePaths(s, baseDir)),
     origin,

@@ -3,7 +3,7 @@ import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { SourceEvent, SourceState } from '../core/source-event.js';
 import type { ConfigSnapshot, KindSnapshot } from '../merge/config-snapshot.js';
 
-const SOURCE_STATES: readonly SourceState[] = ['connecting', 'synced', 'stale', 'failing'];
+const SOURCE_STATES: readonly SourceState[] = ['connecting', 'restored', 'synced', 'stale', 'failing'];
 
 /** The `type` label of a response whose type URL is not a kind meshmux serves. */
 export const UNKNOWN_TYPE = 'unknown';

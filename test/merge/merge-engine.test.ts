@@ -50,15 +50,39 @@ describe('MergeEngine', () => {
     engine.stop();
   });
 
-  it('serves what has synced once the startup budget has passed, naming the missing sources', async () => {
+  it('serves without a source marked required: false once the startup budget has passed', async () => {
+    const a = source('a');
+    const b = source('b');
+    const engine = new MergeEngine([a.input, { ...b.input, policy: { required: false } }], {
+      syncTimeoutMs: 20,
+    });
+    engine.start();
+    a.events.next(snapshotOf(['one']));
+    const waiting = await next(engine, (s) => s.kinds.has(VS));
+    assert.equal(waiting.readyFor(VS), false, 'b is waited for until the budget passes');
+    const served = await next(engine, (s) => s.ready);
+    assert.equal(served.budgetPassed, true);
+    assert.deepEqual(served.waitingFor, []);
+    assert.equal(served.readyFor(VS), true);
+    assert.deepEqual(names(served), ['one']);
+    engine.stop();
+  });
+
+  it('never answers a kind a required source may hold while it has neither synced nor been restored', async () => {
     const a = source('a');
     const b = source('b');
     const engine = new MergeEngine([a.input, b.input], { syncTimeoutMs: 20 });
     engine.start();
     a.events.next(snapshotOf(['one']));
-    const served = await next(engine, (s) => s.ready);
-    assert.deepEqual(served.waitingFor, ['b']);
-    assert.deepEqual(names(served), ['one']);
+    const after = await next(engine, (s) => s.budgetPassed);
+    assert.equal(after.ready, false);
+    assert.deepEqual(after.waitingFor, ['b']);
+    assert.equal(after.readyFor(VS), false);
+    assert.deepEqual(after.sources.find((x) => x.name === 'b')?.missingKinds, ['*']);
+    b.events.next(snapshotOf(['two']));
+    const full = await next(engine, (s) => s.ready);
+    assert.equal(full.readyFor(VS), true);
+    assert.deepEqual(names(full), ['one', 'two']);
     engine.stop();
   });
 
@@ -118,7 +142,8 @@ describe('MergeEngine', () => {
       { syncTimeoutMs: 10 },
     );
     engine.start();
-    const s = await next(engine, (x) => x.sources[0]?.state === 'failing' && x.ready);
+    const s = await next(engine, (x) => x.sources[0]?.state === 'failing' && x.budgetPassed);
+    assert.equal(s.ready, false, 'a required source that never synced keeps the merge not ready');
     assert.deepEqual(s.waitingFor, ['broken']);
     engine.stop();
   });

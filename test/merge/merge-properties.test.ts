@@ -60,6 +60,8 @@ function toPolicy(
     keepOnEmpty: guards,
     maxDeleteRatio: guards ? 0.5 : 1,
     minDeletes: guards ? 2 : Number.MAX_SAFE_INTEGER,
+    // Each step is judged as it arrives (the settle window is a timer, covered in virtual time).
+    settleMs: 0,
   };
 }
 

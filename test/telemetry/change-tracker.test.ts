@@ -27,6 +27,7 @@ function snapshot(generation: number, versions: Record<string, string>): ConfigS
     version: `g${generation}`,
     kinds,
     ready: true,
+    budgetPassed: false,
     readyFor: () => true,
     waitingFor: [],
     sources: [],

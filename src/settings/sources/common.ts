@@ -60,6 +60,13 @@ export const COMMON_SOURCE_FIELDS = {
   maxDeleteRatio: z.number().min(0).max(1).default(0.5),
   /** Apply a held update once it has persisted this long; default only on operator confirmation. */
   confirmAfter: Duration.optional(),
+  /**
+   * An update that empties a kind or deletes more than 10 objects waits this long for the rest of
+   * the source's update, and the guards judge it whole. `0s` judges every update alone.
+   */
+  settle: Duration.default(1000),
+  /** `false`: serve without this source once `syncTimeout` has passed, if it has not synced by then. */
+  required: z.boolean().default(true),
 };
 
 /** File paths (PEM) of a TLS identity and trust, shared by upstream dialers and the server. */

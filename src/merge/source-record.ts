@@ -1,0 +1,50 @@
+import type { ConfigResource } from '../core/resource.js';
+import type { HoldReason } from './config-snapshot.js';
+
+/**
+ * What one source last contributed, in a form that outlives the process: the objects it sent
+ * (before its access rules, so a restart under edited rules re-admits them), the kinds its upstream
+ * had answered, and an update its guards hold. Restoring it yields the same served state the source
+ * had. Self-contained per source, so a store can keep each record as one value (a file, a key).
+ */
+export interface SourceRecord {
+  /** The source's configured name and type; a record is restored only into the same pair. */
+  readonly source: string;
+  readonly type: string;
+  /** The upstream's revision of `resources`. */
+  readonly revision: string;
+  /** When the source last synced with its upstream (ms since the epoch); absent if it never did. */
+  readonly lastSyncMs?: number;
+  /** When this record was taken (ms since the epoch). */
+  readonly savedMs: number;
+  /** True once the upstream answered every kind; otherwise only `answeredKinds` are known. */
+  readonly complete: boolean;
+  readonly answeredKinds: readonly string[];
+  /** What the source sent, as it sent it (before its rules and provenance). Must not be altered. */
+  readonly resources: readonly ConfigResource[];
+  readonly held?: HeldRecord;
+}
+
+/** An update the guards hold: the state the source asked for, not yet applied. */
+export interface HeldRecord {
+  readonly reason: HoldReason;
+  readonly sinceMs: number;
+  readonly deletions: number;
+  readonly total: number;
+  /** Kinds the held state replaces; absent when it replaces the source's whole state. */
+  readonly kinds?: readonly string[];
+  readonly resources: readonly ConfigResource[];
+  readonly revision: string;
+}
+
+/**
+ * Where the merge keeps its records. Calls are cheap notifications: the store decides when and
+ * how to write (later, off the hot path, coalescing changes), calling `read` at that time for the
+ * source's latest record.
+ */
+export interface SourceRecordStore {
+  /** The source's record changed; `read` returns its latest version when called. */
+  changed(source: string, read: () => SourceRecord): void;
+  /** The source left the configuration: its record is forgotten. */
+  removed(source: string): void;
+}

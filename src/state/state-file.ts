@@ -1,0 +1,227 @@
+import { createHash } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import protobuf from 'protobufjs';
+import { MeshmuxError } from '../core/errors.js';
+import { makeResource, type ConfigResource } from '../core/resource.js';
+import type { HeldRecord, SourceRecord } from '../merge/source-record.js';
+import type { HoldReason } from '../merge/config-snapshot.js';
+import { messageType } from '../schema/proto-root.js';
+
+/**
+ * A state file: a fixed header, then one `meshmux.state.v1.SourceRecord`.
+ *
+ *   bytes 0–7    `MMXSTATE`
+ *   bytes 8–11   format version, big-endian (1)
+ *   bytes 12–15  flags, zero
+ *   bytes 16–23  payload length, big-endian
+ *   bytes 24–55  SHA-256 of the payload
+ *
+ * The header makes a truncated, corrupt or foreign file recognisable before anything of it is
+ * believed; the payload is one self-contained value, so a shared store can keep it under one key
+ * (or in chunks) unchanged.
+ */
+export const STATE_FILE_MAGIC = Buffer.from('MMXSTATE', 'ascii');
+export const STATE_FORMAT_VERSION = 1;
+const HEADER_BYTES = 56;
+/** Resources encoded between two turns of the event loop while a record is written. */
+const ENCODE_SLICE = 2000;
+
+const RECORD = messageType('meshmux.state.v1.SourceRecord');
+const RESOURCE = messageType('meshmux.state.v1.PersistedResource');
+/** Field 8 of SourceRecord (`resources`), length-delimited. */
+const RESOURCES_TAG = (8 << 3) | 2;
+
+const HOLD_REASONS: ReadonlySet<string> = new Set<HoldReason>(['empty', 'mass-delete']);
+
+function resourceMessage(r: ConfigResource): Record<string, unknown> {
+  return {
+    kind: r.kind,
+    namespace: r.namespace,
+    name: r.name,
+    labels: r.labels,
+    annotations: r.annotations,
+    create_seconds: r.createTime.seconds,
+    create_nanos: r.createTime.nanos,
+    body: r.body,
+    origin_file: r.origin.file ?? '',
+    origin_doc: r.origin.doc ?? 0,
+    has_origin_doc: r.origin.doc !== undefined,
+    origin_line: r.origin.line ?? 0,
+    has_origin_line: r.origin.line !== undefined,
+    upstream_version: r.origin.upstreamVersion ?? '',
+  };
+}
+
+interface ResourceObject {
+  kind: string;
+  namespace: string;
+  name: string;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+  create_seconds: number;
+  create_nanos: number;
+  body: Uint8Array;
+  origin_file: string;
+  origin_doc: number;
+  has_origin_doc: boolean;
+  origin_line: number;
+  has_origin_line: boolean;
+  upstream_version: string;
+}
+
+function resourceFrom(o: ResourceObject): ConfigResource {
+  return makeResource({
+    kind: o.kind,
+    namespace: o.namespace,
+    name: o.name,
+    labels: o.labels,
+    annotations: o.annotations,
+    createTime: { seconds: o.create_seconds, nanos: o.create_nanos },
+    // A copy: a view would keep the whole file's buffer alive for as long as one object lives.
+    body: new Uint8Array(o.body),
+    origin: {
+      ...(o.origin_file === '' ? {} : { file: o.origin_file }),
+      ...(o.has_origin_doc ? { doc: o.origin_doc } : {}),
+      ...(o.has_origin_line ? { line: o.origin_line } : {}),
+      ...(o.upstream_version === '' ? {} : { upstreamVersion: o.upstream_version }),
+    },
+  });
+}
+
+function heldMessage(h: HeldRecord): Record<string, unknown> {
+  return {
+    reason: h.reason,
+    since_ms: h.sinceMs,
+    deletions: h.deletions,
+    total: h.total,
+    kinds: h.kinds ?? [],
+    full: h.kinds === undefined,
+    resources: h.resources.map(resourceMessage),
+    revision: h.revision,
+  };
+}
+
+/**
+ * Encodes a record as the parts of a state file (header first). Yields to the event loop between
+ * slices of objects, so a large source never stalls serving while its state is written.
+ */
+export async function encodeStateFile(record: SourceRecord): Promise<Buffer[]> {
+  const hash = createHash('sha256');
+  const parts: Buffer[] = [];
+  const push = (b: Uint8Array): void => {
+    const buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+    hash.update(buf);
+    parts.push(buf);
+  };
+  push(
+    RECORD.encode({
+      source: record.source,
+      type: record.type,
+      revision: record.revision,
+      last_sync_ms: record.lastSyncMs ?? 0,
+      saved_ms: record.savedMs,
+      complete: record.complete,
+      answered_kinds: record.answeredKinds,
+      ...(record.held === undefined ? {} : { held: heldMessage(record.held) }),
+    }).finish(),
+  );
+  // Concatenated fields of one message merge: each object is appended as its own field 8.
+  for (let i = 0; i < record.resources.length; i += ENCODE_SLICE) {
+    const writer = protobuf.Writer.create();
+    for (const r of record.resources.slice(i, i + ENCODE_SLICE)) {
+      writer.uint32(RESOURCES_TAG).fork();
+      RESOURCE.encode(resourceMessage(r), writer);
+      writer.ldelim();
+    }
+    push(writer.finish());
+    if (i + ENCODE_SLICE < record.resources.length) await nextTurn();
+  }
+  const length = parts.reduce((n, p) => n + p.byteLength, 0);
+  const header = Buffer.alloc(HEADER_BYTES);
+  STATE_FILE_MAGIC.copy(header, 0);
+  header.writeUInt32BE(STATE_FORMAT_VERSION, 8);
+  header.writeUInt32BE(0, 12);
+  header.writeBigUInt64BE(BigInt(length), 16);
+  hash.digest().copy(header, 24);
+  return [header, ...parts];
+}
+
+/**
+ * Reads a state file whole, or throws a MeshmuxError (code STATE) saying why it cannot be
+ * believed: not a state file, an unknown format version, truncated, a checksum mismatch, or a
+ * payload that does not decode. Nothing of a file that fails any check is returned.
+ */
+export function decodeStateFile(bytes: Uint8Array, file: string): SourceRecord {
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const fail = (why: string, cause?: unknown): never => {
+    throw new MeshmuxError('STATE', why, { file }, cause === undefined ? {} : { cause });
+  };
+  if (buf.byteLength < HEADER_BYTES || !buf.subarray(0, 8).equals(STATE_FILE_MAGIC)) {
+    fail('not a meshmux state file');
+  }
+  const version = buf.readUInt32BE(8);
+  if (version !== STATE_FORMAT_VERSION) fail(`state format version ${version} is not supported`);
+  const length = Number(buf.readBigUInt64BE(16));
+  const payload = buf.subarray(HEADER_BYTES);
+  if (payload.byteLength !== length) {
+    fail(`truncated or extended: ${payload.byteLength} payload bytes, the header says ${length}`);
+  }
+  const digest = createHash('sha256').update(payload).digest();
+  if (!digest.equals(buf.subarray(24, 56))) fail('checksum mismatch: the file is corrupt');
+  let o: {
+    source: string;
+    type: string;
+    revision: string;
+    last_sync_ms: number;
+    saved_ms: number;
+    complete: boolean;
+    answered_kinds: string[];
+    resources: ResourceObject[];
+    held?: {
+      reason: string;
+      since_ms: number;
+      deletions: number;
+      total: number;
+      kinds: string[];
+      full: boolean;
+      resources: ResourceObject[];
+      revision: string;
+    };
+  };
+  try {
+    o = RECORD.toObject(RECORD.decode(payload), {
+      longs: Number,
+      defaults: true,
+      arrays: true,
+      objects: true,
+    }) as typeof o;
+  } catch (err) {
+    return fail(`payload does not decode: ${(err as Error).message}`, err);
+  }
+  if (o.source === '' || o.type === '') fail('the record names no source');
+  const held = o.held;
+  if (held !== undefined && !HOLD_REASONS.has(held.reason)) fail(`unknown hold reason ${held.reason}`);
+  return {
+    source: o.source,
+    type: o.type,
+    revision: o.revision,
+    ...(o.last_sync_ms === 0 ? {} : { lastSyncMs: o.last_sync_ms }),
+    savedMs: o.saved_ms,
+    complete: o.complete,
+    answeredKinds: o.answered_kinds,
+    resources: o.resources.map(resourceFrom),
+    ...(held === undefined
+      ? {}
+      : {
+          held: {
+            reason: held.reason as HoldReason,
+            sinceMs: held.since_ms,
+            deletions: held.deletions,
+            total: held.total,
+            ...(held.full ? {} : { kinds: held.kinds }),
+            resources: held.resources.map(resourceFrom),
+            revision: held.revision,
+          },
+        }),
+  };
+}
