@@ -48,12 +48,15 @@ export function checkUpstreamObject(
   try {
     encodeSpec(kind, toProtoJson(bodyType, message));
   } catch (err) {
+    // Values no JSON form exists for (a Duration beyond 10000 years) fail in toProtoJson already.
+    const error = err instanceof MeshmuxError ? err : undefined;
     errors.push(
-      err instanceof MeshmuxError
-        ? err
-        : new MeshmuxError('SCHEMA', `the body cannot be checked: ${(err as Error).message}`, {
-            field: 'spec',
-          }),
+      new MeshmuxError(
+        'SCHEMA',
+        error?.message ?? (err as Error).message,
+        { field: error?.location.field ?? 'spec' },
+        { cause: err },
+      ),
     );
   }
   return { errors, warnings };

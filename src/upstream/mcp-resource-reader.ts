@@ -274,11 +274,11 @@ export class McpResourceReader {
     );
     const [first] = checked.errors;
     if (first !== undefined) {
-      const reasons = checked.errors.map((e) => `${e.location.field ?? ''}: ${e.message}`);
+      const reasons = checked.errors.map((e) => `${e.location.field ?? 'spec'}: ${e.message}`);
       return reject(
         first.code === 'METADATA' ? 'METADATA' : 'SCHEMA',
         reasons.join('; '),
-        first.location.field ?? '',
+        first.location.field ?? 'spec',
       );
     }
     const annotations = Object.keys(parts.annotations);
