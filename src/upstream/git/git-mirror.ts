@@ -14,6 +14,11 @@ import {
 } from './git-objects.js';
 import { isCommitId, mirrorFolderName, redactUrl, secretRedactor } from './git-url.js';
 
+/** The mirror's own ref that keeps what `ref` named at its last fetch. */
+function localRef(ref: string): string {
+  return `refs/meshmux/${createHash('sha256').update(ref).digest('hex').slice(0, 24)}`;
+}
+
 /**
  * The local bare repository of one remote URL, shared by every git source that reads that URL
  * (whatever their refs). Every git operation on it runs in turn, so two sources polling the same
@@ -51,7 +56,7 @@ export class GitMirror {
   fetch(ref: string, auth: GitAuth, timeoutMs: number): Promise<CommitInfo> {
     return this.exclusive(async () => {
       await this.ensureRepository();
-      const local = `refs/meshmux/${createHash('sha256').update(ref).digest('hex').slice(0, 24)}`;
+      const local = localRef(ref);
       if (isCommitId(ref) && (await hasCommit(this.dir, ref))) return resolveCommit(this.dir, ref);
       const args = [
         `--git-dir=${this.dir}`,
@@ -81,6 +86,25 @@ export class GitMirror {
         }
       }
       return resolveCommit(this.dir, local);
+    });
+  }
+
+  /**
+   * The commit `ref` named at its last successful fetch into this mirror, by this process or an
+   * earlier one (the folder outlives restarts); undefined when it was never fetched here. Never
+   * touches the network and never rejects.
+   */
+  lastFetched(ref: string): Promise<CommitInfo | undefined> {
+    return this.exclusive(async () => {
+      const usable = await stat(path.join(this.dir, 'HEAD')).then(
+        () => true,
+        () => false,
+      );
+      if (!usable) return undefined;
+      return resolveCommit(this.dir, localRef(ref)).then(
+        (commit) => (commit.sha === '' ? undefined : commit),
+        () => undefined,
+      );
     });
   }
 
