@@ -18,6 +18,7 @@ import {
   galleyResources,
   mcpAny,
 } from '../support/faulty-responses.js';
+import { deltaResponse, ScriptedDeltaUpstream } from '../support/scripted-delta-upstream.js';
 import { SourceEventRecorder } from '../support/source-event-recorder.js';
 
 const VS_V1 = 'networking.istio.io/v1/VirtualService';
@@ -284,6 +285,72 @@ describe('a legacy MCP source refusing what it cannot name', () => {
     } finally {
       recorder.close();
       await galley.stop();
+    }
+  });
+});
+
+describe('a delta xds source refusing what it cannot name', () => {
+  it('NACKs a delta response with a resource in the wrong Any, applying none of its removals, and applies the next one', async () => {
+    const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
+    const SE = 'networking.istio.io/ServiceEntry';
+    const SE_KIND = kindNamed('ServiceEntry');
+    const se = (name: string): FakeObject => ({
+      namespace: 'payments',
+      name,
+      spec: { hosts: [`${name}.example.com`], resolution: 'DNS' },
+    });
+    const upstream = await ScriptedDeltaUpstream.start();
+    const recorder = new SourceEventRecorder(
+      new XdsSource({
+        name: 'delta',
+        namespace: 'default',
+        address: upstream.address,
+        delta: true,
+        kinds: ['ServiceEntry'],
+        apiVersions: 'current',
+        reconnect: { initialDelay: 50, maxDelay: 400 },
+      }).events$,
+    );
+    try {
+      await upstream.waitFor(
+        () => upstream.requests.some((r) => r.typeUrl === SE_V1),
+        5_000,
+        'the subscription',
+      );
+      upstream.send(
+        deltaResponse(
+          SE_V1,
+          [
+            { name: 'payments/cards', any: mcpAny(SE_KIND, se('cards')) },
+            { name: 'payments/loans', any: mcpAny(SE_KIND, se('loans')) },
+          ],
+          'first',
+        ),
+      );
+      await recorder.status('synced');
+      assert.deepEqual(served(recorder.events, SE), ['payments/cards', 'payments/loans']);
+
+      const from = recorder.count;
+      upstream.send(
+        deltaResponse(SE_V1, [{ name: 'payments/x', any: bareBodyAny(VS_KIND, vs('x')) }], 'wrong-any', [
+          'payments/cards',
+        ]),
+      );
+      await upstream.waitFor(() => upstream.requests.some((r) => r.nonce === 'wrong-any'), 5_000, 'the NACK');
+      const nack = upstream.requests.find((r) => r.nonce === 'wrong-any');
+      assert.equal(nack?.errorDetail?.code, 3);
+      assert.match(nack?.errorDetail?.message ?? '', /rejected the whole response/);
+
+      upstream.send(deltaResponse(SE_V1, [], 'removal', ['payments/loans']));
+      await recorder.next((e) => e.type === 'snapshot', from);
+      assert.deepEqual(
+        served(recorder.events, SE),
+        ['payments/cards'],
+        'only the accepted response removed anything',
+      );
+    } finally {
+      recorder.close();
+      upstream.stop();
     }
   });
 });
