@@ -480,6 +480,11 @@ describe('the git source', () => {
       await writeFile(tokenFile, 'tok-wrong-0000\n');
       const wrong = start({ url: server.url(repo.remote), credentials: { tokenFile } });
       const failing = await wrong.events.status('failing');
+      assert.equal(failing.error?.code, 'PERMISSION_DENIED');
+      assert.ok(
+        !wrong.events.events.some((e) => e.type === 'snapshot'),
+        'what the mirror holds is not served to a source whose credentials were refused',
+      );
       const shown = `${failing.error?.describe() ?? ''} ${JSON.stringify(wrong.source.status())}`;
       assert.doesNotMatch(shown, /tok-wrong|dG9r/);
 

@@ -105,7 +105,8 @@ const DEFAULT_TIMEOUT_MS = 120_000;
  * before the first commit) status events; the last good commit stays served and the fetch is
  * retried every interval. `fetchNow` (the webhook) fetches at once. A start while the remote is
  * unreachable serves the commit the local mirror last fetched for the ref (it outlives restarts),
- * reported `stale` with the fetch error, until a fetch works again.
+ * reported `stale` with the fetch error, until a fetch works again; not when the remote refused
+ * the source's credentials (the mirror is shared by every source on the URL).
  */
 export class GitSource implements UpstreamSource {
   readonly descriptor: SourceDescriptor;
@@ -296,7 +297,9 @@ class GitSourceRun {
       commit = await this.mirror.fetch(this.options.ref, auth, this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     } catch (err) {
       const error = toMeshmuxError(err, 'UNAVAILABLE', { file: redactUrl(this.options.url) });
-      if (this.lastRead === undefined) await this.serveFromMirror(error);
+      // Refused credentials are not an outage: what another source fetched with its own is not served.
+      if (this.lastRead === undefined && error.code !== 'PERMISSION_DENIED')
+        await this.serveFromMirror(error);
       this.fail(error, 'fetch failed');
       return;
     }
