@@ -7,7 +7,8 @@
  * Kubernetes CRD schema (which rejects, for example, a number where a string belongs or a string
  * where a list belongs). Unknown fields are pruned and reported, never fatal; every other mismatch
  * is a `SCHEMA` error naming the field path. `null` means "not set" for every field except a
- * `google.protobuf.Value`, where it is the JSON null.
+ * `google.protobuf.Value`, where it is the JSON null; as an element of a list of messages it is an
+ * error, as in Istio.
  *
  * Encoding follows Go: fields without presence are left out when they hold their default, so the
  * bytes equal what istio/api's Go types produce (map entries aside, whose order Go does not fix;
@@ -288,7 +289,14 @@ class JsonReader {
     if (!Array.isArray(value)) return this.expected(path, 'a list', value);
     const out: unknown[] = [];
     let ok = true;
+    const messages = messageTypeOf(field);
     value.forEach((item: unknown, i) => {
+      if (item === null && messages !== undefined && messages.fullName !== `${WKT}Value`) {
+        // Istio's reader refuses it too: an empty entry is a typo (`- ` alone), not a message.
+        this.fail(indexPath(path, i), `expected an object (${messages.name}), got null`);
+        ok = false;
+        return;
+      }
       const v = this.element(field, item, indexPath(path, i));
       if (v === INVALID) ok = false;
       else out.push(v);
@@ -325,7 +333,10 @@ class JsonReader {
     return this.fail(path, `map key ${JSON.stringify(key)} is not a valid ${keyType}`);
   }
 
-  /** A list item or map value; null there stands for the type's default, as in Istio's decoder. */
+  /**
+   * A list item or map value; null there stands for the type's default, as in Istio's decoder,
+   * except in a list of messages (refused by `list`).
+   */
   private element(field: protobuf.Field, value: unknown, path: string): Read<unknown> {
     if (value === null) {
       const t = messageTypeOf(field);

@@ -10,6 +10,12 @@ const NACK_NAMES_LIMIT = 20;
  * Collects the objects of one upstream response for one channel: good ones into the new state,
  * bad ones into rejections, and builds the update and the NACK text from them. Start from an
  * empty map for a full state, or from a copy of the channel's state for an incremental one.
+ *
+ * An object that cannot be named as an object of the channel's kind (its envelope or body does
+ * not decode, it is not an MCP Resource, its body is another kind, its name is unusable) makes
+ * the whole response refused: what such a response leaves out cannot be told from what it
+ * deletes, so it is not applied at all (see `ChannelUpdate.refused`). An object that is named but
+ * invalid is dropped alone and keeps its previous version.
  */
 export class ChannelUpdateBuilder {
   private readonly rejected = new Map<string, MeshmuxError>();
@@ -64,6 +70,7 @@ export class ChannelUpdateBuilder {
       this.unknownEnvelopeObjects++;
       for (const f of result.unknownEnvelopeFields) this.unknownEnvelopeFields.add(f);
     }
+    if (result.warnings !== undefined) this.warnings.push(...result.warnings);
     if (result.unknownBodyFields.length > 0) {
       this.unknownBodyFields.push(`${result.name}: ${result.unknownBodyFields.join(', ')}`);
     }
@@ -87,6 +94,25 @@ export class ChannelUpdateBuilder {
   /** Objects dropped in this response. */
   get dropped(): number {
     return this.rejected.size + this.unnamed.length;
+  }
+
+  /** Whether the response is refused whole: some object could not be named. */
+  get refused(): boolean {
+    return this.unnamed.length > 0;
+  }
+
+  /** The error a refused response is reported with; undefined when it is applied. */
+  private refusal(): MeshmuxError | undefined {
+    if (!this.refused) return undefined;
+    const reasons = this.unnamed.map((e) => e.message);
+    const shown = reasons.slice(0, NACK_NAMES_LIMIT).join('; ');
+    const more = reasons.length > NACK_NAMES_LIMIT ? `; and ${reasons.length - NACK_NAMES_LIMIT} more` : '';
+    return new MeshmuxError(
+      'SCHEMA',
+      `meshmux rejected the whole response and kept the previous state: ${this.unnamed.length} of ` +
+        `${this.total} objects cannot be named as objects of this type: ${shown}${more}`,
+      { file: this.where },
+    );
   }
 
   build(version: string): ChannelUpdate {
@@ -118,11 +144,14 @@ export class ChannelUpdateBuilder {
       unnamed: this.unnamed,
       warnings,
       version,
+      refused: this.refusal(),
     };
   }
 
   /** The `error_detail.message` of the NACK for this response. */
   nackMessage(): string {
+    const refusal = this.refusal();
+    if (refusal !== undefined) return refusal.message;
     const reasons = [...this.rejected.values(), ...this.unnamed].map((e) => e.message);
     const shown = reasons.slice(0, NACK_NAMES_LIMIT).join('; ');
     const more = reasons.length > NACK_NAMES_LIMIT ? `; and ${reasons.length - NACK_NAMES_LIMIT} more` : '';

@@ -10,6 +10,7 @@ import {
 } from '../core/resource.js';
 import type { KindDescriptor } from '../schema/kinds.js';
 import { messageType } from '../schema/proto-root.js';
+import { checkUpstreamObject } from '../schema/object-checks.js';
 import { findUnknownFields } from '../schema/unknown-fields.js';
 import { sameBytes, unknownFieldNumbers } from './wire-fields.js';
 
@@ -24,6 +25,8 @@ export type ReadResult =
       readonly unknownEnvelopeFields: readonly number[];
       /** Paths of body fields the kind's message does not define; they are kept as sent. */
       readonly unknownBodyFields: readonly string[];
+      /** Oddities tolerated, as for file objects (an upper-case name). */
+      readonly warnings?: readonly MeshmuxError[];
     }
   | {
       readonly ok: false;
@@ -71,7 +74,9 @@ const DRY_RUN_KINDS: ReadonlySet<string> = new Set(['security.istio.io/Authoriza
  * Turns upstream `istio.mcp.v1alpha1.Resource`s into resources, one at a time, so a bad object is
  * a value (dropped and reported) and never fails its neighbours. An object is dropped when its
  * envelope or body does not decode, its name is not `[<namespace>/]<name>`, its body is not the
- * kind's message, or istiod would refuse its metadata.
+ * kind's message, it fails the checks a file object fails (DNS-1123 name and namespace, label and
+ * annotation rules, the kind's schema: see `checkUpstreamObject`), or istiod would refuse its
+ * metadata. Only the first three leave it without a name (see `ChannelUpdateBuilder`).
  *
  * Bodies are kept byte for byte (unknown fields survive, as they do through istiod, and are
  * reported as warnings), so an
@@ -237,22 +242,43 @@ export class McpResourceReader {
       return reject('SCHEMA', 'no body', 'body');
     const bodyType = parts.bodyTypeUrl.slice(parts.bodyTypeUrl.lastIndexOf('/') + 1);
     if (bodyType !== kind.bodyType) {
-      return reject(
-        'SCHEMA',
-        `the body is ${bodyType || '(no type)'}, ${kind.kind} needs ${kind.bodyType}`,
-        'body',
-      );
+      // Not an object of this kind at all (a response with swapped type URLs, say): it cannot be
+      // named as one, so it is reported without a name and its response is refused whole.
+      return {
+        ok: false,
+        error: new MeshmuxError(
+          'SCHEMA',
+          `${full}: the body is ${bodyType || '(no type)'}, ${kind.kind} needs ${kind.bodyType}`,
+          { file: where, field: 'body' },
+        ),
+      };
     }
     const bodyMessage = messageType(kind.bodyType);
     let unknownBodyFields: readonly string[];
+    let message: protobuf.Message;
     try {
-      bodyMessage.decode(parts.body);
+      message = bodyMessage.decode(parts.body);
       unknownBodyFields = findUnknownFields(bodyMessage, parts.body);
     } catch (err) {
       return reject(
         'DECODE',
         `the body does not decode as ${kind.bodyType}: ${(err as Error).message}`,
         'body',
+      );
+    }
+    const checked = checkUpstreamObject(
+      kind,
+      { namespace, name, labels: parts.labels, annotations: parts.annotations },
+      bodyMessage,
+      message,
+    );
+    const [first] = checked.errors;
+    if (first !== undefined) {
+      const reasons = checked.errors.map((e) => `${e.location.field ?? 'spec'}: ${e.message}`);
+      return reject(
+        first.code === 'METADATA' ? 'METADATA' : 'SCHEMA',
+        reasons.join('; '),
+        first.location.field ?? 'spec',
       );
     }
     const annotations = Object.keys(parts.annotations);
@@ -288,6 +314,7 @@ export class McpResourceReader {
       resource,
       unknownEnvelopeFields: parts.unknownEnvelopeFields,
       unknownBodyFields,
+      warnings: checked.warnings.map((w) => w.at({ file: where })),
     };
   }
 

@@ -39,6 +39,7 @@ export function openSubscription(
 ): { state: SubscriptionState; reader: McpResourceReader } {
   const state = new SubscriptionState({
     source: options.name,
+    upstream: describe,
     channels,
     emit,
     log,

@@ -28,6 +28,12 @@ export interface ChannelUpdate {
   readonly rejected: ReadonlyMap<string, MeshmuxError>;
   /** Dropped objects without a usable name (nothing to keep for them). */
   readonly unnamed: readonly MeshmuxError[];
+  /**
+   * Set when the response cannot be applied as a whole (some object cannot be named as an object
+   * of the channel's kind): the channel then keeps its previous state untouched, and the other
+   * fields are ignored. A response whose objects cannot all be named cannot say what it deletes.
+   */
+  readonly refused?: MeshmuxError | undefined;
   /** Things repaired or ignored in this response. */
   readonly warnings: readonly MeshmuxError[];
   /** The upstream's version of this state (`version_info`, `system_version_info`); may be empty. */
@@ -36,12 +42,25 @@ export interface ChannelUpdate {
 
 export interface SubscriptionStateOptions {
   readonly source: string;
+  /** The upstream as messages name it (`xds://host:port`). */
+  readonly upstream: string;
   /** Every channel the source subscribes, in preference order within a kind. */
   readonly channels: readonly SubscriptionChannel[];
   readonly emit: (event: SourceEvent) => void;
   readonly log: Logger;
-  /** How long a stream may take to answer every channel before what it has is served. */
+  /**
+   * How long a stream may take to answer every channel. After it, the kinds that answered are
+   * served and the rest are reported mute (never served empty).
+   */
   readonly syncTimeoutMs: number;
+  /** Starts a timer and returns its cancel function. Default: an unref'd `setTimeout`. */
+  readonly startTimer?: (callback: () => void, ms: number) => () => void;
+}
+
+function defaultTimer(callback: () => void, ms: number): () => void {
+  const timer = setTimeout(callback, ms);
+  timer.unref();
+  return () => clearTimeout(timer);
 }
 
 interface ChannelState {
@@ -52,6 +71,8 @@ interface ChannelState {
   warnings: readonly MeshmuxError[];
   /** Answered on the current stream. */
   answered: boolean;
+  /** The last response refused whole on the current stream before the channel answered. */
+  refusal: MeshmuxError | undefined;
 }
 
 /**
@@ -60,8 +81,18 @@ interface ChannelState {
  *
  * - A stream (first or after a reconnect) is served only once every channel answered on it, as
  *   one snapshot covering every kind, so a resync is atomic and a resync with identical content
- *   changes nothing downstream. A per-stream budget serves what answered if a channel stays mute.
+ *   changes nothing downstream; the source is then `synced`.
+ * - No answer is not empty. When the per-stream budget passes first, a kind counts as answered
+ *   when any of its channels (type-URL spellings) answered: if every kind did, the stream is
+ *   served and `synced` as above (naming the mute spellings in a warning). Otherwise only the
+ *   kinds that answered are served (a snapshot whose `kinds` lists exactly them, and none at all
+ *   when nothing answered), and the source turns `failing` (never synced before) or `stale`,
+ *   with an UNAVAILABLE error naming the mute channels and the upstream. Each later answer
+ *   serves its kind at once and updates that error; the source is `synced` once every kind
+ *   answered. A kind that never answered is never part of a snapshot, so it is never served empty.
  * - After that, each response replaces its channel and is served at once, for its kind only.
+ * - A response refused whole (see {@link ChannelUpdate.refused}) changes nothing: the channel
+ *   keeps its state, and counts as unanswered if it had not answered on this stream before.
  * - A disconnect never empties anything: it is a `stale` (or, before any sync, `failing`) status
  *   and every channel keeps its state until the next stream answers it.
  * - A kind read through several channels (type-URL spellings) is served from the channel that
@@ -80,12 +111,14 @@ export class SubscriptionState {
   private state: SourceState = 'connecting';
   private everSynced = false;
   private streamSynced = false;
-  /** The current stream was served by the sync budget, not because every channel answered. */
-  private syncedByTimeout = false;
-  private syncTimer: NodeJS.Timeout | undefined;
+  /** The current stream's sync budget passed before every channel answered. */
+  private budgetPassed = false;
+  private cancelTimer: (() => void) | undefined;
+  private readonly startTimer: (callback: () => void, ms: number) => () => void;
   private lastVersion = '';
 
   constructor(private readonly options: SubscriptionStateOptions) {
+    this.startTimer = options.startTimer ?? defaultTimer;
     for (const channel of options.channels) {
       const state: ChannelState = {
         channel,
@@ -94,6 +127,7 @@ export class SubscriptionState {
         errors: [],
         warnings: [],
         answered: false,
+        refusal: undefined,
       };
       this.channels.set(channel.id, state);
       let list = this.kindChannels.get(channel.kind.key);
@@ -134,22 +168,30 @@ export class SubscriptionState {
 
   /** A new stream is open: every channel must answer again before the stream counts as synced. */
   streamOpened(): void {
-    for (const c of this.channels.values()) c.answered = false;
+    for (const c of this.channels.values()) {
+      c.answered = false;
+      c.refusal = undefined;
+    }
     this.streamSynced = false;
-    this.syncedByTimeout = false;
+    this.budgetPassed = false;
     this.clearTimer();
-    this.syncTimer = setTimeout(() => this.onSyncTimeout(), this.options.syncTimeoutMs);
-    this.syncTimer.unref();
+    this.cancelTimer = this.startTimer(() => this.onSyncTimeout(), this.options.syncTimeoutMs);
     if (this.channels.size === 0) this.flushAll();
   }
 
   /**
    * Replaces one channel's state with an upstream response. Dropped objects keep their previous
-   * good version. Returns the names of the objects kept that way.
+   * good version. Returns the names of the objects kept that way. A refused update changes
+   * nothing and is reported as the source's last error.
    */
   apply(id: string, update: ChannelUpdate): string[] {
     const state = this.channels.get(id);
     if (state === undefined) return [];
+    if (update.refused !== undefined) {
+      if (!state.answered) state.refusal = update.refused;
+      this.report(update.refused);
+      return [];
+    }
     const restored = new Map<string, ConfigResource>();
     for (const name of update.rejected.keys()) {
       const previous = state.resources.get(name);
@@ -162,13 +204,21 @@ export class SubscriptionState {
     state.errors = [...update.rejected.values(), ...update.unnamed];
     state.warnings = update.warnings;
     state.answered = true;
+    state.refusal = undefined;
     if (update.version !== '') this.lastVersion = update.version;
 
-    if (!this.streamSynced) {
-      if (this.unanswered().length === 0) this.flushAll();
+    if (this.streamSynced) {
+      this.serveKind(state.channel.kind.key);
       return kept;
     }
-    this.serveKind(state.channel.kind.key);
+    if (this.budgetPassed) {
+      // Mute kinds are still reported; what answered late is served at once, for its kind only.
+      this.serveKind(state.channel.kind.key);
+      if (this.unansweredKinds().length === 0) this.markSynced(this.served.size);
+      else this.reportMute();
+    } else if (this.unansweredChannels().length === 0) {
+      this.flushAll();
+    }
     return kept;
   }
 
@@ -190,20 +240,40 @@ export class SubscriptionState {
   }
 
   private onSyncTimeout(): void {
-    this.syncTimer = undefined;
+    this.cancelTimer = undefined;
     if (this.streamSynced) return;
+    this.budgetPassed = true;
+    const muteKinds = this.unansweredKinds();
+    if (muteKinds.length === 0) {
+      // Every kind answered through some spelling: complete, the mute spellings are named as a warning.
+      this.options.log.warn(
+        { source: this.options.source, unanswered: this.unansweredChannels() },
+        'upstream did not answer every spelling in time; serving each kind from the spelling that answered',
+      );
+      this.flushAll();
+      return;
+    }
+    const kinds = new Set<string>();
+    for (const [kind, list] of this.kindChannels) if (list.some((c) => c.answered)) kinds.add(kind);
+    if (kinds.size > 0) {
+      const resources: ConfigResource[] = [];
+      for (const kind of kinds) {
+        const served = this.effective(kind);
+        this.served.set(kind, served);
+        resources.push(...served);
+      }
+      this.emitSnapshot(kinds, resources);
+    }
     this.options.log.warn(
-      { source: this.options.source, unanswered: this.unanswered() },
-      'upstream did not answer every subscription in time; serving what it answered',
+      { source: this.options.source, unanswered: this.unansweredChannels(), servedKinds: kinds.size },
+      'upstream did not answer every subscription in time; its mute kinds are not served until they answer',
     );
-    this.syncedByTimeout = true;
-    this.flushAll();
+    this.reportMute();
   }
 
   /** Serves every kind that answered on this stream in one snapshot and marks the stream synced. */
   private flushAll(): void {
     this.clearTimer();
-    this.streamSynced = true;
     const kinds = new Set<string>();
     for (const [kind, list] of this.kindChannels) if (list.some((c) => c.answered)) kinds.add(kind);
     const resources: ConfigResource[] = [];
@@ -213,18 +283,45 @@ export class SubscriptionState {
       resources.push(...served);
     }
     this.emitSnapshot(kinds, resources);
-    const objects = resources.length;
+    this.markSynced(kinds.size);
+  }
+
+  private markSynced(kinds: number): void {
+    this.clearTimer();
+    this.streamSynced = true;
+    let objects = 0;
+    for (const list of this.served.values()) objects += list.length;
     this.options.log.info(
-      { source: this.options.source, objects, kinds: kinds.size, version: this.lastVersion },
+      { source: this.options.source, objects, kinds, version: this.lastVersion },
       this.everSynced ? 'resynced with upstream' : 'synced with upstream',
     );
     this.everSynced = true;
     this.setState('synced');
   }
 
+  /** The source is `failing` (never synced) or `stale`, with an error naming what stays mute. */
+  private reportMute(): void {
+    const mute = this.unansweredChannels().map((id) => {
+      const refusal = this.channels.get(id)?.refusal;
+      return refusal === undefined ? id : `${id} (its answers were rejected: ${refusal.message})`;
+    });
+    const error = new MeshmuxError(
+      'UNAVAILABLE',
+      `${this.options.upstream} did not answer ${mute.join(', ')} within ${this.options.syncTimeoutMs} ms; ` +
+        'their kinds keep what they held and are not served until they answer',
+      { file: this.options.upstream },
+    );
+    this.setState(this.everSynced ? 'stale' : 'failing', error);
+  }
+
   private serveKind(kind: string): void {
     const served = this.effective(kind);
-    if (sameObjects(served, this.served.get(kind) ?? []) && this.problemSignature() === this.servedProblems)
+    const before = this.served.get(kind);
+    if (
+      before !== undefined &&
+      sameObjects(served, before) &&
+      this.problemSignature() === this.servedProblems
+    )
       return;
     this.served.set(kind, served);
     this.emitSnapshot(new Set([kind]), served);
@@ -237,7 +334,7 @@ export class SubscriptionState {
       errors.push(...c.errors);
       warnings.push(...c.warnings);
     }
-    const mute = this.syncedByTimeout ? this.unanswered() : [];
+    const mute = this.budgetPassed ? this.unansweredChannels() : [];
     if (mute.length > 0) {
       warnings.push(
         new MeshmuxError(
@@ -287,12 +384,19 @@ export class SubscriptionState {
   }
 
   /** Channels the current stream has not answered yet. */
-  private unanswered(): string[] {
+  private unansweredChannels(): string[] {
     return [...this.channels.values()].filter((c) => !c.answered).map((c) => c.channel.id);
   }
 
+  /** Kinds none of whose channels the current stream has answered yet. */
+  private unansweredKinds(): string[] {
+    const out: string[] = [];
+    for (const [kind, list] of this.kindChannels) if (!list.some((c) => c.answered)) out.push(kind);
+    return out;
+  }
+
   private problemSignature(): string {
-    const parts: string[] = this.syncedByTimeout ? this.unanswered() : [];
+    const parts: string[] = this.budgetPassed ? this.unansweredChannels() : [];
     for (const c of this.channels.values()) {
       for (const e of c.errors) parts.push(`E${e.describe()}`);
       for (const w of c.warnings) parts.push(`W${w.describe()}`);
@@ -307,8 +411,8 @@ export class SubscriptionState {
   }
 
   private clearTimer(): void {
-    if (this.syncTimer !== undefined) clearTimeout(this.syncTimer);
-    this.syncTimer = undefined;
+    this.cancelTimer?.();
+    this.cancelTimer = undefined;
   }
 }
 

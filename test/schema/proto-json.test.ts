@@ -210,6 +210,22 @@ describe('fromProtoJson / encodeProtoJson', () => {
     );
   });
 
+  test('refuses a null element in a list of messages, naming it, as Istio does', () => {
+    const RequestAuthentication = messageType('istio.security.v1beta1.RequestAuthentication');
+    schemaError(
+      () => encodeProtoJson(RequestAuthentication, { jwtRules: [{ issuer: 'a' }, null] }),
+      'jwtRules[1]',
+      /expected an object \(JWTRule\), got null/,
+    );
+    schemaError(
+      () => encodeProtoJson(VirtualService, { http: [null] }, { path: 'spec' }),
+      'spec.http[0]',
+      /got null/,
+    );
+    // A list of google.protobuf.Value still carries the JSON null.
+    assert.deepEqual(roundTrip(messageType('google.protobuf.ListValue'), [null, 1]), [null, 1]);
+  });
+
   test('treats null as "not set" for ordinary fields', () => {
     assert.equal(encodeProtoJson(HTTPRoute, { timeout: null, match: null, name: null }).length, 0);
   });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { readdir, writeFile } from 'node:fs/promises';
+import { readdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { ConfigResource } from '../../src/core/resource.js';
@@ -385,6 +385,46 @@ describe('the git source', () => {
     assert.match(failing.error?.describe() ?? '', /git fetch failed/);
   });
 
+  it('serves the commit its mirror last fetched when the remote is gone at a restart, as stale, and recovers when it is back', async () => {
+    const { repo, first } = await repoWith({
+      'istio/egress.yaml': serviceEntry('cards', 'payments', 'api.cards.example.com'),
+      'istio/routes.yaml': virtualService('reviews', 'shop', 'reviews.shop.svc.cluster.local'),
+    });
+    const before = start({ url: repo.remote });
+    const served = await before.events.snapshot();
+    assert.equal(served.revision, first);
+    before.events.close();
+
+    const away = `${repo.remote}.moved`;
+    await rename(repo.remote, away);
+    const after = start({ url: repo.remote, timeoutMs: 10_000 });
+    const snapshot = await after.events.snapshot();
+    assert.equal(snapshot.revision, first, 'the last fetched commit, from the mirror on disk');
+    assert.deepEqual(ids(snapshot), ids(served));
+    const stale = await after.events.status('stale');
+    assert.equal(stale.error?.code, 'UNAVAILABLE');
+    assert.match(stale.error?.describe() ?? '', /git fetch failed/);
+    assert.equal(after.source.status().lastServed?.commit, first);
+
+    await rename(away, repo.remote);
+    const from = after.events.count;
+    await after.source.fetchNow('test');
+    await after.events.status('synced', from);
+    assert.ok(
+      !after.events.events.slice(from).some((e) => e.type === 'snapshot'),
+      'the same commit is not served again',
+    );
+  });
+
+  it('reports failing, serving nothing, when the remote is gone at start and its mirror never fetched the ref', async () => {
+    const { repo } = await repoWith({ 'a.yaml': serviceEntry('a', 'default', 'a.example.com') });
+    await rename(repo.remote, `${repo.remote}.moved`);
+    const { events } = start({ url: repo.remote, timeoutMs: 10_000 });
+    const failing = await events.status('failing');
+    assert.match(failing.error?.describe() ?? '', /git fetch failed/);
+    assert.ok(!events.events.some((e) => e.type === 'snapshot'));
+  });
+
   it('shares one bare repository between sources on the same URL and serializes their fetches', async () => {
     const { repo, first } = await repoWith({ 'a.yaml': serviceEntry('a', 'default', 'a.example.com') });
     await repo.git('tag', 'v1');
@@ -440,6 +480,11 @@ describe('the git source', () => {
       await writeFile(tokenFile, 'tok-wrong-0000\n');
       const wrong = start({ url: server.url(repo.remote), credentials: { tokenFile } });
       const failing = await wrong.events.status('failing');
+      assert.equal(failing.error?.code, 'PERMISSION_DENIED');
+      assert.ok(
+        !wrong.events.events.some((e) => e.type === 'snapshot'),
+        'what the mirror holds is not served to a source whose credentials were refused',
+      );
       const shown = `${failing.error?.describe() ?? ''} ${JSON.stringify(wrong.source.status())}`;
       assert.doesNotMatch(shown, /tok-wrong|dG9r/);
 

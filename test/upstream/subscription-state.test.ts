@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { MeshmuxError } from '../../src/core/errors.js';
 import { rootLogger } from '../../src/core/logger.js';
 import type { ConfigResource } from '../../src/core/resource.js';
-import type { SourceEvent, SourceSnapshotEvent } from '../../src/core/source-event.js';
+import type { SourceEvent, SourceSnapshotEvent, SourceStatusEvent } from '../../src/core/source-event.js';
 import { KINDS } from '../../src/schema/kinds.js';
 import { ExponentialBackoff } from '../../src/upstream/exponential-backoff.js';
 import { SubscriptionState, type ChannelUpdate } from '../../src/upstream/subscription-state.js';
@@ -21,10 +21,29 @@ function kind(key: string) {
   return k;
 }
 
-function setup(): { state: SubscriptionState; events: SourceEvent[] } {
+/** A sync budget the test runs out by hand: virtual time. */
+class ManualTimer {
+  private pending: (() => void) | undefined;
+  readonly start = (callback: () => void): (() => void) => {
+    this.pending = callback;
+    return () => {
+      if (this.pending === callback) this.pending = undefined;
+    };
+  };
+  /** Runs out the budget of the current stream (if still running). */
+  expire(): void {
+    const callback = this.pending;
+    this.pending = undefined;
+    callback?.();
+  }
+}
+
+function setup(timer = new ManualTimer()): { state: SubscriptionState; events: SourceEvent[] } {
   const events: SourceEvent[] = [];
   const state = new SubscriptionState({
+    startTimer: timer.start,
     source: 'test',
+    upstream: 'xds://upstream.test:15010',
     channels: [
       { id: VS_V1, kind: kind(VS) },
       { id: VS_OLD, kind: kind(VS) },
@@ -174,6 +193,119 @@ describe('subscription state', () => {
     state.apply(VS_V1, update([vs('a')], {}, 'v2'));
     state.apply(VS_OLD, update([], {}, 'v2'));
     assert.equal(events.length, count);
+    state.stop();
+  });
+});
+
+function statuses(events: readonly SourceEvent[]): SourceStatusEvent[] {
+  return events.filter((e): e is SourceStatusEvent => e.type === 'status');
+}
+
+describe('subscription state: no answer is not empty', () => {
+  it('serves only the kinds that answered once the budget passes, reports failing naming the mute type URLs and the upstream, and syncs when they answer', () => {
+    const timer = new ManualTimer();
+    const { state, events } = setup(timer);
+    state.streamOpened();
+    state.apply(VS_V1, update([vs('a')]));
+    state.apply(VS_OLD, update([]));
+    assert.equal(snapshots(events).length, 0, 'nothing before the budget');
+    timer.expire();
+    const partial = snapshots(events);
+    assert.equal(partial.length, 1);
+    assert.deepEqual([...(partial[0]?.kinds ?? [])], [VS], 'only the kind that answered');
+    const failing = statuses(events).at(-1);
+    assert.equal(failing?.state, 'failing');
+    assert.equal(failing?.error?.code, 'UNAVAILABLE');
+    assert.match(
+      failing?.error?.message ?? '',
+      /xds:\/\/upstream\.test:15010 did not answer networking\.istio\.io\/v1\/ServiceEntry/,
+    );
+    assert.ok(!statuses(events).some((e) => e.state === 'synced'), 'never synced while a kind is mute');
+
+    state.apply(SE_V1, update([se('s')]));
+    const late = snapshots(events).at(-1);
+    assert.deepEqual([...(late?.kinds ?? [])], [SE], 'the late kind alone');
+    assert.deepEqual(served(events, SE), [`s:${se('s').version}`]);
+    assert.equal(statuses(events).at(-1)?.state, 'synced');
+    state.stop();
+  });
+
+  it('emits no snapshot at all for an upstream that accepts the stream and never answers', () => {
+    const timer = new ManualTimer();
+    const { state, events } = setup(timer);
+    state.streamOpened();
+    timer.expire();
+    assert.equal(snapshots(events).length, 0);
+    assert.deepEqual(
+      statuses(events).map((e) => e.state),
+      ['connecting', 'failing'],
+    );
+    assert.match(statuses(events).at(-1)?.error?.message ?? '', /VirtualService.*ServiceEntry/);
+    state.stop();
+  });
+
+  it('counts a kind as answered when either spelling answered, naming the mute spelling as a warning', () => {
+    const timer = new ManualTimer();
+    const { state, events } = setup(timer);
+    state.streamOpened();
+    state.apply(VS_OLD, update([vs('old')]));
+    state.apply(SE_V1, update([]));
+    timer.expire();
+    assert.equal(statuses(events).at(-1)?.state, 'synced');
+    assert.deepEqual([...(snapshots(events)[0]?.kinds ?? [])].sort(), [SE, VS]);
+    assert.match(
+      snapshots(events)[0]?.warnings[0]?.message ?? '',
+      /no answer within 60000 ms for: networking\.istio\.io\/v1\/VirtualService/,
+    );
+    state.stop();
+  });
+
+  it('after a sync, a resync mute for one kind reports stale and leaves that kind as it was', () => {
+    const timer = new ManualTimer();
+    const { state, events } = setup(timer);
+    state.streamOpened();
+    for (const id of [VS_V1, VS_OLD, SE_V1]) state.apply(id, update(id === SE_V1 ? [se('s')] : [vs('a')]));
+    state.streamClosed(new MeshmuxError('UNAVAILABLE', 'gone'));
+    const from = events.length;
+    state.streamOpened();
+    state.apply(VS_V1, update([vs('a'), vs('b')]));
+    state.apply(VS_OLD, update([]));
+    timer.expire();
+    const after = snapshots(events.slice(from));
+    assert.equal(after.length, 1);
+    assert.deepEqual([...(after[0]?.kinds ?? [])], [VS], 'the mute kind is not in the snapshot');
+    assert.deepEqual(served(events, SE), [`s:${se('s').version}`], 'its previous state stays');
+    assert.equal(statuses(events).at(-1)?.state, 'stale');
+    assert.match(
+      statuses(events).at(-1)?.error?.message ?? '',
+      /did not answer networking\.istio\.io\/v1\/ServiceEntry/,
+    );
+    state.stop();
+  });
+
+  it('changes nothing for a response refused whole, and counts it as no answer', () => {
+    const timer = new ManualTimer();
+    const { state, events } = setup(timer);
+    state.streamOpened();
+    for (const id of [VS_V1, VS_OLD, SE_V1]) state.apply(id, update(id === SE_V1 ? [se('s')] : [vs('a')]));
+    const count = snapshots(events).length;
+    const refused = new MeshmuxError('SCHEMA', 'resources[0] is not an MCP Resource');
+    state.apply(SE_V1, { ...update([]), refused });
+    assert.equal(snapshots(events).length, count, 'no snapshot: the kind keeps its state');
+    assert.equal(statuses(events).at(-1)?.error, refused, 'reported');
+    assert.deepEqual(served(events, SE), [`s:${se('s').version}`]);
+
+    state.streamOpened();
+    state.apply(VS_V1, update([vs('a')]));
+    state.apply(VS_OLD, update([]));
+    state.apply(SE_V1, { ...update([]), refused });
+    timer.expire();
+    assert.equal(statuses(events).at(-1)?.state, 'stale');
+    assert.match(
+      statuses(events).at(-1)?.error?.message ?? '',
+      /ServiceEntry \(its answers were rejected: resources\[0\] is not an MCP Resource\)/,
+    );
+    assert.deepEqual(served(events, SE), [`s:${se('s').version}`]);
     state.stop();
   });
 });

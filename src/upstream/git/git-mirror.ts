@@ -14,6 +14,15 @@ import {
 } from './git-objects.js';
 import { isCommitId, mirrorFolderName, redactUrl, secretRedactor } from './git-url.js';
 
+/** What git prints when a remote refuses the credentials given (or asks for some it was not given). */
+const CREDENTIALS_REFUSED =
+  /could not read (Username|Password)|Authentication failed|Permission denied \(|returned error: 40[13]/i;
+
+/** The mirror's own ref that keeps what `ref` named at its last fetch. */
+function localRef(ref: string): string {
+  return `refs/meshmux/${createHash('sha256').update(ref).digest('hex').slice(0, 24)}`;
+}
+
 /**
  * The local bare repository of one remote URL, shared by every git source that reads that URL
  * (whatever their refs). Every git operation on it runs in turn, so two sources polling the same
@@ -46,12 +55,13 @@ export class GitMirror {
    * Fetches `ref` (a branch, tag, full ref or commit id) with depth 1 and resolves to the commit
    * it names. A commit id already present is not fetched again: its content cannot change.
    * The local ref is force-updated, so a rewritten history (force-push) is followed as is.
-   * Rejects with a MeshmuxError (UNAVAILABLE) whose text holds no secret.
+   * Rejects with a MeshmuxError whose text holds no secret: PERMISSION_DENIED when the remote
+   * refused the credentials, UNAVAILABLE otherwise.
    */
   fetch(ref: string, auth: GitAuth, timeoutMs: number): Promise<CommitInfo> {
     return this.exclusive(async () => {
       await this.ensureRepository();
-      const local = `refs/meshmux/${createHash('sha256').update(ref).digest('hex').slice(0, 24)}`;
+      const local = localRef(ref);
       if (isCommitId(ref) && (await hasCommit(this.dir, ref))) return resolveCommit(this.dir, ref);
       const args = [
         `--git-dir=${this.dir}`,
@@ -81,6 +91,25 @@ export class GitMirror {
         }
       }
       return resolveCommit(this.dir, local);
+    });
+  }
+
+  /**
+   * The commit `ref` named at its last successful fetch into this mirror, by this process or an
+   * earlier one (the folder outlives restarts); undefined when it was never fetched here. Never
+   * touches the network and never rejects.
+   */
+  lastFetched(ref: string): Promise<CommitInfo | undefined> {
+    return this.exclusive(async () => {
+      const usable = await stat(path.join(this.dir, 'HEAD')).then(
+        () => true,
+        () => false,
+      );
+      if (!usable) return undefined;
+      return resolveCommit(this.dir, localRef(ref)).then(
+        (commit) => (commit.sha === '' ? undefined : commit),
+        () => undefined,
+      );
     });
   }
 
@@ -147,7 +176,9 @@ export class GitMirror {
           },
         );
       }
-      return new MeshmuxError('UNAVAILABLE', err.message, where, { cause: err });
+      // The remote answered and refused these credentials: a problem to fix, not an outage.
+      const code = CREDENTIALS_REFUSED.test(err.stderr) ? 'PERMISSION_DENIED' : 'UNAVAILABLE';
+      return new MeshmuxError(code, err.message, where, { cause: err });
     }
     if (err instanceof MeshmuxError) return err.at(where);
     return new MeshmuxError('UNAVAILABLE', `fetch failed: ${String(err)}`, where, { cause: err });

@@ -103,7 +103,10 @@ const DEFAULT_TIMEOUT_MS = 120_000;
  *
  * Fetch failures (unreachable remote, deleted branch, bad credentials) are `stale` (or `failing`
  * before the first commit) status events; the last good commit stays served and the fetch is
- * retried every interval. `fetchNow` (the webhook) fetches at once.
+ * retried every interval. `fetchNow` (the webhook) fetches at once. A start while the remote is
+ * unreachable serves the commit the local mirror last fetched for the ref (it outlives restarts),
+ * reported `stale` with the fetch error, until a fetch works again; not when the remote refused
+ * the source's credentials (the mirror is shared by every source on the URL).
  */
 export class GitSource implements UpstreamSource {
   readonly descriptor: SourceDescriptor;
@@ -293,7 +296,11 @@ class GitSourceRun {
       const auth = await gitAuthFor(this.options.url, this.options.credentials ?? {});
       commit = await this.mirror.fetch(this.options.ref, auth, this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     } catch (err) {
-      this.fail(toMeshmuxError(err, 'UNAVAILABLE', { file: redactUrl(this.options.url) }), 'fetch failed');
+      const error = toMeshmuxError(err, 'UNAVAILABLE', { file: redactUrl(this.options.url) });
+      // Refused credentials are not an outage: what another source fetched with its own is not served.
+      if (this.lastRead === undefined && error.code !== 'PERMISSION_DENIED')
+        await this.serveFromMirror(error);
+      this.fail(error, 'fetch failed');
       return;
     }
     if (this.stopped) return;
@@ -319,6 +326,31 @@ class GitSourceRun {
     this.failure = undefined;
     if (this.options.strict === true && next.invalidDocuments > 0) this.hold(next);
     else this.serve(next);
+  }
+
+  /**
+   * The remote cannot be reached and nothing was read yet (a start during an outage): reads the
+   * commit the mirror on disk last fetched for the ref, so its objects are served (as `stale`,
+   * with the fetch error) instead of nothing. Does nothing when the mirror never fetched the ref.
+   */
+  private async serveFromMirror(error: MeshmuxError): Promise<void> {
+    const commit = await this.mirror.lastFetched(this.options.ref);
+    if (commit === undefined || this.stopped) return;
+    let state: CommitState;
+    try {
+      state = await this.readCommit(commit);
+    } catch (err) {
+      this.log.warn({ commit: commit.sha, err: String(err) }, 'cannot read the last fetched commit');
+      return;
+    }
+    if (this.stopped || this.lastRead !== undefined) return;
+    this.log.warn(
+      { commit: commit.sha, error: error.describe() },
+      'remote unreachable: serving the commit last fetched into the local mirror',
+    );
+    this.lastRead = state;
+    if (this.options.strict === true && state.invalidDocuments > 0) this.hold(state);
+    else this.serve(state);
   }
 
   /** Serves a commit: one snapshot with its objects, errors and warnings. */

@@ -116,7 +116,7 @@ export class McpSinkSession {
       return;
     }
     const detail = update.nackMessage();
-    this.ctx.log.warn({ collection, dropped: update.dropped, kept }, detail);
+    this.ctx.log.warn({ collection, dropped: update.dropped, kept, refused: update.refused }, detail);
     send(this.nack(collection, nonce, INVALID_ARGUMENT, detail));
   }
 

@@ -70,8 +70,14 @@ export class DeltaAdsClient implements StreamHandlers {
     const { type_url: typeUrl, nonce } = response;
     const kind = this.ctx.state.kindOf(typeUrl);
     if (kind === undefined) {
-      this.ctx.log.debug({ typeUrl }, 'ignored a delta response for a type URL not subscribed');
-      this.send(stream, { type_url: typeUrl, response_nonce: nonce });
+      // Not ours to apply, and a sign the upstream mixed its streams up: refused, so it can tell.
+      const detail = `meshmux rejected a response for ${typeUrl || '(no type URL)'}, which it did not subscribe`;
+      this.ctx.log.warn({ typeUrl }, detail);
+      this.send(stream, {
+        type_url: typeUrl,
+        response_nonce: nonce,
+        error_detail: { code: INVALID_ARGUMENT, message: detail },
+      });
       return;
     }
     const where = `${this.ctx.describe} ${typeUrl}`;
@@ -111,7 +117,6 @@ export class DeltaAdsClient implements StreamHandlers {
             file: where,
           },
         ),
-        r.name === '' ? undefined : r.name,
       );
     });
     const kept = this.ctx.state.apply(typeUrl, update.build(response.system_version_info));
@@ -120,7 +125,7 @@ export class DeltaAdsClient implements StreamHandlers {
       return;
     }
     const detail = update.nackMessage();
-    this.ctx.log.warn({ typeUrl, dropped: update.dropped, kept }, detail);
+    this.ctx.log.warn({ typeUrl, dropped: update.dropped, kept, refused: update.refused }, detail);
     this.send(stream, {
       type_url: typeUrl,
       response_nonce: nonce,

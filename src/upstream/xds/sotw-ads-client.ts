@@ -23,8 +23,10 @@ const DISCOVERY_REQUEST = messageType('envoy.service.discovery.v3.DiscoveryReque
  * The state-of-the-world side of an `xds` source: one request per subscribed type URL (node on
  * the first), each response read object by object into that type's new state, then an ACK, or a
  * NACK naming the objects dropped (the rest is applied all the same, their previous versions kept).
- * A response that does not decode at all changes nothing; it is NACKed when its type URL and
- * nonce can be salvaged, and reported.
+ * A response with an object that cannot be named as one of its type (not an MCP Resource, an
+ * undecodable envelope, a body of another kind), or for a type URL not subscribed, is NACKed and
+ * changes nothing. A response that does not decode at all changes nothing either; it is NACKed
+ * when its type URL and nonce can be salvaged, and reported.
  */
 export class SotwAdsClient implements StreamHandlers {
   /** Per type URL, the `version_info` last accepted whole on the current stream. */
@@ -67,9 +69,15 @@ export class SotwAdsClient implements StreamHandlers {
     const { typeUrl, nonce, versionInfo: version } = response;
     const kind = this.ctx.state.kindOf(typeUrl);
     if (kind === undefined) {
-      // Not subscribed: acknowledged so the upstream does not wait on it, otherwise ignored.
-      this.ctx.log.debug({ typeUrl }, 'ignored a response for a type URL not subscribed');
-      this.send(stream, { type_url: typeUrl, response_nonce: nonce, version_info: version });
+      // Not ours to apply, and a sign the upstream mixed its types up: refused, so it can tell.
+      const detail = `meshmux rejected a response for ${typeUrl || '(no type URL)'}, which it did not subscribe`;
+      this.ctx.log.warn({ typeUrl, version }, detail);
+      this.send(stream, {
+        type_url: typeUrl,
+        response_nonce: nonce,
+        version_info: '',
+        error_detail: { code: INVALID_ARGUMENT, message: detail },
+      });
       return;
     }
     const where = `${this.ctx.describe} ${typeUrl}`;
@@ -112,7 +120,7 @@ export class SotwAdsClient implements StreamHandlers {
       return;
     }
     const detail = update.nackMessage();
-    this.ctx.log.warn({ typeUrl, version, dropped: update.dropped, kept }, detail);
+    this.ctx.log.warn({ typeUrl, version, dropped: update.dropped, kept, refused: update.refused }, detail);
     this.send(stream, {
       type_url: typeUrl,
       response_nonce: nonce,

@@ -1,0 +1,63 @@
+/**
+ * The checks an object from an upstream (an encoded body with its envelope's metadata) must pass
+ * to be served: the same ones a YAML document passes in `yaml-reader.ts`, applied to the same
+ * data, so an object is refused or accepted alike whichever source it came from.
+ */
+import type protobuf from 'protobufjs';
+import { MeshmuxError } from '../core/errors.js';
+import type { KindDescriptor } from './kinds.js';
+import { readObjectMeta } from './object-meta.js';
+import { toProtoJson } from './proto-json.js';
+import { encodeSpec } from './yaml-reader.js';
+
+/** The metadata an upstream envelope carries, as it was sent. */
+export interface EnvelopeMeta {
+  readonly namespace: string;
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly annotations: Readonly<Record<string, string>>;
+}
+
+/** What the checks found: `errors` refuse the object, `warnings` are tolerated oddities. */
+export interface ObjectCheckResult {
+  readonly errors: MeshmuxError[];
+  readonly warnings: MeshmuxError[];
+}
+
+/**
+ * Checks an upstream object as a file object is checked: its metadata with the Kubernetes rules
+ * of `readObjectMeta` (DNS-1123 name and namespace, label and annotation keys and values), and its
+ * body, through its proto3 JSON form, with the schema checks of `encodeSpec` (ranges, durations,
+ * alternatives set together, `null` list elements ...). `message` is the decoded body. Each error
+ * carries the field path (`metadata.name`, `spec.http[0].timeout`) and no file.
+ */
+export function checkUpstreamObject(
+  kind: KindDescriptor,
+  meta: EnvelopeMeta,
+  bodyType: protobuf.Type,
+  message: protobuf.Message,
+): ObjectCheckResult {
+  const errors: MeshmuxError[] = [];
+  const warnings: MeshmuxError[] = [];
+  readObjectMeta(
+    { name: meta.name, namespace: meta.namespace, labels: meta.labels, annotations: meta.annotations },
+    meta.namespace,
+    errors,
+    warnings,
+  );
+  try {
+    encodeSpec(kind, toProtoJson(bodyType, message));
+  } catch (err) {
+    // Values no JSON form exists for (a Duration beyond 10000 years) fail in toProtoJson already.
+    const error = err instanceof MeshmuxError ? err : undefined;
+    errors.push(
+      new MeshmuxError(
+        'SCHEMA',
+        error?.message ?? (err as Error).message,
+        { field: error?.location.field ?? 'spec' },
+        { cause: err },
+      ),
+    );
+  }
+  return { errors, warnings };
+}

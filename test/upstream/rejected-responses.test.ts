@@ -1,0 +1,356 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { ConfigResource } from '../../src/core/resource.js';
+import type { SourceEvent, SourceSnapshotEvent } from '../../src/core/source-event.js';
+import { McpSource } from '../../src/upstream/mcp/mcp-source.js';
+import { XdsSource } from '../../src/upstream/xds/xds-source.js';
+import {
+  encodeMcpResource,
+  FakeAdsServer,
+  FakeGalley,
+  kindNamed,
+  type FakeObject,
+} from '../support/fake-upstreams.js';
+import {
+  bareBodyAny,
+  discoveryResponse,
+  everyConfigTypeUrl,
+  galleyResources,
+  mcpAny,
+} from '../support/faulty-responses.js';
+import { deltaResponse, ScriptedDeltaUpstream } from '../support/scripted-delta-upstream.js';
+import { SourceEventRecorder } from '../support/source-event-recorder.js';
+
+const VS_V1 = 'networking.istio.io/v1/VirtualService';
+const DR_V1 = 'networking.istio.io/v1/DestinationRule';
+const VS = 'networking.istio.io/VirtualService';
+const DR = 'networking.istio.io/DestinationRule';
+const VS_KIND = kindNamed('VirtualService');
+const DR_KIND = kindNamed('DestinationRule');
+
+function vs(name: string, host = name): FakeObject {
+  return { namespace: 'shop', name, spec: { hosts: [host], http: [{ route: [{ destination: { host } }] }] } };
+}
+
+function dr(name: string, host = name): FakeObject {
+  return { namespace: 'shop', name, spec: { host, traffic_policy: { tls: { mode: 'ISTIO_MUTUAL' } } } };
+}
+
+/** The source's state as the merge folds it: kind → `ns/name` → resource. */
+function fold(events: readonly SourceEvent[]): Map<string, Map<string, ConfigResource>> {
+  const state = new Map<string, Map<string, ConfigResource>>();
+  for (const e of events) {
+    if (e.type !== 'snapshot') continue;
+    for (const kind of e.kinds ?? new Set(e.resources.map((r) => r.kind))) state.set(kind, new Map());
+    for (const r of e.resources) state.get(r.kind)?.set(`${r.namespace}/${r.name}`, r);
+  }
+  return state;
+}
+
+function served(events: readonly SourceEvent[], kind: string): string[] {
+  return [...(fold(events).get(kind)?.keys() ?? [])].sort();
+}
+
+function snapshotsOf(events: readonly SourceEvent[], kind: string): SourceSnapshotEvent[] {
+  return events.filter(
+    (e): e is SourceSnapshotEvent => e.type === 'snapshot' && (e.kinds?.has(kind) ?? true),
+  );
+}
+
+describe('an xds source refusing responses whose objects cannot all be named', () => {
+  let fake: FakeAdsServer;
+  let recorder: SourceEventRecorder;
+  let markers = 0;
+
+  before(async () => {
+    fake = await FakeAdsServer.start({ peer: 'istiod' });
+    fake.set('VirtualService', [vs('reviews'), vs('ratings')]).set('DestinationRule', [dr('reviews')]);
+    recorder = new SourceEventRecorder(
+      new XdsSource({
+        name: 'upstream',
+        namespace: 'default',
+        address: fake.address,
+        kinds: ['VirtualService', 'DestinationRule'],
+        apiVersions: 'current',
+        reconnect: { initialDelay: 50, maxDelay: 400 },
+      }).events$,
+    );
+    await recorder.status('synced');
+  });
+  after(async () => {
+    recorder.close();
+    await fake.stop();
+  });
+
+  /** Sends a response and returns the request that answered its nonce. */
+  async function answerTo(bytes: Uint8Array, nonce: string): Promise<(typeof fake.requests)[number]> {
+    fake.sendRaw(bytes);
+    await fake.waitFor(() => fake.requests.some((r) => r.nonce === nonce), 5_000, `the answer to ${nonce}`);
+    const answer = fake.requests.find((r) => r.nonce === nonce);
+    assert.ok(answer);
+    return answer;
+  }
+
+  /** A change to DestinationRules that must arrive: once it has, everything sent before it was applied. */
+  async function marker(): Promise<void> {
+    const name = `marker-${++markers}`;
+    const from = recorder.count;
+    fake.set('DestinationRule', [dr('reviews'), dr(name)]);
+    fake.push();
+    await recorder.next((e) => e.type === 'snapshot' && e.resources.some((r) => r.name === name), from);
+  }
+
+  it('NACKs a response of bare bodies instead of MCP Resources and keeps every object it held', async () => {
+    const from = recorder.count;
+    const answer = await answerTo(
+      discoveryResponse(VS_V1, [bareBodyAny(VS_KIND, vs('reviews'))], 'bare-bodies'),
+      'bare-bodies',
+    );
+    assert.equal(answer.errorDetail?.code, 3);
+    assert.match(
+      answer.errorDetail?.message ?? '',
+      /rejected the whole response and kept the previous state: 1 of 1 objects cannot be named.*resources\[0\] is a type\.googleapis\.com\/istio\.networking\.v1alpha3\.VirtualService, not an MCP Resource/,
+    );
+    await marker();
+    assert.deepEqual(snapshotsOf(recorder.events.slice(from), VS), [], 'VirtualService untouched');
+    assert.deepEqual(served(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
+  });
+
+  it('NACKs a VirtualService response carrying DestinationRules (swapped type URLs) and keeps both kinds', async () => {
+    const from = recorder.count;
+    const answer = await answerTo(
+      discoveryResponse(VS_V1, [mcpAny(DR_KIND, dr('reviews')), mcpAny(DR_KIND, dr('other'))], 'swapped'),
+      'swapped',
+    );
+    assert.match(
+      answer.errorDetail?.message ?? '',
+      /2 of 2 objects cannot be named.*shop\/reviews: the body is istio\.networking\.v1alpha3\.DestinationRule, VirtualService needs/,
+    );
+    const swappedBack = await answerTo(
+      discoveryResponse(DR_V1, [mcpAny(VS_KIND, vs('reviews'))], 'swapped-back'),
+      'swapped-back',
+    );
+    assert.equal(swappedBack.errorDetail?.code, 3);
+    await marker();
+    assert.deepEqual(snapshotsOf(recorder.events.slice(from), VS), []);
+    assert.deepEqual(served(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
+    assert.ok(served(recorder.events, DR).includes('shop/reviews'));
+  });
+
+  it('applies none of a response when one envelope among good ones does not decode', async () => {
+    const from = recorder.count;
+    const answer = await answerTo(
+      discoveryResponse(
+        VS_V1,
+        [
+          mcpAny(VS_KIND, vs('reviews')),
+          { typeUrl: 'type.googleapis.com/istio.mcp.v1alpha1.Resource', value: Uint8Array.of(0x0a, 0xff) },
+        ],
+        'torn',
+      ),
+      'torn',
+    );
+    assert.match(answer.errorDetail?.message ?? '', /1 of 2 objects cannot be named/);
+    await marker();
+    assert.deepEqual(snapshotsOf(recorder.events.slice(from), VS), [], 'ratings is not deleted');
+    assert.deepEqual(served(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
+  });
+
+  it('NACKs a response for a type URL it never subscribed', async () => {
+    const answer = await answerTo(
+      discoveryResponse('networking.istio.io/v1/Gateway', [], 'unasked'),
+      'unasked',
+    );
+    assert.equal(answer.errorDetail?.code, 3);
+    assert.match(answer.errorDetail?.message ?? '', /did not subscribe/);
+  });
+
+  it('NACKs an object named `NOT A VALID NAME!!` by name, never serves it, and applies the rest of its response', async () => {
+    const before = fold(recorder.events).get(VS)?.get('shop/ratings');
+    const from = recorder.count;
+    fake.set('VirtualService', [vs('reviews'), vs('ratings'), vs('details'), vs('NOT A VALID NAME!!', 'x')]);
+    fake.push();
+    const snapshot = (await recorder.next(
+      (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'details'),
+      from,
+    )) as SourceSnapshotEvent;
+    assert.deepEqual(served(recorder.events, VS), ['shop/details', 'shop/ratings', 'shop/reviews']);
+    assert.equal(
+      fold(recorder.events).get(VS)?.get('shop/ratings'),
+      before,
+      'unchanged objects stay as they were',
+    );
+    assert.match(
+      snapshot.errors.map((e) => e.describe()).join('\n'),
+      /field metadata\.name: VirtualService shop\/NOT A VALID NAME!!: .*is not a DNS-1123 subdomain/,
+    );
+    await fake.waitFor(
+      () =>
+        fake.requests.some(
+          (r) => r.typeUrl === VS_V1 && /NOT A VALID NAME!!/.test(r.errorDetail?.message ?? ''),
+        ),
+      5_000,
+      'a NACK naming the object',
+    );
+  });
+
+  it('keeps the previous version of an object whose body fails the checks a file object fails', async () => {
+    const good = fold(recorder.events).get(VS)?.get('shop/reviews');
+    const from = recorder.count;
+    const reviews = vs('reviews');
+    fake.set('VirtualService', [
+      { ...reviews, spec: { ...reviews.spec, http: [{ timeout: { seconds: 1, nanos: -5 } }] } },
+      vs('ratings'),
+    ]);
+    fake.push();
+    const snapshot = (await recorder.next(
+      (e) => e.type === 'snapshot' && !e.resources.some((r) => r.name === 'details'),
+      from,
+    )) as SourceSnapshotEvent;
+    assert.equal(fold(recorder.events).get(VS)?.get('shop/reviews'), good);
+    assert.match(snapshot.errors.map((e) => e.message).join('\n'), /shop\/reviews: spec: .*Duration/);
+  });
+});
+
+describe('an xds upstream that accepts the stream and never answers', () => {
+  it('is failing with an error naming its type URLs and address, emits no snapshot, and is synced once it answers', async () => {
+    const fake = await FakeAdsServer.start({ peer: 'istiod', mute: everyConfigTypeUrl() });
+    fake.set('VirtualService', [vs('reviews')]);
+    const recorder = new SourceEventRecorder(
+      new XdsSource({
+        name: 'mute',
+        namespace: 'default',
+        address: fake.address,
+        kinds: ['VirtualService', 'DestinationRule'],
+        syncTimeout: 300,
+      }).events$,
+    );
+    try {
+      const failing = await recorder.status('failing');
+      assert.equal(failing.error?.code, 'UNAVAILABLE');
+      assert.match(
+        failing.error?.message ?? '',
+        new RegExp(
+          `xds://${fake.address} did not answer .*networking\\.istio\\.io/v1/DestinationRule.*networking\\.istio\\.io/v1/VirtualService.* within 300 ms`,
+        ),
+      );
+      assert.deepEqual(
+        recorder.events.filter((e) => e.type === 'snapshot'),
+        [],
+        'nothing is served empty',
+      );
+      fake.mute = new Set();
+      fake.push();
+      await recorder.status('synced');
+      assert.deepEqual(served(recorder.events, VS), ['shop/reviews']);
+      assert.deepEqual(served(recorder.events, DR), []);
+    } finally {
+      recorder.close();
+      await fake.stop();
+    }
+  });
+});
+
+describe('a legacy MCP source refusing what it cannot name', () => {
+  it('NACKs a Resources message whose objects are of another kind and keeps the collection', async () => {
+    const collection = 'istio/networking/v1alpha3/virtualservices';
+    const galley = await FakeGalley.start({ collections: [collection] });
+    galley.set('VirtualService', [vs('reviews'), vs('ratings')]);
+    const recorder = new SourceEventRecorder(
+      new McpSource({
+        name: 'galley',
+        namespace: 'default',
+        address: galley.address,
+        kinds: ['VirtualService'],
+        reconnect: { initialDelay: 50, maxDelay: 400 },
+      }).events$,
+    );
+    try {
+      await recorder.status('synced');
+      const from = recorder.count;
+      galley.sendRaw(galleyResources(collection, [encodeMcpResource(DR_KIND, dr('reviews'))], 'swapped'));
+      await galley.waitFor(() => galley.requests.some((r) => r.nonce === 'swapped'), 5_000, 'the NACK');
+      const nack = galley.requests.find((r) => r.nonce === 'swapped');
+      assert.equal(nack?.errorDetail?.code, 3);
+      assert.match(nack?.errorDetail?.message ?? '', /rejected the whole response/);
+      galley.set('VirtualService', [vs('reviews'), vs('ratings'), vs('details')]);
+      galley.push();
+      await recorder.next(
+        (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'details'),
+        from,
+      );
+      const between = recorder.events.slice(from).filter((e) => e.type === 'snapshot');
+      assert.equal(between.length, 1, 'the swapped response changed nothing');
+      assert.deepEqual(served(recorder.events, VS), ['shop/details', 'shop/ratings', 'shop/reviews']);
+    } finally {
+      recorder.close();
+      await galley.stop();
+    }
+  });
+});
+
+describe('a delta xds source refusing what it cannot name', () => {
+  it('NACKs a delta response with a resource in the wrong Any, applying none of its removals, and applies the next one', async () => {
+    const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
+    const SE = 'networking.istio.io/ServiceEntry';
+    const SE_KIND = kindNamed('ServiceEntry');
+    const se = (name: string): FakeObject => ({
+      namespace: 'payments',
+      name,
+      spec: { hosts: [`${name}.example.com`], resolution: 'DNS' },
+    });
+    const upstream = await ScriptedDeltaUpstream.start();
+    const recorder = new SourceEventRecorder(
+      new XdsSource({
+        name: 'delta',
+        namespace: 'default',
+        address: upstream.address,
+        delta: true,
+        kinds: ['ServiceEntry'],
+        apiVersions: 'current',
+        reconnect: { initialDelay: 50, maxDelay: 400 },
+      }).events$,
+    );
+    try {
+      await upstream.waitFor(
+        () => upstream.requests.some((r) => r.typeUrl === SE_V1),
+        5_000,
+        'the subscription',
+      );
+      upstream.send(
+        deltaResponse(
+          SE_V1,
+          [
+            { name: 'payments/cards', any: mcpAny(SE_KIND, se('cards')) },
+            { name: 'payments/loans', any: mcpAny(SE_KIND, se('loans')) },
+          ],
+          'first',
+        ),
+      );
+      await recorder.status('synced');
+      assert.deepEqual(served(recorder.events, SE), ['payments/cards', 'payments/loans']);
+
+      const from = recorder.count;
+      upstream.send(
+        deltaResponse(SE_V1, [{ name: 'payments/x', any: bareBodyAny(VS_KIND, vs('x')) }], 'wrong-any', [
+          'payments/cards',
+        ]),
+      );
+      await upstream.waitFor(() => upstream.requests.some((r) => r.nonce === 'wrong-any'), 5_000, 'the NACK');
+      const nack = upstream.requests.find((r) => r.nonce === 'wrong-any');
+      assert.equal(nack?.errorDetail?.code, 3);
+      assert.match(nack?.errorDetail?.message ?? '', /rejected the whole response/);
+
+      upstream.send(deltaResponse(SE_V1, [], 'removal', ['payments/loans']));
+      await recorder.next((e) => e.type === 'snapshot', from);
+      assert.deepEqual(
+        served(recorder.events, SE),
+        ['payments/cards'],
+        'only the accepted response removed anything',
+      );
+    } finally {
+      recorder.close();
+      upstream.stop();
+    }
+  });
+});
