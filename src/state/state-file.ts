@@ -177,7 +177,7 @@ export function decodeStateFile(bytes: Uint8Array, file: string): SourceRecord {
     complete: boolean;
     answered_kinds: string[];
     resources: ResourceObject[];
-    held?: {
+    held?: null | {
       reason: string;
       since_ms: number;
       deletions: number;
@@ -199,7 +199,7 @@ export function decodeStateFile(bytes: Uint8Array, file: string): SourceRecord {
     return fail(`payload does not decode: ${(err as Error).message}`, err);
   }
   if (o.source === '' || o.type === '') fail('the record names no source');
-  const held = o.held;
+  const held = o.held ?? undefined;
   if (held !== undefined && !HOLD_REASONS.has(held.reason)) fail(`unknown hold reason ${held.reason}`);
   return {
     source: o.source,

@@ -10,6 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { FakeAdsServer, kindNamed, type FakeObject } from '../support/fake-upstreams.js';
 import { bareBodyAny, discoveryResponse, everyConfigTypeUrl, mcpAny } from '../support/faulty-responses.js';
 import { TestRepo, freePort, serviceEntry, virtualService } from '../support/git-fixtures.js';
+import { inventory, lost, readiness, report } from '../support/fault-kit.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { MeshmuxChild } from '../support/meshmux-child.js';
 import { tempDir } from '../support/meshmux-harness.js';
@@ -28,33 +29,8 @@ function dr(name: string, host = name): FakeObject {
   return { namespace: 'shop', name, spec: { host, traffic_policy: { tls: { mode: 'ISTIO_MUTUAL' } } } };
 }
 
-/** Every object an istiod holds, as `typeUrl ns/name`. */
-function inventory(client: IstiodClient): Set<string> {
-  const out = new Set<string>();
-  for (const [typeUrl, configs] of client.store)
-    for (const name of configs.keys()) out.add(`${typeUrl} ${name}`);
-  return out;
-}
-
-/** What `before` held that `now` does not. */
-function lost(before: ReadonlySet<string>, now: ReadonlySet<string>): string[] {
-  return [...before].filter((x) => !now.has(x));
-}
-
 function connect(xds: string): IstiodClient {
   return new IstiodClient({ address: xds, backoff: { initialMs: 20, maxMs: 200 } }).start();
-}
-
-async function readiness(http: string): Promise<{ sources: Array<{ name: string; state: string }> }> {
-  const res = await fetch(`${http}/ready`);
-  return (await res.json()) as { sources: Array<{ name: string; state: string }> };
-}
-
-function report(fault: string, figures: Record<string, number | string>): void {
-  const shown = Object.entries(figures)
-    .map(([k, v]) => `${k}: ${typeof v === 'number' ? Math.round(v) : v}`)
-    .join(', ');
-  console.log(`# fault "${fault}": ${shown}`);
 }
 
 describe('faults: an xds upstream mute from the start, beside a file source', () => {
@@ -113,7 +89,7 @@ describe('faults: an xds upstream mute from the start, beside a file source', ()
       5_000,
       'a log line naming the mute source',
     );
-    const ready = await readiness(meshmux.http);
+    const { body: ready } = await readiness(meshmux.http);
     assert.equal(ready.sources.find((s) => s.name === 'mute')?.state, 'failing', JSON.stringify(ready));
     assert.equal(ready.sources.find((s) => s.name === 'files')?.state, 'synced');
     assert.equal(mute.sent.length, 0, 'the upstream never answered');
@@ -321,7 +297,7 @@ describe('faults: a git remote gone when meshmux restarts', () => {
         'the log line saying the mirror is served',
       );
       const timeOf = (msg: string): number => Number(meshmux.log.find((e) => e['msg'] === msg)?.['time']);
-      const ready = await readiness(meshmux.http);
+      const { body: ready } = await readiness(meshmux.http);
       assert.equal(ready.sources[0]?.state, 'stale', JSON.stringify(ready));
       report('git remote gone at restart', {
         'objects lost': missing.length,

@@ -326,6 +326,12 @@ export class FakeAdsServer extends Waitable {
     for (const s of this.delta) for (const typeUrl of s.watched.keys()) this.respondDelta(s, typeUrl);
   }
 
+  /** Sends the full state of one type URL on every SotW stream that watches it. */
+  pushType(typeUrl: string): void {
+    this.pushCount++;
+    for (const s of this.sotw) if (s.watched.has(typeUrl)) this.respond(s, typeUrl);
+  }
+
   /** Writes raw bytes as one message on every SotW stream. */
   sendRaw(bytes: Uint8Array): void {
     for (const s of this.sotw) s.call.write(bytes);

@@ -1,0 +1,115 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { makeResource } from '../../src/core/resource.js';
+import { MeshmuxError } from '../../src/core/errors.js';
+import type { SourceRecord } from '../../src/merge/source-record.js';
+import { decodeStateFile, encodeStateFile } from '../../src/state/state-file.js';
+import { fakeResource } from '../support/resources.js';
+
+function record(count: number): SourceRecord {
+  const resources = Array.from({ length: count }, (_, i) =>
+    fakeResource(`r${i}`, { namespace: `ns${i % 3}`, labels: { app: `a${i}` } }),
+  );
+  resources.push(
+    makeResource({
+      kind: 'networking.istio.io/DestinationRule',
+      namespace: 'shop',
+      name: 'with-origin',
+      labels: {},
+      annotations: { 'a.example.com/x': 'y' },
+      createTime: { seconds: 1_700_000_123, nanos: 456 },
+      body: new Uint8Array([8, 1, 0, 255]),
+      origin: { file: 'mesh/dr.yaml', doc: 0, line: 12, upstreamVersion: 'abc123' },
+    }),
+  );
+  return {
+    source: 'gitops',
+    type: 'git',
+    revision: 'abc123',
+    lastSyncMs: 1_700_000_500_000,
+    savedMs: 1_700_000_600_000,
+    complete: true,
+    answeredKinds: ['networking.istio.io/VirtualService'],
+    resources,
+    held: {
+      reason: 'mass-delete',
+      sinceMs: 1_700_000_550_000,
+      deletions: 40,
+      total: 50,
+      kinds: ['networking.istio.io/VirtualService'],
+      resources: [fakeResource('kept')],
+      revision: 'def456',
+    },
+  };
+}
+
+async function fileOf(r: SourceRecord): Promise<Buffer> {
+  return Buffer.concat(await encodeStateFile(r));
+}
+
+function rejects(bytes: Uint8Array, pattern: RegExp): void {
+  assert.throws(
+    () => decodeStateFile(bytes, 'gitops.state'),
+    (err: unknown) => err instanceof MeshmuxError && err.code === 'STATE' && pattern.test(err.message),
+  );
+}
+
+describe('state files', () => {
+  it('read back every object with the same version, origin and creation time, and the held update', async () => {
+    const original = record(5000);
+    const back = decodeStateFile(await fileOf(original), 'gitops.state');
+    assert.equal(back.resources.length, original.resources.length);
+    original.resources.forEach((r, i) => {
+      const b = back.resources[i];
+      assert.ok(b !== undefined);
+      assert.equal(b.version, r.version, `${r.name} keeps its content version`);
+      assert.deepEqual(b.createTime, r.createTime);
+      assert.deepEqual(b.origin, r.origin);
+      assert.deepEqual(b.labels, r.labels);
+      assert.deepEqual(b.annotations, r.annotations);
+      assert.deepEqual([...b.body], [...r.body]);
+    });
+    assert.deepEqual(
+      {
+        ...back,
+        resources: undefined,
+        held: { ...back.held, resources: back.held?.resources.map((r) => r.version) },
+      },
+      {
+        ...original,
+        resources: undefined,
+        held: { ...original.held, resources: original.held?.resources.map((r) => r.version) },
+      },
+    );
+  });
+
+  it('read a record without a held update or a last sync as such', async () => {
+    const { held: _held, lastSyncMs: _sync, ...rest } = record(1);
+    const back = decodeStateFile(await fileOf({ ...rest, complete: false }), 'gitops.state');
+    assert.equal(back.held, undefined);
+    assert.equal(back.lastSyncMs, undefined);
+    assert.equal(back.complete, false);
+  });
+
+  it('refuse a truncated file, whatever the cut', async () => {
+    const bytes = await fileOf(record(50));
+    for (const cut of [0, 10, 55, 56, bytes.length - 1])
+      rejects(bytes.subarray(0, cut), /not a meshmux|truncated/);
+  });
+
+  it('refuse a file with one flipped bit in its payload', async () => {
+    const bytes = await fileOf(record(50));
+    bytes[bytes.length - 7] = (bytes[bytes.length - 7] ?? 0) ^ 0x10;
+    rejects(bytes, /checksum/);
+  });
+
+  it('refuse a foreign file and a future format version', async () => {
+    rejects(
+      new TextEncoder().encode('apiVersion: v1\nkind: ConfigMap\n'.repeat(4)),
+      /not a meshmux state file/,
+    );
+    const bytes = await fileOf(record(1));
+    bytes.writeUInt32BE(2, 8);
+    rejects(bytes, /format version 2/);
+  });
+});
