@@ -326,7 +326,7 @@ export class SourceLedger {
       revision: this.revision,
       ...(this.lastSyncTime === undefined ? {} : { lastSyncMs: this.lastSyncTime.getTime() }),
       savedMs: now.getTime(),
-      complete: this.answeredAll || this.restored?.all === true,
+      complete: this.complete || this.restored?.all === true,
       answeredKinds: [...new Set([...this.answered, ...(this.restored?.kinds ?? [])])].sort(),
       resources: [...this.raw.values()].flat(),
       ...(held === undefined
