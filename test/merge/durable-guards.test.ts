@@ -273,7 +273,7 @@ describe('a restart from persisted records', () => {
             policy: { confirmAfterMs: 1000 },
           },
         ],
-        { restored: new Map([['mesh', record as SourceRecord]]) },
+        { restored: new Map([['mesh', record]]) },
       );
       engine.start();
       // Held since 11 ms of the first run: 1000 ms later the held (empty) state applies.
