@@ -1,0 +1,496 @@
+/**
+ * Restarts and guard faults against meshmux running as its own process, with an istiod stand-in
+ * connected across the restart (it keeps its store and redials, as istiod does): after each fault
+ * the objects it holds are compared with what it held before (the goal is 0 lost), and the time to
+ * serve is printed. The read-only and full disk cases mount a tmpfs, which needs root.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { FakeAdsServer, type FakeObject } from '../support/fake-upstreams.js';
+import { inventory, lost, readiness, report } from '../support/fault-kit.js';
+import { freePort, serviceEntry } from '../support/git-fixtures.js';
+import { IstiodClient } from '../support/istiod-client.js';
+import { MeshmuxChild } from '../support/meshmux-child.js';
+import { tempDir } from '../support/meshmux-harness.js';
+import { DubboRegistry } from '../support/dubbo-registry.js';
+import { ZookeeperServer } from '../support/zookeeper-server.js';
+
+const VS = 'networking.istio.io/v1/VirtualService';
+const DR = 'networking.istio.io/v1/DestinationRule';
+const SE = 'networking.istio.io/v1/ServiceEntry';
+const WAIT_MS = 20_000;
+
+function vs(name: string): FakeObject {
+  return {
+    namespace: 'shop',
+    name,
+    spec: { hosts: [name], http: [{ route: [{ destination: { host: name } }] }] },
+  };
+}
+function dr(name: string): FakeObject {
+  return { namespace: 'shop', name, spec: { host: name, traffic_policy: { tls: { mode: 'ISTIO_MUTUAL' } } } };
+}
+function se(name: string): FakeObject {
+  return {
+    namespace: 'shop',
+    name,
+    spec: {
+      hosts: [`${name}.example.com`],
+      location: 'MESH_EXTERNAL',
+      resolution: 'DNS',
+      ports: [{ number: 443, name: 'https', protocol: 'TLS' }],
+    },
+  };
+}
+
+/** An upstream holding 5 VirtualServices, 5 DestinationRules and 5 ServiceEntries. */
+async function upstream(port = 0): Promise<FakeAdsServer> {
+  const fake = await FakeAdsServer.start({ peer: 'istiod' }, port);
+  const names = [0, 1, 2, 3, 4].map((i) => `svc-${i}`);
+  fake
+    .set('VirtualService', names.map(vs))
+    .set('DestinationRule', names.map(dr))
+    .set('ServiceEntry', names.map(se));
+  return fake;
+}
+
+function connect(xds: string): IstiodClient {
+  return new IstiodClient({ address: xds, backoff: { initialMs: 20, maxMs: 200 } }).start();
+}
+
+/** Resolves once the client has been answered every requested type on a stream after `afterStream`. */
+function answeredAfter(client: IstiodClient, afterStream: number, what: string): Promise<void> {
+  return client.waitFor(
+    (c) =>
+      c.requestedTypeUrls.every((t) => c.received.some((r) => r.stream > afterStream && r.typeUrl === t)),
+    WAIT_MS,
+    () => what,
+  );
+}
+
+interface StatePage {
+  dir: string;
+  files: Array<{ source: string; lastWrite?: string; lastError?: string }>;
+  problems: string[];
+}
+
+async function statePage(http: string): Promise<StatePage> {
+  const res = await fetch(`${http}/debug/state`, { signal: AbortSignal.timeout(5_000) });
+  return (await res.json()) as StatePage;
+}
+
+/** Waits until meshmux has written the source's state after `since` (ms since the epoch). */
+async function persisted(meshmux: MeshmuxChild, source: string, since: number): Promise<void> {
+  const deadline = performance.now() + WAIT_MS;
+  for (;;) {
+    const page = await statePage(meshmux.http);
+    const written = page.files.find((f) => f.source === source)?.lastWrite;
+    if (written !== undefined && Date.parse(written) >= since) return;
+    if (performance.now() > deadline)
+      throw new Error(`no state of ${source} written: ${JSON.stringify(page)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function writeConfig(dir: string, lines: readonly string[]): Promise<string> {
+  const file = path.join(dir, 'meshmux.yaml');
+  await writeFile(file, [...lines, ''].join('\n'));
+  return file;
+}
+
+function xdsSourceLines(address: string): string[] {
+  return [
+    '  - name: mesh',
+    '    type: xds',
+    `    address: ${address}`,
+    '    kinds: [VirtualService, DestinationRule, ServiceEntry]',
+  ];
+}
+
+/**
+ * Runs meshmux until the stand-in holds everything and the state is on disk, SIGKILLs it, lets
+ * `outage` take the upstream away, and restarts it on the same port. Returns what the stand-in
+ * held before, and the restarted process.
+ */
+async function restartDuringOutage(
+  configFile: string,
+  cwd: string,
+  hasEverything: (c: IstiodClient) => boolean,
+  outage: () => Promise<void>,
+): Promise<{ client: IstiodClient; meshmux: MeshmuxChild; held: Set<string>; servedMs: number }> {
+  const xds = `127.0.0.1:${await freePort()}`;
+  let meshmux = await MeshmuxChild.start(configFile, { cwd, xds });
+  const client = connect(xds);
+  await client.waitFor(hasEverything, WAIT_MS, () => 'the first run served everything');
+  await persisted(meshmux, 'mesh', Date.now() - 1);
+  const held = inventory(client);
+  await meshmux.kill('SIGKILL');
+  await outage();
+  const streamsBefore = client.streams;
+  meshmux = await MeshmuxChild.start(configFile, { cwd, xds });
+  await answeredAfter(client, streamsBefore, 'every type answered by the restarted meshmux');
+  return { client, meshmux, held, servedMs: performance.now() - meshmux.spawnedAt };
+}
+
+describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () => {
+  it('serves every object of an xds upstream that is down from its persisted state, and is ready', async () => {
+    const dir = await tempDir('meshmux-fault-restart-xds-');
+    const fake = await upstream();
+    const configFile = await writeConfig(dir.dir, [
+      'state: { dir: state }',
+      'sources:',
+      ...xdsSourceLines(fake.address),
+    ]);
+    const run = await restartDuringOutage(
+      configFile,
+      dir.dir,
+      (c) => c.configs(VS).size === 5 && c.configs(DR).size === 5 && c.configs(SE).size === 5,
+      () => fake.stop(),
+    );
+    try {
+      assert.deepEqual(lost(run.held, inventory(run.client)), [], 'objects lost');
+      assert.equal(run.held.size, 15);
+      const { status, body } = await readiness(run.meshmux.http);
+      assert.equal(status, 200, JSON.stringify(body));
+      assert.equal(body.sources[0]?.state, 'restored');
+      report('restart while an xds upstream is down', {
+        'objects lost': 0,
+        'ms from spawn to every type answered': run.servedMs,
+      });
+      // The upstream comes back with one change: it replaces the restored state through the merge.
+      await fake.restart();
+      fake.set(
+        'VirtualService',
+        [0, 1, 2, 3, 4, 5].map((i) => vs(`svc-${i}`)),
+      );
+      fake.push();
+      await run.client.waitFor(
+        (c) => c.configs(VS).has('shop/svc-5'),
+        WAIT_MS,
+        () => 'the upstream back',
+      );
+      assert.equal(inventory(run.client).size, 16);
+      const { body: after } = await readiness(run.meshmux.http);
+      assert.equal(after.sources[0]?.state, 'synced');
+    } finally {
+      run.client.close();
+      await run.meshmux.kill();
+      await fake.stop();
+      await dir.dispose();
+    }
+  });
+
+  it('serves the ServiceEntries of a ZooKeeper that is down from the persisted state', async () => {
+    const zk = await ZookeeperServer.start();
+    const dir = await tempDir('meshmux-fault-restart-zk-');
+    const registry = await DubboRegistry.connect(zk.connectString, { root: '/dubbo' });
+    try {
+      for (const iface of ['com.shop.Cart', 'com.shop.Pay', 'com.shop.Ship'])
+        await registry.register({ iface, ip: '10.0.0.7', port: 20880 });
+      const configFile = await writeConfig(dir.dir, [
+        'state: { dir: state }',
+        'sources:',
+        '  - name: mesh',
+        '    type: zookeeper',
+        `    servers: ${zk.connectString}`,
+        '    root: /dubbo',
+        '    namespace: dubbo',
+      ]);
+      const run = await restartDuringOutage(
+        configFile,
+        dir.dir,
+        (c) => c.configs(SE).size === 3,
+        async () => {
+          // meshmux is down already: the providers' session may end with ZooKeeper.
+          await registry.close();
+          await zk.stop(true);
+        },
+      );
+      try {
+        assert.deepEqual(lost(run.held, inventory(run.client)), [], 'objects lost');
+        assert.equal(run.held.size, 3);
+        const { status, body } = await readiness(run.meshmux.http);
+        assert.equal(status, 200, JSON.stringify(body));
+        assert.equal(body.sources[0]?.state, 'restored');
+        report('restart while ZooKeeper is down', {
+          'objects lost': 0,
+          'ms from spawn to every type answered': run.servedMs,
+        });
+      } finally {
+        run.client.close();
+        await run.meshmux.kill();
+      }
+    } finally {
+      await zk.dispose();
+      await dir.dispose();
+    }
+  });
+
+  it('keeps the kinds of a source whose state file is corrupt unanswered, so the istiod keeps them', async () => {
+    const dir = await tempDir('meshmux-fault-corrupt-');
+    const fake = await upstream();
+    const configFile = await writeConfig(dir.dir, [
+      'state: { dir: state }',
+      'sources:',
+      ...xdsSourceLines(fake.address),
+    ]);
+    const xds = `127.0.0.1:${await freePort()}`;
+    let meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir, xds });
+    const client = connect(xds);
+    try {
+      await client.waitFor(
+        (c) => c.configs(SE).size === 5,
+        WAIT_MS,
+        () => 'the first run',
+      );
+      await persisted(meshmux, 'mesh', Date.now() - 1);
+      const held = inventory(client);
+      await meshmux.kill('SIGKILL');
+      await fake.stop();
+      const file = path.join(dir.dir, 'state', 'mesh.state');
+      const bytes = await readFile(file);
+      bytes[bytes.length - 3] = (bytes[bytes.length - 3] ?? 0) ^ 0xff;
+      await writeFile(file, bytes);
+      const streamsBefore = client.streams;
+      meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir, xds });
+      await client.waitFor(
+        (c) => c.streams > streamsBefore,
+        WAIT_MS,
+        () => 'the stand-in redialled',
+      );
+      const page = await statePage(meshmux.http);
+      assert.match(page.problems.join('\n'), /mesh\.state.*checksum mismatch/);
+      const { status, body } = await readiness(meshmux.http);
+      assert.equal(status, 503);
+      assert.deepEqual(body.waitingFor, ['mesh']);
+      // The upstream comes back: once its objects arrived, nothing was answered empty before them.
+      await fake.restart();
+      await answeredAfter(client, streamsBefore, 'the upstream back');
+      assert.deepEqual(lost(held, inventory(client)), [], 'objects lost');
+      const emptyAnswers = client.received.filter((r) => r.stream > streamsBefore && r.resourceCount === 0);
+      assert.deepEqual(
+        emptyAnswers.filter((r) => [VS, DR, SE].includes(r.typeUrl)),
+        [],
+        'no kind of the source was answered empty',
+      );
+      report('corrupt state file at restart', { 'objects lost': 0 });
+    } finally {
+      client.close();
+      await meshmux.kill();
+      await fake.stop();
+      await dir.dispose();
+    }
+  });
+});
+
+describe('faults: an upstream emptying itself one type at a time on a live stream', () => {
+  it('holds the whole emptying: the istiod keeps every object, and a later change still arrives', async () => {
+    const dir = await tempDir('meshmux-fault-wipe-');
+    const fake = await upstream();
+    await mkdir(path.join(dir.dir, 'files'));
+    const configFile = await writeConfig(dir.dir, [
+      'state: { dir: none }',
+      'sources:',
+      ...xdsSourceLines(fake.address),
+      '  - name: files',
+      '    type: file',
+      '    path: files',
+    ]);
+    const meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir });
+    const client = connect(meshmux.xds);
+    try {
+      await client.waitFor(
+        (c) => c.configs(SE).size === 5 && c.configs(DR).size === 5,
+        WAIT_MS,
+        () => 'synced',
+      );
+      const held = inventory(client);
+      const started = performance.now();
+      fake.store.clear();
+      for (const typeUrl of [VS, DR, SE]) {
+        fake.pushType(typeUrl);
+        await new Promise((r) => setTimeout(r, 150));
+      }
+      await meshmux.waitForLog((e) => /empty state: holding it/.test(String(e['msg'])), WAIT_MS, 'the hold');
+      const heldMs = performance.now() - started;
+      // A marker through another source: once it arrived, any deletion sent before it has too.
+      await writeFile(
+        path.join(dir.dir, 'files', 'marker.yaml'),
+        serviceEntry('marker', 'shop', 'marker.example.com'),
+      );
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/marker'),
+        WAIT_MS,
+        () => 'the marker',
+      );
+      assert.deepEqual(lost(held, inventory(client)), [], 'objects lost');
+      report('upstream emptied one type at a time (150 ms apart)', {
+        'objects lost': 0,
+        'ms from the first empty type to the hold': heldMs,
+      });
+    } finally {
+      client.close();
+      await meshmux.kill();
+      await fake.stop();
+      await dir.dispose();
+    }
+  });
+});
+
+/** Mounts a tmpfs on `dir` (root only); returns a way to remount it and to unmount it. */
+function mountTmpfs(
+  dir: string,
+  size: string,
+): { remount: (options: string) => void; unmount: () => void } | string {
+  const run = (args: string[]): string | undefined => {
+    const r = spawnSync('mount', args, { encoding: 'utf8' });
+    return r.status === 0
+      ? undefined
+      : `mount ${args.join(' ')}: ${r.stderr || r.error?.message || 'failed'}`;
+  };
+  const failure = run(['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir]);
+  if (failure !== undefined) return failure;
+  return {
+    remount: (options) => {
+      const f = run(['-o', `remount,${options}`, dir]);
+      if (f !== undefined) throw new Error(f);
+    },
+    unmount: () => void spawnSync('umount', [dir]),
+  };
+}
+
+describe('faults: a state folder that is read-only, or full', () => {
+  let dir: { dir: string; dispose: () => Promise<void> };
+  let mount: ReturnType<typeof mountTmpfs>;
+  let fake: FakeAdsServer;
+
+  before(async () => {
+    dir = await tempDir('meshmux-fault-disk-');
+    await mkdir(path.join(dir.dir, 'state'));
+    mount = mountTmpfs(path.join(dir.dir, 'state'), '2m');
+    fake = await upstream();
+  });
+  after(async () => {
+    if (typeof mount !== 'string') mount.unmount();
+    await fake.stop();
+    await dir.dispose();
+  });
+
+  it('restores from a read-only folder, reports the failed writes and goes on serving', async (t) => {
+    if (typeof mount === 'string') {
+      if (process.env['CI'] !== undefined)
+        assert.fail(`CI must be able to mount a tmpfs (run as root): ${mount}`);
+      t.skip(`needs root to mount a tmpfs: ${mount}`);
+      return;
+    }
+    const configFile = await writeConfig(dir.dir, [
+      'state: { dir: state }',
+      'sources:',
+      ...xdsSourceLines(fake.address),
+    ]);
+    const run = await restartDuringOutage(
+      configFile,
+      dir.dir,
+      (c) => c.configs(SE).size === 5 && c.configs(VS).size === 5 && c.configs(DR).size === 5,
+      async () => {
+        await fake.stop();
+        (mount as Exclude<typeof mount, string>).remount('ro');
+      },
+    );
+    try {
+      assert.deepEqual(lost(run.held, inventory(run.client)), [], 'objects lost');
+      await fake.restart();
+      fake.set('VirtualService', [
+        vs('svc-0'),
+        vs('svc-1'),
+        vs('svc-2'),
+        vs('svc-3'),
+        vs('svc-4'),
+        vs('svc-new'),
+      ]);
+      fake.push();
+      await run.client.waitFor(
+        (c) => c.configs(VS).has('shop/svc-new'),
+        WAIT_MS,
+        () => 'a change after the restart',
+      );
+      const deadline = performance.now() + WAIT_MS;
+      let page = await statePage(run.meshmux.http);
+      while (
+        page.files.find((f) => f.source === 'mesh')?.lastError === undefined &&
+        performance.now() < deadline
+      ) {
+        await new Promise((r) => setTimeout(r, 100));
+        page = await statePage(run.meshmux.http);
+      }
+      assert.match(
+        page.files.find((f) => f.source === 'mesh')?.lastError ?? '',
+        /read-only|EROFS/i,
+        JSON.stringify(page),
+      );
+      const metrics = await (await fetch(`${run.meshmux.http}/metrics`)).text();
+      assert.match(metrics, /meshmux_state_write_errors_total\{source="mesh"\} [1-9]/);
+      report('read-only state folder', {
+        'objects lost': 0,
+        'ms from spawn to every type answered': run.servedMs,
+      });
+    } finally {
+      run.client.close();
+      await run.meshmux.kill();
+      (mount as Exclude<typeof mount, string>).remount('rw');
+    }
+  });
+
+  it('reports a full disk and goes on serving every change', async (t) => {
+    if (typeof mount === 'string') {
+      if (process.env['CI'] !== undefined)
+        assert.fail(`CI must be able to mount a tmpfs (run as root): ${mount}`);
+      t.skip(`needs root to mount a tmpfs: ${mount}`);
+      return;
+    }
+    await fake.restart();
+    fake.set(
+      'ServiceEntry',
+      [0, 1, 2, 3, 4].map((i) => se(`svc-${i}`)),
+    );
+    const filler = path.join(dir.dir, 'state', 'filler');
+    await writeFile(filler, Buffer.alloc(1024));
+    // Fill the tmpfs to the last block.
+    const fill = spawnSync('dd', ['if=/dev/zero', `of=${filler}`, 'bs=4k'], { encoding: 'utf8' });
+    assert.match(fill.stderr, /No space left/);
+    const configFile = await writeConfig(dir.dir, [
+      'state: { dir: state }',
+      'sources:',
+      ...xdsSourceLines(fake.address),
+    ]);
+    const meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir });
+    const client = connect(meshmux.xds);
+    try {
+      await client.waitFor(
+        (c) => c.configs(SE).size === 5,
+        WAIT_MS,
+        () => 'served with a full disk',
+      );
+      await meshmux.waitForLog((e) => /could not persist/.test(String(e['msg'])), WAIT_MS, 'the write error');
+      fake.set(
+        'ServiceEntry',
+        [0, 1, 2, 3, 4, 5].map((i) => se(`svc-${i}`)),
+      );
+      fake.push();
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/svc-5'),
+        WAIT_MS,
+        () => 'a change with a full disk',
+      );
+      const page = await statePage(meshmux.http);
+      assert.match(page.files.find((f) => f.source === 'mesh')?.lastError ?? '', /ENOSPC|no space/i);
+      report('full state disk', { 'objects lost': 0 });
+    } finally {
+      client.close();
+      await meshmux.kill();
+    }
+  });
+});
