@@ -9,7 +9,7 @@ import { MeshmuxError } from './core/errors.js';
 import { componentLogger, LOG_LEVELS, type LogLevel, setLogLevel } from './core/logger.js';
 import { PACKAGE_ROOT } from './core/paths.js';
 import { readYamlDocuments } from './schema/yaml-reader.js';
-import { loadMeshmuxConfig } from './settings/meshmux-config.js';
+import { configProblems, loadMeshmuxConfig } from './settings/meshmux-config.js';
 import { readRepositoryHead } from './upstream/git/git-objects.js';
 import { DEFAULT_REPO_PATHS, repoPathMatcher } from './upstream/git/repo-path-matcher.js';
 
@@ -48,21 +48,13 @@ async function serve(options: { config?: string; xds?: string; http?: string }):
   process.on('SIGTERM', () => stop('SIGTERM'));
 
   // Hot reload: on a change of the file (or SIGHUP), a valid new configuration is applied; an invalid
-  // one is reported and the running configuration stays.
+  // one (unreadable, not YAML, failing the schema, or failing to build) is reported, counted and
+  // shown on the status page, and the running configuration stays.
   let timer: NodeJS.Timeout | undefined;
   const reload = (why: string): void => {
-    let next;
-    try {
-      next = loadMeshmuxConfig(location.file, location.baseDir);
-    } catch (err) {
-      log.error(
-        { why, error: err instanceof MeshmuxError ? err.describe() : String(err) },
-        'configuration not reloaded',
-      );
-      return;
-    }
     log.info({ why, file: location.file }, 'reloading configuration');
-    running.reload(next);
+    const outcome = running.reload(() => loadMeshmuxConfig(location.file, location.baseDir));
+    if (outcome.applied) log.info({ why, file: location.file }, 'configuration reloaded');
   };
   try {
     watch(path.dirname(location.file), { persistent: false }, (_event, name) => {
@@ -212,6 +204,17 @@ program
   });
 
 program.parseAsync(process.argv).catch((err: unknown) => {
-  console.error(err instanceof MeshmuxError ? `meshmux: ${err.describe()}` : err);
+  // A problem of the input (configuration, files) is one line each, with file, line and field;
+  // only a bug prints a stack trace.
+  if (err instanceof MeshmuxError) {
+    for (const problem of configProblems(err)) console.error(`meshmux: ${problem.describe()}`);
+    process.exit(1);
+  }
+  if (err instanceof Error && typeof (err as NodeJS.ErrnoException).code === 'string') {
+    // A system error (a port in use, a missing file): its message says it all.
+    console.error(`meshmux: ${err.message}`);
+    process.exit(1);
+  }
+  console.error(err);
   process.exit(2);
 });

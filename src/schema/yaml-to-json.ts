@@ -5,7 +5,17 @@
  * `on` → `"true"`), `<<` merge keys applied in document order, later duplicate keys winning, and
  * values JSON cannot hold (NaN, infinities, null keys) rejected.
  */
-import { isAlias, isMap, isScalar, isSeq, type Alias, type Document, type Node, type Scalar } from 'yaml';
+import {
+  isAlias,
+  isMap,
+  isScalar,
+  isSeq,
+  visit,
+  type Alias,
+  type Document,
+  type Node,
+  type Scalar,
+} from 'yaml';
 import { childPath, indexPath } from './field-path.js';
 import { resolvePlainScalar, resolveTaggedScalar, type ResolvedScalar } from './go-yaml-scalar.js';
 import { setJsonKey, type JsonObject, type JsonValue } from './json-value.js';
@@ -24,14 +34,41 @@ export interface YamlJsonResult {
 }
 
 /**
- * Upper bound on nodes visited per conversion. Aliases can make a small document expand
- * exponentially ("billion laughs"); real Istio documents stay far below this.
+ * Default number of nodes that aliases of one input (a whole file, all its documents together)
+ * may expand to. Aliases can make a few bytes expand exponentially ("billion laughs"), and a file
+ * of many such documents multiplies that, so the budget is per file, not per document. Nodes
+ * written out in the text are not counted: the file size cap bounds them. Real Istio files use
+ * few aliases, if any; 100,000 expanded nodes take a few tens of milliseconds to convert.
  */
-const MAX_VISITED_NODES = 250_000;
+export const ALIAS_EXPANSION_LIMIT = 100_000;
+
+/**
+ * The alias expansion allowance of one input, shared by every `yamlToJson` call on it. Mutable:
+ * each conversion spends from it; once spent, every later alias of that input is refused.
+ */
+export class AliasBudget {
+  private used = 0;
+
+  constructor(readonly limit: number = ALIAS_EXPANSION_LIMIT) {}
+
+  /** Spends one node; false once the limit is passed. */
+  spend(): boolean {
+    return ++this.used <= this.limit;
+  }
+
+  /** Whether the limit has been passed. */
+  get exhausted(): boolean {
+    return this.used > this.limit;
+  }
+}
 
 const YAML_TAG_PREFIX = 'tag:yaml.org,2002:';
 
-class Budget extends Error {}
+class Budget extends Error {
+  constructor(readonly path: string) {
+    super('alias expansion limit');
+  }
+}
 
 /** Go's `strconv.FormatFloat(f, 'g', -1, 32)`, which sigs.k8s.io/yaml uses for float map keys. */
 function formatGoFloat32(value: number): string {
@@ -67,11 +104,34 @@ function formatGoFloat32(value: number): string {
 class Converter {
   readonly errors: YamlJsonIssue[] = [];
   readonly warnings: YamlJsonIssue[] = [];
-  private visited = 0;
+  /** How many aliases enclose the node being converted: nodes reached through one are charged. */
+  private aliasDepth = 0;
   private readonly resolving = new Set<Node>();
-  private readonly aliasTargets = new Map<Alias, Node>();
+  private aliasTargets: Map<Alias, Node | undefined> | undefined;
 
-  constructor(private readonly doc: Document) {}
+  constructor(
+    private readonly doc: Document,
+    private readonly budget: AliasBudget,
+  ) {}
+
+  /**
+   * Each alias's anchor, found in one walk of the document: the nearest anchor of that name before
+   * the alias. (Looking each alias up separately costs a walk per alias, which a document of many
+   * aliases turns into quadratic time.)
+   */
+  private targets(): Map<Alias, Node | undefined> {
+    if (this.aliasTargets !== undefined) return this.aliasTargets;
+    const targets = new Map<Alias, Node | undefined>();
+    const anchors = new Map<string, Node>();
+    visit(this.doc, {
+      Node: (_key, node) => {
+        if (isAlias(node)) targets.set(node, anchors.get(node.source));
+        else if (node.anchor !== undefined) anchors.set(node.anchor, node);
+      },
+    });
+    this.aliasTargets = targets;
+    return targets;
+  }
 
   private error(path: string, reason: string): undefined {
     this.errors.push({ path, reason });
@@ -81,23 +141,23 @@ class Converter {
   /** The node an alias points at, or undefined (with an error) when it is dangling or circular. */
   private deref(node: unknown, path: string): Node | null | undefined {
     if (!isAlias(node)) return node as Node | null;
-    // resolve() searches the whole document, so each alias is looked up once.
-    let target = this.aliasTargets.get(node);
-    if (target === undefined) {
-      target = node.resolve(this.doc);
-      if (target !== undefined) this.aliasTargets.set(node, target);
-    }
+    const index = this.targets();
+    // A node outside the document's tree (a caller's own) falls back to the library's lookup.
+    const target = index.has(node) ? index.get(node) : node.resolve(this.doc);
     if (target === undefined) return this.error(path, `alias *${node.source} has no anchor before it`);
     if (this.resolving.has(target)) return this.error(path, `alias *${node.source} refers to itself`);
     return target;
   }
 
   convert(input: unknown, path: string): JsonValue | undefined {
-    if (++this.visited > MAX_VISITED_NODES) throw new Budget();
+    if (this.aliasDepth > 0 && !this.budget.spend()) throw new Budget(path);
     if (input === null || input === undefined) return null;
     const node = this.deref(input, path);
     if (node === undefined) return undefined;
     if (node === null) return null;
+    const viaAlias = isAlias(input);
+    if (viaAlias && !this.budget.spend()) throw new Budget(path);
+    if (viaAlias) this.aliasDepth++;
     this.resolving.add(node);
     try {
       if (isScalar(node)) return this.scalarValue(node, path);
@@ -117,6 +177,7 @@ class Converter {
       return this.error(path, 'unsupported YAML node');
     } finally {
       this.resolving.delete(node);
+      if (viaAlias) this.aliasDepth--;
     }
   }
 
@@ -160,11 +221,14 @@ class Converter {
     const apply = (source: unknown): boolean => {
       const m = this.deref(source, path);
       if (!isMap(m)) return false;
+      const viaAlias = isAlias(source) || isAlias(valueNode);
+      if (viaAlias) this.aliasDepth++;
       this.resolving.add(m);
       try {
         this.fillMap(m.items, out, path, new Set());
       } finally {
         this.resolving.delete(m);
+        if (viaAlias) this.aliasDepth--;
       }
       return true;
     };
@@ -240,11 +304,18 @@ class Converter {
 
 /**
  * Converts one node of `doc` (usually its contents, or a part of them) as sigs.k8s.io/yaml would.
- * `path` prefixes every issue's field path. Never throws: problems come back as errors (the value
- * is then partial or undefined) and duplicate keys as warnings.
+ * `path` prefixes every issue's field path. Aliases spend from `budget`: pass one budget for all
+ * documents of a file (the default is a fresh one per call). Never throws: problems come back as
+ * errors (the value is then partial or undefined) and duplicate keys as warnings; a spent budget
+ * is an error whose reason starts with "alias expansion limit", and the value is undefined.
  */
-export function yamlToJson(node: unknown, doc: Document, path = ''): YamlJsonResult {
-  const converter = new Converter(doc);
+export function yamlToJson(
+  node: unknown,
+  doc: Document,
+  path = '',
+  budget: AliasBudget = new AliasBudget(),
+): YamlJsonResult {
+  const converter = new Converter(doc, budget);
   try {
     const value = converter.convert(node, path);
     return { value, errors: converter.errors, warnings: converter.warnings };
@@ -252,7 +323,12 @@ export function yamlToJson(node: unknown, doc: Document, path = ''): YamlJsonRes
     if (!(err instanceof Budget)) throw err;
     return {
       value: undefined,
-      errors: [{ path, reason: `aliases expand to more than ${MAX_VISITED_NODES} nodes` }],
+      errors: [
+        {
+          path: err.path,
+          reason: `alias expansion limit: the aliases of this file expand to more than ${budget.limit} nodes`,
+        },
+      ],
       warnings: converter.warnings,
     };
   }
