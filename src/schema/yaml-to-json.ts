@@ -38,9 +38,10 @@ export interface YamlJsonResult {
  * may expand to. Aliases can make a few bytes expand exponentially ("billion laughs"), and a file
  * of many such documents multiplies that, so the budget is per file, not per document. Nodes
  * written out in the text are not counted: the file size cap bounds them. Real Istio files use
- * few aliases, if any; 100,000 expanded nodes take a few tens of milliseconds to convert.
+ * few aliases, if any. A document is checked and encoded without pausing, node by expanded node,
+ * so the limit also bounds how long one document can hold the event loop (a few ms).
  */
-export const ALIAS_EXPANSION_LIMIT = 100_000;
+export const ALIAS_EXPANSION_LIMIT = 25_000;
 
 /**
  * The alias expansion allowance of one input, shared by every `yamlToJson` call on it. Mutable:
@@ -51,9 +52,10 @@ export class AliasBudget {
 
   constructor(readonly limit: number = ALIAS_EXPANSION_LIMIT) {}
 
-  /** Spends one node; false once the limit is passed. */
-  spend(): boolean {
-    return ++this.used <= this.limit;
+  /** Spends `nodes` (default one); false once the limit is passed. */
+  spend(nodes = 1): boolean {
+    this.used += nodes;
+    return this.used <= this.limit;
   }
 
   /** Whether the limit has been passed. */
@@ -108,6 +110,15 @@ class Converter {
   private aliasDepth = 0;
   private readonly resolving = new Set<Node>();
   private aliasTargets: Map<Alias, Node | undefined> | undefined;
+  /** Nodes converted so far: the size of a value is the count its conversion added. */
+  private visited = 0;
+  /**
+   * Converted anchored nodes that produced no error or warning, with their expanded size. An
+   * alias reuses the value (JSON values are never altered afterwards) and spends its size from
+   * the budget at once: an alias bomb then costs time in proportion to its text, while its
+   * expanded size is still counted against the limit.
+   */
+  private readonly anchored = new Map<Node, { readonly value: JsonValue; readonly size: number }>();
 
   constructor(
     private readonly doc: Document,
@@ -151,12 +162,34 @@ class Converter {
 
   convert(input: unknown, path: string): JsonValue | undefined {
     if (this.aliasDepth > 0 && !this.budget.spend()) throw new Budget(path);
+    this.visited++;
     if (input === null || input === undefined) return null;
     const node = this.deref(input, path);
     if (node === undefined) return undefined;
     if (node === null) return null;
     const viaAlias = isAlias(input);
+    const cached = viaAlias ? this.anchored.get(node) : undefined;
+    if (cached !== undefined) {
+      // Counted as if expanded, so the values that hold this one have their full size too.
+      this.visited += cached.size - 1;
+      if (!this.budget.spend(cached.size)) throw new Budget(path);
+      return cached.value;
+    }
     if (viaAlias && !this.budget.spend()) throw new Budget(path);
+    const before = { visited: this.visited, errors: this.errors.length, warnings: this.warnings.length };
+    const value = this.convertNode(node, path, viaAlias);
+    if (
+      node.anchor !== undefined &&
+      value !== undefined &&
+      this.errors.length === before.errors &&
+      this.warnings.length === before.warnings
+    ) {
+      this.anchored.set(node, { value, size: this.visited - before.visited + 1 });
+    }
+    return value;
+  }
+
+  private convertNode(node: Node, path: string, viaAlias: boolean): JsonValue | undefined {
     if (viaAlias) this.aliasDepth++;
     this.resolving.add(node);
     try {

@@ -20,11 +20,11 @@ describe('hostile YAML', () => {
   });
 
   it('counts alias expansion per file: documents each under the limit are refused once together they pass it', () => {
-    // About 33,000 expanded nodes each: fine alone, over a 110,000 budget from the fourth on.
+    // About 25,000 expanded nodes each: fine alone, over an 80,000 budget from the fourth on.
     const docs = Array.from({ length: 6 }, (_, i) => aliasBomb(`small-${i}`, 3, 7));
     const r = readYamlDocuments([...docs, serviceEntry('plain')].join('---\n'), {
       ...OPTIONS,
-      aliasLimit: 110_000,
+      aliasLimit: 80_000,
     });
     assert.deepEqual(
       r.resources.map((x) => x.name),

@@ -44,6 +44,9 @@ interface FileResult {
 
 const YAML_FILE = /\.(ya?ml|json)$/i;
 
+/** Errors logged one by one per change of a source's errors; the rest are counted. */
+const MAX_LOGGED_ERRORS = 20;
+
 /** What a file holds, marked to be read again at the next scan whatever its size and time. */
 function readAgain(held: Omit<FileResult, 'mtimeMs' | 'size'>): FileResult {
   return { ...held, mtimeMs: -1, size: -1 };
@@ -69,6 +72,7 @@ export class FileSource implements UpstreamSource {
       const firstSeen = new Map<string, Timestamp>();
       let lastRevision: string | undefined;
       let lastErrorText: string | undefined;
+      let loggedErrors: ReadonlySet<string> = new Set();
       let watcher: FSWatcher | undefined;
       let settleTimer: NodeJS.Timeout | undefined;
       let scanning = false;
@@ -218,10 +222,22 @@ export class FileSource implements UpstreamSource {
         }
         const resources = [...byKey.values()];
         const revision = revisionOf(resources);
-        const errorText = errors.map((e) => e.describe()).join('\n');
+        const described = errors.map((e) => e.describe());
+        const errorText = described.join('\n');
         if (revision === lastRevision && errorText === lastErrorText) return;
-        if (errorText !== lastErrorText && errors.length > 0) {
-          for (const e of errors) log.warn({ error: e.describe() }, 'rejected a document');
+        if (errorText !== lastErrorText) {
+          // Each problem is logged once, when it appears. A hostile file can hold thousands of bad
+          // documents: the log gets the first few new ones and a count; /debug/sources and the
+          // status page list them all.
+          const fresh = described.filter((d) => !loggedErrors.has(d));
+          for (const error of fresh.slice(0, MAX_LOGGED_ERRORS)) log.warn({ error }, 'rejected a document');
+          if (fresh.length > MAX_LOGGED_ERRORS) {
+            log.warn(
+              { more: fresh.length - MAX_LOGGED_ERRORS },
+              'more documents rejected; see /debug/sources',
+            );
+          }
+          loggedErrors = new Set(described);
         }
         lastRevision = revision;
         lastErrorText = errorText;
