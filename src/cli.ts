@@ -8,9 +8,11 @@ import { startMeshmux } from './app.js';
 import { MeshmuxError } from './core/errors.js';
 import { componentLogger, LOG_LEVELS, type LogLevel, setLogLevel } from './core/logger.js';
 import { PACKAGE_ROOT } from './core/paths.js';
+import { decodeUtf8 } from './schema/utf8-text.js';
 import { readYamlDocuments } from './schema/yaml-reader.js';
 import { configProblems, loadMeshmuxConfig } from './settings/meshmux-config.js';
 import { readRepositoryHead } from './upstream/git/git-objects.js';
+import { DEFAULT_MAX_FILE_BYTES, fileTooLarge } from './upstream/input-limits.js';
 import { DEFAULT_REPO_PATHS, repoPathMatcher } from './upstream/git/repo-path-matcher.js';
 
 const DEFAULT_CONFIG = path.join(PACKAGE_ROOT, 'config', 'meshmux.yaml');
@@ -148,7 +150,24 @@ async function validate(paths: string[], options: { namespace: string }): Promis
       errors++;
       continue;
     }
-    for (const file of files) check(file, await readFile(file, 'utf8'));
+    for (const file of files) {
+      // The same bounds as the file source: the default size cap, and UTF-8 only.
+      const size = (await stat(file)).size;
+      if (size > DEFAULT_MAX_FILE_BYTES) {
+        console.error(`error: ${fileTooLarge(file, size, DEFAULT_MAX_FILE_BYTES).describe()}`);
+        errors++;
+        continue;
+      }
+      let text: string;
+      try {
+        text = decodeUtf8(await readFile(file), file);
+      } catch (err) {
+        console.error(`error: ${err instanceof MeshmuxError ? err.describe() : String(err)}`);
+        errors++;
+        continue;
+      }
+      check(file, text);
+    }
   }
   console.log(`${objects} valid object(s), ${errors} error(s)`);
   return errors;
