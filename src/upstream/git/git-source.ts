@@ -43,6 +43,9 @@ export interface GitSourceOptions {
   readonly maxFileBytes?: number | undefined;
 }
 
+/** Problems logged one by one per commit; the rest are counted (all are on /debug/git). */
+const MAX_LOGGED_ERRORS = 20;
+
 /** A commit and when meshmux took it. */
 export interface CommitMark {
   readonly commit: string;
@@ -336,8 +339,7 @@ class GitSourceRun {
     // Creation times are remembered only for what is served, so the map cannot grow without end.
     const live = new Set(next.resources.map(resourceKey));
     for (const key of this.firstSeen.keys()) if (!live.has(key)) this.firstSeen.delete(key);
-    for (const e of next.errors)
-      this.log.warn({ commit: next.commit.sha, error: e.describe() }, 'rejected a document');
+    this.logErrors(next, 'rejected a document');
     this.log.info(
       {
         commit: next.commit.sha,
@@ -356,6 +358,18 @@ class GitSourceRun {
     });
   }
 
+  /** Logs the first problems of a commit and counts the rest: a hostile commit can hold thousands. */
+  private logErrors(next: CommitState, message: string): void {
+    for (const e of next.errors.slice(0, MAX_LOGGED_ERRORS))
+      this.log.warn({ commit: next.commit.sha, error: e.describe() }, message);
+    if (next.errors.length > MAX_LOGGED_ERRORS) {
+      this.log.warn(
+        { commit: next.commit.sha, more: next.errors.length - MAX_LOGGED_ERRORS },
+        'more problems in this commit; see /debug/git',
+      );
+    }
+  }
+
   /** Holds a commit with invalid documents back (strict): the served commit stays, the reasons are reported. */
   private hold(next: CommitState): void {
     this.held = { state: next, at: new Date() };
@@ -366,8 +380,7 @@ class GitSourceRun {
         (served === undefined ? '; no commit served yet' : `; still serving ${served.commit.sha}`),
       { file: redactUrl(this.options.url) },
     );
-    for (const e of next.errors)
-      this.log.warn({ commit: next.commit.sha, error: e.describe() }, 'invalid document');
+    this.logErrors(next, 'invalid document');
     this.log.warn({ commit: next.commit.sha, invalid: next.invalidDocuments }, 'commit held back (strict)');
     if (served === undefined) {
       this.state = 'failing';
