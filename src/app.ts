@@ -1,5 +1,5 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { MeshmuxError } from './core/errors.js';
+import { MeshmuxError, toMeshmuxError } from './core/errors.js';
 import { componentLogger, type Logger } from './core/logger.js';
 import { AdsServer } from './downstream/ads-server.js';
 import { anonymousIdentity, describeIdentity, withNode } from './downstream/client-identity.js';
@@ -15,8 +15,9 @@ import { KINDS } from './schema/kinds.js';
 import { messageType } from './schema/proto-root.js';
 import { encodeProtoJson } from './schema/proto-json.js';
 import { decodeBody } from './schema/yaml-reader.js';
-import type { MeshmuxConfig, SourceConfig } from './settings/meshmux-config.js';
+import { configProblems, type MeshmuxConfig, type SourceConfig } from './settings/meshmux-config.js';
 import { renderStatusPage } from './http/status-page.js';
+import { ConfigReloads } from './telemetry/config-reloads.js';
 import type { Metrics } from './telemetry/metrics.js';
 import { StateMetrics } from './telemetry/state-metrics.js';
 import { openRecordStore } from './state/open-record-store.js';
@@ -44,14 +45,22 @@ export interface RunningMeshmux {
   /**
    * Applies a new configuration without a restart: sources and policies change in place; clients
    * whose view changed receive the difference, the others nothing. Listener addresses, TLS files and
-   * the mesh section need a restart (a warning says so).
+   * the mesh section need a restart (a warning says so). Given a function, calls it to read the
+   * configuration, so a file that cannot be read or parsed counts as a failed reload too.
+   * Everything new (sources, policies) is built before anything is swapped: on any error nothing
+   * changes, no stream is touched, and the error is returned, logged, shown on the status page and
+   * in `meshmux_config_last_reload_successful`. Never throws.
    */
-  reload(config: MeshmuxConfig): void;
+  reload(config: MeshmuxConfig | (() => MeshmuxConfig)): ReloadOutcome;
   /** What a client with this identity would receive now. */
   preview(client: PreviewRequest): Preview;
   /** Ends every stream and closes every listener and source. */
   stop(): Promise<void>;
 }
+
+/** What a reload did: applied, or refused with the reason (the running configuration stays). */
+export type ReloadOutcome =
+  { readonly applied: true } | { readonly applied: false; readonly error: MeshmuxError };
 
 /** A client described by hand, for previews. */
 export interface PreviewRequest {
@@ -80,6 +89,14 @@ function fingerprint(config: SourceConfig): string {
   return JSON.stringify(rest);
 }
 
+/** A source of a new configuration, built but not yet running; `source` is set when it is new. */
+interface PlannedInput {
+  readonly name: string;
+  readonly fingerprint: string;
+  readonly input: MergeInput;
+  readonly source: UpstreamSource | undefined;
+}
+
 /** One factory per source type: the only place that knows every kind of source. */
 const SOURCE_FACTORIES: {
   [T in SourceConfig['type']]: (config: Extract<SourceConfig, { type: T }>) => UpstreamSource;
@@ -91,6 +108,7 @@ const SOURCE_FACTORIES: {
       defaultNamespace: c.namespace,
       ...(c.rescanInterval === undefined ? {} : { rescanMs: c.rescanInterval }),
       ...(c.vanishGrace === undefined ? {} : { vanishGraceMs: c.vanishGrace }),
+      ...(c.maxFileSize === undefined ? {} : { maxFileBytes: c.maxFileSize }),
     }),
   git: (c) =>
     new GitSource({
@@ -111,6 +129,7 @@ const SOURCE_FACTORIES: {
       },
       webhookSecret: { file: c.webhook?.secretFile, env: c.webhook?.secretEnv },
       cacheDir: c.cacheDir,
+      maxFileBytes: c.maxFileSize,
     }),
   zookeeper: (c) =>
     new ZookeeperSource({
@@ -206,25 +225,42 @@ export async function startMeshmux(
   const audit = componentLogger('audit');
   const gitSources = new Map<string, GitSource>();
   const running = new Map<string, { fingerprint: string; input: MergeInput }>();
-  /** Builds the merge inputs of a configuration, reusing running sources whose upstream settings did not change. */
-  const inputsFor = (c: MeshmuxConfig): MergeInput[] =>
+  /**
+   * Builds the merge inputs of a configuration, reusing running sources whose upstream settings
+   * did not change. Changes nothing: sources are cold until the merge subscribes, so a plan that
+   * is dropped leaves nothing behind. Throws when a source cannot be built.
+   */
+  const planInputs = (c: MeshmuxConfig): PlannedInput[] =>
     c.sources.map((sc) => {
       const fp = fingerprint(sc);
+      const policy = sourcePolicy(sc);
       const kept = running.get(sc.name);
-      const base =
-        kept?.fingerprint === fp
-          ? kept.input
-          : (() => {
-              const source = createSource(sc);
-              if (source instanceof GitSource) gitSources.set(sc.name, source);
-              else gitSources.delete(sc.name);
-              return { descriptor: source.descriptor, events$: source.events$, fingerprint: fp };
-            })();
-      const input: MergeInput = { ...base, policy: sourcePolicy(sc) };
-      running.set(sc.name, { fingerprint: fp, input });
-      return input;
+      if (kept?.fingerprint === fp) {
+        return { name: sc.name, fingerprint: fp, input: { ...kept.input, policy }, source: undefined };
+      }
+      const source = createSource(sc);
+      const input = { descriptor: source.descriptor, events$: source.events$, fingerprint: fp, policy };
+      return { name: sc.name, fingerprint: fp, input, source };
     });
-  const inputs = inputsFor(config);
+  /** Makes planned inputs the running ones. */
+  const commitInputs = (planned: readonly PlannedInput[]): MergeInput[] => {
+    const names = new Set(planned.map((p) => p.name));
+    for (const name of running.keys()) {
+      if (names.has(name)) continue;
+      running.delete(name);
+      gitSources.delete(name);
+    }
+    for (const p of planned) {
+      running.set(p.name, { fingerprint: p.fingerprint, input: p.input });
+      if (p.source === undefined) continue;
+      if (p.source instanceof GitSource) gitSources.set(p.name, p.source);
+      else gitSources.delete(p.name);
+    }
+    return planned.map((p) => p.input);
+  };
+  const inputs = commitInputs(planInputs(config));
+  const reloads = new ConfigReloads(new Date());
+  reloads.register(metrics.registry);
   const stateMetrics = new StateMetrics(metrics.registry);
   const persisted = await openRecordStore(
     config.state.dir,
@@ -282,7 +318,7 @@ export async function startMeshmux(
   const http = new HttpServer({
     reader: engine,
     log: componentLogger('http'),
-    statusPage: () => renderStatusPage(engine.current(), ads.reports()),
+    statusPage: () => renderStatusPage(engine.current(), ads.reports(), { reloadFailure: reloads.failure() }),
     metrics: async () => ({
       contentType: metrics.registry.contentType,
       body: await metrics.registry.metrics(),
@@ -359,30 +395,48 @@ export async function startMeshmux(
     ads,
     metrics,
     preview,
-    reload(next: MeshmuxConfig) {
+    reload(load: MeshmuxConfig | (() => MeshmuxConfig)): ReloadOutcome {
+      const at = new Date();
+      // Build: read the file, then every part that can fail, before anything running changes.
+      let next: MeshmuxConfig;
+      let planned: PlannedInput[];
+      let nextPolicies: PolicySet | undefined;
+      const nextPolicyConfig = (c: MeshmuxConfig): string => JSON.stringify(c.policies);
+      try {
+        next = typeof load === 'function' ? load() : load;
+        encodeMeshConfig(next);
+        nextPolicies = nextPolicyConfig(next) === policyConfig ? undefined : new PolicySet(next.policies);
+        planned = planInputs(next);
+      } catch (err) {
+        const error = toMeshmuxError(err, 'CONFIG', { file: current.origin });
+        const problems = configProblems(error);
+        reloads.failed(problems, at);
+        log.error(
+          { errors: problems.map((p) => p.describe()) },
+          'configuration not reloaded; the running one stays',
+        );
+        return { applied: false, error };
+      }
+      // Swap.
       if (
         JSON.stringify(next.server) !== JSON.stringify(current.server) ||
         JSON.stringify(next.mesh) !== JSON.stringify(current.mesh)
       ) {
         log.warn('server and mesh settings change only on restart; sources and policies are applied now');
       }
-      for (const name of running.keys()) {
-        if (next.sources.some((s) => s.name === name)) continue;
-        running.delete(name);
-        gitSources.delete(name);
-      }
-      engine.reconfigure(inputsFor(next));
-      const nextPolicies = JSON.stringify(next.policies);
-      if (nextPolicies !== policyConfig) {
+      engine.reconfigure(commitInputs(planned));
+      if (nextPolicies !== undefined) {
         audit.info(
           { event: 'policy-change', from: policies.names(), to: next.policies.map((p) => p.name) },
           'policies changed',
         );
-        policies = new PolicySet(next.policies);
-        policyConfig = nextPolicies;
+        policies = nextPolicies;
+        policyConfig = nextPolicyConfig(next);
         ads.setPolicies(policies);
       }
       current = next;
+      reloads.succeeded(at);
+      return { applied: true };
     },
     async stop() {
       loopDelay.disable();

@@ -8,9 +8,11 @@ import { startMeshmux } from './app.js';
 import { MeshmuxError } from './core/errors.js';
 import { componentLogger, LOG_LEVELS, type LogLevel, setLogLevel } from './core/logger.js';
 import { PACKAGE_ROOT } from './core/paths.js';
+import { decodeUtf8 } from './schema/utf8-text.js';
 import { readYamlDocuments } from './schema/yaml-reader.js';
-import { loadMeshmuxConfig } from './settings/meshmux-config.js';
+import { configProblems, loadMeshmuxConfig } from './settings/meshmux-config.js';
 import { readRepositoryHead } from './upstream/git/git-objects.js';
+import { DEFAULT_MAX_FILE_BYTES, fileTooLarge } from './upstream/input-limits.js';
 import { DEFAULT_REPO_PATHS, repoPathMatcher } from './upstream/git/repo-path-matcher.js';
 
 const DEFAULT_CONFIG = path.join(PACKAGE_ROOT, 'config', 'meshmux.yaml');
@@ -48,21 +50,13 @@ async function serve(options: { config?: string; xds?: string; http?: string }):
   process.on('SIGTERM', () => stop('SIGTERM'));
 
   // Hot reload: on a change of the file (or SIGHUP), a valid new configuration is applied; an invalid
-  // one is reported and the running configuration stays.
+  // one (unreadable, not YAML, failing the schema, or failing to build) is reported, counted and
+  // shown on the status page, and the running configuration stays.
   let timer: NodeJS.Timeout | undefined;
   const reload = (why: string): void => {
-    let next;
-    try {
-      next = loadMeshmuxConfig(location.file, location.baseDir);
-    } catch (err) {
-      log.error(
-        { why, error: err instanceof MeshmuxError ? err.describe() : String(err) },
-        'configuration not reloaded',
-      );
-      return;
-    }
     log.info({ why, file: location.file }, 'reloading configuration');
-    running.reload(next);
+    const outcome = running.reload(() => loadMeshmuxConfig(location.file, location.baseDir));
+    if (outcome.applied) log.info({ why, file: location.file }, 'configuration reloaded');
   };
   try {
     watch(path.dirname(location.file), { persistent: false }, (_event, name) => {
@@ -156,7 +150,24 @@ async function validate(paths: string[], options: { namespace: string }): Promis
       errors++;
       continue;
     }
-    for (const file of files) check(file, await readFile(file, 'utf8'));
+    for (const file of files) {
+      // The same bounds as the file source: the default size cap, and UTF-8 only.
+      const size = (await stat(file)).size;
+      if (size > DEFAULT_MAX_FILE_BYTES) {
+        console.error(`error: ${fileTooLarge(file, size, DEFAULT_MAX_FILE_BYTES).describe()}`);
+        errors++;
+        continue;
+      }
+      let text: string;
+      try {
+        text = decodeUtf8(await readFile(file), file);
+      } catch (err) {
+        console.error(`error: ${err instanceof MeshmuxError ? err.describe() : String(err)}`);
+        errors++;
+        continue;
+      }
+      check(file, text);
+    }
   }
   console.log(`${objects} valid object(s), ${errors} error(s)`);
   return errors;
@@ -212,6 +223,17 @@ program
   });
 
 program.parseAsync(process.argv).catch((err: unknown) => {
-  console.error(err instanceof MeshmuxError ? `meshmux: ${err.describe()}` : err);
+  // A problem of the input (configuration, files) is one line each, with file, line and field;
+  // only a bug prints a stack trace.
+  if (err instanceof MeshmuxError) {
+    for (const problem of configProblems(err)) console.error(`meshmux: ${problem.describe()}`);
+    process.exit(1);
+  }
+  if (err instanceof Error && typeof (err as NodeJS.ErrnoException).code === 'string') {
+    // A system error (a port in use, a missing file): its message says it all.
+    console.error(`meshmux: ${err.message}`);
+    process.exit(1);
+  }
+  console.error(err);
   process.exit(2);
 });

@@ -13,6 +13,8 @@ export const ERROR_CODES = {
   UNKNOWN_KIND: 'input',
   /** Bytes from an upstream could not be decoded. */
   DECODE: 'input',
+  /** An input passes a configured bound (file size, alias expansion); it is refused, not truncated. */
+  LIMIT: 'input',
   /** meshmux's own configuration file is invalid. */
   CONFIG: 'input',
   /** A client or peer is not allowed to do what it asked. */

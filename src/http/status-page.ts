@@ -1,4 +1,5 @@
 import type { ConfigSnapshot, Conflict, Rejection, SourceReport } from '../merge/config-snapshot.js';
+import type { ReloadFailure } from '../telemetry/config-reloads.js';
 
 /** One client's state as the status page shows it (structurally an ADS `StreamReport`). */
 export interface StatusClient {
@@ -23,6 +24,8 @@ export interface StatusPageOptions {
   readonly maxRows?: number;
   /** The time printed in the page. Default now. */
   readonly now?: Date;
+  /** A configuration reload that was refused (the running configuration stayed): shown as a banner on top. */
+  readonly reloadFailure?: ReloadFailure | undefined;
 }
 
 const STATE_CLASS: Readonly<Record<SourceReport['state'], string>> = {
@@ -65,11 +68,12 @@ th,td{border:1px solid #ccc;padding:.2em .6em;text-align:left;vertical-align:top
 th{background:#f3f3f3}code{font-size:.95em}
 .ok{color:#176c2e;font-weight:600}.warn{color:#9a6700;font-weight:600}.bad{color:#b3261e;font-weight:600}
 .muted{color:#666}
+.banner{border:2px solid #b3261e;background:#fdecea;padding:.6em .9em;margin:.8em 0}
 </style>
 </head>
 <body>
 <h1>meshmux</h1>
-<p id="summary">${snapshot.ready ? '<span class="ok">ready</span>' : `<span class="warn">waiting for ${esc(snapshot.waitingFor.join(', '))}</span>`}
+${reloadBanner(options.reloadFailure)}<p id="summary">${snapshot.ready ? '<span class="ok">ready</span>' : `<span class="warn">waiting for ${esc(snapshot.waitingFor.join(', '))}</span>`}
 · snapshot <code>${esc(snapshot.version)}</code> (generation ${snapshot.generation})
 · ${objects} object(s) in ${snapshot.kinds.size} kind(s)
 · ${clients.length} client(s)
@@ -80,6 +84,14 @@ ${conflictsTable(snapshot.conflicts, maxRows)}
 ${rejectionsTable(rejections, invalid, maxRows)}
 </body>
 </html>
+`;
+}
+
+function reloadBanner(failure: ReloadFailure | undefined): string {
+  if (failure === undefined) return '';
+  return `<div class="banner" id="config-reload-error" role="alert"><span class="bad">configuration not reloaded</span>
+at ${esc(failure.at.toISOString())}; still serving the configuration loaded at ${esc(failure.runningSince.toISOString())}.
+<pre>${failure.errors.map(esc).join('\n')}</pre></div>
 `;
 }
 

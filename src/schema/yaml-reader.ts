@@ -4,7 +4,7 @@
  * pruned. Every failure is a value tied to its document, so one bad document never hides the
  * others.
  */
-import { LineCounter, isMap, isScalar, parseAllDocuments, type Document } from 'yaml';
+import { Composer, LineCounter, Parser, isMap, isScalar, type Document } from 'yaml';
 import { MeshmuxError, type ErrorLocation } from '../core/errors.js';
 import { makeResource, timestampFromDate, type ConfigResource, type Timestamp } from '../core/resource.js';
 import { relativePath } from './field-path.js';
@@ -13,7 +13,7 @@ import { KINDS, type KindDescriptor } from './kinds.js';
 import { readObjectMeta } from './object-meta.js';
 import { fromProtoJson, toProtoJson } from './proto-json.js';
 import { messageType } from './proto-root.js';
-import { yamlToJson } from './yaml-to-json.js';
+import { AliasBudget, yamlToJson } from './yaml-to-json.js';
 
 /** Options for `readYamlDocuments`. */
 export interface ReadYamlOptions {
@@ -26,6 +26,20 @@ export interface ReadYamlOptions {
    * registry key. Default: the current time.
    */
   readonly createTimeFor?: (kind: string, namespace: string, name: string) => Timestamp;
+  /**
+   * Nodes the aliases of the whole text may expand to, all documents together; default
+   * `ALIAS_EXPANSION_LIMIT`. Documents whose aliases go past it are rejected with an error saying
+   * "alias expansion limit"; the others are read.
+   */
+  readonly aliasLimit?: number;
+}
+
+/** Options for `readYamlDocumentsAsync`: how often it lets other work run. */
+export interface ReadYamlAsyncOptions extends ReadYamlOptions {
+  /** Longest stretch of reading between two yields to the event loop, ms. Default 10. */
+  readonly sliceMs?: number;
+  /** Monotonic milliseconds. Default `performance.now`. */
+  readonly now?: () => number;
 }
 
 /** What one YAML text yielded. Arrays are fresh and owned by the caller. */
@@ -132,10 +146,14 @@ class DocumentReader {
   readonly errors: MeshmuxError[] = [];
   readonly warnings: MeshmuxError[] = [];
 
+  private readonly budget: AliasBudget;
+
   constructor(
     private readonly options: ReadYamlOptions,
     private readonly lines: LineCounter,
-  ) {}
+  ) {
+    this.budget = new AliasBudget(options.aliasLimit);
+  }
 
   private lineOf(offset: number): number {
     return this.lines.linePos(offset).line;
@@ -169,7 +187,7 @@ class DocumentReader {
     }
     // An empty document (only comments, a bare `---`, or `~`) is skipped, as Kubernetes skips it.
     if (contents === null) return;
-    if (isScalar(contents) && yamlToJson(contents, doc).value === null) return;
+    if (isScalar(contents) && yamlToJson(contents, doc, '', this.budget).value === null) return;
     if (!isMap(contents)) {
       this.errors.push(
         new MeshmuxError(
@@ -181,8 +199,18 @@ class DocumentReader {
       return;
     }
 
-    const converted = yamlToJson(contents, doc);
+    const converted = yamlToJson(contents, doc, '', this.budget);
     const value = converted.value;
+    if (value === undefined) {
+      // The document could not be converted at all (its aliases spent the file's budget): say
+      // why, rather than that it has no apiVersion.
+      for (const e of converted.errors) {
+        this.errors.push(
+          new MeshmuxError('LIMIT', e.reason, e.path === '' ? where : { ...where, field: e.path }),
+        );
+      }
+      return;
+    }
     const apiVersion = isPlainObject(value) ? ownValue(value, 'apiVersion') : undefined;
     const kindName = isPlainObject(value) ? ownValue(value, 'kind') : undefined;
     if (
@@ -281,16 +309,55 @@ class DocumentReader {
 }
 
 /**
+ * The documents of `text`, parsed one at a time as they are taken (a lazy iterator), with the
+ * reader that turns them into resources.
+ */
+function documentsOf(
+  text: string,
+  options: ReadYamlOptions,
+): { docs: Iterable<Document.Parsed>; reader: DocumentReader } {
+  const lines = new LineCounter();
+  const parser = new Parser(lines.addNewLine);
+  // failsafe: every scalar stays text; yaml-to-json.ts resolves it the way Go's YAML library does.
+  const composer = new Composer({ schema: 'failsafe', uniqueKeys: false });
+  return { docs: composer.compose(parser.parse(text)), reader: new DocumentReader(options, lines) };
+}
+
+/**
  * Reads every document of a YAML text. Documents are numbered from 0 in stream order (empty ones
  * included, so numbers match an editor's view); each error and warning carries `file`, that
  * index, the document's first line (a syntax error: its own line) and, where known, the field path.
- * Never throws for bad input.
+ * Never throws for bad input. Runs to the end without yielding: for files from outside, prefer
+ * `readYamlDocumentsAsync`.
  */
 export function readYamlDocuments(text: string, options: ReadYamlOptions): ReadYamlResult {
-  const lines = new LineCounter();
-  // failsafe: every scalar stays text; yaml-to-json.ts resolves it the way Go's YAML library does.
-  const docs = parseAllDocuments(text, { schema: 'failsafe', uniqueKeys: false, lineCounter: lines });
-  const reader = new DocumentReader(options, lines);
-  docs.forEach((doc, index) => reader.read(doc, index));
+  const { docs, reader } = documentsOf(text, options);
+  let index = 0;
+  for (const doc of docs) reader.read(doc, index++);
+  return { resources: reader.resources, errors: reader.errors, warnings: reader.warnings };
+}
+
+/**
+ * `readYamlDocuments` that parses and reads one document at a time and lets the event loop run
+ * whenever it has worked for `sliceMs`, so a large or hostile file delays other work by about one
+ * slice plus one document (and one document's aliases are bounded by the file's alias budget).
+ * Same result as `readYamlDocuments` for the same text.
+ */
+export async function readYamlDocumentsAsync(
+  text: string,
+  options: ReadYamlAsyncOptions,
+): Promise<ReadYamlResult> {
+  const now = options.now ?? (() => performance.now());
+  const sliceMs = options.sliceMs ?? 10;
+  const { docs, reader } = documentsOf(text, options);
+  let sliceStart = now();
+  let index = 0;
+  for (const doc of docs) {
+    reader.read(doc, index++);
+    if (now() - sliceStart >= sliceMs) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      sliceStart = now();
+    }
+  }
   return { resources: reader.resources, errors: reader.errors, warnings: reader.warnings };
 }

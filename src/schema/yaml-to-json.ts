@@ -5,7 +5,17 @@
  * `on` → `"true"`), `<<` merge keys applied in document order, later duplicate keys winning, and
  * values JSON cannot hold (NaN, infinities, null keys) rejected.
  */
-import { isAlias, isMap, isScalar, isSeq, type Alias, type Document, type Node, type Scalar } from 'yaml';
+import {
+  isAlias,
+  isMap,
+  isScalar,
+  isSeq,
+  visit,
+  type Alias,
+  type Document,
+  type Node,
+  type Scalar,
+} from 'yaml';
 import { childPath, indexPath } from './field-path.js';
 import { resolvePlainScalar, resolveTaggedScalar, type ResolvedScalar } from './go-yaml-scalar.js';
 import { setJsonKey, type JsonObject, type JsonValue } from './json-value.js';
@@ -24,14 +34,43 @@ export interface YamlJsonResult {
 }
 
 /**
- * Upper bound on nodes visited per conversion. Aliases can make a small document expand
- * exponentially ("billion laughs"); real Istio documents stay far below this.
+ * Default number of nodes that aliases of one input (a whole file, all its documents together)
+ * may expand to. Aliases can make a few bytes expand exponentially ("billion laughs"), and a file
+ * of many such documents multiplies that, so the budget is per file, not per document. Nodes
+ * written out in the text are not counted: the file size cap bounds them. Real Istio files use
+ * few aliases, if any. A document is checked and encoded without pausing, node by expanded node,
+ * so the limit also bounds how long one document can hold the event loop (a few ms).
  */
-const MAX_VISITED_NODES = 250_000;
+export const ALIAS_EXPANSION_LIMIT = 25_000;
+
+/**
+ * The alias expansion allowance of one input, shared by every `yamlToJson` call on it. Mutable:
+ * each conversion spends from it; once spent, every later alias of that input is refused.
+ */
+export class AliasBudget {
+  private used = 0;
+
+  constructor(readonly limit: number = ALIAS_EXPANSION_LIMIT) {}
+
+  /** Spends `nodes` (default one); false once the limit is passed. */
+  spend(nodes = 1): boolean {
+    this.used += nodes;
+    return this.used <= this.limit;
+  }
+
+  /** Whether the limit has been passed. */
+  get exhausted(): boolean {
+    return this.used > this.limit;
+  }
+}
 
 const YAML_TAG_PREFIX = 'tag:yaml.org,2002:';
 
-class Budget extends Error {}
+class Budget extends Error {
+  constructor(readonly path: string) {
+    super('alias expansion limit');
+  }
+}
 
 /** Go's `strconv.FormatFloat(f, 'g', -1, 32)`, which sigs.k8s.io/yaml uses for float map keys. */
 function formatGoFloat32(value: number): string {
@@ -67,11 +106,43 @@ function formatGoFloat32(value: number): string {
 class Converter {
   readonly errors: YamlJsonIssue[] = [];
   readonly warnings: YamlJsonIssue[] = [];
-  private visited = 0;
+  /** How many aliases enclose the node being converted: nodes reached through one are charged. */
+  private aliasDepth = 0;
   private readonly resolving = new Set<Node>();
-  private readonly aliasTargets = new Map<Alias, Node>();
+  private aliasTargets: Map<Alias, Node | undefined> | undefined;
+  /** Nodes converted so far: the size of a value is the count its conversion added. */
+  private visited = 0;
+  /**
+   * Converted anchored nodes that produced no error or warning, with their expanded size. An
+   * alias reuses the value (JSON values are never altered afterwards) and spends its size from
+   * the budget at once: an alias bomb then costs time in proportion to its text, while its
+   * expanded size is still counted against the limit.
+   */
+  private readonly anchored = new Map<Node, { readonly value: JsonValue; readonly size: number }>();
 
-  constructor(private readonly doc: Document) {}
+  constructor(
+    private readonly doc: Document,
+    private readonly budget: AliasBudget,
+  ) {}
+
+  /**
+   * Each alias's anchor, found in one walk of the document: the nearest anchor of that name before
+   * the alias. (Looking each alias up separately costs a walk per alias, which a document of many
+   * aliases turns into quadratic time.)
+   */
+  private targets(): Map<Alias, Node | undefined> {
+    if (this.aliasTargets !== undefined) return this.aliasTargets;
+    const targets = new Map<Alias, Node | undefined>();
+    const anchors = new Map<string, Node>();
+    visit(this.doc, {
+      Node: (_key, node) => {
+        if (isAlias(node)) targets.set(node, anchors.get(node.source));
+        else if (node.anchor !== undefined) anchors.set(node.anchor, node);
+      },
+    });
+    this.aliasTargets = targets;
+    return targets;
+  }
 
   private error(path: string, reason: string): undefined {
     this.errors.push({ path, reason });
@@ -81,23 +152,45 @@ class Converter {
   /** The node an alias points at, or undefined (with an error) when it is dangling or circular. */
   private deref(node: unknown, path: string): Node | null | undefined {
     if (!isAlias(node)) return node as Node | null;
-    // resolve() searches the whole document, so each alias is looked up once.
-    let target = this.aliasTargets.get(node);
-    if (target === undefined) {
-      target = node.resolve(this.doc);
-      if (target !== undefined) this.aliasTargets.set(node, target);
-    }
+    const index = this.targets();
+    // A node outside the document's tree (a caller's own) falls back to the library's lookup.
+    const target = index.has(node) ? index.get(node) : node.resolve(this.doc);
     if (target === undefined) return this.error(path, `alias *${node.source} has no anchor before it`);
     if (this.resolving.has(target)) return this.error(path, `alias *${node.source} refers to itself`);
     return target;
   }
 
   convert(input: unknown, path: string): JsonValue | undefined {
-    if (++this.visited > MAX_VISITED_NODES) throw new Budget();
+    if (this.aliasDepth > 0 && !this.budget.spend()) throw new Budget(path);
+    this.visited++;
     if (input === null || input === undefined) return null;
     const node = this.deref(input, path);
     if (node === undefined) return undefined;
     if (node === null) return null;
+    const viaAlias = isAlias(input);
+    const cached = viaAlias ? this.anchored.get(node) : undefined;
+    if (cached !== undefined) {
+      // Counted as if expanded, so the values that hold this one have their full size too.
+      this.visited += cached.size - 1;
+      if (!this.budget.spend(cached.size)) throw new Budget(path);
+      return cached.value;
+    }
+    if (viaAlias && !this.budget.spend()) throw new Budget(path);
+    const before = { visited: this.visited, errors: this.errors.length, warnings: this.warnings.length };
+    const value = this.convertNode(node, path, viaAlias);
+    if (
+      node.anchor !== undefined &&
+      value !== undefined &&
+      this.errors.length === before.errors &&
+      this.warnings.length === before.warnings
+    ) {
+      this.anchored.set(node, { value, size: this.visited - before.visited + 1 });
+    }
+    return value;
+  }
+
+  private convertNode(node: Node, path: string, viaAlias: boolean): JsonValue | undefined {
+    if (viaAlias) this.aliasDepth++;
     this.resolving.add(node);
     try {
       if (isScalar(node)) return this.scalarValue(node, path);
@@ -117,6 +210,7 @@ class Converter {
       return this.error(path, 'unsupported YAML node');
     } finally {
       this.resolving.delete(node);
+      if (viaAlias) this.aliasDepth--;
     }
   }
 
@@ -160,11 +254,14 @@ class Converter {
     const apply = (source: unknown): boolean => {
       const m = this.deref(source, path);
       if (!isMap(m)) return false;
+      const viaAlias = isAlias(source) || isAlias(valueNode);
+      if (viaAlias) this.aliasDepth++;
       this.resolving.add(m);
       try {
         this.fillMap(m.items, out, path, new Set());
       } finally {
         this.resolving.delete(m);
+        if (viaAlias) this.aliasDepth--;
       }
       return true;
     };
@@ -240,11 +337,18 @@ class Converter {
 
 /**
  * Converts one node of `doc` (usually its contents, or a part of them) as sigs.k8s.io/yaml would.
- * `path` prefixes every issue's field path. Never throws: problems come back as errors (the value
- * is then partial or undefined) and duplicate keys as warnings.
+ * `path` prefixes every issue's field path. Aliases spend from `budget`: pass one budget for all
+ * documents of a file (the default is a fresh one per call). Never throws: problems come back as
+ * errors (the value is then partial or undefined) and duplicate keys as warnings; a spent budget
+ * is an error whose reason starts with "alias expansion limit", and the value is undefined.
  */
-export function yamlToJson(node: unknown, doc: Document, path = ''): YamlJsonResult {
-  const converter = new Converter(doc);
+export function yamlToJson(
+  node: unknown,
+  doc: Document,
+  path = '',
+  budget: AliasBudget = new AliasBudget(),
+): YamlJsonResult {
+  const converter = new Converter(doc, budget);
   try {
     const value = converter.convert(node, path);
     return { value, errors: converter.errors, warnings: converter.warnings };
@@ -252,7 +356,12 @@ export function yamlToJson(node: unknown, doc: Document, path = ''): YamlJsonRes
     if (!(err instanceof Budget)) throw err;
     return {
       value: undefined,
-      errors: [{ path, reason: `aliases expand to more than ${MAX_VISITED_NODES} nodes` }],
+      errors: [
+        {
+          path: err.path,
+          reason: `alias expansion limit: the aliases of this file expand to more than ${budget.limit} nodes`,
+        },
+      ],
       warnings: converter.warnings,
     };
   }

@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import { LineCounter, isNode, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
 import { MeshmuxError } from '../core/errors.js';
 import { SourceConfig } from './source-config.js';
-import { Duration, HostPort } from './sources/common.js';
+import { Cidr, Duration, ListenAddress } from './sources/common.js';
 
 const Selector = z.strictObject({
   namespaces: z.array(z.string().min(1)).optional(),
@@ -19,9 +19,7 @@ const Policy = z.strictObject({
     .strictObject({
       nodeId: z.string().optional(),
       metadata: z.record(z.string(), z.string()).optional(),
-      peerCidrs: z
-        .array(z.string().regex(/^[0-9a-fA-F:.]+(\/\d{1,3})?$/, 'an IPv4 or IPv6 CIDR such as 10.0.0.0/8'))
-        .optional(),
+      peerCidrs: z.array(Cidr).optional(),
       certSan: z.array(z.string().min(1)).optional(),
       revision: z.string().optional(),
     })
@@ -45,11 +43,11 @@ const ConfigFile = z.strictObject({
   server: z
     .strictObject({
       /** Plaintext ADS, as every istiod release can dial it. */
-      xds: HostPort.default('127.0.0.1:15010'),
+      xds: ListenAddress.default('127.0.0.1:15010'),
       /** Server-authenticated TLS ADS (istiod 1.26+), mTLS for clients that present certificates. */
-      xdsTls: HostPort.optional(),
+      xdsTls: ListenAddress.optional(),
       tls: ServerTls.optional(),
-      http: HostPort.default('127.0.0.1:15014'),
+      http: ListenAddress.default('127.0.0.1:15014'),
     })
     .prefault({})
     .refine((s) => (s.xdsTls === undefined) === (s.tls === undefined), {
@@ -120,46 +118,96 @@ function resolvePaths<T>(value: T, baseDir: string): T {
 }
 
 /**
+ * The separate problems of a configuration error from `parseMeshmuxConfig`, each with its file,
+ * line (when known) and field; any other error is its own only problem.
+ */
+export function configProblems(err: MeshmuxError): readonly MeshmuxError[] {
+  const cause: unknown = err.cause;
+  if (Array.isArray(cause) && cause.length > 0 && cause.every((c) => c instanceof MeshmuxError)) {
+    return cause;
+  }
+  return [err];
+}
+
+/** One CONFIG error for several problems: the message lists them all, `configProblems` returns them. */
+function configError(origin: string, summary: string, problems: readonly MeshmuxError[]): MeshmuxError {
+  const list = problems.map((p) =>
+    p.location.field === undefined ? p.message : `${p.location.field}: ${p.message}`,
+  );
+  return new MeshmuxError(
+    'CONFIG',
+    `${summary}:\n  ${list.join('\n  ')}`,
+    { file: origin },
+    { cause: problems },
+  );
+}
+
+/** The 1-based line of the deepest node that exists along `fieldPath`, if any. */
+function lineOf(doc: Document, lines: LineCounter, fieldPath: readonly PropertyKey[]): number | undefined {
+  for (let n = fieldPath.length; n >= 0; n--) {
+    const node: unknown = n === 0 ? doc.contents : doc.getIn(fieldPath.slice(0, n), true);
+    if (isNode(node) && node.range !== undefined && node.range !== null)
+      return lines.linePos(node.range[0]).line;
+  }
+  return undefined;
+}
+
+/**
  * Parses and validates a configuration document. Relative source paths resolve against `baseDir`.
- * Throws one MeshmuxError (code CONFIG) listing every problem with its field path.
+ * Throws one MeshmuxError (code CONFIG) listing every problem with its field path; its
+ * `configProblems` are the same problems one by one, each with the line it is on.
  */
 export function parseMeshmuxConfig(text: string, origin: string, baseDir: string): MeshmuxConfig {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
+  if (doc.errors.length > 0) {
+    const problems = doc.errors.map(
+      (e) =>
+        new MeshmuxError(
+          'CONFIG',
+          `not valid YAML: ${e.message.replace(/ at line \d+, column \d+:?[\s\S]*$/, '')}`,
+          { file: origin, line: lines.linePos(e.pos[0]).line },
+          { cause: e },
+        ),
+    );
+    throw configError(origin, 'not valid YAML', problems);
+  }
   let raw: unknown;
   try {
-    raw = parseYaml(text, { prettyErrors: true });
+    raw = doc.toJS({ maxAliasCount: 100 });
   } catch (err) {
-    throw new MeshmuxError(
-      'CONFIG',
-      `not valid YAML: ${(err as Error).message}`,
-      { file: origin },
-      { cause: err },
-    );
+    const problem = new MeshmuxError('CONFIG', `not valid YAML: ${(err as Error).message}`, { file: origin });
+    throw configError(origin, 'not valid YAML', [problem]);
   }
+  const at = (fieldPath: readonly PropertyKey[]): { file: string; line?: number; field: string } => {
+    const line = lineOf(doc, lines, fieldPath);
+    return { file: origin, ...(line === undefined ? {} : { line }), field: formatPath(fieldPath) };
+  };
   const parsed = ConfigFile.safeParse(raw ?? {});
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${formatPath(i.path)}: ${i.message}`);
-    throw new MeshmuxError('CONFIG', `invalid configuration:\n  ${problems.join('\n  ')}`, { file: origin });
+    const problems = parsed.error.issues.map((i) => new MeshmuxError('CONFIG', i.message, at(i.path)));
+    throw configError(origin, 'invalid configuration', problems);
   }
+  const duplicates: MeshmuxError[] = [];
   const policyNames = new Set<string>();
   for (const [i, p] of parsed.data.policies.entries()) {
     if (policyNames.has(p.name)) {
-      throw new MeshmuxError('CONFIG', `policy name "${p.name}" is used twice`, {
-        file: origin,
-        field: `policies[${i}].name`,
-      });
+      duplicates.push(
+        new MeshmuxError('CONFIG', `policy name "${p.name}" is used twice`, at(['policies', i, 'name'])),
+      );
     }
     policyNames.add(p.name);
   }
   const names = new Set<string>();
   for (const [i, s] of parsed.data.sources.entries()) {
     if (names.has(s.name)) {
-      throw new MeshmuxError('CONFIG', `source name "${s.name}" is used twice`, {
-        file: origin,
-        field: `sources[${i}].name`,
-      });
+      duplicates.push(
+        new MeshmuxError('CONFIG', `source name "${s.name}" is used twice`, at(['sources', i, 'name'])),
+      );
     }
     names.add(s.name);
   }
+  if (duplicates.length > 0) throw configError(origin, 'invalid configuration', duplicates);
   const stateDir = parsed.data.state.dir;
   return {
     ...parsed.data,

@@ -440,7 +440,7 @@ describe('faults: a state folder that is read-only, or full', () => {
     } finally {
       run.client.close();
       await run.meshmux.kill();
-      (mount as Exclude<typeof mount, string>).remount('rw');
+      mount.remount('rw');
     }
   });
 

@@ -1,3 +1,4 @@
+import { BlockList, isIPv4, isIPv6 } from 'node:net';
 import { z } from 'zod';
 
 const DURATION = /^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/;
@@ -25,8 +26,93 @@ export const Duration = z
   .regex(DURATION, 'a duration such as 500ms, 2s or 1m30s')
   .transform(durationMs);
 
-/** `host:port` or `[v6]:port`. */
-export const HostPort = z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]*):\d{1,5}$/, 'host:port');
+const BYTE_UNITS: Readonly<Record<string, number>> = { '': 1, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 };
+
+/** A size in bytes: a positive integer, or a number with a binary unit (`512Ki`, `32Mi`, `1GiB`). */
+export const ByteSize = z.union([
+  z.number().int().positive(),
+  z
+    .string()
+    .regex(/^\d+(Ki|Mi|Gi)?B?$/, 'a size such as 1048576, 512Ki, 32Mi or 1Gi')
+    .transform((text) => {
+      const m = /^(\d+)(Ki|Mi|Gi)?/.exec(text);
+      return Number(m?.[1] ?? 0) * (BYTE_UNITS[m?.[2] ?? ''] ?? 1);
+    })
+    .refine((n) => n > 0 && Number.isSafeInteger(n), 'a positive size'),
+]);
+
+const DNS_NAME =
+  /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
+
+/** Why `host` is not a host name, an IPv4 address or a bracketed IPv6 address; undefined if it is one. */
+function hostProblem(host: string): string | undefined {
+  if (host.startsWith('[') && host.endsWith(']')) {
+    return isIPv6(host.slice(1, -1)) ? undefined : `${host} is not an IPv6 address`;
+  }
+  // Only digits and dots: meant as an IPv4 address, so it must be one (`10.0.0.300` is a typo, not a name).
+  if (/^[\d.]+$/.test(host)) return isIPv4(host) ? undefined : `${host} is not an IPv4 address`;
+  return DNS_NAME.test(host) ? undefined : `${JSON.stringify(host)} is not a host name or IP address`;
+}
+
+/** Checks `text` as `host:port` with a port from `minPort` to 65535; `hostOptional` allows `:port`. */
+function hostPortProblem(text: string, minPort: number, hostOptional: boolean): string | undefined {
+  const colon = text.lastIndexOf(':');
+  if (colon < 0) return `host:port, got ${JSON.stringify(text)} (no port)`;
+  const host = text.slice(0, colon);
+  const port = text.slice(colon + 1);
+  if (!/^\d{1,5}$/.test(port) || Number(port) < minPort || Number(port) > 65535) {
+    return `port must be a number from ${minPort} to 65535, got ${JSON.stringify(port)}`;
+  }
+  if (host === '') return hostOptional ? undefined : 'host:port needs a host';
+  if (host.includes(':') && !host.startsWith('[')) {
+    return 'an IPv6 address is written in brackets: [::1]:15010';
+  }
+  return hostProblem(host);
+}
+
+/** `host:port` or `[v6]:port` to dial: a host name or IP address, and a port from 1 to 65535. */
+export const HostPort = z.string().superRefine((text, ctx) => {
+  const problem = hostPortProblem(text, 1, false);
+  if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+/**
+ * `host:port` to listen on: as {@link HostPort}, but the host may be empty (every address) and
+ * port 0 picks a free port.
+ */
+export const ListenAddress = z.string().superRefine((text, ctx) => {
+  const problem = hostPortProblem(text, 0, true);
+  if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+/**
+ * An IPv4 or IPv6 address with an optional prefix length (`10.0.0.0/8`, `fd00::/8`, `192.0.2.7`),
+ * checked here exactly as the policy matcher will load it, so a typo is a configuration error and
+ * never a failure while reloading.
+ */
+export const Cidr = z.string().superRefine((text, ctx) => {
+  const slash = text.indexOf('/');
+  const address = slash < 0 ? text : text.slice(0, slash);
+  const bits = slash < 0 ? undefined : text.slice(slash + 1);
+  const family = isIPv4(address) ? 'ipv4' : isIPv6(address) ? 'ipv6' : undefined;
+  if (family === undefined) {
+    ctx.addIssue({ code: 'custom', message: `${JSON.stringify(address)} is not an IPv4 or IPv6 address` });
+    return;
+  }
+  const max = family === 'ipv4' ? 32 : 128;
+  if (bits !== undefined && (!/^\d{1,3}$/.test(bits) || Number(bits) > max)) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `prefix length must be 0 to ${max} for an ${family === 'ipv4' ? 'IPv4' : 'IPv6'} address, got /${bits}`,
+    });
+    return;
+  }
+  try {
+    new BlockList().addSubnet(address, bits === undefined ? max : Number(bits), family);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: `not a usable CIDR: ${(err as Error).message}` });
+  }
+});
 
 /** A DNS-1123 label, used for source names. */
 export const SourceName = z

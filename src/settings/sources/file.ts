@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { COMMON_SOURCE_FIELDS, Duration } from './common.js';
+import { ByteSize, COMMON_SOURCE_FIELDS, Duration } from './common.js';
 
 /** `type: file`: a YAML file or folder, read recursively and watched. */
 export const FileSourceConfig = z.strictObject({
@@ -10,6 +10,8 @@ export const FileSourceConfig = z.strictObject({
   rescanInterval: Duration.optional(),
   /** How long a file that held objects must stay empty or absent before they are deleted. */
   vanishGrace: Duration.optional(),
+  /** Largest file read (bytes, or `32Mi`); a larger file is an error and keeps what it held. Default 32Mi. */
+  maxFileSize: ByteSize.optional(),
 });
 
 export type FileSourceConfig = z.infer<typeof FileSourceConfig>;

@@ -1,5 +1,6 @@
+import picomatch from 'picomatch';
 import { z } from 'zod';
-import { COMMON_SOURCE_FIELDS, Duration } from './common.js';
+import { ByteSize, COMMON_SOURCE_FIELDS, Duration } from './common.js';
 
 /**
  * Transports the git source accepts: `https://`, `http://`, `ssh://`, `git://`, `file://` and the
@@ -10,6 +11,26 @@ const GIT_URL = /^((https?|ssh|git|file):\/\/\S+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:
 
 /** A branch, a tag, a full ref (`refs/heads/main`) or a full commit id. */
 const GIT_REF = /^(?!-)(?!.*\.\.)(?!.*\/\/)(?!.*@\{)[A-Za-z0-9._@+/-]+(?<![/.])$/;
+
+/**
+ * A repository path glob. An unbalanced bracket, brace or parenthesis, or a range such as `[z-a]`,
+ * would otherwise compile to a pattern that silently matches nothing, and the source would serve
+ * no file.
+ */
+const RepoPathGlob = z
+  .string()
+  .min(1)
+  .superRefine((glob, ctx) => {
+    let problem: string | undefined;
+    try {
+      if (String(picomatch.makeRe(glob, { strictBrackets: true })) === String(/$^/)) {
+        problem = 'not a valid glob: it can match no path';
+      }
+    } catch (err) {
+      problem = `not a valid glob: ${(err as Error).message}`;
+    }
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  });
 
 const WebhookConfig = z.strictObject({
   /** File holding the webhook secret (GitHub/Gitea "Secret", GitLab "Secret token"). */
@@ -27,7 +48,7 @@ export const GitSourceConfig = z
     /** Branch, tag, full ref or full commit id to serve; default the remote's default branch (HEAD). */
     ref: z.string().regex(GIT_REF, 'a branch, tag or commit id').default('HEAD'),
     /** Globs of repository paths to read; `**` crosses folders, dot-folders are skipped. */
-    paths: z.array(z.string().min(1)).min(1).default(['**/*.{yaml,yml}']),
+    paths: z.array(RepoPathGlob).min(1).default(['**/*.{yaml,yml}']),
     /** How often to fetch; a webhook fetches at once. */
     interval: Duration.default(60_000),
     /** Any invalid document holds the whole commit back (the last good commit stays served). */
@@ -48,6 +69,8 @@ export const GitSourceConfig = z
     webhook: WebhookConfig.optional(),
     /** Folder of the shared bare repositories (one per URL); default a folder in the OS temp dir. */
     cacheDir: z.string().min(1).optional(),
+    /** Largest blob read (bytes, or `32Mi`); a larger file is an error and keeps what it held. Default 32Mi. */
+    maxFileSize: ByteSize.optional(),
   })
   .refine((c) => c.tokenFile === undefined || c.tokenEnv === undefined, {
     message: 'tokenFile and tokenEnv are alternatives; set one',

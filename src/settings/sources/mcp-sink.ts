@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { COMMON_SOURCE_FIELDS, HostPort } from './common.js';
+import { COMMON_SOURCE_FIELDS, ListenAddress } from './common.js';
 import { CollectionKindName, DIAL_FIELDS, SinkNode } from './upstream-fields.js';
 
 /** `type: mcp-sink`: meshmux listens, and a Galley configured with this sink address pushes to it. */
@@ -7,7 +7,7 @@ export const McpSinkSourceConfig = z.strictObject({
   ...COMMON_SOURCE_FIELDS,
   type: z.literal('mcp-sink'),
   /** `host:port` to serve `ResourceSink` on. */
-  listen: HostPort,
+  listen: ListenAddress,
   kinds: z.array(CollectionKindName).min(1).optional(),
   incremental: z.boolean().default(false),
   sinkNode: SinkNode.optional(),

@@ -85,7 +85,7 @@ export const DIAL_FIELDS = {
       timeout: Duration.optional(),
     })
     .optional(),
-  /** Largest response accepted, in bytes; default 2147483647. */
+  /** Largest response accepted, in bytes (at most 2147483647, istiod's limit); default 64 MiB. */
   maxReceiveSize: z.number().int().min(4096).max(MAX_RECEIVE).optional(),
   /** How long a (re)connected stream may take to answer every subscription; default 10s. */
   syncTimeout: Duration.optional(),

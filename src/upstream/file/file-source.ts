@@ -1,12 +1,14 @@
 import { watch, type FSWatcher } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Observable } from 'rxjs';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { componentLogger } from '../../core/logger.js';
 import { resourceKey, timestampFromDate, type ConfigResource, type Timestamp } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import { readYamlDocuments } from '../../schema/yaml-reader.js';
+import { decodeUtf8 } from '../../schema/utf8-text.js';
+import { readYamlDocumentsAsync } from '../../schema/yaml-reader.js';
+import { DEFAULT_MAX_FILE_BYTES, fileTooLarge } from '../input-limits.js';
 import { revisionOf } from '../source-revision.js';
 import type { UpstreamSource } from '../upstream-source.js';
 
@@ -25,6 +27,11 @@ export interface FileSourceOptions {
    * such states for a moment. Default 1 s.
    */
   readonly vanishGraceMs?: number;
+  /**
+   * Largest file read, bytes; a larger one is an error naming it and the cap, and keeps serving
+   * what it held. Default {@link DEFAULT_MAX_FILE_BYTES}.
+   */
+  readonly maxFileBytes?: number;
 }
 
 interface FileResult {
@@ -36,6 +43,9 @@ interface FileResult {
 }
 
 const YAML_FILE = /\.(ya?ml|json)$/i;
+
+/** Errors logged one by one per change of a source's errors; the rest are counted. */
+const MAX_LOGGED_ERRORS = 20;
 
 /** What a file holds, marked to be read again at the next scan whatever its size and time. */
 function readAgain(held: Omit<FileResult, 'mtimeMs' | 'size'>): FileResult {
@@ -62,6 +72,7 @@ export class FileSource implements UpstreamSource {
       const firstSeen = new Map<string, Timestamp>();
       let lastRevision: string | undefined;
       let lastErrorText: string | undefined;
+      let loggedErrors: ReadonlySet<string> = new Set();
       let watcher: FSWatcher | undefined;
       let settleTimer: NodeJS.Timeout | undefined;
       let scanning = false;
@@ -72,6 +83,7 @@ export class FileSource implements UpstreamSource {
       /** When each file that held objects was first seen empty or absent. */
       const vanishedSince = new Map<string, number>();
       const settleMs = options.settleMs ?? 25;
+      const maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
       const graceMs = options.vanishGraceMs ?? 1_000;
 
       const scanAgainIn = (ms: number): void => {
@@ -110,15 +122,31 @@ export class FileSource implements UpstreamSource {
       const readOne = async (file: string, prev: FileResult | undefined): Promise<FileResult> => {
         const info = await stat(file);
         if (prev !== undefined && prev.mtimeMs === info.mtimeMs && prev.size === info.size) return prev;
-        const bytes = await readFile(file);
+        const shownAs = path.relative(process.cwd(), file) || file;
+        const refused = (error: MeshmuxError): FileResult => ({
+          mtimeMs: info.mtimeMs,
+          size: info.size,
+          // Too large or not UTF-8: nothing of it is read, so everything it held stays.
+          resources: prev?.resources ?? [],
+          errors: [error],
+          warnings: [],
+        });
+        if (info.size > maxFileBytes) return refused(fileTooLarge(shownAs, info.size, maxFileBytes));
+        const bytes = await readAtMost(file, maxFileBytes);
         const after = await stat(file);
         if (after.mtimeMs !== info.mtimeMs || after.size !== info.size || bytes.length !== after.size) {
           // Written to while read: keep what it held and read it again once the writer is done.
           scanAgainIn(settleMs);
           return readAgain(prev ?? { resources: [], errors: [], warnings: [] });
         }
-        const result = readYamlDocuments(bytes.toString('utf8'), {
-          file: path.relative(process.cwd(), file) || file,
+        let text: string;
+        try {
+          text = decodeUtf8(bytes, shownAs);
+        } catch (err) {
+          return refused(toMeshmuxError(err, 'YAML_SYNTAX', { file: shownAs }));
+        }
+        const result = await readYamlDocumentsAsync(text, {
+          file: shownAs,
           defaultNamespace: options.defaultNamespace,
           createTimeFor,
         });
@@ -194,10 +222,22 @@ export class FileSource implements UpstreamSource {
         }
         const resources = [...byKey.values()];
         const revision = revisionOf(resources);
-        const errorText = errors.map((e) => e.describe()).join('\n');
+        const described = errors.map((e) => e.describe());
+        const errorText = described.join('\n');
         if (revision === lastRevision && errorText === lastErrorText) return;
-        if (errorText !== lastErrorText && errors.length > 0) {
-          for (const e of errors) log.warn({ error: e.describe() }, 'rejected a document');
+        if (errorText !== lastErrorText) {
+          // Each problem is logged once, when it appears. A hostile file can hold thousands of bad
+          // documents: the log gets the first few new ones and a count; /debug/sources and the
+          // status page list them all.
+          const fresh = described.filter((d) => !loggedErrors.has(d));
+          for (const error of fresh.slice(0, MAX_LOGGED_ERRORS)) log.warn({ error }, 'rejected a document');
+          if (fresh.length > MAX_LOGGED_ERRORS) {
+            log.warn(
+              { more: fresh.length - MAX_LOGGED_ERRORS },
+              'more documents rejected; see /debug/sources',
+            );
+          }
+          loggedErrors = new Set(described);
         }
         lastRevision = revision;
         lastErrorText = errorText;
@@ -255,6 +295,27 @@ export class FileSource implements UpstreamSource {
         if (followUp !== undefined) clearTimeout(followUp);
       };
     });
+  }
+}
+
+/**
+ * The bytes of `file`, but never more than `maxBytes + 1` of them: a file that grows past the cap
+ * while it is read comes back longer than its size at open and is read again, not held whole.
+ */
+async function readAtMost(file: string, maxBytes: number): Promise<Buffer> {
+  const handle = await open(file, 'r');
+  try {
+    const size = (await handle.stat()).size;
+    const buffer = Buffer.allocUnsafe(Math.min(size, maxBytes) + 1);
+    let filled = 0;
+    while (filled < buffer.length) {
+      const { bytesRead } = await handle.read(buffer, filled, buffer.length - filled, filled);
+      if (bytesRead === 0) break;
+      filled += bytesRead;
+    }
+    return buffer.subarray(0, filled);
+  } finally {
+    await handle.close();
   }
 }
 

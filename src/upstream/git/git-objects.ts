@@ -17,6 +17,8 @@ export interface TreeFile {
   readonly path: string;
   /** The blob's object id: equal ids mean equal content. */
   readonly oid: string;
+  /** The blob's size in bytes, known before its content is read. */
+  readonly size: number;
 }
 
 /** The files of a tree that a reader may take, and those it must skip. */
@@ -57,18 +59,18 @@ export async function listTree(
   commit: string,
   include: (path: string) => boolean,
 ): Promise<TreeListing> {
-  const out = await runGit([`--git-dir=${gitDir}`, 'ls-tree', '-r', '-z', '--full-tree', commit]);
+  const out = await runGit([`--git-dir=${gitDir}`, 'ls-tree', '-r', '-z', '-l', '--full-tree', commit]);
   const files: TreeFile[] = [];
   const symlinks: string[] = [];
   for (const entry of out.toString('utf8').split('\0')) {
     if (entry === '') continue;
-    // `<mode> SP <type> SP <oid> TAB <path>`; paths are verbatim thanks to -z.
+    // `<mode> SP <type> SP <oid> SP+ <size> TAB <path>`; paths are verbatim thanks to -z.
     const tab = entry.indexOf('\t');
-    const [mode = '', type = '', oid = ''] = entry.slice(0, tab).split(' ');
+    const [mode = '', type = '', oid = '', size = ''] = entry.slice(0, tab).split(/ +/);
     const path = entry.slice(tab + 1);
     if (type !== 'blob' || !include(path)) continue;
     if (mode === '120000') symlinks.push(path);
-    else files.push({ path, oid });
+    else files.push({ path, oid, size: Number(size) });
   }
   files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   return { files, symlinks };

@@ -6,7 +6,9 @@ import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { componentLogger, type Logger } from '../../core/logger.js';
 import { resourceKey, timestampFromDate, type ConfigResource, type Timestamp } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent, SourceState } from '../../core/source-event.js';
-import { readYamlDocuments } from '../../schema/yaml-reader.js';
+import { decodeUtf8 } from '../../schema/utf8-text.js';
+import { readYamlDocumentsAsync } from '../../schema/yaml-reader.js';
+import { DEFAULT_MAX_FILE_BYTES, fileTooLarge } from '../input-limits.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { gitAuthFor, type GitCredentials } from './git-credentials.js';
 import { GitMirror } from './git-mirror.js';
@@ -34,7 +36,15 @@ export interface GitSourceOptions {
   readonly webhookSecret?: { readonly file?: string | undefined; readonly env?: string | undefined };
   /** Folder of the shared bare repositories; default `<os tmp>/meshmux-git`. */
   readonly cacheDir?: string | undefined;
+  /**
+   * Largest blob read, bytes; a larger one is an error naming its path and the cap (it is never
+   * read), and the file keeps serving what it held. Default {@link DEFAULT_MAX_FILE_BYTES}.
+   */
+  readonly maxFileBytes?: number | undefined;
 }
+
+/** Problems logged one by one per commit; the rest are counted (all are on /debug/git). */
+const MAX_LOGGED_ERRORS = 20;
 
 /** A commit and when meshmux took it. */
 export interface CommitMark {
@@ -361,8 +371,7 @@ class GitSourceRun {
     // Creation times are remembered only for what is served, so the map cannot grow without end.
     const live = new Set(next.resources.map(resourceKey));
     for (const key of this.firstSeen.keys()) if (!live.has(key)) this.firstSeen.delete(key);
-    for (const e of next.errors)
-      this.log.warn({ commit: next.commit.sha, error: e.describe() }, 'rejected a document');
+    this.logErrors(next, 'rejected a document');
     this.log.info(
       {
         commit: next.commit.sha,
@@ -381,6 +390,18 @@ class GitSourceRun {
     });
   }
 
+  /** Logs the first problems of a commit and counts the rest: a hostile commit can hold thousands. */
+  private logErrors(next: CommitState, message: string): void {
+    for (const e of next.errors.slice(0, MAX_LOGGED_ERRORS))
+      this.log.warn({ commit: next.commit.sha, error: e.describe() }, message);
+    if (next.errors.length > MAX_LOGGED_ERRORS) {
+      this.log.warn(
+        { commit: next.commit.sha, more: next.errors.length - MAX_LOGGED_ERRORS },
+        'more problems in this commit; see /debug/git',
+      );
+    }
+  }
+
   /** Holds a commit with invalid documents back (strict): the served commit stays, the reasons are reported. */
   private hold(next: CommitState): void {
     this.held = { state: next, at: new Date() };
@@ -391,8 +412,7 @@ class GitSourceRun {
         (served === undefined ? '; no commit served yet' : `; still serving ${served.commit.sha}`),
       { file: redactUrl(this.options.url) },
     );
-    for (const e of next.errors)
-      this.log.warn({ commit: next.commit.sha, error: e.describe() }, 'invalid document');
+    this.logErrors(next, 'invalid document');
     this.log.warn({ commit: next.commit.sha, invalid: next.invalidDocuments }, 'commit held back (strict)');
     if (served === undefined) {
       this.state = 'failing';
@@ -443,8 +463,9 @@ class GitSourceRun {
       known.set(`${f.path}\0${f.oid}`, { file: f, served: false });
     for (const f of this.served?.state.files.values() ?? [])
       known.set(`${f.path}\0${f.oid}`, { file: f, served: true });
+    const maxBytes = this.options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
     const toRead = listing.files.filter((f) => !known.has(`${f.path}\0${f.oid}`));
-    const blobs = await this.mirror.readBlobs(toRead.map((f) => f.oid));
+    const blobs = await this.mirror.readBlobs(toRead.filter((f) => f.size <= maxBytes).map((f) => f.oid));
     const createTimeFor = (kind: string, namespace: string, name: string): Timestamp => {
       const key = resourceKey({ kind, namespace, name });
       let ts = this.firstSeen.get(key);
@@ -463,12 +484,7 @@ class GitSourceRun {
         );
         continue;
       }
-      const text = new TextDecoder('utf-8').decode(blobs.get(f.oid));
-      const read = readYamlDocuments(text, {
-        file: f.path,
-        defaultNamespace: this.options.defaultNamespace,
-        createTimeFor,
-      });
+      const read = await this.readBlob(f.path, f.size, blobs.get(f.oid), maxBytes, createTimeFor);
       files.set(f.path, {
         path: f.path,
         oid: f.oid,
@@ -481,6 +497,30 @@ class GitSourceRun {
       (p) => new MeshmuxError('DECODE', 'symbolic link skipped: only regular files are read', { file: p }),
     );
     return this.combine(commit, files, extraWarnings);
+  }
+
+  /** What one blob yields; one too large or not UTF-8 is an error of its file, and is not parsed. */
+  private async readBlob(
+    file: string,
+    size: number,
+    bytes: Buffer | undefined,
+    maxBytes: number,
+    createTimeFor: (kind: string, namespace: string, name: string) => Timestamp,
+  ): Promise<Pick<FileResult, 'resources' | 'errors' | 'warnings'>> {
+    if (size > maxBytes || bytes === undefined) {
+      return { resources: [], errors: [fileTooLarge(file, size, maxBytes)], warnings: [] };
+    }
+    let text: string;
+    try {
+      text = decodeUtf8(bytes, file);
+    } catch (err) {
+      return { resources: [], errors: [toMeshmuxError(err, 'YAML_SYNTAX', { file })], warnings: [] };
+    }
+    return readYamlDocumentsAsync(text, {
+      file,
+      defaultNamespace: this.options.defaultNamespace,
+      createTimeFor,
+    });
   }
 
   /**

@@ -1,0 +1,163 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { PACKAGE_ROOT } from '../../src/core/paths.js';
+import { IstiodClient } from '../support/istiod-client.js';
+import { plainServiceEntry } from '../support/hostile-files.js';
+import { tempDir } from '../support/meshmux-harness.js';
+import { MeshmuxProcess } from '../support/meshmux-process.js';
+
+const SE = 'networking.istio.io/v1/ServiceEntry';
+const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
+
+/** A configuration serving ./mesh to loopback clients; `extra` is appended under `sources:`. */
+function config(cidr = '127.0.0.0/8', extra = ''): string {
+  return [
+    'policies:',
+    '  - name: loopback',
+    '    match:',
+    `      peerCidrs: [${JSON.stringify(cidr)}]`,
+    'sources:',
+    '  - name: local',
+    '    type: file',
+    '    path: ./mesh',
+    extra,
+  ].join('\n');
+}
+
+/** Each kind of invalid edit, with the field (or reason) the error must name. */
+const INVALID: ReadonlyArray<readonly [string, string, RegExp]> = [
+  [
+    'a CIDR prefix out of range',
+    config('10.0.0.0/99'),
+    /policies\[0\]\.match\.peerCidrs\[0\]: prefix length/,
+  ],
+  [
+    'a port out of range',
+    config(undefined, '  - name: up\n    type: xds\n    address: 127.0.0.1:99999'),
+    /sources\[1\]\.address: port must be a number from 1 to 65535/,
+  ],
+  [
+    'a glob that matches nothing',
+    config(undefined, "  - name: g\n    type: git\n    url: file:///srv/mesh.git\n    paths: ['**/*.{yaml']"),
+    /sources\[1\]\.paths\[0\]: not a valid glob/,
+  ],
+  ['a YAML syntax error', `${config()}\n  - name: broken\n   type: [file\n`, /not valid YAML/],
+  [
+    'an unknown source type',
+    config(undefined, '  - name: other\n    type: consul'),
+    /sources\[1\]\.type: unknown source type .{1,6}consul/,
+  ],
+];
+
+describe('configuration reloads', () => {
+  it('keeps serving through every kind of invalid edit: no stream dropped, reload metric 0 and a banner, then 1 after a valid edit', async () => {
+    const { dir, dispose } = await tempDir('meshmux-config-reload-');
+    const configFile = path.join(dir, 'meshmux.yaml');
+    /** Replaces the file in one step, as a ConfigMap update does. */
+    const edit = async (text: string): Promise<void> => {
+      await writeFile(`${configFile}.tmp`, text);
+      await rename(`${configFile}.tmp`, configFile);
+    };
+    await mkdir(path.join(dir, 'mesh'));
+    await writeFile(path.join(dir, 'mesh', 'a.yaml'), plainServiceEntry('cart'));
+    await writeFile(configFile, config());
+    const meshmux = await MeshmuxProcess.start(configFile, dir);
+    const client = new IstiodClient({ address: meshmux.xds }).start();
+    try {
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/cart'),
+        20_000,
+        () => 'cart',
+      );
+      assert.equal(await meshmux.metric('meshmux_config_last_reload_successful'), 1);
+      const startedAt = await meshmux.metric('meshmux_config_last_reload_success_timestamp_seconds');
+
+      for (const [what, text, named] of INVALID) {
+        const from = meshmux.logs.length;
+        await edit(text);
+        const refused = await meshmux.waitForLog(
+          (l) => l.msg === 'configuration not reloaded; the running one stays',
+          from,
+          15_000,
+          `the refusal of ${what}`,
+        );
+        assert.match((refused.errors as string[]).join('\n'), named, what);
+        assert.ok(meshmux.alive, `alive after ${what}`);
+        assert.equal(await meshmux.metric('meshmux_config_last_reload_successful'), 0, what);
+        assert.equal(
+          await meshmux.metric('meshmux_config_last_reload_success_timestamp_seconds'),
+          startedAt,
+          `${what}: the running configuration is still the one from the start`,
+        );
+        const page = await meshmux.statusPage();
+        assert.match(page, /id="config-reload-error"/, `${what}: banner shown`);
+        assert.match(page, named, `${what}: the banner names the problem`);
+      }
+
+      // The stream never ended and still receives changes.
+      await writeFile(path.join(dir, 'mesh', 'b.yaml'), plainServiceEntry('ledger'));
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/ledger'),
+        20_000,
+        () => 'ledger after the invalid edits',
+      );
+      assert.equal(client.streamEnds.length, 0, 'no stream ended');
+      assert.equal(client.streams, 1, 'the first stream is still the only one');
+      console.log(
+        `# ${INVALID.length} invalid reloads: ${client.streamEnds.length} streams dropped, process alive`,
+      );
+
+      // A valid edit is applied and clears the banner.
+      const from = meshmux.logs.length;
+      await edit(config('127.0.0.1/32'));
+      await meshmux.waitForLog((l) => l.msg === 'configuration reloaded', from, 15_000, 'the valid reload');
+      assert.equal(await meshmux.metric('meshmux_config_last_reload_successful'), 1);
+      const reloadedAt = await meshmux.metric('meshmux_config_last_reload_success_timestamp_seconds');
+      assert.ok(reloadedAt !== undefined && startedAt !== undefined && reloadedAt >= startedAt);
+      assert.equal(
+        await meshmux.metric('meshmux_config_last_reload_timestamp_seconds'),
+        reloadedAt,
+        'the last attempt is the successful one',
+      );
+      assert.doesNotMatch(await meshmux.statusPage(), /id="config-reload-error"/);
+      await writeFile(path.join(dir, 'mesh', 'c.yaml'), plainServiceEntry('checkout'));
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/checkout'),
+        20_000,
+        () => 'checkout after the valid edit',
+      );
+      assert.equal(client.streamEnds.length, 0, 'the policy still admits the client: no stream ended');
+    } finally {
+      client.close();
+      await meshmux.stop();
+      await dispose();
+    }
+  });
+
+  it('refuses to start on an invalid configuration with one line per problem and exit code 1, never a stack trace', async () => {
+    const { dir, dispose } = await tempDir('meshmux-config-start-');
+    const configFile = path.join(dir, 'meshmux.yaml');
+    await writeFile(
+      configFile,
+      config('10.0.0.0/99', '  - name: up\n    type: xds\n    address: 127.0.0.1:99999'),
+    );
+    try {
+      const run = spawnSync(process.execPath, [CLI, 'serve', '--config', configFile], {
+        cwd: dir,
+        encoding: 'utf8',
+      });
+      assert.equal(run.status, 1);
+      const lines = run.stderr.trim().split('\n');
+      assert.deepEqual(lines, [
+        `meshmux: ${configFile} line 4 field policies[0].match.peerCidrs[0]: prefix length must be 0 to 32 for an IPv4 address, got /99`,
+        `meshmux: ${configFile} line 11 field sources[1].address: port must be a number from 1 to 65535, got "99999"`,
+      ]);
+      assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
+    } finally {
+      await dispose();
+    }
+  });
+});

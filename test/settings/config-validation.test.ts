@@ -1,0 +1,107 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { MeshmuxError } from '../../src/core/errors.js';
+import { configProblems, parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
+
+const FILE_SOURCE = 'sources:\n  - name: local\n    type: file\n    path: ./mesh\n';
+
+/** The problems of `yaml` as `file line N field F: reason` lines; [] when it is valid. */
+function problems(yaml: string): string[] {
+  try {
+    parseMeshmuxConfig(yaml, 'meshmux.yaml', '/');
+    return [];
+  } catch (err) {
+    assert.ok(err instanceof MeshmuxError && err.code === 'CONFIG', String(err));
+    return configProblems(err).map((p) => p.describe());
+  }
+}
+
+function policyWithCidrs(...cidrs: string[]): string {
+  return `${FILE_SOURCE}policies:\n  - name: nodes\n    match:\n      peerCidrs: [${cidrs.map((c) => JSON.stringify(c)).join(', ')}]\n`;
+}
+
+describe('configuration validation', () => {
+  it('refuses a CIDR whose prefix is out of range, naming the file, line and field', () => {
+    assert.deepEqual(problems(policyWithCidrs('10.0.0.0/99')), [
+      'meshmux.yaml line 8 field policies[0].match.peerCidrs[0]: prefix length must be 0 to 32 for an IPv4 address, got /99',
+    ]);
+    assert.match(
+      problems(policyWithCidrs('fd00::/129'))[0] ?? '',
+      /peerCidrs\[0\]: prefix length must be 0 to 128/,
+    );
+    assert.match(
+      problems(policyWithCidrs('10.0.0.300/8'))[0] ?? '',
+      /"10\.0\.0\.300" is not an IPv4 or IPv6 address/,
+    );
+    assert.match(problems(policyWithCidrs('10.0.0.0/8', '10.0.0.0/-1'))[0] ?? '', /peerCidrs\[1\]/);
+    assert.deepEqual(problems(policyWithCidrs('10.0.0.0/8', '192.0.2.7', 'fd00::/8', '::1')), []);
+  });
+
+  it('refuses ports outside 1–65535 to dial, allows port 0 to listen, and checks hosts', () => {
+    const xds = (address: string): string =>
+      `sources:\n  - name: up\n    type: xds\n    address: ${JSON.stringify(address)}\n`;
+    assert.match(
+      problems(xds('127.0.0.1:99999'))[0] ?? '',
+      /line 4 field sources\[0\]\.address: port must be a number from 1 to 65535/,
+    );
+    assert.match(problems(xds('127.0.0.1:0'))[0] ?? '', /port must be a number from 1 to 65535, got "0"/);
+    assert.match(problems(xds('istiod.istio-system'))[0] ?? '', /no port/);
+    assert.match(problems(xds(':15010'))[0] ?? '', /needs a host/);
+    assert.match(problems(xds('bad_host:15010'))[0] ?? '', /not a host name or IP address/);
+    assert.match(problems(xds('::1:15010'))[0] ?? '', /IPv6 address is written in brackets/);
+    for (const ok of ['istiod.istio-system.svc:15012', '10.0.0.1:15010', '[::1]:15010']) {
+      assert.deepEqual(problems(xds(ok)), [], ok);
+    }
+    const server = (xdsAddress: string): string =>
+      `server:\n  xds: ${JSON.stringify(xdsAddress)}\n${FILE_SOURCE}`;
+    assert.deepEqual(problems(server('127.0.0.1:0')), []);
+    assert.deepEqual(problems(server(':15010')), []);
+    assert.match(
+      problems(server('127.0.0.1:65536'))[0] ?? '',
+      /line 2 field server\.xds: port must be a number from 0 to 65535/,
+    );
+    const zk = `sources:\n  - name: dubbo\n    type: zookeeper\n    servers: zk-0:2181,zk-1:70000\n`;
+    assert.match(problems(zk)[0] ?? '', /sources\[0\]\.servers: a comma-separated list of host:port/);
+  });
+
+  it('refuses a git path glob that could match nothing', () => {
+    const git = (glob: string): string =>
+      `sources:\n  - name: g\n    type: git\n    url: file:///srv/mesh.git\n    paths: [${JSON.stringify(glob)}]\n`;
+    assert.match(
+      problems(git('istio/**/*.{yaml'))[0] ?? '',
+      /line 5 field sources\[0\]\.paths\[0\]: not a valid glob: Missing closing: "\}"/,
+    );
+    assert.match(problems(git('istio/[abc.yaml'))[0] ?? '', /not a valid glob/);
+    assert.match(problems(git('istio/[z-a].yaml'))[0] ?? '', /not a valid glob: it can match no path/);
+    assert.deepEqual(problems(git('istio/**/*.{yaml,yml}')), []);
+  });
+
+  it('names an unknown or missing source type, and lists the types', () => {
+    assert.deepEqual(problems('sources:\n  - name: x\n    type: nonsense\n'), [
+      'meshmux.yaml line 3 field sources[0].type: unknown source type "nonsense": one of file, git, zookeeper, xds, mcp, mcp-sink',
+    ]);
+    assert.match(
+      problems('sources:\n  - name: x\n')[0] ?? '',
+      /line 2 field sources\[0\]\.type: a source needs a type/,
+    );
+  });
+
+  it('reports a YAML syntax error with its line, one problem per error', () => {
+    const found = problems('sources:\n  - name: a\n    type: file\n   path: [\n');
+    assert.ok(found.length >= 1);
+    assert.match(found[0] ?? '', /^meshmux\.yaml line 4: not valid YAML: /);
+  });
+
+  it('reads maxFileSize as bytes or with a binary unit', () => {
+    const withSize = (size: string): string => `${FILE_SOURCE}    maxFileSize: ${size}\n`;
+    const size = (text: string): number | undefined => {
+      const source = parseMeshmuxConfig(withSize(text), 'meshmux.yaml', '/').sources[0];
+      return source?.type === 'file' ? source.maxFileSize : undefined;
+    };
+    assert.equal(size('1048576'), 1_048_576);
+    assert.equal(size('32Mi'), 32 * 1024 * 1024);
+    assert.equal(size('512KiB'), 512 * 1024);
+    assert.match(problems(withSize('lots'))[0] ?? '', /field sources\[0\]\.maxFileSize/);
+    assert.match(problems(withSize('0'))[0] ?? '', /field sources\[0\]\.maxFileSize/);
+  });
+});
