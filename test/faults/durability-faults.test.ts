@@ -307,6 +307,12 @@ describe('faults: an upstream emptying itself one type at a time on a live strea
         WAIT_MS,
         () => 'synced',
       );
+      // Every response the upstream sent is acknowledged: meshmux has taken the whole first state.
+      await fake.waitFor(
+        () => fake.sent.every((r) => fake.requests.some((q) => q.nonce === r.nonce)),
+        WAIT_MS,
+        'every upstream response acknowledged',
+      );
       const held = inventory(client);
       const started = performance.now();
       fake.store.clear();
