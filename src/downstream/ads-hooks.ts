@@ -1,5 +1,6 @@
 import type { MeshmuxError } from '../core/errors.js';
 import type { ClientIdentity } from './client-identity.js';
+import type { LimitName } from './stream-limits.js';
 
 /**
  * Lifecycle hooks of the ADS server, called synchronously; implementations must be cheap and must
@@ -16,4 +17,9 @@ export interface AdsHooks {
   onAck?(client: ClientIdentity, typeUrl: string, version: string, latencyMs: number): void;
   onNack?(client: ClientIdentity, typeUrl: string, version: string, message: string): void;
   onBadRequest?(client: ClientIdentity, error: MeshmuxError): void;
+  /**
+   * A client hit a limit: refused at admission (INVALID_ARGUMENT, or RESOURCE_EXHAUSTED for
+   * `max-views`), or closed with UNAVAILABLE because a response did not flush in time (`send-timeout`).
+   */
+  onLimit?(client: ClientIdentity, limit: LimitName): void;
 }
