@@ -281,20 +281,30 @@ export class AdsServer {
     };
   }
 
-  /** Ends every stream, then stops the server; waits at most `graceMs` for in-flight writes. */
+  /**
+   * Ends every stream, then stops the server. Returns as soon as every stream is closed; `graceMs`
+   * only bounds how long in-flight responses and statuses may take to flush before connections are
+   * cut.
+   */
   async close(graceMs = 5_000): Promise<void> {
     this.snapshotSubscription?.unsubscribe();
     this.prewarmRun++;
+    const started = performance.now();
     for (const stream of [...this.streams]) stream.end();
-    await new Promise<void>((resolve) => {
+    const forced = await new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => {
         this.server.forceShutdown();
-        resolve();
+        resolve(true);
       }, graceMs);
       this.server.tryShutdown(() => {
         clearTimeout(timer);
-        resolve();
+        resolve(false);
       });
     });
+    this.views.close();
+    this.options.log.info(
+      { graceMs, forced, ms: Math.round(performance.now() - started) },
+      'ADS server stopped',
+    );
   }
 }

@@ -104,6 +104,8 @@ export class ClientStream implements BudgetWaiter {
   private readonly write: FrameWriter;
   private readonly connectedAt = new Date();
   private readonly deadline: SendDeadline;
+  /** The peer has not read the oldest unflushed response for a while. */
+  private stalled = false;
   private readonly warnings: WarningLimiter;
 
   constructor(
@@ -150,9 +152,14 @@ export class ClientStream implements BudgetWaiter {
   }
 
   /** Ends the stream from the server side (shutdown). */
+  /**
+   * Ends the stream from the server side (shutdown). Its status follows whatever it still has to
+   * flush; a stream whose peer stopped reading would never let it out, so it is reset at once.
+   */
   end(): void {
     if (this.closed) return;
-    this.call.end();
+    if (this.stalled) abortUnavailable(this.call, 'meshmux is shutting down');
+    else this.call.end();
     this.close('server shutting down', false);
   }
 
@@ -342,6 +349,7 @@ export class ClientStream implements BudgetWaiter {
   private onStall(): void {
     if (this.closed) return;
     this.env.counters.stalls++;
+    this.stalled = true;
     this.env.budget.park(this);
     this.env.log.info(
       {
@@ -448,6 +456,7 @@ export class ClientStream implements BudgetWaiter {
       this.write(response.chunks, bytes, () => {
         // After the stream ended its bytes were given back already.
         if (this.closed) return;
+        this.stalled = false;
         this.deadline.flushed();
         this.env.budget.release(bytes, this);
       });
