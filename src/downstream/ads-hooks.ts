@@ -8,7 +8,7 @@ import type { LimitName } from './stream-limits.js';
  */
 export interface AdsHooks {
   onConnect?(client: ClientIdentity): void;
-  /** A client was admitted by a policy (`first`), or moved to another policy or view by a reload. */
+  /** A client was admitted by a policy (`first`), or moved to another policy or view by a reload; `view` is its id, truncated for logs. */
   onAdmit?(client: ClientIdentity, policy: string, view: string, first: boolean): void;
   /** A client was refused (unmatched, or a policy's requirement unmet); its stream ends with PERMISSION_DENIED. */
   onRefuse?(client: ClientIdentity, policy: string, reason: string): void;

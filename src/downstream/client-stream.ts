@@ -295,7 +295,7 @@ export class ClientStream implements BudgetWaiter {
     }
     const first = previous === undefined;
     if (first || admission.policy !== this.policy || view.id !== previous.id) {
-      this.env.hooks.onAdmit?.(this.identity, admission.policy, view.id, first);
+      this.env.hooks.onAdmit?.(this.identity, admission.policy, truncateForLog(view.id), first);
     }
     this.policy = admission.policy;
     this.view = view;

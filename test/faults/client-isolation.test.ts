@@ -48,10 +48,17 @@ interface Counters {
   readonly viewContents: number;
   readonly blockLists: number;
   readonly bytesSent: number;
-  readonly process: { readonly rssBytes: number };
+  readonly process: {
+    readonly rssBytes: number;
+    readonly heapUsedBytes: number;
+    readonly externalBytes: number;
+  };
 }
 
 const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(0)} MB`;
+/** RSS, and heap + external (what V8 holds, before it gives memory back to the system). */
+const memory = (c: Counters): string =>
+  `RSS ${mb(c.process.rssBytes)}, heap+external ${mb(c.process.heapUsedBytes + c.process.externalBytes)}`;
 const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)] ?? NaN;
@@ -178,7 +185,7 @@ describe('one client costs only itself (meshmux in a child process, a 20 MB type
     );
     const revisions = 12;
     let peakViews = 0;
-    let peakRss = 0;
+    let peak: Counters | undefined;
     for (let batch = 0; batch < revisions; batch += 4) {
       const clients = [0, 1, 2, 3].map((i) =>
         new IstiodClient({ address: meshmux.xds, release: [SE], revision: `rev-${batch + i}` }).start(),
@@ -186,7 +193,7 @@ describe('one client costs only itself (meshmux in a child process, a 20 MB type
       await Promise.all(clients.map((c) => c.waitForSync(60_000)));
       const c = await counters();
       peakViews = Math.max(peakViews, c.views);
-      peakRss = Math.max(peakRss, c.process.rssBytes);
+      if (peak === undefined || c.process.rssBytes > peak.process.rssBytes) peak = c;
       for (const client of clients) client.close();
     }
     assert.ok(peakViews >= 5, `each revision had its own view (${peakViews})`);
@@ -223,7 +230,7 @@ describe('one client costs only itself (meshmux in a child process, a 20 MB type
     );
     assert.equal(afterUnknown.viewContents, baseline.viewContents);
     console.log(
-      `# views: baseline ${baseline.views} view(s), ${baseline.cachedResponses} cached response(s), RSS ${mb(baseline.process.rssBytes)}; ${revisions} short-lived revisions: peak ${peakViews} views, RSS ${mb(peakRss)}; back to ${afterRevisions.views} view(s), RSS ${mb(afterRevisions.process.rssBytes)}; ${streams * perStream} unknown type URLs answered in ${(unknownMs / 1000).toFixed(1)} s, cached responses ${during.cachedResponses} right after, RSS ${mb(afterUnknown.process.rssBytes)}`,
+      `# views: baseline ${baseline.views} view(s), ${baseline.cachedResponses} cached response(s), ${memory(baseline)}; ${revisions} short-lived revisions (4 at a time): peak ${peakViews} views, ${peak === undefined ? '' : memory(peak)}; once they left: ${afterRevisions.views} view(s), ${afterRevisions.cachedResponses} cached response(s), ${memory(afterRevisions)}; ${streams * perStream} unknown type URLs answered in ${(unknownMs / 1000).toFixed(1)} s, ${during.cachedResponses} cached response(s) right after, then ${memory(afterUnknown)}`,
     );
   });
 
