@@ -157,6 +157,8 @@ describe('one client costs only itself (meshmux in a child process, a 20 MB type
         'the send timeouts to be counted',
         (c) => c.sendTimeouts - before.sendTimeouts >= STALLED + 1,
       );
+      const metrics = await fetch(`${meshmux.http}/metrics`).then((r) => r.text());
+      assert.match(metrics, new RegExp(`^meshmux_send_timeouts_total ${STALLED + 1}$`, 'm'));
       assert.ok(
         meshmux.lines('closing a stream whose client did not read its response within the send timeout')
           .length >= STALLED,
@@ -262,6 +264,10 @@ describe('one client costs only itself (meshmux in a child process, a 20 MB type
     });
     assert.equal(tooMany.code, grpc.status.INVALID_ARGUMENT);
     assert.match(tooMany.details, /at most 1000 type URLs \(server limit maxTypesPerStream\)/);
+    const metrics = await fetch(`${meshmux.http}/metrics`).then((r) => r.text());
+    for (const limit of ['node-id-length', 'metadata-size', 'types-per-stream']) {
+      assert.match(metrics, new RegExp(`^meshmux_client_limit_refusals_total\\{limit="${limit}"\\} 1$`, 'm'));
+    }
     await change(healthy);
   });
 });
