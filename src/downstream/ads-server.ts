@@ -96,7 +96,7 @@ export interface AdsCounters {
   readonly waitingStreams: number;
   /** Bytes in flight on streams whose peer stopped reading (not counted in `bytesInFlight`). */
   readonly parkedBytes: number;
-  /** Streams whose peer stopped reading long enough to be parked, and streams closed by the send deadline. */
+  /** Times a stream was parked (its peer stopped reading), and streams closed by the send deadline. */
   readonly stalls: number;
   readonly sendTimeouts: number;
   /** Views kept (with clients or in their grace period), and those without clients. */

@@ -27,7 +27,7 @@ export interface PushCounters {
   bytesSent: number;
   /** Responses whose content the client already had (same content part of `version_info`). */
   wastedPushes: number;
-  /** Streams whose peer stopped reading long enough for their bytes to leave the global budget. */
+  /** Times a stream's oldest response went unread long enough for its bytes to leave the global budget. */
   stalls: number;
   /** Streams closed because a response did not flush within the send deadline. */
   sendTimeouts: number;
@@ -151,7 +151,6 @@ export class ClientStream implements BudgetWaiter {
     this.flush();
   }
 
-  /** Ends the stream from the server side (shutdown). */
   /**
    * Ends the stream from the server side (shutdown). Its status follows whatever it still has to
    * flush; a stream whose peer stopped reading would never let it out, so it is reset at once.
@@ -338,11 +337,16 @@ export class ClientStream implements BudgetWaiter {
     this.close(`refused: ${limit}`, false);
   }
 
-  /** Logs a warning unless one of the same kind was logged on this stream in the last few seconds. */
-  private warn(kind: string, fields: Record<string, unknown>, message: string): void {
+  /** Logs a line unless one of the same kind was logged on this stream in the last few seconds (see {@link WarningLimiter}). */
+  private warn(
+    kind: string,
+    fields: Record<string, unknown>,
+    message: string,
+    level: 'warn' | 'info' = 'warn',
+  ): void {
     const { log, suppressed } = this.warnings.allow(kind);
     if (!log) return;
-    this.env.log.warn(suppressed > 0 ? { ...fields, suppressed } : fields, message);
+    this.env.log[level](suppressed > 0 ? { ...fields, suppressed } : fields, message);
   }
 
   /** The peer has not read a response for a while: its bytes stop holding everyone else back. */
@@ -351,13 +355,15 @@ export class ClientStream implements BudgetWaiter {
     this.env.counters.stalls++;
     this.stalled = true;
     this.env.budget.park(this);
-    this.env.log.info(
+    this.warn(
+      'stall',
       {
         node: truncateForLog(this.identity.nodeId),
         peer: this.identity.peer,
         heldBytes: this.env.budget.heldBy(this),
       },
       'client is not reading: its responses no longer count against the shared write budget',
+      'info',
     );
   }
 
