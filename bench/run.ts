@@ -10,6 +10,10 @@
  *   npm run bench -- --quick           S only, short phases (development)
  *   npm run bench -- --no-baselines    skip the naive, istiod-like and Nacos-like servers
  *   npm run bench -- --write-budget-mb=N   meshmux's in-flight byte budget (default its own)
+ *   npm run bench -- --slow-clients-only   only the slow-client phase (stalled clients vs a healthy fleet)
+ *
+ * A quick run (or a partial one) prints its figures and writes nothing: bench/results.json and
+ * BENCHMARKS.md hold full runs only.
  */
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -28,10 +32,14 @@ import {
 } from './phases.js';
 import { goalsMet, markdownTable, summarize, updateBenchmarksMd, type ShapeMeasurements } from './report.js';
 import { CAN_PIN, pinSelf } from './server-process.js';
+import { measureSlowClients, type SlowClientResults } from './slow-clients.js';
 
 const args = new Set(process.argv.slice(2));
 const quick = args.has('--quick');
-const withBaselines = !args.has('--no-baselines');
+const slowClientsOnly = args.has('--slow-clients-only');
+const withBaselines = !args.has('--no-baselines') && !slowClientsOnly;
+/** Only full runs are recorded. */
+const recorded = !quick && !slowClientsOnly && withBaselines;
 const shapes = (process.env['BENCH_SHAPES'] ?? (quick ? 'S' : 'S,L'))
   .split(',')
   .map((s) => s.trim().toUpperCase())
@@ -55,6 +63,7 @@ async function main(): Promise<void> {
     `meshmux bench: shapes ${shapes.join(', ')}${quick ? ' (quick)' : ''}; pinned: ${pinned ? 'server core 0, fleet and upstreams core 1' : 'no'}; load ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`,
   );
   const summaries = new Map<string, ReturnType<typeof summarize>>();
+  const slowClients = new Map<string, SlowClientResults>();
   for (const name of shapes) {
     const shape = SHAPES[name];
     log(
@@ -63,10 +72,21 @@ async function main(): Promise<void> {
     const rig = new ShapeRig(shape);
     await rig.start();
     try {
+      const slow = async (): Promise<void> => {
+        log(`slow clients (${quick ? 10 : 20} stalled)`);
+        const options = { stalled: quick ? 10 : 20, changes: quick ? 4 : 6 };
+        slowClients.set(name, await measureSlowClients(rig, options, log));
+      };
+      if (slowClientsOnly) {
+        await slow();
+        continue;
+      }
       log('calibration (raw fan-out)');
       const raw = await calibrate(rig, log);
       log('meshmux');
       const meshmux = await measureMeshmux(rig, timingOf(name), log);
+      // After meshmux's phases: the raw fan-out serves the fixtures' initial state, and this phase changes it.
+      await slow();
       let baselines;
       if (withBaselines) {
         log(`baselines (${shape.baselineClients} istiods)`);
@@ -91,8 +111,19 @@ async function main(): Promise<void> {
   };
   const results = {
     machine,
-    ...Object.fromEntries([...summaries].map(([name, s]) => [name, { ...s, goalsMet: goalsMet(s) }])),
+    ...Object.fromEntries(
+      [...summaries].map(([name, s]) => [
+        name,
+        { ...s, goalsMet: goalsMet(s), slowClients: slowClients.get(name) },
+      ]),
+    ),
   };
+  if (!recorded) {
+    log(
+      `done in ${totalS.toFixed(0)} s; not a full run, so bench/results.json and BENCHMARKS.md are left as they are`,
+    );
+    return;
+  }
   writeFileSync(path.join(PACKAGE_ROOT, 'bench', 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
   const loaded = Math.max(...loadBefore.slice(0, 1), ...loadAfter.slice(0, 1)) > 1.5;
   const context = [

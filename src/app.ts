@@ -298,6 +298,14 @@ export async function startMeshmux(
     meshConfig: () => meshConfig,
     policies,
     ...(overrides.writeBudget === undefined ? {} : { writeBudget: overrides.writeBudget }),
+    limits: {
+      sendTimeoutMs: config.server.sendTimeout,
+      maxTypesPerStream: config.server.maxTypesPerStream,
+      maxNodeIdLength: config.server.maxNodeIdLength,
+      maxMetadataBytes: config.server.maxMetadataBytes,
+    },
+    maxViews: config.server.maxViews,
+    viewGraceMs: config.server.viewGrace,
     hooks: {
       onAdmit: (client, policy, view, first) =>
         audit.info(
@@ -313,6 +321,7 @@ export async function startMeshmux(
       onAck: (client, typeUrl, version, latencyMs) => telemetry.onAck(client, typeUrl, version, latencyMs),
       onNack: (client, typeUrl, version, message) => telemetry.onNack(client, typeUrl, version, message),
       onBadRequest: () => telemetry.onBadRequest(),
+      onLimit: (_client, limit) => telemetry.onLimit(limit),
     },
   });
   const http = new HttpServer({

@@ -1,5 +1,6 @@
 import type { MeshmuxError } from '../core/errors.js';
 import type { ClientIdentity } from './client-identity.js';
+import type { LimitName } from './stream-limits.js';
 
 /**
  * Lifecycle hooks of the ADS server, called synchronously; implementations must be cheap and must
@@ -7,7 +8,7 @@ import type { ClientIdentity } from './client-identity.js';
  */
 export interface AdsHooks {
   onConnect?(client: ClientIdentity): void;
-  /** A client was admitted by a policy (`first`), or moved to another policy or view by a reload. */
+  /** A client was admitted by a policy (`first`), or moved to another policy or view by a reload; `view` is its id, truncated for logs. */
   onAdmit?(client: ClientIdentity, policy: string, view: string, first: boolean): void;
   /** A client was refused (unmatched, or a policy's requirement unmet); its stream ends with PERMISSION_DENIED. */
   onRefuse?(client: ClientIdentity, policy: string, reason: string): void;
@@ -16,4 +17,9 @@ export interface AdsHooks {
   onAck?(client: ClientIdentity, typeUrl: string, version: string, latencyMs: number): void;
   onNack?(client: ClientIdentity, typeUrl: string, version: string, message: string): void;
   onBadRequest?(client: ClientIdentity, error: MeshmuxError): void;
+  /**
+   * A client hit a limit: refused at admission (INVALID_ARGUMENT, or RESOURCE_EXHAUSTED for
+   * `max-views`), or closed with UNAVAILABLE because a response did not flush in time (`send-timeout`).
+   */
+  onLimit?(client: ClientIdentity, limit: LimitName): void;
 }

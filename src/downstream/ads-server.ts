@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import type { Subscription } from 'rxjs';
+import { asyncScheduler, type SchedulerLike, type Subscription } from 'rxjs';
 import type { Logger } from '../core/logger.js';
 import type { ConfigResource } from '../core/resource.js';
 import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js';
@@ -10,6 +10,8 @@ import { ClientStream, type PushCounters, type StreamReport } from './client-str
 import { PolicySet } from './policy/policy-set.js';
 import { ResourceEncoder } from './resource-encoder.js';
 import { ResponseCache } from './response-cache.js';
+import { DEFAULT_STREAM_LIMITS, stallAfterFor, type StreamLimits } from './stream-limits.js';
+import { ViewRegistry } from './view-registry.js';
 import { DEFAULT_WRITE_BUDGET, WriteBudget, type WriteBudgetOptions } from './write-budget.js';
 
 const ADS_SERVICE = 'envoy.service.discovery.v3.AggregatedDiscoveryService';
@@ -52,9 +54,24 @@ export interface AdsServerOptions {
   readonly meshConfig?: () => Uint8Array | undefined;
   /** Who gets what; default: no policies, everything to everyone. */
   readonly policies?: PolicySet;
-  /** Bytes in flight over all streams; default {@link DEFAULT_WRITE_BUDGET}. */
+  /** Bytes in flight over all streams and per stream; default {@link DEFAULT_WRITE_BUDGET}. */
   readonly writeBudget?: Partial<WriteBudgetOptions>;
+  /**
+   * What one stream may cost; default {@link DEFAULT_STREAM_LIMITS}. Without `stallAfterMs`, it
+   * follows `sendTimeoutMs` (2 s, or the timeout when shorter).
+   */
+  readonly limits?: Partial<StreamLimits>;
+  /** Distinct views kept at once (default 1000), and how long one outlives its last client (default 30 s). */
+  readonly maxViews?: number;
+  readonly viewGraceMs?: number;
+  /** Runs send deadlines and view grace periods; default `asyncScheduler`. */
+  readonly scheduler?: SchedulerLike;
 }
+
+/** Default cap on distinct views (policy × revision) kept at once. */
+export const DEFAULT_MAX_VIEWS = 1000;
+/** Default time a view and its responses outlive the last client of the view. */
+export const DEFAULT_VIEW_GRACE_MS = 30_000;
 
 /** What the server has done since start, for `/debug/counters` and benchmarks. */
 export interface AdsCounters {
@@ -77,6 +94,18 @@ export interface AdsCounters {
   readonly peakBytesInFlight: number;
   /** Streams waiting for the write budget. */
   readonly waitingStreams: number;
+  /** Bytes in flight on streams whose peer stopped reading (not counted in `bytesInFlight`). */
+  readonly parkedBytes: number;
+  /** Times a stream was parked (its peer stopped reading), and streams closed by the send deadline. */
+  readonly stalls: number;
+  readonly sendTimeouts: number;
+  /** Views kept (with clients or in their grace period), and those without clients. */
+  readonly views: number;
+  readonly idleViews: number;
+  /** Responses kept, (view, kind) contents kept and lists of blocks kept, over all views. */
+  readonly cachedResponses: number;
+  readonly viewContents: number;
+  readonly blockLists: number;
   /**
    * When the last snapshot reached the server (epoch ms, sub-ms precision): a benchmark on the
    * same machine splits a change's latency into before and after this point.
@@ -107,7 +136,14 @@ export class AdsServer {
   private nextStreamId = 1;
   private policies: PolicySet;
   private readonly budget: WriteBudget;
-  private readonly pushCounters: PushCounters = { pushes: 0, bytesSent: 0, wastedPushes: 0 };
+  private readonly pushCounters: PushCounters = {
+    pushes: 0,
+    bytesSent: 0,
+    wastedPushes: 0,
+    stalls: 0,
+    sendTimeouts: 0,
+  };
+  private readonly views: ViewRegistry;
   private lastSnapshotAtMs = 0;
   /** Bumped by every background encoding run; a run stops when it is no longer the latest. */
   private prewarmRun = 0;
@@ -119,6 +155,19 @@ export class AdsServer {
     this.responses = new ResponseCache(this.encoder);
     this.policies = options.policies ?? new PolicySet([]);
     this.budget = new WriteBudget({ ...DEFAULT_WRITE_BUDGET, ...options.writeBudget });
+    const scheduler = options.scheduler ?? asyncScheduler;
+    const sendTimeoutMs = options.limits?.sendTimeoutMs ?? DEFAULT_STREAM_LIMITS.sendTimeoutMs;
+    const limits: StreamLimits = {
+      ...DEFAULT_STREAM_LIMITS,
+      stallAfterMs: stallAfterFor(sendTimeoutMs),
+      ...options.limits,
+    };
+    this.views = new ViewRegistry({
+      maxViews: options.maxViews ?? DEFAULT_MAX_VIEWS,
+      graceMs: options.viewGraceMs ?? DEFAULT_VIEW_GRACE_MS,
+      scheduler,
+      onFree: (viewId) => this.responses.forgetView(viewId),
+    });
     const env = {
       reader: options.reader,
       responses: this.responses,
@@ -129,6 +178,9 @@ export class AdsServer {
       log: options.log,
       budget: this.budget,
       counters: this.pushCounters,
+      views: this.views,
+      limits,
+      scheduler,
     };
     this.server.addService(ADS_DEFINITION, {
       StreamAggregatedResources: (call: grpc.ServerDuplexStream<Uint8Array, Buffer>) => {
@@ -208,6 +260,7 @@ export class AdsServer {
 
   /** Counters since start (a fresh object each call). */
   counters(): AdsCounters {
+    const cache = this.responses.sizes();
     return {
       encodes: this.encoder.encodes,
       assemblies: this.responses.counters.assemblies,
@@ -218,24 +271,40 @@ export class AdsServer {
       bytesInFlight: this.budget.bytesInFlight,
       peakBytesInFlight: this.budget.peakBytes,
       waitingStreams: this.budget.waiting,
+      parkedBytes: this.budget.parkedBytes,
+      views: this.views.size,
+      idleViews: this.views.idleViews,
+      cachedResponses: cache.responses,
+      viewContents: cache.contents,
+      blockLists: cache.blockLists,
       lastSnapshotAtMs: this.lastSnapshotAtMs,
     };
   }
 
-  /** Ends every stream, then stops the server; waits at most `graceMs` for in-flight writes. */
+  /**
+   * Ends every stream, then stops the server. Returns as soon as every stream is closed; `graceMs`
+   * only bounds how long in-flight responses and statuses may take to flush before connections are
+   * cut.
+   */
   async close(graceMs = 5_000): Promise<void> {
     this.snapshotSubscription?.unsubscribe();
     this.prewarmRun++;
+    const started = performance.now();
     for (const stream of [...this.streams]) stream.end();
-    await new Promise<void>((resolve) => {
+    const forced = await new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => {
         this.server.forceShutdown();
-        resolve();
+        resolve(true);
       }, graceMs);
       this.server.tryShutdown(() => {
         clearTimeout(timer);
-        resolve();
+        resolve(false);
       });
     });
+    this.views.close();
+    this.options.log.info(
+      { graceMs, forced, ms: Math.round(performance.now() - started) },
+      'ADS server stopped',
+    );
   }
 }

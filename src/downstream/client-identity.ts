@@ -1,3 +1,5 @@
+import { truncateForLog } from '../core/truncate-for-log.js';
+
 /** Who is on the other end of one ADS stream. Node ids are not unique: streams are keyed by `streamId`. */
 export interface ClientIdentity {
   /** Unique per stream for the life of the process. */
@@ -77,7 +79,14 @@ export function withNode(
 
 /** A one-line description for refusals and audit lines. */
 export function describeIdentity(c: ClientIdentity): string {
-  const rev = c.revision === '' ? '' : ` revision=${c.revision}`;
-  const sans = c.sans.length === 0 ? ' no client certificate' : ` sans=[${c.sans.join(', ')}]`;
-  return `node=${c.nodeId === '' ? '(none)' : c.nodeId} peer=${c.peer}${rev}${sans}`;
+  // Client-supplied parts are truncated: the line goes to logs and into the refusal status.
+  const rev = c.revision === '' ? '' : ` revision=${truncateForLog(c.revision, 64)}`;
+  const sans =
+    c.sans.length === 0
+      ? ' no client certificate'
+      : ` sans=[${c.sans
+          .slice(0, 8)
+          .map((san) => truncateForLog(san, 128))
+          .join(', ')}${c.sans.length > 8 ? `, … ${c.sans.length - 8} more` : ''}]`;
+  return `node=${c.nodeId === '' ? '(none)' : truncateForLog(c.nodeId)} peer=${c.peer}${rev}${sans}`;
 }

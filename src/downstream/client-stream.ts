@@ -1,6 +1,8 @@
 import { type ServerDuplexStream, status as grpcStatus } from '@grpc/grpc-js';
+import type { SchedulerLike } from 'rxjs';
 import { MeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
+import { truncateForLog, truncateRecordForLog } from '../core/truncate-for-log.js';
 import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js';
 import { anyTypeUrl } from '../schema/proto-root.js';
 import type { KindDescriptor, KindRegistry } from '../schema/kinds.js';
@@ -9,8 +11,12 @@ import { anonymousIdentity, type ClientIdentity, parseSans, withNode } from './c
 import type { ClientView } from './client-view.js';
 import type { Admission } from './policy/policy-set.js';
 import { decodeDiscoveryRequest, type DiscoveryRequest } from './discovery-request.js';
-import { type FrameWriter, frameWriterFor } from './frame-writer.js';
+import { abortUnavailable, type FrameWriter, frameWriterFor } from './frame-writer.js';
 import { type BuiltResponse, contentOf, type ResponseCache } from './response-cache.js';
+import { SendDeadline } from './send-deadline.js';
+import type { LimitName, StreamLimits } from './stream-limits.js';
+import type { ViewRegistry } from './view-registry.js';
+import { WarningLimiter } from './warning-limiter.js';
 import type { BudgetWaiter, WriteBudget } from './write-budget.js';
 
 /** What every stream adds to; the server reads it for `/debug/counters`. Plain numbers, only ever increased. */
@@ -21,6 +27,10 @@ export interface PushCounters {
   bytesSent: number;
   /** Responses whose content the client already had (same content part of `version_info`). */
   wastedPushes: number;
+  /** Times a stream's oldest response went unread long enough for its bytes to leave the global budget. */
+  stalls: number;
+  /** Streams closed because a response did not flush within the send deadline. */
+  sendTimeouts: number;
 }
 
 /** What every stream shares; owned by the server. */
@@ -37,6 +47,11 @@ export interface StreamEnvironment {
   /** Bytes in flight over every stream; a stream that does not fit waits and then sends what is latest. */
   readonly budget: WriteBudget;
   readonly counters: PushCounters;
+  /** Views in use: counted per client, capped, freed after their last client leaves. */
+  readonly views: ViewRegistry;
+  readonly limits: StreamLimits;
+  /** Runs send deadlines and measures time for rate-limited warnings. */
+  readonly scheduler: SchedulerLike;
 }
 
 /** Per type URL state of one stream. */
@@ -86,10 +101,12 @@ export class ClientStream implements BudgetWaiter {
   private closed = false;
   /** Queued in the write budget. */
   private waitingForBudget = false;
-  /** Bytes this stream took from the budget whose writes have not flushed yet. */
-  private inFlightBytes = 0;
   private readonly write: FrameWriter;
   private readonly connectedAt = new Date();
+  private readonly deadline: SendDeadline;
+  /** The peer has not read the oldest unflushed response for a while. */
+  private stalled = false;
+  private readonly warnings: WarningLimiter;
 
   constructor(
     streamId: number,
@@ -100,6 +117,14 @@ export class ClientStream implements BudgetWaiter {
     const certificate = call.getAuthContext().sslPeerCertificate;
     this.identity = anonymousIdentity(streamId, call.getPeer(), parseSans(certificate?.subjectaltname));
     this.write = frameWriterFor(call);
+    this.warnings = new WarningLimiter(() => env.scheduler.now());
+    this.deadline = new SendDeadline({
+      scheduler: env.scheduler,
+      stallAfterMs: env.limits.stallAfterMs,
+      timeoutMs: env.limits.sendTimeoutMs,
+      onStall: () => this.onStall(),
+      onTimeout: (pendingMs) => this.onSendTimeout(pendingMs),
+    });
     call.on('data', (bytes: Uint8Array) => this.onData(bytes));
     call.on('end', () => this.close('client closed the stream', true));
     call.on('error', (err: Error) => this.close(`stream error: ${err.message}`, false));
@@ -126,10 +151,14 @@ export class ClientStream implements BudgetWaiter {
     this.flush();
   }
 
-  /** Ends the stream from the server side (shutdown). */
+  /**
+   * Ends the stream from the server side (shutdown). Its status follows whatever it still has to
+   * flush; a stream whose peer stopped reading would never let it out, so it is reset at once.
+   */
   end(): void {
     if (this.closed) return;
-    this.call.end();
+    if (this.stalled) abortUnavailable(this.call, 'meshmux is shutting down');
+    else this.call.end();
     this.close('server shutting down', false);
   }
 
@@ -143,14 +172,24 @@ export class ClientStream implements BudgetWaiter {
     this.onSnapshot(this.env.reader.current());
   }
 
+  /** Client-supplied strings in it are truncated: it goes to debug pages and the status page. */
   report(): StreamReport {
+    const c = this.identity;
     return {
-      client: this.identity,
+      client: {
+        ...c,
+        nodeId: truncateForLog(c.nodeId),
+        pod: truncateForLog(c.pod),
+        namespace: truncateForLog(c.namespace),
+        revision: truncateForLog(c.revision),
+        metadata: truncateRecordForLog(c.metadata),
+        sans: c.sans.slice(0, 16).map((san) => truncateForLog(san)),
+      },
       policy: this.policy,
-      view: this.view?.id ?? '',
+      view: truncateForLog(this.view?.id ?? ''),
       connectedAt: this.connectedAt.toISOString(),
       types: [...this.types.values()].map((t) => ({
-        typeUrl: t.typeUrl,
+        typeUrl: truncateForLog(t.typeUrl),
         ...(t.sentVersion === undefined ? {} : { sentVersion: t.sentVersion }),
         ...(t.ackedVersion === undefined ? {} : { ackedVersion: t.ackedVersion }),
         awaitingAck: t.awaitingAck,
@@ -168,18 +207,32 @@ export class ClientStream implements BudgetWaiter {
         file: `stream ${this.identity.streamId} from ${this.identity.peer}`,
       });
       this.env.hooks.onBadRequest?.(this.identity, error);
-      this.env.log.warn({ peer: this.identity.peer, err: error.message }, 'ignored an undecodable request');
+      this.warn(
+        'undecodable',
+        { peer: this.identity.peer, err: truncateForLog(error.message) },
+        'ignored an undecodable request',
+      );
       return;
     }
     if (this.view === undefined) {
       // The first request decides: it carries the node that policies match on.
-      if (request.node !== undefined)
+      if (request.node !== undefined) {
+        if (!this.nodeWithinLimits(request.node.id, request.node.metadata)) return;
         this.identity = withNode(this.identity, request.node.id, request.node.metadata);
+      }
       if (!this.admitWith(this.env.admit(this.identity))) return;
     }
     if (request.typeUrl === '') return;
     const state = this.types.get(request.typeUrl);
     if (state === undefined) {
+      const max = this.env.limits.maxTypesPerStream;
+      if (this.types.size >= max) {
+        this.refuseOverLimit(
+          'types-per-stream',
+          `a stream may subscribe to at most ${max} type URLs (server limit maxTypesPerStream); ${truncateForLog(request.typeUrl, 128)} would be one more`,
+        );
+        return;
+      }
       this.subscribe(request.typeUrl);
       return;
     }
@@ -193,8 +246,13 @@ export class ClientStream implements BudgetWaiter {
         state.sentVersion ?? '',
         request.errorDetail.message,
       );
-      this.env.log.warn(
-        { node: this.identity.nodeId, typeUrl: state.typeUrl, reason: request.errorDetail.message },
+      this.warn(
+        'nack',
+        {
+          node: truncateForLog(this.identity.nodeId),
+          typeUrl: truncateForLog(state.typeUrl),
+          reason: truncateForLog(request.errorDetail.message),
+        },
         'client rejected a response',
       );
     } else {
@@ -217,20 +275,121 @@ export class ClientStream implements BudgetWaiter {
       this.close(`refused: ${admission.reason}`, false);
       return false;
     }
-    const first = this.view === undefined;
-    if (first || admission.policy !== this.policy || admission.view.id !== this.view?.id) {
-      this.env.hooks.onAdmit?.(this.identity, admission.policy, admission.view.id, first);
+    const previous = this.view;
+    let view = admission.view;
+    if (previous?.id !== view.id) {
+      const shared = this.env.views.acquire(view);
+      if (shared === undefined) {
+        this.refuseOverLimit(
+          'max-views',
+          `meshmux already serves its maximum of distinct views (server limit maxViews), each to connected clients; this client would need another (policy ${admission.policy}, revision ${truncateForLog(this.identity.revision, 64) || '(none)'})`,
+          grpcStatus.RESOURCE_EXHAUSTED,
+        );
+        return false;
+      }
+      view = shared;
+      if (previous !== undefined) this.env.views.release(previous);
+    } else {
+      view = previous;
+    }
+    const first = previous === undefined;
+    if (first || admission.policy !== this.policy || view.id !== previous.id) {
+      this.env.hooks.onAdmit?.(this.identity, admission.policy, truncateForLog(view.id), first);
     }
     this.policy = admission.policy;
-    this.view = admission.view;
+    this.view = view;
     return true;
+  }
+
+  /** Checks the node against the admission limits; refuses the stream when it is over one. */
+  private nodeWithinLimits(nodeId: string, metadata: Readonly<Record<string, unknown>>): boolean {
+    const { maxNodeIdLength, maxMetadataBytes } = this.env.limits;
+    if (nodeId.length > maxNodeIdLength) {
+      this.refuseOverLimit(
+        'node-id-length',
+        `node id is ${nodeId.length} characters, over the server limit maxNodeIdLength of ${maxNodeIdLength} (it starts ${JSON.stringify(nodeId.slice(0, 64))})`,
+      );
+      return false;
+    }
+    const metadataBytes = Buffer.byteLength(JSON.stringify(metadata));
+    if (metadataBytes > maxMetadataBytes) {
+      this.refuseOverLimit(
+        'metadata-size',
+        `node metadata is ${metadataBytes} bytes as JSON, over the server limit maxMetadataBytes of ${maxMetadataBytes}`,
+      );
+      return false;
+    }
+    return true;
+  }
+
+  /** Refuses the stream for going over a limit, with a message naming it. */
+  private refuseOverLimit(
+    limit: LimitName,
+    message: string,
+    code: grpcStatus = grpcStatus.INVALID_ARGUMENT,
+  ): void {
+    this.env.hooks.onLimit?.(this.identity, limit);
+    this.env.log.warn(
+      { node: truncateForLog(this.identity.nodeId), peer: this.identity.peer, limit, reason: message },
+      'client refused: over a limit',
+    );
+    this.call.emit('error', { code, details: message });
+    this.close(`refused: ${limit}`, false);
+  }
+
+  /** Logs a line unless one of the same kind was logged on this stream in the last few seconds (see {@link WarningLimiter}). */
+  private warn(
+    kind: string,
+    fields: Record<string, unknown>,
+    message: string,
+    level: 'warn' | 'info' = 'warn',
+  ): void {
+    const { log, suppressed } = this.warnings.allow(kind);
+    if (!log) return;
+    this.env.log[level](suppressed > 0 ? { ...fields, suppressed } : fields, message);
+  }
+
+  /** The peer has not read a response for a while: its bytes stop holding everyone else back. */
+  private onStall(): void {
+    if (this.closed) return;
+    this.env.counters.stalls++;
+    this.stalled = true;
+    this.env.budget.park(this);
+    this.warn(
+      'stall',
+      {
+        node: truncateForLog(this.identity.nodeId),
+        peer: this.identity.peer,
+        heldBytes: this.env.budget.heldBy(this),
+      },
+      'client is not reading: its responses no longer count against the shared write budget',
+      'info',
+    );
+  }
+
+  /** A response did not flush within the send deadline: the stream ends so the istiod reconnects. */
+  private onSendTimeout(pendingMs: number): void {
+    if (this.closed) return;
+    this.env.counters.sendTimeouts++;
+    this.env.hooks.onLimit?.(this.identity, 'send-timeout');
+    const heldBytes = this.env.budget.heldBy(this);
+    this.env.log.warn(
+      { node: truncateForLog(this.identity.nodeId), peer: this.identity.peer, pendingMs, heldBytes },
+      'closing a stream whose client did not read its response within the send timeout',
+    );
+    abortUnavailable(
+      this.call,
+      `response not read within the send timeout of ${this.env.limits.sendTimeoutMs} ms; reconnect`,
+    );
+    this.close(`send timeout after ${Math.round(pendingMs)} ms`, false);
   }
 
   private subscribe(typeUrl: string): void {
     const resolved = this.env.kinds.resolveTypeUrl(typeUrl);
     if (resolved === undefined) {
-      this.env.log.warn(
-        { node: this.identity.nodeId, typeUrl },
+      this.warn(
+        'unknown-type',
+        { node: truncateForLog(this.identity.nodeId), typeUrl: truncateForLog(typeUrl) },
         'unknown type URL: it will be answered empty',
       );
     }
@@ -299,12 +458,13 @@ export class ClientStream implements BudgetWaiter {
         response.byteLength,
         response.resourceCount,
       );
-      this.inFlightBytes += bytes;
+      this.deadline.written();
       this.write(response.chunks, bytes, () => {
         // After the stream ended its bytes were given back already.
         if (this.closed) return;
-        this.inFlightBytes -= bytes;
-        this.env.budget.release(bytes);
+        this.stalled = false;
+        this.deadline.flushed();
+        this.env.budget.release(bytes, this);
       });
     }
     this.env.budget.cancel(this);
@@ -322,22 +482,21 @@ export class ClientStream implements BudgetWaiter {
     const version = this.env.responses.viewVersion(this.view, kindSnapshot);
     if (state.sentVersion !== undefined && contentOf(version) === contentOf(state.sentVersion))
       return undefined;
-    return this.env.responses.response(state.typeUrl, this.view, kindSnapshot);
+    return this.env.responses.response(state.typeUrl, this.view, kindSnapshot, kind !== undefined);
   }
 
   private close(reason: string, endOurSide: boolean): void {
     if (this.closed) return;
     this.closed = true;
+    this.deadline.stop();
     // grpc-js never completes the writes of a cancelled call: give their bytes back now.
-    this.env.budget.cancel(this);
     this.waitingForBudget = false;
-    const inFlight = this.inFlightBytes;
-    this.inFlightBytes = 0;
-    if (inFlight > 0) this.env.budget.release(inFlight);
+    this.env.budget.forget(this);
+    if (this.view !== undefined) this.env.views.release(this.view);
     if (endOurSide) this.call.end();
     this.env.hooks.onDisconnect?.(this.identity, reason);
     this.env.log.info(
-      { node: this.identity.nodeId, peer: this.identity.peer, reason },
+      { node: truncateForLog(this.identity.nodeId), peer: this.identity.peer, reason },
       'client disconnected',
     );
     this.onClose(this);

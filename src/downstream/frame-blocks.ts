@@ -59,8 +59,18 @@ function sameMembers(
  */
 export class FrameBlocks {
   /** Per served list (view and kind): blocks by their first object. */
-  private readonly lists = new Map<string, WeakMap<ConfigResource, Block>>();
+  private readonly byList = new Map<string, WeakMap<ConfigResource, Block>>();
   readonly counters: BlockCounters = { blocksBuilt: 0, bytesCopied: 0 };
+
+  /** Served lists with blocks kept (a list's blocks are kept until it is forgotten). */
+  get lists(): number {
+    return this.byList.size;
+  }
+
+  /** Drops the blocks of a served list (its view is gone). */
+  forget(listKey: string): void {
+    this.byList.delete(listKey);
+  }
 
   /** The buffers whose concatenation is every framed object of `resources`, in order. */
   chunks(
@@ -68,8 +78,8 @@ export class FrameBlocks {
     resources: readonly ConfigResource[],
     framed: (r: ConfigResource) => Uint8Array,
   ): Buffer[] {
-    let blocks = this.lists.get(listKey);
-    if (blocks === undefined) this.lists.set(listKey, (blocks = new WeakMap()));
+    let blocks = this.byList.get(listKey);
+    if (blocks === undefined) this.byList.set(listKey, (blocks = new WeakMap()));
     const out: Buffer[] = [];
     let start = 0;
     for (let i = 0; i < resources.length; i++) {

@@ -1,4 +1,5 @@
-import { Metadata, type ServerDuplexStream } from '@grpc/grpc-js';
+import { constants as http2 } from 'node:http2';
+import { Metadata, type ServerDuplexStream, status as grpcStatus } from '@grpc/grpc-js';
 
 /**
  * Writes one serialized message, given as the buffers it is the concatenation of, to a stream;
@@ -14,6 +15,7 @@ interface Http2Out {
   cork(): void;
   uncork(): void;
   respond: unknown;
+  close?(code?: number): void;
 }
 
 /** The HTTP/2 stream under a grpc-js server call, when this grpc-js version exposes it as expected. */
@@ -69,4 +71,20 @@ export function frameWriterFor(call: ServerDuplexStream<Uint8Array, Buffer>): Fr
     if (last < 0) done();
     out.uncork();
   };
+}
+
+/**
+ * Ends a call with UNAVAILABLE at once, whatever is still queued on it. A status goes out in
+ * trailers, which HTTP/2 sends only after the data queued before them, so a peer that stopped
+ * reading would never see it: the stream is reset with REFUSED_STREAM instead, which gRPC clients
+ * (grpc-go, as in istiod, and grpc-js) report as UNAVAILABLE and retry by reconnecting. When the call
+ * does not expose its HTTP/2 stream, the status is queued the ordinary way.
+ */
+export function abortUnavailable(call: ServerDuplexStream<Uint8Array, Buffer>, details: string): void {
+  const out = http2StreamOf(call);
+  if (out?.close !== undefined && !out.destroyed) {
+    out.close(http2.NGHTTP2_REFUSED_STREAM);
+    return;
+  }
+  call.emit('error', { code: grpcStatus.UNAVAILABLE, details });
 }

@@ -61,8 +61,14 @@ export class ResponseCache {
   private nonceCounter = 0;
   private readonly contents = new ViewContents();
   private readonly blocks = new FrameBlocks();
-  /** Per (type URL, view): the latest response, by kind generation. Older ones are never sent again. */
-  private readonly latest = new Map<string, { readonly generation: string; readonly built: BuiltResponse }>();
+  /**
+   * Per view id, per type URL: the latest response, by kind generation. Older ones are never sent
+   * again. Only type URLs of known kinds are kept; a view's entries go with `forgetView`.
+   */
+  private readonly latest = new Map<
+    string,
+    Map<string, { readonly generation: string; readonly built: BuiltResponse }>
+  >();
   /** Bare responses (MeshConfig) by content. */
   private readonly responses: LRUCache<string, BuiltResponse>;
   readonly counters: ResponseCounters = { assemblies: 0 };
@@ -84,19 +90,47 @@ export class ResponseCache {
     return this.contents.of(view, kind).version;
   }
 
-  /** The response for a type URL as a view sees the kind. */
-  response(typeUrl: string, view: ClientView, kind: KindSnapshot | undefined): BuiltResponse {
-    const key = `${typeUrl}|${view.id}`;
+  /**
+   * The response for a type URL as a view sees the kind. `known` says whether the type URL names a
+   * kind meshmux serves: the (empty) response for any other is built each time and never kept, so
+   * type URLs a client makes up cost nothing once it leaves.
+   */
+  response(typeUrl: string, view: ClientView, kind: KindSnapshot | undefined, known = true): BuiltResponse {
+    if (!known) return this.assemble(typeUrl, this.contents.of(view, undefined).version, [], 0);
     const generation = `${kind?.kind ?? ''}|${kind?.generation ?? 0}`;
-    const hit = this.latest.get(key);
+    let byType = this.latest.get(view.id);
+    const hit = byType?.get(typeUrl);
     if (hit?.generation === generation) return hit.built;
     const content = this.contents.of(view, kind);
-    const chunks = this.blocks.chunks(`${view.id}|${kind?.kind ?? ''}`, content.resources, (r) =>
-      this.encoder.framed(r),
-    );
+    const chunks =
+      kind === undefined
+        ? []
+        : this.blocks.chunks(`${view.id}|${kind.kind}`, content.resources, (r) => this.encoder.framed(r));
     const built = this.assemble(typeUrl, content.version, chunks, content.resources.length);
-    this.latest.set(key, { generation, built });
+    if (byType === undefined) {
+      byType = new Map<string, { readonly generation: string; readonly built: BuiltResponse }>();
+      this.latest.set(view.id, byType);
+    }
+    byType.set(typeUrl, { generation, built });
     return built;
+  }
+
+  /** Drops every response, view content and block kept for a view (its last client left). */
+  forgetView(viewId: string): void {
+    this.latest.delete(viewId);
+    for (const kind of this.contents.forget(viewId)) this.blocks.forget(`${viewId}|${kind}`);
+  }
+
+  /** What is kept, for `/debug/counters`: views, responses, (view, kind) contents and block lists. */
+  sizes(): { views: number; responses: number; contents: number; blockLists: number } {
+    let responses = this.responses.size;
+    for (const byType of this.latest.values()) responses += byType.size;
+    return {
+      views: Math.max(this.latest.size, this.contents.views),
+      responses,
+      contents: this.contents.entries,
+      blockLists: this.blocks.lists,
+    };
   }
 
   /** A response carrying one bare message (MeshConfig): `Any(<bodyTypeUrl>)` of `body`. */

@@ -84,13 +84,34 @@ function diffSorted(
  * sources as of the last change that altered this view's content (see `ResponseCache`).
  */
 export class ViewContents {
-  private readonly states = new Map<string, ViewState>();
+  /** Per view id, per kind. */
+  private readonly states = new Map<string, Map<string, ViewState>>();
+
+  /** Views with state kept. */
+  get views(): number {
+    return this.states.size;
+  }
+
+  /** (view, kind) pairs with state kept. */
+  get entries(): number {
+    let n = 0;
+    for (const kinds of this.states.values()) n += kinds.size;
+    return n;
+  }
+
+  /** Drops what is kept for a view; returns the kinds it held. */
+  forget(viewId: string): string[] {
+    const kinds = this.states.get(viewId);
+    this.states.delete(viewId);
+    return kinds === undefined ? [] : [...kinds.keys()];
+  }
 
   /** The view's content of a kind (absent kind: empty). */
   of(view: ClientView, kind: KindSnapshot | undefined): ViewContent {
     if (kind === undefined) return EMPTY;
-    const key = `${view.id}|${kind.kind}`;
-    const last = this.states.get(key);
+    let kinds = this.states.get(view.id);
+    if (kinds === undefined) this.states.set(view.id, (kinds = new Map<string, ViewState>()));
+    const last = kinds.get(kind.kind);
     if (last?.generation === kind.generation) return last;
     let resources: readonly ConfigResource[];
     let digest: ContentDigest;
@@ -140,7 +161,7 @@ export class ViewContents {
       content,
       version,
     };
-    this.states.set(key, state);
+    kinds.set(kind.kind, state);
     return state;
   }
 }

@@ -8,90 +8,191 @@ export interface WriteBudgetOptions {
   readonly maxBytes: number;
   /** Responses up to this size never wait: they cannot threaten memory and carry the fastest news. */
   readonly smallBytes: number;
+  /**
+   * Bytes one stream may have in flight. A stream over it waits for its own writes to flush, never
+   * for anyone else's; a single response larger than this goes alone on its stream.
+   */
+  readonly maxStreamBytes: number;
 }
 
-/** Default: 64 MiB in flight over all streams; responses of 64 KiB or less always go at once. */
+/**
+ * Default: 64 MiB in flight over all streams, 32 MiB per stream; responses of 64 KiB or less always
+ * go at once.
+ */
 export const DEFAULT_WRITE_BUDGET: WriteBudgetOptions = Object.freeze({
   maxBytes: 64 * 1024 * 1024,
   smallBytes: 64 * 1024,
+  maxStreamBytes: 32 * 1024 * 1024,
 });
 
+/** What one stream holds. `parked` bytes are in flight but no longer counted globally. */
+interface StreamAccount {
+  inFlight: number;
+  charged: number;
+}
+
 /**
- * A global budget of bytes in flight. grpc-js copies every message it is given and keeps the
- * copy until HTTP/2 flow control lets it out, so handing one shared 30 MB response to 200 streams
- * at once would hold 6 GB. Streams take bytes before writing and give them back when the write is
- * flushed; a stream that does not fit waits its turn (first come, first served) and, when resumed,
- * writes whatever is latest by then, so a client that waits never receives a stale response.
- * A response larger than the whole budget goes alone. Single-threaded: no locking.
+ * A budget of bytes in flight, over all streams and per stream. grpc-js copies every message it is
+ * given and keeps the copy until HTTP/2 flow control lets it out, so handing one shared 30 MB
+ * response to 200 streams at once would hold 6 GB. Streams take bytes before writing and give them
+ * back when the write is flushed.
+ *
+ * A stream that does not fit the global budget waits in line and, when resumed, writes whatever is
+ * latest by then, so a client that waits never receives a stale response. The line never blocks:
+ * when room comes back every waiter is offered it in arrival order, and one that still does not fit
+ * keeps its place while those behind it that fit go. A stream over its own share waits for its own
+ * writes only. A response larger than the whole budget goes alone.
+ *
+ * A stream whose peer stopped reading is `park`ed by its owner: its bytes stay counted against the
+ * stream (so it cannot take more than its share) but leave the global count, so a receiver that
+ * stalls delays only itself until its send deadline closes it. Single-threaded: no locking.
  */
 export class WriteBudget {
   private inFlight = 0;
-  /** Waiting streams in arrival order (a Set keeps the first insertion's position). */
-  private readonly queue = new Set<BudgetWaiter>();
-  /** The waiter being resumed: it may take bytes ahead of the others. */
+  private parked = 0;
+  /** Waiting streams in arrival order (a Map keeps the first insertion's position), with the bytes they asked for. */
+  private readonly queue = new Map<BudgetWaiter, number>();
+  /** Streams waiting for their own writes to flush. */
+  private readonly overShare = new Set<BudgetWaiter>();
+  private readonly accounts = new Map<BudgetWaiter, StreamAccount>();
+  /** The waiter being resumed: it may take bytes while others are queued. */
   private turn: BudgetWaiter | undefined;
   private pumping = false;
-  /** Highest number of bytes ever in flight. */
+  private pumpAgain = false;
+  /** Highest number of bytes ever counted in flight globally. */
   peakBytes = 0;
 
   constructor(private readonly options: WriteBudgetOptions = DEFAULT_WRITE_BUDGET) {}
 
-  /** Bytes handed to gRPC and not yet flushed. */
+  /** Bytes handed to gRPC and not yet flushed, counted against the global budget. */
   get bytesInFlight(): number {
     return this.inFlight;
   }
 
-  /** Streams waiting for room. */
+  /** Bytes in flight on parked (stalled) streams, not counted against the global budget. */
+  get parkedBytes(): number {
+    return this.parked;
+  }
+
+  /** Streams waiting for room (globally, or for their own writes to flush). */
   get waiting(): number {
-    return this.queue.size;
+    return this.queue.size + this.overShare.size;
+  }
+
+  /** Bytes the waiter has in flight, parked or not. */
+  heldBy(waiter: BudgetWaiter): number {
+    return this.accounts.get(waiter)?.inFlight ?? 0;
   }
 
   /**
-   * Takes `bytes` if they fit and it is the waiter's turn; otherwise queues the waiter (keeping
-   * its place if it already has one) and returns false.
+   * Takes `bytes` if they fit the stream's share and the global budget; otherwise the waiter waits
+   * (for its own writes, or in line, keeping its place if it has one) and false is returned.
    */
   take(bytes: number, waiter: BudgetWaiter): boolean {
+    const account = this.accounts.get(waiter);
+    const held = account?.inFlight ?? 0;
     const small = bytes <= this.options.smallBytes;
-    const fits = small || this.inFlight === 0 || this.inFlight + bytes <= this.options.maxBytes;
-    const myTurn = small || this.turn === waiter || this.queue.size === 0;
-    if (fits && myTurn) {
+    if (!small && held > 0 && held + bytes > this.options.maxStreamBytes) {
       this.queue.delete(waiter);
+      this.overShare.add(waiter);
+      return false;
+    }
+    const fits = small || this.inFlight === 0 || this.inFlight + bytes <= this.options.maxBytes;
+    // Outside a pump no queued waiter fits (each was offered the room when it was last given back),
+    // so a newcomer that fits takes nothing a waiter could use now; during one, the line goes first.
+    const mayGo = small || !this.pumping || this.turn === waiter;
+    if (fits && mayGo) {
+      this.queue.delete(waiter);
+      this.overShare.delete(waiter);
+      const a = account ?? { inFlight: 0, charged: 0 };
+      a.inFlight += bytes;
+      a.charged += bytes;
+      this.accounts.set(waiter, a);
       this.inFlight += bytes;
       if (this.inFlight > this.peakBytes) this.peakBytes = this.inFlight;
       return true;
     }
-    this.queue.add(waiter);
+    this.overShare.delete(waiter);
+    this.queue.set(waiter, bytes);
     return false;
   }
 
-  /** Gives back bytes taken (their write was flushed, or its stream ended) and resumes waiters. */
-  release(bytes: number): void {
-    this.inFlight -= bytes;
+  /**
+   * Gives back bytes the waiter took (a write flushed, or its stream ended) and offers the room to
+   * whoever waits. The oldest bytes flush first, so parked bytes are given back before charged ones.
+   */
+  release(bytes: number, waiter: BudgetWaiter): void {
+    const account = this.accounts.get(waiter);
+    if (account !== undefined) {
+      const parked = account.inFlight - account.charged;
+      const fromParked = Math.min(bytes, parked);
+      const fromCharged = Math.min(bytes - fromParked, account.charged);
+      account.inFlight -= fromParked + fromCharged;
+      account.charged -= fromCharged;
+      this.parked -= fromParked;
+      this.inFlight -= fromCharged;
+      if (account.inFlight <= 0) this.accounts.delete(waiter);
+    }
+    if (this.overShare.delete(waiter)) this.offer(waiter);
     this.pump();
   }
 
-  /** Forgets a waiter (its stream ended, or it has nothing left to write). */
+  /**
+   * Stops counting the waiter's bytes in flight against the global budget (its peer stopped
+   * reading); they still count against its own share until they flush or are given back.
+   */
+  park(waiter: BudgetWaiter): void {
+    const account = this.accounts.get(waiter);
+    if (account === undefined || account.charged === 0) return;
+    this.inFlight -= account.charged;
+    this.parked += account.charged;
+    account.charged = 0;
+    this.pump();
+  }
+
+  /** Forgets a waiter (its stream ended, or it has nothing left to write). Its bytes stay until released. */
   cancel(waiter: BudgetWaiter): void {
+    this.overShare.delete(waiter);
     if (this.queue.delete(waiter)) this.pump();
   }
 
-  /** Resumes waiters in order while the one at the head makes progress. */
+  /** Gives back everything the waiter holds and forgets it (its stream ended). */
+  forget(waiter: BudgetWaiter): void {
+    const held = this.heldBy(waiter);
+    this.overShare.delete(waiter);
+    this.queue.delete(waiter);
+    if (held > 0) this.release(held, waiter);
+    else this.pump();
+  }
+
+  private offer(waiter: BudgetWaiter): void {
+    this.turn = waiter;
+    try {
+      waiter.resume();
+    } finally {
+      this.turn = undefined;
+    }
+  }
+
+  /** Offers room to every queued waiter in arrival order; one that does not fit keeps its place. */
   private pump(): void {
-    if (this.pumping) return;
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
     this.pumping = true;
     try {
-      for (;;) {
-        const head = this.queue.values().next().value;
-        if (head === undefined) break;
-        this.turn = head;
-        try {
-          head.resume();
-        } finally {
-          this.turn = undefined;
+      do {
+        this.pumpAgain = false;
+        for (const [waiter, bytes] of [...this.queue]) {
+          if (!this.queue.has(waiter)) continue;
+          const fits =
+            bytes <= this.options.smallBytes ||
+            this.inFlight === 0 ||
+            this.inFlight + bytes <= this.options.maxBytes;
+          if (fits) this.offer(waiter);
         }
-        // Still first in line: it did not fit, so nobody behind it goes either.
-        if (this.queue.values().next().value === head) break;
-      }
+      } while (this.pumpAgain);
     } finally {
       this.pumping = false;
     }

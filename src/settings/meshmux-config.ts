@@ -48,6 +48,20 @@ const ConfigFile = z.strictObject({
       xdsTls: ListenAddress.optional(),
       tls: ServerTls.optional(),
       http: ListenAddress.default('127.0.0.1:15014'),
+      /** A response not read by its istiod within this closes the stream with UNAVAILABLE (it reconnects). */
+      sendTimeout: Duration.default(30_000),
+      /** Distinct views (policy × revision) kept at once; a client needing one more is refused. */
+      maxViews: z.number().int().min(1).default(1000),
+      /** How long a view and its built responses outlive its last client. */
+      viewGrace: Duration.default(30_000),
+      /** Admission limits per stream: type URLs, node id length, node metadata bytes (as JSON). */
+      maxTypesPerStream: z.number().int().min(1).default(100),
+      maxNodeIdLength: z.number().int().min(1).default(1024),
+      maxMetadataBytes: z
+        .number()
+        .int()
+        .min(1)
+        .default(64 * 1024),
     })
     .prefault({})
     .refine((s) => (s.xdsTls === undefined) === (s.tls === undefined), {

@@ -210,6 +210,17 @@ export class Metrics {
     help: 'Client requests that could not be decoded.',
     registers: [this.registry],
   });
+  private readonly sendTimeouts = new Counter({
+    name: 'meshmux_send_timeouts_total',
+    help: 'ADS streams closed with UNAVAILABLE because their client did not read a response within server.sendTimeout.',
+    registers: [this.registry],
+  });
+  private readonly limitRefusals = new Counter({
+    name: 'meshmux_client_limit_refusals_total',
+    help: 'Clients refused at admission for going over a server limit (max-views, types-per-stream, node-id-length, metadata-size).',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
   private readonly convergence = new Histogram({
     name: 'meshmux_convergence_seconds',
     help: 'From a source delivering a change to each connected istiod acknowledging a version that contains it.',
@@ -314,6 +325,12 @@ export class Metrics {
 
   onBadRequest(): void {
     this.badRequests.inc();
+  }
+
+  /** A client hit a limit: closed by the send deadline, or refused at admission. */
+  onLimit(limit: string): void {
+    if (limit === 'send-timeout') this.sendTimeouts.inc();
+    else this.limitRefusals.inc({ limit });
   }
 
   /** A client acknowledged a version containing a change `source` delivered `seconds` ago. */

@@ -100,6 +100,11 @@ export class Telemetry {
     this.metrics.onBadRequest();
   }
 
+  /** `limit` is one of the ADS server's closed set of limit names. */
+  onLimit(limit: string): void {
+    this.metrics.onLimit(limit);
+  }
+
   /** Ends open spans and exports buffered ones. */
   async shutdown(): Promise<void> {
     await this.tracing?.shutdown();

@@ -27,6 +27,7 @@ import {
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { Logger } from '../core/logger.js';
 import { PACKAGE_ROOT } from '../core/paths.js';
+import { truncateForLog } from '../core/truncate-for-log.js';
 import type { SourceSnapshotEvent } from '../core/source-event.js';
 import type { ConfigSnapshot } from '../merge/config-snapshot.js';
 import type { CreditedChange, MergedChange, UpstreamChange } from './change-tracker.js';
@@ -159,7 +160,7 @@ export class ChangeTracing {
               'meshmux.kind': kind,
               'meshmux.type_url': typeUrl,
               'meshmux.version': version,
-              'meshmux.client.node_id': client.nodeId,
+              'meshmux.client.node_id': truncateForLog(client.nodeId),
               'meshmux.client.stream_id': client.streamId,
               'meshmux.client.peer': client.peer,
               'meshmux.push.bytes': bytes,
@@ -184,7 +185,11 @@ export class ChangeTracing {
 
   /** The client rejected the response: its push spans end as errors. */
   nacked(client: TracedClient, typeUrl: string, message: string): void {
-    this.finish(pushKey(client, typeUrl), { code: SpanStatusCode.ERROR, message: `NACK: ${message}` }, {});
+    this.finish(
+      pushKey(client, typeUrl),
+      { code: SpanStatusCode.ERROR, message: `NACK: ${truncateForLog(message)}` },
+      {},
+    );
   }
 
   /** The client went away: every push span still open for it ends as an error. */

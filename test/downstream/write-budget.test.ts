@@ -23,13 +23,13 @@ class Writer implements BudgetWaiter {
   finish(): void {
     const bytes = this.holding;
     this.holding = 0;
-    this.budget.release(bytes);
+    this.budget.release(bytes, this);
   }
 }
 
 describe('WriteBudget', () => {
   it('lets writes in up to the budget, then serves waiters first come, first served', () => {
-    const budget = new WriteBudget({ maxBytes: 100, smallBytes: 10 });
+    const budget = new WriteBudget({ maxBytes: 100, smallBytes: 10, maxStreamBytes: 1000 });
     const log: string[] = [];
     const [a, b, c, d] = ['a', 'b', 'c', 'd'].map((n) => new Writer(n, budget, 40, log)) as [
       Writer,
@@ -52,7 +52,7 @@ describe('WriteBudget', () => {
   });
 
   it('never holds back small responses, and lets one oversized response go alone', () => {
-    const budget = new WriteBudget({ maxBytes: 100, smallBytes: 10 });
+    const budget = new WriteBudget({ maxBytes: 100, smallBytes: 10, maxStreamBytes: 1000 });
     const log: string[] = [];
     const big = new Writer('big', budget, 500, log);
     const small = new Writer('small', budget, 8, log);
@@ -65,7 +65,7 @@ describe('WriteBudget', () => {
   });
 
   it('forgets a cancelled waiter and moves on to the next', () => {
-    const budget = new WriteBudget({ maxBytes: 100, smallBytes: 10 });
+    const budget = new WriteBudget({ maxBytes: 100, smallBytes: 10, maxStreamBytes: 1000 });
     const log: string[] = [];
     const a = new Writer('a', budget, 90, log);
     const b = new Writer('b', budget, 90, log);
@@ -76,5 +76,65 @@ describe('WriteBudget', () => {
     budget.cancel(b);
     a.finish();
     assert.deepEqual(log, ['a', 'c']);
+  });
+
+  it('lets a waiter that fits go past one that does not, which keeps its place', () => {
+    const budget = new WriteBudget({ maxBytes: 100, smallBytes: 10, maxStreamBytes: 1000 });
+    const log: string[] = [];
+    const a = new Writer('a', budget, 60, log);
+    const big = new Writer('big', budget, 80, log);
+    const medium = new Writer('medium', budget, 30, log);
+    const late = new Writer('late', budget, 30, log);
+    assert.equal(a.tryWrite(), true);
+    assert.equal(big.tryWrite(), false, '140 bytes would exceed 100');
+    assert.equal(medium.tryWrite(), true, 'fits beside a: the waiting big one does not hold it back');
+    assert.equal(late.tryWrite(), false, '120 bytes would exceed 100');
+    medium.finish();
+    assert.deepEqual(log, ['a', 'medium', 'late'], 'late fits in what medium gave back; big still does not');
+    a.finish();
+    late.finish();
+    assert.deepEqual(log, ['a', 'medium', 'late', 'big'], 'big kept its place and went once there was room');
+  });
+
+  it('holds a stream over its own share until its own writes flush, without holding anyone else', () => {
+    const budget = new WriteBudget({ maxBytes: 1000, smallBytes: 10, maxStreamBytes: 100 });
+    const log: string[] = [];
+    const first = new Writer('s1', budget, 80, log);
+    assert.equal(first.tryWrite(), true);
+    assert.equal(budget.take(80, first), false, 'a second response would put the stream at 160 bytes');
+    const other = new Writer('other', budget, 80, log);
+    assert.equal(other.tryWrite(), true, 'another stream is not held back');
+    other.finish();
+    assert.equal(log.length, 2, 'another stream flushing does not resume the stream over its share');
+    first.finish();
+    assert.deepEqual(log, ['s1', 'other', 's1'], 'its own flush resumes it');
+  });
+
+  it('lets a single response larger than a stream share go alone on its stream', () => {
+    const budget = new WriteBudget({ maxBytes: 1000, smallBytes: 10, maxStreamBytes: 100 });
+    const log: string[] = [];
+    const huge = new Writer('huge', budget, 300, log);
+    assert.equal(huge.tryWrite(), true);
+    assert.equal(budget.heldBy(huge), 300);
+  });
+
+  it('stops counting a parked stream globally, so others fit, while its share stays taken', () => {
+    const budget = new WriteBudget({ maxBytes: 100, smallBytes: 10, maxStreamBytes: 100 });
+    const log: string[] = [];
+    const stalled = new Writer('stalled', budget, 90, log);
+    const healthy = new Writer('healthy', budget, 90, log);
+    assert.equal(stalled.tryWrite(), true);
+    assert.equal(healthy.tryWrite(), false);
+    budget.park(stalled);
+    assert.deepEqual(log, ['stalled', 'healthy'], 'parking gave the room to the waiting stream');
+    assert.equal(budget.bytesInFlight, 90);
+    assert.equal(budget.parkedBytes, 90);
+    assert.equal(budget.take(90, stalled), false, 'the parked stream is still over its share');
+    budget.forget(stalled);
+    assert.equal(budget.parkedBytes, 0, 'a closed stream gives its parked bytes back');
+    assert.equal(budget.bytesInFlight, 90, "and only those: the healthy stream's bytes stay counted");
+    healthy.finish();
+    assert.equal(budget.bytesInFlight, 0);
+    assert.equal(budget.waiting, 0, 'the closed stream no longer waits');
   });
 });

@@ -162,15 +162,43 @@ export class MeshmuxProcess {
     await res.arrayBuffer();
   }
 
-  /** SIGTERM, then SIGKILL after 10 s; resolves to the exit code. */
-  async stop(): Promise<number | null> {
-    if (!this.alive) return this.exited;
-    this.child.kill('SIGTERM');
-    const killer = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
+  /** A JSON debug page, e.g. `counters`. */
+  async debug<T>(page: string): Promise<T> {
+    const response = await fetch(`${this.http}/debug/${page}`, { signal: AbortSignal.timeout(10_000) });
+    if (response.status !== 200) throw new Error(`/debug/${page} answered ${response.status}`);
+    return (await response.json()) as T;
+  }
+
+  /** Log lines whose message is `msg`. */
+  lines(msg: string): LogLine[] {
+    return this.logs.filter((l) => l.msg === msg);
+  }
+
+  /**
+   * Sends `signal` (SIGTERM by default), then SIGKILL after `timeoutMs`; resolves with the exit
+   * code, how long the exit took and whether it had to be killed.
+   */
+  async stop(
+    signal: NodeJS.Signals = 'SIGTERM',
+    timeoutMs = 10_000,
+  ): Promise<{ code: number | null; ms: number; killed: boolean }> {
+    const started = performance.now();
+    if (!this.alive) return { code: await this.exited, ms: 0, killed: false };
+    let killed = false;
+    const killer = setTimeout(() => {
+      killed = true;
+      this.child.kill('SIGKILL');
+    }, timeoutMs);
+    this.child.kill(signal);
     try {
-      return await this.exited;
+      return { code: await this.exited, ms: performance.now() - started, killed };
     } finally {
       clearTimeout(killer);
     }
+  }
+
+  /** Kills the process if it still runs (teardown). */
+  kill(): void {
+    if (this.alive) this.child.kill('SIGKILL');
   }
 }

@@ -19,6 +19,8 @@ export class RawAdsStream {
   private waiters: Array<(r: DiscoveryResponse) => void> = [];
   /** Every response received, in order. */
   readonly received: DiscoveryResponse[] = [];
+  /** How the server ended the stream. */
+  readonly status: Promise<grpc.StatusObject>;
 
   constructor(address: string) {
     this.client = new grpc.Client(address, grpc.credentials.createInsecure());
@@ -34,6 +36,7 @@ export class RawAdsStream {
       else waiter(r);
     });
     this.call.on('error', () => undefined);
+    this.status = new Promise((resolve) => this.call.on('status', resolve));
   }
 
   send(request: MessageInit<DiscoveryRequest>): void {

@@ -10,11 +10,10 @@ export type Admission =
 /**
  * The ordered policy list; the first policy whose match fits the client decides. With no policy
  * configured everything goes to everyone; with policies, a client no policy matches is refused.
- * Views are interned: clients with the same policy and revision share one view object.
+ * Clients with the same policy and revision get views with the same id (same filter).
  */
 export class PolicySet {
   private readonly policies: readonly ClientPolicy[];
-  private readonly views = new Map<string, ClientView>();
 
   constructor(configs: readonly PolicyConfig[]) {
     this.policies = configs.map((c) => new ClientPolicy(c));
@@ -43,9 +42,8 @@ export class PolicySet {
   }
 
   private view(policy: ClientPolicy | undefined, revision: string): ClientView {
-    const key = `${policy?.name ?? '*'}|${revision}`;
-    let v = this.views.get(key);
-    if (v === undefined) this.views.set(key, (v = policyView(policy, revision)));
-    return v;
+    // Not kept here: the revision is the client's claim. The server's view registry shares one
+    // object per view id among the connected clients and forgets it once they leave.
+    return policyView(policy, revision);
   }
 }
