@@ -96,6 +96,24 @@ export function makeResource(fields: ResourceFields): ConfigResource {
   };
 }
 
+/**
+ * Rebuilds a resource whose version was derived before (read back from a checksummed record):
+ * the same object `makeResource` would build, without hashing its content again.
+ */
+export function restoreResource(fields: ResourceFields, version: string): ConfigResource {
+  return {
+    kind: fields.kind,
+    namespace: fields.namespace,
+    name: fields.name,
+    labels: fields.labels,
+    annotations: fields.annotations,
+    createTime: fields.createTime,
+    body: fields.body,
+    origin: fields.origin,
+    version,
+  };
+}
+
 /** A Timestamp for a JS Date (millisecond precision). */
 export function timestampFromDate(date: Date): Timestamp {
   const ms = date.getTime();

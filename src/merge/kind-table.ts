@@ -137,9 +137,24 @@ export class KindTable {
     const recheck = new Set(touched);
     for (const g of groups) for (const sk of this.semantic.get(g) ?? []) recheck.add(sk);
     if (this.policy === 'highest-priority') this.suppress(groups);
+    // Many keys at once (a first sync, a restore): insert them unordered and sort once, instead of
+    // one splice each, which is quadratic in the kind's size.
+    const bulk = recheck.size > 256 && recheck.size * 8 > this.order.length;
     for (const sk of recheck) {
-      this.serve(sk);
+      this.serve(sk, bulk);
       this.sameKeyConflicts.delete(holderKey(sk));
+    }
+    if (bulk) this.reorder();
+  }
+
+  /** Rebuilds the served order from `served` (after a bulk change). */
+  private reorder(): void {
+    const keys = [...this.served.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    this.order.length = 0;
+    this.orderedResources.length = 0;
+    for (const sk of keys) {
+      this.order.push(sk);
+      this.orderedResources.push((this.served.get(sk) as Holder).resource);
     }
   }
 
@@ -268,10 +283,19 @@ export class KindTable {
   }
 
   /** Brings the served set, its order and its digest in line with the key's winner. */
-  private serve(sk: string): void {
+  /** Serves the winner of `sk`; with `unordered`, the served order is left to `reorder()`. */
+  private serve(sk: string, unordered = false): void {
     const winner = this.suppressed.has(sk) ? undefined : this.winner(sk);
     const current = this.served.get(sk);
     if (current?.resource === winner?.resource && current !== undefined) return;
+    if (unordered) {
+      if (current !== undefined) this.digest.remove(current.resource);
+      if (winner !== undefined) {
+        this.digest.add(winner.resource);
+        this.served.set(sk, winner);
+      } else this.served.delete(sk);
+      return;
+    }
     if (current !== undefined) {
       this.digest.remove(current.resource);
       if (winner === undefined) {

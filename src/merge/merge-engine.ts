@@ -396,7 +396,11 @@ export class MergeEngine implements SnapshotReader {
     if (max === undefined || since === undefined) return;
     this.arm(ledger, 'expiry', since.getTime() + max - this.scheduler.now(), () => {
       const changes = ledger.expire(new Date(this.scheduler.now()));
-      if (changes.length === 0) return;
+      if (changes.length === 0) {
+        // Fired before the clock agreed (timers may run a little early), or the source recovered.
+        if (ledger.staleSinceTime !== undefined && ledger.holdsObjects) this.armExpiry(ledger);
+        return;
+      }
       this.options.log?.warn(
         { source: ledger.descriptor.name },
         'source stale past maxStale: its objects are dropped',

@@ -177,6 +177,11 @@ export class SourceLedger {
     return changes;
   }
 
+  /** Whether the source contributes any object. */
+  get holdsObjects(): boolean {
+    return this.total > 0;
+  }
+
   /** Every kind the source holds, with its objects. */
   entries(): IterableIterator<[string, KindState]> {
     return this.byKind.entries();
@@ -234,10 +239,13 @@ export class SourceLedger {
     return this.pending?.due;
   }
 
-  /** Judges the waiting update once it is due: applies it, or holds it. Returns the kinds it changed. */
+  /**
+   * Judges the waiting update: applies it, or holds it. Returns the kinds it changed. The caller's
+   * timer says when (a timer may fire a millisecond before the wall clock agrees it is due).
+   */
   settle(now: Date): KindChange[] {
     const pending = this.pending;
-    if (pending === undefined || now.getTime() < pending.due) return [];
+    if (pending === undefined) return [];
     this.pending = undefined;
     return this.judge(pending.fold, now);
   }
