@@ -156,6 +156,10 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
       const { status, body } = await readiness(run.meshmux.http);
       assert.equal(status, 200, JSON.stringify(body));
       assert.equal(body.sources[0]?.state, 'restored');
+      const metrics = await (await fetch(`${run.meshmux.http}/metrics`)).text();
+      assert.match(metrics, /meshmux_source_state\{source="mesh",state="restored"\} 1/);
+      const page = await (await fetch(`${run.meshmux.http}/`)).text();
+      assert.match(page, /restored/);
       report('restart while an xds upstream is down', {
         'objects lost': 0,
         'ms from spawn to every type answered': run.servedMs,
