@@ -1,8 +1,12 @@
 /** meshmux's configuration in the benchmark, shared by every server that has sources. */
 import { policiesYaml, SOURCE_NAMES } from './fixtures.js';
 
-/** The configuration every server with sources runs: three xDS upstreams and the fleet's policies. */
-export function benchConfigYaml(upstreams: readonly string[]): string {
+/**
+ * The configuration every server with sources runs: three xDS upstreams and the fleet's policies.
+ * With `stateDir`, sources persist their state there (a fresh folder per run: a run must never
+ * start from the state of the one before).
+ */
+export function benchConfigYaml(upstreams: readonly string[], stateDir = 'none'): string {
   const sources = upstreams.map((address, i) =>
     [
       `  - name: ${SOURCE_NAMES[i] ?? `u${i}`}`,
@@ -19,6 +23,7 @@ export function benchConfigYaml(upstreams: readonly string[]): string {
     '  xds: 127.0.0.1:0',
     '  http: 127.0.0.1:0',
     'syncTimeout: 120s',
+    `state: { dir: ${JSON.stringify(stateDir)} }`,
     policiesYaml(),
     'sources:',
     ...sources,

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 /**
  * The server under test, in a process of its own (the benchmark pins it to one core): meshmux as
  * shipped, or one of the baselines. Started by {@link ServerProcess} with `--expose-gc`; talks to
@@ -65,11 +68,18 @@ async function waitReady(engine: { current(): { ready: boolean } }): Promise<voi
 
 async function main(): Promise<void> {
   const args = JSON.parse(process.argv[2] ?? '{}') as ServerArgs;
+  // meshmux persists as in production, into a folder of this run's own.
+  const stateDir = mkdtempSync(path.join(tmpdir(), 'meshmux-bench-state-'));
+  process.once('exit', () => rmSync(stateDir, { recursive: true, force: true }));
   const base = retained();
   const config: MeshmuxConfig | undefined =
     args.upstreams.length === 0
       ? undefined
-      : parseMeshmuxConfig(benchConfigYaml(args.upstreams), 'bench', process.cwd());
+      : parseMeshmuxConfig(
+          benchConfigYaml(args.upstreams, args.mode === 'meshmux' ? stateDir : 'none'),
+          'bench',
+          process.cwd(),
+        );
   const loopDelay = monitorEventLoopDelay({ resolution: 10 });
   loopDelay.enable();
   let counters: () => unknown;
