@@ -5,6 +5,10 @@ import { startMeshmux, type RunningMeshmux } from '../../src/app.js';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
 import { parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
 
+// Tests never share persisted state through the default folder (a test that wants persistence
+// names its own `state.dir`); `npm test` sets this too, this covers running one file by hand.
+process.env['MESHMUX_STATE_DIR'] ??= 'none';
+
 /** The example mesh shipped in config/examples. */
 export const EXAMPLES_DIR = path.join(PACKAGE_ROOT, 'config', 'examples');
 
