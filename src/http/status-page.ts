@@ -100,7 +100,7 @@ function sourcesTable(sources: readonly SourceReport[]): string {
     (
       s,
     ) => `<tr data-source="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.type)}</td><td>${s.priority}</td>
-<td class="${STATE_CLASS[s.state]}">${esc(s.state)}${s.staleSince === undefined ? '' : ` since ${esc(s.staleSince.toISOString())}`}</td>
+<td class="${STATE_CLASS[s.state]}">${esc(s.state)}${s.staleSince === undefined ? '' : ` since ${esc(s.staleSince.toISOString())}`}${s.restoredFrom === undefined || s.everSynced ? '' : ` (state saved ${esc(s.restoredFrom.toISOString())})`}${s.missingKinds.length === 0 ? '' : `<br><span class="bad">not answered yet: ${esc(s.missingKinds.map((k) => k.slice(k.lastIndexOf('/') + 1)).join(', '))}${s.required ? '' : ' (not required)'}</span>`}</td>
 <td>${s.lastSyncTime === undefined ? '<span class="muted">never</span>' : esc(s.lastSyncTime.toISOString())}</td>
 <td><code>${esc(s.revision)}</code></td>
 <td>${esc(
