@@ -2,9 +2,6 @@ import type * as grpc from '@grpc/grpc-js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from './exponential-backoff.js';
 import type { TlsSettings } from './tls-credentials.js';
 
-/** The largest message istiod accepts from a config source (`math.MaxInt32`): the upper bound of the setting. */
-export const MAX_RECEIVE_BYTES = 2 ** 31 - 1;
-
 /**
  * The largest response accepted from an upstream unless configured: 64 MiB. istiod accepts up to
  * 2 GiB, but a response is held several times over while it is decoded, so an upstream (or a

@@ -3,7 +3,7 @@ import { Observable } from 'rxjs';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import { MAX_RECEIVE_BYTES } from '../dial-settings.js';
+import { DEFAULT_MAX_RECEIVE_BYTES } from '../dial-settings.js';
 import { openSubscription, streamingDescriptor } from '../streaming-source.js';
 import { DEFAULT_BACKOFF, ExponentialBackoff } from '../exponential-backoff.js';
 import type { SubscriptionChannel } from '../subscription-state.js';
@@ -69,7 +69,7 @@ export class McpSinkSource implements UpstreamSource {
         onAnswer: () => undefined,
       });
       const server = new grpc.Server({
-        'grpc.max_receive_message_length': options.maxReceiveSize ?? MAX_RECEIVE_BYTES,
+        'grpc.max_receive_message_length': options.maxReceiveSize ?? DEFAULT_MAX_RECEIVE_BYTES,
         'grpc.max_send_message_length': -1,
         'grpc.keepalive_permit_without_calls': 1,
         'grpc.http2.min_ping_interval_without_data_ms': 5_000,
