@@ -87,6 +87,8 @@ const DRY_RUN_KINDS: ReadonlySet<string> = new Set(['security.istio.io/Authoriza
  */
 export class McpResourceReader {
   private readonly firstSeen = new Map<string, Timestamp>();
+  /** The reader's own copy of the bytes each result was read from. */
+  private readonly rawOfResult = new WeakMap<ReadResult, Uint8Array>();
   private readonly cache: LRUCache<string, { raw: Uint8Array; result: ReadResult }>;
   private readonly now: () => Date;
 
@@ -140,7 +142,17 @@ export class McpResourceReader {
       unknownEnvelopeFields: unknownFieldNumbers(raw, MCP_RESOURCE_FIELDS),
     });
     this.cache.set(cacheKey, { raw, result });
+    this.rawOfResult.set(result, raw);
     return result;
+  }
+
+  /**
+   * The reader's own copy of the bytes `result` was read from, when it keeps one: callers that
+   * remember objects by their bytes hold this instead of a view into the response they came in,
+   * which would keep the whole response alive.
+   */
+  rawOf(result: ReadResult): Uint8Array | undefined {
+    return this.rawOfResult.get(result);
   }
 
   /**

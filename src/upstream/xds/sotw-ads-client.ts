@@ -100,15 +100,18 @@ export class SotwAdsClient implements StreamHandlers {
       }
       // The object at the cursor, or the one after it (the cursor's was removed or changed).
       let result: ReadResult | undefined;
+      let value: Uint8Array | undefined;
       for (let skip = 0; skip < 2 && result === undefined && before !== undefined; skip++) {
         const last = before.values[cursor + skip];
         if (last !== undefined && sameBytes(last, any.value)) {
           result = before.results[cursor + skip];
+          value = last;
           cursor += skip + 1;
         }
       }
       result ??= this.ctx.reader.read(kind, any.value, where);
-      now.values.push(any.value);
+      // Owned bytes, not a view: the response buffer is released once this response is read.
+      now.values.push(value ?? this.ctx.reader.rawOf(result) ?? new Uint8Array(any.value));
       now.results.push(result);
       update.add(result);
     });
