@@ -15,7 +15,7 @@ import type { SourceRecord } from '../src/merge/source-record.js';
 import { FileRecordStore } from '../src/state/file-record-store.js';
 import { decodeStateFile } from '../src/state/state-file.js';
 import { encodeBody, kindNamed } from '../test/support/fake-upstreams.js';
-import { freePort } from '../test/support/git-fixtures.js';
+import { freePort } from '../test/support/free-port.js';
 import { IstiodClient } from '../test/support/istiod-client.js';
 import { MeshmuxChild } from '../test/support/meshmux-child.js';
 import { tempDir } from '../test/support/meshmux-harness.js';
