@@ -14,7 +14,7 @@ import { inventory, lost, readiness, report } from '../support/fault-kit.js';
 import { freePort } from '../support/free-port.js';
 import { serviceEntry } from '../support/git-fixtures.js';
 import { IstiodClient } from '../support/istiod-client.js';
-import { MeshmuxChild } from '../support/meshmux-child.js';
+import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { DubboRegistry } from '../support/dubbo-registry.js';
 import { ZookeeperServer } from '../support/zookeeper-server.js';
@@ -84,7 +84,7 @@ async function statePage(http: string): Promise<StatePage> {
 }
 
 /** Waits until meshmux has written the source's state after `since` (ms since the epoch). */
-async function persisted(meshmux: MeshmuxChild, source: string, since: number): Promise<void> {
+async function persisted(meshmux: MeshmuxProcess, source: string, since: number): Promise<void> {
   const deadline = performance.now() + WAIT_MS;
   for (;;) {
     const page = await statePage(meshmux.http);
@@ -121,9 +121,9 @@ async function restartDuringOutage(
   cwd: string,
   hasEverything: (c: IstiodClient) => boolean,
   outage: () => Promise<void>,
-): Promise<{ client: IstiodClient; meshmux: MeshmuxChild; held: Set<string>; servedMs: number }> {
+): Promise<{ client: IstiodClient; meshmux: MeshmuxProcess; held: Set<string>; servedMs: number }> {
   const xds = `127.0.0.1:${await freePort()}`;
-  let meshmux = await MeshmuxChild.start(configFile, { cwd, xds });
+  let meshmux = await MeshmuxProcess.start(configFile, { cwd, xds });
   const client = connect(xds);
   await client.waitFor(hasEverything, WAIT_MS, () => 'the first run served everything');
   await persisted(meshmux, 'mesh', Date.now() - 1);
@@ -131,7 +131,7 @@ async function restartDuringOutage(
   await meshmux.kill('SIGKILL');
   await outage();
   const streamsBefore = client.streams;
-  meshmux = await MeshmuxChild.start(configFile, { cwd, xds });
+  meshmux = await MeshmuxProcess.start(configFile, { cwd, xds });
   await answeredAfter(client, streamsBefore, 'every type answered by the restarted meshmux');
   return { client, meshmux, held, servedMs: performance.now() - meshmux.spawnedAt };
 }
@@ -243,7 +243,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
       ...xdsSourceLines(fake.address),
     ]);
     const xds = `127.0.0.1:${await freePort()}`;
-    let meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir, xds });
+    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
     const client = connect(xds);
     try {
       await client.waitFor(
@@ -260,7 +260,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
       bytes[bytes.length - 3] = (bytes[bytes.length - 3] ?? 0) ^ 0xff;
       await writeFile(file, bytes);
       const streamsBefore = client.streams;
-      meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir, xds });
+      meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
       await client.waitFor(
         (c) => c.streams > streamsBefore,
         WAIT_MS,
@@ -304,7 +304,7 @@ describe('faults: an upstream emptying itself one type at a time on a live strea
       '    type: file',
       '    path: files',
     ]);
-    const meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir });
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
     const client = connect(meshmux.xds);
     try {
       await client.waitFor(
@@ -325,7 +325,12 @@ describe('faults: an upstream emptying itself one type at a time on a live strea
         fake.pushType(typeUrl);
         await new Promise((r) => setTimeout(r, 150));
       }
-      await meshmux.waitForLog((e) => /empty state: holding it/.test(String(e['msg'])), WAIT_MS, 'the hold');
+      await meshmux.waitForLog(
+        (e) => /empty state: holding it/.test(String(e['msg'])),
+        0,
+        WAIT_MS,
+        'the hold',
+      );
       const heldMs = performance.now() - started;
       // A marker through another source: once it arrived, any deletion sent before it has too.
       await writeFile(
@@ -477,7 +482,7 @@ describe('faults: a state folder that is read-only, or full', () => {
       'sources:',
       ...xdsSourceLines(fake.address),
     ]);
-    const meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir });
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
     const client = connect(meshmux.xds);
     try {
       await client.waitFor(
@@ -485,7 +490,12 @@ describe('faults: a state folder that is read-only, or full', () => {
         WAIT_MS,
         () => 'served with a full disk',
       );
-      await meshmux.waitForLog((e) => /could not persist/.test(String(e['msg'])), WAIT_MS, 'the write error');
+      await meshmux.waitForLog(
+        (e) => /could not persist/.test(String(e['msg'])),
+        0,
+        WAIT_MS,
+        'the write error',
+      );
       fake.set(
         'ServiceEntry',
         [0, 1, 2, 3, 4, 5].map((i) => se(`svc-${i}`)),

@@ -13,7 +13,7 @@ import { freePort } from '../support/free-port.js';
 import { TestRepo, serviceEntry, virtualService } from '../support/git-fixtures.js';
 import { inventory, lost, readiness, report } from '../support/fault-kit.js';
 import { IstiodClient } from '../support/istiod-client.js';
-import { MeshmuxChild } from '../support/meshmux-child.js';
+import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
 
 const VS = 'networking.istio.io/v1/VirtualService';
@@ -37,7 +37,7 @@ function connect(xds: string): IstiodClient {
 describe('faults: an xds upstream mute from the start, beside a file source', () => {
   let dir: { dir: string; dispose: () => Promise<void> };
   let mute: FakeAdsServer;
-  let meshmux: MeshmuxChild;
+  let meshmux: MeshmuxProcess;
   let client: IstiodClient;
   let servedMs = 0;
 
@@ -66,7 +66,7 @@ describe('faults: an xds upstream mute from the start, beside a file source', ()
         '',
       ].join('\n'),
     );
-    meshmux = await MeshmuxChild.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
+    meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
     client = connect(meshmux.xds);
     await client.waitFor(
       (c) => c.configs(SE).has('payments/cards'),
@@ -87,6 +87,7 @@ describe('faults: an xds upstream mute from the start, beside a file source', ()
     // The source's own budget (500 ms) reports it; the log says so first.
     await meshmux.waitForLog(
       (e) => e['source'] === 'mute' && /did not answer/.test(String(e['msg'])),
+      0,
       5_000,
       'a log line naming the mute source',
     );
@@ -101,7 +102,7 @@ describe('faults: an xds upstream mute from the start, beside a file source', ()
   });
 
   it("never answers the mute source's kinds as empty, not even after the startup budget", async () => {
-    await meshmux.waitForLog((e) => /startup budget passed/.test(String(e['msg'])), 5_000, 'the budget');
+    await meshmux.waitForLog((e) => /startup budget passed/.test(String(e['msg'])), 0, 5_000, 'the budget');
     // A later change of the file source: once it arrived, whatever the budget caused has arrived too.
     await writeFile(
       path.join(dir.dir, 'files', 'later.yaml'),
@@ -123,7 +124,7 @@ describe('faults: an xds upstream mute from the start, beside a file source', ()
 describe('faults: an xds upstream sending responses that cannot be named, on a live stream', () => {
   let dir: { dir: string; dispose: () => Promise<void> };
   let upstream: FakeAdsServer;
-  let meshmux: MeshmuxChild;
+  let meshmux: MeshmuxProcess;
   let client: IstiodClient;
 
   before(async () => {
@@ -145,7 +146,7 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
         '',
       ].join('\n'),
     );
-    meshmux = await MeshmuxChild.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
+    meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
     client = connect(meshmux.xds);
     await client.waitFor(
       (c) => c.configs(VS).size === 3 && c.configs(DR).size === 1,
@@ -267,7 +268,7 @@ describe('faults: a git remote gone when meshmux restarts', () => {
       ].join('\n'),
     );
     const xds = `127.0.0.1:${await freePort()}`;
-    let meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir, xds });
+    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
     const client = connect(xds);
     try {
       await client.waitFor(
@@ -281,7 +282,7 @@ describe('faults: a git remote gone when meshmux restarts', () => {
       const streamsBefore = client.streams;
 
       // Restarted on the same port: the istiod stand-in redials it, as istiod does, keeping its store.
-      meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir, xds });
+      meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
       await client.waitFor(
         (c) =>
           [VS, SE].every((t) => c.received.some((r) => r.stream > streamsBefore && r.typeUrl === t)) &&
@@ -294,10 +295,11 @@ describe('faults: a git remote gone when meshmux restarts', () => {
       assert.deepEqual(missing, [], 'objects lost');
       await meshmux.waitForLog(
         (e) => e['source'] === 'mesh' && /serving the commit last fetched/.test(String(e['msg'])),
+        0,
         5_000,
         'the log line saying the mirror is served',
       );
-      const timeOf = (msg: string): number => Number(meshmux.log.find((e) => e['msg'] === msg)?.['time']);
+      const timeOf = (msg: string): number => Number(meshmux.logs.find((e) => e['msg'] === msg)?.['time']);
       const { body: ready } = await readiness(meshmux.http);
       assert.equal(ready.sources[0]?.state, 'stale', JSON.stringify(ready));
       report('git remote gone at restart', {
