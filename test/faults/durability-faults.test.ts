@@ -18,22 +18,13 @@ import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { DubboRegistry } from '../support/dubbo-registry.js';
 import { ZookeeperServer } from '../support/zookeeper-server.js';
+import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
 
 const VS = 'networking.istio.io/v1/VirtualService';
 const DR = 'networking.istio.io/v1/DestinationRule';
 const SE = 'networking.istio.io/v1/ServiceEntry';
 const WAIT_MS = 20_000;
 
-function vs(name: string): FakeObject {
-  return {
-    namespace: 'shop',
-    name,
-    spec: { hosts: [name], http: [{ route: [{ destination: { host: name } }] }] },
-  };
-}
-function dr(name: string): FakeObject {
-  return { namespace: 'shop', name, spec: { host: name, traffic_policy: { tls: { mode: 'ISTIO_MUTUAL' } } } };
-}
 function se(name: string): FakeObject {
   return {
     namespace: 'shop',
@@ -52,8 +43,14 @@ async function upstream(port = 0): Promise<FakeAdsServer> {
   const fake = await FakeAdsServer.start({ peer: 'istiod' }, port);
   const names = [0, 1, 2, 3, 4].map((i) => `svc-${i}`);
   fake
-    .set('VirtualService', names.map(vs))
-    .set('DestinationRule', names.map(dr))
+    .set(
+      'VirtualService',
+      names.map((n) => fakeVirtualService(n)),
+    )
+    .set(
+      'DestinationRule',
+      names.map((n) => fakeDestinationRule(n)),
+    )
     .set('ServiceEntry', names.map(se));
   return fake;
 }
@@ -169,7 +166,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
       await fake.restart();
       fake.set(
         'VirtualService',
-        [0, 1, 2, 3, 4, 5].map((i) => vs(`svc-${i}`)),
+        [0, 1, 2, 3, 4, 5].map((i) => fakeVirtualService(`svc-${i}`)),
       );
       fake.push();
       await run.client.waitFor(
@@ -420,12 +417,12 @@ describe('faults: a state folder that is read-only, or full', () => {
       assert.deepEqual(lost(run.held, inventory(run.client)), [], 'objects lost');
       await fake.restart();
       fake.set('VirtualService', [
-        vs('svc-0'),
-        vs('svc-1'),
-        vs('svc-2'),
-        vs('svc-3'),
-        vs('svc-4'),
-        vs('svc-new'),
+        fakeVirtualService('svc-0'),
+        fakeVirtualService('svc-1'),
+        fakeVirtualService('svc-2'),
+        fakeVirtualService('svc-3'),
+        fakeVirtualService('svc-4'),
+        fakeVirtualService('svc-new'),
       ]);
       fake.push();
       await run.client.waitFor(

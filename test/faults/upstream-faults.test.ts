@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { FakeAdsServer, kindNamed, type FakeObject } from '../support/fake-upstreams.js';
+import { FakeAdsServer, kindNamed } from '../support/fake-upstreams.js';
 import { bareBodyAny, discoveryResponse, everyConfigTypeUrl, mcpAny } from '../support/faulty-responses.js';
 import { freePort } from '../support/free-port.js';
 import { TestRepo, serviceEntry, virtualService } from '../support/git-fixtures.js';
@@ -15,20 +15,13 @@ import { inventory, lost, readiness, report } from '../support/fault-kit.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
+import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
 
 const VS = 'networking.istio.io/v1/VirtualService';
 const DR = 'networking.istio.io/v1/DestinationRule';
 const SE = 'networking.istio.io/v1/ServiceEntry';
 const VS_KIND = kindNamed('VirtualService');
 const DR_KIND = kindNamed('DestinationRule');
-
-function vs(name: string, host = name): FakeObject {
-  return { namespace: 'shop', name, spec: { hosts: [host], http: [{ route: [{ destination: { host } }] }] } };
-}
-
-function dr(name: string, host = name): FakeObject {
-  return { namespace: 'shop', name, spec: { host, traffic_policy: { tls: { mode: 'ISTIO_MUTUAL' } } } };
-}
 
 function connect(xds: string): IstiodClient {
   return new IstiodClient({ address: xds, backoff: { initialMs: 20, maxMs: 200 } }).start();
@@ -44,7 +37,7 @@ describe('faults: an xds upstream mute from the start, beside a file source', ()
   before(async () => {
     dir = await tempDir('meshmux-fault-mute-');
     mute = await FakeAdsServer.start({ peer: 'istiod', mute: everyConfigTypeUrl() });
-    mute.set('VirtualService', [vs('reviews')]);
+    mute.set('VirtualService', [fakeVirtualService('reviews')]);
     await mkdir(path.join(dir.dir, 'files'));
     await writeFile(
       path.join(dir.dir, 'files', 'egress.yaml'),
@@ -131,8 +124,12 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
     dir = await tempDir('meshmux-fault-nack-');
     upstream = await FakeAdsServer.start({ peer: 'istiod' });
     upstream
-      .set('VirtualService', [vs('reviews'), vs('ratings'), vs('details')])
-      .set('DestinationRule', [dr('reviews')]);
+      .set('VirtualService', [
+        fakeVirtualService('reviews'),
+        fakeVirtualService('ratings'),
+        fakeVirtualService('details'),
+      ])
+      .set('DestinationRule', [fakeDestinationRule('reviews')]);
     await writeFile(
       path.join(dir.dir, 'meshmux.yaml'),
       [
@@ -164,7 +161,7 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
   /** A DestinationRule change that must reach the istiod: once it has, every earlier response was handled. */
   async function marker(name: string): Promise<number> {
     const started = performance.now();
-    upstream.set('DestinationRule', [dr('reviews'), dr(name)]);
+    upstream.set('DestinationRule', [fakeDestinationRule('reviews'), fakeDestinationRule(name)]);
     upstream.push();
     await client.waitFor(
       (c) => c.configs(DR).has(`shop/${name}`),
@@ -178,9 +175,11 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
     const held = inventory(client);
     const nonces = ['bare-bodies', 'swapped', 'swapped-back'];
     const started = performance.now();
-    upstream.sendRaw(discoveryResponse(VS, [bareBodyAny(VS_KIND, vs('reviews'))], 'bare-bodies'));
-    upstream.sendRaw(discoveryResponse(VS, [mcpAny(DR_KIND, dr('reviews'))], 'swapped'));
-    upstream.sendRaw(discoveryResponse(DR, [mcpAny(VS_KIND, vs('reviews'))], 'swapped-back'));
+    upstream.sendRaw(
+      discoveryResponse(VS, [bareBodyAny(VS_KIND, fakeVirtualService('reviews'))], 'bare-bodies'),
+    );
+    upstream.sendRaw(discoveryResponse(VS, [mcpAny(DR_KIND, fakeDestinationRule('reviews'))], 'swapped'));
+    upstream.sendRaw(discoveryResponse(DR, [mcpAny(VS_KIND, fakeVirtualService('reviews'))], 'swapped-back'));
     await upstream.waitFor(
       () => nonces.every((n) => upstream.requests.some((r) => r.nonce === n)),
       5_000,
@@ -205,11 +204,11 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
     const held = inventory(client);
     const started = performance.now();
     upstream.set('VirtualService', [
-      vs('reviews'),
-      vs('ratings'),
-      vs('details'),
-      vs('NOT A VALID NAME!!', 'bad'),
-      vs('added'),
+      fakeVirtualService('reviews'),
+      fakeVirtualService('ratings'),
+      fakeVirtualService('details'),
+      fakeVirtualService('NOT A VALID NAME!!', 'bad'),
+      fakeVirtualService('added'),
     ]);
     upstream.push();
     await client.waitFor(
