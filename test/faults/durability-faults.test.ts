@@ -10,10 +10,10 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { FakeAdsServer, type FakeObject } from '../support/fake-upstreams.js';
-import { inventory, lost, readiness, report } from '../support/fault-kit.js';
+import { connectIstiod, inventory, lost, readiness, report } from '../support/fault-kit.js';
 import { freePort } from '../support/free-port.js';
 import { serviceEntry } from '../support/git-fixtures.js';
-import { IstiodClient } from '../support/istiod-client.js';
+import type { IstiodClient } from '../support/istiod-client.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { DubboRegistry } from '../support/dubbo-registry.js';
@@ -53,10 +53,6 @@ async function upstream(port = 0): Promise<FakeAdsServer> {
     )
     .set('ServiceEntry', names.map(se));
   return fake;
-}
-
-function connect(xds: string): IstiodClient {
-  return new IstiodClient({ address: xds, backoff: { initialMs: 20, maxMs: 200 } }).start();
 }
 
 /** Resolves once the client has been answered every requested type on a stream after `afterStream`. */
@@ -121,7 +117,7 @@ async function restartDuringOutage(
 ): Promise<{ client: IstiodClient; meshmux: MeshmuxProcess; held: Set<string>; servedMs: number }> {
   const xds = `127.0.0.1:${await freePort()}`;
   let meshmux = await MeshmuxProcess.start(configFile, { cwd, xds });
-  const client = connect(xds);
+  const client = connectIstiod(xds);
   await client.waitFor(hasEverything, WAIT_MS, () => 'the first run served everything');
   await persisted(meshmux, 'mesh', Date.now() - 1);
   const held = inventory(client);
@@ -241,7 +237,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
     ]);
     const xds = `127.0.0.1:${await freePort()}`;
     let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
-    const client = connect(xds);
+    const client = connectIstiod(xds);
     try {
       await client.waitFor(
         (c) => c.configs(SE).size === 5,
@@ -302,7 +298,7 @@ describe('faults: an upstream emptying itself one type at a time on a live strea
       '    path: files',
     ]);
     const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
-    const client = connect(meshmux.xds);
+    const client = connectIstiod(meshmux.xds);
     try {
       await client.waitFor(
         (c) => c.configs(SE).size === 5 && c.configs(DR).size === 5,
@@ -480,7 +476,7 @@ describe('faults: a state folder that is read-only, or full', () => {
       ...xdsSourceLines(fake.address),
     ]);
     const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
-    const client = connect(meshmux.xds);
+    const client = connectIstiod(meshmux.xds);
     try {
       await client.waitFor(
         (c) => c.configs(SE).size === 5,

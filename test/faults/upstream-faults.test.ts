@@ -11,8 +11,8 @@ import { FakeAdsServer, kindNamed } from '../support/fake-upstreams.js';
 import { bareBodyAny, discoveryResponse, everyConfigTypeUrl, mcpAny } from '../support/faulty-responses.js';
 import { freePort } from '../support/free-port.js';
 import { TestRepo, serviceEntry, virtualService } from '../support/git-fixtures.js';
-import { inventory, lost, readiness, report } from '../support/fault-kit.js';
-import { IstiodClient } from '../support/istiod-client.js';
+import { connectIstiod, inventory, lost, readiness, report } from '../support/fault-kit.js';
+import type { IstiodClient } from '../support/istiod-client.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
@@ -22,10 +22,6 @@ const DR = 'networking.istio.io/v1/DestinationRule';
 const SE = 'networking.istio.io/v1/ServiceEntry';
 const VS_KIND = kindNamed('VirtualService');
 const DR_KIND = kindNamed('DestinationRule');
-
-function connect(xds: string): IstiodClient {
-  return new IstiodClient({ address: xds, backoff: { initialMs: 20, maxMs: 200 } }).start();
-}
 
 describe('faults: an xds upstream mute from the start, beside a file source', () => {
   let dir: { dir: string; dispose: () => Promise<void> };
@@ -60,7 +56,7 @@ describe('faults: an xds upstream mute from the start, beside a file source', ()
       ].join('\n'),
     );
     meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
-    client = connect(meshmux.xds);
+    client = connectIstiod(meshmux.xds);
     await client.waitFor(
       (c) => c.configs(SE).has('payments/cards'),
       15_000,
@@ -144,7 +140,7 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
       ].join('\n'),
     );
     meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
-    client = connect(meshmux.xds);
+    client = connectIstiod(meshmux.xds);
     await client.waitFor(
       (c) => c.configs(VS).size === 3 && c.configs(DR).size === 1,
       15_000,
@@ -268,7 +264,7 @@ describe('faults: a git remote gone when meshmux restarts', () => {
     );
     const xds = `127.0.0.1:${await freePort()}`;
     let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
-    const client = connect(xds);
+    const client = connectIstiod(xds);
     try {
       await client.waitFor(
         (c) => c.configs(VS).has('shop/reviews') && c.configs(SE).has('payments/cards'),
