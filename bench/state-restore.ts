@@ -15,9 +15,9 @@ import type { SourceRecord } from '../src/merge/source-record.js';
 import { FileRecordStore } from '../src/state/file-record-store.js';
 import { decodeStateFile } from '../src/state/state-file.js';
 import { encodeBody, kindNamed } from '../test/support/fake-upstreams.js';
-import { freePort } from '../test/support/git-fixtures.js';
+import { freePort } from '../test/support/free-port.js';
 import { IstiodClient } from '../test/support/istiod-client.js';
-import { MeshmuxChild } from '../test/support/meshmux-child.js';
+import { MeshmuxProcess } from '../test/support/meshmux-process.js';
 import { tempDir } from '../test/support/meshmux-harness.js';
 
 const SERVICE_ENTRIES = Number(process.argv[2] ?? 50_000);
@@ -112,7 +112,7 @@ async function main(): Promise<void> {
     );
     const xds = `127.0.0.1:${await freePort()}`;
     const client = new IstiodClient({ address: xds, backoff: { initialMs: 20, maxMs: 100 } }).start();
-    const meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir, xds, timeoutMs: 60_000 });
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds, timeoutMs: 60_000 });
     try {
       await client.waitFor(
         (c) => c.configs(SE_URL).size === SERVICE_ENTRIES && c.configs(VS_URL).size === VIRTUAL_SERVICES,
@@ -120,12 +120,13 @@ async function main(): Promise<void> {
         () => 'every persisted object at the istiod',
       );
       const servedMs = performance.now() - meshmux.spawnedAt;
-      const started = meshmux.log.find((e) => e['msg'] === 'meshmux started');
-      const restored = meshmux.log.find(
+      const started = meshmux.logs.find((e) => e['msg'] === 'meshmux started');
+      const restored = meshmux.logs.find(
         (e) => e['msg'] === 'serving the persisted state until the source syncs',
       );
-      const first = Number(meshmux.log[0]?.['time']);
-      const at = (msg: string): number => Number(meshmux.log.find((e) => e['msg'] === msg)?.['time']) - first;
+      const first = Number(meshmux.logs[0]?.['time']);
+      const at = (msg: string): number =>
+        Number(meshmux.logs.find((e) => e['msg'] === msg)?.['time']) - first;
       const spawnToStarted = Number(started?.['time']) - first;
       const ready = await fetch(`${meshmux.http}/ready`);
       const figures = {

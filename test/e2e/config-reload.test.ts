@@ -64,7 +64,7 @@ describe('configuration reloads', () => {
     await mkdir(path.join(dir, 'mesh'));
     await writeFile(path.join(dir, 'mesh', 'a.yaml'), plainServiceEntry('cart'));
     await writeFile(configFile, config());
-    const meshmux = await MeshmuxProcess.start(configFile, dir);
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir });
     const client = new IstiodClient({ address: meshmux.xds }).start();
     try {
       await client.waitFor(

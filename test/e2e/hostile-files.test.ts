@@ -29,7 +29,7 @@ describe('hostile files in a watched folder', () => {
       path.join(dir, 'meshmux.yaml'),
       'sources:\n  - name: local\n    type: file\n    path: ./mesh\n    rescanInterval: 500ms\n',
     );
-    meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), dir);
+    meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir });
     client = new IstiodClient({ address: meshmux.xds }).start();
     await client.waitFor(
       (c) => c.configs(SE).has('shop/cart'),

@@ -113,7 +113,7 @@ describe('one client costs only itself (meshmux in a child process, a 20 MB type
         '',
       ].join('\n'),
     );
-    meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), dir);
+    meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir });
     healthy = new IstiodClient({ address: meshmux.xds, release: [SE] }).start();
     await healthy.waitForSync(120_000);
     assert.equal(healthy.configs(SE).size, BULK_FILES * PER_FILE + 1);
@@ -121,7 +121,7 @@ describe('one client costs only itself (meshmux in a child process, a 20 MB type
 
   after(async () => {
     healthy.close();
-    meshmux.kill();
+    await meshmux.kill();
     await dispose();
   });
 

@@ -30,10 +30,10 @@ describe('what clients claim is bounded (meshmux in a child process)', () => {
       path.join(dir, 'meshmux.yaml'),
       'server: {maxViews: 2, viewGrace: 60s}\nsources: [{name: mesh, type: file, path: ./mesh}]\n',
     );
-    meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), dir);
+    meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir });
   });
   after(async () => {
-    meshmux.kill();
+    await meshmux.kill();
     await dispose();
   });
 

@@ -10,29 +10,21 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { FakeAdsServer, type FakeObject } from '../support/fake-upstreams.js';
-import { inventory, lost, readiness, report } from '../support/fault-kit.js';
-import { freePort, serviceEntry } from '../support/git-fixtures.js';
-import { IstiodClient } from '../support/istiod-client.js';
-import { MeshmuxChild } from '../support/meshmux-child.js';
+import { connectIstiod, inventory, lost, readiness, report } from '../support/fault-kit.js';
+import { freePort } from '../support/free-port.js';
+import { serviceEntry } from '../support/git-fixtures.js';
+import type { IstiodClient } from '../support/istiod-client.js';
+import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { DubboRegistry } from '../support/dubbo-registry.js';
 import { ZookeeperServer } from '../support/zookeeper-server.js';
+import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
 
 const VS = 'networking.istio.io/v1/VirtualService';
 const DR = 'networking.istio.io/v1/DestinationRule';
 const SE = 'networking.istio.io/v1/ServiceEntry';
 const WAIT_MS = 20_000;
 
-function vs(name: string): FakeObject {
-  return {
-    namespace: 'shop',
-    name,
-    spec: { hosts: [name], http: [{ route: [{ destination: { host: name } }] }] },
-  };
-}
-function dr(name: string): FakeObject {
-  return { namespace: 'shop', name, spec: { host: name, traffic_policy: { tls: { mode: 'ISTIO_MUTUAL' } } } };
-}
 function se(name: string): FakeObject {
   return {
     namespace: 'shop',
@@ -51,14 +43,16 @@ async function upstream(port = 0): Promise<FakeAdsServer> {
   const fake = await FakeAdsServer.start({ peer: 'istiod' }, port);
   const names = [0, 1, 2, 3, 4].map((i) => `svc-${i}`);
   fake
-    .set('VirtualService', names.map(vs))
-    .set('DestinationRule', names.map(dr))
+    .set(
+      'VirtualService',
+      names.map((n) => fakeVirtualService(n)),
+    )
+    .set(
+      'DestinationRule',
+      names.map((n) => fakeDestinationRule(n)),
+    )
     .set('ServiceEntry', names.map(se));
   return fake;
-}
-
-function connect(xds: string): IstiodClient {
-  return new IstiodClient({ address: xds, backoff: { initialMs: 20, maxMs: 200 } }).start();
 }
 
 /** Resolves once the client has been answered every requested type on a stream after `afterStream`. */
@@ -83,7 +77,7 @@ async function statePage(http: string): Promise<StatePage> {
 }
 
 /** Waits until meshmux has written the source's state after `since` (ms since the epoch). */
-async function persisted(meshmux: MeshmuxChild, source: string, since: number): Promise<void> {
+async function persisted(meshmux: MeshmuxProcess, source: string, since: number): Promise<void> {
   const deadline = performance.now() + WAIT_MS;
   for (;;) {
     const page = await statePage(meshmux.http);
@@ -120,17 +114,17 @@ async function restartDuringOutage(
   cwd: string,
   hasEverything: (c: IstiodClient) => boolean,
   outage: () => Promise<void>,
-): Promise<{ client: IstiodClient; meshmux: MeshmuxChild; held: Set<string>; servedMs: number }> {
+): Promise<{ client: IstiodClient; meshmux: MeshmuxProcess; held: Set<string>; servedMs: number }> {
   const xds = `127.0.0.1:${await freePort()}`;
-  let meshmux = await MeshmuxChild.start(configFile, { cwd, xds });
-  const client = connect(xds);
+  let meshmux = await MeshmuxProcess.start(configFile, { cwd, xds });
+  const client = connectIstiod(xds);
   await client.waitFor(hasEverything, WAIT_MS, () => 'the first run served everything');
   await persisted(meshmux, 'mesh', Date.now() - 1);
   const held = inventory(client);
   await meshmux.kill('SIGKILL');
   await outage();
   const streamsBefore = client.streams;
-  meshmux = await MeshmuxChild.start(configFile, { cwd, xds });
+  meshmux = await MeshmuxProcess.start(configFile, { cwd, xds });
   await answeredAfter(client, streamsBefore, 'every type answered by the restarted meshmux');
   return { client, meshmux, held, servedMs: performance.now() - meshmux.spawnedAt };
 }
@@ -168,7 +162,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
       await fake.restart();
       fake.set(
         'VirtualService',
-        [0, 1, 2, 3, 4, 5].map((i) => vs(`svc-${i}`)),
+        [0, 1, 2, 3, 4, 5].map((i) => fakeVirtualService(`svc-${i}`)),
       );
       fake.push();
       await run.client.waitFor(
@@ -242,8 +236,8 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
       ...xdsSourceLines(fake.address),
     ]);
     const xds = `127.0.0.1:${await freePort()}`;
-    let meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir, xds });
-    const client = connect(xds);
+    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+    const client = connectIstiod(xds);
     try {
       await client.waitFor(
         (c) => c.configs(SE).size === 5,
@@ -259,7 +253,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
       bytes[bytes.length - 3] = (bytes[bytes.length - 3] ?? 0) ^ 0xff;
       await writeFile(file, bytes);
       const streamsBefore = client.streams;
-      meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir, xds });
+      meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
       await client.waitFor(
         (c) => c.streams > streamsBefore,
         WAIT_MS,
@@ -303,8 +297,8 @@ describe('faults: an upstream emptying itself one type at a time on a live strea
       '    type: file',
       '    path: files',
     ]);
-    const meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir });
-    const client = connect(meshmux.xds);
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
+    const client = connectIstiod(meshmux.xds);
     try {
       await client.waitFor(
         (c) => c.configs(SE).size === 5 && c.configs(DR).size === 5,
@@ -324,7 +318,12 @@ describe('faults: an upstream emptying itself one type at a time on a live strea
         fake.pushType(typeUrl);
         await new Promise((r) => setTimeout(r, 150));
       }
-      await meshmux.waitForLog((e) => /empty state: holding it/.test(String(e['msg'])), WAIT_MS, 'the hold');
+      await meshmux.waitForLog(
+        (e) => /empty state: holding it/.test(String(e['msg'])),
+        0,
+        WAIT_MS,
+        'the hold',
+      );
       const heldMs = performance.now() - started;
       // A marker through another source: once it arrived, any deletion sent before it has too.
       await writeFile(
@@ -414,12 +413,12 @@ describe('faults: a state folder that is read-only, or full', () => {
       assert.deepEqual(lost(run.held, inventory(run.client)), [], 'objects lost');
       await fake.restart();
       fake.set('VirtualService', [
-        vs('svc-0'),
-        vs('svc-1'),
-        vs('svc-2'),
-        vs('svc-3'),
-        vs('svc-4'),
-        vs('svc-new'),
+        fakeVirtualService('svc-0'),
+        fakeVirtualService('svc-1'),
+        fakeVirtualService('svc-2'),
+        fakeVirtualService('svc-3'),
+        fakeVirtualService('svc-4'),
+        fakeVirtualService('svc-new'),
       ]);
       fake.push();
       await run.client.waitFor(
@@ -476,15 +475,20 @@ describe('faults: a state folder that is read-only, or full', () => {
       'sources:',
       ...xdsSourceLines(fake.address),
     ]);
-    const meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir });
-    const client = connect(meshmux.xds);
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
+    const client = connectIstiod(meshmux.xds);
     try {
       await client.waitFor(
         (c) => c.configs(SE).size === 5,
         WAIT_MS,
         () => 'served with a full disk',
       );
-      await meshmux.waitForLog((e) => /could not persist/.test(String(e['msg'])), WAIT_MS, 'the write error');
+      await meshmux.waitForLog(
+        (e) => /could not persist/.test(String(e['msg'])),
+        0,
+        WAIT_MS,
+        'the write error',
+      );
       fake.set(
         'ServiceEntry',
         [0, 1, 2, 3, 4, 5].map((i) => se(`svc-${i}`)),

@@ -30,7 +30,7 @@ describe('shutdown', () => {
     await mkdir(path.join(dir, 'mesh'));
     await writeFile(path.join(dir, 'mesh', 'se.yaml'), serviceEntries(200));
     await writeFile(path.join(dir, 'meshmux.yaml'), 'sources: [{name: mesh, type: file, path: ./mesh}]\n');
-    const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), dir);
+    const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir });
     const clients = [0, 1, 2].map((i) =>
       new IstiodClient({
         address: meshmux.xds,
@@ -59,7 +59,7 @@ describe('shutdown', () => {
     } finally {
       for (const c of clients) c.close();
       stalled.close();
-      meshmux.kill();
+      await meshmux.kill();
       await dispose();
     }
   });

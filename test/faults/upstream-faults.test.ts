@@ -7,13 +7,15 @@ import assert from 'node:assert/strict';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { FakeAdsServer, kindNamed, type FakeObject } from '../support/fake-upstreams.js';
+import { FakeAdsServer, kindNamed } from '../support/fake-upstreams.js';
 import { bareBodyAny, discoveryResponse, everyConfigTypeUrl, mcpAny } from '../support/faulty-responses.js';
-import { TestRepo, freePort, serviceEntry, virtualService } from '../support/git-fixtures.js';
-import { inventory, lost, readiness, report } from '../support/fault-kit.js';
-import { IstiodClient } from '../support/istiod-client.js';
-import { MeshmuxChild } from '../support/meshmux-child.js';
+import { freePort } from '../support/free-port.js';
+import { TestRepo, serviceEntry, virtualService } from '../support/git-fixtures.js';
+import { connectIstiod, inventory, lost, readiness, report } from '../support/fault-kit.js';
+import type { IstiodClient } from '../support/istiod-client.js';
+import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
+import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
 
 const VS = 'networking.istio.io/v1/VirtualService';
 const DR = 'networking.istio.io/v1/DestinationRule';
@@ -21,29 +23,17 @@ const SE = 'networking.istio.io/v1/ServiceEntry';
 const VS_KIND = kindNamed('VirtualService');
 const DR_KIND = kindNamed('DestinationRule');
 
-function vs(name: string, host = name): FakeObject {
-  return { namespace: 'shop', name, spec: { hosts: [host], http: [{ route: [{ destination: { host } }] }] } };
-}
-
-function dr(name: string, host = name): FakeObject {
-  return { namespace: 'shop', name, spec: { host, traffic_policy: { tls: { mode: 'ISTIO_MUTUAL' } } } };
-}
-
-function connect(xds: string): IstiodClient {
-  return new IstiodClient({ address: xds, backoff: { initialMs: 20, maxMs: 200 } }).start();
-}
-
 describe('faults: an xds upstream mute from the start, beside a file source', () => {
   let dir: { dir: string; dispose: () => Promise<void> };
   let mute: FakeAdsServer;
-  let meshmux: MeshmuxChild;
+  let meshmux: MeshmuxProcess;
   let client: IstiodClient;
   let servedMs = 0;
 
   before(async () => {
     dir = await tempDir('meshmux-fault-mute-');
     mute = await FakeAdsServer.start({ peer: 'istiod', mute: everyConfigTypeUrl() });
-    mute.set('VirtualService', [vs('reviews')]);
+    mute.set('VirtualService', [fakeVirtualService('reviews')]);
     await mkdir(path.join(dir.dir, 'files'));
     await writeFile(
       path.join(dir.dir, 'files', 'egress.yaml'),
@@ -65,8 +55,8 @@ describe('faults: an xds upstream mute from the start, beside a file source', ()
         '',
       ].join('\n'),
     );
-    meshmux = await MeshmuxChild.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
-    client = connect(meshmux.xds);
+    meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
+    client = connectIstiod(meshmux.xds);
     await client.waitFor(
       (c) => c.configs(SE).has('payments/cards'),
       15_000,
@@ -86,6 +76,7 @@ describe('faults: an xds upstream mute from the start, beside a file source', ()
     // The source's own budget (500 ms) reports it; the log says so first.
     await meshmux.waitForLog(
       (e) => e['source'] === 'mute' && /did not answer/.test(String(e['msg'])),
+      0,
       5_000,
       'a log line naming the mute source',
     );
@@ -100,7 +91,7 @@ describe('faults: an xds upstream mute from the start, beside a file source', ()
   });
 
   it("never answers the mute source's kinds as empty, not even after the startup budget", async () => {
-    await meshmux.waitForLog((e) => /startup budget passed/.test(String(e['msg'])), 5_000, 'the budget');
+    await meshmux.waitForLog((e) => /startup budget passed/.test(String(e['msg'])), 0, 5_000, 'the budget');
     // A later change of the file source: once it arrived, whatever the budget caused has arrived too.
     await writeFile(
       path.join(dir.dir, 'files', 'later.yaml'),
@@ -122,15 +113,19 @@ describe('faults: an xds upstream mute from the start, beside a file source', ()
 describe('faults: an xds upstream sending responses that cannot be named, on a live stream', () => {
   let dir: { dir: string; dispose: () => Promise<void> };
   let upstream: FakeAdsServer;
-  let meshmux: MeshmuxChild;
+  let meshmux: MeshmuxProcess;
   let client: IstiodClient;
 
   before(async () => {
     dir = await tempDir('meshmux-fault-nack-');
     upstream = await FakeAdsServer.start({ peer: 'istiod' });
     upstream
-      .set('VirtualService', [vs('reviews'), vs('ratings'), vs('details')])
-      .set('DestinationRule', [dr('reviews')]);
+      .set('VirtualService', [
+        fakeVirtualService('reviews'),
+        fakeVirtualService('ratings'),
+        fakeVirtualService('details'),
+      ])
+      .set('DestinationRule', [fakeDestinationRule('reviews')]);
     await writeFile(
       path.join(dir.dir, 'meshmux.yaml'),
       [
@@ -144,8 +139,8 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
         '',
       ].join('\n'),
     );
-    meshmux = await MeshmuxChild.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
-    client = connect(meshmux.xds);
+    meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
+    client = connectIstiod(meshmux.xds);
     await client.waitFor(
       (c) => c.configs(VS).size === 3 && c.configs(DR).size === 1,
       15_000,
@@ -162,7 +157,7 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
   /** A DestinationRule change that must reach the istiod: once it has, every earlier response was handled. */
   async function marker(name: string): Promise<number> {
     const started = performance.now();
-    upstream.set('DestinationRule', [dr('reviews'), dr(name)]);
+    upstream.set('DestinationRule', [fakeDestinationRule('reviews'), fakeDestinationRule(name)]);
     upstream.push();
     await client.waitFor(
       (c) => c.configs(DR).has(`shop/${name}`),
@@ -176,9 +171,11 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
     const held = inventory(client);
     const nonces = ['bare-bodies', 'swapped', 'swapped-back'];
     const started = performance.now();
-    upstream.sendRaw(discoveryResponse(VS, [bareBodyAny(VS_KIND, vs('reviews'))], 'bare-bodies'));
-    upstream.sendRaw(discoveryResponse(VS, [mcpAny(DR_KIND, dr('reviews'))], 'swapped'));
-    upstream.sendRaw(discoveryResponse(DR, [mcpAny(VS_KIND, vs('reviews'))], 'swapped-back'));
+    upstream.sendRaw(
+      discoveryResponse(VS, [bareBodyAny(VS_KIND, fakeVirtualService('reviews'))], 'bare-bodies'),
+    );
+    upstream.sendRaw(discoveryResponse(VS, [mcpAny(DR_KIND, fakeDestinationRule('reviews'))], 'swapped'));
+    upstream.sendRaw(discoveryResponse(DR, [mcpAny(VS_KIND, fakeVirtualService('reviews'))], 'swapped-back'));
     await upstream.waitFor(
       () => nonces.every((n) => upstream.requests.some((r) => r.nonce === n)),
       5_000,
@@ -203,11 +200,11 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
     const held = inventory(client);
     const started = performance.now();
     upstream.set('VirtualService', [
-      vs('reviews'),
-      vs('ratings'),
-      vs('details'),
-      vs('NOT A VALID NAME!!', 'bad'),
-      vs('added'),
+      fakeVirtualService('reviews'),
+      fakeVirtualService('ratings'),
+      fakeVirtualService('details'),
+      fakeVirtualService('NOT A VALID NAME!!', 'bad'),
+      fakeVirtualService('added'),
     ]);
     upstream.push();
     await client.waitFor(
@@ -266,8 +263,8 @@ describe('faults: a git remote gone when meshmux restarts', () => {
       ].join('\n'),
     );
     const xds = `127.0.0.1:${await freePort()}`;
-    let meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir, xds });
-    const client = connect(xds);
+    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+    const client = connectIstiod(xds);
     try {
       await client.waitFor(
         (c) => c.configs(VS).has('shop/reviews') && c.configs(SE).has('payments/cards'),
@@ -280,7 +277,7 @@ describe('faults: a git remote gone when meshmux restarts', () => {
       const streamsBefore = client.streams;
 
       // Restarted on the same port: the istiod stand-in redials it, as istiod does, keeping its store.
-      meshmux = await MeshmuxChild.start(configFile, { cwd: dir.dir, xds });
+      meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
       await client.waitFor(
         (c) =>
           [VS, SE].every((t) => c.received.some((r) => r.stream > streamsBefore && r.typeUrl === t)) &&
@@ -293,10 +290,11 @@ describe('faults: a git remote gone when meshmux restarts', () => {
       assert.deepEqual(missing, [], 'objects lost');
       await meshmux.waitForLog(
         (e) => e['source'] === 'mesh' && /serving the commit last fetched/.test(String(e['msg'])),
+        0,
         5_000,
         'the log line saying the mirror is served',
       );
-      const timeOf = (msg: string): number => Number(meshmux.log.find((e) => e['msg'] === msg)?.['time']);
+      const timeOf = (msg: string): number => Number(meshmux.logs.find((e) => e['msg'] === msg)?.['time']);
       const { body: ready } = await readiness(meshmux.http);
       assert.equal(ready.sources[0]?.state, 'stale', JSON.stringify(ready));
       report('git remote gone at restart', {

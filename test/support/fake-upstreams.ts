@@ -23,6 +23,7 @@ import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
 import { KINDS, MESH_CONFIG_KIND, type KindDescriptor } from '../../src/schema/kinds.js';
 import { anyTypeUrl, messageType } from '../../src/schema/proto-root.js';
+import { rawBidiMethod, rawBytes, toBuffer } from './raw-grpc-method.js';
 
 /** One object an upstream holds. `spec` is protobufjs `fromObject` input of the body (snake_case). */
 export interface FakeObject {
@@ -45,21 +46,6 @@ const RESOURCES = messageType('istio.mcp.v1alpha1.Resources');
 const MCP_RESOURCE_TYPE_URL = anyTypeUrl('istio.mcp.v1alpha1.Resource');
 const MESH_CONFIG_TYPE_URL = `${MESH_CONFIG_KIND.group}/${MESH_CONFIG_KIND.currentVersion}/${MESH_CONFIG_KIND.kind}`;
 const NACOS_SE_TYPE_URL = 'networking.istio.io/v1alpha3/ServiceEntry';
-
-const toBuffer = (m: Uint8Array): Buffer => Buffer.from(m.buffer, m.byteOffset, m.byteLength);
-const identity = (b: Buffer): Buffer => b;
-
-function bidi(path: string): grpc.MethodDefinition<Buffer, Uint8Array> {
-  return {
-    path,
-    requestStream: true,
-    responseStream: true,
-    requestSerialize: toBuffer,
-    requestDeserialize: identity,
-    responseSerialize: toBuffer,
-    responseDeserialize: identity,
-  };
-}
 
 /** A registry kind by name (`VirtualService`) or key. */
 export function kindNamed(name: string): KindDescriptor {
@@ -374,10 +360,10 @@ export class FakeAdsServer extends Waitable {
     const server = new grpc.Server({ 'grpc.keepalive_permit_without_calls': 1 });
     server.addService(
       {
-        StreamAggregatedResources: bidi(
+        StreamAggregatedResources: rawBidiMethod(
           '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources',
         ),
-        DeltaAggregatedResources: bidi(
+        DeltaAggregatedResources: rawBidiMethod(
           '/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources',
         ),
       },
@@ -809,7 +795,9 @@ export class FakeGalley extends Waitable implements GalleyState {
   private async listen(port: number): Promise<void> {
     const server = new grpc.Server();
     server.addService(
-      { EstablishResourceStream: bidi('/istio.mcp.v1alpha1.ResourceSource/EstablishResourceStream') },
+      {
+        EstablishResourceStream: rawBidiMethod('/istio.mcp.v1alpha1.ResourceSource/EstablishResourceStream'),
+      },
       {
         EstablishResourceStream: (call: grpc.ServerDuplexStream<Buffer, Uint8Array>) => {
           const session = new GalleySession(
@@ -887,7 +875,7 @@ export class GalleySinkPusher extends Waitable implements GalleyState {
     const call = this.client.makeBidiStreamRequest<Uint8Array, Buffer>(
       '/istio.mcp.v1alpha1.ResourceSink/EstablishResourceStream',
       toBuffer,
-      identity,
+      rawBytes,
     );
     this.call = call;
     const session = new GalleySession(

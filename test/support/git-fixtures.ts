@@ -8,10 +8,11 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import { type AddressInfo } from 'node:net';
 import { devNull } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { freePort } from './free-port.js';
 
 const GIT_ENV: NodeJS.ProcessEnv = {
   ...process.env,
@@ -109,17 +110,6 @@ export class TestRepo {
   git(...args: string[]): Promise<string> {
     return git(this.work, ...args);
   }
-}
-
-/** A loopback TCP port nobody listens on right now. */
-export async function freePort(): Promise<number> {
-  const server = createNetServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  server.close();
-  await once(server, 'close');
-  return port;
 }
 
 /** `git daemon` exporting every repository under `basePath` on a loopback port. */

@@ -1,20 +1,35 @@
 /**
- * meshmux as a real child process (`node dist/src/cli.js serve`), for tests that must prove the
- * process itself survives: it keeps running, keeps its streams, and says what went wrong.
+ * meshmux as a real child process (`node dist/src/cli.js serve`), on ephemeral loopback ports, as
+ * an operator runs it: for tests that must prove the process itself survives (it keeps running,
+ * keeps its streams and says what went wrong) and for what survives a SIGKILL and a restart.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
 
+/** The built command line entry point. */
 const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
 
-/** One JSON log line of the child. */
+/** One JSON log line of the child (a line that is not JSON becomes `{ msg: line }`). */
 export type LogLine = Readonly<Record<string, unknown>> & { readonly msg?: string };
+
+/** Options of {@link MeshmuxProcess.start}. */
+export interface MeshmuxProcessOptions {
+  /** The working directory: relative paths of the configuration resolve from here. */
+  readonly cwd: string;
+  /** ADS address; default an ephemeral port. Give the previous one to restart where istiods redial. */
+  readonly xds?: string;
+  /** Extra environment variables, over the test's own (log level info unless given here). */
+  readonly env?: Readonly<Record<string, string>>;
+  /** How long it may take to report its ports. Default 30 s. */
+  readonly timeoutMs?: number;
+}
 
 interface LogWaiter {
   readonly from: number;
   readonly predicate: (line: LogLine) => boolean;
+  readonly what: string;
   readonly resolve: (line: LogLine) => void;
   readonly reject: (err: Error) => void;
   readonly timer: NodeJS.Timeout;
@@ -22,28 +37,30 @@ interface LogWaiter {
 
 /** A running `meshmux serve`, its ports, its log, and its HTTP pages. */
 export class MeshmuxProcess {
-  /** Every JSON line it wrote to stdout, in order. */
+  /** Every JSON line it wrote to stdout, in order; never altered, only appended to. */
   readonly logs: LogLine[] = [];
+  /** `performance.now()` when the process was spawned: measure "time to serve" from here. */
+  readonly spawnedAt: number;
+  /** `127.0.0.1:<port>` of its plaintext ADS listener. */
+  xds = '';
+  /** `http://127.0.0.1:<port>` of its HTTP listener. */
+  http = '';
   private stderr = '';
   private waiters: LogWaiter[] = [];
-  private exited: Promise<number | null>;
+  private readonly exited: Promise<number | null>;
   private exitCode: number | null | undefined;
 
   private constructor(
     private readonly child: ChildProcess,
-    /** `127.0.0.1:<port>` of its plaintext ADS listener. */
-    public xds = '',
-    /** `http://127.0.0.1:<port>` of its HTTP listener. */
-    public http = '',
+    private readonly describe: string,
   ) {
+    this.spawnedAt = performance.now();
     this.exited = new Promise((resolve) =>
       child.once('exit', (code) => {
         this.exitCode = code;
         for (const w of this.waiters.splice(0)) {
           clearTimeout(w.timer);
-          w.reject(
-            new Error(`meshmux exited with ${String(code)} while a log line was awaited:\n${this.stderr}`),
-          );
+          w.reject(new Error(`${this.describe} exited (${String(code)}) before ${w.what}:\n${this.tail()}`));
         }
         resolve(code);
       }),
@@ -53,7 +70,8 @@ export class MeshmuxProcess {
       createInterface({ input: child.stdout }).on('line', (text) => {
         let line: LogLine;
         try {
-          line = JSON.parse(text) as LogLine;
+          const parsed: unknown = JSON.parse(text);
+          line = parsed !== null && typeof parsed === 'object' ? (parsed as LogLine) : { msg: text };
         } catch {
           line = { msg: text };
         }
@@ -70,30 +88,36 @@ export class MeshmuxProcess {
   }
 
   /**
-   * Starts `meshmux serve --config <config>` in `cwd` on free loopback ports, at log level info,
-   * and resolves once it listens. Rejects (with its stderr) if it exits first or takes over 30 s.
+   * Spawns `meshmux serve --config <configFile>` in `options.cwd` on loopback ports (ADS on
+   * `options.xds` or a free one), at log level info, and resolves once it reports its ports.
+   * Rejects (killing it, with its output) when it exits first or does not start within
+   * `options.timeoutMs`.
    */
-  static async start(config: string, cwd: string): Promise<MeshmuxProcess> {
+  static async start(configFile: string, options: MeshmuxProcessOptions): Promise<MeshmuxProcess> {
     const child = spawn(
       process.execPath,
-      [CLI, 'serve', '--config', config, '--xds', '127.0.0.1:0', '--http', '127.0.0.1:0'],
-      { cwd, env: { ...process.env, MESHMUX_LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] },
+      [CLI, 'serve', '--config', configFile, '--xds', options.xds ?? '127.0.0.1:0', '--http', '127.0.0.1:0'],
+      {
+        cwd: options.cwd,
+        env: { ...process.env, MESHMUX_LOG_LEVEL: 'info', ...options.env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
     );
-    const meshmux = new MeshmuxProcess(child);
+    const meshmux = new MeshmuxProcess(child, `meshmux serve --config ${configFile}`);
     try {
       const started = await meshmux.waitForLog(
         (l) => l.msg === 'meshmux started',
         0,
-        30_000,
-        'meshmux started',
+        options.timeoutMs ?? 30_000,
+        'the "meshmux started" line',
       );
-      meshmux.xds = `127.0.0.1:${String(started.xdsPort)}`;
-      meshmux.http = `http://127.0.0.1:${String(started.httpPort)}`;
+      meshmux.xds = `127.0.0.1:${String(started['xdsPort'])}`;
+      meshmux.http = `http://127.0.0.1:${String(started['httpPort'])}`;
+      return meshmux;
     } catch (err) {
-      child.kill('SIGKILL');
+      await meshmux.kill();
       throw err;
     }
-    return meshmux;
   }
 
   /** Whether the process is still running. */
@@ -106,7 +130,11 @@ export class MeshmuxProcess {
     return this.stderr;
   }
 
-  /** The first log line at index `from` or later that matches; rejects after `timeoutMs` naming `what`. */
+  /**
+   * The first log line at index `from` or later (so far or to come) that matches. Rejects after
+   * `timeoutMs`, or when the process exits first, naming `what` and with the last output.
+   * Pass `from = logs.length` before causing an event to ignore earlier lines of the same kind.
+   */
   waitForLog(
     predicate: (line: LogLine) => boolean,
     from: number,
@@ -115,20 +143,35 @@ export class MeshmuxProcess {
   ): Promise<LogLine> {
     const found = this.logs.slice(from).find(predicate);
     if (found !== undefined) return Promise.resolve(found);
-    if (!this.alive) return Promise.reject(new Error(`meshmux has exited; waited for ${what}`));
+    if (!this.alive)
+      return Promise.reject(
+        new Error(`${this.describe} exited (${String(this.exitCode)}) before ${what}:\n${this.tail()}`),
+      );
     return new Promise((resolve, reject) => {
       const waiter: LogWaiter = {
         from,
         predicate,
+        what,
         resolve,
         reject,
         timer: setTimeout(() => {
           this.waiters = this.waiters.filter((w) => w !== waiter);
-          reject(new Error(`no log line "${what}" within ${timeoutMs} ms`));
+          reject(new Error(`${this.describe}: no ${what} within ${timeoutMs} ms; output:\n${this.tail()}`));
         }, timeoutMs),
       };
       this.waiters.push(waiter);
     });
+  }
+
+  /** Log lines whose message is `msg`. */
+  lines(msg: string): LogLine[] {
+    return this.logs.filter((l) => l.msg === msg);
+  }
+
+  /** The last `count` lines of its log, then its stderr, for failure messages. */
+  tail(count = 40): string {
+    const log = this.logs.slice(-count).map((l) => JSON.stringify(l));
+    return [...log, this.stderr.split('\n').slice(-count).join('\n')].join('\n');
   }
 
   /** The value of an unlabelled metric on `/metrics`, or undefined when absent. */
@@ -162,16 +205,11 @@ export class MeshmuxProcess {
     await res.arrayBuffer();
   }
 
-  /** A JSON debug page, e.g. `counters`. */
+  /** A JSON debug page, e.g. `counters`; rejects after 10 s or on a status other than 200. */
   async debug<T>(page: string): Promise<T> {
     const response = await fetch(`${this.http}/debug/${page}`, { signal: AbortSignal.timeout(10_000) });
     if (response.status !== 200) throw new Error(`/debug/${page} answered ${response.status}`);
     return (await response.json()) as T;
-  }
-
-  /** Log lines whose message is `msg`. */
-  lines(msg: string): LogLine[] {
-    return this.logs.filter((l) => l.msg === msg);
   }
 
   /**
@@ -197,8 +235,12 @@ export class MeshmuxProcess {
     }
   }
 
-  /** Kills the process if it still runs (teardown). */
-  kill(): void {
-    if (this.alive) this.child.kill('SIGKILL');
+  /**
+   * Sends `signal` (default SIGKILL: no goodbye, no flush) if it still runs, and resolves once
+   * the process is gone. Idempotent: the teardown of every test.
+   */
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    if (this.alive) this.child.kill(signal);
+    await this.exited;
   }
 }

@@ -7,10 +7,10 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, unlink, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { freePort } from './free-port.js';
 
 const run = promisify(execFile);
 
@@ -88,16 +88,6 @@ export function promtoolCheckMetrics(
     child.on('close', (code) => resolve({ code: code ?? -1, output }));
     child.stdin.end(exposition);
   });
-}
-
-/** A free TCP port on 127.0.0.1 (released before it is returned). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
 }
 
 /** One sample of an instant query: its labels and value. */

@@ -6,13 +6,11 @@
 import * as grpc from '@grpc/grpc-js';
 import { messageType } from '../../src/schema/proto-root.js';
 import type { RawAny } from './faulty-responses.js';
+import { rawBidiMethod } from './raw-grpc-method.js';
 
 const DELTA_REQUEST = messageType('envoy.service.discovery.v3.DeltaDiscoveryRequest');
 const DELTA_RESPONSE = messageType('envoy.service.discovery.v3.DeltaDiscoveryResponse');
 const DELTA_PATH = '/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources';
-
-const toBuffer = (m: Uint8Array): Buffer => Buffer.from(m.buffer, m.byteOffset, m.byteLength);
-const identity = (b: Buffer): Buffer => b;
 
 /** One request as the upstream decoded it. */
 export interface DeltaRequestSeen {
@@ -55,15 +53,7 @@ export class ScriptedDeltaUpstream {
   private constructor() {
     this.server.addService(
       {
-        delta: {
-          path: DELTA_PATH,
-          requestStream: true,
-          responseStream: true,
-          requestSerialize: toBuffer,
-          requestDeserialize: identity,
-          responseSerialize: toBuffer,
-          responseDeserialize: identity,
-        },
+        delta: rawBidiMethod(DELTA_PATH),
       },
       { delta: (call: grpc.ServerDuplexStream<Buffer, Uint8Array>) => this.onStream(call) },
     );

@@ -6,9 +6,10 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { freePort } from './free-port.js';
 
 /** Debian's jar; its manifest's Class-Path names every dependency jar. */
 const DEBIAN_JAR = '/usr/share/java/zookeeper.jar';
@@ -47,19 +48,6 @@ function locateZookeeper(): string {
   if (!existsSync(DEBIAN_JAR) || !hasJava())
     throw new Error(`installed zookeeper, but ${DEBIAN_JAR} or java is missing`);
   return DEBIAN_JAR;
-}
-
-/** A TCP port that was free a moment ago on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Sends a four-letter command (`ruok`, `srvr`, `cons`, ...) and returns the answer; '' when unreachable. */

@@ -10,14 +10,8 @@ import { gitAuthFor } from '../../src/upstream/git/git-credentials.js';
 import { GitSource, type GitSourceOptions } from '../../src/upstream/git/git-source.js';
 import { redactUrl } from '../../src/upstream/git/git-url.js';
 import { handleGitWebhook, refMatches, verifySignature } from '../../src/upstream/git/git-webhook.js';
-import {
-  GitDaemon,
-  GitHttpServer,
-  TestRepo,
-  freePort,
-  serviceEntry,
-  virtualService,
-} from '../support/git-fixtures.js';
+import { GitDaemon, GitHttpServer, TestRepo, serviceEntry, virtualService } from '../support/git-fixtures.js';
+import { freePort } from '../support/free-port.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { SourceEventRecorder } from '../support/source-event-recorder.js';
 

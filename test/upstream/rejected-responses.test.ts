@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceEvent, SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { McpSource } from '../../src/upstream/mcp/mcp-source.js';
 import { XdsSource } from '../../src/upstream/xds/xds-source.js';
@@ -20,6 +19,8 @@ import {
 } from '../support/faulty-responses.js';
 import { deltaResponse, ScriptedDeltaUpstream } from '../support/scripted-delta-upstream.js';
 import { SourceEventRecorder } from '../support/source-event-recorder.js';
+import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
+import { foldSourceEvents, servedKeys } from '../support/folded-source-state.js';
 
 const VS_V1 = 'networking.istio.io/v1/VirtualService';
 const DR_V1 = 'networking.istio.io/v1/DestinationRule';
@@ -27,29 +28,6 @@ const VS = 'networking.istio.io/VirtualService';
 const DR = 'networking.istio.io/DestinationRule';
 const VS_KIND = kindNamed('VirtualService');
 const DR_KIND = kindNamed('DestinationRule');
-
-function vs(name: string, host = name): FakeObject {
-  return { namespace: 'shop', name, spec: { hosts: [host], http: [{ route: [{ destination: { host } }] }] } };
-}
-
-function dr(name: string, host = name): FakeObject {
-  return { namespace: 'shop', name, spec: { host, traffic_policy: { tls: { mode: 'ISTIO_MUTUAL' } } } };
-}
-
-/** The source's state as the merge folds it: kind → `ns/name` → resource. */
-function fold(events: readonly SourceEvent[]): Map<string, Map<string, ConfigResource>> {
-  const state = new Map<string, Map<string, ConfigResource>>();
-  for (const e of events) {
-    if (e.type !== 'snapshot') continue;
-    for (const kind of e.kinds ?? new Set(e.resources.map((r) => r.kind))) state.set(kind, new Map());
-    for (const r of e.resources) state.get(r.kind)?.set(`${r.namespace}/${r.name}`, r);
-  }
-  return state;
-}
-
-function served(events: readonly SourceEvent[], kind: string): string[] {
-  return [...(fold(events).get(kind)?.keys() ?? [])].sort();
-}
 
 function snapshotsOf(events: readonly SourceEvent[], kind: string): SourceSnapshotEvent[] {
   return events.filter(
@@ -64,7 +42,9 @@ describe('an xds source refusing responses whose objects cannot all be named', (
 
   before(async () => {
     fake = await FakeAdsServer.start({ peer: 'istiod' });
-    fake.set('VirtualService', [vs('reviews'), vs('ratings')]).set('DestinationRule', [dr('reviews')]);
+    fake
+      .set('VirtualService', [fakeVirtualService('reviews'), fakeVirtualService('ratings')])
+      .set('DestinationRule', [fakeDestinationRule('reviews')]);
     recorder = new SourceEventRecorder(
       new XdsSource({
         name: 'upstream',
@@ -95,7 +75,7 @@ describe('an xds source refusing responses whose objects cannot all be named', (
   async function marker(): Promise<void> {
     const name = `marker-${++markers}`;
     const from = recorder.count;
-    fake.set('DestinationRule', [dr('reviews'), dr(name)]);
+    fake.set('DestinationRule', [fakeDestinationRule('reviews'), fakeDestinationRule(name)]);
     fake.push();
     await recorder.next((e) => e.type === 'snapshot' && e.resources.some((r) => r.name === name), from);
   }
@@ -103,7 +83,7 @@ describe('an xds source refusing responses whose objects cannot all be named', (
   it('NACKs a response of bare bodies instead of MCP Resources and keeps every object it held', async () => {
     const from = recorder.count;
     const answer = await answerTo(
-      discoveryResponse(VS_V1, [bareBodyAny(VS_KIND, vs('reviews'))], 'bare-bodies'),
+      discoveryResponse(VS_V1, [bareBodyAny(VS_KIND, fakeVirtualService('reviews'))], 'bare-bodies'),
       'bare-bodies',
     );
     assert.equal(answer.errorDetail?.code, 3);
@@ -113,13 +93,17 @@ describe('an xds source refusing responses whose objects cannot all be named', (
     );
     await marker();
     assert.deepEqual(snapshotsOf(recorder.events.slice(from), VS), [], 'VirtualService untouched');
-    assert.deepEqual(served(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
+    assert.deepEqual(servedKeys(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
   });
 
   it('NACKs a VirtualService response carrying DestinationRules (swapped type URLs) and keeps both kinds', async () => {
     const from = recorder.count;
     const answer = await answerTo(
-      discoveryResponse(VS_V1, [mcpAny(DR_KIND, dr('reviews')), mcpAny(DR_KIND, dr('other'))], 'swapped'),
+      discoveryResponse(
+        VS_V1,
+        [mcpAny(DR_KIND, fakeDestinationRule('reviews')), mcpAny(DR_KIND, fakeDestinationRule('other'))],
+        'swapped',
+      ),
       'swapped',
     );
     assert.match(
@@ -127,14 +111,14 @@ describe('an xds source refusing responses whose objects cannot all be named', (
       /2 of 2 objects cannot be named.*shop\/reviews: the body is istio\.networking\.v1alpha3\.DestinationRule, VirtualService needs/,
     );
     const swappedBack = await answerTo(
-      discoveryResponse(DR_V1, [mcpAny(VS_KIND, vs('reviews'))], 'swapped-back'),
+      discoveryResponse(DR_V1, [mcpAny(VS_KIND, fakeVirtualService('reviews'))], 'swapped-back'),
       'swapped-back',
     );
     assert.equal(swappedBack.errorDetail?.code, 3);
     await marker();
     assert.deepEqual(snapshotsOf(recorder.events.slice(from), VS), []);
-    assert.deepEqual(served(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
-    assert.ok(served(recorder.events, DR).includes('shop/reviews'));
+    assert.deepEqual(servedKeys(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
+    assert.ok(servedKeys(recorder.events, DR).includes('shop/reviews'));
   });
 
   it('applies none of a response when one envelope among good ones does not decode', async () => {
@@ -143,7 +127,7 @@ describe('an xds source refusing responses whose objects cannot all be named', (
       discoveryResponse(
         VS_V1,
         [
-          mcpAny(VS_KIND, vs('reviews')),
+          mcpAny(VS_KIND, fakeVirtualService('reviews')),
           { typeUrl: 'type.googleapis.com/istio.mcp.v1alpha1.Resource', value: Uint8Array.of(0x0a, 0xff) },
         ],
         'torn',
@@ -153,7 +137,7 @@ describe('an xds source refusing responses whose objects cannot all be named', (
     assert.match(answer.errorDetail?.message ?? '', /1 of 2 objects cannot be named/);
     await marker();
     assert.deepEqual(snapshotsOf(recorder.events.slice(from), VS), [], 'ratings is not deleted');
-    assert.deepEqual(served(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
+    assert.deepEqual(servedKeys(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
   });
 
   it('NACKs a response for a type URL it never subscribed', async () => {
@@ -166,17 +150,22 @@ describe('an xds source refusing responses whose objects cannot all be named', (
   });
 
   it('NACKs an object named `NOT A VALID NAME!!` by name, never serves it, and applies the rest of its response', async () => {
-    const before = fold(recorder.events).get(VS)?.get('shop/ratings');
+    const before = foldSourceEvents(recorder.events).get(VS)?.get('shop/ratings');
     const from = recorder.count;
-    fake.set('VirtualService', [vs('reviews'), vs('ratings'), vs('details'), vs('NOT A VALID NAME!!', 'x')]);
+    fake.set('VirtualService', [
+      fakeVirtualService('reviews'),
+      fakeVirtualService('ratings'),
+      fakeVirtualService('details'),
+      fakeVirtualService('NOT A VALID NAME!!', 'x'),
+    ]);
     fake.push();
     const snapshot = (await recorder.next(
       (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'details'),
       from,
     )) as SourceSnapshotEvent;
-    assert.deepEqual(served(recorder.events, VS), ['shop/details', 'shop/ratings', 'shop/reviews']);
+    assert.deepEqual(servedKeys(recorder.events, VS), ['shop/details', 'shop/ratings', 'shop/reviews']);
     assert.equal(
-      fold(recorder.events).get(VS)?.get('shop/ratings'),
+      foldSourceEvents(recorder.events).get(VS)?.get('shop/ratings'),
       before,
       'unchanged objects stay as they were',
     );
@@ -195,19 +184,19 @@ describe('an xds source refusing responses whose objects cannot all be named', (
   });
 
   it('keeps the previous version of an object whose body fails the checks a file object fails', async () => {
-    const good = fold(recorder.events).get(VS)?.get('shop/reviews');
+    const good = foldSourceEvents(recorder.events).get(VS)?.get('shop/reviews');
     const from = recorder.count;
-    const reviews = vs('reviews');
+    const reviews = fakeVirtualService('reviews');
     fake.set('VirtualService', [
       { ...reviews, spec: { ...reviews.spec, http: [{ timeout: { seconds: 1, nanos: -5 } }] } },
-      vs('ratings'),
+      fakeVirtualService('ratings'),
     ]);
     fake.push();
     const snapshot = (await recorder.next(
       (e) => e.type === 'snapshot' && !e.resources.some((r) => r.name === 'details'),
       from,
     )) as SourceSnapshotEvent;
-    assert.equal(fold(recorder.events).get(VS)?.get('shop/reviews'), good);
+    assert.equal(foldSourceEvents(recorder.events).get(VS)?.get('shop/reviews'), good);
     assert.match(snapshot.errors.map((e) => e.message).join('\n'), /shop\/reviews: spec: .*Duration/);
   });
 });
@@ -215,7 +204,7 @@ describe('an xds source refusing responses whose objects cannot all be named', (
 describe('an xds upstream that accepts the stream and never answers', () => {
   it('is failing with an error naming its type URLs and address, emits no snapshot, and is synced once it answers', async () => {
     const fake = await FakeAdsServer.start({ peer: 'istiod', mute: everyConfigTypeUrl() });
-    fake.set('VirtualService', [vs('reviews')]);
+    fake.set('VirtualService', [fakeVirtualService('reviews')]);
     const recorder = new SourceEventRecorder(
       new XdsSource({
         name: 'mute',
@@ -242,8 +231,8 @@ describe('an xds upstream that accepts the stream and never answers', () => {
       fake.mute = new Set();
       fake.push();
       await recorder.status('synced');
-      assert.deepEqual(served(recorder.events, VS), ['shop/reviews']);
-      assert.deepEqual(served(recorder.events, DR), []);
+      assert.deepEqual(servedKeys(recorder.events, VS), ['shop/reviews']);
+      assert.deepEqual(servedKeys(recorder.events, DR), []);
     } finally {
       recorder.close();
       await fake.stop();
@@ -255,7 +244,7 @@ describe('a legacy MCP source refusing what it cannot name', () => {
   it('NACKs a Resources message whose objects are of another kind and keeps the collection', async () => {
     const collection = 'istio/networking/v1alpha3/virtualservices';
     const galley = await FakeGalley.start({ collections: [collection] });
-    galley.set('VirtualService', [vs('reviews'), vs('ratings')]);
+    galley.set('VirtualService', [fakeVirtualService('reviews'), fakeVirtualService('ratings')]);
     const recorder = new SourceEventRecorder(
       new McpSource({
         name: 'galley',
@@ -268,12 +257,18 @@ describe('a legacy MCP source refusing what it cannot name', () => {
     try {
       await recorder.status('synced');
       const from = recorder.count;
-      galley.sendRaw(galleyResources(collection, [encodeMcpResource(DR_KIND, dr('reviews'))], 'swapped'));
+      galley.sendRaw(
+        galleyResources(collection, [encodeMcpResource(DR_KIND, fakeDestinationRule('reviews'))], 'swapped'),
+      );
       await galley.waitFor(() => galley.requests.some((r) => r.nonce === 'swapped'), 5_000, 'the NACK');
       const nack = galley.requests.find((r) => r.nonce === 'swapped');
       assert.equal(nack?.errorDetail?.code, 3);
       assert.match(nack?.errorDetail?.message ?? '', /rejected the whole response/);
-      galley.set('VirtualService', [vs('reviews'), vs('ratings'), vs('details')]);
+      galley.set('VirtualService', [
+        fakeVirtualService('reviews'),
+        fakeVirtualService('ratings'),
+        fakeVirtualService('details'),
+      ]);
       galley.push();
       await recorder.next(
         (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'details'),
@@ -281,7 +276,7 @@ describe('a legacy MCP source refusing what it cannot name', () => {
       );
       const between = recorder.events.slice(from).filter((e) => e.type === 'snapshot');
       assert.equal(between.length, 1, 'the swapped response changed nothing');
-      assert.deepEqual(served(recorder.events, VS), ['shop/details', 'shop/ratings', 'shop/reviews']);
+      assert.deepEqual(servedKeys(recorder.events, VS), ['shop/details', 'shop/ratings', 'shop/reviews']);
     } finally {
       recorder.close();
       await galley.stop();
@@ -328,13 +323,16 @@ describe('a delta xds source refusing what it cannot name', () => {
         ),
       );
       await recorder.status('synced');
-      assert.deepEqual(served(recorder.events, SE), ['payments/cards', 'payments/loans']);
+      assert.deepEqual(servedKeys(recorder.events, SE), ['payments/cards', 'payments/loans']);
 
       const from = recorder.count;
       upstream.send(
-        deltaResponse(SE_V1, [{ name: 'payments/x', any: bareBodyAny(VS_KIND, vs('x')) }], 'wrong-any', [
-          'payments/cards',
-        ]),
+        deltaResponse(
+          SE_V1,
+          [{ name: 'payments/x', any: bareBodyAny(VS_KIND, fakeVirtualService('x')) }],
+          'wrong-any',
+          ['payments/cards'],
+        ),
       );
       await upstream.waitFor(() => upstream.requests.some((r) => r.nonce === 'wrong-any'), 5_000, 'the NACK');
       const nack = upstream.requests.find((r) => r.nonce === 'wrong-any');
@@ -344,7 +342,7 @@ describe('a delta xds source refusing what it cannot name', () => {
       upstream.send(deltaResponse(SE_V1, [], 'removal', ['payments/loans']));
       await recorder.next((e) => e.type === 'snapshot', from);
       assert.deepEqual(
-        served(recorder.events, SE),
+        servedKeys(recorder.events, SE),
         ['payments/cards'],
         'only the accepted response removed anything',
       );

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
-import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceEvent, SourceSnapshotEvent, SourceStatusEvent } from '../../src/core/source-event.js';
 import { CONFIG_KINDS, KINDS } from '../../src/schema/kinds.js';
 import { XdsSource } from '../../src/upstream/xds/xds-source.js';
@@ -11,16 +10,14 @@ import { FakeAdsServer, type FakeObject } from '../support/fake-upstreams.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { SourceEventRecorder } from '../support/source-event-recorder.js';
 import { makeTestPki, type TestPki } from '../support/test-pki.js';
+import { fakeVirtualService } from '../support/fake-objects.js';
+import { foldSourceEvents, servedKeys } from '../support/folded-source-state.js';
 
 const VS_V1 = 'networking.istio.io/v1/VirtualService';
 const VS_V1ALPHA3 = 'networking.istio.io/v1alpha3/VirtualService';
 const SE_V1ALPHA3 = 'networking.istio.io/v1alpha3/ServiceEntry';
 const VS = 'networking.istio.io/VirtualService';
 const SE = 'networking.istio.io/ServiceEntry';
-
-function vs(name: string, host = name, namespace = 'shop'): FakeObject {
-  return { namespace, name, spec: { hosts: [host], http: [{ route: [{ destination: { host } }] }] } };
-}
 
 function se(name: string, host: string, namespace = 'payments'): FakeObject {
   return {
@@ -40,21 +37,6 @@ function source(address: string, extra: Partial<XdsSourceOptions> = {}): XdsSour
   });
 }
 
-/** The source's state as the merge folds it: kind → `ns/name` → resource. */
-function fold(events: readonly SourceEvent[]): Map<string, Map<string, ConfigResource>> {
-  const state = new Map<string, Map<string, ConfigResource>>();
-  for (const e of events) {
-    if (e.type !== 'snapshot') continue;
-    for (const kind of e.kinds ?? new Set(e.resources.map((r) => r.kind))) state.set(kind, new Map());
-    for (const r of e.resources) state.get(r.kind)?.set(`${r.namespace}/${r.name}`, r);
-  }
-  return state;
-}
-
-function names(events: readonly SourceEvent[], kind: string): string[] {
-  return [...(fold(events).get(kind)?.keys() ?? [])].sort();
-}
-
 const isStatus =
   (state: SourceStatusEvent['state']) =>
   (e: SourceEvent): boolean =>
@@ -67,7 +49,7 @@ describe('xds source against an istiod api generator', () => {
   before(async () => {
     fake = await FakeAdsServer.start({ peer: 'istiod' });
     fake
-      .set('VirtualService', [vs('reviews'), vs('ratings')])
+      .set('VirtualService', [fakeVirtualService('reviews'), fakeVirtualService('ratings')])
       .set('ServiceEntry', [se('cards', 'api.cards.example')]);
     recorder = new SourceEventRecorder(source(fake.address).events$);
   });
@@ -101,8 +83,8 @@ describe('xds source against an istiod api generator', () => {
     const snapshots = recorder.events.filter((e): e is SourceSnapshotEvent => e.type === 'snapshot');
     assert.equal(snapshots.length, 1);
     assert.equal(snapshots[0]?.kinds?.size, 15);
-    assert.deepEqual(names(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
-    assert.deepEqual(names(recorder.events, SE), ['payments/cards']);
+    assert.deepEqual(servedKeys(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
+    assert.deepEqual(servedKeys(recorder.events, SE), ['payments/cards']);
     assert.deepEqual(
       recorder.events.filter((e) => e.type === 'status').map((e) => e.state),
       ['connecting', 'synced'],
@@ -124,7 +106,11 @@ describe('xds source against an istiod api generator', () => {
 
   it('keeps serving the v1 objects through pushes where the v1alpha3 spelling answers empty, and applies changes', async () => {
     const from = recorder.count;
-    fake.set('VirtualService', [vs('reviews'), vs('ratings'), vs('details')]);
+    fake.set('VirtualService', [
+      fakeVirtualService('reviews'),
+      fakeVirtualService('ratings'),
+      fakeVirtualService('details'),
+    ]);
     fake.push();
     await recorder.next((e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'details'), from);
     fake.push();
@@ -134,8 +120,8 @@ describe('xds source against an istiod api generator', () => {
       5_000,
       'ACKs',
     );
-    assert.deepEqual(names(recorder.events, VS), ['shop/details', 'shop/ratings', 'shop/reviews']);
-    assert.deepEqual(names(recorder.events, SE), ['payments/cards']);
+    assert.deepEqual(servedKeys(recorder.events, VS), ['shop/details', 'shop/ratings', 'shop/reviews']);
+    assert.deepEqual(servedKeys(recorder.events, SE), ['payments/cards']);
     const changed = recorder.events
       .slice(from)
       .filter((e): e is SourceSnapshotEvent => e.type === 'snapshot');
@@ -145,27 +131,27 @@ describe('xds source against an istiod api generator', () => {
 
   it('deletes an object once the spelling that served it no longer lists it', async () => {
     const from = recorder.count;
-    fake.set('VirtualService', [vs('reviews'), vs('ratings')]);
+    fake.set('VirtualService', [fakeVirtualService('reviews'), fakeVirtualService('ratings')]);
     fake.push();
     await recorder.next((e) => e.type === 'snapshot' && !e.resources.some((r) => r.name === 'details'), from);
-    assert.deepEqual(names(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
+    assert.deepEqual(servedKeys(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
   });
 
   it('drops an object whose body does not decode, keeps its previous version, applies the rest and NACKs naming it', async () => {
-    const before = fold(recorder.events).get(VS)?.get('shop/ratings');
+    const before = foldSourceEvents(recorder.events).get(VS)?.get('shop/ratings');
     const lastAccepted = fake.sent.filter((s) => s.typeUrl === VS_V1).at(-1)?.versionInfo;
     const from = recorder.count;
     fake.set('VirtualService', [
-      vs('reviews', 'reviews-v2'),
-      { ...vs('ratings'), rawBody: Uint8Array.of(0x0a, 0x09, 0x61) },
-      { ...vs('broken'), rawBody: Uint8Array.of(0xff, 0xff) },
+      fakeVirtualService('reviews', 'reviews-v2'),
+      { ...fakeVirtualService('ratings'), rawBody: Uint8Array.of(0x0a, 0x09, 0x61) },
+      { ...fakeVirtualService('broken'), rawBody: Uint8Array.of(0xff, 0xff) },
     ]);
     fake.push();
     const snapshot = (await recorder.next(
       (e) => e.type === 'snapshot' && e.errors.length > 0,
       from,
     )) as SourceSnapshotEvent;
-    const served = fold(recorder.events).get(VS);
+    const served = foldSourceEvents(recorder.events).get(VS);
     assert.deepEqual([...(served?.keys() ?? [])].sort(), ['shop/ratings', 'shop/reviews']);
     assert.equal(served?.get('shop/ratings')?.version, before?.version, 'the previous good version stays');
     assert.notEqual(served?.get('shop/reviews')?.version, undefined);
@@ -181,13 +167,13 @@ describe('xds source against an istiod api generator', () => {
     assert.match(nack?.errorDetail?.message ?? '', /dropped 2 of 3 objects.*shop\/ratings.*shop\/broken/);
     assert.equal(nack?.versionInfo, lastAccepted, 'a NACK carries the last version accepted whole');
     const restore = recorder.count;
-    fake.set('VirtualService', [vs('reviews'), vs('ratings')]);
+    fake.set('VirtualService', [fakeVirtualService('reviews'), fakeVirtualService('ratings')]);
     fake.push();
     await recorder.next((e) => e.type === 'snapshot' && e.errors.length === 0, restore);
   });
 
   it('ignores undecodable bytes without losing anything, reports them, and NACKs what it can salvage', async () => {
-    const before = fold(recorder.events);
+    const before = foldSourceEvents(recorder.events);
     const from = recorder.count;
     fake.sendRaw(Uint8Array.of(0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x01));
     const status = (await recorder.next(
@@ -213,9 +199,15 @@ describe('xds source against an istiod api generator', () => {
     const nack = fake.requests.find((r) => r.nonce === 'garbage-nonce');
     assert.equal(nack?.errorDetail?.code, 3);
     assert.ok(!recorder.events.slice(from).some((e) => e.type === 'snapshot'), 'nothing was replaced');
-    assert.deepEqual(fold(recorder.events), before);
+    assert.deepEqual(foldSourceEvents(recorder.events), before);
     const next = recorder.count;
-    fake.set('VirtualService', [vs('reviews'), vs('ratings'), vs('after-garbage')]).push();
+    fake
+      .set('VirtualService', [
+        fakeVirtualService('reviews'),
+        fakeVirtualService('ratings'),
+        fakeVirtualService('after-garbage'),
+      ])
+      .push();
     await recorder.next(
       (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'after-garbage'),
       next,
@@ -226,11 +218,13 @@ describe('xds source against an istiod api generator', () => {
 describe('xds source across upstream outages', () => {
   it('keeps everything while the upstream is down, and a restart with the same content yields identical resources', async () => {
     const fake = await FakeAdsServer.start({ peer: 'istiod' });
-    fake.set('VirtualService', [vs('reviews')]).set('ServiceEntry', [se('cards', 'api.cards.example')]);
+    fake
+      .set('VirtualService', [fakeVirtualService('reviews')])
+      .set('ServiceEntry', [se('cards', 'api.cards.example')]);
     const recorder = new SourceEventRecorder(source(fake.address).events$);
     try {
       await recorder.status('synced');
-      const before = fold(recorder.events);
+      const before = foldSourceEvents(recorder.events);
       const from = recorder.count;
       await fake.stop();
       const stale = await recorder.status('stale', from);
@@ -244,7 +238,7 @@ describe('xds source across upstream outages', () => {
         during.findIndex((e) => e.type === 'snapshot') > during.findIndex(isStatus('stale')),
         'nothing is served between the disconnect and the resync',
       );
-      const after = fold(recorder.events);
+      const after = foldSourceEvents(recorder.events);
       for (const [kind, objects] of before) {
         for (const [name, r] of objects) {
           assert.equal(after.get(kind)?.get(name)?.version, r.version, `${name} keeps its version`);
@@ -259,7 +253,7 @@ describe('xds source across upstream outages', () => {
 
   it('serves nothing from a stream that drops before answering every type URL', async () => {
     const fake = await FakeAdsServer.start({ peer: 'istiod' });
-    fake.set('VirtualService', [vs('reviews')]);
+    fake.set('VirtualService', [fakeVirtualService('reviews')]);
     const recorder = new SourceEventRecorder(source(fake.address).events$);
     try {
       await recorder.status('synced');
@@ -277,7 +271,7 @@ describe('xds source across upstream outages', () => {
       fake.disconnectAll();
       await recorder.status('stale', from);
       fake.mute = new Set();
-      fake.set('VirtualService', [vs('reviews')]);
+      fake.set('VirtualService', [fakeVirtualService('reviews')]);
       await recorder.status('synced', from);
       const snapshots = recorder.events
         .slice(from)
@@ -294,7 +288,7 @@ describe('xds source across upstream outages', () => {
 
   it('serves an upstream that restarted empty as empty only after it answered, never on the disconnect', async () => {
     const fake = await FakeAdsServer.start({ peer: 'istiod' });
-    fake.set('VirtualService', [vs('reviews')]);
+    fake.set('VirtualService', [fakeVirtualService('reviews')]);
     const recorder = new SourceEventRecorder(source(fake.address).events$);
     try {
       await recorder.status('synced');
@@ -314,7 +308,9 @@ describe('xds source across upstream outages', () => {
 
   it('serves what answered once the sync budget runs out, naming the type URLs that never did', async () => {
     const fake = await FakeAdsServer.start({ peer: 'istiod', mute: new Set([VS_V1]) });
-    fake.set('VirtualService', [vs('reviews')]).set('ServiceEntry', [se('cards', 'api.cards.example')]);
+    fake
+      .set('VirtualService', [fakeVirtualService('reviews')])
+      .set('ServiceEntry', [se('cards', 'api.cards.example')]);
     const started = performance.now();
     const recorder = new SourceEventRecorder(source(fake.address, { syncTimeout: 400 }).events$);
     try {
@@ -324,7 +320,7 @@ describe('xds source across upstream outages', () => {
         snapshot.warnings.map((w) => w.message).join('\n'),
         /no answer within 400 ms for: networking\.istio\.io\/v1\/VirtualService/,
       );
-      assert.deepEqual(names(recorder.events, SE), ['payments/cards']);
+      assert.deepEqual(servedKeys(recorder.events, SE), ['payments/cards']);
       await recorder.status('synced');
     } finally {
       recorder.close();
@@ -357,7 +353,7 @@ describe('xds source authentication', () => {
       false,
     );
     const fake = await FakeAdsServer.start({ peer: 'istiod', credentials, rootNamespace: 'istio-system' });
-    return fake.set('VirtualService', [vs('reviews')]);
+    return fake.set('VirtualService', [fakeVirtualService('reviews')]);
   }
 
   it('syncs over mTLS with a client certificate in the root namespace', async () => {
@@ -369,7 +365,7 @@ describe('xds source authentication', () => {
     );
     try {
       await recorder.status('synced');
-      assert.deepEqual(names(recorder.events, VS), ['shop/reviews']);
+      assert.deepEqual(servedKeys(recorder.events, VS), ['shop/reviews']);
     } finally {
       recorder.close();
       await fake.stop();
@@ -436,7 +432,7 @@ describe('xds source against other peers', () => {
     const recorder = new SourceEventRecorder(source(fake.address).events$);
     try {
       await recorder.status('synced');
-      assert.deepEqual(names(recorder.events, SE), ['public/foo.DEFAULT-GROUP.public']);
+      assert.deepEqual(servedKeys(recorder.events, SE), ['public/foo.DEFAULT-GROUP.public']);
       await fake.waitFor(
         () => fake.requests.some((r) => r.typeUrl === SE_V1ALPHA3 && r.nonce !== ''),
         5_000,
@@ -459,7 +455,7 @@ describe('xds source against other peers', () => {
     );
     try {
       await recorder.status('synced');
-      assert.deepEqual(names(recorder.events, SE), [
+      assert.deepEqual(servedKeys(recorder.events, SE), [
         'nacos/a.DEFAULT-GROUP.public.nacos',
         'nacos/b.DEFAULT-GROUP.public.nacos',
       ]);
@@ -475,7 +471,7 @@ describe('xds source against other peers', () => {
       const from = recorder.count;
       fake.set('ServiceEntry', [se('b', 'b.DEFAULT-GROUP.public.nacos')]).push();
       await recorder.next((e) => e.type === 'snapshot', from);
-      assert.deepEqual(names(recorder.events, SE), ['nacos/b.DEFAULT-GROUP.public.nacos']);
+      assert.deepEqual(servedKeys(recorder.events, SE), ['nacos/b.DEFAULT-GROUP.public.nacos']);
       await fake.waitFor(
         () => fake.requests.filter((r) => r.delta && r.nonce !== '').length >= 4,
         5_000,
@@ -491,8 +487,8 @@ describe('xds source against other peers', () => {
   it('absorbs Higress: objects without metadata.version get the same content versions as from istiod, field 100 is reported', async () => {
     const higress = await FakeAdsServer.start({ peer: 'higress' });
     const istiod = await FakeAdsServer.start({ peer: 'istiod' });
-    higress.set('VirtualService', [vs('reviews')]);
-    istiod.set('VirtualService', [vs('reviews')]);
+    higress.set('VirtualService', [fakeVirtualService('reviews')]);
+    istiod.set('VirtualService', [fakeVirtualService('reviews')]);
     const fromHigress = new SourceEventRecorder(
       source(higress.address, { kinds: ['VirtualService'] }).events$,
     );
@@ -516,7 +512,7 @@ describe('xds source against other peers', () => {
 
   it('serves an istiod ≤1.23 from the legacy spelling, and asks only for what apiVersions names', async () => {
     const fake = await FakeAdsServer.start({ peer: 'istiod', serves: 'legacy' });
-    fake.set('VirtualService', [vs('reviews')]);
+    fake.set('VirtualService', [fakeVirtualService('reviews')]);
     const auto = new SourceEventRecorder(source(fake.address, { kinds: ['VirtualService'] }).events$);
     const pinned = new SourceEventRecorder(
       source(fake.address, {
@@ -527,8 +523,8 @@ describe('xds source against other peers', () => {
     try {
       await auto.status('synced');
       await pinned.status('synced');
-      assert.deepEqual(names(auto.events, VS), ['shop/reviews']);
-      assert.deepEqual(names(pinned.events, VS), ['shop/reviews']);
+      assert.deepEqual(servedKeys(auto.events, VS), ['shop/reviews']);
+      assert.deepEqual(servedKeys(pinned.events, VS), ['shop/reviews']);
       const pinnedStream = Math.max(...fake.requests.map((r) => r.stream));
       assert.deepEqual(
         fake.requests.filter((r) => r.stream === pinnedStream && r.nonce === '').map((r) => r.typeUrl),
@@ -581,7 +577,7 @@ describe('xds source limits', () => {
     const padding = 'x'.repeat(2_000);
     fake.set(
       'VirtualService',
-      Array.from({ length: 2_500 }, (_, i) => vs(`vs-${i}`, `h${i}.${padding}`)),
+      Array.from({ length: 2_500 }, (_, i) => fakeVirtualService(`vs-${i}`, `h${i}.${padding}`)),
     );
     const recorder = new SourceEventRecorder(source(fake.address, { kinds: ['VirtualService'] }).events$);
     try {
