@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe, it, type TestContext } from 'node:test';
 import { FakeAdsServer, type FakeObject } from '../support/fake-upstreams.js';
 import { connectIstiod, inventory, lost, readiness, report } from '../support/fault-kit.js';
 import { freePort } from '../support/free-port.js';
@@ -382,6 +382,14 @@ describe('faults: a state folder that is read-only, or full', () => {
     mount = mountTmpfs(path.join(dir.dir, 'state'), '2m');
     fake = await upstream();
   });
+  /** The tmpfs; skips (or, in CI, fails) the test when it could not be mounted. */
+  const mounted = (t: TestContext): Exclude<typeof mount, string> | undefined => {
+    if (typeof mount !== 'string') return mount;
+    if (process.env['CI'] !== undefined)
+      assert.fail(`CI must be able to mount a tmpfs (run as root): ${mount}`);
+    t.skip(`needs root to mount a tmpfs: ${mount}`);
+    return undefined;
+  };
   after(async () => {
     if (typeof mount !== 'string') mount.unmount();
     await fake.stop();
@@ -389,12 +397,8 @@ describe('faults: a state folder that is read-only, or full', () => {
   });
 
   it('restores from a read-only folder, reports the failed writes and goes on serving', async (t) => {
-    if (typeof mount === 'string') {
-      if (process.env['CI'] !== undefined)
-        assert.fail(`CI must be able to mount a tmpfs (run as root): ${mount}`);
-      t.skip(`needs root to mount a tmpfs: ${mount}`);
-      return;
-    }
+    const tmpfs = mounted(t);
+    if (tmpfs === undefined) return;
     const configFile = await writeConfig(dir.dir, [
       'state: { dir: state }',
       'sources:',
@@ -406,7 +410,7 @@ describe('faults: a state folder that is read-only, or full', () => {
       (c) => c.configs(SE).size === 5 && c.configs(VS).size === 5 && c.configs(DR).size === 5,
       async () => {
         await fake.stop();
-        (mount as Exclude<typeof mount, string>).remount('ro');
+        tmpfs.remount('ro');
       },
     );
     try {
@@ -449,17 +453,13 @@ describe('faults: a state folder that is read-only, or full', () => {
     } finally {
       run.client.close();
       await run.meshmux.kill();
-      mount.remount('rw');
+      tmpfs.remount('rw');
     }
   });
 
   it('reports a full disk and goes on serving every change', async (t) => {
-    if (typeof mount === 'string') {
-      if (process.env['CI'] !== undefined)
-        assert.fail(`CI must be able to mount a tmpfs (run as root): ${mount}`);
-      t.skip(`needs root to mount a tmpfs: ${mount}`);
-      return;
-    }
+    const tmpfs = mounted(t);
+    if (tmpfs === undefined) return;
     await fake.restart();
     fake.set(
       'ServiceEntry',
