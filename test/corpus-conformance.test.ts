@@ -16,7 +16,7 @@ import { messageType } from '../src/schema/proto-root.js';
 import { findUnknownFields } from '../src/schema/unknown-fields.js';
 import { readYamlDocuments, type ReadYamlResult } from '../src/schema/yaml-reader.js';
 
-const CORPUS = path.join(PACKAGE_ROOT, '..', 'shared', 'corpus');
+const CORPUS = path.join(PACKAGE_ROOT, 'test', 'fixtures', 'corpus');
 const DEFAULT_NAMESPACE = 'corpus-default';
 
 interface Expected {
