@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { filter, firstValueFrom } from 'rxjs';
 import type { RunningMeshmux } from '../../src/app.js';
 import { KINDS } from '../../src/schema/kinds.js';
 import { IstiodClient, MESH_CONFIG_TYPE_URL } from '../support/istiod-client.js';
 import { copyOfExamples, startFromYaml } from '../support/meshmux-harness.js';
 import { RawAdsStream } from '../support/raw-ads-stream.js';
+import { firstMatch } from '../support/deadline.js';
 
 const VS_V1 = 'networking.istio.io/v1/VirtualService';
 const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
@@ -201,5 +201,10 @@ describe('MeshConfig', () => {
 });
 
 function waitForSourceErrors(meshmux: RunningMeshmux, count: number): Promise<unknown> {
-  return firstValueFrom(meshmux.engine.snapshots$.pipe(filter((s) => s.sources[0]?.errors.length === count)));
+  return firstMatch(
+    meshmux.engine.snapshots$,
+    (s) => s.sources[0]?.errors.length === count,
+    15_000,
+    `the first source to report ${count} errors`,
+  );
 }
