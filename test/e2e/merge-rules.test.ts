@@ -154,7 +154,21 @@ describe('merging a platform source and a team source', () => {
       15_000,
       'team-a’s update to be held',
     );
+    // A later change from the other source: once it has arrived, a deletion would have too.
+    const marker = path.join(root, 'platform', 'marker.yaml');
+    await writeFile(marker, vs('marker-held', 'platform', 'marker-held.example.com'));
+    await client.waitFor(
+      (c) => c.configs(VS).has('platform/marker-held'),
+      10_000,
+      () => 'the marker',
+    );
     assert.ok(client.configs(VS).has('team-a/bulk-13'), 'nothing deleted while held');
+    await rm(marker);
+    await client.waitFor(
+      (c) => !c.configs(VS).has('platform/marker-held'),
+      10_000,
+      () => 'the marker gone',
+    );
     const sources = (await (await fetch(`${meshmux.http}/debug/sources`)).json()) as Array<{
       held?: { reason: string; deletions: number };
     }>;
@@ -175,6 +189,15 @@ describe('merging a platform source and a team source', () => {
       (s) => s.sources[0]?.held?.reason === 'empty',
       15_000,
       'platform’s empty state to be held',
+    );
+    await writeFile(
+      path.join(root, 'team-a', 'marker.yaml'),
+      vs('marker-empty', 'team-a', 'marker.example.com'),
+    );
+    await client.waitFor(
+      (c) => c.configs(VS).has('team-a/marker-empty'),
+      10_000,
+      () => 'the marker',
     );
     assert.ok(client.configs(SE).has('platform/payments-api'));
     assert.equal(client.configs(DR).size, 0);

@@ -155,12 +155,23 @@ describe('an istiod behind meshmux behind an upstream istiod', () => {
       await keep.stop();
       await accept.stop();
       await stale;
-      assert.equal(client.configs(VS).size, 2, 'a disconnect deletes nothing');
       await keep.restart({ empty: true });
       await accept.restart({ empty: true });
       await Promise.all([sourceState(meshmux, 'keep', 'synced'), sourceState(meshmux, 'accept', 'synced')]);
-      await client.waitFor((c) => !c.configs(VS).has('shop/accepted'), 10_000);
-      assert.ok(client.configs(VS).has('shop/kept'), 'onEmpty: keep holds the empty state');
+      // Both empty states are in the merge now; a later change of the same type URL marks the point
+      // after which a deletion of `kept` would have reached the istiod too.
+      accept.set('VirtualService', [vs('marker')]);
+      accept.push();
+      await client.waitFor(
+        (c) => c.configs(VS).has('shop/marker') && !c.configs(VS).has('shop/accepted'),
+        10_000,
+        () => 'the marker, after the accepted empty state',
+      );
+      // Had the disconnect deleted `kept`, the empty state would have found nothing to hold.
+      assert.ok(
+        client.configs(VS).has('shop/kept'),
+        'onEmpty: keep holds; neither the disconnect nor the empty state deleted',
+      );
       const sources = (await (await fetch(`${meshmux.http}/debug/sources`)).json()) as Array<{
         name: string;
         state: string;
