@@ -175,7 +175,10 @@ describe('merging a platform source and a team source', () => {
     assert.equal(sources[1]?.held?.reason, 'mass-delete');
     assert.equal(sources[1]?.held?.deletions, 14);
     const wrong = await fetch(`${meshmux.http}/debug/sources/platform/confirm`, { method: 'POST' });
-    assert.equal(wrong.status, 409);
+    assert.equal(wrong.status, 409, 'platform holds nothing');
+    const unknown = await fetch(`${meshmux.http}/debug/sources/nobody/confirm`, { method: 'POST' });
+    assert.equal(unknown.status, 404, 'no such source');
+    assert.ok(client.configs(VS).has('team-a/bulk-13'), 'a refused confirmation applies nothing');
     const confirm = await fetch(`${meshmux.http}/debug/sources/team-a/confirm`, { method: 'POST' });
     assert.equal(confirm.status, 200);
     await client.waitFor((c) => !c.configs(VS).has('team-a/bulk-13'), 10_000);
