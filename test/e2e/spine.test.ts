@@ -52,7 +52,7 @@ describe('an istiod syncing from meshmux over MCP-over-xDS', () => {
       const expected = release === 'current' ? KINDS.currentTypeUrls() : KINDS.legacyTypeUrls();
       assert.deepEqual([...client.requestedTypeUrls].sort(), [...expected].sort());
       for (const typeUrl of expected)
-        assert.ok(client.responses.get(typeUrl) ?? 0 >= 1, `answered ${typeUrl}`);
+        assert.ok((client.responses.get(typeUrl) ?? 0) >= 1, `answered ${typeUrl}`);
       assert.deepEqual(client.problems, []);
       const vsType = release === 'current' ? VS_V1 : 'networking.istio.io/v1alpha3/VirtualService';
       const vs = client.configs(vsType).get('shop/reviews');
