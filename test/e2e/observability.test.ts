@@ -14,6 +14,7 @@ import { copyOfExamples } from '../support/meshmux-harness.js';
 import { OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { PrometheusServer, prometheusTools, promtoolCheckMetrics } from '../support/prometheus-server.js';
 import { until } from '../support/deadline.js';
+import { failOrSkipWithout, missingPeerLine } from '../support/required-peer.js';
 
 const run = promisify(execFile);
 const VS = 'networking.istio.io/VirtualService';
@@ -144,8 +145,8 @@ describe('observing a change from a file edit to two istiods', () => {
 
   it('serves /metrics that promtool accepts and a real Prometheus scrapes', async (t) => {
     const tools = await prometheusTools();
-    if ('skip' in tools) {
-      t.skip(tools.skip);
+    if ('missing' in tools) {
+      failOrSkipWithout(t, tools.missing);
       return;
     }
     const exposition = await (await fetch(`${http}/metrics`)).text();
@@ -226,7 +227,7 @@ describe('observing a change from a file edit to two istiods', () => {
   it('renders the status page in headless Chromium', async (t) => {
     const chromium = await findChromium();
     if (chromium === undefined) {
-      t.skip('chromium is not installed (apt-get install -y chromium)');
+      failOrSkipWithout(t, missingPeerLine('chromium', 'chromium'));
       return;
     }
     const profile = await mkdtemp(path.join(tmpdir(), 'meshmux-chromium-'));
