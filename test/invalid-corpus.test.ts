@@ -11,7 +11,7 @@ import type { ErrorCode } from '../src/core/errors.js';
 import { PACKAGE_ROOT } from '../src/core/paths.js';
 import { readYamlDocuments, type ReadYamlResult } from '../src/schema/yaml-reader.js';
 
-const INVALID = path.join(PACKAGE_ROOT, '..', 'shared', 'corpus', 'invalid');
+const INVALID = path.join(PACKAGE_ROOT, 'test', 'fixtures', 'corpus', 'invalid');
 
 function read(file: string): ReadYamlResult {
   return readYamlDocuments(readFileSync(path.join(INVALID, file), 'utf8'), {

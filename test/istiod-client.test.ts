@@ -16,6 +16,7 @@ import {
   MESH_CONFIG_TYPE_URL,
   type IstiodClientOptions,
 } from './support/istiod-client.js';
+import { within } from './support/deadline.js';
 
 const VS = 'networking.istio.io/v1/VirtualService';
 const SE = 'networking.istio.io/v1/ServiceEntry';
@@ -37,13 +38,14 @@ class Arrivals<T> {
     this.waiting.delete(index);
   }
 
-  /** The item at `index`, once it has arrived. */
-  at(index: number): Promise<T> {
+  /** The item at `index`, once it has arrived; rejects after `timeoutMs`. */
+  at(index: number, timeoutMs = 10_000): Promise<T> {
     const item = this.items[index];
     if (item !== undefined) return Promise.resolve(item);
-    return new Promise((resolve) => {
+    const arrived = new Promise<T>((resolve) => {
       this.waiting.set(index, [...(this.waiting.get(index) ?? []), resolve]);
     });
+    return within(arrived, timeoutMs, `item ${index} to arrive (${this.items.length} so far)`);
   }
 
   get length(): number {

@@ -15,6 +15,7 @@ import {
 import { Fleet, LatencyTracker } from '../../bench/fleet.js';
 import { ShapeRig } from '../../bench/phases.js';
 import type { ServerCounters } from '../../bench/server-process.js';
+import { until } from '../support/deadline.js';
 
 // The benchmark's own fixtures, upstream simulators and istiod-like fleet, on a shape small
 // enough that every counter has one right value. Timing is the benchmark's business, not this suite's.
@@ -51,12 +52,16 @@ describe('exact counters on the benchmark fixtures (shape T)', () => {
     rig = new ShapeRig(shape);
     await rig.start();
     meshmux = await startMeshmux(parseMeshmuxConfig(benchConfigYaml(rig.addresses), 'bench', process.cwd()));
-    while (!meshmux.engine.current().ready) await delay(20);
+    await until(() => meshmux.engine.current().ready, 30_000, 'the merged snapshot to be ready', {
+      intervalMs: 20,
+    });
     // Nobody is connected yet: meshmux encodes the objects in the background meanwhile.
-    for (const deadline = Date.now() + 10_000; Date.now() < deadline; await delay(20)) {
-      encodedBeforeClients = (await counters()).encodes;
-      if (encodedBeforeClients >= rig.model.servedCount()) break;
-    }
+    await until(
+      async () => (encodedBeforeClients = (await counters()).encodes) >= rig.model.servedCount(),
+      10_000,
+      `every served object to be encoded before a client connects (${rig.model.servedCount()})`,
+      { intervalMs: 20, describe: () => `${encodedBeforeClients} encoded` },
+    );
     fleet = new Fleet(`127.0.0.1:${meshmux.xdsPort}`, shape.clients).start();
     await fleet.synced(performance.now(), 30_000);
     coldCounters = await quiet();
@@ -119,8 +124,13 @@ describe('exact counters on the benchmark fixtures (shape T)', () => {
   it('an identical resync of every upstream sends nothing and encodes nothing', async () => {
     const c0 = await quiet();
     for (const sim of rig.simulators) sim.dropStreams();
-    const deadline = Date.now() + 20_000;
-    while (!rig.simulators.every((s) => s.answeredTypes >= 2) && Date.now() < deadline) await delay(20);
+    // Without this resync the assertions below would hold trivially: it must have happened.
+    await until(
+      () => rig.simulators.every((s) => s.answeredTypes >= 2),
+      20_000,
+      'every upstream to answer both types again after its streams were dropped',
+      { intervalMs: 20 },
+    );
     const c1 = await quiet();
     assert.equal(c1.pushes - c0.pushes, 0);
     assert.equal(c1.bytesSent - c0.bytesSent, 0);

@@ -6,13 +6,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
-import { filter, firstValueFrom } from 'rxjs';
 import type { RunningMeshmux } from '../../src/app.js';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
 import { mirrorFolderName } from '../../src/upstream/git/git-url.js';
 import { GitDaemon, TestRepo, serviceEntry, virtualService } from '../support/git-fixtures.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
+import { firstMatch } from '../support/deadline.js';
 
 const VS = 'networking.istio.io/v1/VirtualService';
 const SE = 'networking.istio.io/v1/ServiceEntry';
@@ -32,7 +32,12 @@ async function gitPage(meshmux: { http: string }): Promise<GitStatusPage[]> {
 }
 
 function waitForSourceErrors(meshmux: RunningMeshmux, count: number): Promise<unknown> {
-  return firstValueFrom(meshmux.engine.snapshots$.pipe(filter((s) => s.sources[0]?.errors.length === count)));
+  return firstMatch(
+    meshmux.engine.snapshots$,
+    (s) => s.sources[0]?.errors.length === count,
+    15_000,
+    `the git source to report ${count} errors`,
+  );
 }
 
 /** POSTs a push payload to the webhook; `sign` adds the forge's signature header. */

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { filter, firstValueFrom } from 'rxjs';
 import { IstiodClient } from '../support/istiod-client.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
+import { firstMatch } from '../support/deadline.js';
 
 const VS = 'networking.istio.io/v1/VirtualService';
 const DR = 'networking.istio.io/v1/DestinationRule';
@@ -148,15 +148,37 @@ describe('merging a platform source and a team source', () => {
     await writeFile(path.join(root, 'team-a', 'bulk.yaml'), many);
     await client.waitFor((c) => c.configs(VS).has('team-a/bulk-13'), 10_000);
     await rm(path.join(root, 'team-a', 'bulk.yaml'));
-    await firstValueFrom(meshmux.engine.snapshots$.pipe(filter((s) => s.sources[1]?.held !== undefined)));
+    await firstMatch(
+      meshmux.engine.snapshots$,
+      (s) => s.sources[1]?.held !== undefined,
+      15_000,
+      'team-a’s update to be held',
+    );
+    // A later change from the other source: once it has arrived, a deletion would have too.
+    const marker = path.join(root, 'platform', 'marker.yaml');
+    await writeFile(marker, vs('marker-held', 'platform', 'marker-held.example.com'));
+    await client.waitFor(
+      (c) => c.configs(VS).has('platform/marker-held'),
+      10_000,
+      () => 'the marker',
+    );
     assert.ok(client.configs(VS).has('team-a/bulk-13'), 'nothing deleted while held');
+    await rm(marker);
+    await client.waitFor(
+      (c) => !c.configs(VS).has('platform/marker-held'),
+      10_000,
+      () => 'the marker gone',
+    );
     const sources = (await (await fetch(`${meshmux.http}/debug/sources`)).json()) as Array<{
       held?: { reason: string; deletions: number };
     }>;
     assert.equal(sources[1]?.held?.reason, 'mass-delete');
     assert.equal(sources[1]?.held?.deletions, 14);
     const wrong = await fetch(`${meshmux.http}/debug/sources/platform/confirm`, { method: 'POST' });
-    assert.equal(wrong.status, 409);
+    assert.equal(wrong.status, 409, 'platform holds nothing');
+    const unknown = await fetch(`${meshmux.http}/debug/sources/nobody/confirm`, { method: 'POST' });
+    assert.equal(unknown.status, 404, 'no such source');
+    assert.ok(client.configs(VS).has('team-a/bulk-13'), 'a refused confirmation applies nothing');
     const confirm = await fetch(`${meshmux.http}/debug/sources/team-a/confirm`, { method: 'POST' });
     assert.equal(confirm.status, 200);
     await client.waitFor((c) => !c.configs(VS).has('team-a/bulk-13'), 10_000);
@@ -165,8 +187,20 @@ describe('merging a platform source and a team source', () => {
 
   it('keeps a source’s objects when its whole state suddenly turns empty', async () => {
     await rm(path.join(root, 'platform', 'shared.yaml'));
-    await firstValueFrom(
-      meshmux.engine.snapshots$.pipe(filter((s) => s.sources[0]?.held?.reason === 'empty')),
+    await firstMatch(
+      meshmux.engine.snapshots$,
+      (s) => s.sources[0]?.held?.reason === 'empty',
+      15_000,
+      'platform’s empty state to be held',
+    );
+    await writeFile(
+      path.join(root, 'team-a', 'marker.yaml'),
+      vs('marker-empty', 'team-a', 'marker.example.com'),
+    );
+    await client.waitFor(
+      (c) => c.configs(VS).has('team-a/marker-empty'),
+      10_000,
+      () => 'the marker',
     );
     assert.ok(client.configs(SE).has('platform/payments-api'));
     assert.equal(client.configs(DR).size, 0);

@@ -4,7 +4,6 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { startMeshmux, type RunningMeshmux } from '../../src/app.js';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
@@ -14,6 +13,8 @@ import { IstiodClient } from '../support/istiod-client.js';
 import { copyOfExamples } from '../support/meshmux-harness.js';
 import { OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { PrometheusServer, prometheusTools, promtoolCheckMetrics } from '../support/prometheus-server.js';
+import { until } from '../support/deadline.js';
+import { failOrSkipWithout, missingPeerLine } from '../support/required-peer.js';
 
 const run = promisify(execFile);
 const VS = 'networking.istio.io/VirtualService';
@@ -78,10 +79,13 @@ describe('observing a change from a file edit to two istiods', () => {
     await Promise.all(clients.map((c) => c.waitForSync(30_000)));
     // The initial sync converges once per istiod when meshmux reads its ACK, which may come
     // after the client saw the response: count from there.
-    for (const deadline = Date.now() + 30_000; Date.now() < deadline; await delay(20)) {
-      convergedBefore = convergedCount(await (await fetch(`${http}/metrics`)).text());
-      if (convergedBefore >= clients.length) break;
-    }
+    await until(
+      async () =>
+        (convergedBefore = convergedCount(await (await fetch(`${http}/metrics`)).text())) >= clients.length,
+      30_000,
+      `the initial sync of all ${clients.length} istiods to be counted as converged`,
+      { intervalMs: 20, describe: () => `${convergedBefore} counted` },
+    );
     const before = clients.map((c) => c.versionInfo.get(VS_URL));
     const file = path.join(dir, 'shop-routing.yaml');
     await writeFile(file, (await readFile(file, 'utf8')).replace('timeout: 3s', 'timeout: 4s'));
@@ -141,8 +145,8 @@ describe('observing a change from a file edit to two istiods', () => {
 
   it('serves /metrics that promtool accepts and a real Prometheus scrapes', async (t) => {
     const tools = await prometheusTools();
-    if ('skip' in tools) {
-      t.skip(tools.skip);
+    if ('missing' in tools) {
+      failOrSkipWithout(t, tools.missing);
       return;
     }
     const exposition = await (await fetch(`${http}/metrics`)).text();
@@ -223,7 +227,7 @@ describe('observing a change from a file edit to two istiods', () => {
   it('renders the status page in headless Chromium', async (t) => {
     const chromium = await findChromium();
     if (chromium === undefined) {
-      t.skip('chromium is not installed (apt-get install -y chromium)');
+      failOrSkipWithout(t, missingPeerLine('chromium', 'chromium'));
       return;
     }
     const profile = await mkdtemp(path.join(tmpdir(), 'meshmux-chromium-'));

@@ -8,10 +8,11 @@ import * as grpc from '@grpc/grpc-js';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
+import { within } from '../support/deadline.js';
 
 const run = promisify(execFile);
 const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
-const CORPUS = path.join(PACKAGE_ROOT, '..', 'shared', 'corpus');
+const CORPUS = path.join(PACKAGE_ROOT, 'test', 'fixtures', 'corpus');
 const SE = 'networking.istio.io/v1/ServiceEntry';
 
 function serviceEntries(count: number): string {
@@ -52,7 +53,7 @@ describe('protocol edges', () => {
     const meshmux = await startFromYaml(`sources: [{name: none, type: file, path: ./none.yaml}]\n`, dir);
     const client = new grpc.Client(meshmux.xds, grpc.credentials.createInsecure());
     try {
-      const status = await new Promise<grpc.StatusObject>((resolve) => {
+      const ended = new Promise<grpc.StatusObject>((resolve) => {
         const call = client.makeBidiStreamRequest(
           '/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources',
           (b: Buffer) => b,
@@ -62,6 +63,7 @@ describe('protocol edges', () => {
         call.on('error', () => undefined);
         call.write(Buffer.alloc(0));
       });
+      const status = await within(ended, 10_000, 'the DeltaAggregatedResources stream to end');
       assert.equal(status.code, grpc.status.UNIMPLEMENTED);
     } finally {
       client.close();

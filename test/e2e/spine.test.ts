@@ -2,16 +2,23 @@ import assert from 'node:assert/strict';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { filter, firstValueFrom } from 'rxjs';
 import type { RunningMeshmux } from '../../src/app.js';
 import { KINDS } from '../../src/schema/kinds.js';
 import { IstiodClient, MESH_CONFIG_TYPE_URL } from '../support/istiod-client.js';
 import { copyOfExamples, startFromYaml } from '../support/meshmux-harness.js';
 import { RawAdsStream } from '../support/raw-ads-stream.js';
+import { firstMatch } from '../support/deadline.js';
 
 const VS_V1 = 'networking.istio.io/v1/VirtualService';
 const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
 const DR_V1 = 'networking.istio.io/v1/DestinationRule';
+
+/** A ServiceEntry file whose arrival marks that everything before it has arrived. */
+const MARKER_SE = (name: string): string => `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ${name}, namespace: shop}
+spec: {hosts: [${name}.example.com], ports: [{number: 443, name: https, protocol: TLS}], resolution: DNS}
+`;
 
 function fileConfig(dir: string, extra = ''): string {
   return `sources:\n  - name: local\n    type: file\n    path: ${JSON.stringify(dir)}\n    rescanInterval: 200ms\n${extra}`;
@@ -45,7 +52,7 @@ describe('an istiod syncing from meshmux over MCP-over-xDS', () => {
       const expected = release === 'current' ? KINDS.currentTypeUrls() : KINDS.legacyTypeUrls();
       assert.deepEqual([...client.requestedTypeUrls].sort(), [...expected].sort());
       for (const typeUrl of expected)
-        assert.ok(client.responses.get(typeUrl) ?? 0 >= 1, `answered ${typeUrl}`);
+        assert.ok((client.responses.get(typeUrl) ?? 0) >= 1, `answered ${typeUrl}`);
       assert.deepEqual(client.problems, []);
       const vsType = release === 'current' ? VS_V1 : 'networking.istio.io/v1alpha3/VirtualService';
       const vs = client.configs(vsType).get('shop/reviews');
@@ -114,6 +121,14 @@ describe('an istiod syncing from meshmux over MCP-over-xDS', () => {
     const good = await readFile(file, 'utf8');
     await writeFile(file, good.replace('mode: REGISTRY_ONLY', 'mode: NOT_A_MODE'));
     await waitForSourceErrors(meshmux, 1);
+    // A later change in another file: once it has arrived, a deletion would have too.
+    const marker = path.join(dir, 'marker-invalid.yaml');
+    await writeFile(marker, MARKER_SE('after-invalid'));
+    await client.waitFor(
+      (c) => c.configs(SE_V1).has('shop/after-invalid'),
+      10_000,
+      () => 'the marker',
+    );
     assert.ok(client.configs('networking.istio.io/v1/Sidecar').has('shop/default'));
     const sources = (await (await fetch(`${meshmux.http}/debug/sources`)).json()) as Array<{
       errors: string[];
@@ -124,6 +139,12 @@ describe('an istiod syncing from meshmux over MCP-over-xDS', () => {
     );
     await writeFile(file, good);
     await waitForSourceErrors(meshmux, 0);
+    await rm(marker);
+    await client.waitFor(
+      (c) => !c.configs(SE_V1).has('shop/after-invalid'),
+      10_000,
+      () => 'the marker gone',
+    );
   });
 
   it('treats two streams with the same node id as independent clients', async () => {
@@ -201,5 +222,10 @@ describe('MeshConfig', () => {
 });
 
 function waitForSourceErrors(meshmux: RunningMeshmux, count: number): Promise<unknown> {
-  return firstValueFrom(meshmux.engine.snapshots$.pipe(filter((s) => s.sources[0]?.errors.length === count)));
+  return firstMatch(
+    meshmux.engine.snapshots$,
+    (s) => s.sources[0]?.errors.length === count,
+    15_000,
+    `the first source to report ${count} errors`,
+  );
 }

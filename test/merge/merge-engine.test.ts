@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Subject, filter, firstValueFrom, throwError } from 'rxjs';
+import { Subject, throwError } from 'rxjs';
 import type { SourceEvent } from '../../src/core/source-event.js';
 import type { ConfigSnapshot } from '../../src/merge/config-snapshot.js';
 import { MergeEngine } from '../../src/merge/merge-engine.js';
 import { fakeResource } from '../support/resources.js';
+import { firstMatch } from '../support/deadline.js';
 
 const VS = 'networking.istio.io/VirtualService';
 
@@ -27,7 +28,7 @@ function snapshotOf(names: string[], revision = names.join(',')): SourceEvent {
 }
 
 function next(engine: MergeEngine, predicate: (s: ConfigSnapshot) => boolean): Promise<ConfigSnapshot> {
-  return firstValueFrom(engine.snapshots$.pipe(filter(predicate)));
+  return firstMatch(engine.snapshots$, predicate, 5_000, 'a snapshot matching the test’s predicate');
 }
 
 function names(snapshot: ConfigSnapshot): string[] {

@@ -13,6 +13,7 @@ import { devNull } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { freePort } from './free-port.js';
+import { within } from './deadline.js';
 
 const GIT_ENV: NodeJS.ProcessEnv = {
   ...process.env,
@@ -151,7 +152,7 @@ export class GitDaemon {
     );
     this.child = child;
     // The daemon says so on stderr once it listens: wait for that line rather than for time.
-    await new Promise<void>((resolve, reject) => {
+    const ready = new Promise<void>((resolve, reject) => {
       let text = '';
       const onData = (chunk: Buffer): void => {
         text += chunk.toString('utf8');
@@ -164,6 +165,7 @@ export class GitDaemon {
       child.stderr?.on('data', onData);
       child.once('exit', (code) => reject(new Error(`git daemon exited (${String(code)}): ${text}`)));
     });
+    await within(ready, 15_000, 'git daemon to say "Ready to rumble"');
   }
 
   /** Stops it; resolves once the process has exited and the port is closed. */
@@ -173,7 +175,7 @@ export class GitDaemon {
     if (child === undefined || child.exitCode !== null) return;
     const exited = once(child, 'exit');
     child.kill('SIGTERM');
-    await exited;
+    await within(exited, 10_000, 'git daemon to exit after SIGTERM');
   }
 }
 

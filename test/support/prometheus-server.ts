@@ -1,22 +1,21 @@
 /**
- * A real Prometheus server and `promtool` for tests, from Debian's `prometheus` package. When the
- * binaries are missing and the test runs as root, they are installed with apt-get (without
- * recommends, and with service starts refused, so no system Prometheus binds the default ports);
- * otherwise the tests that need them skip with the reason.
+ * A real Prometheus server and `promtool` for tests, from Debian's `prometheus` package, which
+ * .ci/run installs. When the binaries are missing, the tests that need them fail in CI and skip
+ * elsewhere, naming the package (see required-peer.ts).
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdtemp, rm, unlink, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from './free-port.js';
+import { missingPeerLine } from './required-peer.js';
 
 const run = promisify(execFile);
 
-/** Paths of the binaries, or why they are unavailable. */
+/** Paths of the binaries, or the line saying they are missing. */
 export type PrometheusTools =
-  { readonly prometheus: string; readonly promtool: string } | { readonly skip: string };
+  { readonly prometheus: string; readonly promtool: string } | { readonly missing: string };
 
 async function which(name: string): Promise<string | undefined> {
   try {
@@ -30,48 +29,17 @@ async function which(name: string): Promise<string | undefined> {
 
 let tools: Promise<PrometheusTools> | undefined;
 
-/** Finds `prometheus` and `promtool`, installing Debian's package once if needed and allowed. */
+/** Finds `prometheus` and `promtool` on the PATH. */
 export function prometheusTools(): Promise<PrometheusTools> {
   tools ??= locate();
   return tools;
 }
 
 async function locate(): Promise<PrometheusTools> {
-  const found = async (): Promise<PrometheusTools | undefined> => {
-    const prometheus = await which('prometheus');
-    const promtool = await which('promtool');
-    return prometheus !== undefined && promtool !== undefined ? { prometheus, promtool } : undefined;
-  };
-  const present = await found();
-  if (present !== undefined) return present;
-  if (process.getuid?.() !== 0) {
-    return { skip: 'prometheus/promtool not installed and not root: apt-get install -y prometheus' };
-  }
-  const policy = '/usr/sbin/policy-rc.d';
-  const ownPolicy = !existsSync(policy);
-  try {
-    // Refuse service starts for the install: the test runs its own server on a free port.
-    if (ownPolicy) await writeFile(policy, '#!/bin/sh\nexit 101\n', { mode: 0o755 });
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-    const install = (): Promise<unknown> =>
-      run('apt-get', ['install', '-y', '--no-install-recommends', 'prometheus'], {
-        env,
-        maxBuffer: 64 * 1024 * 1024,
-      });
-    try {
-      await install();
-    } catch {
-      await run('apt-get', ['update'], { env, maxBuffer: 64 * 1024 * 1024 });
-      await install();
-    }
-  } catch (err) {
-    return {
-      skip: `cannot install Debian's prometheus package: ${(err as Error).message.split('\n')[0] ?? ''}`,
-    };
-  } finally {
-    if (ownPolicy) await unlink(policy).catch(() => undefined);
-  }
-  return (await found()) ?? { skip: 'the prometheus package installed no prometheus/promtool binaries' };
+  const prometheus = await which('prometheus');
+  const promtool = await which('promtool');
+  if (prometheus !== undefined && promtool !== undefined) return { prometheus, promtool };
+  return { missing: missingPeerLine('prometheus/promtool', 'prometheus') };
 }
 
 /** Runs `promtool check metrics` on an exposition; resolves to its exit code and output. */

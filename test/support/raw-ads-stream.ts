@@ -17,6 +17,7 @@ export class RawAdsStream {
   private readonly call: grpc.ClientDuplexStream<MessageInit<DiscoveryRequest>, DiscoveryResponse>;
   private readonly queue: DiscoveryResponse[] = [];
   private waiters: Array<(r: DiscoveryResponse) => void> = [];
+  private readonly watchers = new Set<() => void>();
   /** Every response received, in order. */
   readonly received: DiscoveryResponse[] = [];
   /** How the server ended the stream. */
@@ -34,6 +35,7 @@ export class RawAdsStream {
       const waiter = this.waiters.shift();
       if (waiter === undefined) this.queue.push(r);
       else waiter(r);
+      for (const watch of [...this.watchers]) watch();
     });
     this.call.on('error', () => undefined);
     this.status = new Promise((resolve) => this.call.on('status', resolve));
@@ -57,6 +59,35 @@ export class RawAdsStream {
         resolve(r);
       };
       this.waiters.push(waiter);
+    });
+  }
+
+  /**
+   * The first response in {@link received} at index `from` or later that matches `predicate`,
+   * now or once it arrives; independent of {@link next}'s queue. Rejects after `timeoutMs`
+   * naming `what`.
+   */
+  responseAfter(
+    from: number,
+    predicate: (r: DiscoveryResponse) => boolean,
+    timeoutMs: number,
+    what: string,
+  ): Promise<DiscoveryResponse> {
+    return new Promise((resolve, reject) => {
+      const check = (): boolean => {
+        const found = this.received.slice(from).find(predicate);
+        if (found === undefined) return false;
+        clearTimeout(timer);
+        this.watchers.delete(watch);
+        resolve(found);
+        return true;
+      };
+      const watch = (): void => void check();
+      const timer = setTimeout(() => {
+        this.watchers.delete(watch);
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
+      }, timeoutMs);
+      if (!check()) this.watchers.add(watch);
     });
   }
 

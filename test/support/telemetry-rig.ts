@@ -2,7 +2,7 @@
  * A real merge engine wired to `Telemetry` exactly as the composition root wires it, with sources
  * the test feeds by hand and ADS hooks the test calls as a stream would. Not a test file itself.
  */
-import { filter, firstValueFrom, map, merge, Subject } from 'rxjs';
+import { filter, firstValueFrom, map, merge, Subject, timeout } from 'rxjs';
 import { MeshmuxError } from '../../src/core/errors.js';
 import type { SourceEvent, SourceSnapshotEvent } from '../../src/core/source-event.js';
 import type { ConfigSnapshot } from '../../src/merge/config-snapshot.js';
@@ -67,6 +67,15 @@ export function startRig(names: readonly string[], options: Partial<TelemetryOpt
               throw new Error(`the ${event.type} event of ${source} changed nothing`);
             }),
           ),
+        ).pipe(
+          timeout({
+            first: 10_000,
+            with: () => {
+              throw new Error(
+                `no snapshot and no "unchanged" within 10000 ms after the ${event.type} event of ${source}`,
+              );
+            },
+          }),
         ),
       );
       sources.get(source)?.next(event);

@@ -1,7 +1,7 @@
 /**
- * A real standalone ZooKeeper for tests: Debian's `zookeeper` package, started on a free loopback
- * port with its data in a temporary folder. When the package is missing and the tests run as root,
- * it is installed with apt-get (CI installs it up front: `apt-get install -y zookeeper`).
+ * A real standalone ZooKeeper for tests: Debian's `zookeeper` package (which .ci/run installs),
+ * started on a free loopback port with its data in a temporary folder. When it is missing, the
+ * tests fail in CI and skip elsewhere, naming the package (see required-peer.ts).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -10,6 +10,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort } from './free-port.js';
+import { missingPeerLine } from './required-peer.js';
 
 /** Debian's jar; its manifest's Class-Path names every dependency jar. */
 const DEBIAN_JAR = '/usr/share/java/zookeeper.jar';
@@ -26,27 +27,21 @@ function hasJava(): boolean {
   return spawnSync('java', ['-version'], { stdio: 'ignore' }).status === 0;
 }
 
-/** `java` and a class path that runs ZooKeeper, installing the Debian package if it must and can. */
-function locateZookeeper(): string {
+/** Why ZooKeeper cannot run here (the one line naming the package), or undefined when it can. */
+export function zookeeperMissing(): string | undefined {
   const home = process.env['ZOOKEEPER_HOME'];
-  if (home !== undefined && existsSync(path.join(home, 'lib')) && hasJava()) {
+  const installed = (home !== undefined && existsSync(path.join(home, 'lib'))) || existsSync(DEBIAN_JAR);
+  return installed && hasJava() ? undefined : missingPeerLine('ZooKeeper (or java)', 'zookeeper');
+}
+
+/** `java` and a class path that runs ZooKeeper; throws the missing-package line when it cannot. */
+function locateZookeeper(): string {
+  const missing = zookeeperMissing();
+  if (missing !== undefined) throw new Error(missing);
+  const home = process.env['ZOOKEEPER_HOME'];
+  if (home !== undefined && existsSync(path.join(home, 'lib'))) {
     return `${path.join(home, 'lib', '*')}${path.delimiter}${path.join(home, 'conf')}`;
   }
-  if (existsSync(DEBIAN_JAR) && hasJava()) return DEBIAN_JAR;
-  if (process.getuid?.() !== 0) {
-    throw new Error(
-      'ZooKeeper is not installed and the tests are not root: run `apt-get install -y zookeeper`',
-    );
-  }
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  const install = (): boolean =>
-    spawnSync('apt-get', ['install', '-y', '-q', 'zookeeper'], { stdio: 'ignore', env }).status === 0;
-  if (!install()) {
-    spawnSync('apt-get', ['update', '-q'], { stdio: 'ignore', env });
-    if (!install()) throw new Error('`apt-get install -y zookeeper` failed');
-  }
-  if (!existsSync(DEBIAN_JAR) || !hasJava())
-    throw new Error(`installed zookeeper, but ${DEBIAN_JAR} or java is missing`);
   return DEBIAN_JAR;
 }
 

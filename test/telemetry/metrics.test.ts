@@ -13,6 +13,7 @@ import {
   VS_URL,
   type Rig,
 } from '../support/telemetry-rig.js';
+import { failOrSkipWithout } from '../support/required-peer.js';
 
 /** The value of one sample in an exposition, or undefined when absent. */
 function sample(exposition: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -146,8 +147,8 @@ describe('meshmux metrics', () => {
 
   it('passes promtool check metrics, process and event-loop metrics included', async (t) => {
     const tools = await prometheusTools();
-    if ('skip' in tools) {
-      t.skip(tools.skip);
+    if ('missing' in tools) {
+      failOrSkipWithout(t, tools.missing);
       return;
     }
     const r = rig(['git'], { processMetrics: true, clients: () => [{ policy: 'p', view: 'v' }] });

@@ -6,6 +6,7 @@ import { McpSource } from '../../src/upstream/mcp/mcp-source.js';
 import type { McpSourceOptions } from '../../src/upstream/mcp/mcp-source-options.js';
 import { FakeGalley, GalleySinkPusher, type FakeObject } from '../support/fake-upstreams.js';
 import { SourceEventRecorder } from '../support/source-event-recorder.js';
+import { within } from '../support/deadline.js';
 
 const VS_COLLECTION = 'istio/networking/v1alpha3/virtualservices';
 const SE_COLLECTION = 'istio/networking/v1alpha3/serviceentries';
@@ -201,7 +202,7 @@ describe('mcp-sink source', () => {
       onListening: (p) => onPort(p),
     });
     const recorder = new SourceEventRecorder(sink.events$);
-    const port = await listening;
+    const port = await within(listening, 10_000, 'the mcp-sink source to listen');
     const galley = new GalleySinkPusher(`127.0.0.1:${port}`, { collections: [VS_COLLECTION, SE_COLLECTION] });
     galley
       .set('VirtualService', [vs('reviews')])

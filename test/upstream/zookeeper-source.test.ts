@@ -13,7 +13,8 @@ import {
 import { DubboRegistry } from '../support/dubbo-registry.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
-import { ZookeeperServer } from '../support/zookeeper-server.js';
+import { ZookeeperServer, zookeeperMissing } from '../support/zookeeper-server.js';
+import { suiteSkip } from '../support/required-peer.js';
 
 const WAIT_MS = 15_000;
 
@@ -82,7 +83,7 @@ const snapshotWith =
   (e: SourceEvent): e is SourceSnapshotEvent =>
     e.type === 'snapshot' && e.resources.length === count;
 
-describe('the zookeeper source', () => {
+describe('the zookeeper source', { skip: suiteSkip(zookeeperMissing()) }, () => {
   let zk: ZookeeperServer;
   const cleanups: Array<() => unknown> = [];
   const watch = (options: Partial<ZookeeperSourceOptions> & { root: string }): EventLog => {

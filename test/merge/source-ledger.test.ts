@@ -1,0 +1,177 @@
+/**
+ * One source's ledger on its own: what it reports about the source, how a change of its rules
+ * re-admits what it last sent, and what leaving the configuration withdraws.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { MeshmuxError } from '../../src/core/errors.js';
+import { makeResource } from '../../src/core/resource.js';
+import type { SourceEvent } from '../../src/core/source-event.js';
+import { SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION, SourceLedger } from '../../src/merge/source-ledger.js';
+import { DEFAULT_SOURCE_POLICY, type SourcePolicy } from '../../src/merge/source-rules.js';
+import { fakeResource } from '../support/resources.js';
+
+const VS = 'networking.istio.io/VirtualService';
+const DR = 'networking.istio.io/DestinationRule';
+
+function ledger(policy: Partial<SourcePolicy> = {}, kinds?: readonly string[]): SourceLedger {
+  return new SourceLedger(
+    {
+      name: 'src',
+      type: 'test',
+      defaultNamespace: 'default',
+      ...(kinds === undefined ? {} : { kinds: new Set(kinds) }),
+    },
+    { ...DEFAULT_SOURCE_POLICY, ...policy },
+    0,
+  );
+}
+
+function state(...resources: ReturnType<typeof fakeResource>[]): SourceEvent {
+  return {
+    type: 'snapshot',
+    resources,
+    revision: resources.map((r) => r.name).join(','),
+    errors: [],
+    warnings: [],
+  };
+}
+
+const names = (l: SourceLedger, kind: string): string[] => [...l.kind(kind).keys()].sort();
+
+describe('SourceLedger', () => {
+  it('reports no sync, error or staleness before the first event, and an empty revision', () => {
+    const r = ledger().report();
+    assert.equal(r.state, 'connecting');
+    assert.equal(r.everSynced, false);
+    assert.equal(r.revision, '');
+    assert.deepEqual(
+      [r.lastSyncTime, r.lastError, r.staleSince, r.held],
+      [undefined, undefined, undefined, undefined],
+    );
+    assert.deepEqual([r.errors, r.warnings, r.rejections], [[], [], []]);
+  });
+
+  it('keeps the last error across statuses without one, and reports when it synced and since when it is stale', () => {
+    const l = ledger();
+    l.apply(state(fakeResource('a')), new Date(1_000));
+    const error = new MeshmuxError('UNAVAILABLE', 'connection refused', { file: 'upstream' });
+    l.apply({ type: 'status', state: 'stale', error }, new Date(2_000));
+    l.apply({ type: 'status', state: 'failing' }, new Date(3_000));
+    const r = l.report();
+    assert.equal(r.lastError, error, 'a status without an error keeps the last one');
+    assert.equal(r.lastSyncTime?.getTime(), 1_000);
+    assert.equal(r.staleSince?.getTime(), 2_000, 'stale since the first of the stale and failing statuses');
+    assert.equal(r.state, 'failing');
+    l.apply({ type: 'status', state: 'connecting' }, new Date(4_000));
+    assert.equal(l.report().staleSince, undefined, 'no longer stale');
+  });
+
+  it('passes through an object another meshmux already annotated, keeping its provenance', () => {
+    const l = ledger();
+    const relayed = makeResource({
+      kind: VS,
+      namespace: 'default',
+      name: 'far',
+      labels: {},
+      annotations: { [SOURCE_ANNOTATION]: 'origin', [SOURCE_VERSION_ANNOTATION]: 'v7' },
+      createTime: { seconds: 1, nanos: 0 },
+      body: new TextEncoder().encode('far'),
+      origin: {},
+    });
+    l.apply(state(relayed, fakeResource('near')), new Date(0));
+    assert.equal(l.kind(VS).get('default/far'), relayed, 'served as received');
+    assert.equal(l.kind(VS).get('default/near')?.annotations[SOURCE_ANNOTATION], 'src');
+  });
+
+  it('names a new upstream version of an object as its source version', () => {
+    const l = ledger();
+    const base = {
+      kind: VS,
+      namespace: 'default',
+      name: 'a',
+      labels: {},
+      annotations: {},
+      createTime: { seconds: 1, nanos: 0 },
+      body: new TextEncoder().encode('a'),
+    };
+    l.apply(state(makeResource({ ...base, origin: { upstreamVersion: 'u1' } })), new Date(0));
+    assert.equal(l.kind(VS).get('default/a')?.annotations[SOURCE_VERSION_ANNOTATION], 'u1');
+    l.apply(state(makeResource({ ...base, origin: { upstreamVersion: 'u2' } })), new Date(1));
+    assert.equal(l.kind(VS).get('default/a')?.annotations[SOURCE_VERSION_ANNOTATION], 'u2');
+    l.apply(
+      state(
+        makeResource({ ...base, createTime: { seconds: 2, nanos: 0 }, origin: { upstreamVersion: 'u2' } }),
+      ),
+      new Date(2),
+    );
+    assert.equal(l.kind(VS).get('default/a')?.createTime.seconds, 2, 'a new creation time is served');
+  });
+
+  it('re-admits what the source last sent when its rules change, without waiting for the source', () => {
+    const l = ledger({ deny: { namespaces: ['secret'] } });
+    l.apply(
+      state(fakeResource('a'), fakeResource('s', { namespace: 'secret' }), fakeResource('d', { kind: DR })),
+      new Date(0),
+    );
+    assert.deepEqual(names(l, VS), ['default/a']);
+    const widened = l.setPolicy({ ...DEFAULT_SOURCE_POLICY });
+    assert.deepEqual(
+      widened.map((c) => c.kind),
+      [VS],
+      'only the kind whose admitted objects changed',
+    );
+    assert.deepEqual(names(l, VS), ['default/a', 'secret/s']);
+    const narrowed = l.setPolicy({ ...DEFAULT_SOURCE_POLICY, deny: { kinds: ['DestinationRule'] } });
+    assert.deepEqual(
+      narrowed.map((c) => c.kind),
+      [DR],
+    );
+    assert.deepEqual(names(l, DR), []);
+    assert.equal(l.report().rejections.length, 1, 'the denied object is listed as rejected');
+    assert.equal(l.lastRevision, 'a,s,d', 'the revision stays the source’s');
+  });
+
+  it('withdraws every object when the source leaves the configuration, and forgets what it sent', () => {
+    const l = ledger();
+    l.apply(state(fakeResource('a'), fakeResource('d', { kind: DR })), new Date(0));
+    assert.deepEqual([...l.entries()].map(([k, s]) => [k, s.size]).sort(), [
+      [DR, 1],
+      [VS, 1],
+    ]);
+    const changes = l.clear();
+    assert.deepEqual(changes.map((c) => [c.kind, c.before.size, c.after.size]).sort(), [
+      [DR, 1, 0],
+      [VS, 1, 0],
+    ]);
+    assert.deepEqual([...l.entries()], []);
+    assert.deepEqual(l.setPolicy({ ...DEFAULT_SOURCE_POLICY }), [], 'nothing left to re-admit');
+    // Not held as an empty state afterwards: the source has nothing.
+    l.apply(state(), new Date(1));
+    assert.equal(l.heldUpdate, undefined);
+  });
+
+  it('may contribute only the kinds it declares and its rules allow', () => {
+    assert.equal(ledger({}, [VS]).mayContribute(VS), true);
+    assert.equal(ledger({}, [VS]).mayContribute(DR), false, 'not a declared kind');
+    assert.equal(ledger({ deny: { kinds: ['VirtualService'] } }).mayContribute(VS), false, 'denied');
+    assert.equal(ledger().mayContribute(DR), true);
+  });
+
+  it('releases nothing when nothing is held, and everything held in order when confirmed', () => {
+    const l = ledger();
+    assert.deepEqual(l.release(), []);
+    const many = Array.from({ length: 12 }, (_, i) => fakeResource(`o${i}`));
+    l.apply(state(...many), new Date(0));
+    l.apply(state(fakeResource('o0')), new Date(1));
+    l.apply(state(fakeResource('o0'), fakeResource('n1')), new Date(2));
+    assert.equal(l.heldUpdate?.reason, 'mass-delete');
+    assert.equal(l.heldUpdate?.since.getTime(), 1, 'held since the first held update');
+    const changes = l.release();
+    assert.deepEqual(
+      changes.map((c) => [c.kind, c.before.size, c.after.size]),
+      [[VS, 12, 2]],
+    );
+    assert.deepEqual(names(l, VS), ['default/n1', 'default/o0']);
+  });
+});
