@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { map, queueScheduler, Subject, type Observable } from 'rxjs';
+import { map, type Observable, queueScheduler, Subject } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import type { SourceEvent } from '../../src/core/source-event.js';
 import type { ConfigSnapshot } from '../../src/merge/config-snapshot.js';
@@ -41,11 +41,21 @@ function scheduler(): TestScheduler {
   return new TestScheduler((actual, expected) => assert.deepEqual(actual, expected));
 }
 
-/** One source `a` with `policy`, its served count as a marble; snapshots only where it changes. */
+/**
+ * One source `a` with `policy`, its served count as a marble; snapshots only where it changes.
+ * Each update is judged as it arrives (`settleMs: 0`): the settle window has tests of its own.
+ */
 function served(events$: Observable<SourceEvent>, policy: Partial<SourcePolicy>): Observable<string> {
   const engine = new MergeEngine(
-    [{ descriptor: { name: 'a', type: 't', defaultNamespace: 'default' }, events$, policy }],
-    { syncTimeoutMs: 1_000 },
+    [
+      {
+        descriptor: { name: 'a', type: 't', defaultNamespace: 'default' },
+        events$,
+        policy: { settleMs: 0, ...policy },
+      },
+    ],
+    // Past every test's window: the startup budget passing publishes a snapshot of its own.
+    { syncTimeoutMs: 1_000_000 },
   );
   engine.start();
   return engine.snapshots$.pipe(map(describeSnapshot));
@@ -246,8 +256,16 @@ describe('confirmation by an operator', () => {
     const b = new Subject<SourceEvent>();
     const engine = new MergeEngine(
       [
-        { descriptor: { name: 'a', type: 't', defaultNamespace: 'default' }, events$: a },
-        { descriptor: { name: 'b', type: 't', defaultNamespace: 'default' }, events$: b },
+        {
+          descriptor: { name: 'a', type: 't', defaultNamespace: 'default' },
+          events$: a,
+          policy: { settleMs: 0 },
+        },
+        {
+          descriptor: { name: 'b', type: 't', defaultNamespace: 'default' },
+          events$: b,
+          policy: { settleMs: 0 },
+        },
       ],
       { scheduler: queueScheduler, syncTimeoutMs: 0 },
     );

@@ -103,6 +103,7 @@ describe('the source ledger compared by identity', () => {
           { name: 'src', type: 'test', defaultNamespace: 'default' },
           {
             ...DEFAULT_SOURCE_POLICY,
+            settleMs: 0,
             keepOnEmpty: false,
             maxDeleteRatio: 1,
             minDeletes: Number.MAX_SAFE_INTEGER,

@@ -22,7 +22,8 @@ function ledger(policy: Partial<SourcePolicy> = {}, kinds?: readonly string[]): 
       defaultNamespace: 'default',
       ...(kinds === undefined ? {} : { kinds: new Set(kinds) }),
     },
-    { ...DEFAULT_SOURCE_POLICY, ...policy },
+    // Updates judged as they arrive; the settle window is covered in durable-guards.test.ts.
+    { ...DEFAULT_SOURCE_POLICY, settleMs: 0, ...policy },
     0,
   );
 }
