@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import { BlockList, isIPv4, isIPv6 } from 'node:net';
+import { shortDigest } from '../../core/content-digest.js';
 import { globMatcher } from '../../core/glob.js';
 import type { ConfigResource } from '../../core/resource.js';
 import type { ClientIdentity } from '../client-identity.js';
@@ -132,10 +132,7 @@ export class ClientPolicy {
     this.allow = compileSelector(config.allow);
     this.deny = compileSelector(config.deny);
     this.admitsAll = this.allow.tests.length === 0 && this.deny.tests.length === 0;
-    this.fingerprint = createHash('sha256')
-      .update(JSON.stringify([config.allow ?? null, config.deny ?? null]))
-      .digest('base64url')
-      .slice(0, 10);
+    this.fingerprint = shortDigest(JSON.stringify([config.allow ?? null, config.deny ?? null]), 10);
   }
 
   get name(): string {
