@@ -54,3 +54,22 @@ function objectDigest(r: ConfigResource): Uint32Array {
   }
   return d;
 }
+
+/**
+ * A short content id: the first `length` characters (at most 43) of the base64url SHA-256 of
+ * `data`. Equal input gives the same id on every replica and release; served versions and
+ * revisions are built from it, so the algorithm and encoding must not change. Pure.
+ */
+export function shortDigest(data: string | Uint8Array, length: number): string {
+  return createHash('sha256').update(data).digest('base64url').slice(0, length);
+}
+
+/**
+ * {@link shortDigest} of `lines`, each followed by `\n`, in the order given (sort first for an
+ * order-independent id). Pure.
+ */
+export function linesDigest(lines: Iterable<string>, length = 16): string {
+  const h = createHash('sha256');
+  for (const line of lines) h.update(`${line}\n`);
+  return h.digest('base64url').slice(0, length);
+}

@@ -1,5 +1,6 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
+import { shortDigest } from '../core/content-digest.js';
 import type { KindSnapshot } from '../merge/config-snapshot.js';
 import type { ClientView } from './client-view.js';
 import { type BlockCounters, FrameBlocks } from './frame-blocks.js';
@@ -135,7 +136,7 @@ export class ResponseCache {
 
   /** A response carrying one bare message (MeshConfig): `Any(<bodyTypeUrl>)` of `body`. */
   bareResponse(typeUrl: string, bodyTypeUrl: string, body: Uint8Array): BuiltResponse {
-    const version = createHash('sha256').update(body).digest('base64url').slice(0, 16);
+    const version = shortDigest(body, 16);
     const key = `${typeUrl}|bare|${version}`;
     const hit = this.responses.get(key);
     if (hit !== undefined) return hit;

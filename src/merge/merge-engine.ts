@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import {
   asapScheduler,
   auditTime,
@@ -10,6 +9,7 @@ import {
   Subject,
   Subscription,
 } from 'rxjs';
+import { linesDigest } from '../core/content-digest.js';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../core/source-event.js';
@@ -449,7 +449,7 @@ export class MergeEngine implements SnapshotReader {
       );
     return Object.freeze({
       generation: ++this.generation,
-      version: hashParts([...kinds.values()].map((k) => `${k.kind}=${k.version}`)),
+      version: linesDigest([...kinds.values()].map((k) => `${k.kind}=${k.version}`)),
       kinds,
       ready: waiting.length === 0,
       readyFor,
@@ -459,12 +459,6 @@ export class MergeEngine implements SnapshotReader {
       conflicts,
     });
   }
-}
-
-function hashParts(parts: readonly string[]): string {
-  const h = createHash('sha256');
-  for (const p of parts) h.update(`${p}\n`);
-  return h.digest('base64url').slice(0, 16);
 }
 
 function sameReports(a: ConfigSnapshot, b: ConfigSnapshot): boolean {

@@ -1,5 +1,5 @@
 import type { ConfigResource } from '../core/resource.js';
-import { globMatcher } from './glob.js';
+import { globMatcher } from '../core/glob.js';
 
 /** Why an object was not admitted from a source. A closed set: it labels metrics. */
 export type RejectionReason =

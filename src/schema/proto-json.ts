@@ -17,7 +17,7 @@
 import protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
 import { childPath, indexPath } from './field-path.js';
-import { formatDuration, parseGoDuration } from './go-duration.js';
+import { formatDuration, parseGoDuration } from '../core/go-duration.js';
 import {
   describeJsonType,
   isPlainObject,

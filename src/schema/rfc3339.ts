@@ -4,7 +4,7 @@
  */
 import { MeshmuxError } from '../core/errors.js';
 import type { Timestamp } from '../core/resource.js';
-import { fractionDigits } from './go-duration.js';
+import { fractionDigits } from '../core/go-duration.js';
 
 /** The outcome of parsing a timestamp: the value, or why the text is not one. Never throws. */
 export type TimestampParse =

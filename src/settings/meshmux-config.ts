@@ -4,23 +4,23 @@ import { LineCounter, isNode, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
 import { MeshmuxError } from '../core/errors.js';
 import { SourceConfig } from './source-config.js';
-import { Cidr, Duration, ListenAddress } from './sources/common.js';
+import { Cidr, Duration, Glob, ListenAddress } from './sources/common.js';
 
 const Selector = z.strictObject({
-  namespaces: z.array(z.string().min(1)).optional(),
-  kinds: z.array(z.string().min(1)).optional(),
+  namespaces: z.array(Glob.min(1)).optional(),
+  kinds: z.array(Glob.min(1)).optional(),
   labels: z.record(z.string(), z.string()).optional(),
-  names: z.array(z.string().min(1)).optional(),
+  names: z.array(Glob.min(1)).optional(),
 });
 
 const Policy = z.strictObject({
   name: z.string().min(1),
   match: z
     .strictObject({
-      nodeId: z.string().optional(),
-      metadata: z.record(z.string(), z.string()).optional(),
+      nodeId: Glob.optional(),
+      metadata: z.record(z.string(), Glob).optional(),
       peerCidrs: z.array(Cidr).optional(),
-      certSan: z.array(z.string().min(1)).optional(),
+      certSan: z.array(Glob.min(1)).optional(),
       revision: z.string().optional(),
     })
     .optional(),

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { MeshmuxError } from '../../src/core/errors.js';
-import { formatDuration, parseGoDuration, type Duration } from '../../src/schema/go-duration.js';
+import { formatDuration, parseGoDuration, type Duration } from '../../src/core/go-duration.js';
 
 function parsed(text: string): Duration {
   const r = parseGoDuration(text);

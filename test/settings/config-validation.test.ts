@@ -76,6 +76,60 @@ describe('configuration validation', () => {
     assert.deepEqual(problems(git('istio/**/*.{yaml,yml}')), []);
   });
 
+  it('refuses a name glob of a source rule, a policy or a Dubbo selector that would not compile', () => {
+    assert.match(
+      problems(
+        'sources:\n  - name: f\n    type: file\n    path: /srv/mesh\n    allow: {namespaces: ["team-[ab"]}\n',
+      )[0] ?? '',
+      /line 5 field sources\[0\]\.allow\.namespaces\[0\]: not a valid glob/,
+    );
+    assert.match(
+      problems(`${FILE_SOURCE}policies:\n  - name: p\n    match: {certSan: ["spiffe://{a"]}\n`)[0] ?? '',
+      /field policies\[0\]\.match\.certSan\[0\]: not a valid glob: Missing closing: "\}"/,
+    );
+    assert.match(
+      problems(
+        'sources:\n  - name: z\n    type: zookeeper\n    servers: 127.0.0.1:2181\n    interfaces: {include: ["com.[z-a]"]}\n',
+      )[0] ?? '',
+      /field sources\[0\]\.interfaces\.include\[0\]: not a valid glob: it can match no value/,
+    );
+    assert.deepEqual(
+      problems(
+        `${FILE_SOURCE}policies:\n  - name: p\n    match: {certSan: ["spiffe://cluster.local/ns/x/*"]}\n    allow: {kinds: ["networking.istio.io/*"]}\n`,
+      ),
+      [],
+    );
+  });
+
+  it('reads durations in exactly the syntax of Go and of Istio YAML durations', () => {
+    const settle = (text: string): unknown =>
+      (
+        parseMeshmuxConfig(`${FILE_SOURCE}    settle: ${JSON.stringify(text)}\n`, 'meshmux.yaml', '/')
+          .sources[0] as {
+          settle?: unknown;
+        }
+      ).settle;
+    assert.equal(settle('1h30m'), 5_400_000);
+    assert.equal(settle('1.5s'), 1500);
+    assert.equal(settle('300ms'), 300);
+    assert.equal(settle('2m0.5s'), 120_500);
+    assert.equal(settle('0'), 0);
+    assert.equal(settle('.5s'), 500);
+    assert.equal(settle('500us'), 0.5);
+    for (const bad of ['1d', '10', '1s2', '1.s.', 's', '', '1 s', '-1s']) {
+      assert.match(
+        problems(`${FILE_SOURCE}    settle: ${JSON.stringify(bad)}\n`)[0] ?? '',
+        /line 5 field sources\[0\]\.settle: /,
+        bad,
+      );
+    }
+    assert.match(
+      problems(`${FILE_SOURCE}    settle: "1d"\n`)[0] ?? '',
+      /"1d" is not a valid duration: unknown unit "d"/,
+    );
+    assert.match(problems(`${FILE_SOURCE}    settle: "-1s"\n`)[0] ?? '', /negative/);
+  });
+
   it('names an unknown or missing source type, and lists the types', () => {
     assert.deepEqual(problems('sources:\n  - name: x\n    type: nonsense\n'), [
       'meshmux.yaml line 3 field sources[0].type: unknown source type "nonsense": one of file, git, zookeeper, xds, mcp, mcp-sink',

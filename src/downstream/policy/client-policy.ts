@@ -1,5 +1,6 @@
-import { createHash } from 'node:crypto';
 import { BlockList, isIPv4, isIPv6 } from 'node:net';
+import { shortDigest } from '../../core/content-digest.js';
+import { globMatcher } from '../../core/glob.js';
 import type { ConfigResource } from '../../core/resource.js';
 import type { ClientIdentity } from '../client-identity.js';
 import type { ClientView } from '../client-view.js';
@@ -41,18 +42,9 @@ export interface PolicyConfig {
   readonly requireClientCert?: boolean | undefined;
 }
 
-function glob(pattern: string): RegExp {
-  return new RegExp(
-    `^${pattern
-      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
-      .replace(/\*/g, '.*')
-      .replace(/\?/g, '.')}$`,
-  );
-}
-
+/** Globs of the one dialect (`core/glob.ts`) over names: `*` crosses `.` and `/`. */
 function anyGlob(patterns: readonly string[]): (value: string) => boolean {
-  const res = patterns.map(glob);
-  return (value) => res.some((re) => re.test(value));
+  return globMatcher(patterns);
 }
 
 function kindGlob(patterns: readonly string[]): (kind: string) => boolean {
@@ -111,14 +103,14 @@ export class ClientPolicy {
     const m = config.match ?? {};
     const tests: Array<(c: ClientIdentity) => boolean> = [];
     if (m.nodeId !== undefined) {
-      const re = glob(m.nodeId);
-      tests.push((c) => re.test(c.nodeId));
+      const nodeId = anyGlob([m.nodeId]);
+      tests.push((c) => nodeId(c.nodeId));
     }
     for (const [key, value] of Object.entries(m.metadata ?? {})) {
-      const re = glob(value);
+      const wanted = anyGlob([value]);
       tests.push((c) => {
         const v = c.metadata[key];
-        return typeof v === 'string' && re.test(v);
+        return typeof v === 'string' && wanted(v);
       });
     }
     if (m.peerCidrs !== undefined) {
@@ -140,10 +132,7 @@ export class ClientPolicy {
     this.allow = compileSelector(config.allow);
     this.deny = compileSelector(config.deny);
     this.admitsAll = this.allow.tests.length === 0 && this.deny.tests.length === 0;
-    this.fingerprint = createHash('sha256')
-      .update(JSON.stringify([config.allow ?? null, config.deny ?? null]))
-      .digest('base64url')
-      .slice(0, 10);
+    this.fingerprint = shortDigest(JSON.stringify([config.allow ?? null, config.deny ?? null]), 10);
   }
 
   get name(): string {

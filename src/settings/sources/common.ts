@@ -1,30 +1,30 @@
 import { BlockList, isIPv4, isIPv6 } from 'node:net';
 import { z } from 'zod';
+import { globProblem, type GlobSubject } from '../../core/glob.js';
+import { parseGoDuration } from '../../core/go-duration.js';
 
-const DURATION = /^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/;
-const UNIT_MS: Readonly<Record<string, number>> = {
-  ns: 1e-6,
-  us: 1e-3,
-  µs: 1e-3,
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-};
-
-/** A Go-style duration (`500ms`, `2s`, `1m30s`) in milliseconds. */
-export function durationMs(text: string): number {
-  let total = 0;
-  for (const m of text.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g))
-    total += Number(m[1]) * (UNIT_MS[m[2] ?? ''] ?? 0);
-  return total;
-}
-
-/** A Go-style duration string, parsed to milliseconds. */
-export const Duration = z
-  .string()
-  .regex(DURATION, 'a duration such as 500ms, 2s or 1m30s')
-  .transform(durationMs);
+/**
+ * A duration in Go's syntax, parsed by the same parser as the durations in Istio YAML: one or more
+ * `<number><unit>` terms with units `ns`, `us`, `µs`, `ms`, `s`, `m`, `h` and optional fractions
+ * (`300ms`, `1.5s`, `1h30m`), or a bare `0`. Exactly what Go's `time.ParseDuration` rejects is
+ * rejected, and a negative duration too. Parsed to milliseconds (`300us` is 0.3).
+ */
+export const Duration = z.string().transform((text, ctx) => {
+  const parsed = parseGoDuration(text);
+  if (!parsed.ok) {
+    ctx.addIssue({ code: 'custom', message: parsed.reason });
+    return z.NEVER;
+  }
+  const { seconds, nanos } = parsed.duration;
+  if (seconds < 0 || nanos < 0) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `${JSON.stringify(text)} is negative: a duration here is 0 or more`,
+    });
+    return z.NEVER;
+  }
+  return seconds * 1000 + nanos / 1e6;
+});
 
 const BYTE_UNITS: Readonly<Record<string, number>> = { '': 1, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 };
 
@@ -120,11 +120,25 @@ export const SourceName = z
   .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'a DNS-1123 label (lower-case letters, digits and -)')
   .max(63);
 
+/**
+ * A glob of the one dialect (see `core/glob.ts`) over names, checked here so that every glob a
+ * configuration loads with compiles when it is used.
+ */
+export const Glob = globSchema('name');
+
+/** A glob of the one dialect over names or over slash-separated paths, checked at load. */
+export function globSchema(subject: GlobSubject) {
+  return z.string().superRefine((glob, ctx) => {
+    const problem = globProblem(glob, subject);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  });
+}
+
 const Selector = z.strictObject({
   /** Namespace names or globs (`team-a-*`). */
-  namespaces: z.array(z.string().min(1)).optional(),
+  namespaces: z.array(Glob.min(1)).optional(),
   /** Kind names (`VirtualService`) or globs. */
-  kinds: z.array(z.string().min(1)).optional(),
+  kinds: z.array(Glob.min(1)).optional(),
 });
 
 /** Fields every source type accepts: identity, precedence, access rules and safety. Spread into each type's schema. */

@@ -1,6 +1,5 @@
-import picomatch from 'picomatch';
 import { z } from 'zod';
-import { ByteSize, COMMON_SOURCE_FIELDS, Duration } from './common.js';
+import { ByteSize, COMMON_SOURCE_FIELDS, Duration, globSchema } from './common.js';
 
 /**
  * Transports the git source accepts: `https://`, `http://`, `ssh://`, `git://`, `file://` and the
@@ -13,24 +12,11 @@ const GIT_URL = /^((https?|ssh|git|file):\/\/\S+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:
 const GIT_REF = /^(?!-)(?!.*\.\.)(?!.*\/\/)(?!.*@\{)[A-Za-z0-9._@+/-]+(?<![/.])$/;
 
 /**
- * A repository path glob. An unbalanced bracket, brace or parenthesis, or a range such as `[z-a]`,
- * would otherwise compile to a pattern that silently matches nothing, and the source would serve
- * no file.
+ * A repository path glob (the dialect of `core/glob.ts` with `/` separating folders). An unclosed
+ * bracket or brace, or a range such as `[z-a]`, would otherwise match nothing, and the source would
+ * serve no file.
  */
-const RepoPathGlob = z
-  .string()
-  .min(1)
-  .superRefine((glob, ctx) => {
-    let problem: string | undefined;
-    try {
-      if (String(picomatch.makeRe(glob, { strictBrackets: true })) === String(/$^/)) {
-        problem = 'not a valid glob: it can match no path';
-      }
-    } catch (err) {
-      problem = `not a valid glob: ${(err as Error).message}`;
-    }
-    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
-  });
+const RepoPathGlob = globSchema('path').min(1);
 
 const WebhookConfig = z.strictObject({
   /** File holding the webhook secret (GitHub/Gitea "Secret", GitLab "Secret token"). */

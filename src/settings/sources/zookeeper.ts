@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { COMMON_SOURCE_FIELDS, Duration, HostPort } from './common.js';
+import { COMMON_SOURCE_FIELDS, Duration, Glob, HostPort } from './common.js';
 
-/** Include and exclude globs (`*` any run of characters, `?` one character). */
+/** Include and exclude globs over names (the dialect of `core/glob.ts`: `*` crosses `.` and `/`). */
 const GlobLists = z.strictObject({
-  include: z.array(z.string().min(1)).optional(),
-  exclude: z.array(z.string().min(1)).optional(),
+  include: z.array(Glob.min(1)).optional(),
+  exclude: z.array(Glob.min(1)).optional(),
 });
 
 /** `host:port[,host:port...]`, as ZooKeeper clients write an ensemble. */

@@ -4,7 +4,7 @@
  * valid wherever a Duration is, and every canonical proto3 JSON duration (`"1.000000001s"`) is a
  * Go duration too. Output is always the canonical proto3 JSON form, as Go's protojson prints it.
  */
-import { MeshmuxError } from '../core/errors.js';
+import { MeshmuxError } from './errors.js';
 
 /** A `google.protobuf.Duration` in plain numbers. `seconds` and `nanos` never have opposite signs. */
 export interface Duration {
