@@ -104,6 +104,16 @@ function xdsSourceLines(address: string): string[] {
   ];
 }
 
+/** A configuration persisting into `state/` with the one xds source `mesh`. */
+function persistedXdsConfig(dir: string, address: string): Promise<string> {
+  return writeConfig(dir, ['state: { dir: state }', 'sources:', ...xdsSourceLines(address)]);
+}
+
+/** Whether the istiod holds every object of {@link upstream}. */
+function holdsTheUpstream(c: IstiodClient): boolean {
+  return c.configs(VS).size === 5 && c.configs(DR).size === 5 && c.configs(SE).size === 5;
+}
+
 /**
  * Runs meshmux until the stand-in holds everything and the state is on disk, SIGKILLs it, lets
  * `outage` take the upstream away, and restarts it on the same port. Returns what the stand-in
@@ -133,17 +143,8 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
   it('serves every object of an xds upstream that is down from its persisted state, and is ready', async () => {
     const dir = await tempDir('meshmux-fault-restart-xds-');
     const fake = await upstream();
-    const configFile = await writeConfig(dir.dir, [
-      'state: { dir: state }',
-      'sources:',
-      ...xdsSourceLines(fake.address),
-    ]);
-    const run = await restartDuringOutage(
-      configFile,
-      dir.dir,
-      (c) => c.configs(VS).size === 5 && c.configs(DR).size === 5 && c.configs(SE).size === 5,
-      () => fake.stop(),
-    );
+    const configFile = await persistedXdsConfig(dir.dir, fake.address);
+    const run = await restartDuringOutage(configFile, dir.dir, holdsTheUpstream, () => fake.stop());
     try {
       assert.deepEqual(lost(run.held, inventory(run.client)), [], 'objects lost');
       assert.equal(run.held.size, 15);
@@ -230,11 +231,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
   it('keeps the kinds of a source whose state file is corrupt unanswered, so the istiod keeps them', async () => {
     const dir = await tempDir('meshmux-fault-corrupt-');
     const fake = await upstream();
-    const configFile = await writeConfig(dir.dir, [
-      'state: { dir: state }',
-      'sources:',
-      ...xdsSourceLines(fake.address),
-    ]);
+    const configFile = await persistedXdsConfig(dir.dir, fake.address);
     const xds = `127.0.0.1:${await freePort()}`;
     let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
     const client = connectIstiod(xds);
@@ -399,20 +396,11 @@ describe('faults: a state folder that is read-only, or full', () => {
   it('restores from a read-only folder, reports the failed writes and goes on serving', async (t) => {
     const tmpfs = mounted(t);
     if (tmpfs === undefined) return;
-    const configFile = await writeConfig(dir.dir, [
-      'state: { dir: state }',
-      'sources:',
-      ...xdsSourceLines(fake.address),
-    ]);
-    const run = await restartDuringOutage(
-      configFile,
-      dir.dir,
-      (c) => c.configs(SE).size === 5 && c.configs(VS).size === 5 && c.configs(DR).size === 5,
-      async () => {
-        await fake.stop();
-        tmpfs.remount('ro');
-      },
-    );
+    const configFile = await persistedXdsConfig(dir.dir, fake.address);
+    const run = await restartDuringOutage(configFile, dir.dir, holdsTheUpstream, async () => {
+      await fake.stop();
+      tmpfs.remount('ro');
+    });
     try {
       assert.deepEqual(lost(run.held, inventory(run.client)), [], 'objects lost');
       await fake.restart();
@@ -470,11 +458,7 @@ describe('faults: a state folder that is read-only, or full', () => {
     // Fill the tmpfs to the last block.
     const fill = spawnSync('dd', ['if=/dev/zero', `of=${filler}`, 'bs=4k'], { encoding: 'utf8' });
     assert.match(fill.stderr, /No space left/);
-    const configFile = await writeConfig(dir.dir, [
-      'state: { dir: state }',
-      'sources:',
-      ...xdsSourceLines(fake.address),
-    ]);
+    const configFile = await persistedXdsConfig(dir.dir, fake.address);
     const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
     const client = connectIstiod(meshmux.xds);
     try {
