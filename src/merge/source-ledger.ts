@@ -365,6 +365,8 @@ export class SourceLedger {
     }
     const changes = [...this.byKind].map(([kind, before]) => ({ kind, before, after: EMPTY }));
     this.byKind.clear();
+    // What it sent goes too: neither new rules nor a restart may bring dropped objects back.
+    this.raw.clear();
     this.sentByKind.clear();
     this.total = 0;
     this.annotated.clear();

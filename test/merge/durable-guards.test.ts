@@ -248,6 +248,29 @@ describe('a restart from persisted records', () => {
     });
   });
 
+  it('does not bring back after a restart what maxStale dropped', () => {
+    const store = new MemoryStore();
+    scheduler().run(({ hot }) => {
+      const events = hot<SourceEvent>('-a 9ms b', {
+        a: kindState(VS, objects(VS, 3)),
+        b: { type: 'status', state: 'stale' },
+      });
+      new MergeEngine(
+        [
+          {
+            descriptor: { ...descriptor, kinds: new Set([VS]) },
+            events$: events,
+            policy: { maxStaleMs: 100 },
+          },
+        ],
+        { store },
+      ).start();
+    });
+    const record = store.latest.get('mesh')?.();
+    assert.ok(record !== undefined, 'the drop was recorded');
+    assert.deepEqual(record.resources, []);
+  });
+
   it('keeps a held update across a restart, with the time it was first held', () => {
     const store = new MemoryStore();
     scheduler().run(({ hot }) => {
