@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { ConfigResource } from '../../src/core/resource.js';
+import { KindTable, type SourceRank } from '../../src/merge/kind-table.js';
+import type { KindState } from '../../src/merge/source-ledger.js';
+import { fakeResource } from '../support/resources.js';
+
+const VS = 'networking.istio.io/VirtualService';
+const A: SourceRank = { name: 'a', priority: 0, order: 0 };
+const B: SourceRank = { name: 'b', priority: 5, order: 1 };
+
+function table(): KindTable {
+  let generation = 0;
+  return new KindTable(VS, undefined, 'serve-all', () => ++generation);
+}
+
+/** `count` objects in a scrambled order (namespaces and names interleaved), keyed as a ledger keys them. */
+function state(count: number, from = 0, body = 'v1'): Map<string, ConfigResource> {
+  const out = new Map<string, ConfigResource>();
+  for (let i = 0; i < count; i++) {
+    const n = from + ((i * 7919) % count);
+    const r = fakeResource(`obj-${n}`, { namespace: `ns-${n % 13}`, body });
+    out.set(`${r.namespace}/${r.name}`, r);
+  }
+  return out;
+}
+
+/** The same change applied one key at a time (never the bulk path). */
+function oneByOne(t: KindTable, rank: SourceRank, before: KindState, after: KindState): void {
+  const current = new Map(before);
+  for (const key of new Set([...before.keys(), ...after.keys()])) {
+    const next = new Map(current);
+    const r = after.get(key);
+    if (r === undefined) next.delete(key);
+    else next.set(key, r);
+    if (next.get(key) === current.get(key)) continue;
+    t.apply(rank, new Map(current), next, { changed: new Set([key]) });
+    current.clear();
+    for (const [k, v] of next) current.set(k, v);
+  }
+}
+
+function served(t: KindTable): string[] {
+  return (t.snapshot()?.resources ?? []).map((r) => `${r.namespace}/${r.name}@${r.version}`);
+}
+
+describe('a kind table taking many objects at once', () => {
+  it('serves them in namespace and name order, exactly as when they arrive one at a time', () => {
+    const bulk = table();
+    const single = table();
+    const first = state(600);
+    bulk.apply(A, new Map(), first);
+    oneByOne(single, A, new Map(), first);
+    const expected = [...first.values()]
+      .sort((x, y) =>
+        x.namespace === y.namespace ? (x.name < y.name ? -1 : 1) : x.namespace < y.namespace ? -1 : 1,
+      )
+      .map((r) => `${r.namespace}/${r.name}@${r.version}`);
+    assert.deepEqual(served(bulk), expected);
+    assert.deepEqual(served(single), expected);
+    assert.equal(bulk.snapshot()?.version, single.snapshot()?.version);
+  });
+
+  it('keeps order and version through a bulk replacement, a second source and a bulk removal', () => {
+    const bulk = table();
+    const single = table();
+    const first = state(600);
+    // Half replaced by other objects, the rest given new bodies.
+    const second = new Map([...state(300, 300, 'v2'), ...state(300, 1000)]);
+    const other = state(400, 200, 'from-b');
+    bulk.apply(A, new Map(), first);
+    bulk.apply(A, first, second);
+    bulk.apply(B, new Map(), other);
+    bulk.apply(A, second, new Map());
+    oneByOne(single, A, new Map(), first);
+    oneByOne(single, A, first, second);
+    oneByOne(single, B, new Map(), other);
+    oneByOne(single, A, second, new Map());
+    assert.deepEqual(served(bulk), served(single));
+    assert.equal(served(bulk).length, 400);
+    assert.equal(bulk.snapshot()?.version, single.snapshot()?.version);
+    bulk.apply(B, other, new Map());
+    assert.equal(bulk.snapshot(), undefined, 'nothing left to serve');
+  });
+});
