@@ -82,6 +82,8 @@ export class MergeEngine implements SnapshotReader {
     SourceLedger,
     { subscription: Subscription; fingerprint: string | undefined }
   >();
+  /** Per source, the `recordVersion` last handed to the store. */
+  private readonly persisted = new WeakMap<SourceLedger, number>();
   /** Per source, its one pending timer of each purpose; replaced, never accumulated. */
   private readonly timers = new Map<SourceLedger, Map<TimerPurpose, Subscription>>();
   private readonly tables = new Map<string, KindTable>();
@@ -258,7 +260,9 @@ export class MergeEngine implements SnapshotReader {
   /** Tells the store the ledger's record changed. */
   private persist(ledger: SourceLedger): void {
     const store = this.options.store;
-    if (store === undefined) return;
+    // A source re-sending what it holds rewrites nothing.
+    if (store === undefined || this.persisted.get(ledger) === ledger.recordVersion) return;
+    this.persisted.set(ledger, ledger.recordVersion);
     store.changed(ledger.descriptor.name, () => ledger.record(new Date(this.scheduler.now())));
   }
 

@@ -114,6 +114,11 @@ export class SourceLedger {
   /** What the persisted record this ledger started from covered; undefined when it started empty. */
   private restored:
     { readonly at: Date; readonly all: boolean; readonly kinds: ReadonlySet<string> } | undefined;
+  /**
+   * Moves whenever what `record()` returns changes in substance: the objects held, the kinds
+   * known, the held update. A source re-sending the same state leaves it alone.
+   */
+  private recordChanges = 0;
   private acl: SourceAcl;
   /** What the source last sent per kind, before its rules: re-admitted when the rules change. */
   private readonly raw = new Map<string, readonly ConfigResource[]>();
@@ -210,8 +215,12 @@ export class SourceLedger {
     this.revision = event.revision;
     this.errors = event.errors;
     this.warnings = event.warnings;
-    if (event.kinds === undefined) this.answeredAll = true;
-    else for (const kind of event.kinds) this.answered.add(kind);
+    const known = this.answered.size;
+    if (event.kinds === undefined && !this.answeredAll) {
+      this.answeredAll = true;
+      this.recordChanges++;
+    } else for (const kind of event.kinds ?? []) this.answered.add(kind);
+    if (this.answered.size !== known) this.recordChanges++;
     if (this.complete) {
       this.staleSince = undefined;
       this.lastSyncTime = now;
@@ -232,6 +241,11 @@ export class SourceLedger {
       return [];
     }
     return this.judge(foldIn(undefined, event), now, next);
+  }
+
+  /** A number that moves whenever the source's record changes in substance (see `recordChanges`). */
+  get recordVersion(): number {
+    return this.recordChanges;
   }
 
   /** When a waiting update is due to be judged (ms); undefined when none waits. */
@@ -256,8 +270,10 @@ export class SourceLedger {
     const guard = this.guard(this.effect(next));
     if (guard !== undefined) {
       this.held = { update: { ...guard, since: this.held?.update.since ?? now }, fold };
+      this.recordChanges++;
       return [];
     }
+    if (this.held !== undefined) this.recordChanges++;
     this.held = undefined;
     return this.commit(next);
   }
@@ -267,6 +283,7 @@ export class SourceLedger {
     const held = this.held;
     if (held === undefined) return [];
     this.held = undefined;
+    this.recordChanges++;
     return this.commit(this.admit(foldEvent(held.fold), false));
   }
 
@@ -367,6 +384,7 @@ export class SourceLedger {
     this.byKind.clear();
     // What it sent goes too: neither new rules nor a restart may bring dropped objects back.
     this.raw.clear();
+    this.recordChanges++;
     this.sentByKind.clear();
     this.total = 0;
     this.annotated.clear();
@@ -636,6 +654,7 @@ export class SourceLedger {
       if (state.size === 0) this.byKind.delete(kind);
       changes.push({ kind, before, after: state, changed });
     }
+    if (changes.length > 0) this.recordChanges++;
     return changes;
   }
 

@@ -307,3 +307,28 @@ describe('a restart from persisted records', () => {
     });
   });
 });
+
+describe('what the merge hands to its store', () => {
+  it('hands over a change, and nothing for a source re-sending what it holds', () => {
+    const calls: string[] = [];
+    const store: SourceRecordStore = {
+      changed: (source, read) => calls.push(`${source}:${read().resources.length}`),
+      removed: () => undefined,
+    };
+    // Sources re-send unchanged objects as the same instances (their readers cache them).
+    const three = objects(VS, 3);
+    const four = objects(VS, 4);
+    scheduler().run(({ hot }) => {
+      const events = hot<SourceEvent>('-a-b-c-d', {
+        a: kindState(VS, three, 'r1'),
+        b: kindState(VS, three, 'r2'),
+        c: kindState(VS, four, 'r3'),
+        d: kindState(VS, four, 'r4'),
+      });
+      new MergeEngine([{ descriptor: { ...descriptor, kinds: new Set([VS]) }, events$: events }], {
+        store,
+      }).start();
+    });
+    assert.deepEqual(calls, ['mesh:3', 'mesh:4']);
+  });
+});
