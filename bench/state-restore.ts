@@ -14,7 +14,7 @@ import { makeResource, type ConfigResource } from '../src/core/resource.js';
 import type { SourceRecord } from '../src/merge/source-record.js';
 import { FileRecordStore } from '../src/state/file-record-store.js';
 import { decodeStateFile } from '../src/state/state-file.js';
-import { encodeBody, kindNamed } from '../test/support/fake-upstreams.js';
+import { encodeBody, kindNamed } from '../test/support/fake-objects.js';
 import { freePort } from '../test/support/free-port.js';
 import { IstiodClient } from '../test/support/istiod-client.js';
 import { MeshmuxProcess } from '../test/support/meshmux-process.js';

@@ -11,11 +11,11 @@ import { DubboRegistry, type ProviderSpec } from '../test/support/dubbo-registry
 import { IstiodClient } from '../test/support/istiod-client.js';
 import { startFromYaml, tempDir } from '../test/support/meshmux-harness.js';
 import { ZookeeperServer } from '../test/support/zookeeper-server.js';
+import { SE } from '../test/support/type-urls.js';
 
 const INTERFACES = Number(process.argv[2] ?? 1000);
 const PROVIDERS = Number(process.argv[3] ?? 3);
 const CHANGES = 10;
-const SE = 'networking.istio.io/v1/ServiceEntry';
 const ROOT = '/dubbo';
 
 function specs(): ProviderSpec[] {

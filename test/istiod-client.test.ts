@@ -17,9 +17,8 @@ import {
   type IstiodClientOptions,
 } from './support/istiod-client.js';
 import { within } from './support/deadline.js';
+import { SE, VS } from './support/type-urls.js';
 
-const VS = 'networking.istio.io/v1/VirtualService';
-const SE = 'networking.istio.io/v1/ServiceEntry';
 const VS_BODY = 'istio.networking.v1alpha3.VirtualService';
 const MCP_RESOURCE = messageType('istio.mcp.v1alpha1.Resource');
 const INITIAL_REQUESTS = 1 + KINDS.currentTypeUrls().length;

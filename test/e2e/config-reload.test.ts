@@ -8,8 +8,8 @@ import { IstiodClient } from '../support/istiod-client.js';
 import { plainServiceEntry } from '../support/hostile-files.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
+import { SE } from '../support/type-urls.js';
 
-const SE = 'networking.istio.io/v1/ServiceEntry';
 const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
 
 /** A configuration serving ./mesh to loopback clients; `extra` is appended under `sources:`. */

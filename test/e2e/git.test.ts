@@ -13,9 +13,8 @@ import { GitDaemon, TestRepo, serviceEntry, virtualService } from '../support/gi
 import { IstiodClient } from '../support/istiod-client.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
 import { firstMatch } from '../support/deadline.js';
+import { SE, VS } from '../support/type-urls.js';
 
-const VS = 'networking.istio.io/v1/VirtualService';
-const SE = 'networking.istio.io/v1/ServiceEntry';
 const HOST = 'reviews.shop.svc.cluster.local';
 
 interface GitStatusPage {

@@ -6,8 +6,8 @@ import { IstiodClient } from '../support/istiod-client.js';
 import { aliasBomb, plainServiceEntry, writeHugeYaml } from '../support/hostile-files.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess, type LogLine } from '../support/meshmux-process.js';
+import { SE } from '../support/type-urls.js';
 
-const SE = 'networking.istio.io/v1/ServiceEntry';
 const MiB = 1024 * 1024;
 
 /** The error text of a file source's "rejected a document" log line. */

@@ -5,10 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { IstiodClient } from '../support/istiod-client.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
 import { firstMatch } from '../support/deadline.js';
-
-const VS = 'networking.istio.io/v1/VirtualService';
-const DR = 'networking.istio.io/v1/DestinationRule';
-const SE = 'networking.istio.io/v1/ServiceEntry';
+import { DR, SE, VS } from '../support/type-urls.js';
 
 function vs(name: string, namespace: string, host: string, extra = ''): string {
   return `apiVersion: networking.istio.io/v1

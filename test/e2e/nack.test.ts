@@ -13,9 +13,8 @@ import { DEFAULT_NODE_METADATA } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { RawAdsStream } from '../support/raw-ads-stream.js';
+import { SE, VS } from '../support/type-urls.js';
 
-const VS = 'networking.istio.io/v1/VirtualService';
-const SE = 'networking.istio.io/v1/ServiceEntry';
 const NODE_ID = 'sidecar~10.1.2.9~istiod-nacker.istio-system~istio-system.svc.cluster.local';
 const NODE: NodeMessage = { id: NODE_ID, metadata: stringStruct(DEFAULT_NODE_METADATA) };
 const REASON = 'rejected by the test: shop/reviews fails validation';

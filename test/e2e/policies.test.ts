@@ -9,10 +9,9 @@ import { PACKAGE_ROOT } from '../../src/core/paths.js';
 import { parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
-import { createTestPki } from '../support/test-certificates.js';
+import { createTestCa } from '../support/test-pki.js';
+import { EF, VS } from '../support/type-urls.js';
 
-const VS = 'networking.istio.io/v1/VirtualService';
-const EF = 'networking.istio.io/v1alpha3/EnvoyFilter';
 const run = promisify(execFile);
 
 const MESH = `apiVersion: networking.istio.io/v1
@@ -184,13 +183,13 @@ describe('TLS', () => {
   let dir: string;
   let dispose: () => Promise<void>;
   let meshmux: Awaited<ReturnType<typeof startFromYaml>>;
-  let pki: Awaited<ReturnType<typeof createTestPki>>;
+  let pki: Awaited<ReturnType<typeof createTestCa>>;
   let tlsAddress: string;
   const clients: IstiodClient[] = [];
 
   before(async () => {
     ({ dir, dispose } = await tempDir());
-    pki = await createTestPki(dir);
+    pki = await createTestCa(dir);
     const server = await pki.issue('server', 'DNS:localhost,IP:127.0.0.1');
     await copyFile(server.cert, path.join(dir, 'live.pem'));
     await copyFile(server.key, path.join(dir, 'live.key'));
@@ -261,7 +260,7 @@ policies:
     }).start();
     clients.push(first);
     await first.waitForSync(10_000);
-    const other = await createTestPki(dir, 'rotated CA');
+    const other = await createTestCa(dir, 'rotated CA');
     const rotated = await other.issue('server-2', 'DNS:localhost,IP:127.0.0.1');
     await copyFile(rotated.key, path.join(dir, 'live.key'));
     await copyFile(rotated.cert, path.join(dir, 'live.pem'));

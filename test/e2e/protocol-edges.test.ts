@@ -9,11 +9,11 @@ import { PACKAGE_ROOT } from '../../src/core/paths.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
 import { within } from '../support/deadline.js';
+import { SE } from '../support/type-urls.js';
 
 const run = promisify(execFile);
 const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
 const CORPUS = path.join(PACKAGE_ROOT, 'test', 'fixtures', 'corpus');
-const SE = 'networking.istio.io/v1/ServiceEntry';
 
 function serviceEntries(count: number): string {
   return Array.from(

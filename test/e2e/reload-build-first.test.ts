@@ -6,8 +6,7 @@ import { parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
 import { plainServiceEntry } from '../support/hostile-files.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
-
-const SE = 'networking.istio.io/v1/ServiceEntry';
+import { SE } from '../support/type-urls.js';
 
 describe('a reload is built before it is swapped in', () => {
   it('changes nothing when a part fails to build after the schema passed, and applies the next valid one', async () => {

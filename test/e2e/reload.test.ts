@@ -5,8 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
-
-const VS = 'networking.istio.io/v1/VirtualService';
+import { VS } from '../support/type-urls.js';
 
 function vs(name: string, timeout: string): string {
   return `apiVersion: networking.istio.io/v1

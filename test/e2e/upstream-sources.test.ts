@@ -3,15 +3,13 @@ import { writeFile, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { RunningMeshmux } from '../../src/app.js';
-import { FakeAdsServer, FakeGalley, type FakeObject } from '../support/fake-upstreams.js';
+import { FakeAdsServer } from '../support/fake-ads-server.js';
+import { FakeGalley } from '../support/fake-galley.js';
+import type { FakeObject } from '../support/fake-objects.js';
 import { IstiodClient, type StoredConfig } from '../support/istiod-client.js';
 import { copyOfExamples, startFromYaml, tempDir } from '../support/meshmux-harness.js';
 import { firstMatch } from '../support/deadline.js';
-
-const VS = 'networking.istio.io/v1/VirtualService';
-const SE = 'networking.istio.io/v1/ServiceEntry';
-const DR = 'networking.istio.io/v1/DestinationRule';
-const SIDECAR = 'networking.istio.io/v1/Sidecar';
+import { DR, SE, SIDECAR, VS } from '../support/type-urls.js';
 
 function vs(name: string, host = name, namespace = 'shop'): FakeObject {
   return { namespace, name, spec: { hosts: [host], http: [{ route: [{ destination: { host } }] }] } };

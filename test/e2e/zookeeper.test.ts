@@ -11,9 +11,8 @@ import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { ZookeeperServer, zookeeperMissing } from '../support/zookeeper-server.js';
 import { suiteSkip } from '../support/required-peer.js';
+import { SE, WE } from '../support/type-urls.js';
 
-const SE = 'networking.istio.io/v1/ServiceEntry';
-const WE = 'networking.istio.io/v1/WorkloadEntry';
 const SE_KIND = 'networking.istio.io/ServiceEntry';
 const WAIT_MS = 15_000;
 

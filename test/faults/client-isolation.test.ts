@@ -11,8 +11,8 @@ import { RawAdsStream } from '../support/raw-ads-stream.js';
 import { stringStruct } from '../support/ads-wire.js';
 import { StalledAdsClient } from '../support/stalled-ads-client.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
+import { SE } from '../support/type-urls.js';
 
-const SE = 'networking.istio.io/v1/ServiceEntry';
 /** Makes each ServiceEntry about 4 KB on the wire while staying cheap to parse. */
 const PAD = 'x'.repeat(3_900);
 const BULK_FILES = 4;

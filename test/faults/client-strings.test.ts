@@ -9,8 +9,8 @@ import { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { RawAdsStream } from '../support/raw-ads-stream.js';
+import { SE } from '../support/type-urls.js';
 
-const SE = 'networking.istio.io/v1/ServiceEntry';
 const SE_DOC = `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: one, namespace: shop}

@@ -9,7 +9,8 @@ import { spawnSync } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { FakeAdsServer, type FakeObject } from '../support/fake-upstreams.js';
+import { FakeAdsServer } from '../support/fake-ads-server.js';
+import type { FakeObject } from '../support/fake-objects.js';
 import { connectIstiod, inventory, lost, readiness, report } from '../support/fault-kit.js';
 import { freePort } from '../support/free-port.js';
 import { serviceEntry } from '../support/git-fixtures.js';
@@ -19,10 +20,8 @@ import { tempDir } from '../support/meshmux-harness.js';
 import { DubboRegistry } from '../support/dubbo-registry.js';
 import { ZookeeperServer } from '../support/zookeeper-server.js';
 import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
+import { DR, SE, VS } from '../support/type-urls.js';
 
-const VS = 'networking.istio.io/v1/VirtualService';
-const DR = 'networking.istio.io/v1/DestinationRule';
-const SE = 'networking.istio.io/v1/ServiceEntry';
 const WAIT_MS = 20_000;
 
 function se(name: string): FakeObject {

@@ -7,8 +7,7 @@ import { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { StalledAdsClient } from '../support/stalled-ads-client.js';
-
-const SE = 'networking.istio.io/v1/ServiceEntry';
+import { SE } from '../support/type-urls.js';
 
 function serviceEntries(count: number): string {
   return Array.from(

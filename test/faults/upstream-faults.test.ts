@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { FakeAdsServer, kindNamed } from '../support/fake-upstreams.js';
+import { FakeAdsServer } from '../support/fake-ads-server.js';
+import { kindNamed } from '../support/fake-objects.js';
 import { bareBodyAny, discoveryResponse, everyConfigTypeUrl, mcpAny } from '../support/faulty-responses.js';
 import { freePort } from '../support/free-port.js';
 import { TestRepo, serviceEntry, virtualService } from '../support/git-fixtures.js';
@@ -16,10 +17,8 @@ import type { IstiodClient } from '../support/istiod-client.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
+import { DR, SE, VS } from '../support/type-urls.js';
 
-const VS = 'networking.istio.io/v1/VirtualService';
-const DR = 'networking.istio.io/v1/DestinationRule';
-const SE = 'networking.istio.io/v1/ServiceEntry';
 const VS_KIND = kindNamed('VirtualService');
 const DR_KIND = kindNamed('DestinationRule');
 

@@ -7,7 +7,7 @@
 import protobuf from 'protobufjs';
 import { CONFIG_KINDS, typeUrlOf, type KindDescriptor } from '../../src/schema/kinds.js';
 import { anyTypeUrl } from '../../src/schema/proto-root.js';
-import { encodeBody, encodeMcpResource, type FakeObject } from './fake-upstreams.js';
+import { encodeBody, encodeMcpResource, type FakeObject } from './fake-objects.js';
 
 /** One `google.protobuf.Any`. */
 export interface RawAny {

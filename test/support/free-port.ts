@@ -16,3 +16,23 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/**
+ * Runs `start` on a port from {@link freePort}, and again on a new one if it fails, up to
+ * `attempts` times: the way to close the race above for a peer that cannot listen on port 0 (a
+ * daemon that exits, or never gets ready, because another process took its port in between).
+ * The last failure is thrown, naming every port tried.
+ */
+export async function onFreePort<T>(start: (port: number) => Promise<T>, attempts = 3): Promise<T> {
+  const tried: number[] = [];
+  for (;;) {
+    const port = await freePort();
+    tried.push(port);
+    try {
+      return await start(port);
+    } catch (err) {
+      if (tried.length >= attempts)
+        throw new Error(`could not start on ports ${tried.join(', ')}: ${String(err)}`, { cause: err });
+    }
+  }
+}

@@ -12,7 +12,7 @@ import { type AddressInfo } from 'node:net';
 import { devNull } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { freePort } from './free-port.js';
+import { onFreePort } from './free-port.js';
 import { within } from './deadline.js';
 
 const GIT_ENV: NodeJS.ProcessEnv = {
@@ -124,9 +124,12 @@ export class GitDaemon {
 
   /** Starts a daemon on `port` (default: a free one); resolves once it accepts connections. */
   static async start(basePath: string, port?: number): Promise<GitDaemon> {
-    const daemon = new GitDaemon(basePath, port ?? (await freePort()));
-    await daemon.restart();
-    return daemon;
+    const on = async (p: number): Promise<GitDaemon> => {
+      const daemon = new GitDaemon(basePath, p);
+      await daemon.restart();
+      return daemon;
+    };
+    return port === undefined ? onFreePort(on) : on(port);
   }
 
   /** The `git://` URL of a repository folder under the base path. */

@@ -8,7 +8,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from './free-port.js';
+import { onFreePort } from './free-port.js';
 import { missingPeerLine } from './required-peer.js';
 
 const run = promisify(execFile);
@@ -79,56 +79,58 @@ export class PrometheusServer {
     targets: readonly string[],
     options: { scrapeIntervalMs?: number; readyTimeoutMs?: number } = {},
   ): Promise<PrometheusServer> {
-    const dir = await mkdtemp(path.join(tmpdir(), 'meshmux-prometheus-'));
-    const interval = `${options.scrapeIntervalMs ?? 500}ms`;
-    await writeFile(
-      path.join(dir, 'prometheus.yml'),
-      [
-        'global:',
-        `  scrape_interval: ${interval}`,
-        `  scrape_timeout: ${interval}`,
-        'scrape_configs:',
-        '  - job_name: meshmux',
-        '    static_configs:',
-        `      - targets: [${targets.map((t) => JSON.stringify(t)).join(', ')}]`,
-        '',
-      ].join('\n'),
-    );
-    const port = await freePort();
-    const child = spawn(
-      binary,
-      [
-        `--config.file=${path.join(dir, 'prometheus.yml')}`,
-        `--storage.tsdb.path=${path.join(dir, 'data')}`,
-        `--web.listen-address=127.0.0.1:${port}`,
-        '--web.enable-lifecycle',
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let log = '';
-    const keep = (d: Buffer): void => {
-      log = (log + d.toString()).slice(-20_000);
-    };
-    child.stdout?.on('data', keep);
-    child.stderr?.on('data', keep);
-    const server = new PrometheusServer(`http://127.0.0.1:${port}`, child, dir, () => log);
-    const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
-    for (;;) {
-      if (child.exitCode !== null) {
-        await server.stop();
-        throw new Error(`prometheus exited with ${child.exitCode}:\n${log}`);
+    // A fresh folder and port per attempt: another process may take the port first.
+    return onFreePort(async (port) => {
+      const dir = await mkdtemp(path.join(tmpdir(), 'meshmux-prometheus-'));
+      const interval = `${options.scrapeIntervalMs ?? 500}ms`;
+      await writeFile(
+        path.join(dir, 'prometheus.yml'),
+        [
+          'global:',
+          `  scrape_interval: ${interval}`,
+          `  scrape_timeout: ${interval}`,
+          'scrape_configs:',
+          '  - job_name: meshmux',
+          '    static_configs:',
+          `      - targets: [${targets.map((t) => JSON.stringify(t)).join(', ')}]`,
+          '',
+        ].join('\n'),
+      );
+      const child = spawn(
+        binary,
+        [
+          `--config.file=${path.join(dir, 'prometheus.yml')}`,
+          `--storage.tsdb.path=${path.join(dir, 'data')}`,
+          `--web.listen-address=127.0.0.1:${port}`,
+          '--web.enable-lifecycle',
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let log = '';
+      const keep = (d: Buffer): void => {
+        log = (log + d.toString()).slice(-20_000);
+      };
+      child.stdout?.on('data', keep);
+      child.stderr?.on('data', keep);
+      const server = new PrometheusServer(`http://127.0.0.1:${port}`, child, dir, () => log);
+      const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
+      for (;;) {
+        if (child.exitCode !== null) {
+          await server.stop();
+          throw new Error(`prometheus exited with ${child.exitCode}:\n${log}`);
+        }
+        try {
+          if ((await fetch(`${server.url}/-/ready`)).ok) return server;
+        } catch {
+          // not listening yet
+        }
+        if (Date.now() > deadline) {
+          await server.stop();
+          throw new Error(`prometheus not ready in time:\n${log}`);
+        }
+        await new Promise((r) => setTimeout(r, 100));
       }
-      try {
-        if ((await fetch(`${server.url}/-/ready`)).ok) return server;
-      } catch {
-        // not listening yet
-      }
-      if (Date.now() > deadline) {
-        await server.stop();
-        throw new Error(`prometheus not ready in time:\n${log}`);
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    });
   }
 
   /** Prometheus' own log so far, for failure messages. */

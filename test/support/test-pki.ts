@@ -1,12 +1,95 @@
 /**
- * A fixed throwaway PKI for upstream tests: a CA, a server certificate for `localhost` and
- * 127.0.0.1, and client certificates carrying istiod-style SPIFFE identities. Built on the
- * general CA helper in test-certificates.ts.
+ * Certificates for TLS tests, made with openssl in a test's temporary folder: a general CA that
+ * issues certificates with any SANs, and the fixed PKI the upstream tests share.
  */
-import { createTestPki } from './test-certificates.js';
+import { execFile } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
 
-/** PEM file paths. */
-export interface TestPki {
+const run = promisify(execFile);
+
+/** A throwaway certificate authority made with openssl: its PEM files and the certificates it signs. */
+export interface TestCa {
+  readonly dir: string;
+  readonly caCert: string;
+  /** Issues a certificate with the given SANs (`DNS:localhost,IP:127.0.0.1,URI:spiffe://...`). */
+  issue(name: string, sans: string): Promise<{ cert: string; key: string }>;
+  read(file: string): Promise<Buffer>;
+}
+
+/** Creates a CA with openssl in `dir` (which must exist). */
+export async function createTestCa(dir: string, caName = 'meshmux test CA'): Promise<TestCa> {
+  const caKey = path.join(dir, `${caName.replace(/\W+/g, '-')}.key`);
+  const caCert = path.join(dir, `${caName.replace(/\W+/g, '-')}.pem`);
+  await run('openssl', [
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    caKey,
+    '-out',
+    caCert,
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${caName}`,
+  ]);
+  return {
+    dir,
+    caCert,
+    read: (file) => readFile(file),
+    async issue(name, sans) {
+      const key = path.join(dir, `${name}.key`);
+      const csr = path.join(dir, `${name}.csr`);
+      const cert = path.join(dir, `${name}.pem`);
+      const ext = path.join(dir, `${name}.ext`);
+      await writeFile(ext, `subjectAltName=${sans}\nbasicConstraints=CA:FALSE\n`);
+      await run('openssl', [
+        'req',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        key,
+        '-out',
+        csr,
+        '-subj',
+        `/CN=${name}`,
+      ]);
+      await run('openssl', [
+        'x509',
+        '-req',
+        '-in',
+        csr,
+        '-CA',
+        caCert,
+        '-CAkey',
+        caKey,
+        '-CAcreateserial',
+        '-out',
+        cert,
+        '-days',
+        '2',
+        '-extfile',
+        ext,
+      ]);
+      return { cert, key };
+    },
+  };
+}
+
+/**
+ * A fixed PKI for upstream tests: a CA, a server certificate for `localhost` and 127.0.0.1, and client
+ * certificates carrying istiod-style SPIFFE identities. PEM file paths.
+ */
+export interface UpstreamPki {
   readonly ca: string;
   readonly serverCert: string;
   readonly serverKey: string;
@@ -19,8 +102,8 @@ export interface TestPki {
 }
 
 /** Creates the PKI in `dir` (which must exist). */
-export async function makeTestPki(dir: string): Promise<TestPki> {
-  const ca = await createTestPki(dir, 'meshmux upstream test CA');
+export async function makeUpstreamPki(dir: string): Promise<UpstreamPki> {
+  const ca = await createTestCa(dir, 'meshmux upstream test CA');
   const server = await ca.issue('server', 'DNS:localhost,IP:127.0.0.1');
   const root = await ca.issue('client-root', 'URI:spiffe://cluster.local/ns/istio-system/sa/meshmux');
   const other = await ca.issue('client-other', 'URI:spiffe://cluster.local/ns/default/sa/meshmux');

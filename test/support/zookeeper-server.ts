@@ -9,7 +9,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { freePort } from './free-port.js';
+import { onFreePort } from './free-port.js';
 import { missingPeerLine } from './required-peer.js';
 
 /** Debian's jar; its manifest's Class-Path names every dependency jar. */
@@ -74,26 +74,27 @@ export class ZookeeperServer {
     const classPath = locateZookeeper();
     const dir = await mkdtemp(path.join(tmpdir(), 'meshmux-zk-'));
     await mkdir(path.join(dir, 'data'));
-    const port = await freePort();
-    const tick = options.tickTimeMs ?? 250;
-    await writeFile(
-      path.join(dir, 'zoo.cfg'),
-      [
-        `tickTime=${tick}`,
-        `dataDir=${path.join(dir, 'data')}`,
-        `clientPort=${port}`,
-        'clientPortAddress=127.0.0.1',
-        'admin.enableServer=false',
-        '4lw.commands.whitelist=ruok,srvr,cons,mntr',
-        'maxClientCnxns=0',
-        // Tests need speed, not durability across power loss.
-        'forceSync=no',
-        '',
-      ].join('\n'),
-    );
-    const server = new ZookeeperServer(classPath, dir, port, options.startTimeoutMs ?? 60_000);
-    await server.start();
-    return server;
+    return onFreePort(async (port) => {
+      const tick = options.tickTimeMs ?? 250;
+      await writeFile(
+        path.join(dir, 'zoo.cfg'),
+        [
+          `tickTime=${tick}`,
+          `dataDir=${path.join(dir, 'data')}`,
+          `clientPort=${port}`,
+          'clientPortAddress=127.0.0.1',
+          'admin.enableServer=false',
+          '4lw.commands.whitelist=ruok,srvr,cons,mntr',
+          'maxClientCnxns=0',
+          // Tests need speed, not durability across power loss.
+          'forceSync=no',
+          '',
+        ].join('\n'),
+      );
+      const server = new ZookeeperServer(classPath, dir, port, options.startTimeoutMs ?? 60_000);
+      await server.start();
+      return server;
+    });
   }
 
   /** `127.0.0.1:<port>`. */

@@ -4,7 +4,9 @@ import type { SourceEvent, SourceStatusEvent } from '../../src/core/source-event
 import { McpSinkSource } from '../../src/upstream/mcp/mcp-sink-source.js';
 import { McpSource } from '../../src/upstream/mcp/mcp-source.js';
 import type { McpSourceOptions } from '../../src/upstream/mcp/mcp-source-options.js';
-import { FakeGalley, GalleySinkPusher, type FakeObject } from '../support/fake-upstreams.js';
+import { FakeGalley } from '../support/fake-galley.js';
+import type { FakeObject } from '../support/fake-objects.js';
+import { GalleySinkPusher } from '../support/galley-sink-pusher.js';
 import { SourceEventRecorder } from '../support/source-event-recorder.js';
 import { within } from '../support/deadline.js';
 

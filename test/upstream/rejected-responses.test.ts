@@ -3,13 +3,9 @@ import { after, before, describe, it } from 'node:test';
 import type { SourceEvent, SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { McpSource } from '../../src/upstream/mcp/mcp-source.js';
 import { XdsSource } from '../../src/upstream/xds/xds-source.js';
-import {
-  encodeMcpResource,
-  FakeAdsServer,
-  FakeGalley,
-  kindNamed,
-  type FakeObject,
-} from '../support/fake-upstreams.js';
+import { FakeAdsServer } from '../support/fake-ads-server.js';
+import { FakeGalley } from '../support/fake-galley.js';
+import { encodeMcpResource, kindNamed, type FakeObject } from '../support/fake-objects.js';
 import {
   bareBodyAny,
   discoveryResponse,

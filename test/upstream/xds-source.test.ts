@@ -6,10 +6,11 @@ import type { SourceEvent, SourceSnapshotEvent, SourceStatusEvent } from '../../
 import { CONFIG_KINDS, KINDS } from '../../src/schema/kinds.js';
 import { XdsSource } from '../../src/upstream/xds/xds-source.js';
 import type { XdsSourceOptions } from '../../src/upstream/xds/xds-source-options.js';
-import { FakeAdsServer, type FakeObject } from '../support/fake-upstreams.js';
+import { FakeAdsServer } from '../support/fake-ads-server.js';
+import type { FakeObject } from '../support/fake-objects.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { SourceEventRecorder } from '../support/source-event-recorder.js';
-import { makeTestPki, type TestPki } from '../support/test-pki.js';
+import { makeUpstreamPki, type UpstreamPki } from '../support/test-pki.js';
 import { fakeVirtualService } from '../support/fake-objects.js';
 import { foldSourceEvents, servedKeys } from '../support/folded-source-state.js';
 
@@ -331,10 +332,10 @@ describe('xds source across upstream outages', () => {
 
 describe('xds source authentication', () => {
   let dir: { dir: string; dispose: () => Promise<void> };
-  let pki: TestPki;
+  let pki: UpstreamPki;
   before(async () => {
     dir = await tempDir();
-    pki = await makeTestPki(dir.dir);
+    pki = await makeUpstreamPki(dir.dir);
   });
   after(() => dir.dispose());
 
@@ -375,12 +376,17 @@ describe('xds source authentication', () => {
   for (const [what, tls, code] of [
     [
       'without a client certificate',
-      (p: TestPki) => ({ ca: p.ca, serverName: 'localhost' }),
+      (p: UpstreamPki) => ({ ca: p.ca, serverName: 'localhost' }),
       'UNAUTHENTICATED',
     ],
     [
       'with an identity outside the root namespace',
-      (p: TestPki) => ({ ca: p.ca, cert: p.otherClientCert, key: p.otherClientKey, serverName: 'localhost' }),
+      (p: UpstreamPki) => ({
+        ca: p.ca,
+        cert: p.otherClientCert,
+        key: p.otherClientKey,
+        serverName: 'localhost',
+      }),
       'PERMISSION_DENIED',
     ],
   ] as const) {
