@@ -5,23 +5,15 @@ import { after, before, describe, it } from 'node:test';
 import type { RunningMeshmux } from '../../src/app.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { FakeGalley } from '../support/fake-galley.js';
-import type { FakeObject } from '../support/fake-objects.js';
+import { fakeServiceEntry, fakeVirtualService, type FakeObject } from '../support/fake-objects.js';
 import { IstiodClient, type StoredConfig } from '../support/istiod-client.js';
 import { copyOfExamples, startFromYaml, tempDir } from '../support/meshmux-harness.js';
 import { firstMatch } from '../support/deadline.js';
 import { DR, SE, SIDECAR, VS } from '../support/type-urls.js';
 
-function vs(name: string, host = name, namespace = 'shop'): FakeObject {
-  return { namespace, name, spec: { hosts: [host], http: [{ route: [{ destination: { host } }] }] } };
-}
+const vs = fakeVirtualService;
 
-function se(name: string, host: string, namespace = 'payments'): FakeObject {
-  return {
-    namespace,
-    name,
-    spec: { hosts: [host], ports: [{ number: 443, name: 'https', protocol: 'TLS' }], resolution: 'DNS' },
-  };
-}
+const se = fakeServiceEntry;
 
 function dr(name: string, host: string, namespace = 'shop'): FakeObject {
   return { namespace, name, spec: { host, traffic_policy: { tls: { mode: 'ISTIO_MUTUAL' } } } };

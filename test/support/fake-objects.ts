@@ -103,3 +103,12 @@ export function fakeVirtualService(name: string, host = name, namespace = 'shop'
 export function fakeDestinationRule(name: string, host = name, namespace = 'shop'): FakeObject {
   return { namespace, name, spec: { host, traffic_policy: { tls: { mode: 'ISTIO_MUTUAL' } } } };
 }
+
+/** A DNS-resolved ServiceEntry `namespace/name` for `host` on port 443 (TLS). */
+export function fakeServiceEntry(name: string, host: string, namespace = 'payments'): FakeObject {
+  return {
+    namespace,
+    name,
+    spec: { hosts: [host], ports: [{ number: 443, name: 'https', protocol: 'TLS' }], resolution: 'DNS' },
+  };
+}

@@ -7,11 +7,10 @@ import { CONFIG_KINDS, KINDS } from '../../src/schema/kinds.js';
 import { XdsSource } from '../../src/upstream/xds/xds-source.js';
 import type { XdsSourceOptions } from '../../src/upstream/xds/xds-source-options.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
-import type { FakeObject } from '../support/fake-objects.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { SourceEventRecorder } from '../support/source-event-recorder.js';
 import { makeUpstreamPki, type UpstreamPki } from '../support/test-pki.js';
-import { fakeVirtualService } from '../support/fake-objects.js';
+import { fakeServiceEntry, fakeVirtualService } from '../support/fake-objects.js';
 import { foldSourceEvents, servedKeys } from '../support/folded-source-state.js';
 
 const VS_V1 = 'networking.istio.io/v1/VirtualService';
@@ -20,13 +19,7 @@ const SE_V1ALPHA3 = 'networking.istio.io/v1alpha3/ServiceEntry';
 const VS = 'networking.istio.io/VirtualService';
 const SE = 'networking.istio.io/ServiceEntry';
 
-function se(name: string, host: string, namespace = 'payments'): FakeObject {
-  return {
-    namespace,
-    name,
-    spec: { hosts: [host], ports: [{ number: 443, name: 'https', protocol: 'TLS' }], resolution: 'DNS' },
-  };
-}
+const se = fakeServiceEntry;
 
 function source(address: string, extra: Partial<XdsSourceOptions> = {}): XdsSource {
   return new XdsSource({
