@@ -1,14 +1,19 @@
 import { pino, type Logger } from 'pino';
+import { redactSecrets } from './secrets.js';
 
 export type { Logger };
 
 /**
  * The root logger. Level from `MESHMUX_LOG_LEVEL` (or `LOG_LEVEL`), default `info`; tests set
- * `silent`. Components take a child with `{ component }` so lines can be filtered.
+ * `silent`. Components take a child with `{ component }` so lines can be filtered. Every line
+ * goes through `redactSecrets` on its way out.
  */
 export const rootLogger: Logger = pino({
   level: process.env['MESHMUX_LOG_LEVEL'] ?? process.env['LOG_LEVEL'] ?? 'info',
   base: { app: 'meshmux' },
+  // Messages and fields carry text from outside (provider URLs, repository URLs, upstream
+  // errors): the userinfo of URLs and credential parameters never reach the log.
+  hooks: { streamWrite: redactSecrets },
 });
 
 /** A child logger for one component. */

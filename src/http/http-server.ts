@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../core/logger.js';
+import { redactSecrets } from '../core/secrets.js';
 import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js';
 
 /** A JSON-producing debug page. Returns the body to serialize. */
@@ -165,7 +166,8 @@ function readiness(snapshot: ConfigSnapshot): unknown {
 
 function send(res: ServerResponse, status: number, contentType: string, body: string): void {
   res.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store' });
-  res.end(body);
+  // Pages show source settings and errors with text from outside (URLs with credentials).
+  res.end(redactSecrets(body));
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {

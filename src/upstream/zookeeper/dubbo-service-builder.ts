@@ -1,4 +1,5 @@
 import { MeshmuxError } from '../../core/errors.js';
+import { isCredentialName } from '../../core/secrets.js';
 import {
   makeResource,
   resourceKey,
@@ -296,7 +297,12 @@ export class DubboServiceBuilder {
     }
     const selector = boundedName(name, 63);
     const endpoints = service.providers.map((p) => {
-      const labels = labelsFromParameters(p.parameters, (k) => this.options.labelParameters.matches(k));
+      // A credential never becomes a label, whatever labelParameters says: labels reach every
+      // istiod and every Envoy's endpoint metadata.
+      const labels = labelsFromParameters(
+        p.parameters,
+        (k) => !isCredentialName(k) && this.options.labelParameters.matches(k),
+      );
       if (mode === 'workload-entries') labels[SERVICE_SELECTOR_LABEL] = selector;
       return {
         provider: p,
