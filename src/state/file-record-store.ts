@@ -4,6 +4,11 @@ import path from 'node:path';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { SourceRecord, SourceRecordStore } from '../merge/source-record.js';
+import {
+  RecordWriteQueue,
+  type RecordWriteQueueOptions,
+  type RecordWriteStatus,
+} from './record-write-queue.js';
 import { decodeStateFile, encodeStateFile } from './state-file.js';
 
 const SUFFIX = '.state';
@@ -11,30 +16,9 @@ const LOCK = 'lock';
 /** Buffers handed to one `writev`. */
 const WRITEV_BATCH = 1024;
 
-/** What the store tells telemetry. Called synchronously; must not throw. */
-export interface RecordStoreHooks {
-  onWrite?(source: string, bytes: number, ms: number): void;
-  onWriteError?(source: string, error: MeshmuxError): void;
-  onLoadError?(file: string, error: MeshmuxError): void;
-}
-
-export interface FileRecordStoreOptions {
+/** Where a {@link FileRecordStore} keeps its records, and how often it writes them. */
+export interface FileRecordStoreOptions extends RecordWriteQueueOptions {
   readonly dir: string;
-  readonly log: Logger;
-  readonly hooks?: RecordStoreHooks;
-  /** Wait after a change before writing, so a burst of changes costs one write. Default 1 s. */
-  readonly delayMs?: number;
-  /** Retry a failed write after this long even without a new change. Default 10 s. */
-  readonly retryMs?: number;
-}
-
-/** Per source: what the store knows of its last write, for `/debug/state`. */
-export interface RecordFileStatus {
-  readonly source: string;
-  readonly lastWrite?: string;
-  readonly bytes?: number;
-  readonly writeMs?: number;
-  readonly lastError?: string;
 }
 
 /** What was found in the folder at start. */
@@ -55,18 +39,13 @@ export interface LoadedRecords {
  * folder gets an error instead of overwriting the first one's state.
  */
 export class FileRecordStore implements SourceRecordStore {
-  private readonly dirty = new Map<string, () => SourceRecord>();
-  private readonly status = new Map<string, RecordFileStatus>();
-  private readonly earliest = new Map<string, number>();
-  private timer: NodeJS.Timeout | undefined;
-  private flushing: Promise<void> | undefined;
-  private closed = false;
-  private readonly delayMs: number;
-  private readonly retryMs: number;
+  private readonly queue: RecordWriteQueue;
 
   private constructor(private readonly options: FileRecordStoreOptions) {
-    this.delayMs = options.delayMs ?? 1000;
-    this.retryMs = options.retryMs ?? 10_000;
+    this.queue = new RecordWriteQueue(
+      { write: (source, record) => this.write(source, record), where: (source) => this.fileOf(source) },
+      options,
+    );
   }
 
   /**
@@ -100,14 +79,11 @@ export class FileRecordStore implements SourceRecordStore {
   }
 
   changed(source: string, read: () => SourceRecord): void {
-    if (this.closed) return;
-    this.dirty.set(source, read);
-    this.schedule(this.delayMs);
+    this.queue.changed(source, read);
   }
 
   removed(source: string): void {
-    this.dirty.delete(source);
-    this.status.delete(source);
+    this.queue.forget(source);
     unlink(this.fileOf(source)).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'ENOENT')
         this.options.log.warn({ source, err: err.message }, 'could not remove a state file');
@@ -115,77 +91,18 @@ export class FileRecordStore implements SourceRecordStore {
   }
 
   /** Per source, its last write or error. */
-  report(): RecordFileStatus[] {
-    return [...this.status.values()];
+  report(): RecordWriteStatus[] {
+    return this.queue.report();
   }
 
   /** Writes everything pending now, then stops writing and releases the folder. */
   async close(): Promise<void> {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
-    await this.flushing;
-    await this.flush(true);
-    this.closed = true;
+    await this.queue.close();
     await unlink(path.join(this.options.dir, LOCK)).catch(() => undefined);
   }
 
   private fileOf(source: string): string {
     return path.join(this.options.dir, `${source}${SUFFIX}`);
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.timer !== undefined || this.flushing !== undefined || this.closed) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.flushing = this.flush(false).finally(() => {
-        this.flushing = undefined;
-        if (this.dirty.size > 0) this.schedule(this.nextDelay());
-      });
-    }, delayMs);
-    this.timer.unref();
-  }
-
-  /** Until the soonest a dirty source may be written again. */
-  private nextDelay(): number {
-    const now = Date.now();
-    let soonest = Infinity;
-    for (const source of this.dirty.keys()) soonest = Math.min(soonest, this.earliest.get(source) ?? now);
-    return Math.max(this.delayMs, soonest - now);
-  }
-
-  /** Writes each dirty source that may be written now (every one when `all`), one at a time. */
-  private async flush(all: boolean): Promise<void> {
-    for (const [source, read] of [...this.dirty]) {
-      if (!all && (this.earliest.get(source) ?? 0) > Date.now()) continue;
-      this.dirty.delete(source);
-      const started = performance.now();
-      try {
-        const bytes = await this.write(source, read());
-        const ms = performance.now() - started;
-        // Slow writes are spaced out: the disk is busy at most a tenth of the time for this source.
-        this.earliest.set(source, Date.now() + Math.max(this.delayMs, 10 * ms));
-        this.status.set(source, {
-          source,
-          lastWrite: new Date().toISOString(),
-          bytes,
-          writeMs: Math.round(ms),
-        });
-        this.options.hooks?.onWrite?.(source, bytes, ms);
-      } catch (err) {
-        const error = toMeshmuxError(err, 'STATE', { file: this.fileOf(source) });
-        const previous = this.status.get(source);
-        if (previous?.lastError !== error.message) {
-          this.options.log.error(
-            { source, err: error.describe() },
-            'could not persist the source state; serving goes on, the write is retried',
-          );
-        }
-        this.status.set(source, { ...previous, source, lastError: error.message });
-        this.options.hooks?.onWriteError?.(source, error);
-        if (!this.dirty.has(source)) this.dirty.set(source, read);
-        this.earliest.set(source, Date.now() + this.retryMs);
-      }
-    }
   }
 
   private async write(source: string, record: SourceRecord): Promise<number> {

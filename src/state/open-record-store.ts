@@ -1,12 +1,8 @@
 import type { MeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { SourceRecord } from '../merge/source-record.js';
-import {
-  defaultStateDir,
-  fallbackStateDir,
-  FileRecordStore,
-  type RecordStoreHooks,
-} from './file-record-store.js';
+import { defaultStateDir, fallbackStateDir, FileRecordStore } from './file-record-store.js';
+import type { RecordStoreHooks } from './record-write-queue.js';
 
 /** The store a process runs with, and what it restored; no store when persistence is off or impossible. */
 export interface OpenedState {

@@ -1,0 +1,162 @@
+import { toMeshmuxError, type MeshmuxError } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
+import type { SourceRecord } from '../merge/source-record.js';
+
+/** What a store tells telemetry. Called synchronously; must not throw. */
+export interface RecordStoreHooks {
+  onWrite?(source: string, bytes: number, ms: number): void;
+  onWriteError?(source: string, error: MeshmuxError): void;
+  onLoadError?(where: string, error: MeshmuxError): void;
+}
+
+/** Per source: what a store knows of its last write, for `/debug/state`. */
+export interface RecordWriteStatus {
+  readonly source: string;
+  readonly lastWrite?: string;
+  readonly bytes?: number;
+  readonly writeMs?: number;
+  readonly lastError?: string;
+}
+
+/** Where records go: one whole record per call. */
+export interface RecordSink {
+  /** Stores `record` for `source`, replacing the previous one whole; resolves to the bytes stored. */
+  write(source: string, record: SourceRecord): Promise<number>;
+  /** Names where `source`'s record lives, for errors (a file path, a key). */
+  where(source: string): string;
+}
+
+export interface RecordWriteQueueOptions {
+  readonly log: Logger;
+  readonly hooks?: RecordStoreHooks | undefined;
+  /** Wait after a change before writing, so a burst of changes costs one write. Default 1 s. */
+  readonly delayMs?: number | undefined;
+  /** Retry a failed write after this long even without a new change. Default 10 s. */
+  readonly retryMs?: number | undefined;
+}
+
+/**
+ * The write policy every record store shares: a change is written later than it happens (a burst
+ * costs one write), one write at a time, a source that writes slowly is written less often (at
+ * least ten times its last write's duration apart), and a failed write is reported once per
+ * distinct error and retried while serving goes on. Only the latest record of a source is ever
+ * written: `read` is called at write time.
+ */
+export class RecordWriteQueue {
+  private readonly dirty = new Map<string, () => SourceRecord>();
+  private readonly status = new Map<string, RecordWriteStatus>();
+  private readonly earliest = new Map<string, number>();
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> | undefined;
+  private closed = false;
+  private paused = false;
+  private readonly delayMs: number;
+  private readonly retryMs: number;
+
+  constructor(
+    private readonly sink: RecordSink,
+    private readonly options: RecordWriteQueueOptions,
+  ) {
+    this.delayMs = options.delayMs ?? 1000;
+    this.retryMs = options.retryMs ?? 10_000;
+  }
+
+  /** The source's record changed; it is written after the delay (or kept while paused). */
+  changed(source: string, read: () => SourceRecord): void {
+    if (this.closed) return;
+    this.dirty.set(source, read);
+    this.schedule(this.delayMs);
+  }
+
+  /** The source is gone: nothing more is written for it. */
+  forget(source: string): void {
+    this.dirty.delete(source);
+    this.status.delete(source);
+    this.earliest.delete(source);
+  }
+
+  /**
+   * While paused, changes are remembered (the latest per source) but not written; `resume` writes
+   * them. A store that is not the designated writer pauses.
+   */
+  pause(): void {
+    this.paused = true;
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.earliest.clear();
+    if (this.dirty.size > 0) this.schedule(0);
+  }
+
+  /** Per source, its last write or error. */
+  report(): RecordWriteStatus[] {
+    return [...this.status.values()];
+  }
+
+  /** Writes everything pending now (unless paused), then stops writing. */
+  async close(): Promise<void> {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.flushing;
+    if (!this.paused) await this.flush(true);
+    this.closed = true;
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.timer !== undefined || this.flushing !== undefined || this.closed || this.paused) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.flushing = this.flush(false).finally(() => {
+        this.flushing = undefined;
+        if (this.dirty.size > 0) this.schedule(this.nextDelay());
+      });
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  /** Until the soonest a dirty source may be written again. */
+  private nextDelay(): number {
+    const now = Date.now();
+    let soonest = Infinity;
+    for (const source of this.dirty.keys()) soonest = Math.min(soonest, this.earliest.get(source) ?? now);
+    return Math.max(this.delayMs, soonest - now);
+  }
+
+  /** Writes each dirty source that may be written now (every one when `all`), one at a time. */
+  private async flush(all: boolean): Promise<void> {
+    for (const [source, read] of [...this.dirty]) {
+      if (this.paused) return;
+      if (!all && (this.earliest.get(source) ?? 0) > Date.now()) continue;
+      this.dirty.delete(source);
+      const started = performance.now();
+      try {
+        const bytes = await this.sink.write(source, read());
+        const ms = performance.now() - started;
+        // Slow writes are spaced out: the store is busy at most a tenth of the time for this source.
+        this.earliest.set(source, Date.now() + Math.max(this.delayMs, 10 * ms));
+        this.status.set(source, {
+          source,
+          lastWrite: new Date().toISOString(),
+          bytes,
+          writeMs: Math.round(ms),
+        });
+        this.options.hooks?.onWrite?.(source, bytes, ms);
+      } catch (err) {
+        const error = toMeshmuxError(err, 'STATE', { file: this.sink.where(source) });
+        const previous = this.status.get(source);
+        if (previous?.lastError !== error.message) {
+          this.options.log.error(
+            { source, err: error.describe() },
+            'could not persist the source state; serving goes on, the write is retried',
+          );
+        }
+        this.status.set(source, { ...previous, source, lastError: error.message });
+        this.options.hooks?.onWriteError?.(source, error);
+        if (!this.dirty.has(source)) this.dirty.set(source, read);
+        this.earliest.set(source, Date.now() + this.retryMs);
+      }
+    }
+  }
+}
