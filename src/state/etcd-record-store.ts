@@ -1,0 +1,377 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { Etcd3, type Campaign, type IOptions } from 'etcd3';
+import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
+import type { SourceRecord, SourceRecordStore } from '../merge/source-record.js';
+import type { LoadedRecords } from './file-record-store.js';
+import {
+  RecordWriteQueue,
+  type RecordWriteQueueOptions,
+  type RecordWriteStatus,
+} from './record-write-queue.js';
+import { decodeStateFile, encodeStateFile } from './state-file.js';
+
+/** How to reach etcd, as the configuration gives it (secrets already read from their files). */
+export interface EtcdConnection {
+  /** Client URLs, `http(s)://host:port`. */
+  readonly endpoints: readonly string[];
+  /** Every key meshmux writes starts with this. Default `/meshmux/`. */
+  readonly prefix: string;
+  /** PEM contents: the CA that signs etcd's certificate, and a client certificate and key. */
+  readonly tls?: { readonly ca?: Buffer; readonly cert?: Buffer; readonly key?: Buffer };
+  readonly username?: string;
+  readonly password?: string;
+  /** Lease of the writer's election, seconds: a dead writer is replaced within this. Default 10. */
+  readonly leaseTtlS?: number;
+}
+
+/** Options of {@link EtcdRecordStore.open}. */
+export interface EtcdRecordStoreOptions extends RecordWriteQueueOptions {
+  readonly etcd: EtcdConnection;
+  /** This replica's name in the writer election (host name and pid, say). */
+  readonly identity: string;
+  /** etcd became reachable (true) or stopped answering (false). Synchronous; must not throw. */
+  readonly onStoreUp?: (up: boolean) => void;
+  /** This replica became the writer (true) or stopped being it (false). */
+  readonly onWriter?: (writer: boolean) => void;
+  /** Deadline of one etcd request. Default 5 s. */
+  readonly requestTimeoutMs?: number;
+  /** How often reachability is checked. Default 2 s. */
+  readonly probeMs?: number;
+}
+
+/** What `/debug/state` shows of the etcd store. */
+export interface EtcdStoreStatus {
+  readonly endpoints: readonly string[];
+  readonly prefix: string;
+  readonly up: boolean;
+  readonly writer: boolean;
+  readonly identity: string;
+  readonly records: readonly RecordWriteStatus[];
+}
+
+/** etcd refuses requests over 1.5 MiB by default: a record is cut into values well below that. */
+const CHUNK_BYTES = 1024 * 1024;
+
+/** The manifest of one source's record: which chunks make it up, and their digest. */
+interface Manifest {
+  readonly generation: string;
+  readonly chunks: number;
+  readonly bytes: number;
+  readonly sha256: string;
+  readonly savedMs: number;
+}
+
+/**
+ * The merge's records in etcd, shared by the replicas of a fleet, so that a replica that starts on
+ * an empty disk during an upstream outage restores the last good state the fleet had.
+ *
+ * One replica writes, chosen by etcd's lease election; the others keep their latest records in
+ * memory and write them once they are elected (a writer that dies loses its lease within
+ * `leaseTtlS`). A record is stored as chunks under a fresh generation, then a manifest naming the
+ * generation is swapped in with a compare-and-swap (a former writer that lost its lease cannot
+ * overwrite a newer record), then the previous generation is deleted: a reader sees the old record
+ * or the new one, never a mix. Writes follow {@link RecordWriteQueue}'s policy.
+ *
+ * etcd is never on the serving path: when it does not answer, the store reports it
+ * (`onStoreUp(false)`, a warning), keeps the latest records and writes them once it is back.
+ */
+export class EtcdRecordStore implements SourceRecordStore {
+  private readonly queue: RecordWriteQueue;
+  private readonly client: Etcd3;
+  private readonly prefix: string;
+  private campaign: Campaign | undefined;
+  private campaignTimer: NodeJS.Timeout | undefined;
+  private probeTimer: NodeJS.Timeout | undefined;
+  private up = false;
+  private writer = false;
+  private closed = false;
+
+  private constructor(private readonly options: EtcdRecordStoreOptions) {
+    const { etcd } = options;
+    this.prefix = etcd.prefix;
+    this.client = new Etcd3(clientOptions(etcd, options.requestTimeoutMs ?? 5_000));
+    this.queue = new RecordWriteQueue(
+      { write: (source, record) => this.write(source, record), where: (source) => this.manifestKey(source) },
+      options,
+    );
+    this.queue.pause();
+  }
+
+  /**
+   * Connects, reads every record under the prefix and starts campaigning to be the writer. Never
+   * throws for an unreachable etcd: `loaded` is then empty with the reason in `problems`, and the
+   * store keeps trying in the background. Records that cannot be believed (a missing chunk, a
+   * digest that does not match) are reported and skipped.
+   */
+  static async open(
+    options: EtcdRecordStoreOptions,
+  ): Promise<{ store: EtcdRecordStore; loaded: LoadedRecords }> {
+    const store = new EtcdRecordStore(options);
+    let loaded: LoadedRecords;
+    try {
+      loaded = await loadRecords(store.client, store.prefix, options);
+      store.setUp(true);
+    } catch (err) {
+      const error = toMeshmuxError(err, 'STATE', { file: options.etcd.endpoints.join(',') });
+      options.log.warn({ err: error.describe() }, 'etcd does not answer: starting from the local state only');
+      store.setUp(false);
+      loaded = { records: new Map(), problems: [error] };
+    }
+    store.startCampaign();
+    store.probe();
+    return { store, loaded };
+  }
+
+  changed(source: string, read: () => SourceRecord): void {
+    this.queue.changed(source, read);
+  }
+
+  removed(source: string): void {
+    this.queue.forget(source);
+    if (!this.writer) return;
+    void Promise.all([
+      this.client.delete().key(this.manifestKey(source)).exec(),
+      this.client.delete().prefix(this.chunkPrefix(source)).exec(),
+    ]).catch((err: unknown) =>
+      this.options.log.warn({ source, err: String(err) }, 'could not remove a source record from etcd'),
+    );
+  }
+
+  /** Reachability, the writer role and each source's last write, for `/debug/state`. */
+  report(): EtcdStoreStatus {
+    return {
+      endpoints: this.options.etcd.endpoints,
+      prefix: this.prefix,
+      up: this.up,
+      writer: this.writer,
+      identity: this.options.identity,
+      records: this.queue.report(),
+    };
+  }
+
+  /** Writes what is pending (when the writer), gives up the writer role and disconnects. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.probeTimer !== undefined) clearTimeout(this.probeTimer);
+    if (this.campaignTimer !== undefined) clearTimeout(this.campaignTimer);
+    await this.queue.close();
+    const campaign = this.campaign;
+    this.campaign = undefined;
+    if (campaign !== undefined) await campaign.resign().catch(() => undefined);
+    this.client.close();
+  }
+
+  private manifestKey(source: string): string {
+    return `${this.prefix}records/${source}`;
+  }
+
+  private chunkPrefix(source: string, generation?: string): string {
+    return `${this.prefix}chunks/${source}/${generation === undefined ? '' : `${generation}/`}`;
+  }
+
+  private setUp(up: boolean): void {
+    if (up === this.up) return;
+    this.up = up;
+    if (up) this.options.log.info({ endpoints: this.options.etcd.endpoints }, 'etcd answers');
+    else
+      this.options.log.warn(
+        { endpoints: this.options.etcd.endpoints },
+        'etcd does not answer: serving goes on from memory and local state; records are written once it is back',
+      );
+    this.options.onStoreUp?.(up);
+  }
+
+  private setWriter(writer: boolean): void {
+    if (writer === this.writer) return;
+    this.writer = writer;
+    this.options.log.info(
+      { identity: this.options.identity, writer },
+      writer ? 'elected the state writer' : 'no longer the state writer',
+    );
+    if (writer) this.queue.resume();
+    else this.queue.pause();
+    this.options.onWriter?.(writer);
+  }
+
+  /** Campaigns until elected; a campaign that fails (lease lost, etcd gone) is started again. */
+  private startCampaign(): void {
+    if (this.closed || this.campaign !== undefined) return;
+    const election = this.client.election(`${this.prefix}writer`, this.options.etcd.leaseTtlS ?? 10);
+    const campaign = election.campaign(this.options.identity);
+    this.campaign = campaign;
+    campaign.on('elected', () => {
+      if (this.campaign === campaign) this.setWriter(true);
+    });
+    campaign.on('error', (err: Error) => {
+      if (this.campaign !== campaign) return;
+      this.campaign = undefined;
+      this.setWriter(false);
+      this.options.log.debug({ err: err.message }, 'state writer campaign ended; campaigning again');
+      void campaign.resign().catch(() => undefined);
+      this.campaignTimer = setTimeout(() => {
+        this.campaignTimer = undefined;
+        this.startCampaign();
+      }, 1_000);
+      this.campaignTimer.unref();
+    });
+  }
+
+  /** Checks reachability now and then; a writer that cannot reach etcd stops writing until it can. */
+  private probe(): void {
+    if (this.closed) return;
+    this.probeTimer = setTimeout(() => {
+      this.client
+        .get(`${this.prefix}writer-probe`)
+        .exec()
+        .then(
+          () => this.setUp(true),
+          () => this.setUp(false),
+        )
+        .finally(() => this.probe());
+    }, this.options.probeMs ?? 2_000);
+    this.probeTimer.unref();
+  }
+
+  private async write(source: string, record: SourceRecord): Promise<number> {
+    const bytes = Buffer.concat(await encodeStateFile(record));
+    const generation = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+    const chunks = Math.max(1, Math.ceil(bytes.length / CHUNK_BYTES));
+    try {
+      for (let i = 0; i < chunks; i++) {
+        await this.client
+          .put(`${this.chunkPrefix(source, generation)}${String(i).padStart(6, '0')}`)
+          .value(bytes.subarray(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES))
+          .exec();
+      }
+      const manifest: Manifest = {
+        generation,
+        chunks,
+        bytes: bytes.length,
+        sha256: createHash('sha256').update(bytes).digest('hex'),
+        savedMs: record.savedMs,
+      };
+      const key = this.manifestKey(source);
+      const current = await this.client.get(key).exec();
+      const kv = current.kvs[0];
+      const swap = await this.client
+        .if(key, 'Mod', '==', kv === undefined ? 0 : kv.mod_revision)
+        .then(this.client.put(key).value(JSON.stringify(manifest)))
+        .commit();
+      if (!swap.succeeded)
+        throw new MeshmuxError('STATE', 'the record changed in etcd while it was written', { file: key });
+      const previous = kv === undefined ? undefined : parseManifest(kv.value.toString('utf8'));
+      if (previous !== undefined && previous.generation !== generation)
+        await this.client.delete().prefix(this.chunkPrefix(source, previous.generation)).exec();
+      this.setUp(true);
+      return bytes.length;
+    } catch (err) {
+      await this.client
+        .delete()
+        .prefix(this.chunkPrefix(source, generation))
+        .exec()
+        .catch(() => undefined);
+      throw err;
+    }
+  }
+}
+
+/**
+ * The records a fleet keeps in etcd, read once without taking part in the writer election: for
+ * tools and tests that inspect what a new replica would restore.
+ */
+export async function readEtcdRecords(
+  etcd: EtcdConnection,
+  log: Logger,
+  requestTimeoutMs = 5_000,
+): Promise<LoadedRecords> {
+  const client = new Etcd3(clientOptions(etcd, requestTimeoutMs));
+  try {
+    return await loadRecords(client, etcd.prefix, { log });
+  } finally {
+    client.close();
+  }
+}
+
+function parseManifest(text: string): Manifest | undefined {
+  try {
+    const m = JSON.parse(text) as Partial<Manifest>;
+    return typeof m.generation === 'string' &&
+      typeof m.chunks === 'number' &&
+      typeof m.bytes === 'number' &&
+      typeof m.sha256 === 'string' &&
+      typeof m.savedMs === 'number'
+      ? (m as Manifest)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function clientOptions(etcd: EtcdConnection, timeoutMs: number): IOptions {
+  const options: IOptions = {
+    hosts: etcd.endpoints.map((e) => e.replace(/^https?:\/\//, '')),
+    dialTimeout: timeoutMs,
+    defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeoutMs }),
+  };
+  if (etcd.tls?.ca !== undefined)
+    Object.assign(options, {
+      credentials: {
+        rootCertificate: etcd.tls.ca,
+        ...(etcd.tls.key === undefined ? {} : { privateKey: etcd.tls.key }),
+        ...(etcd.tls.cert === undefined ? {} : { certChain: etcd.tls.cert }),
+      },
+    });
+  if (etcd.username !== undefined)
+    Object.assign(options, { auth: { username: etcd.username, password: etcd.password ?? '' } });
+  return options;
+}
+
+/**
+ * Reads every record under `prefix`: a record whose manifest or chunks cannot be believed is
+ * reported (logged, `onLoadError`) and skipped.
+ */
+async function loadRecords(
+  client: Etcd3,
+  prefix: string,
+  options: Pick<EtcdRecordStoreOptions, 'log' | 'hooks'>,
+): Promise<LoadedRecords> {
+  const records = new Map<string, SourceRecord>();
+  const problems: MeshmuxError[] = [];
+  const manifests = await client.getAll().prefix(`${prefix}records/`).exec();
+  for (const kv of manifests.kvs) {
+    const key = kv.key.toString('utf8');
+    const source = key.slice(`${prefix}records/`.length);
+    try {
+      const manifest = parseManifest(kv.value.toString('utf8'));
+      if (manifest === undefined)
+        throw new MeshmuxError('STATE', 'the manifest is not one meshmux wrote', { file: key });
+      const chunks = await client
+        .getAll()
+        .prefix(`${prefix}chunks/${source}/${manifest.generation}/`)
+        .sort('Key', 'Ascend')
+        .exec();
+      if (chunks.kvs.length !== manifest.chunks)
+        throw new MeshmuxError('STATE', `${chunks.kvs.length} of its ${manifest.chunks} chunks are there`, {
+          file: key,
+        });
+      const bytes = Buffer.concat(chunks.kvs.map((c) => c.value));
+      if (createHash('sha256').update(bytes).digest('hex') !== manifest.sha256)
+        throw new MeshmuxError('STATE', 'its chunks do not match the digest of the manifest', {
+          file: key,
+        });
+      const record = decodeStateFile(bytes, key);
+      if (record.source !== source)
+        throw new MeshmuxError('STATE', `holds the state of source "${record.source}", not "${source}"`, {
+          file: key,
+        });
+      records.set(source, record);
+    } catch (err) {
+      const error = toMeshmuxError(err, 'STATE', { file: key });
+      problems.push(error);
+      options.log.error({ err: error.describe() }, 'ignored a record in etcd that cannot be believed');
+      options.hooks?.onLoadError?.(key, error);
+    }
+  }
+  return { records, problems };
+}

@@ -1,0 +1,161 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Etcd3 } from 'etcd3';
+import { pino } from 'pino';
+import type { SourceRecord } from '../../src/merge/source-record.js';
+import {
+  EtcdRecordStore,
+  readEtcdRecords,
+  type EtcdRecordStoreOptions,
+} from '../../src/state/etcd-record-store.js';
+import { until } from '../support/deadline.js';
+import { EtcdServer, etcdMissing } from '../support/etcd-server.js';
+import { suiteSkip } from '../support/required-peer.js';
+import { fakeResource } from '../support/resources.js';
+
+const log = pino({ level: 'silent' });
+
+/** A record of `count` objects, each with a body of `bodyBytes` bytes. */
+function record(source: string, count: number, bodyBytes = 16, tag = 'x'): SourceRecord {
+  return {
+    source,
+    type: 'xds',
+    revision: `${tag}-${count}`,
+    savedMs: Date.now(),
+    complete: true,
+    answeredKinds: ['networking.istio.io/VirtualService'],
+    resources: Array.from({ length: count }, (_, i) =>
+      fakeResource(`vs-${i}`, { body: `${tag}${i}`.padEnd(bodyBytes, '.') }),
+    ),
+  };
+}
+
+describe('EtcdRecordStore, with a real etcd', { skip: suiteSkip(etcdMissing()) }, () => {
+  let etcd: EtcdServer;
+  let prefixCount = 0;
+  const opened: EtcdRecordStore[] = [];
+
+  before(async () => {
+    etcd = await EtcdServer.start();
+  });
+  after(async () => {
+    for (const store of opened) await store.close();
+    await etcd.dispose();
+  });
+
+  /** Opens a store on its own key prefix (or `prefix`), and remembers to close it. */
+  async function open(
+    prefix: string,
+    extra: Partial<EtcdRecordStoreOptions> = {},
+  ): Promise<Awaited<ReturnType<typeof EtcdRecordStore.open>>> {
+    const result = await EtcdRecordStore.open({
+      etcd: { endpoints: [etcd.endpoint], prefix, leaseTtlS: 2 },
+      identity: `replica-${opened.length}`,
+      log,
+      delayMs: 20,
+      retryMs: 200,
+      probeMs: 100,
+      requestTimeoutMs: 1_000,
+      ...extra,
+    });
+    opened.push(result.store);
+    return result;
+  }
+
+  const freshPrefix = (): string => `/test-${++prefixCount}/`;
+
+  /** What etcd holds under `prefix`, read without joining the election. */
+  const stored = (prefix: string) => readEtcdRecords({ endpoints: [etcd.endpoint], prefix }, log, 1_000);
+
+  it('stores a record larger than an etcd request in chunks and reads the same record back', async () => {
+    const prefix = freshPrefix();
+    const writes: number[] = [];
+    const { store } = await open(prefix, { hooks: { onWrite: (_s, bytes) => writes.push(bytes) } });
+    await until(() => store.report().writer, 10_000, 'the only replica to be elected writer');
+    const big = record('upstream', 12_000, 200);
+    store.changed('upstream', () => big);
+    await until(() => writes.length === 1, 10_000, 'the record written');
+    assert.ok((writes[0] ?? 0) > 2 * 1024 * 1024, `more than one request's worth (${writes[0]} bytes)`);
+
+    const loaded = await stored(prefix);
+    const back = loaded.records.get('upstream');
+    assert.deepEqual(loaded.problems, []);
+    assert.equal(back?.resources.length, 12_000);
+    assert.equal(back?.revision, big.revision);
+    assert.deepEqual(
+      back?.resources.map((r) => r.version),
+      big.resources.map((r) => r.version),
+      'every object, byte for byte (versions are content digests)',
+    );
+  });
+
+  it('lets one replica write, and another take over within the lease when the writer goes away', async () => {
+    const prefix = freshPrefix();
+    const { store: first } = await open(prefix);
+    await until(() => first.report().writer, 10_000, 'the first replica elected');
+    const { store: second } = await open(prefix);
+    const secondWrites: string[] = [];
+    second.changed('files', () => {
+      secondWrites.push('files');
+      return record('files', 3, 16, 'second');
+    });
+    // The follower keeps its record and does not write: the writer's is what etcd holds.
+    first.changed('files', () => record('files', 2, 16, 'first'));
+    await until(
+      async () => (await stored(prefix)).records.get('files')?.revision === 'first-2',
+      10_000,
+      "the writer's record in etcd",
+    );
+    assert.equal(second.report().writer, false);
+    assert.deepEqual(secondWrites, []);
+
+    const gone = performance.now();
+    await first.close();
+    await until(() => second.report().writer, 10_000, 'the second replica elected');
+    console.log(
+      `# writer handover after the writer left: ${(performance.now() - gone).toFixed(0)} ms (lease 2 s)`,
+    );
+    await until(() => secondWrites.length === 1, 10_000, 'the new writer to write what it held');
+    assert.equal((await stored(prefix)).records.get('files')?.revision, 'second-3');
+  });
+
+  it('reports etcd down, keeps serving its records, and writes them once etcd is back', async () => {
+    const prefix = freshPrefix();
+    const ups: boolean[] = [];
+    const { store } = await open(prefix, { onStoreUp: (up) => ups.push(up) });
+    await until(() => store.report().writer, 10_000, 'the replica elected');
+    await etcd.stop(true);
+    await until(() => !store.report().up, 10_000, 'etcd reported down');
+    store.changed('zk', () => record('zk', 5, 16, 'during-outage'));
+    await etcd.start();
+    await until(() => store.report().up, 20_000, 'etcd reported up again');
+    await until(
+      async () => (await stored(prefix)).records.get('zk')?.revision === 'during-outage-5',
+      20_000,
+      'the change made during the outage written to etcd',
+    );
+    assert.deepEqual(ups.slice(0, 3), [true, false, true]);
+  });
+
+  it('ignores a record whose chunks do not match its manifest, naming it', async () => {
+    const prefix = freshPrefix();
+    const { store } = await open(prefix);
+    await until(() => store.report().writer, 10_000, 'the replica elected');
+    store.changed('broken', () => record('broken', 50));
+    store.changed('fine', () => record('fine', 5));
+    await until(async () => (await stored(prefix)).records.size === 2, 10_000, 'both records written');
+    const client = new Etcd3({ hosts: etcd.endpoint.replace('http://', '') });
+    try {
+      const keys = await client.getAll().prefix(`${prefix}chunks/broken/`).keys();
+      assert.ok(keys.length > 0);
+      await client.put(keys[0] ?? '').value('tampered');
+    } finally {
+      client.close();
+    }
+    const loaded = await stored(prefix);
+    assert.deepEqual([...loaded.records.keys()], ['fine']);
+    assert.equal(loaded.problems.length, 1);
+    assert.match(loaded.problems[0]?.message ?? '', /do not match the digest/);
+    assert.match(loaded.problems[0]?.location.file ?? '', /records\/broken$/);
+  });
+});
