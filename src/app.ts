@@ -270,7 +270,10 @@ export async function startMeshmux(
       onWrite: (source, bytes) => stateMetrics.onWrite(source, bytes),
       onWriteError: (source, error) => stateMetrics.onWriteError(source, error),
       onLoadError: () => stateMetrics.onLoadError(),
+      onStoreUp: (up) => stateMetrics.onStoreUp(up),
+      onWriter: (writer) => stateMetrics.onWriter(writer),
     },
+    config.state.etcd,
   );
   let policies = new PolicySet(config.policies);
   let policyConfig = JSON.stringify(config.policies);
@@ -341,8 +344,9 @@ export async function startMeshmux(
       conflicts: () => engine.current().conflicts,
       git: () => [...gitSources.values()].map((s) => s.status()),
       state: () => ({
-        dir: persisted.store?.dir ?? 'none',
-        files: persisted.store?.report() ?? [],
+        dir: persisted.local?.dir ?? 'none',
+        files: persisted.local?.report() ?? [],
+        ...(persisted.shared === undefined ? {} : { etcd: persisted.shared.report() }),
         problems: persisted.problems.map((e) => e.describe()),
       }),
       preview: (url) => preview(previewRequestFromUrl(url)),
@@ -453,7 +457,7 @@ export async function startMeshmux(
       await http.close();
       engine.stop();
       // The last state is written before the folder is released.
-      await persisted.store?.close();
+      await persisted.close();
       await telemetry.shutdown();
     },
   };

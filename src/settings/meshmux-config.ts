@@ -82,6 +82,43 @@ const ConfigFile = z.strictObject({
   state: z
     .strictObject({
       dir: z.string().min(1).optional(),
+      /**
+       * Shared state of a fleet of replicas (opt-in): each source's last good state also goes to
+       * etcd, written by one replica chosen by lease election, so a replica on an empty disk starts
+       * from it. Never on the serving path: etcd down is reported, not waited for.
+       */
+      etcd: z
+        .strictObject({
+          endpoints: z
+            .array(
+              z.string().regex(/^https?:\/\/[^/\s]+:\d{1,5}$/, 'an etcd client URL, http(s)://host:port'),
+            )
+            .min(1),
+          prefix: z
+            .string()
+            .regex(/^\/(?:[^\s]*\/)?$/, 'a key prefix that starts and ends with /')
+            .default('/meshmux/'),
+          tls: z
+            .strictObject({
+              ca: z.string().min(1).optional(),
+              cert: z.string().min(1).optional(),
+              key: z.string().min(1).optional(),
+            })
+            .refine((t) => (t.cert === undefined) === (t.key === undefined), {
+              message: 'give cert and key together',
+            })
+            .optional(),
+          username: z.string().min(1).optional(),
+          passwordFile: z.string().min(1).optional(),
+          /** The writer's lease: a writer that dies is replaced within this. */
+          leaseTtl: Duration.default(10_000).refine((ms) => ms >= 2_000 && ms <= 600_000, {
+            message: 'between 2s and 10m',
+          }),
+        })
+        .refine((e) => (e.username === undefined) === (e.passwordFile === undefined), {
+          message: 'give username and passwordFile together',
+        })
+        .optional(),
     })
     .prefault({}),
   sources: z.array(SourceConfig).min(1, 'at least one source'),
@@ -225,10 +262,14 @@ export function parseMeshmuxConfig(text: string, origin: string, baseDir: string
   const stateDir = parsed.data.state.dir;
   return {
     ...parsed.data,
-    state:
-      stateDir === undefined || stateDir === 'none'
+    state: {
+      ...(stateDir === undefined || stateDir === 'none'
         ? parsed.data.state
-        : { dir: path.resolve(baseDir, stateDir) },
+        : { dir: path.resolve(baseDir, stateDir) }),
+      ...(parsed.data.state.etcd === undefined
+        ? {}
+        : { etcd: resolvePaths(parsed.data.state.etcd, baseDir) }),
+    },
     server: resolvePaths(parsed.data.server, baseDir),
     sources: parsed.data.sources.map((s) => resolvePaths(s, baseDir)),
     origin,

@@ -2,7 +2,6 @@ import { mkdir, open, readdir, readFile, rename, unlink, writeFile } from 'node:
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
-import type { Logger } from '../core/logger.js';
 import type { SourceRecord, SourceRecordStore } from '../merge/source-record.js';
 import {
   RecordWriteQueue,

@@ -1,29 +1,104 @@
-import type { MeshmuxError } from '../core/errors.js';
+import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { toMeshmuxError, type MeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import type { SourceRecord } from '../merge/source-record.js';
+import type { SourceRecord, SourceRecordStore } from '../merge/source-record.js';
+import { EtcdRecordStore, type EtcdConnection } from './etcd-record-store.js';
 import { defaultStateDir, fallbackStateDir, FileRecordStore } from './file-record-store.js';
 import type { RecordStoreHooks } from './record-write-queue.js';
+import { TeeRecordStore } from './tee-record-store.js';
 
-/** The store a process runs with, and what it restored; no store when persistence is off or impossible. */
+/** `state.etcd` of the configuration: files named, not yet read. */
+export interface EtcdStateSettings {
+  readonly endpoints: readonly string[];
+  readonly prefix: string;
+  readonly tls?:
+    | {
+        readonly ca?: string | undefined;
+        readonly cert?: string | undefined;
+        readonly key?: string | undefined;
+      }
+    | undefined;
+  readonly username?: string | undefined;
+  readonly passwordFile?: string | undefined;
+  readonly leaseTtl: number;
+}
+
+/** What the shared store reports besides writes: reachability and the writer role. */
+export interface SharedStateHooks extends RecordStoreHooks {
+  onStoreUp?(up: boolean): void;
+  onWriter?(writer: boolean): void;
+}
+
+/** The stores a process runs with, and what it restored; no store when persistence is off or impossible. */
 export interface OpenedState {
-  readonly store?: FileRecordStore;
+  /** Where the merge hands its records: the local folder, etcd, or both. */
+  readonly store?: SourceRecordStore;
+  readonly local?: FileRecordStore;
+  readonly shared?: EtcdRecordStore;
+  /** Per source, the newest record the local folder and etcd hold. */
   readonly restored: ReadonlyMap<string, SourceRecord>;
-  /** Files ignored at start, and why the folder could not be used; for the debug page. */
+  /** Files and keys ignored at start, and why a store could not be used; for the debug page. */
   readonly problems: readonly MeshmuxError[];
+  /** Writes what is pending and releases the folder and the etcd connection. */
+  close(): Promise<void>;
 }
 
 /**
- * Opens the state folder named by the configuration (`none` turns persistence off) or the default
- * one. A default folder that cannot be created falls back to one under the system's temporary
- * folder (a read-only container root); a folder that cannot be used at all is reported and meshmux
- * runs without persistence. Never throws.
+ * Opens the state folder named by the configuration (`none` turns it off) or the default one, and
+ * etcd when `state.etcd` is given. A default folder that cannot be created falls back to one under
+ * the system's temporary folder (a read-only container root); a folder that cannot be used at all
+ * is reported and meshmux runs without it. etcd that does not answer is reported and tried again
+ * in the background. Never throws.
  */
 export async function openRecordStore(
   configured: string | undefined,
   env: NodeJS.ProcessEnv,
   log: Logger,
-  hooks: RecordStoreHooks,
+  hooks: SharedStateHooks,
+  etcd?: EtcdStateSettings,
 ): Promise<OpenedState> {
+  const local = await openFolder(configured, env, log, hooks);
+  const shared = etcd === undefined ? undefined : await openEtcd(etcd, log, hooks);
+  const stores = [local.store, shared?.store].filter(
+    (s): s is FileRecordStore | EtcdRecordStore => s !== undefined,
+  );
+  return {
+    ...(stores.length === 0 ? {} : { store: stores.length === 1 ? stores[0] : new TeeRecordStore(stores) }),
+    ...(local.store === undefined ? {} : { local: local.store }),
+    ...(shared === undefined ? {} : { shared: shared.store }),
+    restored: newest(local.restored, shared?.restored),
+    problems: [...local.problems, ...(shared?.problems ?? [])],
+    close: async () => {
+      await Promise.all([local.store?.close(), shared?.store.close()]);
+    },
+  };
+}
+
+/** Per source, the record saved last. */
+function newest(
+  a: ReadonlyMap<string, SourceRecord>,
+  b: ReadonlyMap<string, SourceRecord> | undefined,
+): ReadonlyMap<string, SourceRecord> {
+  if (b === undefined || b.size === 0) return a;
+  const out = new Map(a);
+  for (const [source, record] of b) {
+    const mine = out.get(source);
+    if (mine === undefined || record.savedMs > mine.savedMs) out.set(source, record);
+  }
+  return out;
+}
+
+async function openFolder(
+  configured: string | undefined,
+  env: NodeJS.ProcessEnv,
+  log: Logger,
+  hooks: RecordStoreHooks,
+): Promise<{
+  store?: FileRecordStore;
+  restored: ReadonlyMap<string, SourceRecord>;
+  problems: MeshmuxError[];
+}> {
   const dir = configured ?? defaultStateDir(env);
   if (dir === 'none') {
     log.info('state persistence is off (state.dir: none)');
@@ -42,6 +117,59 @@ export async function openRecordStore(
       log.error({ dir: candidate, err: error.message }, 'cannot use the state folder');
     }
   }
-  log.error('running without persisted state: a restart during an upstream outage starts empty');
+  log.error('running without a state folder: a restart during an upstream outage starts empty');
   return { restored: new Map(), problems };
+}
+
+async function openEtcd(
+  settings: EtcdStateSettings,
+  log: Logger,
+  hooks: SharedStateHooks,
+): Promise<
+  | { store: EtcdRecordStore; restored: ReadonlyMap<string, SourceRecord>; problems: MeshmuxError[] }
+  | undefined
+> {
+  let connection: EtcdConnection;
+  try {
+    connection = {
+      endpoints: settings.endpoints,
+      prefix: settings.prefix,
+      leaseTtlS: Math.max(1, Math.round(settings.leaseTtl / 1000)),
+      ...(settings.tls === undefined ? {} : { tls: await readTls(settings.tls) }),
+      ...(settings.username === undefined ? {} : { username: settings.username }),
+      ...(settings.passwordFile === undefined
+        ? {}
+        : { password: (await readFile(settings.passwordFile, 'utf8')).trim() }),
+    };
+  } catch (err) {
+    const error = toMeshmuxError(err, 'STATE', { file: 'state.etcd' });
+    log.error({ err: error.describe() }, 'cannot read the etcd credentials: running without shared state');
+    return undefined;
+  }
+  const { store, loaded } = await EtcdRecordStore.open({
+    etcd: connection,
+    identity: `${hostname()}-${process.pid}`,
+    log,
+    hooks,
+    onStoreUp: (up) => hooks.onStoreUp?.(up),
+    onWriter: (writer) => hooks.onWriter?.(writer),
+  });
+  log.info(
+    { endpoints: settings.endpoints, sources: [...loaded.records.keys()] },
+    'shared state read from etcd',
+  );
+  return { store, restored: loaded.records, problems: [...loaded.problems] };
+}
+
+async function readTls(
+  tls: NonNullable<EtcdStateSettings['tls']>,
+): Promise<NonNullable<EtcdConnection['tls']>> {
+  const read = async (file: string | undefined): Promise<Buffer | undefined> =>
+    file === undefined ? undefined : readFile(file);
+  const [ca, cert, key] = await Promise.all([read(tls.ca), read(tls.cert), read(tls.key)]);
+  return {
+    ...(ca === undefined ? {} : { ca }),
+    ...(cert === undefined ? {} : { cert }),
+    ...(key === undefined ? {} : { key }),
+  };
 }

@@ -11,6 +11,8 @@ export class StateMetrics {
   private readonly lastWrite: Gauge<'source'>;
   private readonly writeBytes: Gauge<'source'>;
   private readonly loadErrors: Counter;
+  private readonly storeUp: Gauge<'store'>;
+  private readonly writer: Gauge<'store'>;
 
   constructor(registry: Registry) {
     this.writes = new Counter({
@@ -42,6 +44,26 @@ export class StateMetrics {
       help: 'State files ignored at start because they were corrupt, truncated, foreign or unreadable.',
       registers: [registry],
     });
+    this.storeUp = new Gauge({
+      name: 'meshmux_state_store_up',
+      help: 'Whether the shared state store (etcd) answers: 1 yes, 0 no. Serving never waits for it.',
+      labelNames: ['store'] as const,
+      registers: [registry],
+    });
+    this.writer = new Gauge({
+      name: 'meshmux_state_writer',
+      help: 'Whether this replica is the one that writes the shared state (etcd lease election).',
+      labelNames: ['store'] as const,
+      registers: [registry],
+    });
+  }
+
+  onStoreUp(up: boolean): void {
+    this.storeUp.set({ store: 'etcd' }, up ? 1 : 0);
+  }
+
+  onWriter(writer: boolean): void {
+    this.writer.set({ store: 'etcd' }, writer ? 1 : 0);
   }
 
   onWrite(source: string, bytes: number): void {

@@ -1,0 +1,189 @@
+/**
+ * Replicas sharing their state through a real etcd, each meshmux its own process with its own
+ * state folder: the writer is killed and replaced, etcd is killed under changes, and finally every
+ * replica and the upstream are gone and a new replica on an empty disk must serve the last good
+ * state. The istiod stand-ins keep their stores across all of it; the goal is 0 objects lost.
+ */
+import assert from 'node:assert/strict';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { pino } from 'pino';
+import type { SourceRecord } from '../../src/merge/source-record.js';
+import { readEtcdRecords } from '../../src/state/etcd-record-store.js';
+import { until } from '../support/deadline.js';
+import { EtcdServer, etcdMissing } from '../support/etcd-server.js';
+import { FakeAdsServer } from '../support/fake-ads-server.js';
+import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
+import { connectIstiod, inventory, lost, report } from '../support/fault-kit.js';
+import type { IstiodClient } from '../support/istiod-client.js';
+import { tempDir } from '../support/meshmux-harness.js';
+import { MeshmuxProcess } from '../support/meshmux-process.js';
+import { suiteSkip } from '../support/required-peer.js';
+import { DR, VS } from '../support/type-urls.js';
+
+const WAIT_MS = 20_000;
+const LEASE_MS = 2_000;
+const log = pino({ level: 'silent' });
+
+interface EtcdStatus {
+  up: boolean;
+  writer: boolean;
+  identity: string;
+}
+
+async function etcdStatus(meshmux: MeshmuxProcess): Promise<EtcdStatus | undefined> {
+  const res = await fetch(`${meshmux.http}/debug/state`, { signal: AbortSignal.timeout(5_000) });
+  return ((await res.json()) as { etcd?: EtcdStatus }).etcd;
+}
+
+describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing()) }, () => {
+  let etcd: EtcdServer;
+  let upstream: FakeAdsServer;
+  let dir: string;
+  let dispose: () => Promise<void>;
+  const running: MeshmuxProcess[] = [];
+  const clients: IstiodClient[] = [];
+
+  const names = (count: number): string[] => Array.from({ length: count }, (_, i) => `svc-${i}`);
+  const setUpstream = (count: number): void => {
+    upstream
+      .set(
+        'VirtualService',
+        names(count).map((n) => fakeVirtualService(n)),
+      )
+      .set(
+        'DestinationRule',
+        names(count).map((n) => fakeDestinationRule(n)),
+      );
+  };
+
+  /** Starts a replica with its own (empty) state folder `state-<name>`. */
+  async function replica(name: string): Promise<MeshmuxProcess> {
+    const file = path.join(dir, `${name}.yaml`);
+    await mkdir(path.join(dir, `state-${name}`), { recursive: true });
+    await writeFile(
+      file,
+      [
+        'state:',
+        `  dir: state-${name}`,
+        `  etcd: { endpoints: ['${etcd.endpoint}'], prefix: /fleet/, leaseTtl: ${LEASE_MS}ms }`,
+        'sources:',
+        '  - name: mesh',
+        '    type: xds',
+        `    address: ${upstream.address}`,
+        '    kinds: [VirtualService, DestinationRule]',
+        '',
+      ].join('\n'),
+    );
+    const meshmux = await MeshmuxProcess.start(file, { cwd: dir });
+    running.push(meshmux);
+    return meshmux;
+  }
+
+  function istiod(meshmux: MeshmuxProcess): IstiodClient {
+    const client = connectIstiod(meshmux.xds);
+    clients.push(client);
+    return client;
+  }
+
+  const holds = (count: number) => (c: IstiodClient) =>
+    c.configs(VS).size === count && c.configs(DR).size === count;
+
+  /** Resolves once etcd holds the source's record with `count` objects per kind. */
+  const sharedHolds = (count: number, what: string): Promise<void> =>
+    until(
+      async () => {
+        const { records } = await readEtcdRecords(
+          { endpoints: [etcd.endpoint], prefix: '/fleet/' },
+          log,
+          1_000,
+        ).catch(() => ({ records: new Map<string, SourceRecord>() }));
+        return records.get('mesh')?.resources.length === 2 * count;
+      },
+      WAIT_MS,
+      what,
+    );
+
+  before(async () => {
+    etcd = await EtcdServer.start();
+    upstream = await FakeAdsServer.start({ peer: 'istiod' });
+    setUpstream(5);
+    ({ dir, dispose } = await tempDir('meshmux-replicas-'));
+  });
+  after(async () => {
+    for (const c of clients) c.close();
+    for (const m of running) await m.kill('SIGKILL').catch(() => undefined);
+    await upstream.stop().catch(() => undefined);
+    await etcd.dispose();
+    await dispose();
+  });
+
+  it('replaces a killed writer within the lease, keeps serving through an etcd crash, and a new replica on an empty disk serves the last good state', async () => {
+    const a = await replica('a');
+    const b = await replica('b');
+    const onA = istiod(a);
+    const onB = istiod(b);
+    await onA.waitFor(holds(5), WAIT_MS, () => 'replica a serves the upstream');
+    await onB.waitFor(holds(5), WAIT_MS, () => 'replica b serves the upstream');
+    await until(
+      async () => [await etcdStatus(a), await etcdStatus(b)].filter((s) => s?.writer === true).length === 1,
+      WAIT_MS,
+      'exactly one writer',
+    );
+    await sharedHolds(5, 'the record of 5+5 objects in etcd');
+
+    // The writer dies without resigning: the other replica takes over once its lease runs out.
+    const [writer, other] = (await etcdStatus(a))?.writer === true ? [a, b] : [b, a];
+    const killedAt = performance.now();
+    await writer.kill('SIGKILL');
+    await until(async () => (await etcdStatus(other))?.writer === true, WAIT_MS, 'the other replica elected');
+    const handoverMs = performance.now() - killedAt;
+    assert.ok(handoverMs < LEASE_MS + 3_000, `took over in ${handoverMs} ms`);
+    const survivor = istiod(other);
+    await survivor.waitFor(holds(5), WAIT_MS, () => 'the survivor still serves everything');
+
+    // etcd crashes while the upstream changes: serving does not wait for it, and the change
+    // reaches etcd once it is back.
+    const before = inventory(survivor);
+    const responsesBefore = survivor.received.length;
+    await etcd.stop(true);
+    await until(async () => (await etcdStatus(other))?.up === false, WAIT_MS, 'etcd reported down');
+    setUpstream(7);
+    upstream.push();
+    await survivor.waitFor(holds(7), WAIT_MS, () => 'the change served while etcd is down');
+    const pushesForChange = survivor.received.length - responsesBefore;
+    await etcd.start();
+    await until(async () => (await etcdStatus(other))?.up === true, WAIT_MS, 'etcd reported up again');
+    await sharedHolds(7, 'the change written to etcd after its restart');
+    assert.deepEqual(lost(before, inventory(survivor)), []);
+    assert.equal(
+      survivor.received.length - responsesBefore,
+      pushesForChange,
+      'etcd coming back pushes nothing',
+    );
+
+    // Everything is gone: both replicas, the upstream. A new replica with an empty state folder
+    // starts from etcd and the istiod that connects to it loses nothing.
+    const held = inventory(survivor);
+    await other.kill('SIGKILL');
+    await upstream.stop();
+    const c = await replica('c');
+    const onC = istiod(c);
+    await onC.waitFor(holds(7), WAIT_MS, () => 'the new replica serves the last good state from etcd');
+    const servedMs = performance.now() - c.spawnedAt;
+    assert.deepEqual(lost(held, inventory(onC)), []);
+    const sources = (await (await fetch(`${c.http}/debug/sources`)).json()) as Array<{
+      name: string;
+      state: string;
+    }>;
+    assert.equal(sources.find((s) => s.name === 'mesh')?.state, 'restored');
+    report('replicas on etcd', {
+      'writer handover after SIGKILL (ms)': handoverMs,
+      'lease (ms)': LEASE_MS,
+      'pushes when etcd came back': survivor.received.length - responsesBefore - pushesForChange,
+      'new replica on an empty disk, spawn to served (ms)': servedMs,
+      'objects lost': lost(held, inventory(onC)).length,
+    });
+  });
+});
