@@ -14,6 +14,7 @@ import { configProblems, loadMeshmuxConfig } from './settings/meshmux-config.js'
 import { readRepositoryHead } from './upstream/git/git-objects.js';
 import { DEFAULT_MAX_FILE_BYTES, fileTooLarge } from './upstream/input-limits.js';
 import { DEFAULT_REPO_PATHS, repoPathMatcher } from './upstream/git/repo-path-matcher.js';
+import { MESHMUX_VERSION } from './core/version.js';
 
 const DEFAULT_CONFIG = path.join(PACKAGE_ROOT, 'config', 'meshmux.yaml');
 
@@ -176,6 +177,7 @@ async function validate(paths: string[], options: { namespace: string }): Promis
 const program = new Command()
   .name('meshmux')
   .description('One MCP-over-xDS endpoint for a fleet of istiods.')
+  .version(MESHMUX_VERSION)
   .addOption(
     new Option('--log-level <level>', 'log level (default: $MESHMUX_LOG_LEVEL, $LOG_LEVEL or info)').choices(
       LOG_LEVELS,

@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { SourceEvent, SourceState } from '../core/source-event.js';
 import type { ConfigSnapshot, KindSnapshot } from '../merge/config-snapshot.js';
+import { MESHMUX_VERSION } from '../core/version.js';
 
 const SOURCE_STATES: readonly SourceState[] = ['connecting', 'restored', 'synced', 'stale', 'failing'];
 
@@ -231,6 +232,12 @@ export class Metrics {
 
   constructor(private readonly options: MetricsOptions = {}) {
     this.now = options.now ?? Date.now;
+    new Gauge({
+      name: 'meshmux_build_info',
+      help: 'Always 1; the labels say which meshmux and which Node.js run.',
+      labelNames: ['version', 'node'] as const,
+      registers: [this.registry],
+    }).set({ version: MESHMUX_VERSION, node: process.versions.node }, 1);
     if (options.processMetrics ?? true) {
       // Includes meshmux_nodejs_eventloop_lag_* (sampled with monitorEventLoopDelay), heap, GC and fds.
       collectDefaultMetrics({ register: this.registry, prefix: 'meshmux_' });

@@ -24,6 +24,8 @@ export interface MeshmuxProcessOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** How long it may take to report its ports. Default 30 s. */
   readonly timeoutMs?: number;
+  /** The entry point to run with node; default this checkout's `dist/src/cli.js` (an installed `bin/meshmux`, say). */
+  readonly cli?: string;
 }
 
 interface LogWaiter {
@@ -96,7 +98,16 @@ export class MeshmuxProcess {
   static async start(configFile: string, options: MeshmuxProcessOptions): Promise<MeshmuxProcess> {
     const child = spawn(
       process.execPath,
-      [CLI, 'serve', '--config', configFile, '--xds', options.xds ?? '127.0.0.1:0', '--http', '127.0.0.1:0'],
+      [
+        options.cli ?? CLI,
+        'serve',
+        '--config',
+        configFile,
+        '--xds',
+        options.xds ?? '127.0.0.1:0',
+        '--http',
+        '127.0.0.1:0',
+      ],
       {
         cwd: options.cwd,
         env: { ...process.env, MESHMUX_LOG_LEVEL: 'info', ...options.env },
