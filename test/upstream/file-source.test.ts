@@ -151,4 +151,21 @@ describe('the file source', () => {
     assert.ok(Date.now() - removed >= graceMs, 'not before the grace period');
     assert.deepEqual(names(gone), ['ledger', 'marker']);
   });
+
+  it('announces synced again when its path comes back with the content it served before it went away', async () => {
+    const { dir, recorder } = await start({ 'a.yaml': serviceEntry('cart') });
+    const from = recorder.count;
+    await rm(dir, { recursive: true });
+    await recorder.next((e) => e.type === 'status' && e.state === 'stale', from);
+    const lost = recorder.count;
+    await mkdir(dir);
+    await writeFile(path.join(dir, 'a.yaml'), serviceEntry('cart'));
+    // Same objects, same revision: nothing to serve again, but the source is no longer stale.
+    const back = await recorder.next((e) => e.type === 'status' && e.state === 'synced', lost);
+    assert.equal(back.type, 'status');
+    assert.ok(
+      recorder.events.slice(lost).every((e) => e.type !== 'snapshot'),
+      'the unchanged state is not served again',
+    );
+  });
 });

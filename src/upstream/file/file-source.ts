@@ -1,14 +1,19 @@
 import { watch, type FSWatcher } from 'node:fs';
-import { open, readdir, stat } from 'node:fs/promises';
-import path from 'node:path';
+import { open, stat } from 'node:fs/promises';
 import { Observable } from 'rxjs';
-import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
+import { toMeshmuxError } from '../../core/errors.js';
 import { componentLogger } from '../../core/logger.js';
-import { resourceKey, timestampFromDate, type ConfigResource, type Timestamp } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import { decodeUtf8 } from '../../schema/utf8-text.js';
-import { readYamlDocumentsAsync } from '../../schema/yaml-reader.js';
-import { DEFAULT_MAX_FILE_BYTES, fileTooLarge } from '../input-limits.js';
+import { DEFAULT_MAX_FILE_BYTES } from '../input-limits.js';
+import { FirstSeenTimes } from '../runtime/first-seen-times.js';
+import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
+import { listYamlFiles, readYamlBytes, shownPath } from '../runtime/yaml-file-reader.js';
+import {
+  EMPTY_YAML_FILE_SET,
+  nextYamlFileSet,
+  type YamlFileRead,
+  type YamlFileSet,
+} from '../runtime/yaml-file-set.js';
 import { revisionOf } from '../source-revision.js';
 import type { UpstreamSource } from '../upstream-source.js';
 
@@ -34,23 +39,17 @@ export interface FileSourceOptions {
   readonly maxFileBytes?: number;
 }
 
-interface FileResult {
+/** Size and modification time of a file when last read: a file whose stamp differs is read again. */
+interface FileStamp {
   readonly mtimeMs: number;
   readonly size: number;
-  readonly resources: readonly ConfigResource[];
-  readonly errors: readonly MeshmuxError[];
-  readonly warnings: readonly MeshmuxError[];
 }
-
-const YAML_FILE = /\.(ya?ml|json)$/i;
 
 /** Errors logged one by one per change of a source's errors; the rest are counted. */
 const MAX_LOGGED_ERRORS = 20;
 
-/** What a file holds, marked to be read again at the next scan whatever its size and time. */
-function readAgain(held: Omit<FileResult, 'mtimeMs' | 'size'>): FileResult {
-  return { ...held, mtimeMs: -1, size: -1 };
-}
+/** The read of a file that held nothing and is read again later. */
+const NOTHING: YamlFileRead = { resources: [], errors: [], warnings: [] };
 
 /**
  * Serves a file or a folder of Istio YAML. Every change yields the full state of the source.
@@ -68,10 +67,12 @@ export class FileSource implements UpstreamSource {
     this.descriptor = { name: options.name, type: 'file', defaultNamespace: options.defaultNamespace };
     this.events$ = new Observable<SourceEvent>((subscriber) => {
       const log = componentLogger('file-source', { source: options.name });
-      const files = new Map<string, FileResult>();
-      const firstSeen = new Map<string, Timestamp>();
-      let lastRevision: string | undefined;
-      let lastErrorText: string | undefined;
+      const tracker = new SourceStatusTracker((event) => subscriber.next(event));
+      /** What each file serves, as last read. */
+      let set: YamlFileSet = EMPTY_YAML_FILE_SET;
+      /** Per file, the size and time its entry in `set` was read at; absent means read it again. */
+      const stamps = new Map<string, FileStamp>();
+      const firstSeen = new FirstSeenTimes();
       let loggedErrors: ReadonlySet<string> = new Set();
       let watcher: FSWatcher | undefined;
       let settleTimer: NodeJS.Timeout | undefined;
@@ -85,6 +86,7 @@ export class FileSource implements UpstreamSource {
       const settleMs = options.settleMs ?? 25;
       const maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
       const graceMs = options.vanishGraceMs ?? 1_000;
+      const createTimeFor = firstSeen.createTimeFor(() => new Date());
 
       const scanAgainIn = (ms: number): void => {
         const at = Date.now() + ms;
@@ -99,7 +101,7 @@ export class FileSource implements UpstreamSource {
       };
 
       /** Whether a file that held objects and now yields none is still within its grace period. */
-      const withinGrace = (file: string, prev: FileResult): boolean => {
+      const withinGrace = (file: string, prev: YamlFileRead): boolean => {
         if (prev.resources.length === 0) return false;
         const now = Date.now();
         const since = vanishedSince.get(file) ?? now;
@@ -112,137 +114,83 @@ export class FileSource implements UpstreamSource {
         return true;
       };
 
-      const createTimeFor = (kind: string, namespace: string, name: string): Timestamp => {
-        const key = resourceKey({ kind, namespace, name });
-        let ts = firstSeen.get(key);
-        if (ts === undefined) firstSeen.set(key, (ts = timestampFromDate(new Date())));
-        return ts;
-      };
-
-      const readOne = async (file: string, prev: FileResult | undefined): Promise<FileResult> => {
+      /** What a file yields now; its previous entry itself when unchanged or to be kept as it is. */
+      const readOne = async (file: string, prev: YamlFileRead | undefined): Promise<YamlFileRead> => {
         const info = await stat(file);
-        if (prev !== undefined && prev.mtimeMs === info.mtimeMs && prev.size === info.size) return prev;
-        const shownAs = path.relative(process.cwd(), file) || file;
-        const refused = (error: MeshmuxError): FileResult => ({
-          mtimeMs: info.mtimeMs,
-          size: info.size,
-          // Too large or not UTF-8: nothing of it is read, so everything it held stays.
-          resources: prev?.resources ?? [],
-          errors: [error],
-          warnings: [],
-        });
-        if (info.size > maxFileBytes) return refused(fileTooLarge(shownAs, info.size, maxFileBytes));
-        const bytes = await readAtMost(file, maxFileBytes);
-        const after = await stat(file);
-        if (after.mtimeMs !== info.mtimeMs || after.size !== info.size || bytes.length !== after.size) {
-          // Written to while read: keep what it held and read it again once the writer is done.
-          scanAgainIn(settleMs);
-          return readAgain(prev ?? { resources: [], errors: [], warnings: [] });
+        const stamp = stamps.get(file);
+        if (prev !== undefined && stamp?.mtimeMs === info.mtimeMs && stamp.size === info.size) return prev;
+        stamps.delete(file);
+        const shownAs = shownPath(file);
+        const readBytes = async (): Promise<Buffer | undefined> => {
+          if (info.size > maxFileBytes) return undefined;
+          return readAtMost(file, maxFileBytes);
+        };
+        const bytes = await readBytes();
+        if (bytes !== undefined) {
+          const after = await stat(file);
+          if (after.mtimeMs !== info.mtimeMs || after.size !== info.size || bytes.length !== after.size) {
+            // Written to while read: keep what it held and read it again once the writer is done.
+            scanAgainIn(settleMs);
+            return prev ?? NOTHING;
+          }
         }
-        let text: string;
-        try {
-          text = decodeUtf8(bytes, shownAs);
-        } catch (err) {
-          return refused(toMeshmuxError(err, 'YAML_SYNTAX', { file: shownAs }));
-        }
-        const result = await readYamlDocumentsAsync(text, {
+        const result = await readYamlBytes({
           file: shownAs,
+          size: info.size,
+          bytes,
+          maxFileBytes,
           defaultNamespace: options.defaultNamespace,
           createTimeFor,
         });
         if (result.resources.length === 0 && result.errors.length === 0) {
-          if (prev !== undefined && withinGrace(file, prev)) return readAgain(prev);
+          if (prev !== undefined && withinGrace(file, prev)) return prev;
         } else {
           vanishedSince.delete(file);
         }
-        let resources: readonly ConfigResource[] = result.resources;
-        if (result.errors.length > 0 && prev !== undefined) {
-          // Keep what the broken file held before and no longer yields: a bad edit must not delete.
-          const now = new Set(resources.map(resourceKey));
-          const kept = prev.resources.filter((r) => !now.has(resourceKey(r)));
-          resources = [...resources, ...kept];
-        }
-        return {
-          mtimeMs: info.mtimeMs,
-          size: info.size,
-          resources,
-          errors: result.errors,
-          warnings: result.warnings,
-        };
+        stamps.set(file, { mtimeMs: info.mtimeMs, size: info.size });
+        return result;
       };
 
       const scan = async (): Promise<void> => {
         const found = await listYamlFiles(options.path);
-        const next = new Map<string, FileResult>();
+        const reads: Array<[string, YamlFileRead]> = [];
+        const present = new Set(found);
         for (const file of found) {
-          const prev = files.get(file);
+          const prev = set.files.get(file);
           try {
-            next.set(file, await readOne(file, prev));
+            reads.push([file, await readOne(file, prev)]);
           } catch (err) {
+            stamps.delete(file);
             const error = toMeshmuxError(err, 'UNAVAILABLE', { file });
-            next.set(file, readAgain({ resources: prev?.resources ?? [], errors: [error], warnings: [] }));
+            reads.push([file, { resources: [], errors: [error], warnings: [] }]);
           }
         }
-        for (const [file, prev] of files) {
-          if (next.has(file)) continue;
-          if (withinGrace(file, prev)) next.set(file, readAgain(prev));
+        for (const [file, prev] of set.files) {
+          if (present.has(file)) continue;
+          stamps.delete(file);
+          if (withinGrace(file, prev)) reads.push([file, prev]);
           else vanishedSince.delete(file);
         }
-        files.clear();
-        for (const [f, r] of next) files.set(f, r);
+        reads.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+        set = nextYamlFileSet(set, reads);
         emitState();
       };
 
       const emitState = (): void => {
-        const byKey = new Map<string, ConfigResource>();
-        const errors: MeshmuxError[] = [];
-        const warnings: MeshmuxError[] = [];
-        for (const file of [...files.keys()].sort()) {
-          const result = files.get(file);
-          if (result === undefined) continue;
-          errors.push(...result.errors);
-          warnings.push(...result.warnings);
-          for (const r of result.resources) {
-            const key = resourceKey(r);
-            const earlier = byKey.get(key);
-            if (earlier !== undefined && earlier.origin.file !== r.origin.file) {
-              warnings.push(
-                new MeshmuxError(
-                  'METADATA',
-                  `${r.kind} ${r.namespace}/${r.name} is also defined in ${earlier.origin.file ?? '?'}; this later file wins`,
-                  {
-                    file: r.origin.file ?? file,
-                    ...(r.origin.doc === undefined ? {} : { doc: r.origin.doc }),
-                  },
-                ),
-              );
-            }
-            byKey.set(key, r);
-          }
-        }
-        const resources = [...byKey.values()];
+        const { resources, errors, warnings } = set;
         const revision = revisionOf(resources);
         const described = errors.map((e) => e.describe());
-        const errorText = described.join('\n');
-        if (revision === lastRevision && errorText === lastErrorText) return;
-        if (errorText !== lastErrorText) {
-          // Each problem is logged once, when it appears. A hostile file can hold thousands of bad
-          // documents: the log gets the first few new ones and a count; /debug/sources and the
-          // status page list them all.
-          const fresh = described.filter((d) => !loggedErrors.has(d));
-          for (const error of fresh.slice(0, MAX_LOGGED_ERRORS)) log.warn({ error }, 'rejected a document');
-          if (fresh.length > MAX_LOGGED_ERRORS) {
-            log.warn(
-              { more: fresh.length - MAX_LOGGED_ERRORS },
-              'more documents rejected; see /debug/sources',
-            );
-          }
-          loggedErrors = new Set(described);
+        const fresh = described.filter((d) => !loggedErrors.has(d));
+        if (!tracker.serve({ type: 'snapshot', resources, revision, errors, warnings })) return;
+        // Each problem is logged once, when it appears. A hostile file can hold thousands of bad
+        // documents: the log gets the first few new ones and a count; /debug/sources and the
+        // status page list them all.
+        for (const error of fresh.slice(0, MAX_LOGGED_ERRORS)) log.warn({ error }, 'rejected a document');
+        if (fresh.length > MAX_LOGGED_ERRORS) {
+          log.warn({ more: fresh.length - MAX_LOGGED_ERRORS }, 'more documents rejected; see /debug/sources');
         }
-        lastRevision = revision;
-        lastErrorText = errorText;
+        loggedErrors = new Set(described);
         log.info({ objects: resources.length, errors: errors.length, revision }, 'state read');
-        subscriber.next({ type: 'snapshot', resources, revision, errors, warnings });
       };
 
       const runScan = (): void => {
@@ -256,11 +204,7 @@ export class FileSource implements UpstreamSource {
           .catch((err: unknown) => {
             const error = toMeshmuxError(err, 'UNAVAILABLE', { file: options.path });
             log.error({ error: error.describe() }, 'cannot read the source path');
-            subscriber.next({
-              type: 'status',
-              state: lastRevision === undefined ? 'failing' : 'stale',
-              error,
-            });
+            tracker.failed(error);
           })
           .finally(() => {
             scanning = false;
@@ -276,7 +220,7 @@ export class FileSource implements UpstreamSource {
         settleTimer = setTimeout(runScan, settleMs);
       };
 
-      subscriber.next({ type: 'status', state: 'connecting' });
+      tracker.connecting();
       try {
         watcher = watch(options.path, { recursive: true, persistent: false }, onFsEvent);
         watcher.on('error', (err) => log.warn({ err: err.message }, 'file watch failed; relying on rescans'));
@@ -317,15 +261,4 @@ async function readAtMost(file: string, maxBytes: number): Promise<Buffer> {
   } finally {
     await handle.close();
   }
-}
-
-/** Every YAML/JSON file at or below `root`, sorted; a single file is returned as itself. */
-async function listYamlFiles(root: string): Promise<string[]> {
-  const info = await stat(root);
-  if (info.isFile()) return [root];
-  const entries = await readdir(root, { recursive: true, withFileTypes: true });
-  return entries
-    .filter((e) => e.isFile() && YAML_FILE.test(e.name))
-    .map((e) => path.join(e.parentPath, e.name))
-    .sort();
 }

@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { Observable } from 'rxjs';
-import type { MeshmuxError } from '../../core/errors.js';
 import { componentLogger } from '../../core/logger.js';
-import type { SourceDescriptor, SourceEvent, SourceState } from '../../core/source-event.js';
+import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
+import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { revisionOf } from '../source-revision.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { parseProviderNode, type ProviderParse } from './dubbo-provider-url.js';
@@ -107,19 +107,9 @@ export class ZookeeperSource implements UpstreamSource {
        * changes, so each is parsed once, and an interface whose list is the same array is reused.
        */
       let parses = new Map<string, { list: readonly string[]; byNode: ReadonlyMap<string, ProviderParse> }>();
-      let state: SourceState = 'connecting';
-      let lastStatusText = '';
-      let lastRevision: string | undefined;
-      let lastProblems: string | undefined;
+      const tracker = new SourceStatusTracker((event) => subscriber.next(event), SOURCE_KINDS);
+      let loggedProblems: string | undefined;
       let timer: NodeJS.Timeout | undefined;
-
-      const setStatus = (next: SourceState, error?: MeshmuxError): void => {
-        const text = `${next}|${error?.describe() ?? ''}`;
-        if (text === lastStatusText) return;
-        lastStatusText = text;
-        state = next;
-        subscriber.next(error === undefined ? { type: 'status', state } : { type: 'status', state, error });
-      };
 
       const currentParses = (): Map<string, ReadonlyMap<string, ProviderParse>> => {
         const next = new Map<
@@ -151,16 +141,20 @@ export class ZookeeperSource implements UpstreamSource {
         const result = builder.build(currentParses());
         const errors = [...watcher.readErrors, ...result.errors];
         const revision = revisionOf(result.resources);
+        const served = tracker.serve({
+          type: 'snapshot',
+          kinds: SOURCE_KINDS,
+          resources: result.resources,
+          revision,
+          errors,
+          warnings: result.warnings,
+        });
+        if (!served) return;
         const problems = [...errors, ...result.warnings].map((e) => e.describe()).join('\n');
-        if (revision === lastRevision && problems === lastProblems) {
-          if (state !== 'synced') setStatus('synced');
-          return;
-        }
-        if (problems !== lastProblems) {
+        if (problems !== loggedProblems) {
           for (const e of errors) log.warn({ error: e.describe() }, 'registration not served');
+          loggedProblems = problems;
         }
-        lastRevision = revision;
-        lastProblems = problems;
         log.info(
           {
             services: result.services,
@@ -171,16 +165,6 @@ export class ZookeeperSource implements UpstreamSource {
           },
           'registry state read',
         );
-        state = 'synced';
-        lastStatusText = 'synced|';
-        subscriber.next({
-          type: 'snapshot',
-          kinds: SOURCE_KINDS,
-          resources: result.resources,
-          revision,
-          errors,
-          warnings: result.warnings,
-        });
       };
 
       const auth = options.auth;
@@ -208,13 +192,12 @@ export class ZookeeperSource implements UpstreamSource {
             timer = setTimeout(publish, options.debounceMs ?? 50);
           },
           synced: publish,
-          unavailable: (error) => setStatus(lastRevision === undefined ? 'failing' : 'stale', error),
+          unavailable: (error) => tracker.failed(error),
           session: (sessionId) => hooks.onSession?.(sessionId),
         },
       );
 
-      subscriber.next({ type: 'status', state: 'connecting' });
-      lastStatusText = 'connecting|';
+      tracker.connecting();
       watcher.start();
       return () => {
         if (timer !== undefined) clearTimeout(timer);
