@@ -12,7 +12,7 @@ import { configProblems, loadMeshmuxConfig } from './settings/meshmux-config.js'
 import { ByteSize } from './settings/sources/common.js';
 import { readRepositoryHead } from './upstream/git/git-objects.js';
 import { DEFAULT_REPO_PATHS, repoPathMatcher } from './upstream/git/repo-path-matcher.js';
-import { DEFAULT_MAX_FILE_BYTES } from './upstream/input-limits.js';
+import { DEFAULT_MAX_FILE_BYTES } from './upstream/runtime/input-limits.js';
 import { FirstSeenTimes } from './upstream/runtime/first-seen-times.js';
 import { listYamlFiles, readYamlBytes, shownPath } from './upstream/runtime/yaml-file-reader.js';
 import { nextYamlFileSet, type YamlFileRead } from './upstream/runtime/yaml-file-set.js';

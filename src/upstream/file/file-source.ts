@@ -4,7 +4,7 @@ import { Observable } from 'rxjs';
 import { toMeshmuxError } from '../../core/errors.js';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import { DEFAULT_MAX_FILE_BYTES } from '../input-limits.js';
+import { DEFAULT_MAX_FILE_BYTES } from '../runtime/input-limits.js';
 import { FirstSeenTimes } from '../runtime/first-seen-times.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { listYamlFiles, readYamlBytes, shownPath } from '../runtime/yaml-file-reader.js';
@@ -14,7 +14,7 @@ import {
   type YamlFileRead,
   type YamlFileSet,
 } from '../runtime/yaml-file-set.js';
-import { revisionOf } from '../source-revision.js';
+import { revisionOf } from '../runtime/source-revision.js';
 import type { UpstreamSource } from '../upstream-source.js';
 
 export interface FileSourceOptions {

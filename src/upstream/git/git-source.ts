@@ -6,7 +6,7 @@ import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { componentLogger, type Logger } from '../../core/logger.js';
 import { resourceKey, type ConfigResource } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent, SourceState } from '../../core/source-event.js';
-import { DEFAULT_MAX_FILE_BYTES } from '../input-limits.js';
+import { DEFAULT_MAX_FILE_BYTES } from '../runtime/input-limits.js';
 import { FirstSeenTimes } from '../runtime/first-seen-times.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { readYamlBytes } from '../runtime/yaml-file-reader.js';

@@ -1,4 +1,4 @@
-import type { DialSettings } from '../dial-settings.js';
+import type { DialSettings } from '../streaming/dial-settings.js';
 import type { SinkNode } from './mcp-sink-session.js';
 
 /** What both Galley-era MCP sources share, in the shape of their configuration. */

@@ -4,7 +4,7 @@ import { toMeshmuxError } from '../../core/errors.js';
 import type { Timestamp } from '../../core/resource.js';
 import { decodeUtf8 } from '../../schema/utf8-text.js';
 import { readYamlDocumentsAsync } from '../../schema/yaml-reader.js';
-import { fileTooLarge } from '../input-limits.js';
+import { fileTooLarge } from './input-limits.js';
 import type { YamlFileRead } from './yaml-file-set.js';
 
 /** Names of the files a folder source reads. */

@@ -1,5 +1,5 @@
-import type { DialSettings } from '../dial-settings.js';
-import type { NodeIdentityConfig } from '../node-identity.js';
+import type { DialSettings } from '../streaming/dial-settings.js';
+import type { NodeIdentityConfig } from '../streaming/node-identity.js';
 import type { ApiVersions } from './type-url-plan.js';
 
 /**

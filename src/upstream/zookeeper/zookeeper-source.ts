@@ -3,7 +3,7 @@ import { Observable } from 'rxjs';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
-import { revisionOf } from '../source-revision.js';
+import { revisionOf } from '../runtime/source-revision.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { parseProviderNode, type ProviderParse } from './dubbo-provider-url.js';
 import { DubboHostTemplate } from './dubbo-host-template.js';

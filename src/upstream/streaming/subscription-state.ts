@@ -1,10 +1,10 @@
-import { MeshmuxError } from '../core/errors.js';
-import type { Logger } from '../core/logger.js';
-import { compareByName, type ConfigResource } from '../core/resource.js';
-import type { SourceEvent } from '../core/source-event.js';
-import type { KindDescriptor } from '../schema/kinds.js';
-import { revisionOf } from './source-revision.js';
-import { SourceStatusTracker } from './runtime/source-status-tracker.js';
+import { MeshmuxError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import { compareByName, type ConfigResource } from '../../core/resource.js';
+import type { SourceEvent } from '../../core/source-event.js';
+import type { KindDescriptor } from '../../schema/kinds.js';
+import { revisionOf } from '../runtime/source-revision.js';
+import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 
 /**
  * One subscription of a source: a type URL (xDS) or a collection (legacy MCP). A kind may be

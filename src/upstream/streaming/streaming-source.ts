@@ -1,7 +1,7 @@
-import type { Logger } from '../core/logger.js';
-import type { SourceDescriptor, SourceEvent } from '../core/source-event.js';
+import type { Logger } from '../../core/logger.js';
+import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
 import { DEFAULT_SYNC_TIMEOUT_MS } from './dial-settings.js';
-import { McpResourceReader } from './mcp-resource-reader.js';
+import { McpResourceReader } from '../mcp-resource-reader.js';
 import { type SubscriptionChannel, SubscriptionState } from './subscription-state.js';
 
 /** What every MCP streaming source (xds, mcp, mcp-sink) is configured with, besides its transport. */

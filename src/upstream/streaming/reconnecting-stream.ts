@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
-import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
-import type { Logger } from '../core/logger.js';
+import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
 import { ExponentialBackoff, type BackoffPolicy } from './exponential-backoff.js';
 import { clientTls, type TlsSettings } from './tls-credentials.js';
 
