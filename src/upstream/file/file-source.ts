@@ -1,11 +1,12 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
-import { Observable } from 'rxjs';
+import { Observable, type SchedulerLike } from 'rxjs';
 import { toMeshmuxError } from '../../core/errors.js';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
 import { DEFAULT_MAX_FILE_BYTES } from '../runtime/input-limits.js';
 import { FirstSeenTimes } from '../runtime/first-seen-times.js';
+import { sourceClock } from '../runtime/source-clock.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { listYamlFiles, readYamlBytes, shownPath } from '../runtime/yaml-file-reader.js';
 import {
@@ -37,6 +38,8 @@ export interface FileSourceOptions {
    * what it held. Default {@link DEFAULT_MAX_FILE_BYTES}.
    */
   readonly maxFileBytes?: number;
+  /** Times the settle window, the grace period and rescans, and stamps creation times. Default: the wall clock. */
+  readonly scheduler?: SchedulerLike | undefined;
 }
 
 /** Size and modification time of a file when last read: a file whose stamp differs is read again. */
@@ -74,36 +77,38 @@ export class FileSource implements UpstreamSource {
       const stamps = new Map<string, FileStamp>();
       const firstSeen = new FirstSeenTimes();
       let loggedErrors: ReadonlySet<string> = new Set();
+      const clock = sourceClock(options.scheduler);
       let watcher: FSWatcher | undefined;
-      let settleTimer: NodeJS.Timeout | undefined;
+      let cancelSettle: (() => void) | undefined;
+      let cancelRescan: (() => void) | undefined;
       let scanning = false;
       let rescanAgain = false;
       let stopped = false;
-      let followUp: NodeJS.Timeout | undefined;
+      let cancelFollowUp: (() => void) | undefined;
       let followUpAt = Infinity;
       /** When each file that held objects was first seen empty or absent. */
       const vanishedSince = new Map<string, number>();
       const settleMs = options.settleMs ?? 25;
       const maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
       const graceMs = options.vanishGraceMs ?? 1_000;
-      const createTimeFor = firstSeen.createTimeFor(() => new Date());
+      const createTimeFor = firstSeen.createTimeFor(() => new Date(clock.now()));
 
       const scanAgainIn = (ms: number): void => {
-        const at = Date.now() + ms;
+        const at = clock.now() + ms;
         if (at >= followUpAt) return;
-        if (followUp !== undefined) clearTimeout(followUp);
+        cancelFollowUp?.();
         followUpAt = at;
-        followUp = setTimeout(() => {
-          followUp = undefined;
+        cancelFollowUp = clock.after(ms, () => {
+          cancelFollowUp = undefined;
           followUpAt = Infinity;
           runScan();
-        }, ms);
+        });
       };
 
       /** Whether a file that held objects and now yields none is still within its grace period. */
       const withinGrace = (file: string, prev: YamlFileRead): boolean => {
         if (prev.resources.length === 0) return false;
-        const now = Date.now();
+        const now = clock.now();
         const since = vanishedSince.get(file) ?? now;
         vanishedSince.set(file, since);
         if (now - since >= graceMs) {
@@ -216,8 +221,17 @@ export class FileSource implements UpstreamSource {
       };
 
       const onFsEvent = (): void => {
-        if (settleTimer !== undefined) clearTimeout(settleTimer);
-        settleTimer = setTimeout(runScan, settleMs);
+        cancelSettle?.();
+        cancelSettle = clock.after(settleMs, runScan);
+      };
+
+      /** The safety net under file-system events: a full scan every `rescanMs`. */
+      const rescanMs = options.rescanMs ?? 5_000;
+      const armRescan = (): void => {
+        cancelRescan = clock.after(rescanMs, () => {
+          armRescan();
+          runScan();
+        });
       };
 
       tracker.connecting();
@@ -227,16 +241,15 @@ export class FileSource implements UpstreamSource {
       } catch (err) {
         log.warn({ err: String(err) }, 'cannot watch the path; relying on rescans');
       }
-      const rescan = setInterval(runScan, options.rescanMs ?? 5_000);
-      rescan.unref();
+      armRescan();
       runScan();
 
       return () => {
         stopped = true;
         watcher?.close();
-        clearInterval(rescan);
-        if (settleTimer !== undefined) clearTimeout(settleTimer);
-        if (followUp !== undefined) clearTimeout(followUp);
+        cancelRescan?.();
+        cancelSettle?.();
+        cancelFollowUp?.();
       };
     });
   }

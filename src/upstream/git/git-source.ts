@@ -1,13 +1,14 @@
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Observable, type Subscriber } from 'rxjs';
+import { Observable, type SchedulerLike, type Subscriber } from 'rxjs';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { componentLogger, type Logger } from '../../core/logger.js';
 import { resourceKey, type ConfigResource } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent, SourceState } from '../../core/source-event.js';
 import { DEFAULT_MAX_FILE_BYTES } from '../runtime/input-limits.js';
 import { FirstSeenTimes } from '../runtime/first-seen-times.js';
+import { sourceClock, type SourceClock } from '../runtime/source-clock.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { readYamlBytes } from '../runtime/yaml-file-reader.js';
 import { nextYamlFileSet, type YamlFileRead } from '../runtime/yaml-file-set.js';
@@ -43,6 +44,8 @@ export interface GitSourceOptions {
    * read), and the file keeps serving what it held. Default {@link DEFAULT_MAX_FILE_BYTES}.
    */
   readonly maxFileBytes?: number | undefined;
+  /** Times polls and retries, and stamps fetches; default the wall clock. */
+  readonly scheduler?: SchedulerLike | undefined;
 }
 
 /** Problems logged one by one per commit; the rest are counted (all are on /debug/git). */
@@ -194,7 +197,8 @@ class GitSourceRun {
   private readonly include: (path: string) => boolean;
   private readonly firstSeen = new FirstSeenTimes();
   private readonly tracker: SourceStatusTracker;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly clock: SourceClock;
+  private cancelTimer: (() => void) | undefined;
   private running = false;
   /** Resolvers of fetchNow() calls waiting for a fetch that has not begun yet. */
   private pending: Array<() => void> = [];
@@ -222,6 +226,7 @@ class GitSourceRun {
     this.mirror = GitMirror.of(options.url, options.cacheDir ?? path.join(tmpdir(), 'meshmux-git'));
     this.include = repoPathMatcher(options.paths ?? DEFAULT_REPO_PATHS);
     this.tracker = new SourceStatusTracker((event) => this.subscriber.next(event));
+    this.clock = sourceClock(options.scheduler);
   }
 
   start(): void {
@@ -231,7 +236,7 @@ class GitSourceRun {
 
   stop(): void {
     this.stopped = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.cancelTimer?.();
     for (const resolve of this.pending.splice(0)) resolve();
   }
 
@@ -245,8 +250,8 @@ class GitSourceRun {
 
   /** Runs one cycle, then the next one at once if requests arrived meanwhile, else after the interval. */
   private runCycle(reason: string): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
+    this.cancelTimer?.();
+    this.cancelTimer = undefined;
     this.running = true;
     const waiting = this.pending.splice(0);
     this.log.debug({ reason }, 'fetching');
@@ -263,8 +268,7 @@ class GitSourceRun {
           this.runCycle('requested during a fetch');
           return;
         }
-        this.timer = setTimeout(() => this.runCycle('interval'), this.options.intervalMs);
-        this.timer.unref();
+        this.cancelTimer = this.clock.after(this.options.intervalMs, () => this.runCycle('interval'));
       });
   }
 
@@ -300,9 +304,14 @@ class GitSourceRun {
     };
   }
 
+  /** Now, by the source's clock. */
+  private clockDate(): Date {
+    return new Date(this.clock.now());
+  }
+
   /** One fetch, and a read when the ref moved. Never rejects: failures become status events. */
   private async cycle(): Promise<void> {
-    this.lastFetchAttempt = new Date();
+    this.lastFetchAttempt = this.clockDate();
     let commit: CommitInfo;
     try {
       const auth = await gitAuthFor(this.options.url, this.options.credentials ?? {});
@@ -317,7 +326,7 @@ class GitSourceRun {
     }
     if (this.stopped) return;
     const previous = this.lastFetched?.info.sha;
-    this.lastFetched = { info: commit, at: new Date() };
+    this.lastFetched = { info: commit, at: this.clockDate() };
     if (commit.sha === this.lastRead?.commit.sha) {
       this.recover();
       return;
@@ -367,7 +376,7 @@ class GitSourceRun {
 
   /** Serves a commit: one snapshot with its objects, errors and warnings. */
   private serve(next: CommitState): void {
-    this.served = { state: next, at: new Date() };
+    this.served = { state: next, at: this.clockDate() };
     this.held = undefined;
     // Creation times are remembered only for what is served, so the map cannot grow without end.
     this.firstSeen.retainOnly(next.resources);
@@ -404,7 +413,7 @@ class GitSourceRun {
 
   /** Holds a commit with invalid documents back (strict): the served commit stays, the reasons are reported. */
   private hold(next: CommitState): void {
-    this.held = { state: next, at: new Date() };
+    this.held = { state: next, at: this.clockDate() };
     const served = this.served?.state;
     const summary = new MeshmuxError(
       'SCHEMA',

@@ -57,6 +57,7 @@ export class McpSource implements UpstreamSource {
           channelOptions: channelOptionsOf(options),
           backoff: backoffOf(options),
           log,
+          scheduler: options.scheduler,
         },
         {
           onOpen: (s) => session.open((m) => s.send(m)),

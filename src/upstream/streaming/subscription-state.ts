@@ -4,6 +4,7 @@ import { compareByName, type ConfigResource } from '../../core/resource.js';
 import type { SourceEvent } from '../../core/source-event.js';
 import type { KindDescriptor } from '../../schema/kinds.js';
 import { revisionOf } from '../runtime/source-revision.js';
+import { sourceClock, type SourceTiming } from '../runtime/source-clock.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 
 /**
@@ -41,7 +42,7 @@ export interface ChannelUpdate {
   readonly version: string;
 }
 
-export interface SubscriptionStateOptions {
+export interface SubscriptionStateOptions extends SourceTiming {
   readonly source: string;
   /** The upstream as messages name it (`xds://host:port`). */
   readonly upstream: string;
@@ -54,14 +55,8 @@ export interface SubscriptionStateOptions {
    * served and the rest are reported mute (never served empty).
    */
   readonly syncTimeoutMs: number;
-  /** Starts a timer and returns its cancel function. Default: an unref'd `setTimeout`. */
+  /** Starts a timer and returns its cancel function. Default: the `scheduler`'s. */
   readonly startTimer?: (callback: () => void, ms: number) => () => void;
-}
-
-function defaultTimer(callback: () => void, ms: number): () => void {
-  const timer = setTimeout(callback, ms);
-  timer.unref();
-  return () => clearTimeout(timer);
 }
 
 interface ChannelState {
@@ -119,7 +114,8 @@ export class SubscriptionState {
   private lastVersion = '';
 
   constructor(private readonly options: SubscriptionStateOptions) {
-    this.startTimer = options.startTimer ?? defaultTimer;
+    const clock = sourceClock(options.scheduler);
+    this.startTimer = options.startTimer ?? ((callback, ms) => clock.after(ms, callback));
     this.tracker = new SourceStatusTracker(options.emit);
     for (const channel of options.channels) {
       const state: ChannelState = {

@@ -52,6 +52,7 @@ export class XdsSource implements UpstreamSource {
           channelOptions: channelOptionsOf(options),
           backoff: backoffOf(options),
           log,
+          scheduler: options.scheduler,
         },
         delta ? new DeltaAdsClient(context) : new SotwAdsClient(context),
       );

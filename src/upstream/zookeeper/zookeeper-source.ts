@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
-import { Observable } from 'rxjs';
+import { Observable, type SchedulerLike } from 'rxjs';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
+import { sourceClock } from '../runtime/source-clock.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { revisionOf } from '../runtime/source-revision.js';
 import type { UpstreamSource } from '../upstream-source.js';
@@ -49,6 +50,8 @@ export interface ZookeeperSourceOptions {
   readonly labelParameters?: GlobLists;
   /** Quiet time after a watch fires before the state is published, so a burst is published once. Default 50 ms. */
   readonly debounceMs?: number;
+  /** Times the debounce; default the wall clock. */
+  readonly scheduler?: SchedulerLike | undefined;
 }
 
 /** Lifecycle hooks, called synchronously; for telemetry and tests. */
@@ -109,7 +112,8 @@ export class ZookeeperSource implements UpstreamSource {
       let parses = new Map<string, { list: readonly string[]; byNode: ReadonlyMap<string, ProviderParse> }>();
       const tracker = new SourceStatusTracker((event) => subscriber.next(event), SOURCE_KINDS);
       let loggedProblems: string | undefined;
-      let timer: NodeJS.Timeout | undefined;
+      const clock = sourceClock(options.scheduler);
+      let cancelDebounce: (() => void) | undefined;
 
       const currentParses = (): Map<string, ReadonlyMap<string, ProviderParse>> => {
         const next = new Map<
@@ -134,8 +138,8 @@ export class ZookeeperSource implements UpstreamSource {
       };
 
       const publish = (): void => {
-        if (timer !== undefined) clearTimeout(timer);
-        timer = undefined;
+        cancelDebounce?.();
+        cancelDebounce = undefined;
         if (watcher.syncing) return; // `synced` publishes once the read is complete
         const started = performance.now();
         const result = builder.build(currentParses());
@@ -185,11 +189,12 @@ export class ZookeeperSource implements UpstreamSource {
               }),
           acceptInterface: (name) => interfaces.matches(name),
           log,
+          clock,
         },
         {
           changed: () => {
-            if (watcher.syncing || timer !== undefined) return;
-            timer = setTimeout(publish, options.debounceMs ?? 50);
+            if (watcher.syncing || cancelDebounce !== undefined) return;
+            cancelDebounce = clock.after(options.debounceMs ?? 50, publish);
           },
           synced: publish,
           unavailable: (error) => tracker.failed(error),
@@ -200,7 +205,7 @@ export class ZookeeperSource implements UpstreamSource {
       tracker.connecting();
       watcher.start();
       return () => {
-        if (timer !== undefined) clearTimeout(timer);
+        cancelDebounce?.();
         watcher.stop();
       };
     });
