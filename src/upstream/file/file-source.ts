@@ -2,11 +2,12 @@ import { watch, type FSWatcher } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { Observable, type SchedulerLike } from 'rxjs';
 import { toMeshmuxError } from '../../core/errors.js';
-import { componentLogger } from '../../core/logger.js';
+import { componentLogger, type Logger } from '../../core/logger.js';
+import type { Timestamp } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
 import { DEFAULT_MAX_FILE_BYTES } from '../runtime/input-limits.js';
 import { FirstSeenTimes } from '../runtime/first-seen-times.js';
-import { sourceClock } from '../runtime/source-clock.js';
+import { sourceClock, type SourceClock } from '../runtime/source-clock.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { listYamlFiles, readYamlBytes, shownPath } from '../runtime/yaml-file-reader.js';
 import {
@@ -66,192 +67,219 @@ export class FileSource implements UpstreamSource {
   readonly descriptor: SourceDescriptor;
   readonly events$: Observable<SourceEvent>;
 
-  constructor(private readonly options: FileSourceOptions) {
+  constructor(options: FileSourceOptions) {
     this.descriptor = { name: options.name, type: 'file', defaultNamespace: options.defaultNamespace };
     this.events$ = new Observable<SourceEvent>((subscriber) => {
-      const log = componentLogger('file-source', { source: options.name });
-      const tracker = new SourceStatusTracker((event) => subscriber.next(event));
-      /** What each file serves, as last read. */
-      let set: YamlFileSet = EMPTY_YAML_FILE_SET;
-      /** Per file, the size and time its entry in `set` was read at; absent means read it again. */
-      const stamps = new Map<string, FileStamp>();
-      const firstSeen = new FirstSeenTimes();
-      let loggedErrors: ReadonlySet<string> = new Set();
-      const clock = sourceClock(options.scheduler);
-      let watcher: FSWatcher | undefined;
-      let cancelSettle: (() => void) | undefined;
-      let cancelRescan: (() => void) | undefined;
-      let scanning = false;
-      let rescanAgain = false;
-      let stopped = false;
-      let cancelFollowUp: (() => void) | undefined;
-      let followUpAt = Infinity;
-      /** When each file that held objects was first seen empty or absent. */
-      const vanishedSince = new Map<string, number>();
-      const settleMs = options.settleMs ?? 25;
-      const maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
-      const graceMs = options.vanishGraceMs ?? 1_000;
-      const createTimeFor = firstSeen.createTimeFor(() => new Date(clock.now()));
-
-      const scanAgainIn = (ms: number): void => {
-        const at = clock.now() + ms;
-        if (at >= followUpAt) return;
-        cancelFollowUp?.();
-        followUpAt = at;
-        cancelFollowUp = clock.after(ms, () => {
-          cancelFollowUp = undefined;
-          followUpAt = Infinity;
-          runScan();
-        });
-      };
-
-      /** Whether a file that held objects and now yields none is still within its grace period. */
-      const withinGrace = (file: string, prev: YamlFileRead): boolean => {
-        if (prev.resources.length === 0) return false;
-        const now = clock.now();
-        const since = vanishedSince.get(file) ?? now;
-        vanishedSince.set(file, since);
-        if (now - since >= graceMs) {
-          vanishedSince.delete(file);
-          return false;
-        }
-        scanAgainIn(since + graceMs - now);
-        return true;
-      };
-
-      /** What a file yields now; its previous entry itself when unchanged or to be kept as it is. */
-      const readOne = async (file: string, prev: YamlFileRead | undefined): Promise<YamlFileRead> => {
-        const info = await stat(file);
-        const stamp = stamps.get(file);
-        if (prev !== undefined && stamp?.mtimeMs === info.mtimeMs && stamp.size === info.size) return prev;
-        stamps.delete(file);
-        const shownAs = shownPath(file);
-        const readBytes = async (): Promise<Buffer | undefined> => {
-          if (info.size > maxFileBytes) return undefined;
-          return readAtMost(file, maxFileBytes);
-        };
-        const bytes = await readBytes();
-        if (bytes !== undefined) {
-          const after = await stat(file);
-          if (after.mtimeMs !== info.mtimeMs || after.size !== info.size || bytes.length !== after.size) {
-            // Written to while read: keep what it held and read it again once the writer is done.
-            scanAgainIn(settleMs);
-            return prev ?? NOTHING;
-          }
-        }
-        const result = await readYamlBytes({
-          file: shownAs,
-          size: info.size,
-          bytes,
-          maxFileBytes,
-          defaultNamespace: options.defaultNamespace,
-          createTimeFor,
-        });
-        if (result.resources.length === 0 && result.errors.length === 0) {
-          if (prev !== undefined && withinGrace(file, prev)) return prev;
-        } else {
-          vanishedSince.delete(file);
-        }
-        stamps.set(file, { mtimeMs: info.mtimeMs, size: info.size });
-        return result;
-      };
-
-      const scan = async (): Promise<void> => {
-        const found = await listYamlFiles(options.path);
-        const reads: Array<[string, YamlFileRead]> = [];
-        const present = new Set(found);
-        for (const file of found) {
-          const prev = set.files.get(file);
-          try {
-            reads.push([file, await readOne(file, prev)]);
-          } catch (err) {
-            stamps.delete(file);
-            const error = toMeshmuxError(err, 'UNAVAILABLE', { file });
-            reads.push([file, { resources: [], errors: [error], warnings: [] }]);
-          }
-        }
-        for (const [file, prev] of set.files) {
-          if (present.has(file)) continue;
-          stamps.delete(file);
-          if (withinGrace(file, prev)) reads.push([file, prev]);
-          else vanishedSince.delete(file);
-        }
-        reads.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-        set = nextYamlFileSet(set, reads);
-        emitState();
-      };
-
-      const emitState = (): void => {
-        const { resources, errors, warnings } = set;
-        const revision = revisionOf(resources);
-        const described = errors.map((e) => e.describe());
-        const fresh = described.filter((d) => !loggedErrors.has(d));
-        if (!tracker.serve({ type: 'snapshot', resources, revision, errors, warnings })) return;
-        // Each problem is logged once, when it appears. A hostile file can hold thousands of bad
-        // documents: the log gets the first few new ones and a count; /debug/sources and the
-        // status page list them all.
-        for (const error of fresh.slice(0, MAX_LOGGED_ERRORS)) log.warn({ error }, 'rejected a document');
-        if (fresh.length > MAX_LOGGED_ERRORS) {
-          log.warn({ more: fresh.length - MAX_LOGGED_ERRORS }, 'more documents rejected; see /debug/sources');
-        }
-        loggedErrors = new Set(described);
-        log.info({ objects: resources.length, errors: errors.length, revision }, 'state read');
-      };
-
-      const runScan = (): void => {
-        if (stopped) return;
-        if (scanning) {
-          rescanAgain = true;
-          return;
-        }
-        scanning = true;
-        scan()
-          .catch((err: unknown) => {
-            const error = toMeshmuxError(err, 'UNAVAILABLE', { file: options.path });
-            log.error({ error: error.describe() }, 'cannot read the source path');
-            tracker.failed(error);
-          })
-          .finally(() => {
-            scanning = false;
-            if (rescanAgain) {
-              rescanAgain = false;
-              runScan();
-            }
-          });
-      };
-
-      const onFsEvent = (): void => {
-        cancelSettle?.();
-        cancelSettle = clock.after(settleMs, runScan);
-      };
-
-      /** The safety net under file-system events: a full scan every `rescanMs`. */
-      const rescanMs = options.rescanMs ?? 5_000;
-      const armRescan = (): void => {
-        cancelRescan = clock.after(rescanMs, () => {
-          armRescan();
-          runScan();
-        });
-      };
-
-      tracker.connecting();
-      try {
-        watcher = watch(options.path, { recursive: true, persistent: false }, onFsEvent);
-        watcher.on('error', (err) => log.warn({ err: err.message }, 'file watch failed; relying on rescans'));
-      } catch (err) {
-        log.warn({ err: String(err) }, 'cannot watch the path; relying on rescans');
-      }
-      armRescan();
-      runScan();
-
-      return () => {
-        stopped = true;
-        watcher?.close();
-        cancelRescan?.();
-        cancelSettle?.();
-        cancelFollowUp?.();
-      };
+      const run = new FileSourceRun(options, (event) => subscriber.next(event));
+      run.start();
+      return () => run.stop();
     });
+  }
+}
+
+/** One subscription's watch, scans and state. */
+class FileSourceRun {
+  private readonly log: Logger;
+  private readonly tracker: SourceStatusTracker;
+  private readonly clock: SourceClock;
+  private readonly firstSeen = new FirstSeenTimes();
+  private readonly createTimeFor: (kind: string, namespace: string, name: string) => Timestamp;
+  /** What each file serves, as last read. */
+  private set: YamlFileSet = EMPTY_YAML_FILE_SET;
+  /** Per file, the size and time its entry in `set` was read at; absent means read it again. */
+  private readonly stamps = new Map<string, FileStamp>();
+  /** When each file that held objects was first seen empty or absent. */
+  private readonly vanishedSince = new Map<string, number>();
+  private loggedErrors: ReadonlySet<string> = new Set();
+  private watcher: FSWatcher | undefined;
+  private cancelSettle: (() => void) | undefined;
+  private cancelRescan: (() => void) | undefined;
+  private cancelFollowUp: (() => void) | undefined;
+  private followUpAt = Infinity;
+  private scanning = false;
+  private rescanAgain = false;
+  private stopped = false;
+  private readonly settleMs: number;
+  private readonly rescanMs: number;
+  private readonly graceMs: number;
+  private readonly maxFileBytes: number;
+
+  constructor(
+    private readonly options: FileSourceOptions,
+    emit: (event: SourceEvent) => void,
+  ) {
+    this.log = componentLogger('file-source', { source: options.name });
+    this.tracker = new SourceStatusTracker(emit);
+    this.clock = sourceClock(options.scheduler);
+    this.createTimeFor = this.firstSeen.createTimeFor(() => new Date(this.clock.now()));
+    this.settleMs = options.settleMs ?? 25;
+    this.rescanMs = options.rescanMs ?? 5_000;
+    this.graceMs = options.vanishGraceMs ?? 1_000;
+    this.maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
+  }
+
+  start(): void {
+    this.tracker.connecting();
+    try {
+      this.watcher = watch(this.options.path, { recursive: true, persistent: false }, () => this.onFsEvent());
+      this.watcher.on('error', (err) =>
+        this.log.warn({ err: err.message }, 'file watch failed; relying on rescans'),
+      );
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'cannot watch the path; relying on rescans');
+    }
+    this.armRescan();
+    this.runScan();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.watcher?.close();
+    this.cancelRescan?.();
+    this.cancelSettle?.();
+    this.cancelFollowUp?.();
+  }
+
+  /** A file-system event: scan once the writer has been quiet for `settleMs`. */
+  private onFsEvent(): void {
+    this.cancelSettle?.();
+    this.cancelSettle = this.clock.after(this.settleMs, () => this.runScan());
+  }
+
+  /** The safety net under file-system events: a full scan every `rescanMs`. */
+  private armRescan(): void {
+    this.cancelRescan = this.clock.after(this.rescanMs, () => {
+      this.armRescan();
+      this.runScan();
+    });
+  }
+
+  /** An extra scan `ms` from now, unless one is due sooner. */
+  private scanAgainIn(ms: number): void {
+    const at = this.clock.now() + ms;
+    if (at >= this.followUpAt) return;
+    this.cancelFollowUp?.();
+    this.followUpAt = at;
+    this.cancelFollowUp = this.clock.after(ms, () => {
+      this.cancelFollowUp = undefined;
+      this.followUpAt = Infinity;
+      this.runScan();
+    });
+  }
+
+  /** Scans now, or once more right after the scan under way. */
+  private runScan(): void {
+    if (this.stopped) return;
+    if (this.scanning) {
+      this.rescanAgain = true;
+      return;
+    }
+    this.scanning = true;
+    this.scan()
+      .catch((err: unknown) => {
+        const error = toMeshmuxError(err, 'UNAVAILABLE', { file: this.options.path });
+        this.log.error({ error: error.describe() }, 'cannot read the source path');
+        this.tracker.failed(error);
+      })
+      .finally(() => {
+        this.scanning = false;
+        if (this.rescanAgain) {
+          this.rescanAgain = false;
+          this.runScan();
+        }
+      });
+  }
+
+  private async scan(): Promise<void> {
+    const found = await listYamlFiles(this.options.path);
+    const reads: Array<[string, YamlFileRead]> = [];
+    const present = new Set(found);
+    for (const file of found) {
+      const prev = this.set.files.get(file);
+      try {
+        reads.push([file, await this.readOne(file, prev)]);
+      } catch (err) {
+        this.stamps.delete(file);
+        const error = toMeshmuxError(err, 'UNAVAILABLE', { file });
+        reads.push([file, { resources: [], errors: [error], warnings: [] }]);
+      }
+    }
+    for (const [file, prev] of this.set.files) {
+      if (present.has(file)) continue;
+      this.stamps.delete(file);
+      if (this.withinGrace(file, prev)) reads.push([file, prev]);
+      else this.vanishedSince.delete(file);
+    }
+    reads.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    this.set = nextYamlFileSet(this.set, reads);
+    this.emitState();
+  }
+
+  /** What a file yields now; its previous entry itself when unchanged or to be kept as it is. */
+  private async readOne(file: string, prev: YamlFileRead | undefined): Promise<YamlFileRead> {
+    const info = await stat(file);
+    const stamp = this.stamps.get(file);
+    if (prev !== undefined && stamp?.mtimeMs === info.mtimeMs && stamp.size === info.size) return prev;
+    this.stamps.delete(file);
+    const bytes = info.size > this.maxFileBytes ? undefined : await readAtMost(file, this.maxFileBytes);
+    if (bytes !== undefined) {
+      const after = await stat(file);
+      if (after.mtimeMs !== info.mtimeMs || after.size !== info.size || bytes.length !== after.size) {
+        // Written to while read: keep what it held and read it again once the writer is done.
+        this.scanAgainIn(this.settleMs);
+        return prev ?? NOTHING;
+      }
+    }
+    const result = await readYamlBytes({
+      file: shownPath(file),
+      size: info.size,
+      bytes,
+      maxFileBytes: this.maxFileBytes,
+      defaultNamespace: this.options.defaultNamespace,
+      createTimeFor: this.createTimeFor,
+    });
+    if (result.resources.length === 0 && result.errors.length === 0) {
+      if (prev !== undefined && this.withinGrace(file, prev)) return prev;
+    } else {
+      this.vanishedSince.delete(file);
+    }
+    this.stamps.set(file, { mtimeMs: info.mtimeMs, size: info.size });
+    return result;
+  }
+
+  /** Whether a file that held objects and now yields none is still within its grace period. */
+  private withinGrace(file: string, prev: YamlFileRead): boolean {
+    if (prev.resources.length === 0) return false;
+    const now = this.clock.now();
+    const since = this.vanishedSince.get(file) ?? now;
+    this.vanishedSince.set(file, since);
+    if (now - since >= this.graceMs) {
+      this.vanishedSince.delete(file);
+      return false;
+    }
+    this.scanAgainIn(since + this.graceMs - now);
+    return true;
+  }
+
+  /** Serves the current set, unless it is what was served last. */
+  private emitState(): void {
+    const { resources, errors, warnings } = this.set;
+    const revision = revisionOf(resources);
+    const described = errors.map((e) => e.describe());
+    const fresh = described.filter((d) => !this.loggedErrors.has(d));
+    if (!this.tracker.serve({ type: 'snapshot', resources, revision, errors, warnings })) return;
+    // Each problem is logged once, when it appears. A hostile file can hold thousands of bad
+    // documents: the log gets the first few new ones and a count; /debug/sources and the
+    // status page list them all.
+    for (const error of fresh.slice(0, MAX_LOGGED_ERRORS)) this.log.warn({ error }, 'rejected a document');
+    if (fresh.length > MAX_LOGGED_ERRORS) {
+      this.log.warn(
+        { more: fresh.length - MAX_LOGGED_ERRORS },
+        'more documents rejected; see /debug/sources',
+      );
+    }
+    this.loggedErrors = new Set(described);
+    this.log.info({ objects: resources.length, errors: errors.length, revision }, 'state read');
   }
 }
 
