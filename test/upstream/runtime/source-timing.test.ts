@@ -197,6 +197,52 @@ describe('source timing on virtual time', () => {
     }
   });
 
+  it('retries a failing git fetch once per interval, and serves the first commit at the retry after it appears', async () => {
+    const repo = await TestRepo.create(root, 'late');
+    const { scheduler, runUntil } = virtualClock();
+    const source = new GitSource({
+      name: 'late',
+      url: repo.fileUrl,
+      ref: 'main',
+      defaultNamespace: 'default',
+      intervalMs: 60_000,
+      cacheDir: path.join(root, 'git-cache'),
+      scheduler,
+    });
+    const recorder = new SourceEventRecorder(source.events$);
+    const pollDueAt = (t: number): Promise<void> =>
+      until(
+        () => scheduler.actions.some((a) => a.delay === t),
+        15_000,
+        `the git source to schedule its next fetch at ${t} ms`,
+        { intervalMs: 10 },
+      );
+    try {
+      await recorder.status('failing');
+      await pollDueAt(60_000);
+      runUntil(60_000);
+      assert.equal(source.status().lastFetchAttempt, new Date(60_000).toISOString());
+      await pollDueAt(120_000);
+      const commit = await repo.commitAndPush(
+        { 'istio/a.yaml': serviceEntry('a', 'shop', 'a.example.com') },
+        'a',
+      );
+      const from = recorder.count;
+      runUntil(119_999);
+      assert.equal(
+        source.status().lastFetchAttempt,
+        new Date(60_000).toISOString(),
+        'no fetch before the interval',
+      );
+      runUntil(120_000);
+      const served = (await recorder.next((e) => e.type === 'snapshot', from)) as SourceSnapshotEvent;
+      assert.equal(served.revision, commit);
+      assert.equal(scheduler.now(), 120_000);
+    } finally {
+      recorder.close();
+    }
+  });
+
   describe('a reconnecting stream', () => {
     let server: Server;
     let address: string;
