@@ -16,10 +16,19 @@ module.exports = {
     },
     {
       name: 'sources-are-siblings',
-      comment: 'One source folder never imports another; shared code lives in src/upstream/*.ts.',
+      comment:
+        'One source folder never imports another; shared code lives in src/upstream/*.ts, the source runtime (runtime/) and the streaming kit (streaming/).',
       severity: 'error',
       from: { path: '^src/upstream/([^/]+)/' },
-      to: { path: '^src/upstream/([^/]+)/', pathNot: '^src/upstream/$1/' },
+      to: { path: '^src/upstream/([^/]+)/', pathNot: '^src/upstream/($1|runtime|streaming)/' },
+    },
+    {
+      name: 'runtime-knows-no-source',
+      comment:
+        'The source runtime (status, YAML file sets, time) serves every source and imports none, nor the streaming kit.',
+      severity: 'error',
+      from: { path: '^src/upstream/runtime/' },
+      to: { path: '^src/upstream/[^/]+/', pathNot: '^src/upstream/runtime/' },
     },
     {
       name: 'merge-is-protocol-agnostic',

@@ -1,20 +1,22 @@
 #!/usr/bin/env node
 import { watch } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { filter, firstValueFrom } from 'rxjs';
 import { startMeshmux } from './app.js';
 import { MeshmuxError } from './core/errors.js';
 import { componentLogger, LOG_LEVELS, type LogLevel, setLogLevel } from './core/logger.js';
 import { PACKAGE_ROOT } from './core/paths.js';
-import { decodeUtf8 } from './schema/utf8-text.js';
-import { readYamlDocuments } from './schema/yaml-reader.js';
 import { configProblems, loadMeshmuxConfig } from './settings/meshmux-config.js';
+import { ByteSize } from './settings/sources/common.js';
 import { readRepositoryHead } from './upstream/git/git-objects.js';
-import { DEFAULT_MAX_FILE_BYTES, fileTooLarge } from './upstream/input-limits.js';
 import { DEFAULT_REPO_PATHS, repoPathMatcher } from './upstream/git/repo-path-matcher.js';
 import { MESHMUX_VERSION } from './core/version.js';
+import { DEFAULT_MAX_FILE_BYTES } from './upstream/runtime/input-limits.js';
+import { FirstSeenTimes } from './upstream/runtime/first-seen-times.js';
+import { listYamlFiles, readYamlBytes, shownPath } from './upstream/runtime/yaml-file-reader.js';
+import { nextYamlFileSet, type YamlFileRead } from './upstream/runtime/yaml-file-set.js';
 
 const DEFAULT_CONFIG = path.join(PACKAGE_ROOT, 'config', 'meshmux.yaml');
 
@@ -107,71 +109,95 @@ async function preview(options: {
   }
 }
 
-async function listYaml(target: string): Promise<string[]> {
-  const info = await stat(target);
-  if (info.isFile()) return [target];
-  const entries = await readdir(target, { recursive: true, withFileTypes: true });
-  return entries
-    .filter((e) => e.isFile() && /\.(ya?ml|json)$/i.test(e.name))
-    .map((e) => path.join(e.parentPath, e.name))
-    .sort();
+/** The files of one validated path, by the name they carry, in the order a source reads them. */
+interface ValidatedFiles {
+  /** What is printed before the problems (which commit of a repository is read); may be empty. */
+  readonly heading: string;
+  readonly files: ReadonlyArray<{
+    readonly name: string;
+    readonly size: number;
+    readonly bytes: Buffer | undefined;
+  }>;
+  readonly warnings: readonly MeshmuxError[];
 }
 
-/** Reads every path exactly as `serve` would and prints each problem; resolves to the error count. */
-async function validate(paths: string[], options: { namespace: string }): Promise<number> {
+/** A repository's files at HEAD (as a git source reads them), or a file's or folder's (as a file source does). */
+async function filesOf(target: string, maxFileBytes: number): Promise<ValidatedFiles> {
+  const head = await readRepositoryHead(target, repoPathMatcher(DEFAULT_REPO_PATHS), maxFileBytes);
+  if (head !== undefined) {
+    return {
+      heading: `${target}: reading ${head.files.length} file(s) of commit ${head.commit} (HEAD)`,
+      files: head.files.map((f) => ({ name: `${target}:${f.path}`, size: f.size, bytes: f.bytes })),
+      warnings: head.symlinks.map(
+        (p) =>
+          new MeshmuxError('DECODE', 'symbolic link skipped: only regular files are read', {
+            file: `${target}:${p}`,
+          }),
+      ),
+    };
+  }
+  const files: Array<{ name: string; size: number; bytes: Buffer | undefined }> = [];
+  for (const file of await listYamlFiles(target)) {
+    const size = (await stat(file)).size;
+    files.push({
+      name: shownPath(file),
+      size,
+      bytes: size > maxFileBytes ? undefined : await readFile(file),
+    });
+  }
+  return { heading: '', files, warnings: [] };
+}
+
+/**
+ * Reads every path exactly as `serve` would (the same size cap, UTF-8 check, parser and rules for
+ * many files: each path is one source) and prints each problem; resolves to the error count.
+ */
+async function validate(
+  paths: string[],
+  options: { namespace: string; maxFileSize: number },
+): Promise<number> {
   let errors = 0;
   let objects = 0;
-  const check = (file: string, text: string): void => {
-    const result = readYamlDocuments(text, { file, defaultNamespace: options.namespace });
-    objects += result.resources.length;
-    for (const w of result.warnings) console.error(`warning: ${w.describe()}`);
-    for (const e of result.errors) console.error(`error: ${e.describe()}`);
-    errors += result.errors.length;
-  };
+  const firstSeen = new FirstSeenTimes();
   for (const target of paths) {
-    // A repository (bare, or the top of a work tree) is read at HEAD, as a git source would serve it.
-    let head: Awaited<ReturnType<typeof readRepositoryHead>>;
+    let found: ValidatedFiles;
     try {
-      head = await readRepositoryHead(target, repoPathMatcher(DEFAULT_REPO_PATHS));
+      found = await filesOf(target, options.maxFileSize);
     } catch (err) {
       console.error(`${target}: ${(err as Error).message}`);
       errors++;
       continue;
     }
-    if (head !== undefined) {
-      console.error(`${target}: reading ${head.files.length} file(s) of commit ${head.commit} (HEAD)`);
-      for (const f of head.files) check(`${target}:${f.path}`, f.text);
-      continue;
+    if (found.heading !== '') console.error(found.heading);
+    const reads: Array<[string, YamlFileRead]> = [];
+    for (const f of found.files) {
+      const read = await readYamlBytes({
+        file: f.name,
+        size: f.size,
+        bytes: f.bytes,
+        maxFileBytes: options.maxFileSize,
+        defaultNamespace: options.namespace,
+        createTimeFor: firstSeen.createTimeFor(() => new Date()),
+      });
+      reads.push([f.name, read]);
     }
-    let files: string[];
-    try {
-      files = await listYaml(target);
-    } catch (err) {
-      console.error(`${target}: ${(err as Error).message}`);
-      errors++;
-      continue;
-    }
-    for (const file of files) {
-      // The same bounds as the file source: the default size cap, and UTF-8 only.
-      const size = (await stat(file)).size;
-      if (size > DEFAULT_MAX_FILE_BYTES) {
-        console.error(`error: ${fileTooLarge(file, size, DEFAULT_MAX_FILE_BYTES).describe()}`);
-        errors++;
-        continue;
-      }
-      let text: string;
-      try {
-        text = decodeUtf8(await readFile(file), file);
-      } catch (err) {
-        console.error(`error: ${err instanceof MeshmuxError ? err.describe() : String(err)}`);
-        errors++;
-        continue;
-      }
-      check(file, text);
-    }
+    const set = nextYamlFileSet(undefined, reads);
+    for (const w of [...found.warnings, ...set.warnings]) console.error(`warning: ${w.describe()}`);
+    for (const e of set.errors) console.error(`error: ${e.describe()}`);
+    objects += set.resources.length;
+    errors += set.errors.length;
   }
   console.log(`${objects} valid object(s), ${errors} error(s)`);
   return errors;
+}
+
+/** `--max-file-size`: a size as the configuration writes it (`maxFileSize`). */
+function parseMaxFileSize(text: string): number {
+  const parsed = ByteSize.safeParse(/^\d+$/.test(text) ? Number(text) : text);
+  if (!parsed.success) {
+    throw new InvalidArgumentError(`${text} is not a size such as 1048576, 512Ki, 32Mi or 1Gi`);
+  }
+  return parsed.data;
 }
 
 const program = new Command()
@@ -219,7 +245,13 @@ program
   .description('read YAML files or folders as serve does; print every problem; exit 1 on any error')
   .argument('<paths...>', 'files, folders, or git repositories (read at HEAD)')
   .option('-n, --namespace <ns>', 'namespace of documents without one', 'default')
-  .action(async (paths: string[], options: { namespace: string }) => {
+  .option(
+    '--max-file-size <size>',
+    "largest file read, as the sources' maxFileSize (e.g. 32Mi)",
+    parseMaxFileSize,
+    DEFAULT_MAX_FILE_BYTES,
+  )
+  .action(async (paths: string[], options: { namespace: string; maxFileSize: number }) => {
     const errors = await validate(paths, options);
     process.exitCode = errors > 0 ? 1 : 0;
   });

@@ -7,7 +7,8 @@ export type SourceState =
   | 'connecting'
   /**
    * Serves the state it had persisted before this process started, and has not synced with its
-   * upstream since: the last good state, kept until the upstream answers.
+   * upstream since: the last good state, kept until the upstream answers. Set by the merge when
+   * it restores that state; a source never emits it (it only speaks of its own upstream).
    */
   | 'restored'
   /** Holds a complete, current view of its upstream. */

@@ -5,8 +5,8 @@ import { rootLogger } from '../../src/core/logger.js';
 import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceEvent, SourceSnapshotEvent, SourceStatusEvent } from '../../src/core/source-event.js';
 import { KINDS } from '../../src/schema/kinds.js';
-import { ExponentialBackoff } from '../../src/upstream/exponential-backoff.js';
-import { SubscriptionState, type ChannelUpdate } from '../../src/upstream/subscription-state.js';
+import { ExponentialBackoff } from '../../src/upstream/streaming/exponential-backoff.js';
+import { SubscriptionState, type ChannelUpdate } from '../../src/upstream/streaming/subscription-state.js';
 import { fakeResource } from '../support/resources.js';
 
 const VS = 'networking.istio.io/VirtualService';

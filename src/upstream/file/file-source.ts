@@ -1,15 +1,22 @@
 import { watch, type FSWatcher } from 'node:fs';
-import { open, readdir, stat } from 'node:fs/promises';
-import path from 'node:path';
-import { Observable } from 'rxjs';
-import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
-import { componentLogger } from '../../core/logger.js';
-import { resourceKey, timestampFromDate, type ConfigResource, type Timestamp } from '../../core/resource.js';
+import { open, stat } from 'node:fs/promises';
+import { Observable, type SchedulerLike } from 'rxjs';
+import { toMeshmuxError } from '../../core/errors.js';
+import { componentLogger, type Logger } from '../../core/logger.js';
+import type { Timestamp } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import { decodeUtf8 } from '../../schema/utf8-text.js';
-import { readYamlDocumentsAsync } from '../../schema/yaml-reader.js';
-import { DEFAULT_MAX_FILE_BYTES, fileTooLarge } from '../input-limits.js';
-import { revisionOf } from '../source-revision.js';
+import { DEFAULT_MAX_FILE_BYTES } from '../runtime/input-limits.js';
+import { FirstSeenTimes } from '../runtime/first-seen-times.js';
+import { sourceClock, type SourceClock } from '../runtime/source-clock.js';
+import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
+import { listYamlFiles, readYamlBytes, shownPath } from '../runtime/yaml-file-reader.js';
+import {
+  EMPTY_YAML_FILE_SET,
+  nextYamlFileSet,
+  type YamlFileRead,
+  type YamlFileSet,
+} from '../runtime/yaml-file-set.js';
+import { revisionOf } from '../runtime/source-revision.js';
 import type { UpstreamSource } from '../upstream-source.js';
 
 export interface FileSourceOptions {
@@ -32,25 +39,21 @@ export interface FileSourceOptions {
    * what it held. Default {@link DEFAULT_MAX_FILE_BYTES}.
    */
   readonly maxFileBytes?: number;
+  /** Times the settle window, the grace period and rescans, and stamps creation times. Default: the wall clock. */
+  readonly scheduler?: SchedulerLike | undefined;
 }
 
-interface FileResult {
+/** Size and modification time of a file when last read: a file whose stamp differs is read again. */
+interface FileStamp {
   readonly mtimeMs: number;
   readonly size: number;
-  readonly resources: readonly ConfigResource[];
-  readonly errors: readonly MeshmuxError[];
-  readonly warnings: readonly MeshmuxError[];
 }
-
-const YAML_FILE = /\.(ya?ml|json)$/i;
 
 /** Errors logged one by one per change of a source's errors; the rest are counted. */
 const MAX_LOGGED_ERRORS = 20;
 
-/** What a file holds, marked to be read again at the next scan whatever its size and time. */
-function readAgain(held: Omit<FileResult, 'mtimeMs' | 'size'>): FileResult {
-  return { ...held, mtimeMs: -1, size: -1 };
-}
+/** The read of a file that held nothing and is read again later. */
+const NOTHING: YamlFileRead = { resources: [], errors: [], warnings: [] };
 
 /**
  * Serves a file or a folder of Istio YAML. Every change yields the full state of the source.
@@ -64,237 +67,219 @@ export class FileSource implements UpstreamSource {
   readonly descriptor: SourceDescriptor;
   readonly events$: Observable<SourceEvent>;
 
-  constructor(private readonly options: FileSourceOptions) {
+  constructor(options: FileSourceOptions) {
     this.descriptor = { name: options.name, type: 'file', defaultNamespace: options.defaultNamespace };
     this.events$ = new Observable<SourceEvent>((subscriber) => {
-      const log = componentLogger('file-source', { source: options.name });
-      const files = new Map<string, FileResult>();
-      const firstSeen = new Map<string, Timestamp>();
-      let lastRevision: string | undefined;
-      let lastErrorText: string | undefined;
-      let loggedErrors: ReadonlySet<string> = new Set();
-      let watcher: FSWatcher | undefined;
-      let settleTimer: NodeJS.Timeout | undefined;
-      let scanning = false;
-      let rescanAgain = false;
-      let stopped = false;
-      let followUp: NodeJS.Timeout | undefined;
-      let followUpAt = Infinity;
-      /** When each file that held objects was first seen empty or absent. */
-      const vanishedSince = new Map<string, number>();
-      const settleMs = options.settleMs ?? 25;
-      const maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
-      const graceMs = options.vanishGraceMs ?? 1_000;
-
-      const scanAgainIn = (ms: number): void => {
-        const at = Date.now() + ms;
-        if (at >= followUpAt) return;
-        if (followUp !== undefined) clearTimeout(followUp);
-        followUpAt = at;
-        followUp = setTimeout(() => {
-          followUp = undefined;
-          followUpAt = Infinity;
-          runScan();
-        }, ms);
-      };
-
-      /** Whether a file that held objects and now yields none is still within its grace period. */
-      const withinGrace = (file: string, prev: FileResult): boolean => {
-        if (prev.resources.length === 0) return false;
-        const now = Date.now();
-        const since = vanishedSince.get(file) ?? now;
-        vanishedSince.set(file, since);
-        if (now - since >= graceMs) {
-          vanishedSince.delete(file);
-          return false;
-        }
-        scanAgainIn(since + graceMs - now);
-        return true;
-      };
-
-      const createTimeFor = (kind: string, namespace: string, name: string): Timestamp => {
-        const key = resourceKey({ kind, namespace, name });
-        let ts = firstSeen.get(key);
-        if (ts === undefined) firstSeen.set(key, (ts = timestampFromDate(new Date())));
-        return ts;
-      };
-
-      const readOne = async (file: string, prev: FileResult | undefined): Promise<FileResult> => {
-        const info = await stat(file);
-        if (prev !== undefined && prev.mtimeMs === info.mtimeMs && prev.size === info.size) return prev;
-        const shownAs = path.relative(process.cwd(), file) || file;
-        const refused = (error: MeshmuxError): FileResult => ({
-          mtimeMs: info.mtimeMs,
-          size: info.size,
-          // Too large or not UTF-8: nothing of it is read, so everything it held stays.
-          resources: prev?.resources ?? [],
-          errors: [error],
-          warnings: [],
-        });
-        if (info.size > maxFileBytes) return refused(fileTooLarge(shownAs, info.size, maxFileBytes));
-        const bytes = await readAtMost(file, maxFileBytes);
-        const after = await stat(file);
-        if (after.mtimeMs !== info.mtimeMs || after.size !== info.size || bytes.length !== after.size) {
-          // Written to while read: keep what it held and read it again once the writer is done.
-          scanAgainIn(settleMs);
-          return readAgain(prev ?? { resources: [], errors: [], warnings: [] });
-        }
-        let text: string;
-        try {
-          text = decodeUtf8(bytes, shownAs);
-        } catch (err) {
-          return refused(toMeshmuxError(err, 'YAML_SYNTAX', { file: shownAs }));
-        }
-        const result = await readYamlDocumentsAsync(text, {
-          file: shownAs,
-          defaultNamespace: options.defaultNamespace,
-          createTimeFor,
-        });
-        if (result.resources.length === 0 && result.errors.length === 0) {
-          if (prev !== undefined && withinGrace(file, prev)) return readAgain(prev);
-        } else {
-          vanishedSince.delete(file);
-        }
-        let resources: readonly ConfigResource[] = result.resources;
-        if (result.errors.length > 0 && prev !== undefined) {
-          // Keep what the broken file held before and no longer yields: a bad edit must not delete.
-          const now = new Set(resources.map(resourceKey));
-          const kept = prev.resources.filter((r) => !now.has(resourceKey(r)));
-          resources = [...resources, ...kept];
-        }
-        return {
-          mtimeMs: info.mtimeMs,
-          size: info.size,
-          resources,
-          errors: result.errors,
-          warnings: result.warnings,
-        };
-      };
-
-      const scan = async (): Promise<void> => {
-        const found = await listYamlFiles(options.path);
-        const next = new Map<string, FileResult>();
-        for (const file of found) {
-          const prev = files.get(file);
-          try {
-            next.set(file, await readOne(file, prev));
-          } catch (err) {
-            const error = toMeshmuxError(err, 'UNAVAILABLE', { file });
-            next.set(file, readAgain({ resources: prev?.resources ?? [], errors: [error], warnings: [] }));
-          }
-        }
-        for (const [file, prev] of files) {
-          if (next.has(file)) continue;
-          if (withinGrace(file, prev)) next.set(file, readAgain(prev));
-          else vanishedSince.delete(file);
-        }
-        files.clear();
-        for (const [f, r] of next) files.set(f, r);
-        emitState();
-      };
-
-      const emitState = (): void => {
-        const byKey = new Map<string, ConfigResource>();
-        const errors: MeshmuxError[] = [];
-        const warnings: MeshmuxError[] = [];
-        for (const file of [...files.keys()].sort()) {
-          const result = files.get(file);
-          if (result === undefined) continue;
-          errors.push(...result.errors);
-          warnings.push(...result.warnings);
-          for (const r of result.resources) {
-            const key = resourceKey(r);
-            const earlier = byKey.get(key);
-            if (earlier !== undefined && earlier.origin.file !== r.origin.file) {
-              warnings.push(
-                new MeshmuxError(
-                  'METADATA',
-                  `${r.kind} ${r.namespace}/${r.name} is also defined in ${earlier.origin.file ?? '?'}; this later file wins`,
-                  {
-                    file: r.origin.file ?? file,
-                    ...(r.origin.doc === undefined ? {} : { doc: r.origin.doc }),
-                  },
-                ),
-              );
-            }
-            byKey.set(key, r);
-          }
-        }
-        const resources = [...byKey.values()];
-        const revision = revisionOf(resources);
-        const described = errors.map((e) => e.describe());
-        const errorText = described.join('\n');
-        if (revision === lastRevision && errorText === lastErrorText) return;
-        if (errorText !== lastErrorText) {
-          // Each problem is logged once, when it appears. A hostile file can hold thousands of bad
-          // documents: the log gets the first few new ones and a count; /debug/sources and the
-          // status page list them all.
-          const fresh = described.filter((d) => !loggedErrors.has(d));
-          for (const error of fresh.slice(0, MAX_LOGGED_ERRORS)) log.warn({ error }, 'rejected a document');
-          if (fresh.length > MAX_LOGGED_ERRORS) {
-            log.warn(
-              { more: fresh.length - MAX_LOGGED_ERRORS },
-              'more documents rejected; see /debug/sources',
-            );
-          }
-          loggedErrors = new Set(described);
-        }
-        lastRevision = revision;
-        lastErrorText = errorText;
-        log.info({ objects: resources.length, errors: errors.length, revision }, 'state read');
-        subscriber.next({ type: 'snapshot', resources, revision, errors, warnings });
-      };
-
-      const runScan = (): void => {
-        if (stopped) return;
-        if (scanning) {
-          rescanAgain = true;
-          return;
-        }
-        scanning = true;
-        scan()
-          .catch((err: unknown) => {
-            const error = toMeshmuxError(err, 'UNAVAILABLE', { file: options.path });
-            log.error({ error: error.describe() }, 'cannot read the source path');
-            subscriber.next({
-              type: 'status',
-              state: lastRevision === undefined ? 'failing' : 'stale',
-              error,
-            });
-          })
-          .finally(() => {
-            scanning = false;
-            if (rescanAgain) {
-              rescanAgain = false;
-              runScan();
-            }
-          });
-      };
-
-      const onFsEvent = (): void => {
-        if (settleTimer !== undefined) clearTimeout(settleTimer);
-        settleTimer = setTimeout(runScan, settleMs);
-      };
-
-      subscriber.next({ type: 'status', state: 'connecting' });
-      try {
-        watcher = watch(options.path, { recursive: true, persistent: false }, onFsEvent);
-        watcher.on('error', (err) => log.warn({ err: err.message }, 'file watch failed; relying on rescans'));
-      } catch (err) {
-        log.warn({ err: String(err) }, 'cannot watch the path; relying on rescans');
-      }
-      const rescan = setInterval(runScan, options.rescanMs ?? 5_000);
-      rescan.unref();
-      runScan();
-
-      return () => {
-        stopped = true;
-        watcher?.close();
-        clearInterval(rescan);
-        if (settleTimer !== undefined) clearTimeout(settleTimer);
-        if (followUp !== undefined) clearTimeout(followUp);
-      };
+      const run = new FileSourceRun(options, (event) => subscriber.next(event));
+      run.start();
+      return () => run.stop();
     });
+  }
+}
+
+/** One subscription's watch, scans and state. */
+class FileSourceRun {
+  private readonly log: Logger;
+  private readonly tracker: SourceStatusTracker;
+  private readonly clock: SourceClock;
+  private readonly firstSeen = new FirstSeenTimes();
+  private readonly createTimeFor: (kind: string, namespace: string, name: string) => Timestamp;
+  /** What each file serves, as last read. */
+  private set: YamlFileSet = EMPTY_YAML_FILE_SET;
+  /** Per file, the size and time its entry in `set` was read at; absent means read it again. */
+  private readonly stamps = new Map<string, FileStamp>();
+  /** When each file that held objects was first seen empty or absent. */
+  private readonly vanishedSince = new Map<string, number>();
+  private loggedErrors: ReadonlySet<string> = new Set();
+  private watcher: FSWatcher | undefined;
+  private cancelSettle: (() => void) | undefined;
+  private cancelRescan: (() => void) | undefined;
+  private cancelFollowUp: (() => void) | undefined;
+  private followUpAt = Infinity;
+  private scanning = false;
+  private rescanAgain = false;
+  private stopped = false;
+  private readonly settleMs: number;
+  private readonly rescanMs: number;
+  private readonly graceMs: number;
+  private readonly maxFileBytes: number;
+
+  constructor(
+    private readonly options: FileSourceOptions,
+    emit: (event: SourceEvent) => void,
+  ) {
+    this.log = componentLogger('file-source', { source: options.name });
+    this.tracker = new SourceStatusTracker(emit);
+    this.clock = sourceClock(options.scheduler);
+    this.createTimeFor = this.firstSeen.createTimeFor(() => new Date(this.clock.now()));
+    this.settleMs = options.settleMs ?? 25;
+    this.rescanMs = options.rescanMs ?? 5_000;
+    this.graceMs = options.vanishGraceMs ?? 1_000;
+    this.maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
+  }
+
+  start(): void {
+    this.tracker.connecting();
+    try {
+      this.watcher = watch(this.options.path, { recursive: true, persistent: false }, () => this.onFsEvent());
+      this.watcher.on('error', (err) =>
+        this.log.warn({ err: err.message }, 'file watch failed; relying on rescans'),
+      );
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'cannot watch the path; relying on rescans');
+    }
+    this.armRescan();
+    this.runScan();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.watcher?.close();
+    this.cancelRescan?.();
+    this.cancelSettle?.();
+    this.cancelFollowUp?.();
+  }
+
+  /** A file-system event: scan once the writer has been quiet for `settleMs`. */
+  private onFsEvent(): void {
+    this.cancelSettle?.();
+    this.cancelSettle = this.clock.after(this.settleMs, () => this.runScan());
+  }
+
+  /** The safety net under file-system events: a full scan every `rescanMs`. */
+  private armRescan(): void {
+    this.cancelRescan = this.clock.after(this.rescanMs, () => {
+      this.armRescan();
+      this.runScan();
+    });
+  }
+
+  /** An extra scan `ms` from now, unless one is due sooner. */
+  private scanAgainIn(ms: number): void {
+    const at = this.clock.now() + ms;
+    if (at >= this.followUpAt) return;
+    this.cancelFollowUp?.();
+    this.followUpAt = at;
+    this.cancelFollowUp = this.clock.after(ms, () => {
+      this.cancelFollowUp = undefined;
+      this.followUpAt = Infinity;
+      this.runScan();
+    });
+  }
+
+  /** Scans now, or once more right after the scan under way. */
+  private runScan(): void {
+    if (this.stopped) return;
+    if (this.scanning) {
+      this.rescanAgain = true;
+      return;
+    }
+    this.scanning = true;
+    this.scan()
+      .catch((err: unknown) => {
+        const error = toMeshmuxError(err, 'UNAVAILABLE', { file: this.options.path });
+        this.log.error({ error: error.describe() }, 'cannot read the source path');
+        this.tracker.failed(error);
+      })
+      .finally(() => {
+        this.scanning = false;
+        if (this.rescanAgain) {
+          this.rescanAgain = false;
+          this.runScan();
+        }
+      });
+  }
+
+  private async scan(): Promise<void> {
+    const found = await listYamlFiles(this.options.path);
+    const reads: Array<[string, YamlFileRead]> = [];
+    const present = new Set(found);
+    for (const file of found) {
+      const prev = this.set.files.get(file);
+      try {
+        reads.push([file, await this.readOne(file, prev)]);
+      } catch (err) {
+        this.stamps.delete(file);
+        const error = toMeshmuxError(err, 'UNAVAILABLE', { file });
+        reads.push([file, { resources: [], errors: [error], warnings: [] }]);
+      }
+    }
+    for (const [file, prev] of this.set.files) {
+      if (present.has(file)) continue;
+      this.stamps.delete(file);
+      if (this.withinGrace(file, prev)) reads.push([file, prev]);
+      else this.vanishedSince.delete(file);
+    }
+    reads.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    this.set = nextYamlFileSet(this.set, reads);
+    this.emitState();
+  }
+
+  /** What a file yields now; its previous entry itself when unchanged or to be kept as it is. */
+  private async readOne(file: string, prev: YamlFileRead | undefined): Promise<YamlFileRead> {
+    const info = await stat(file);
+    const stamp = this.stamps.get(file);
+    if (prev !== undefined && stamp?.mtimeMs === info.mtimeMs && stamp.size === info.size) return prev;
+    this.stamps.delete(file);
+    const bytes = info.size > this.maxFileBytes ? undefined : await readAtMost(file, this.maxFileBytes);
+    if (bytes !== undefined) {
+      const after = await stat(file);
+      if (after.mtimeMs !== info.mtimeMs || after.size !== info.size || bytes.length !== after.size) {
+        // Written to while read: keep what it held and read it again once the writer is done.
+        this.scanAgainIn(this.settleMs);
+        return prev ?? NOTHING;
+      }
+    }
+    const result = await readYamlBytes({
+      file: shownPath(file),
+      size: info.size,
+      bytes,
+      maxFileBytes: this.maxFileBytes,
+      defaultNamespace: this.options.defaultNamespace,
+      createTimeFor: this.createTimeFor,
+    });
+    if (result.resources.length === 0 && result.errors.length === 0) {
+      if (prev !== undefined && this.withinGrace(file, prev)) return prev;
+    } else {
+      this.vanishedSince.delete(file);
+    }
+    this.stamps.set(file, { mtimeMs: info.mtimeMs, size: info.size });
+    return result;
+  }
+
+  /** Whether a file that held objects and now yields none is still within its grace period. */
+  private withinGrace(file: string, prev: YamlFileRead): boolean {
+    if (prev.resources.length === 0) return false;
+    const now = this.clock.now();
+    const since = this.vanishedSince.get(file) ?? now;
+    this.vanishedSince.set(file, since);
+    if (now - since >= this.graceMs) {
+      this.vanishedSince.delete(file);
+      return false;
+    }
+    this.scanAgainIn(since + this.graceMs - now);
+    return true;
+  }
+
+  /** Serves the current set, unless it is what was served last. */
+  private emitState(): void {
+    const { resources, errors, warnings } = this.set;
+    const revision = revisionOf(resources);
+    const described = errors.map((e) => e.describe());
+    const fresh = described.filter((d) => !this.loggedErrors.has(d));
+    if (!this.tracker.serve({ type: 'snapshot', resources, revision, errors, warnings })) return;
+    // Each problem is logged once, when it appears. A hostile file can hold thousands of bad
+    // documents: the log gets the first few new ones and a count; /debug/sources and the
+    // status page list them all.
+    for (const error of fresh.slice(0, MAX_LOGGED_ERRORS)) this.log.warn({ error }, 'rejected a document');
+    if (fresh.length > MAX_LOGGED_ERRORS) {
+      this.log.warn(
+        { more: fresh.length - MAX_LOGGED_ERRORS },
+        'more documents rejected; see /debug/sources',
+      );
+    }
+    this.loggedErrors = new Set(described);
+    this.log.info({ objects: resources.length, errors: errors.length, revision }, 'state read');
   }
 }
 
@@ -317,15 +302,4 @@ async function readAtMost(file: string, maxBytes: number): Promise<Buffer> {
   } finally {
     await handle.close();
   }
-}
-
-/** Every YAML/JSON file at or below `root`, sorted; a single file is returned as itself. */
-async function listYamlFiles(root: string): Promise<string[]> {
-  const info = await stat(root);
-  if (info.isFile()) return [root];
-  const entries = await readdir(root, { recursive: true, withFileTypes: true });
-  return entries
-    .filter((e) => e.isFile() && YAML_FILE.test(e.name))
-    .map((e) => path.join(e.parentPath, e.name))
-    .sort();
 }

@@ -122,20 +122,28 @@ export async function repositoryAt(dir: string): Promise<string | undefined> {
   }
 }
 
-/** The matching files of a repository's HEAD commit, as text. */
+/** The matching files of a repository's HEAD commit, as bytes. */
 export interface RepositoryHead {
   readonly commit: string;
-  readonly files: ReadonlyArray<{ readonly path: string; readonly text: string }>;
+  /** In tree order; `bytes` is undefined for a blob larger than the cap (it was not read). */
+  readonly files: ReadonlyArray<{
+    readonly path: string;
+    readonly size: number;
+    readonly bytes: Buffer | undefined;
+  }>;
+  /** Matching paths that are symbolic links: never read. */
+  readonly symlinks: readonly string[];
 }
 
 /**
  * The files of HEAD that `include` accepts, when `dir` is a repository (bare, or the top of a
  * work tree); undefined otherwise. Uncommitted changes are not read: this is what a git source
- * pointed at the repository would serve.
+ * pointed at the repository would serve. Blobs over `maxFileBytes` are listed, not read.
  */
 export async function readRepositoryHead(
   dir: string,
   include: (path: string) => boolean,
+  maxFileBytes: number,
 ): Promise<RepositoryHead | undefined> {
   const gitDir = await repositoryAt(dir);
   if (gitDir === undefined) return undefined;
@@ -143,11 +151,11 @@ export async function readRepositoryHead(
   const listing = await listTree(gitDir, head.sha, include);
   const blobs = await readBlobs(
     gitDir,
-    listing.files.map((f) => f.oid),
+    listing.files.filter((f) => f.size <= maxFileBytes).map((f) => f.oid),
   );
-  const decoder = new TextDecoder('utf-8');
   return {
     commit: head.sha,
-    files: listing.files.map((f) => ({ path: f.path, text: decoder.decode(blobs.get(f.oid)) })),
+    files: listing.files.map((f) => ({ path: f.path, size: f.size, bytes: blobs.get(f.oid) })),
+    symlinks: listing.symlinks,
   };
 }

@@ -1,14 +1,17 @@
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Observable, type Subscriber } from 'rxjs';
+import { Observable, type SchedulerLike, type Subscriber } from 'rxjs';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { componentLogger, type Logger } from '../../core/logger.js';
-import { resourceKey, timestampFromDate, type ConfigResource, type Timestamp } from '../../core/resource.js';
+import { resourceKey, type ConfigResource } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent, SourceState } from '../../core/source-event.js';
-import { decodeUtf8 } from '../../schema/utf8-text.js';
-import { readYamlDocumentsAsync } from '../../schema/yaml-reader.js';
-import { DEFAULT_MAX_FILE_BYTES, fileTooLarge } from '../input-limits.js';
+import { DEFAULT_MAX_FILE_BYTES } from '../runtime/input-limits.js';
+import { FirstSeenTimes } from '../runtime/first-seen-times.js';
+import { sourceClock, type SourceClock } from '../runtime/source-clock.js';
+import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
+import { readYamlBytes } from '../runtime/yaml-file-reader.js';
+import { nextYamlFileSet, type YamlFileRead } from '../runtime/yaml-file-set.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { gitAuthFor, type GitCredentials } from './git-credentials.js';
 import { GitMirror } from './git-mirror.js';
@@ -41,6 +44,8 @@ export interface GitSourceOptions {
    * read), and the file keeps serving what it held. Default {@link DEFAULT_MAX_FILE_BYTES}.
    */
   readonly maxFileBytes?: number | undefined;
+  /** Times polls and retries, and stamps fetches; default the wall clock. */
+  readonly scheduler?: SchedulerLike | undefined;
 }
 
 /** Problems logged one by one per commit; the rest are counted (all are on /debug/git). */
@@ -77,14 +82,13 @@ export interface GitSourceStatus {
   readonly fileErrors: Readonly<Record<string, readonly string[]>>;
 }
 
-/** What one file of one commit yields. Shared between commits while the blob is unchanged. */
-interface FileResult {
+/**
+ * What one file of one commit yields: its valid objects, plus (when it has errors) those kept
+ * from the served version of the file. Shared between commits while the blob is unchanged.
+ */
+interface FileResult extends YamlFileRead {
   readonly path: string;
   readonly oid: string;
-  /** Its valid objects, plus (when it has errors) those kept from the served version of the file. */
-  readonly resources: readonly ConfigResource[];
-  readonly errors: readonly MeshmuxError[];
-  readonly warnings: readonly MeshmuxError[];
 }
 
 /** The state one commit yields once its files are combined. */
@@ -191,13 +195,14 @@ class GitSourceRun {
   private readonly log: Logger;
   private readonly mirror: GitMirror;
   private readonly include: (path: string) => boolean;
-  private readonly firstSeen = new Map<string, Timestamp>();
-  private timer: NodeJS.Timeout | undefined;
+  private readonly firstSeen = new FirstSeenTimes();
+  private readonly tracker: SourceStatusTracker;
+  private readonly clock: SourceClock;
+  private cancelTimer: (() => void) | undefined;
   private running = false;
   /** Resolvers of fetchNow() calls waiting for a fetch that has not begun yet. */
   private pending: Array<() => void> = [];
   private stopped = false;
-  private state: SourceState = 'connecting';
   /** Why the last fetch or read failed; cleared by the next one that works. */
   private failure: MeshmuxError | undefined;
   private lastFetchAttempt: Date | undefined;
@@ -220,16 +225,18 @@ class GitSourceRun {
     });
     this.mirror = GitMirror.of(options.url, options.cacheDir ?? path.join(tmpdir(), 'meshmux-git'));
     this.include = repoPathMatcher(options.paths ?? DEFAULT_REPO_PATHS);
+    this.tracker = new SourceStatusTracker((event) => this.subscriber.next(event));
+    this.clock = sourceClock(options.scheduler);
   }
 
   start(): void {
-    this.subscriber.next({ type: 'status', state: 'connecting' });
+    this.tracker.connecting();
     this.runCycle('start');
   }
 
   stop(): void {
     this.stopped = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.cancelTimer?.();
     for (const resolve of this.pending.splice(0)) resolve();
   }
 
@@ -243,8 +250,8 @@ class GitSourceRun {
 
   /** Runs one cycle, then the next one at once if requests arrived meanwhile, else after the interval. */
   private runCycle(reason: string): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
+    this.cancelTimer?.();
+    this.cancelTimer = undefined;
     this.running = true;
     const waiting = this.pending.splice(0);
     this.log.debug({ reason }, 'fetching');
@@ -261,8 +268,7 @@ class GitSourceRun {
           this.runCycle('requested during a fetch');
           return;
         }
-        this.timer = setTimeout(() => this.runCycle('interval'), this.options.intervalMs);
-        this.timer.unref();
+        this.cancelTimer = this.clock.after(this.options.intervalMs, () => this.runCycle('interval'));
       });
   }
 
@@ -282,7 +288,7 @@ class GitSourceRun {
       ref: this.options.ref,
       strict: this.options.strict ?? false,
       paths: this.options.paths ?? DEFAULT_REPO_PATHS,
-      state: this.state,
+      state: this.tracker.state,
       ...(fetched === undefined ? {} : { lastFetched: fetched }),
       ...(served === undefined ? {} : { lastServed: served }),
       ...(held === undefined || this.held === undefined
@@ -298,9 +304,14 @@ class GitSourceRun {
     };
   }
 
+  /** Now, by the source's clock. */
+  private clockDate(): Date {
+    return new Date(this.clock.now());
+  }
+
   /** One fetch, and a read when the ref moved. Never rejects: failures become status events. */
   private async cycle(): Promise<void> {
-    this.lastFetchAttempt = new Date();
+    this.lastFetchAttempt = this.clockDate();
     let commit: CommitInfo;
     try {
       const auth = await gitAuthFor(this.options.url, this.options.credentials ?? {});
@@ -315,7 +326,7 @@ class GitSourceRun {
     }
     if (this.stopped) return;
     const previous = this.lastFetched?.info.sha;
-    this.lastFetched = { info: commit, at: new Date() };
+    this.lastFetched = { info: commit, at: this.clockDate() };
     if (commit.sha === this.lastRead?.commit.sha) {
       this.recover();
       return;
@@ -365,12 +376,10 @@ class GitSourceRun {
 
   /** Serves a commit: one snapshot with its objects, errors and warnings. */
   private serve(next: CommitState): void {
-    this.served = { state: next, at: new Date() };
+    this.served = { state: next, at: this.clockDate() };
     this.held = undefined;
-    this.state = 'synced';
     // Creation times are remembered only for what is served, so the map cannot grow without end.
-    const live = new Set(next.resources.map(resourceKey));
-    for (const key of this.firstSeen.keys()) if (!live.has(key)) this.firstSeen.delete(key);
+    this.firstSeen.retainOnly(next.resources);
     this.logErrors(next, 'rejected a document');
     this.log.info(
       {
@@ -381,7 +390,7 @@ class GitSourceRun {
       },
       'serving commit',
     );
-    this.subscriber.next({
+    this.tracker.serve({
       type: 'snapshot',
       resources: next.resources,
       revision: next.commit.sha,
@@ -404,7 +413,7 @@ class GitSourceRun {
 
   /** Holds a commit with invalid documents back (strict): the served commit stays, the reasons are reported. */
   private hold(next: CommitState): void {
-    this.held = { state: next, at: new Date() };
+    this.held = { state: next, at: this.clockDate() };
     const served = this.served?.state;
     const summary = new MeshmuxError(
       'SCHEMA',
@@ -415,12 +424,10 @@ class GitSourceRun {
     this.logErrors(next, 'invalid document');
     this.log.warn({ commit: next.commit.sha, invalid: next.invalidDocuments }, 'commit held back (strict)');
     if (served === undefined) {
-      this.state = 'failing';
-      this.subscriber.next({ type: 'status', state: 'failing', error: summary });
+      this.tracker.failed(summary);
       return;
     }
-    this.state = 'synced';
-    this.subscriber.next({
+    this.tracker.serve({
       type: 'snapshot',
       resources: served.resources,
       revision: served.commit.sha,
@@ -439,19 +446,15 @@ class GitSourceRun {
       return;
     }
     this.log.info({ commit: this.served.state.commit.sha }, 'upstream reachable again');
-    this.state = 'synced';
-    this.subscriber.next({ type: 'status', state: 'synced' });
+    this.tracker.synced();
   }
 
   private fail(error: MeshmuxError, what: string): void {
     if (this.stopped) return;
-    const state: SourceState = this.served === undefined ? 'failing' : 'stale';
-    const changed = state !== this.state || error.describe() !== this.failure?.describe();
+    const changed = error.describe() !== this.failure?.describe() || this.tracker.state === 'synced';
     this.failure = error;
-    this.state = state;
-    if (!changed) return;
-    this.log.warn({ error: error.describe(), state }, what);
-    this.subscriber.next({ type: 'status', state, error });
+    if (changed) this.log.warn({ error: error.describe(), served: this.served?.state.commit.sha }, what);
+    this.tracker.failed(error);
   }
 
   /** Reads a commit's files, parsing only blobs that the last read commit did not have at that path. */
@@ -466,61 +469,50 @@ class GitSourceRun {
     const maxBytes = this.options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
     const toRead = listing.files.filter((f) => !known.has(`${f.path}\0${f.oid}`));
     const blobs = await this.mirror.readBlobs(toRead.filter((f) => f.size <= maxBytes).map((f) => f.oid));
-    const createTimeFor = (kind: string, namespace: string, name: string): Timestamp => {
-      const key = resourceKey({ kind, namespace, name });
-      let ts = this.firstSeen.get(key);
-      if (ts === undefined) this.firstSeen.set(key, (ts = timestampFromDate(commit.committedAt)));
-      return ts;
-    };
-    const files = new Map<string, FileResult>();
+    const createTimeFor = this.firstSeen.createTimeFor(() => commit.committedAt);
+    const reads: Array<[string, FileResult]> = [];
+    let invalidDocuments = 0;
     for (const f of listing.files) {
       const cached = known.get(`${f.path}\0${f.oid}`);
+      let file: FileResult;
       if (cached !== undefined) {
         // A file parsed for a held commit was never served: its objects take this commit's id.
-        const { file, served } = cached;
-        files.set(
-          f.path,
-          served ? file : { ...file, resources: file.resources.map((r) => this.withCommit(r, commit.sha)) },
-        );
-        continue;
+        file = cached.served
+          ? cached.file
+          : { ...cached.file, resources: cached.file.resources.map((r) => this.withCommit(r, commit.sha)) };
+      } else {
+        const read = await readYamlBytes({
+          file: f.path,
+          size: f.size,
+          bytes: blobs.get(f.oid),
+          maxFileBytes: maxBytes,
+          defaultNamespace: this.options.defaultNamespace,
+          createTimeFor,
+        });
+        file = {
+          path: f.path,
+          oid: f.oid,
+          resources: read.resources.map((r) => this.withCommit(r, commit.sha)),
+          errors: read.errors,
+          warnings: read.warnings,
+        };
       }
-      const read = await this.readBlob(f.path, f.size, blobs.get(f.oid), maxBytes, createTimeFor);
-      files.set(f.path, {
-        path: f.path,
-        oid: f.oid,
-        resources: read.resources.map((r) => this.withCommit(r, commit.sha)),
-        errors: read.errors,
-        warnings: read.warnings,
-      });
+      invalidDocuments += new Set(file.errors.map((e) => e.location.doc ?? -1)).size;
+      reads.push([f.path, file]);
     }
-    const extraWarnings = listing.symlinks.map(
+    // A file with invalid documents keeps what it held in the served commit: a broken edit never deletes.
+    const set = nextYamlFileSet(this.served?.state, reads);
+    const symlinks = listing.symlinks.map(
       (p) => new MeshmuxError('DECODE', 'symbolic link skipped: only regular files are read', { file: p }),
     );
-    return this.combine(commit, files, extraWarnings);
-  }
-
-  /** What one blob yields; one too large or not UTF-8 is an error of its file, and is not parsed. */
-  private async readBlob(
-    file: string,
-    size: number,
-    bytes: Buffer | undefined,
-    maxBytes: number,
-    createTimeFor: (kind: string, namespace: string, name: string) => Timestamp,
-  ): Promise<Pick<FileResult, 'resources' | 'errors' | 'warnings'>> {
-    if (size > maxBytes || bytes === undefined) {
-      return { resources: [], errors: [fileTooLarge(file, size, maxBytes)], warnings: [] };
-    }
-    let text: string;
-    try {
-      text = decodeUtf8(bytes, file);
-    } catch (err) {
-      return { resources: [], errors: [toMeshmuxError(err, 'YAML_SYNTAX', { file })], warnings: [] };
-    }
-    return readYamlDocumentsAsync(text, {
-      file,
-      defaultNamespace: this.options.defaultNamespace,
-      createTimeFor,
-    });
+    return {
+      commit,
+      files: set.files,
+      resources: set.resources,
+      errors: set.errors,
+      warnings: [...symlinks, ...set.warnings],
+      invalidDocuments,
+    };
   }
 
   /**
@@ -550,51 +542,5 @@ class GitSourceRun {
       this.servedIndex = { state, byKey: new Map(state.resources.map((x) => [resourceKey(x), x])) };
     }
     return this.servedIndex.byKey.get(resourceKey(r));
-  }
-
-  /**
-   * Combines files in path order: a later file redefining an object wins (reported as a warning);
-   * a file with invalid documents keeps the objects it held in the served commit that it no
-   * longer yields, so a broken edit never deletes config.
-   */
-  private combine(
-    commit: CommitInfo,
-    files: ReadonlyMap<string, FileResult>,
-    extraWarnings: readonly MeshmuxError[],
-  ): CommitState {
-    const servedFiles = this.served?.state.files;
-    const combined = new Map<string, FileResult>();
-    const byKey = new Map<string, ConfigResource>();
-    const errors: MeshmuxError[] = [];
-    const warnings: MeshmuxError[] = [...extraWarnings];
-    let invalidDocuments = 0;
-    for (const [filePath, result] of files) {
-      errors.push(...result.errors);
-      warnings.push(...result.warnings);
-      invalidDocuments += new Set(result.errors.map((e) => e.location.doc ?? -1)).size;
-      let resources = result.resources;
-      const before = servedFiles?.get(filePath);
-      if (result.errors.length > 0 && before !== undefined && before !== result) {
-        // Kept objects stay part of the file's result, so they survive later commits that leave it broken.
-        const now = new Set(resources.map(resourceKey));
-        resources = [...resources, ...before.resources.filter((r) => !now.has(resourceKey(r)))];
-      }
-      combined.set(filePath, resources === result.resources ? result : { ...result, resources });
-      for (const r of resources) {
-        const key = resourceKey(r);
-        const earlier = byKey.get(key);
-        if (earlier !== undefined && earlier.origin.file !== r.origin.file) {
-          warnings.push(
-            new MeshmuxError(
-              'METADATA',
-              `${r.kind} ${r.namespace}/${r.name} is also defined in ${earlier.origin.file ?? '?'}; this later file wins`,
-              { file: filePath, ...(r.origin.doc === undefined ? {} : { doc: r.origin.doc }) },
-            ),
-          );
-        }
-        byKey.set(key, r);
-      }
-    }
-    return { commit, files: combined, resources: [...byKey.values()], errors, warnings, invalidDocuments };
   }
 }

@@ -1,7 +1,7 @@
 import { MeshmuxError } from '../../core/errors.js';
 import { CONFIG_KINDS } from '../../schema/kinds.js';
-import { selectKinds } from '../kind-selection.js';
-import type { SubscriptionChannel } from '../subscription-state.js';
+import { selectKinds } from '../streaming/kind-selection.js';
+import type { SubscriptionChannel } from '../streaming/subscription-state.js';
 
 /**
  * The Galley-era collections to ask for (`istio/networking/v1alpha3/virtualservices`, ...), one

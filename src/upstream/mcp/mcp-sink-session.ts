@@ -2,9 +2,9 @@ import { MeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { ConfigResource } from '../../core/resource.js';
 import { messageType } from '../../schema/proto-root.js';
-import { ChannelUpdateBuilder } from '../channel-update-builder.js';
+import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
 import type { McpResourceReader } from '../mcp-resource-reader.js';
-import type { SubscriptionState } from '../subscription-state.js';
+import type { SubscriptionState } from '../streaming/subscription-state.js';
 import { plainBytes, readTopLevelFields, salvageString } from '../wire-fields.js';
 
 /** `google.rpc.Code.INVALID_ARGUMENT`: objects that failed to decode or validate. */

@@ -3,11 +3,12 @@ import { Observable } from 'rxjs';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import { DEFAULT_MAX_RECEIVE_BYTES } from '../dial-settings.js';
-import { openSubscription, streamingDescriptor } from '../streaming-source.js';
-import { DEFAULT_BACKOFF, ExponentialBackoff } from '../exponential-backoff.js';
-import type { SubscriptionChannel } from '../subscription-state.js';
-import { serverTls } from '../tls-credentials.js';
+import { DEFAULT_MAX_RECEIVE_BYTES } from '../streaming/dial-settings.js';
+import { openSubscription, streamingDescriptor } from '../streaming/streaming-source.js';
+import { DEFAULT_BACKOFF, ExponentialBackoff } from '../streaming/exponential-backoff.js';
+import type { SubscriptionChannel } from '../streaming/subscription-state.js';
+import { serverTls } from '../streaming/tls-credentials.js';
+import { sourceClock } from '../runtime/source-clock.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { planCollections } from './mcp-collections.js';
 import { McpSinkSession } from './mcp-sink-session.js';
@@ -76,7 +77,8 @@ export class McpSinkSource implements UpstreamSource {
       });
       let active: SinkCall | undefined;
       let stopped = false;
-      let retry: NodeJS.Timeout | undefined;
+      const clock = sourceClock(options.scheduler);
+      let cancelRetry: (() => void) | undefined;
       const backoff = new ExponentialBackoff(DEFAULT_BACKOFF);
 
       server.addService(SINK_SERVICE, {
@@ -114,7 +116,7 @@ export class McpSinkSource implements UpstreamSource {
       });
 
       const bind = async (): Promise<void> => {
-        retry = undefined;
+        cancelRetry = undefined;
         try {
           const credentials = await serverTls(options.tls);
           if (stopped) return;
@@ -130,7 +132,7 @@ export class McpSinkSource implements UpstreamSource {
           const delay = backoff.nextDelayMs();
           log.error({ err: error.message, retryInMs: Math.round(delay) }, 'cannot listen');
           state.streamClosed(error);
-          retry = setTimeout(() => void bind(), delay);
+          cancelRetry = clock.after(delay, () => void bind());
         }
       };
 
@@ -138,7 +140,7 @@ export class McpSinkSource implements UpstreamSource {
       void bind();
       return () => {
         stopped = true;
-        clearTimeout(retry);
+        cancelRetry?.();
         active?.end();
         active = undefined;
         server.forceShutdown();

@@ -1,8 +1,9 @@
-import type { DialSettings } from '../dial-settings.js';
+import type { SourceTiming } from '../runtime/source-clock.js';
+import type { DialSettings } from '../streaming/dial-settings.js';
 import type { SinkNode } from './mcp-sink-session.js';
 
 /** What both Galley-era MCP sources share, in the shape of their configuration. */
-export interface McpSinkSettings {
+export interface McpSinkSettings extends SourceTiming {
   readonly name: string;
   /** Namespace of objects whose name carries none. */
   readonly namespace: string;

@@ -1,10 +1,10 @@
 import { Observable } from 'rxjs';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import { backoffOf, channelOptionsOf } from '../dial-settings.js';
-import { openSubscription, streamingDescriptor } from '../streaming-source.js';
-import { ReconnectingStream } from '../reconnecting-stream.js';
-import type { SubscriptionChannel } from '../subscription-state.js';
+import { backoffOf, channelOptionsOf } from '../streaming/dial-settings.js';
+import { openSubscription, streamingDescriptor } from '../streaming/streaming-source.js';
+import { ReconnectingStream } from '../streaming/reconnecting-stream.js';
+import type { SubscriptionChannel } from '../streaming/subscription-state.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { planCollections } from './mcp-collections.js';
 import { McpSinkSession } from './mcp-sink-session.js';
@@ -57,6 +57,7 @@ export class McpSource implements UpstreamSource {
           channelOptions: channelOptionsOf(options),
           backoff: backoffOf(options),
           log,
+          scheduler: options.scheduler,
         },
         {
           onOpen: (s) => session.open((m) => s.send(m)),

@@ -1,8 +1,8 @@
 import { MeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { McpResourceReader } from '../mcp-resource-reader.js';
-import type { NodeIdentity } from '../node-identity.js';
-import type { SubscriptionState } from '../subscription-state.js';
+import type { NodeIdentity } from '../streaming/node-identity.js';
+import type { SubscriptionState } from '../streaming/subscription-state.js';
 import { readTopLevelFields, salvageString } from '../wire-fields.js';
 
 /** Any type URL suffix of the MCP envelope around every object. */

@@ -1,9 +1,9 @@
 import { MeshmuxError } from '../../core/errors.js';
 import type { ConfigResource } from '../../core/resource.js';
 import { messageType } from '../../schema/proto-root.js';
-import { ChannelUpdateBuilder } from '../channel-update-builder.js';
-import { nodeMessage } from '../node-identity.js';
-import type { OpenStream, StreamHandlers } from '../reconnecting-stream.js';
+import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
+import { nodeMessage } from '../streaming/node-identity.js';
+import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
 import { plainBytes } from '../wire-fields.js';
 import {
   INVALID_ARGUMENT,

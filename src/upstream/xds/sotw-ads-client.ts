@@ -1,8 +1,8 @@
 import { MeshmuxError } from '../../core/errors.js';
 import { messageType } from '../../schema/proto-root.js';
-import { ChannelUpdateBuilder } from '../channel-update-builder.js';
-import { nodeMessage } from '../node-identity.js';
-import type { OpenStream, StreamHandlers } from '../reconnecting-stream.js';
+import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
+import { nodeMessage } from '../streaming/node-identity.js';
+import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
 import type { ReadResult } from '../mcp-resource-reader.js';
 import { sameBytes } from '../wire-fields.js';
 import { scanDiscoveryResponse, type ScannedResponse } from './discovery-response.js';

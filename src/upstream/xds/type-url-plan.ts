@@ -1,7 +1,7 @@
 import { MeshmuxError } from '../../core/errors.js';
 import { typeUrlOf, type KindDescriptor } from '../../schema/kinds.js';
-import { findKind } from '../kind-selection.js';
-import type { SubscriptionChannel } from '../subscription-state.js';
+import { findKind } from '../streaming/kind-selection.js';
+import type { SubscriptionChannel } from '../streaming/subscription-state.js';
 
 /**
  * Which spelling of a kind's type URL to ask an upstream for:

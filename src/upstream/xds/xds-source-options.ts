@@ -1,12 +1,13 @@
-import type { DialSettings } from '../dial-settings.js';
-import type { NodeIdentityConfig } from '../node-identity.js';
+import type { SourceTiming } from '../runtime/source-clock.js';
+import type { DialSettings } from '../streaming/dial-settings.js';
+import type { NodeIdentityConfig } from '../streaming/node-identity.js';
 import type { ApiVersions } from './type-url-plan.js';
 
 /**
  * An MCP-over-xDS upstream, in the shape of its configuration (`type: xds`). Only `name`,
  * `namespace` and `address` are required.
  */
-export interface XdsSourceOptions extends DialSettings {
+export interface XdsSourceOptions extends DialSettings, SourceTiming {
   readonly name: string;
   /** Namespace of objects whose name carries none. */
   readonly namespace: string;

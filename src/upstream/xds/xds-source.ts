@@ -1,12 +1,12 @@
 import { Observable } from 'rxjs';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import { backoffOf, channelOptionsOf } from '../dial-settings.js';
-import { openSubscription, streamingDescriptor } from '../streaming-source.js';
-import { selectKinds } from '../kind-selection.js';
-import { resolveNodeIdentity } from '../node-identity.js';
-import { ReconnectingStream } from '../reconnecting-stream.js';
-import type { SubscriptionChannel } from '../subscription-state.js';
+import { backoffOf, channelOptionsOf } from '../streaming/dial-settings.js';
+import { openSubscription, streamingDescriptor } from '../streaming/streaming-source.js';
+import { selectKinds } from '../streaming/kind-selection.js';
+import { resolveNodeIdentity } from '../streaming/node-identity.js';
+import { ReconnectingStream } from '../streaming/reconnecting-stream.js';
+import type { SubscriptionChannel } from '../streaming/subscription-state.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { DeltaAdsClient, DELTA_ADS_METHOD } from './delta-ads-client.js';
 import { SotwAdsClient, SOTW_ADS_METHOD } from './sotw-ads-client.js';
@@ -52,6 +52,7 @@ export class XdsSource implements UpstreamSource {
           channelOptions: channelOptionsOf(options),
           backoff: backoffOf(options),
           log,
+          scheduler: options.scheduler,
         },
         delta ? new DeltaAdsClient(context) : new SotwAdsClient(context),
       );

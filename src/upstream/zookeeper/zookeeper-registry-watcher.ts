@@ -1,6 +1,7 @@
 import { createClient, Exception, type Client, type Option } from 'node-zookeeper-client';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import { SYSTEM_CLOCK, type SourceClock } from '../runtime/source-clock.js';
 
 /** Children of the root that Dubbo 2.7+ uses for metadata, not for interfaces. */
 const NOT_INTERFACES: ReadonlySet<string> = new Set(['config', 'mapping', 'metadata']);
@@ -35,6 +36,8 @@ export interface ZookeeperRegistryWatcherOptions {
   /** Interfaces it rejects are never read nor watched. */
   readonly acceptInterface: (name: string) => boolean;
   readonly log: Logger;
+  /** Times handshakes, liveness probes and retries; default the wall clock. */
+  readonly clock?: SourceClock | undefined;
 }
 
 /** What the watcher reports. Called synchronously; must not throw. */
@@ -90,19 +93,23 @@ export class ZookeeperRegistryWatcher {
   private retryDelayMs = RETRY_MIN_MS;
   /** Clients replaced since the last connection for want of one. */
   private redials = 0;
-  private readonly timers = new Set<NodeJS.Timeout>();
+  /** Cancels of the pending retries. */
+  private readonly timers = new Set<() => void>();
   /** Interfaces seen in the root's last listing. */
   private readonly tracked = new Set<string>();
   private readonly lists = new Map<string, readonly string[]>();
   private readonly pathErrors = new Map<string, MeshmuxError>();
   private readonly watchers = new Map<string, () => void>();
   private readonly rootWatcher = (): void => this.readRoot();
-  private probe: NodeJS.Timeout | undefined;
+  private cancelProbe: (() => void) | undefined;
+  private readonly clock: SourceClock;
 
   constructor(
     private readonly options: ZookeeperRegistryWatcherOptions,
     private readonly events: ZookeeperRegistryWatcherEvents,
-  ) {}
+  ) {
+    this.clock = options.clock ?? SYSTEM_CLOCK;
+  }
 
   /** Provider znode names per interface, sorted. Must not be altered; changes after `changed`. */
   get providers(): ReadonlyMap<string, readonly string[]> {
@@ -126,9 +133,9 @@ export class ZookeeperRegistryWatcher {
   stop(): void {
     this.stopped = true;
     this.generation++;
-    for (const t of this.timers) clearTimeout(t);
+    for (const cancel of this.timers) cancel();
     this.timers.clear();
-    clearInterval(this.probe);
+    this.cancelProbe?.();
     this.client?.close();
     this.client = undefined;
   }
@@ -137,7 +144,7 @@ export class ZookeeperRegistryWatcher {
   private openSession(resume?: ResumedSession): void {
     if (this.stopped) return;
     const generation = ++this.generation;
-    clearInterval(this.probe);
+    this.cancelProbe?.();
     this.client?.close();
     this.client = undefined;
     this.round = undefined;
@@ -150,14 +157,14 @@ export class ZookeeperRegistryWatcher {
     const client = createClient(servers, clientOptions);
     let established = resume !== undefined;
     const current = (): boolean => !this.stopped && generation === this.generation;
-    this.probe = this.probeLiveness(client, current);
+    this.cancelProbe = this.probeLiveness(client, current);
     const handshakeMs =
       this.options.handshakeTimeoutMs ?? Math.min(Math.max(sessionTimeoutMs, 3_000), 10_000);
-    let handshake: NodeJS.Timeout | undefined;
+    let cancelHandshake: (() => void) | undefined;
     let connected = false;
     const awaitConnection = (): void => {
-      clearTimeout(handshake);
-      handshake = setTimeout(() => {
+      cancelHandshake?.();
+      cancelHandshake = this.clock.after(handshakeMs, () => {
         if (!current() || connected) return;
         const id = client.getSessionId();
         const known = id.some((b) => b !== 0);
@@ -168,15 +175,14 @@ export class ZookeeperRegistryWatcher {
           'no ZooKeeper connection completed in time; dialling again with a new client',
         );
         this.openSession(known ? { id, password: client.getSessionPassword() } : undefined);
-      }, handshakeMs);
-      handshake.unref();
+      });
     };
     awaitConnection();
     client.on('state', (state) => {
       if (current()) log.debug({ state: String(state) }, 'ZooKeeper client state');
     });
     client.on('connected', () => {
-      clearTimeout(handshake);
+      cancelHandshake?.();
       connected = true;
       if (!current()) return;
       this.retryDelayMs = RETRY_MIN_MS;
@@ -213,7 +219,7 @@ export class ZookeeperRegistryWatcher {
       this.openSession();
     });
     client.on('authenticationFailed', () => {
-      clearTimeout(handshake);
+      cancelHandshake?.();
       if (!current()) return;
       this.events.unavailable(
         new MeshmuxError('PERMISSION_DENIED', 'ZooKeeper rejected the credentials', { file: servers }),
@@ -246,7 +252,7 @@ export class ZookeeperRegistryWatcher {
         client.connect();
       },
       (err: unknown) => {
-        clearTimeout(handshake);
+        cancelHandshake?.();
         if (!current()) return;
         this.events.unavailable(toMeshmuxError(err, 'CONFIG', { file: servers }));
         this.retrySession();
@@ -260,7 +266,7 @@ export class ZookeeperRegistryWatcher {
    * (and read again in full if the answer comes after all); unanswered for `deadConnectionMs`, the
    * client is replaced by a new session. Not a poll of the registry: changes still come by watches.
    */
-  private probeLiveness(client: Client, current: () => boolean): NodeJS.Timeout {
+  private probeLiveness(client: Client, current: () => boolean): () => void {
     const { sessionTimeoutMs, log, servers } = this.options;
     const deadMs = this.options.deadConnectionMs ?? Math.max(3 * sessionTimeoutMs, 10_000);
     const root = this.options.root === '' ? '/' : this.options.root;
@@ -273,40 +279,45 @@ export class ZookeeperRegistryWatcher {
       sentAt = undefined;
       silent = false;
     });
-    const timer = setInterval(
-      () => {
-        if (!current() || !connected) return;
-        const now = performance.now();
-        if (sentAt === undefined) {
-          const sent = (sentAt = now);
-          client.exists(root, (err) => {
-            if (!current() || sentAt !== sent || isConnectionProblem(err)) return;
-            sentAt = undefined;
-            if (!silent) return;
-            silent = false;
-            log.info('ZooKeeper answers again; reading the registry again');
-            this.startRound();
-          });
-          return;
-        }
-        const waited = now - sentAt;
-        if (waited > deadMs) {
-          log.warn({ waitedMs: Math.round(waited) }, 'ZooKeeper connection is dead; opening a new session');
-          this.openSession();
-        } else if (waited > client.getSessionTimeout() && !silent) {
-          silent = true;
-          log.warn({ waitedMs: Math.round(waited) }, 'ZooKeeper does not answer');
-          this.events.unavailable(
-            new MeshmuxError('UNAVAILABLE', `ZooKeeper has not answered for ${Math.round(waited)} ms`, {
-              file: servers,
-            }),
-          );
-        }
-      },
-      Math.max(Math.floor(sessionTimeoutMs / 3), 100),
-    );
-    timer.unref();
-    return timer;
+    const periodMs = Math.max(Math.floor(sessionTimeoutMs / 3), 100);
+    let cancel: (() => void) | undefined;
+    const arm = (): void => {
+      cancel = this.clock.after(periodMs, () => {
+        arm();
+        probe();
+      });
+    };
+    const probe = (): void => {
+      if (!current() || !connected) return;
+      const now = this.clock.now();
+      if (sentAt === undefined) {
+        const sent = (sentAt = now);
+        client.exists(root, (err) => {
+          if (!current() || sentAt !== sent || isConnectionProblem(err)) return;
+          sentAt = undefined;
+          if (!silent) return;
+          silent = false;
+          log.info('ZooKeeper answers again; reading the registry again');
+          this.startRound();
+        });
+        return;
+      }
+      const waited = now - sentAt;
+      if (waited > deadMs) {
+        log.warn({ waitedMs: Math.round(waited) }, 'ZooKeeper connection is dead; opening a new session');
+        this.openSession();
+      } else if (waited > client.getSessionTimeout() && !silent) {
+        silent = true;
+        log.warn({ waitedMs: Math.round(waited) }, 'ZooKeeper does not answer');
+        this.events.unavailable(
+          new MeshmuxError('UNAVAILABLE', `ZooKeeper has not answered for ${Math.round(waited)} ms`, {
+            file: servers,
+          }),
+        );
+      }
+    };
+    arm();
+    return () => cancel?.();
   }
 
   private retrySession(): void {
@@ -316,12 +327,11 @@ export class ZookeeperRegistryWatcher {
   }
 
   private later(ms: number, fn: () => void): void {
-    const timer = setTimeout(() => {
-      this.timers.delete(timer);
+    const cancel = this.clock.after(ms, () => {
+      this.timers.delete(cancel);
       if (!this.stopped) fn();
-    }, ms);
-    timer.unref();
-    this.timers.add(timer);
+    });
+    this.timers.add(cancel);
   }
 
   private startRound(): void {

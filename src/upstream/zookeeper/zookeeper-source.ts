@@ -1,9 +1,10 @@
 import { readFile } from 'node:fs/promises';
-import { Observable } from 'rxjs';
-import type { MeshmuxError } from '../../core/errors.js';
+import { Observable, type SchedulerLike } from 'rxjs';
 import { componentLogger } from '../../core/logger.js';
-import type { SourceDescriptor, SourceEvent, SourceState } from '../../core/source-event.js';
-import { revisionOf } from '../source-revision.js';
+import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
+import { sourceClock } from '../runtime/source-clock.js';
+import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
+import { revisionOf } from '../runtime/source-revision.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { parseProviderNode, type ProviderParse } from './dubbo-provider-url.js';
 import { DubboHostTemplate } from './dubbo-host-template.js';
@@ -49,6 +50,8 @@ export interface ZookeeperSourceOptions {
   readonly labelParameters?: GlobLists;
   /** Quiet time after a watch fires before the state is published, so a burst is published once. Default 50 ms. */
   readonly debounceMs?: number;
+  /** Times the debounce; default the wall clock. */
+  readonly scheduler?: SchedulerLike | undefined;
 }
 
 /** Lifecycle hooks, called synchronously; for telemetry and tests. */
@@ -107,19 +110,10 @@ export class ZookeeperSource implements UpstreamSource {
        * changes, so each is parsed once, and an interface whose list is the same array is reused.
        */
       let parses = new Map<string, { list: readonly string[]; byNode: ReadonlyMap<string, ProviderParse> }>();
-      let state: SourceState = 'connecting';
-      let lastStatusText = '';
-      let lastRevision: string | undefined;
-      let lastProblems: string | undefined;
-      let timer: NodeJS.Timeout | undefined;
-
-      const setStatus = (next: SourceState, error?: MeshmuxError): void => {
-        const text = `${next}|${error?.describe() ?? ''}`;
-        if (text === lastStatusText) return;
-        lastStatusText = text;
-        state = next;
-        subscriber.next(error === undefined ? { type: 'status', state } : { type: 'status', state, error });
-      };
+      const tracker = new SourceStatusTracker((event) => subscriber.next(event), SOURCE_KINDS);
+      let loggedProblems: string | undefined;
+      const clock = sourceClock(options.scheduler);
+      let cancelDebounce: (() => void) | undefined;
 
       const currentParses = (): Map<string, ReadonlyMap<string, ProviderParse>> => {
         const next = new Map<
@@ -144,23 +138,27 @@ export class ZookeeperSource implements UpstreamSource {
       };
 
       const publish = (): void => {
-        if (timer !== undefined) clearTimeout(timer);
-        timer = undefined;
+        cancelDebounce?.();
+        cancelDebounce = undefined;
         if (watcher.syncing) return; // `synced` publishes once the read is complete
         const started = performance.now();
         const result = builder.build(currentParses());
         const errors = [...watcher.readErrors, ...result.errors];
         const revision = revisionOf(result.resources);
+        const served = tracker.serve({
+          type: 'snapshot',
+          kinds: SOURCE_KINDS,
+          resources: result.resources,
+          revision,
+          errors,
+          warnings: result.warnings,
+        });
+        if (!served) return;
         const problems = [...errors, ...result.warnings].map((e) => e.describe()).join('\n');
-        if (revision === lastRevision && problems === lastProblems) {
-          if (state !== 'synced') setStatus('synced');
-          return;
-        }
-        if (problems !== lastProblems) {
+        if (problems !== loggedProblems) {
           for (const e of errors) log.warn({ error: e.describe() }, 'registration not served');
+          loggedProblems = problems;
         }
-        lastRevision = revision;
-        lastProblems = problems;
         log.info(
           {
             services: result.services,
@@ -171,16 +169,6 @@ export class ZookeeperSource implements UpstreamSource {
           },
           'registry state read',
         );
-        state = 'synced';
-        lastStatusText = 'synced|';
-        subscriber.next({
-          type: 'snapshot',
-          kinds: SOURCE_KINDS,
-          resources: result.resources,
-          revision,
-          errors,
-          warnings: result.warnings,
-        });
       };
 
       const auth = options.auth;
@@ -201,23 +189,23 @@ export class ZookeeperSource implements UpstreamSource {
               }),
           acceptInterface: (name) => interfaces.matches(name),
           log,
+          clock,
         },
         {
           changed: () => {
-            if (watcher.syncing || timer !== undefined) return;
-            timer = setTimeout(publish, options.debounceMs ?? 50);
+            if (watcher.syncing || cancelDebounce !== undefined) return;
+            cancelDebounce = clock.after(options.debounceMs ?? 50, publish);
           },
           synced: publish,
-          unavailable: (error) => setStatus(lastRevision === undefined ? 'failing' : 'stale', error),
+          unavailable: (error) => tracker.failed(error),
           session: (sessionId) => hooks.onSession?.(sessionId),
         },
       );
 
-      subscriber.next({ type: 'status', state: 'connecting' });
-      lastStatusText = 'connecting|';
+      tracker.connecting();
       watcher.start();
       return () => {
-        if (timer !== undefined) clearTimeout(timer);
+        cancelDebounce?.();
         watcher.stop();
       };
     });

@@ -1,9 +1,11 @@
-import { MeshmuxError } from '../core/errors.js';
-import type { Logger } from '../core/logger.js';
-import { compareByName, type ConfigResource } from '../core/resource.js';
-import type { SourceEvent, SourceState } from '../core/source-event.js';
-import type { KindDescriptor } from '../schema/kinds.js';
-import { revisionOf } from './source-revision.js';
+import { MeshmuxError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import { compareByName, type ConfigResource } from '../../core/resource.js';
+import type { SourceEvent } from '../../core/source-event.js';
+import type { KindDescriptor } from '../../schema/kinds.js';
+import { revisionOf } from '../runtime/source-revision.js';
+import { sourceClock, type SourceTiming } from '../runtime/source-clock.js';
+import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 
 /**
  * One subscription of a source: a type URL (xDS) or a collection (legacy MCP). A kind may be
@@ -40,7 +42,7 @@ export interface ChannelUpdate {
   readonly version: string;
 }
 
-export interface SubscriptionStateOptions {
+export interface SubscriptionStateOptions extends SourceTiming {
   readonly source: string;
   /** The upstream as messages name it (`xds://host:port`). */
   readonly upstream: string;
@@ -53,14 +55,8 @@ export interface SubscriptionStateOptions {
    * served and the rest are reported mute (never served empty).
    */
   readonly syncTimeoutMs: number;
-  /** Starts a timer and returns its cancel function. Default: an unref'd `setTimeout`. */
+  /** Starts a timer and returns its cancel function. Default: the `scheduler`'s. */
   readonly startTimer?: (callback: () => void, ms: number) => () => void;
-}
-
-function defaultTimer(callback: () => void, ms: number): () => void {
-  const timer = setTimeout(callback, ms);
-  timer.unref();
-  return () => clearTimeout(timer);
 }
 
 interface ChannelState {
@@ -108,8 +104,8 @@ export class SubscriptionState {
   /** Per kind, what was served last time. */
   private readonly served = new Map<string, readonly ConfigResource[]>();
   private servedProblems = '';
-  private state: SourceState = 'connecting';
-  private everSynced = false;
+  /** Status rules (stale or failing, emit only on change) shared with every other source. */
+  private readonly tracker: SourceStatusTracker;
   private streamSynced = false;
   /** The current stream's sync budget passed before every channel answered. */
   private budgetPassed = false;
@@ -118,7 +114,9 @@ export class SubscriptionState {
   private lastVersion = '';
 
   constructor(private readonly options: SubscriptionStateOptions) {
-    this.startTimer = options.startTimer ?? defaultTimer;
+    const clock = sourceClock(options.scheduler);
+    this.startTimer = options.startTimer ?? ((callback, ms) => clock.after(ms, callback));
+    this.tracker = new SourceStatusTracker(options.emit);
     for (const channel of options.channels) {
       const state: ChannelState = {
         channel,
@@ -138,7 +136,7 @@ export class SubscriptionState {
 
   /** Announces the source; call once, before anything else. */
   start(): void {
-    this.options.emit({ type: 'status', state: 'connecting' });
+    this.tracker.connecting();
   }
 
   /** Every channel id, in subscription order. */
@@ -226,12 +224,12 @@ export class SubscriptionState {
   streamClosed(error: MeshmuxError): void {
     this.clearTimer();
     this.streamSynced = false;
-    this.setState(this.everSynced ? 'stale' : 'failing', error);
+    this.tracker.failed(error);
   }
 
   /** A problem that changes no state (an undecodable response): reported as the source's last error. */
   report(error: MeshmuxError): void {
-    this.options.emit({ type: 'status', state: this.state, error });
+    this.tracker.report(error);
   }
 
   /** Stops the sync budget timer; call on teardown. */
@@ -293,10 +291,9 @@ export class SubscriptionState {
     for (const list of this.served.values()) objects += list.length;
     this.options.log.info(
       { source: this.options.source, objects, kinds, version: this.lastVersion },
-      this.everSynced ? 'resynced with upstream' : 'synced with upstream',
+      this.tracker.hasSynced ? 'resynced with upstream' : 'synced with upstream',
     );
-    this.everSynced = true;
-    this.setState('synced');
+    this.tracker.synced();
   }
 
   /** The source is `failing` (never synced) or `stale`, with an error naming what stays mute. */
@@ -311,7 +308,7 @@ export class SubscriptionState {
         'their kinds keep what they held and are not served until they answer',
       { file: this.options.upstream },
     );
-    this.setState(this.everSynced ? 'stale' : 'failing', error);
+    this.tracker.failed(error);
   }
 
   private serveKind(kind: string): void {
@@ -347,7 +344,8 @@ export class SubscriptionState {
       );
     }
     this.servedProblems = this.problemSignature();
-    this.options.emit({
+    // The upstream's version may repeat over new content: what changed was judged above, per kind.
+    this.tracker.forward({
       type: 'snapshot',
       kinds,
       resources,
@@ -402,12 +400,6 @@ export class SubscriptionState {
       for (const w of c.warnings) parts.push(`W${w.describe()}`);
     }
     return parts.join('\n');
-  }
-
-  private setState(state: SourceState, error?: MeshmuxError): void {
-    if (state === this.state && error === undefined) return;
-    this.state = state;
-    this.options.emit(error === undefined ? { type: 'status', state } : { type: 'status', state, error });
   }
 
   private clearTimer(): void {

@@ -1,11 +1,12 @@
-import type { Logger } from '../core/logger.js';
-import type { SourceDescriptor, SourceEvent } from '../core/source-event.js';
+import type { Logger } from '../../core/logger.js';
+import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
+import type { SourceTiming } from '../runtime/source-clock.js';
 import { DEFAULT_SYNC_TIMEOUT_MS } from './dial-settings.js';
-import { McpResourceReader } from './mcp-resource-reader.js';
+import { McpResourceReader } from '../mcp-resource-reader.js';
 import { type SubscriptionChannel, SubscriptionState } from './subscription-state.js';
 
 /** What every MCP streaming source (xds, mcp, mcp-sink) is configured with, besides its transport. */
-export interface StreamingSourceOptions {
+export interface StreamingSourceOptions extends SourceTiming {
   readonly name: string;
   readonly namespace: string;
   readonly syncTimeout?: number | undefined;
@@ -44,6 +45,7 @@ export function openSubscription(
     emit,
     log,
     syncTimeoutMs: options.syncTimeout ?? DEFAULT_SYNC_TIMEOUT_MS,
+    scheduler: options.scheduler,
   });
   const reader = new McpResourceReader({ defaultNamespace: options.namespace, origin: describe });
   return { state, reader };

@@ -1,4 +1,4 @@
-import { MeshmuxError } from '../core/errors.js';
+import { MeshmuxError } from '../../core/errors.js';
 
 /**
  * The largest file (file source) or blob (git source) read by default: 32 MiB. Far above any real

@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
-import { MeshmuxError } from '../core/errors.js';
-import { checkTlsIdentity, readPemFile } from '../core/pem-files.js';
+import { MeshmuxError } from '../../core/errors.js';
+import { checkTlsIdentity, readPemFile } from '../../core/pem-files.js';
 
 /**
  * PEM files of a TLS identity and trust, as configured (`tls:` of a source). Absent settings

@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
-import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
-import type { Logger } from '../core/logger.js';
+import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import { sourceClock, type SourceClock, type SourceTiming } from '../runtime/source-clock.js';
 import { ExponentialBackoff, type BackoffPolicy } from './exponential-backoff.js';
 import { clientTls, type TlsSettings } from './tls-credentials.js';
 
@@ -22,7 +23,7 @@ export interface StreamHandlers {
   onClose(error: MeshmuxError): void;
 }
 
-export interface ReconnectingStreamOptions {
+export interface ReconnectingStreamOptions extends SourceTiming {
   /** `host:port`. */
   readonly address: string;
   /** Full gRPC method path of the bidirectional stream. */
@@ -56,7 +57,8 @@ export class ReconnectingStream {
   private readonly backoff: ExponentialBackoff;
   private client: grpc.Client | undefined;
   private call: grpc.ClientDuplexStream<Uint8Array, Buffer> | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly clock: SourceClock;
+  private cancelRetry: (() => void) | undefined;
   private attempt = 0;
   private stopped = false;
 
@@ -65,6 +67,7 @@ export class ReconnectingStream {
     private readonly handlers: StreamHandlers,
   ) {
     this.backoff = new ExponentialBackoff(options.backoff);
+    this.clock = sourceClock(options.scheduler);
   }
 
   /** Opens the first stream now. */
@@ -80,8 +83,8 @@ export class ReconnectingStream {
   /** Ends the stream and stops reconnecting. Idempotent. */
   stop(): void {
     this.stopped = true;
-    clearTimeout(this.timer);
-    this.timer = undefined;
+    this.cancelRetry?.();
+    this.cancelRetry = undefined;
     const call = this.call;
     this.call = undefined;
     call?.cancel();
@@ -90,7 +93,7 @@ export class ReconnectingStream {
   }
 
   private async connect(): Promise<void> {
-    this.timer = undefined;
+    this.cancelRetry = undefined;
     const attempt = ++this.attempt;
     let tls: Awaited<ReturnType<typeof clientTls>>;
     try {
@@ -141,7 +144,7 @@ export class ReconnectingStream {
     );
     this.handlers.onClose(error);
     if (this.stopped) return;
-    this.timer = setTimeout(() => void this.connect(), delayMs);
+    this.cancelRetry = this.clock.after(delayMs, () => void this.connect());
   }
 
   private statusError(status: grpc.StatusObject): MeshmuxError {

@@ -1,6 +1,6 @@
-import { MeshmuxError } from '../core/errors.js';
-import type { ConfigResource } from '../core/resource.js';
-import type { ReadResult } from './mcp-resource-reader.js';
+import { MeshmuxError } from '../../core/errors.js';
+import type { ConfigResource } from '../../core/resource.js';
+import type { ReadResult } from '../mcp-resource-reader.js';
 import type { ChannelUpdate } from './subscription-state.js';
 
 /** At most this many dropped objects are named in a NACK; the count is always exact. */

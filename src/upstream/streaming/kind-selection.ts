@@ -1,5 +1,5 @@
-import { MeshmuxError } from '../core/errors.js';
-import { CONFIG_KINDS, KINDS, type KindDescriptor } from '../schema/kinds.js';
+import { MeshmuxError } from '../../core/errors.js';
+import { CONFIG_KINDS, KINDS, type KindDescriptor } from '../../schema/kinds.js';
 
 /** A config kind by its name (`VirtualService`) or registry key (`networking.istio.io/VirtualService`). */
 export function findKind(nameOrKey: string): KindDescriptor | undefined {

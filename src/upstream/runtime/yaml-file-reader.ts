@@ -1,0 +1,71 @@
+import { readdir, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { toMeshmuxError } from '../../core/errors.js';
+import type { Timestamp } from '../../core/resource.js';
+import { decodeUtf8 } from '../../schema/utf8-text.js';
+import { readYamlDocumentsAsync } from '../../schema/yaml-reader.js';
+import { fileTooLarge } from './input-limits.js';
+import type { YamlFileRead } from './yaml-file-set.js';
+
+/** Names of the files a folder source reads. */
+const YAML_FILE = /\.(ya?ml|json)$/i;
+
+/** How to read one file's bytes. */
+export interface YamlBytesOptions {
+  /** The name problems carry (a path relative to the working directory, a repository path). */
+  readonly file: string;
+  /** The file's size, bytes: checked against the cap before anything is read. */
+  readonly size: number;
+  /** Its bytes; undefined when the caller did not read them because `size` is over the cap. */
+  readonly bytes: Uint8Array | undefined;
+  readonly maxFileBytes: number;
+  readonly defaultNamespace: string;
+  /** The creation time of an object met for the first time (see `FirstSeenTimes`). */
+  readonly createTimeFor: (kind: string, namespace: string, name: string) => Timestamp;
+}
+
+/**
+ * What one file's bytes yield, with the bounds every reader of Istio YAML applies: a file over
+ * `maxFileBytes` or not UTF-8 is not parsed, and is one error naming it (its read holds no
+ * objects, so a {@link nextYamlFileSet} keeps what it served). Never rejects for bad content.
+ */
+export async function readYamlBytes(options: YamlBytesOptions): Promise<YamlFileRead> {
+  const { file, size, bytes, maxFileBytes } = options;
+  if (size > maxFileBytes || bytes === undefined || bytes.length > maxFileBytes) {
+    return {
+      resources: [],
+      errors: [fileTooLarge(file, Math.max(size, bytes?.length ?? 0), maxFileBytes)],
+      warnings: [],
+    };
+  }
+  let text: string;
+  try {
+    text = decodeUtf8(bytes, file);
+  } catch (err) {
+    return { resources: [], errors: [toMeshmuxError(err, 'YAML_SYNTAX', { file })], warnings: [] };
+  }
+  return readYamlDocumentsAsync(text, {
+    file,
+    defaultNamespace: options.defaultNamespace,
+    createTimeFor: options.createTimeFor,
+  });
+}
+
+/**
+ * Every YAML or JSON file (`*.yaml`, `*.yml`, `*.json`) at or below `root`, in path order; a
+ * single file is returned as itself, whatever its name. Rejects when `root` cannot be read.
+ */
+export async function listYamlFiles(root: string): Promise<string[]> {
+  const info = await stat(root);
+  if (info.isFile()) return [root];
+  const entries = await readdir(root, { recursive: true, withFileTypes: true });
+  return entries
+    .filter((e) => e.isFile() && YAML_FILE.test(e.name))
+    .map((e) => path.join(e.parentPath, e.name))
+    .sort();
+}
+
+/** How a file on disk is named in problems and origins: relative to the working directory. */
+export function shownPath(file: string): string {
+  return path.relative(process.cwd(), file) || file;
+}

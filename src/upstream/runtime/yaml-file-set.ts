@@ -1,0 +1,90 @@
+import { MeshmuxError } from '../../core/errors.js';
+import { resourceKey, type ConfigResource } from '../../core/resource.js';
+
+/**
+ * What one YAML file yields: its valid objects, the documents it rejected, what was skipped or
+ * repaired. A file that could not be read at all (too large, not UTF-8, unreadable) is a read with
+ * no objects and the error saying why. Must not be altered once built.
+ */
+export interface YamlFileRead {
+  readonly resources: readonly ConfigResource[];
+  readonly errors: readonly MeshmuxError[];
+  readonly warnings: readonly MeshmuxError[];
+}
+
+/**
+ * Many YAML files as one state. Immutable: the next set is built from it, never written into it.
+ */
+export interface YamlFileSet<R extends YamlFileRead = YamlFileRead> {
+  /**
+   * Per file, what it serves: its read, plus (while it has errors) the objects it served before
+   * and no longer yields. Feed it back as `previous` so kept objects outlive later broken reads.
+   */
+  readonly files: ReadonlyMap<string, R>;
+  /** Every served object once, the later file's where two define the same one, in file order. */
+  readonly resources: readonly ConfigResource[];
+  /** Every file's errors, in file order. */
+  readonly errors: readonly MeshmuxError[];
+  /** Every file's warnings, then one per object defined again by a later file. */
+  readonly warnings: readonly MeshmuxError[];
+}
+
+/** The set of no files. */
+export const EMPTY_YAML_FILE_SET: YamlFileSet<never> = {
+  files: new Map<string, never>(),
+  resources: [],
+  errors: [],
+  warnings: [],
+};
+
+/**
+ * The next state of a set of YAML files, from the set served before and what each file present
+ * now yields, in the order given (callers list files in path order); a read may carry more than
+ * {@link YamlFileRead} (a blob id), kept as it is. A pure function: the rules
+ * that file and git sources and `meshmux validate` share, written once.
+ *
+ * - **Later file wins.** When two files define the same object, the later one is served and a
+ *   warning names both.
+ * - **A broken file never deletes.** A file whose read has errors keeps serving the objects it
+ *   served in `previous` that its read no longer yields (a read that is `previous`'s own entry,
+ *   unchanged, is taken as is). A file absent from `reads` is gone, with its objects.
+ *
+ * Creation times are not this function's business: they are fixed while a file is read (see
+ * `FirstSeenTimes`), so an object keeps the one it was first seen with.
+ */
+export function nextYamlFileSet<R extends YamlFileRead>(
+  previous: YamlFileSet<R> | undefined,
+  reads: Iterable<readonly [string, R]>,
+): YamlFileSet<R> {
+  const files = new Map<string, R>();
+  const byKey = new Map<string, ConfigResource>();
+  const errors: MeshmuxError[] = [];
+  const warnings: MeshmuxError[] = [];
+  for (const [file, read] of reads) {
+    errors.push(...read.errors);
+    warnings.push(...read.warnings);
+    const before = previous?.files.get(file);
+    let resources = read.resources;
+    if (read.errors.length > 0 && before !== undefined && before !== read) {
+      const now = new Set(resources.map(resourceKey));
+      const kept = before.resources.filter((r) => !now.has(resourceKey(r)));
+      if (kept.length > 0) resources = [...resources, ...kept];
+    }
+    files.set(file, resources === read.resources ? read : { ...read, resources });
+    for (const r of resources) {
+      const key = resourceKey(r);
+      const earlier = byKey.get(key);
+      if (earlier !== undefined && earlier.origin.file !== r.origin.file) {
+        warnings.push(
+          new MeshmuxError(
+            'METADATA',
+            `${r.kind} ${r.namespace}/${r.name} is also defined in ${earlier.origin.file ?? '?'}; this later file wins`,
+            { file: r.origin.file ?? file, ...(r.origin.doc === undefined ? {} : { doc: r.origin.doc }) },
+          ),
+        );
+      }
+      byKey.set(key, r);
+    }
+  }
+  return { files, resources: [...byKey.values()], errors, warnings };
+}
