@@ -6,9 +6,9 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { filter, firstValueFrom } from 'rxjs';
 import { startMeshmux } from './app.js';
 import { MeshmuxError } from './core/errors.js';
-import { componentLogger, LOG_LEVELS, type LogLevel, setLogLevel } from './core/logger.js';
+import { componentLogger, LOG_LEVELS, type LogLevel, sendLogsToStderr, setLogLevel } from './core/logger.js';
 import { PACKAGE_ROOT } from './core/paths.js';
-import { configProblems, loadMeshmuxConfig } from './settings/meshmux-config.js';
+import { configJsonSchema, configProblems, loadMeshmuxConfig } from './settings/meshmux-config.js';
 import { ByteSize } from './settings/sources/common.js';
 import { readRepositoryHead } from './upstream/git/git-objects.js';
 import { DEFAULT_REPO_PATHS, repoPathMatcher } from './upstream/git/repo-path-matcher.js';
@@ -22,10 +22,10 @@ const DEFAULT_CONFIG = path.join(PACKAGE_ROOT, 'config', 'meshmux.yaml');
 
 /** The configuration file to read and what its relative paths resolve against. */
 function configLocation(file: string | undefined): { file: string; baseDir: string } {
-  // The embedded default resolves its relative paths against the package; a user's file against the working directory.
-  return file === undefined
-    ? { file: DEFAULT_CONFIG, baseDir: PACKAGE_ROOT }
-    : { file: path.resolve(file), baseDir: process.cwd() };
+  // Relative paths resolve against the file's own folder, as in Prometheus: the same file means the
+  // same thing whatever the working directory (a container's, a service manager's).
+  const resolved = path.resolve(file ?? DEFAULT_CONFIG);
+  return { file: resolved, baseDir: path.dirname(resolved) };
 }
 
 async function serve(options: { config?: string; xds?: string; http?: string }): Promise<void> {
@@ -89,11 +89,15 @@ async function preview(options: {
     if (i <= 0) throw new MeshmuxError('CONFIG', `--meta takes KEY=VALUE, got "${kv}"`);
     metadata[kv.slice(0, i)] = kv.slice(i + 1);
   }
-  const running = await startMeshmux(config, {
-    xds: '127.0.0.1:0',
-    http: '127.0.0.1:0',
-    ...(config.server.xdsTls === undefined ? {} : { xdsTls: '127.0.0.1:0' }),
-  });
+  // A preview reads the sources afresh and never touches the state of a running meshmux.
+  const running = await startMeshmux(
+    { ...config, state: { dir: 'none' } },
+    {
+      xds: '127.0.0.1:0',
+      http: '127.0.0.1:0',
+      ...(config.server.xdsTls === undefined ? {} : { xdsTls: '127.0.0.1:0' }),
+    },
+  );
   try {
     await firstValueFrom(running.engine.snapshots$.pipe(filter((s) => s.ready)));
     const result = running.preview({
@@ -200,6 +204,54 @@ function parseMaxFileSize(text: string): number {
   return parsed.data;
 }
 
+/** `file:line:column: field: reason` for a configuration problem, as compilers print them. */
+function compilerStyle(problem: MeshmuxError): string {
+  const { file, line, column, field } = problem.location;
+  const where = [file ?? '', line ?? '', line === undefined ? '' : (column ?? '')]
+    .filter((p) => p !== '')
+    .join(':');
+  return `${where}: ${field === undefined ? '' : `${field}: `}${problem.message}`;
+}
+
+/** Loads and checks a configuration without starting anything; returns the exit code. */
+function checkConfig(file: string | undefined): number {
+  const location = configLocation(file);
+  try {
+    const config = loadMeshmuxConfig(location.file, location.baseDir);
+    console.log(
+      `${location.file}: valid (${config.sources.length} source(s), ${config.policies.length} policy(ies))`,
+    );
+    return 0;
+  } catch (err) {
+    if (!(err instanceof MeshmuxError)) throw err;
+    for (const problem of configProblems(err)) console.error(compilerStyle(problem));
+    return 1;
+  }
+}
+
+/** A bash completion script for the commands and options of `command`. */
+function bashCompletion(command: Command): string {
+  const commands = command.commands.map((c) => c.name());
+  const cases = command.commands
+    .map((c) => `    ${c.name()}) opts="${c.options.map((o) => o.long ?? '').join(' ')}" ;;`)
+    .join('\n');
+  return `# meshmux completion for bash: source <(meshmux completion)
+_meshmux() {
+  local cur=\${COMP_WORDS[COMP_CWORD]} opts
+  if [ "$COMP_CWORD" -eq 1 ]; then
+    COMPREPLY=($(compgen -W "${commands.join(' ')} --help --version" -- "$cur"))
+    return
+  fi
+  case "\${COMP_WORDS[1]}" in
+${cases}
+    *) opts="" ;;
+  esac
+  if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "$opts --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi
+}
+complete -F _meshmux meshmux
+`;
+}
+
 const program = new Command()
   .name('meshmux')
   .description('One MCP-over-xDS endpoint for a fleet of istiods.')
@@ -255,6 +307,32 @@ program
     const errors = await validate(paths, options);
     process.exitCode = errors > 0 ? 1 : 0;
   });
+
+program
+  .command('check-config')
+  .description('check a configuration file alone (no source is started); every problem as file:line:column')
+  .argument('[file]', 'configuration file (default: the embedded one)')
+  .action((file: string | undefined) => {
+    process.exitCode = checkConfig(file);
+  });
+
+program
+  .command('schema')
+  .description('print the JSON Schema of the configuration file (for editors: yaml-language-server)')
+  .action(() => {
+    process.stdout.write(`${JSON.stringify(configJsonSchema(), null, 2)}\n`);
+  });
+
+program
+  .command('completion')
+  .description('print a bash completion script: source <(meshmux completion)')
+  .action(() => {
+    process.stdout.write(bashCompletion(program));
+  });
+
+// Data goes to stdout and logs to stderr, so `meshmux preview ... | jq` reads only data; `serve`
+// writes its log to stdout, as a service does.
+if (process.argv[2] !== 'serve') sendLogsToStderr();
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   // A problem of the input (configuration, files) is one line each, with file, line and field;

@@ -37,6 +37,8 @@ export interface ErrorLocation {
   readonly doc?: number;
   /** One-based line of the document's start (or of the field, when known). */
   readonly line?: number;
+  /** One-based column of the field on that line, when known (configuration files). */
+  readonly column?: number;
   /** Field path in the document, e.g. `spec.http[0].timeout`. */
   readonly field?: string;
 }

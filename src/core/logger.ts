@@ -8,13 +8,24 @@ export type { Logger };
  * `silent`. Components take a child with `{ component }` so lines can be filtered. Every line
  * goes through `redactSecrets` on its way out.
  */
-export const rootLogger: Logger = pino({
-  level: process.env['MESHMUX_LOG_LEVEL'] ?? process.env['LOG_LEVEL'] ?? 'info',
-  base: { app: 'meshmux' },
-  // Messages and fields carry text from outside (provider URLs, repository URLs, upstream
-  // errors): the userinfo of URLs and credential parameters never reach the log.
-  hooks: { streamWrite: redactSecrets },
-});
+/** Where log lines go: standard output for `serve`, standard error for the commands that print data. */
+let destination: { write(line: string): unknown } = pino.destination({ dest: 1, sync: true });
+
+/** Sends every later log line to standard error, keeping standard output for a command's data. */
+export function sendLogsToStderr(): void {
+  destination = pino.destination({ dest: 2, sync: true });
+}
+
+export const rootLogger: Logger = pino(
+  {
+    level: process.env['MESHMUX_LOG_LEVEL'] ?? process.env['LOG_LEVEL'] ?? 'info',
+    base: { app: 'meshmux' },
+    // Messages and fields carry text from outside (provider URLs, repository URLs, upstream
+    // errors): the userinfo of URLs and credential parameters never reach the log.
+    hooks: { streamWrite: redactSecrets },
+  },
+  { write: (line: string) => destination.write(line) },
+);
 
 /** A child logger for one component. */
 export function componentLogger(component: string, bindings: Record<string, unknown> = {}): Logger {

@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { LineCounter, isNode, parseDocument, type Document } from 'yaml';
+import { LineCounter, isMap, isNode, isScalar, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
-import { MeshmuxError } from '../core/errors.js';
+import { closestWord } from '../core/closest-word.js';
+import { MeshmuxError, type ErrorLocation } from '../core/errors.js';
+import { fieldsAt, type SchemaNode } from './json-schema-fields.js';
 import { SourceConfig } from './source-config.js';
 import { Cidr, Duration, Glob, ListenAddress } from './sources/common.js';
 
@@ -39,7 +41,7 @@ const ServerTls = z.strictObject({
   refreshInterval: Duration.default(10_000),
 });
 
-const ConfigFile = z.strictObject({
+export const ConfigFile = z.strictObject({
   server: z
     .strictObject({
       /** Plaintext ADS, as every istiod release can dial it. */
@@ -133,6 +135,23 @@ const ConfigFile = z.strictObject({
 });
 
 export type { SourceConfig };
+
+let jsonSchema: SchemaNode | undefined;
+
+/**
+ * The JSON Schema of a configuration file as users write it (durations as text, defaults
+ * optional), generated from the schema meshmux validates with, so editors and meshmux agree.
+ * Checks only code can make (a glob that compiles, a CIDR's prefix length) are left to meshmux:
+ * `meshmux check-config` runs them.
+ */
+export function configJsonSchema(): SchemaNode {
+  jsonSchema ??= {
+    ...z.toJSONSchema(ConfigFile, { io: 'input', unrepresentable: 'any' }),
+    title: 'meshmux configuration',
+    description: 'The configuration file of meshmux (meshmux serve --config FILE).',
+  };
+  return jsonSchema;
+}
 export type PolicyConfig = z.infer<typeof Policy>;
 
 /** meshmux's configuration after validation; paths are absolute. */
@@ -193,14 +212,32 @@ function configError(origin: string, summary: string, problems: readonly Meshmux
   );
 }
 
-/** The 1-based line of the deepest node that exists along `fieldPath`, if any. */
-function lineOf(doc: Document, lines: LineCounter, fieldPath: readonly PropertyKey[]): number | undefined {
+/** The 1-based line and column of the deepest node that exists along `fieldPath` (a key's own position for a key). */
+function positionOf(
+  doc: Document,
+  lines: LineCounter,
+  fieldPath: readonly PropertyKey[],
+): { line?: number; column?: number } {
   for (let n = fieldPath.length; n >= 0; n--) {
-    const node: unknown = n === 0 ? doc.contents : doc.getIn(fieldPath.slice(0, n), true);
-    if (isNode(node) && node.range !== undefined && node.range !== null)
-      return lines.linePos(node.range[0]).line;
+    const parent: unknown = n === 0 ? undefined : doc.getIn(fieldPath.slice(0, n - 1), true);
+    // The key itself when the path ends at a key of a map: that is where a typo is.
+    const key =
+      n > 0 && isMap(parent)
+        ? parent.items.find((p) => isScalar(p.key) && p.key.value === fieldPath[n - 1])?.key
+        : undefined;
+    const node: unknown = key ?? (n === 0 ? doc.contents : doc.getIn(fieldPath.slice(0, n), true));
+    if (isNode(node) && node.range !== undefined && node.range !== null) {
+      const pos = lines.linePos(node.range[0]);
+      return { line: pos.line, column: pos.col };
+    }
   }
-  return undefined;
+  return {};
+}
+
+/** "unknown field" with the nearest allowed name at that place, when one is near. */
+function unknownField(key: string, at: readonly PropertyKey[]): string {
+  const suggestion = closestWord(key, fieldsAt(configJsonSchema(), at));
+  return `unknown field "${key}"${suggestion === undefined ? '' : ` (did you mean "${suggestion}"?)`}`;
 }
 
 /**
@@ -217,7 +254,7 @@ export function parseMeshmuxConfig(text: string, origin: string, baseDir: string
         new MeshmuxError(
           'CONFIG',
           `not valid YAML: ${e.message.replace(/ at line \d+, column \d+:?[\s\S]*$/, '')}`,
-          { file: origin, line: lines.linePos(e.pos[0]).line },
+          { file: origin, line: lines.linePos(e.pos[0]).line, column: lines.linePos(e.pos[0]).col },
           { cause: e },
         ),
     );
@@ -230,13 +267,17 @@ export function parseMeshmuxConfig(text: string, origin: string, baseDir: string
     const problem = new MeshmuxError('CONFIG', `not valid YAML: ${(err as Error).message}`, { file: origin });
     throw configError(origin, 'not valid YAML', [problem]);
   }
-  const at = (fieldPath: readonly PropertyKey[]): { file: string; line?: number; field: string } => {
-    const line = lineOf(doc, lines, fieldPath);
-    return { file: origin, ...(line === undefined ? {} : { line }), field: formatPath(fieldPath) };
+  const at = (fieldPath: readonly PropertyKey[]): ErrorLocation => {
+    const pos = positionOf(doc, lines, fieldPath);
+    return { file: origin, ...pos, field: formatPath(fieldPath) };
   };
   const parsed = ConfigFile.safeParse(raw ?? {});
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => new MeshmuxError('CONFIG', i.message, at(i.path)));
+    const problems = parsed.error.issues.flatMap((i) =>
+      i.code === 'unrecognized_keys'
+        ? i.keys.map((key) => new MeshmuxError('CONFIG', unknownField(key, i.path), at([...i.path, key])))
+        : [new MeshmuxError('CONFIG', i.message, at(i.path))],
+    );
     throw configError(origin, 'invalid configuration', problems);
   }
   const duplicates: MeshmuxError[] = [];
@@ -277,8 +318,8 @@ export function parseMeshmuxConfig(text: string, origin: string, baseDir: string
   };
 }
 
-/** Reads a configuration file; relative paths in it resolve against `baseDir` (default: the working directory). */
-export function loadMeshmuxConfig(file: string, baseDir = process.cwd()): MeshmuxConfig {
+/** Reads a configuration file; relative paths in it resolve against `baseDir` (default: the file's own folder). */
+export function loadMeshmuxConfig(file: string, baseDir = path.dirname(path.resolve(file))): MeshmuxConfig {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');

@@ -1,0 +1,124 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFile, writeFile, mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { describe, it } from 'node:test';
+import { PACKAGE_ROOT } from '../../src/core/paths.js';
+import { configJsonSchema } from '../../src/settings/meshmux-config.js';
+import { tempDir } from '../support/meshmux-harness.js';
+
+const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
+const execFileAsync = promisify(execFile);
+
+/** Runs the CLI; resolves to its exit code and both outputs, whatever the code. */
+async function meshmux(
+  args: string[],
+  cwd = PACKAGE_ROOT,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await execFileAsync(process.execPath, [CLI, ...args], {
+      cwd,
+      timeout: 30_000,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+describe('meshmux check-config', () => {
+  it('names every problem as file:line:column with the nearest known field for a typo, and exits 1', async () => {
+    const t = await tempDir();
+    try {
+      const file = path.join(t.dir, 'meshmux.yaml');
+      await writeFile(
+        file,
+        'server:\n  xds: 127.0.0.1:15010\n  sendTimout: 5s\nsourcse: []\nsources:\n  - name: a\n    type: file\n    paht: ./x\n',
+      );
+      const { code, stdout, stderr } = await meshmux(['check-config', file]);
+      assert.equal(code, 1);
+      assert.equal(stdout, '');
+      const lines = stderr.trim().split('\n').sort();
+      assert.deepEqual(
+        lines,
+        [
+          `${file}:3:3: server.sendTimout: unknown field "sendTimout" (did you mean "sendTimeout"?)`,
+          `${file}:4:1: sourcse: unknown field "sourcse" (did you mean "sources"?)`,
+          `${file}:6:5: sources[0].path: Invalid input: expected string, received undefined`,
+          `${file}:8:5: sources[0].paht: unknown field "paht" (did you mean "path"?)`,
+        ].sort(),
+      );
+    } finally {
+      await t.dispose();
+    }
+  });
+
+  it('checks the configuration alone: a source that cannot be reached is not dialled', async () => {
+    const t = await tempDir();
+    try {
+      const file = path.join(t.dir, 'meshmux.yaml');
+      // Port 9 (discard) refuses connections: starting the source would log a failure.
+      await writeFile(file, 'sources:\n  - name: far\n    type: xds\n    address: 127.0.0.1:9\n');
+      const started = performance.now();
+      const { code, stdout, stderr } = await meshmux(['check-config', file]);
+      assert.equal(code, 0, stderr);
+      assert.equal(stdout.trim(), `${file}: valid (1 source(s), 0 policy(ies))`);
+      assert.equal(stderr, '', 'no log: nothing was started');
+      console.log(`# check-config of a valid file: ${(performance.now() - started).toFixed(0)} ms`);
+    } finally {
+      await t.dispose();
+    }
+  });
+
+  it('resolves relative paths against the file, not the working directory', async () => {
+    const t = await tempDir();
+    try {
+      await mkdir(path.join(t.dir, 'conf', 'mesh'), { recursive: true });
+      const file = path.join(t.dir, 'conf', 'meshmux.yaml');
+      await writeFile(file, 'sources:\n  - name: local\n    type: file\n    path: ./mesh\n');
+      const { code, stdout, stderr } = await meshmux(
+        ['preview', '--config', file, '--node-id', 'sidecar~10.0.0.1~a.b~b.svc.cluster.local'],
+        t.dir,
+      );
+      assert.equal(code, 0, stderr);
+      const preview = JSON.parse(stdout) as { admitted: boolean };
+      assert.equal(preview.admitted, true, 'stdout is only the JSON (logs went to stderr)');
+      assert.doesNotMatch(stderr, /ENOENT/, 'the folder next to the file was found');
+    } finally {
+      await t.dispose();
+    }
+  });
+});
+
+describe('meshmux schema', () => {
+  it('prints the JSON Schema the published config/meshmux.schema.json holds', async () => {
+    const { code, stdout } = await meshmux(['schema']);
+    assert.equal(code, 0);
+    const published = await readFile(path.join(PACKAGE_ROOT, 'config', 'meshmux.schema.json'), 'utf8');
+    assert.equal(
+      stdout,
+      published,
+      'regenerate with: node dist/src/cli.js schema > config/meshmux.schema.json',
+    );
+    assert.deepEqual(JSON.parse(stdout), configJsonSchema());
+  });
+
+  it('describes every top-level field of the configuration, closed to unknown ones', () => {
+    const schema = configJsonSchema() as {
+      properties: Record<string, unknown>;
+      additionalProperties: unknown;
+    };
+    assert.deepEqual(Object.keys(schema.properties).sort(), [
+      'merge',
+      'mesh',
+      'policies',
+      'server',
+      'sources',
+      'state',
+      'syncTimeout',
+    ]);
+    assert.equal(schema.additionalProperties, false);
+  });
+});
