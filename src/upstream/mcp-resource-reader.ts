@@ -334,9 +334,9 @@ export class McpResourceReader {
       ok: true,
       name: full,
       resource,
-      unknownEnvelopeFields: parts.unknownEnvelopeFields,
-      unknownBodyFields,
-      warnings: checked.warnings.map((w) => w.at({ file: where })),
+      unknownEnvelopeFields: shared(parts.unknownEnvelopeFields),
+      unknownBodyFields: shared(unknownBodyFields),
+      warnings: shared(checked.warnings.map((w) => w.at({ file: where }))),
     };
   }
 
@@ -346,6 +346,13 @@ export class McpResourceReader {
     if (ts === undefined) this.firstSeen.set(key, (ts = timestampFromDate(this.now())));
     return ts;
   }
+}
+
+const NONE: readonly never[] = Object.freeze([]);
+
+/** `list`, or one shared empty list: a result is kept per object, and most of these lists are empty. */
+function shared<T>(list: readonly T[]): readonly T[] {
+  return list.length === 0 ? NONE : list;
 }
 
 /**
