@@ -40,16 +40,20 @@ export class ContentDigest {
   }
 }
 
-/** Per object instance, its 128-bit digest (computed once). */
-const digests = new WeakMap<ConfigResource, Uint32Array>();
+/**
+ * Per object instance, its 128-bit digest (computed once), as four signed 32-bit words in a plain
+ * array: small integers live in the array itself, where a typed array per object would cost an
+ * ArrayBuffer and its backing store each (about 200 bytes more per object).
+ */
+const digests = new WeakMap<ConfigResource, readonly number[]>();
 
-function objectDigest(r: ConfigResource): Uint32Array {
+function objectDigest(r: ConfigResource): readonly number[] {
   let d = digests.get(r);
   if (d === undefined) {
     const bytes = createHash('md5')
       .update(`${r.namespace}/${r.name}@${r.version}@${r.createTime.seconds}.${r.createTime.nanos}`)
       .digest();
-    d = new Uint32Array(bytes.buffer, bytes.byteOffset, 4).slice();
+    d = [bytes.readInt32LE(0), bytes.readInt32LE(4), bytes.readInt32LE(8), bytes.readInt32LE(12)];
     digests.set(r, d);
   }
   return d;

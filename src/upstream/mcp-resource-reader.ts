@@ -87,8 +87,8 @@ const DRY_RUN_KINDS: ReadonlySet<string> = new Set(['security.istio.io/Authoriza
  */
 export class McpResourceReader {
   private readonly firstSeen = new Map<string, Timestamp>();
-  /** The reader's own copy of the bytes each result was read from. */
-  private readonly rawOfResult = new WeakMap<ReadResult, Uint8Array>();
+  /** The reader's own copy of the bytes each result was read from, and its cache key. */
+  private readonly rawOfResult = new WeakMap<ReadResult, { raw: Uint8Array; key: string }>();
   private readonly cache: LRUCache<string, { raw: Uint8Array; result: ReadResult }>;
   private readonly now: () => Date;
 
@@ -142,7 +142,7 @@ export class McpResourceReader {
       unknownEnvelopeFields: unknownFieldNumbers(raw, MCP_RESOURCE_FIELDS),
     });
     this.cache.set(cacheKey, { raw, result });
-    this.rawOfResult.set(result, raw);
+    this.rawOfResult.set(result, { raw, key: cacheKey });
     return result;
   }
 
@@ -152,7 +152,17 @@ export class McpResourceReader {
    * which would keep the whole response alive.
    */
   rawOf(result: ReadResult): Uint8Array | undefined {
-    return this.rawOfResult.get(result);
+    return this.rawOfResult.get(result)?.raw;
+  }
+
+  /**
+   * Stops remembering `result` (an object the upstream's full state no longer holds), so its
+   * bytes and resource are not kept for a comeback that may never happen. Does nothing when the
+   * reader has since read a newer version of the object under the same name.
+   */
+  forget(result: ReadResult): void {
+    const held = this.rawOfResult.get(result);
+    if (held !== undefined && this.cache.peek(held.key)?.result === result) this.cache.delete(held.key);
   }
 
   /**
@@ -324,9 +334,9 @@ export class McpResourceReader {
       ok: true,
       name: full,
       resource,
-      unknownEnvelopeFields: parts.unknownEnvelopeFields,
-      unknownBodyFields,
-      warnings: checked.warnings.map((w) => w.at({ file: where })),
+      unknownEnvelopeFields: shared(parts.unknownEnvelopeFields),
+      unknownBodyFields: shared(unknownBodyFields),
+      warnings: shared(checked.warnings.map((w) => w.at({ file: where }))),
     };
   }
 
@@ -336,6 +346,13 @@ export class McpResourceReader {
     if (ts === undefined) this.firstSeen.set(key, (ts = timestampFromDate(this.now())));
     return ts;
   }
+}
+
+const NONE: readonly never[] = Object.freeze([]);
+
+/** `list`, or one shared empty list: a result is kept per object, and most of these lists are empty. */
+function shared<T>(list: readonly T[]): readonly T[] {
+  return list.length === 0 ? NONE : list;
 }
 
 /**

@@ -117,6 +117,7 @@ export class SotwAdsClient implements StreamHandlers {
     });
     this.previous.set(typeUrl, now);
     const kept = this.ctx.state.apply(typeUrl, update.build(version));
+    if (before !== undefined) this.forgetGone(typeUrl, before.results, now.results);
     if (update.dropped === 0) {
       this.accepted.set(typeUrl, version);
       this.send(stream, { type_url: typeUrl, response_nonce: nonce, version_info: version });
@@ -130,6 +131,18 @@ export class SotwAdsClient implements StreamHandlers {
       version_info: this.accepted.get(typeUrl) ?? '',
       error_detail: { code: INVALID_ARGUMENT, message: detail },
     });
+  }
+
+  /**
+   * Lets the reader drop what it remembers of objects a full state removed: those of the last
+   * response that are neither in this one nor still served (a refused response keeps them served).
+   */
+  private forgetGone(typeUrl: string, before: readonly ReadResult[], now: readonly ReadResult[]): void {
+    const read = new Set(now);
+    const served = new Set(this.ctx.state.resourcesOf(typeUrl).values());
+    for (const result of before) {
+      if (!read.has(result) && !(result.ok && served.has(result.resource))) this.ctx.reader.forget(result);
+    }
   }
 
   onClose(error: MeshmuxError): void {
