@@ -6,7 +6,8 @@ import type { Subscription } from 'rxjs';
 import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { XdsSource } from '../../src/upstream/xds/xds-source.js';
-import { FakeAdsServer, type FakeObject } from '../support/fake-upstreams.js';
+import { FakeAdsServer } from '../support/fake-ads-server.js';
+import type { FakeObject } from '../support/fake-objects.js';
 
 // A full collection on demand, without starting the test process with --expose-gc.
 setFlagsFromString('--expose-gc');
