@@ -10,7 +10,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { MeshmuxError, type ErrorLocation } from '../core/errors.js';
-import { restoreResource, timestampFromDate, type ConfigResource } from '../core/resource.js';
+import { restoreResource, timestampFromDate } from '../core/resource.js';
 import type { PlainError, YamlReadReply, YamlReadRequest } from './yaml-worker-protocol.js';
 import type { ReadYamlOptions, ReadYamlResult } from './yaml-read-types.js';
 
@@ -31,6 +31,8 @@ interface Job {
   readonly request: YamlReadRequest;
   readonly options: ReadYamlOptions;
   readonly resolve: (result: ReadYamlResult) => void;
+  /** What the reply parts received so far hold, rebuilt. */
+  readonly result: ReadYamlResult;
 }
 
 /** The worker script beside this module, in `src/` under ts and in `dist/src/` once built. */
@@ -40,29 +42,32 @@ function rebuildError(e: PlainError): MeshmuxError {
   return new MeshmuxError(e.code, e.message, e.location);
 }
 
-/** Turns a worker's reply into the reader's result, applying `createTimeFor` here, in document order. */
-function rebuild(reply: YamlReadReply, options: ReadYamlOptions): ReadYamlResult {
-  const resources: ConfigResource[] = reply.resources.map((r) =>
+/** Adds a reply part to `into`, applying `createTimeFor` here, in document order. */
+function rebuild(reply: YamlReadReply, options: ReadYamlOptions, into: ReadYamlResult): void {
+  for (const r of reply.resources) {
     // The version was derived in the worker by makeResource from kind, names, labels,
     // annotations and body, none of which change here: createTime is not part of it.
-    restoreResource(
-      {
-        kind: r.kind,
-        namespace: r.namespace,
-        name: r.name,
-        labels: r.labels,
-        annotations: r.annotations,
-        createTime:
-          r.createTime ??
-          options.createTimeFor?.(r.kind, r.namespace, r.name) ??
-          timestampFromDate(new Date()),
-        body: r.body,
-        origin: r.origin,
-      },
-      r.version,
-    ),
-  );
-  return { resources, errors: reply.errors.map(rebuildError), warnings: reply.warnings.map(rebuildError) };
+    into.resources.push(
+      restoreResource(
+        {
+          kind: r.kind,
+          namespace: r.namespace,
+          name: r.name,
+          labels: r.labels,
+          annotations: r.annotations,
+          createTime:
+            r.createTime ??
+            options.createTimeFor?.(r.kind, r.namespace, r.name) ??
+            timestampFromDate(new Date()),
+          body: r.body,
+          origin: r.origin,
+        },
+        r.version,
+      ),
+    );
+  }
+  for (const e of reply.errors) into.errors.push(rebuildError(e));
+  for (const w of reply.warnings) into.warnings.push(rebuildError(w));
 }
 
 /**
@@ -103,7 +108,7 @@ export class YamlWorkerPool {
         resolve(this.failed(options, new MeshmuxError('UNAVAILABLE', 'the YAML reader is closed')));
         return;
       }
-      this.queue.push({ request, options, resolve });
+      this.queue.push({ request, options, resolve, result: { resources: [], errors: [], warnings: [] } });
       this.pump();
     });
   }
@@ -151,8 +156,10 @@ export class YamlWorkerPool {
     worker.on('message', (reply: YamlReadReply) => {
       const job = this.current;
       if (job === undefined || job.request.id !== reply.id) return;
+      rebuild(reply, job.options, job.result);
+      if (!reply.last) return;
       this.current = undefined;
-      job.resolve(rebuild(reply, job.options));
+      job.resolve(job.result);
       this.pump();
     });
     worker.on('error', (err) => {

@@ -36,10 +36,19 @@ export interface PlainError {
   readonly location: ErrorLocation;
 }
 
-/** What the worker answers for one request. */
+/**
+ * One part of the worker's answer to a request. A large answer comes in several parts of at most
+ * `YAML_REPLY_PART_SIZE` entries, each handled in its own turn of the main event loop, so taking
+ * in 25,000 objects never blocks it for the whole lot; the entries of the parts, concatenated in
+ * order, are the answer. `last` marks the final part.
+ */
 export interface YamlReadReply {
   readonly id: number;
   readonly resources: PlainResource[];
   readonly errors: PlainError[];
   readonly warnings: PlainError[];
+  readonly last: boolean;
 }
+
+/** Most resources, errors and warnings together in one reply part. */
+export const YAML_REPLY_PART_SIZE = 512;

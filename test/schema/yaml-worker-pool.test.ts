@@ -5,6 +5,7 @@ import { after, describe, it } from 'node:test';
 import type { Timestamp } from '../../src/core/resource.js';
 import { readYamlDocuments, readYamlDocumentsAsync } from '../../src/schema/yaml-reader.js';
 import { YamlWorkerPool } from '../../src/schema/yaml-worker-pool.js';
+import { YAML_REPLY_PART_SIZE } from '../../src/schema/yaml-worker-protocol.js';
 import { within } from '../support/deadline.js';
 import { aliasBomb, plainServiceEntry } from '../support/hostile-files.js';
 
@@ -83,6 +84,31 @@ describe('reading YAML on a worker thread', () => {
         key,
       );
     }
+  });
+
+  it('hands a large answer over in parts and puts them together in document order', async () => {
+    const docs: string[] = [];
+    for (let i = 0; i < 1300; i++)
+      docs.push(i % 4 === 3 ? `kind: [broken-${i}\n` : plainServiceEntry(`many-${i}`));
+    const text = docs.join('---\n');
+    const inProcess = readYamlDocuments(text, OPTIONS);
+    const onWorker = await within(
+      readYamlDocumentsAsync(text, OPTIONS),
+      60_000,
+      'the worker to read 1,300 documents',
+    );
+    assert.ok(
+      inProcess.resources.length + inProcess.errors.length > YAML_REPLY_PART_SIZE * 2,
+      'more than two parts',
+    );
+    assert.deepEqual(
+      onWorker.resources.map((r) => [r.name, r.version, r.origin.doc]),
+      inProcess.resources.map((r) => [r.name, r.version, r.origin.doc]),
+    );
+    assert.deepEqual(
+      onWorker.errors.map((e) => e.describe()),
+      inProcess.errors.map((e) => e.describe()),
+    );
   });
 
   it('refuses a file that needs more than the memory cap with an error naming it, and reads the next file', async () => {
