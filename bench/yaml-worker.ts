@@ -11,7 +11,7 @@ import {
   type ReadYamlResult,
 } from '../src/schema/yaml-reader.js';
 import { YamlWorkerPool } from '../src/schema/yaml-worker-pool.js';
-import { plainServiceEntry } from '../test/support/hostile-files.js';
+import { aliasBomb, plainServiceEntry } from '../test/support/hostile-files.js';
 
 const MB = Number(process.argv[2] ?? 5);
 const OPTIONS = { file: 'bench.yaml', defaultNamespace: 'default' };
@@ -61,6 +61,16 @@ for (let round = 1; round <= 3; round++) {
   await measure(`in process, one go (round ${round})`, () => readYamlDocuments(yaml, OPTIONS));
   await measure(`in process, 10 ms slices (round ${round})`, () => readYamlDocumentsInSlices(yaml, OPTIONS));
   await measure(`worker${round === 1 ? ', cold' : ''} (round ${round})`, () => pool.read(yaml, OPTIONS));
+}
+// The hostile file of test/e2e/hostile-files.test.ts: 2,000 alias bombs, then a valid document.
+const bombs = [
+  ...Array.from({ length: 2000 }, (_, i) => aliasBomb(`bomb-${i}`)),
+  plainServiceEntry('after'),
+].join('---\n');
+console.log(`# ${(bombs.length / 1024 / 1024).toFixed(1)} MB of 2,000 alias bombs`);
+for (let round = 1; round <= 2; round++) {
+  await measure(`bombs, 10 ms slices (round ${round})`, () => readYamlDocumentsInSlices(bombs, OPTIONS));
+  await measure(`bombs, worker (round ${round})`, () => pool.read(bombs, OPTIONS));
 }
 const tiny = plainServiceEntry('tiny');
 for (const [what, read] of [
