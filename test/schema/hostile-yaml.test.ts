@@ -65,7 +65,11 @@ describe('hostile YAML', () => {
     const timer = setInterval(() => ticks++, 0);
     let clock = 0;
     // Every document takes "20 ms" on this clock, so the reader yields after each one.
-    const async = await readYamlDocumentsInSlices(text, { ...OPTIONS, sliceMs: 10, now: () => (clock += 10) });
+    const async = await readYamlDocumentsInSlices(text, {
+      ...OPTIONS,
+      sliceMs: 10,
+      now: () => (clock += 10),
+    });
     clearInterval(timer);
     assert.deepEqual(
       async.resources.map((r) => r.name),
