@@ -7,6 +7,7 @@ import type { KindRegistry } from '../schema/kinds.js';
 import type { AdsHooks } from './ads-hooks.js';
 import type { ClientIdentity } from './client-identity.js';
 import { ClientStream, type PushCounters, type StreamReport } from './client-stream.js';
+import { abortUnavailable } from './frame-writer.js';
 import { PolicySet } from './policy/policy-set.js';
 import { ResourceEncoder } from './resource-encoder.js';
 import { ResponseCache } from './response-cache.js';
@@ -134,6 +135,8 @@ export class AdsServer {
   readonly responses: ResponseCache;
   private snapshotSubscription: Subscription | undefined;
   private nextStreamId = 1;
+  /** `close` began: new streams are refused with UNAVAILABLE. */
+  private closing = false;
   private policies: PolicySet;
   private readonly budget: WriteBudget;
   private readonly pushCounters: PushCounters = {
@@ -184,6 +187,12 @@ export class AdsServer {
     };
     this.server.addService(ADS_DEFINITION, {
       StreamAggregatedResources: (call: grpc.ServerDuplexStream<Uint8Array, Buffer>) => {
+        // A stream whose handler runs once closing began (its connection raced the shutdown) would
+        // never be ended and would hold the exit for the whole grace period.
+        if (this.closing) {
+          abortUnavailable(call, 'meshmux is shutting down');
+          return;
+        }
         const stream = new ClientStream(this.nextStreamId++, call, env, (s) => this.streams.delete(s));
         this.streams.add(stream);
       },
@@ -287,6 +296,7 @@ export class AdsServer {
    * cut.
    */
   async close(graceMs = 5_000): Promise<void> {
+    this.closing = true;
     this.snapshotSubscription?.unsubscribe();
     this.prewarmRun++;
     const started = performance.now();

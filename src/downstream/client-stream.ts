@@ -152,12 +152,16 @@ export class ClientStream implements BudgetWaiter {
   }
 
   /**
-   * Ends the stream from the server side (shutdown). Its status follows whatever it still has to
-   * flush; a stream whose peer stopped reading would never let it out, so it is reset at once.
+   * Ends the stream from the server side (shutdown). A stream with nothing left to flush gets its
+   * status at once; one still holding unflushed bytes is reset with UNAVAILABLE at once, whether
+   * its peer is known to stall or only slow to read (say, it connected just before shutdown):
+   * waiting for it would hold the exit up to the grace period, and the istiod reconnects to
+   * another replica and gets the whole state there anyway.
    */
   end(): void {
     if (this.closed) return;
-    if (this.stalled) abortUnavailable(this.call, 'meshmux is shutting down');
+    if (this.stalled || this.env.budget.heldBy(this) > 0)
+      abortUnavailable(this.call, 'meshmux is shutting down');
     else this.call.end();
     this.close('server shutting down', false);
   }

@@ -6,51 +6,18 @@
  */
 import { Composer, LineCounter, Parser, isMap, isScalar, type Document } from 'yaml';
 import { MeshmuxError, type ErrorLocation } from '../core/errors.js';
-import { makeResource, timestampFromDate, type ConfigResource, type Timestamp } from '../core/resource.js';
+import { makeResource, timestampFromDate, type ConfigResource } from '../core/resource.js';
 import { relativePath } from './field-path.js';
 import { isPlainObject, ownValue, type JsonValue } from './json-value.js';
 import { KINDS, type KindDescriptor } from './kinds.js';
 import { readObjectMeta } from './object-meta.js';
 import { fromProtoJson, toProtoJson } from './proto-json.js';
 import { messageType } from './proto-root.js';
+import type { ReadYamlAsyncOptions, ReadYamlOptions, ReadYamlResult } from './yaml-read-types.js';
+import { YamlWorkerPool } from './yaml-worker-pool.js';
 import { AliasBudget, yamlToJson } from './yaml-to-json.js';
 
-/** Options for `readYamlDocuments`. */
-export interface ReadYamlOptions {
-  /** Names the input in errors and in each resource's origin (a path, URL or source name). */
-  readonly file: string;
-  /** Namespace of documents that name none. */
-  readonly defaultNamespace: string;
-  /**
-   * Creation time of a resource whose metadata has no `creationTimestamp`; called with the kind's
-   * registry key. Default: the current time.
-   */
-  readonly createTimeFor?: (kind: string, namespace: string, name: string) => Timestamp;
-  /**
-   * Nodes the aliases of the whole text may expand to, all documents together; default
-   * `ALIAS_EXPANSION_LIMIT`. Documents whose aliases go past it are rejected with an error saying
-   * "alias expansion limit"; the others are read.
-   */
-  readonly aliasLimit?: number;
-}
-
-/** Options for `readYamlDocumentsAsync`: how often it lets other work run. */
-export interface ReadYamlAsyncOptions extends ReadYamlOptions {
-  /** Longest stretch of reading between two yields to the event loop, ms. Default 10. */
-  readonly sliceMs?: number;
-  /** Monotonic milliseconds. Default `performance.now`. */
-  readonly now?: () => number;
-}
-
-/** What one YAML text yielded. Arrays are fresh and owned by the caller. */
-export interface ReadYamlResult {
-  /** Valid Istio objects, in document order. */
-  readonly resources: ConfigResource[];
-  /** One or more per rejected document; each names file, document index, line and field. */
-  readonly errors: MeshmuxError[];
-  /** Skipped non-Istio documents, pruned unknown fields, duplicate keys. */
-  readonly warnings: MeshmuxError[];
-}
+export type { ReadYamlAsyncOptions, ReadYamlOptions, ReadYamlResult } from './yaml-read-types.js';
 
 /** A spec encoded as its kind's body message. */
 export interface EncodedSpec {
@@ -338,12 +305,12 @@ export function readYamlDocuments(text: string, options: ReadYamlOptions): ReadY
 }
 
 /**
- * `readYamlDocuments` that parses and reads one document at a time and lets the event loop run
- * whenever it has worked for `sliceMs`, so a large or hostile file delays other work by about one
- * slice plus one document (and one document's aliases are bounded by the file's alias budget).
- * Same result as `readYamlDocuments` for the same text.
+ * `readYamlDocuments` on this thread that parses and reads one document at a time and lets the
+ * event loop run whenever it has worked for `sliceMs`, so a large or hostile file delays other
+ * work by about one slice plus one document. Same result as `readYamlDocuments` for the same
+ * text. For files from outside prefer `readYamlDocumentsAsync`, which reads on a worker thread.
  */
-export async function readYamlDocumentsAsync(
+export async function readYamlDocumentsInSlices(
   text: string,
   options: ReadYamlAsyncOptions,
 ): Promise<ReadYamlResult> {
@@ -360,4 +327,19 @@ export async function readYamlDocumentsAsync(
     }
   }
   return { resources: reader.resources, errors: reader.errors, warnings: reader.warnings };
+}
+
+/** The process's one YAML reading worker, started by the first read. */
+const SHARED_POOL = new YamlWorkerPool();
+
+/**
+ * The result `readYamlDocuments` gives for `text`, read on a worker thread (yaml-worker-pool.ts),
+ * so the main event loop is only busy rebuilding the finished result. Same resources (bodies and
+ * versions byte-identical; `createTimeFor` is called here, in document order), same error and
+ * warning messages and locations; errors carry no `cause` from the parser. A file the worker
+ * cannot finish (it runs out of its memory cap, or dies) yields one error naming the file, never
+ * a rejection. `sliceMs` and `now` are not used: the worker never needs to yield.
+ */
+export function readYamlDocumentsAsync(text: string, options: ReadYamlAsyncOptions): Promise<ReadYamlResult> {
+  return SHARED_POOL.read(text, options);
 }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import * as grpc from '@grpc/grpc-js';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, it } from 'node:test';
@@ -6,6 +7,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
+import { RawAdsStream } from '../support/raw-ads-stream.js';
 import { StalledAdsClient } from '../support/stalled-ads-client.js';
 import { SE } from '../support/type-urls.js';
 
@@ -58,6 +60,88 @@ describe('shutdown', () => {
     } finally {
       for (const c of clients) c.close();
       stalled.close();
+      await meshmux.kill();
+      await dispose();
+    }
+  });
+
+  it('exits promptly on SIGTERM while clients connect just before and during it, even one whose first response has not gone out yet, ending them with UNAVAILABLE', async () => {
+    const { dir, dispose } = await tempDir();
+    await mkdir(path.join(dir, 'mesh'));
+    await writeFile(path.join(dir, 'mesh', 'se.yaml'), serviceEntries(200));
+    await writeFile(path.join(dir, 'meshmux.yaml'), 'sources: [{name: mesh, type: file, path: ./mesh}]\n');
+    const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir });
+    const client = new IstiodClient({ address: meshmux.xds }).start();
+    const late: RawAdsStream[] = [];
+    let slow: StalledAdsClient | undefined;
+    const open = (): void => {
+      const stream = new RawAdsStream(meshmux.xds);
+      stream.send({
+        node: { id: `sidecar~10.0.1.${late.length}~late.istio-system~istio-system.svc.cluster.local` },
+        type_url: SE,
+      });
+      late.push(stream);
+    };
+    try {
+      await client.waitForSync(30_000);
+      // A client that connected just before the signal and has not read its first response yet:
+      // not known to stall (that takes seconds), so nothing marks it as one that never reads.
+      slow = new StalledAdsClient(meshmux.xds, [SE], 'just-connected');
+      for (const deadline = Date.now() + 15_000; ; await delay(20)) {
+        const counters = await meshmux.debug<{ streams: number; bytesInFlight: number; stalls: number }>(
+          'counters',
+        );
+        if (counters.streams >= 2 && counters.bytesInFlight > 0) {
+          assert.equal(counters.stalls, 0, 'the new client is not yet known to stall');
+          break;
+        }
+        assert.ok(Date.now() < deadline, "the new client's first response was not on its way within 15 s");
+      }
+      // Streams opened right before the signal: their requests are still on the way when it lands.
+      for (let i = 0; i < 5; i++) open();
+      const stopping = meshmux.stop('SIGTERM');
+      // And streams opened while meshmux is shutting down, until it is gone.
+      let opening = true;
+      void stopping.finally(() => (opening = false));
+      while (opening && late.length < 200) {
+        open();
+        await delay(2);
+      }
+      const stopped = await stopping;
+      const closed = meshmux.lines('ADS server stopped');
+      const statuses = await Promise.all(late.map((s) => s.status));
+      const slowStatus = StalledAdsClient.statusOf(await slow.ended);
+      const codes = new Map<string, number>();
+      for (const st of statuses) {
+        const name = String(Object.entries(grpc.status).find(([, v]) => v === st.code)?.[0]);
+        codes.set(name, (codes.get(name) ?? 0) + 1);
+      }
+      console.log(
+        `# shutdown: SIGTERM to exit with ${late.length} streams opened just before and during it: ${stopped.ms.toFixed(0)} ms (grace period ${String(closed[0]?.['graceMs'])} ms, forced ${String(closed[0]?.['forced'])}); their statuses: ${JSON.stringify(Object.fromEntries(codes))}; the client reading its first response: ${String(slowStatus)}`,
+      );
+      assert.equal(stopped.killed, false, 'meshmux exited by itself');
+      assert.equal(stopped.code, 0);
+      assert.equal(closed.length, 1);
+      assert.equal(
+        closed[0]?.['forced'],
+        false,
+        'no stream opened around the signal held the server until the grace period ran out',
+      );
+      assert.equal(
+        slowStatus,
+        grpc.status.UNAVAILABLE,
+        'the client still reading its first response got UNAVAILABLE',
+      );
+      for (const st of statuses) {
+        assert.ok(
+          st.code === grpc.status.UNAVAILABLE || st.code === grpc.status.OK,
+          `a late stream ended with ${st.code} (${st.details}), not UNAVAILABLE`,
+        );
+      }
+    } finally {
+      client.close();
+      slow?.close();
+      for (const s of late) s.close();
       await meshmux.kill();
       await dispose();
     }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decodeUtf8, firstInvalidUtf8 } from '../../src/schema/utf8-text.js';
-import { readYamlDocuments, readYamlDocumentsAsync } from '../../src/schema/yaml-reader.js';
+import { readYamlDocuments, readYamlDocumentsInSlices } from '../../src/schema/yaml-reader.js';
 import { aliasBomb } from '../support/hostile-files.js';
 
 const OPTIONS = { file: 'mesh.yaml', defaultNamespace: 'default' };
@@ -65,7 +65,11 @@ describe('hostile YAML', () => {
     const timer = setInterval(() => ticks++, 0);
     let clock = 0;
     // Every document takes "20 ms" on this clock, so the reader yields after each one.
-    const async = await readYamlDocumentsAsync(text, { ...OPTIONS, sliceMs: 10, now: () => (clock += 10) });
+    const async = await readYamlDocumentsInSlices(text, {
+      ...OPTIONS,
+      sliceMs: 10,
+      now: () => (clock += 10),
+    });
     clearInterval(timer);
     assert.deepEqual(
       async.resources.map((r) => r.name),
