@@ -1,4 +1,4 @@
-import { readdir, stat } from 'node:fs/promises';
+import { readdir, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { toMeshmuxError } from '../../core/errors.js';
 import type { Timestamp } from '../../core/resource.js';
@@ -53,16 +53,46 @@ export async function readYamlBytes(options: YamlBytesOptions): Promise<YamlFile
 
 /**
  * Every YAML or JSON file (`*.yaml`, `*.yml`, `*.json`) at or below `root`, in path order; a
- * single file is returned as itself, whatever its name. Rejects when `root` cannot be read.
+ * single file is returned as itself, whatever its name. A symlink to a file is listed when its
+ * target is inside `root` (never one leading out of it); folders named `..*` are skipped (see
+ * {@link hiddenByKubelet}). Rejects when `root` cannot be read.
  */
 export async function listYamlFiles(root: string): Promise<string[]> {
   const info = await stat(root);
   if (info.isFile()) return [root];
+  const realRoot = await realpath(root);
   const entries = await readdir(root, { recursive: true, withFileTypes: true });
-  return entries
-    .filter((e) => e.isFile() && YAML_FILE.test(e.name))
-    .map((e) => path.join(e.parentPath, e.name))
-    .sort();
+  const files: string[] = [];
+  for (const e of entries) {
+    if (!YAML_FILE.test(e.name)) continue;
+    const file = path.join(e.parentPath, e.name);
+    if (hiddenByKubelet(path.relative(root, file))) continue;
+    if (e.isFile()) files.push(file);
+    else if (e.isSymbolicLink() && (await fileInside(file, realRoot))) files.push(file);
+  }
+  return files.sort();
+}
+
+/**
+ * Whether a path lies under a folder whose name starts with `..`: how the kubelet lays out a
+ * ConfigMap or Secret volume (`..2026_11_23_….123/` holds the files, `..data` points at it, and
+ * each visible name is a symlink through `..data`). Those folders are read through the visible
+ * names only, so an update (a new `..<timestamp>` folder, `..data` swapped, the old one removed)
+ * is one change, never a second copy of every object.
+ */
+function hiddenByKubelet(relative: string): boolean {
+  return relative.split(path.sep).some((segment) => segment.startsWith('..') && segment !== '..');
+}
+
+/** A symlink whose target is a regular file inside the source's root (a symlink never leads out of it). */
+async function fileInside(link: string, realRoot: string): Promise<boolean> {
+  try {
+    const target = await realpath(link);
+    if (target !== realRoot && !target.startsWith(`${realRoot}${path.sep}`)) return false;
+    return (await stat(target)).isFile();
+  } catch {
+    return false; // dangling, or gone while listing
+  }
 }
 
 /** How a file on disk is named in problems and origins: relative to the working directory. */
