@@ -47,8 +47,19 @@ module.exports = {
       name: 'only-app-wires-layers',
       comment: 'Outside the layers, only the composition root and the CLI import them all.',
       severity: 'error',
-      from: { path: '^src/', pathNot: '^src/(app|cli)\\.ts$|^src/(upstream|merge|downstream)/' },
+      from: { path: '^src/', pathNot: '^src/(app|cli)\\.ts$|^src/(upstream|merge|downstream|telemetry)/' },
       to: { path: '^src/(upstream|downstream)/' },
+    },
+    {
+      name: 'telemetry-sees-only-hook-contracts',
+      comment:
+        'Telemetry implements the hook interfaces of the layers: it may read the ADS hook contract and client identities, nothing else downstream.',
+      severity: 'error',
+      from: { path: '^src/telemetry/' },
+      to: {
+        path: '^src/(upstream|downstream)/',
+        pathNot: '^src/downstream/(ads-hooks|client-identity)\\.ts$',
+      },
     },
     {
       name: 'src-never-imports-tests',

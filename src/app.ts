@@ -1,21 +1,22 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { isDeepStrictEqual } from 'node:util';
 import { MeshmuxError, toMeshmuxError } from './core/errors.js';
 import { componentLogger, type Logger } from './core/logger.js';
 import { AdsServer } from './downstream/ads-server.js';
-import { anonymousIdentity, describeIdentity, withNode } from './downstream/client-identity.js';
+import { anonymousIdentity, withNode } from './downstream/client-identity.js';
 import { PolicySet } from './downstream/policy/policy-set.js';
 import { previewClient, type Preview } from './downstream/preview.js';
 import { reloadingServerCredentials } from './downstream/server-tls.js';
 import type { WriteBudgetOptions } from './downstream/write-budget.js';
+import { debugActions, debugPages, type DebugPageSources } from './http/debug-pages.js';
 import { HttpServer } from './http/http-server.js';
 import { MergeEngine, type MergeInput } from './merge/merge-engine.js';
-import type { SourcePolicy } from './merge/source-rules.js';
 import { semanticKeysOf } from './schema/semantic-keys.js';
 import { KINDS } from './schema/kinds.js';
 import { messageType } from './schema/proto-root.js';
 import { encodeProtoJson } from './schema/proto-json.js';
-import { decodeBody } from './schema/yaml-reader.js';
 import { configProblems, type MeshmuxConfig, type SourceConfig } from './settings/meshmux-config.js';
+import { sameConnection, sourcePolicy } from './settings/merge-rules.js';
 import { renderStatusPage } from './http/status-page.js';
 import { ConfigReloads } from './telemetry/config-reloads.js';
 import type { Metrics } from './telemetry/metrics.js';
@@ -24,14 +25,8 @@ import { openRecordStore } from './state/open-record-store.js';
 import { processCounters } from './telemetry/process-counters.js';
 import { Telemetry } from './telemetry/telemetry.js';
 import { tracingFromEnv, type TracingEnv } from './telemetry/tracing.js';
-import { FileSource } from './upstream/file/file-source.js';
-import { GitSource } from './upstream/git/git-source.js';
-import { handleGitWebhook } from './upstream/git/git-webhook.js';
+import { createSource } from './upstream/source-registry.js';
 import type { UpstreamSource } from './upstream/upstream-source.js';
-import { ZookeeperSource } from './upstream/zookeeper/zookeeper-source.js';
-import { McpSinkSource } from './upstream/mcp/mcp-sink-source.js';
-import { McpSource } from './upstream/mcp/mcp-source.js';
-import { XdsSource } from './upstream/xds/xds-source.js';
 
 /** A running meshmux: its bound ports and a way to stop it. */
 export interface RunningMeshmux {
@@ -72,105 +67,13 @@ export interface PreviewRequest {
   readonly sans?: readonly string[];
 }
 
-/** A stable description of how a source reaches its upstream: everything but its merge rules. */
-function fingerprint(config: SourceConfig): string {
-  const {
-    priority: _p,
-    allow: _a,
-    deny: _d,
-    onEmpty: _e,
-    maxStale: _s,
-    maxDeleteRatio: _r,
-    confirmAfter: _c,
-    settle: _t,
-    required: _q,
-    ...rest
-  } = config;
-  return JSON.stringify(rest);
-}
-
 /** A source of a new configuration, built but not yet running; `source` is set when it is new. */
 interface PlannedInput {
-  readonly name: string;
+  readonly config: SourceConfig;
   readonly fingerprint: string;
   readonly input: MergeInput;
-  readonly source: UpstreamSource | undefined;
-}
-
-/** One factory per source type: the only place that knows every kind of source. */
-const SOURCE_FACTORIES: {
-  [T in SourceConfig['type']]: (config: Extract<SourceConfig, { type: T }>) => UpstreamSource;
-} = {
-  file: (c) =>
-    new FileSource({
-      name: c.name,
-      path: c.path,
-      defaultNamespace: c.namespace,
-      ...(c.rescanInterval === undefined ? {} : { rescanMs: c.rescanInterval }),
-      ...(c.vanishGrace === undefined ? {} : { vanishGraceMs: c.vanishGrace }),
-      ...(c.maxFileSize === undefined ? {} : { maxFileBytes: c.maxFileSize }),
-    }),
-  git: (c) =>
-    new GitSource({
-      name: c.name,
-      url: c.url,
-      ref: c.ref,
-      paths: c.paths,
-      defaultNamespace: c.namespace,
-      intervalMs: c.interval,
-      strict: c.strict,
-      timeoutMs: c.timeout,
-      credentials: {
-        sshKey: c.sshKey,
-        knownHosts: c.knownHosts,
-        tokenFile: c.tokenFile,
-        tokenEnv: c.tokenEnv,
-        tokenUser: c.tokenUser,
-      },
-      webhookSecret: { file: c.webhook?.secretFile, env: c.webhook?.secretEnv },
-      cacheDir: c.cacheDir,
-      maxFileBytes: c.maxFileSize,
-    }),
-  zookeeper: (c) =>
-    new ZookeeperSource({
-      name: c.name,
-      servers: c.servers,
-      root: c.root,
-      namespace: c.namespace,
-      sessionTimeoutMs: c.sessionTimeout,
-      ...(c.auth === undefined ? {} : { auth: c.auth }),
-      hostTemplate: c.host,
-      endpoints: c.endpoints,
-      ...(c.interfaces === undefined ? {} : { interfaces: c.interfaces }),
-      ...(c.applications === undefined ? {} : { applications: c.applications }),
-      ...(c.labelParameters === undefined ? {} : { labelParameters: c.labelParameters }),
-      debounceMs: c.debounce,
-    }),
-  xds: (c) => new XdsSource(c),
-  mcp: (c) => new McpSource(c),
-  'mcp-sink': (c) => new McpSinkSource(c),
-};
-
-/** The merge rules of a configured source. */
-function sourcePolicy(config: SourceConfig | undefined): Partial<SourcePolicy> {
-  if (config === undefined) return {};
-  return {
-    priority: config.priority,
-    ...(config.allow === undefined ? {} : { allow: config.allow }),
-    ...(config.deny === undefined ? {} : { deny: config.deny }),
-    keepOnEmpty: config.onEmpty === 'keep',
-    ...(config.maxStale === undefined ? {} : { maxStaleMs: config.maxStale }),
-    maxDeleteRatio: config.maxDeleteRatio,
-    ...(config.confirmAfter === undefined ? {} : { confirmAfterMs: config.confirmAfter }),
-    settleMs: config.settle,
-    required: config.required,
-  };
-}
-
-function createSource(config: SourceConfig): UpstreamSource {
-  // TypeScript cannot correlate `config.type` with the entry's parameter; the mapped type above does.
-  const factory = SOURCE_FACTORIES[config.type] as (c: SourceConfig) => UpstreamSource;
-  return factory(config);
+  /** The source it runs: the running one when its connection did not change. */
+  readonly source: UpstreamSource;
 }
 
 /** Encodes the configured MeshConfig once; a config error names the field. */
@@ -212,7 +115,7 @@ export async function startMeshmux(
 ): Promise<RunningMeshmux> {
   const log = overrides.log ?? componentLogger('app');
   const tracing = tracingFromEnv(overrides.env ?? process.env, componentLogger('tracing'));
-  const telemetry = new Telemetry({
+  const telemetry: Telemetry = new Telemetry({
     kindOf: (typeUrl) => KINDS.resolveTypeUrl(typeUrl)?.kind.key,
     clients: () => ads.reports(),
     ...(tracing === undefined ? {} : { tracing }),
@@ -222,40 +125,36 @@ export async function startMeshmux(
   // Sampled every 10 ms for /debug/counters; the cost is one timer.
   const loopDelay = monitorEventLoopDelay({ resolution: 10 });
   loopDelay.enable();
-  const audit = componentLogger('audit');
-  const gitSources = new Map<string, GitSource>();
-  const running = new Map<string, { fingerprint: string; input: MergeInput }>();
+  /** The running sources by name, with the configuration they run with. */
+  const running = new Map<string, PlannedInput>();
+  let connections = 0;
   /**
-   * Builds the merge inputs of a configuration, reusing running sources whose upstream settings
-   * did not change. Changes nothing: sources are cold until the merge subscribes, so a plan that
-   * is dropped leaves nothing behind. Throws when a source cannot be built.
+   * Builds the merge inputs of a configuration, keeping each running source whose connection did
+   * not change (only its merge rules are new). Changes nothing: sources are cold until the merge
+   * subscribes, so a plan that is dropped leaves nothing behind. Throws when a source cannot be
+   * built.
    */
   const planInputs = (c: MeshmuxConfig): PlannedInput[] =>
     c.sources.map((sc) => {
-      const fp = fingerprint(sc);
-      const policy = sourcePolicy(sc);
+      const policy = sourcePolicy(sc.rules);
       const kept = running.get(sc.name);
-      if (kept?.fingerprint === fp) {
-        return { name: sc.name, fingerprint: fp, input: { ...kept.input, policy }, source: undefined };
+      if (kept !== undefined && sameConnection(kept.config, sc)) {
+        return { ...kept, config: sc, input: { ...kept.input, policy } };
       }
       const source = createSource(sc);
-      const input = { descriptor: source.descriptor, events$: source.events$, fingerprint: fp, policy };
-      return { name: sc.name, fingerprint: fp, input, source };
+      // An opaque id per connection: the merge resubscribes a source when it changes.
+      const fingerprint = `${sc.name}#${++connections}`;
+      return {
+        config: sc,
+        fingerprint,
+        source,
+        input: { descriptor: source.descriptor, events$: source.events$, fingerprint, policy },
+      };
     });
   /** Makes planned inputs the running ones. */
   const commitInputs = (planned: readonly PlannedInput[]): MergeInput[] => {
-    const names = new Set(planned.map((p) => p.name));
-    for (const name of running.keys()) {
-      if (names.has(name)) continue;
-      running.delete(name);
-      gitSources.delete(name);
-    }
-    for (const p of planned) {
-      running.set(p.name, { fingerprint: p.fingerprint, input: p.input });
-      if (p.source === undefined) continue;
-      if (p.source instanceof GitSource) gitSources.set(p.name, p.source);
-      else gitSources.delete(p.name);
-    }
+    running.clear();
+    for (const p of planned) running.set(p.config.name, p);
     return planned.map((p) => p.input);
   };
   const inputs = commitInputs(planInputs(config));
@@ -276,8 +175,7 @@ export async function startMeshmux(
     config.state.etcd,
   );
   let policies = new PolicySet(config.policies);
-  let policyConfig = JSON.stringify(config.policies);
-  const engine = new MergeEngine(
+  const engine: MergeEngine = new MergeEngine(
     inputs,
     {
       syncTimeoutMs: config.syncTimeout,
@@ -287,14 +185,9 @@ export async function startMeshmux(
       semanticConflicts: config.merge.semanticConflicts,
       log: componentLogger('merge'),
     },
-    {
-      onSnapshot: (snapshot, _changed, buildMs) => telemetry.onSnapshot(snapshot, buildMs),
-      onSourceEvent: (source, event) => telemetry.onSourceEvent(source, event),
-      onUnchanged: () => telemetry.onUnchanged(),
-      onHeld: (source, reason) => telemetry.onHeld(source, reason),
-    },
+    telemetry,
   );
-  const ads = new AdsServer({
+  const ads: AdsServer = new AdsServer({
     reader: engine,
     kinds: KINDS,
     log: componentLogger('ads'),
@@ -309,23 +202,7 @@ export async function startMeshmux(
     },
     maxViews: config.server.maxViews,
     viewGraceMs: config.server.viewGrace,
-    hooks: {
-      onAdmit: (client, policy, view, first) =>
-        audit.info(
-          { event: first ? 'admit' : 'reassign', policy, view, client: describeIdentity(client) },
-          'client admitted',
-        ),
-      onRefuse: (client, policy, reason) =>
-        audit.warn({ event: 'refuse', policy, client: describeIdentity(client), reason }, 'client refused'),
-      onConnect: (client) => telemetry.onConnect(client),
-      onDisconnect: (client, reason) => telemetry.onDisconnect(client, reason),
-      onPush: (client, typeUrl, version, bytes, resources) =>
-        telemetry.onPush(client, typeUrl, version, bytes, resources),
-      onAck: (client, typeUrl, version, latencyMs) => telemetry.onAck(client, typeUrl, version, latencyMs),
-      onNack: (client, typeUrl, version, message) => telemetry.onNack(client, typeUrl, version, message),
-      onBadRequest: () => telemetry.onBadRequest(),
-      onLimit: (_client, limit) => telemetry.onLimit(limit),
-    },
+    hooks: telemetry,
   });
   const http = new HttpServer({
     reader: engine,
@@ -335,47 +212,31 @@ export async function startMeshmux(
       contentType: metrics.registry.contentType,
       body: await metrics.registry.metrics(),
     }),
-    debugPages: {
-      configz: () => configz(engine),
-      syncz: () => ads.reports(),
-      sources: () => engine.current().sources.map(describeSource),
-      counters: () => ({ ...ads.counters(), process: processCounters(loopDelay) }),
-      rejections: () => engine.current().sources.flatMap((s) => s.rejections),
-      conflicts: () => engine.current().conflicts,
-      git: () => [...gitSources.values()].map((s) => s.status()),
-      state: () => ({
-        dir: persisted.local?.dir ?? 'none',
-        files: persisted.local?.report() ?? [],
-        ...(persisted.shared === undefined ? {} : { etcd: persisted.shared.report() }),
-        problems: persisted.problems.map((e) => e.describe()),
-      }),
-      preview: (url) => preview(previewRequestFromUrl(url)),
-    },
-    actions: [
-      {
-        // Starts a new event-loop delay window (benchmarks measure one phase at a time).
-        pattern: /^\/debug\/counters\/reset$/,
-        handle: () => {
-          loopDelay.reset();
-          return { status: 200, body: { reset: true } };
+    ...(() => {
+      const sources: DebugPageSources = {
+        snapshot: () => engine.current(),
+        clients: () => ads.reports(),
+        counters: () => ({ ...ads.counters(), process: processCounters(loopDelay) }),
+        resetCounters: () => loopDelay.reset(),
+        state: () => ({
+          dir: persisted.local?.dir ?? 'none',
+          files: persisted.local?.report() ?? [],
+          ...(persisted.shared === undefined ? {} : { etcd: persisted.shared.report() }),
+          problems: persisted.problems.map((e) => e.describe()),
+        }),
+        preview: (query) => preview(query),
+        details: (type) =>
+          [...running.values()].flatMap((p) =>
+            p.config.type === type && p.source.details !== undefined ? [p.source.details()] : [],
+          ),
+        notify: (type, name, notification) => {
+          const p = running.get(name);
+          return p?.config.type === type ? p.source.notify?.(notification) : undefined;
         },
-      },
-      {
-        pattern: /^\/hooks\/git\/([^/]+)$/,
-        handle: (match, body, headers) =>
-          handleGitWebhook(gitSources, { source: match[1] ?? '', headers, body }),
-      },
-      {
-        pattern: /^\/debug\/sources\/([^/]+)\/confirm$/,
-        handle: (match) => {
-          const name = decodeURIComponent(match[1] ?? '');
-          if (!engine.has(name)) return { status: 404, body: { error: `no source named ${name}` } };
-          return engine.confirm(name)
-            ? { status: 200, body: { confirmed: name } }
-            : { status: 409, body: { error: `source ${name} has no held update` } };
-        },
-      },
-    ],
+        confirm: (name) => (engine.has(name) ? engine.confirm(name) : undefined),
+      };
+      return { debugPages: debugPages(sources), actions: debugActions(sources) };
+    })(),
   });
   const preview = (request: PreviewRequest): Preview => {
     const anon = anonymousIdentity(0, `${request.peer ?? '127.0.0.1'}:0`, request.sans ?? []);
@@ -414,11 +275,12 @@ export async function startMeshmux(
       let next: MeshmuxConfig;
       let planned: PlannedInput[];
       let nextPolicies: PolicySet | undefined;
-      const nextPolicyConfig = (c: MeshmuxConfig): string => JSON.stringify(c.policies);
       try {
         next = typeof load === 'function' ? load() : load;
         encodeMeshConfig(next);
-        nextPolicies = nextPolicyConfig(next) === policyConfig ? undefined : new PolicySet(next.policies);
+        nextPolicies = isDeepStrictEqual(next.policies, current.policies)
+          ? undefined
+          : new PolicySet(next.policies);
         planned = planInputs(next);
       } catch (err) {
         const error = toMeshmuxError(err, 'CONFIG', { file: current.origin });
@@ -431,20 +293,16 @@ export async function startMeshmux(
         return { applied: false, error };
       }
       // Swap.
-      if (
-        JSON.stringify(next.server) !== JSON.stringify(current.server) ||
-        JSON.stringify(next.mesh) !== JSON.stringify(current.mesh)
-      ) {
+      if (!isDeepStrictEqual(next.server, current.server) || !isDeepStrictEqual(next.mesh, current.mesh)) {
         log.warn('server and mesh settings change only on restart; sources and policies are applied now');
       }
       engine.reconfigure(commitInputs(planned));
       if (nextPolicies !== undefined) {
-        audit.info(
-          { event: 'policy-change', from: policies.names(), to: next.policies.map((p) => p.name) },
-          'policies changed',
+        telemetry.onPoliciesChanged(
+          policies.names(),
+          next.policies.map((p) => p.name),
         );
         policies = nextPolicies;
-        policyConfig = nextPolicyConfig(next);
         ads.setPolicies(policies);
       }
       current = next;
@@ -460,57 +318,5 @@ export async function startMeshmux(
       await persisted.close();
       await telemetry.shutdown();
     },
-  };
-}
-
-/** `/debug/preview?node=ID&meta.K=V&peer=IP&san=URI:...` */
-function previewRequestFromUrl(url: URL): PreviewRequest {
-  const metadata: Record<string, string> = {};
-  for (const [k, v] of url.searchParams) if (k.startsWith('meta.')) metadata[k.slice(5)] = v;
-  const peer = url.searchParams.get('peer');
-  return {
-    nodeId: url.searchParams.get('node') ?? '',
-    metadata,
-    ...(peer === null ? {} : { peer }),
-    sans: url.searchParams.getAll('san'),
-  };
-}
-
-function configz(engine: MergeEngine): unknown {
-  const out: unknown[] = [];
-  for (const kind of engine.current().kinds.values()) {
-    for (const r of kind.resources) {
-      out.push({
-        kind: r.kind,
-        namespace: r.namespace,
-        name: r.name,
-        version: r.version,
-        labels: r.labels,
-        annotations: r.annotations,
-        spec: decodeBody(r.kind, r.body),
-      });
-    }
-  }
-  return out;
-}
-
-function describeSource(s: ReturnType<MergeEngine['current']>['sources'][number]): unknown {
-  return {
-    name: s.name,
-    type: s.type,
-    priority: s.priority,
-    state: s.state,
-    staleSince: s.staleSince?.toISOString(),
-    held: s.held,
-    synced: s.everSynced,
-    revision: s.revision,
-    lastSyncTime: s.lastSyncTime?.toISOString(),
-    lastError: s.lastError?.describe(),
-    required: s.required,
-    restoredFrom: s.restoredFrom?.toISOString(),
-    missingKinds: s.missingKinds,
-    counts: s.counts,
-    errors: s.errors.map((e) => e.describe()),
-    warnings: s.warnings.map((e) => e.describe()),
   };
 }

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { closestWord } from '../core/closest-word.js';
 import { MeshmuxError, type ErrorLocation } from '../core/errors.js';
 import { fieldsAt, type SchemaNode } from './json-schema-fields.js';
-import { SourceConfig } from './source-config.js';
+import { SourceConfig, withRules } from './source-config.js';
 import { Cidr, Duration, Glob, ListenAddress } from './sources/common.js';
 
 const Selector = z.strictObject({
@@ -155,7 +155,9 @@ export function configJsonSchema(): SchemaNode {
 export type PolicyConfig = z.infer<typeof Policy>;
 
 /** meshmux's configuration after validation; paths are absolute. */
-export type MeshmuxConfig = z.infer<typeof ConfigFile> & {
+export type MeshmuxConfig = Omit<z.infer<typeof ConfigFile>, 'sources'> & {
+  /** The sources in configuration order, each with its merge rules apart. */
+  readonly sources: readonly SourceConfig[];
   /** Where it was read from, for messages. */
   readonly origin: string;
   /** What relative paths in it resolve against. */
@@ -312,7 +314,7 @@ export function parseMeshmuxConfig(text: string, origin: string, baseDir: string
         : { etcd: resolvePaths(parsed.data.state.etcd, baseDir) }),
     },
     server: resolvePaths(parsed.data.server, baseDir),
-    sources: parsed.data.sources.map((s) => resolvePaths(s, baseDir)),
+    sources: parsed.data.sources.map((s) => withRules(resolvePaths(s, baseDir))),
     origin,
     baseDir,
   };

@@ -1,5 +1,10 @@
+import type { MeshmuxError } from '../core/errors.js';
+import { componentLogger } from '../core/logger.js';
 import type { SourceEvent } from '../core/source-event.js';
-import type { ConfigSnapshot } from '../merge/config-snapshot.js';
+import type { AdsHooks } from '../downstream/ads-hooks.js';
+import { describeIdentity, type ClientIdentity } from '../downstream/client-identity.js';
+import type { ConfigSnapshot, HoldReason } from '../merge/config-snapshot.js';
+import type { MergeHooks } from '../merge/merge-engine.js';
 import { ChangeTracker } from './change-tracker.js';
 import { Metrics, UNKNOWN_TYPE, type MetricsOptions } from './metrics.js';
 import type { ChangeTracing, TracedClient } from './tracing.js';
@@ -14,15 +19,17 @@ export interface TelemetryOptions extends MetricsOptions {
 }
 
 /**
- * The one place lifecycle hooks become telemetry. Its methods have the shapes of the merge and
- * ADS hooks (the composition root forwards them one to one); each is synchronous, cheap and
+ * The one place lifecycle hooks become telemetry: it implements the merge's and the ADS server's
+ * hook interfaces, so the composition root hands it to both. Each hook is synchronous, cheap and
  * never throws into the caller. It feeds the Prometheus metrics, the change tracker behind the
- * convergence histogram, and, when configured, the per-change traces.
+ * convergence histogram, the audit log of admissions and policy changes and, when configured,
+ * the per-change traces.
  */
-export class Telemetry {
+export class Telemetry implements MergeHooks, AdsHooks {
   readonly metrics: Metrics;
   private readonly tracker: ChangeTracker;
   private readonly tracing: ChangeTracing | undefined;
+  private readonly audit = componentLogger('audit');
 
   constructor(private readonly options: TelemetryOptions) {
     this.metrics = new Metrics(options);
@@ -47,7 +54,7 @@ export class Telemetry {
     this.tracing?.received(change, event);
   }
 
-  onSnapshot(snapshot: ConfigSnapshot, buildMs: number): void {
+  onSnapshot(snapshot: ConfigSnapshot, _changedKinds: ReadonlySet<string>, buildMs: number): void {
     const { merged, changedKinds } = this.tracker.build(snapshot);
     this.metrics.onSnapshot(snapshot, changedKinds, buildMs);
     for (const m of merged) this.tracing?.merged(m, snapshot, buildMs);
@@ -57,7 +64,7 @@ export class Telemetry {
     for (const change of this.tracker.unchanged()) this.tracing?.unchanged(change);
   }
 
-  onHeld(source: string, reason: 'empty' | 'mass-delete'): void {
+  onHeld(source: string, reason: HoldReason): void {
     this.metrics.onHeld(source, reason);
   }
 
@@ -96,13 +103,29 @@ export class Telemetry {
     this.tracing?.nacked(client, typeUrl, message);
   }
 
-  onBadRequest(): void {
+  onBadRequest(_client: ClientIdentity, _error: MeshmuxError): void {
     this.metrics.onBadRequest();
   }
 
   /** `limit` is one of the ADS server's closed set of limit names. */
-  onLimit(limit: string): void {
+  onLimit(_client: ClientIdentity, limit: string): void {
     this.metrics.onLimit(limit);
+  }
+
+  onAdmit(client: ClientIdentity, policy: string, view: string, first: boolean): void {
+    this.audit.info(
+      { event: first ? 'admit' : 'reassign', policy, view, client: describeIdentity(client) },
+      'client admitted',
+    );
+  }
+
+  onRefuse(client: ClientIdentity, policy: string, reason: string): void {
+    this.audit.warn({ event: 'refuse', policy, client: describeIdentity(client), reason }, 'client refused');
+  }
+
+  /** The configuration's policies were replaced by a reload. */
+  onPoliciesChanged(from: readonly string[], to: readonly string[]): void {
+    this.audit.info({ event: 'policy-change', from, to }, 'policies changed');
   }
 
   /** Ends open spans and exports buffered ones. */

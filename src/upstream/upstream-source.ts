@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Observable } from 'rxjs';
 import type { SourceDescriptor, SourceEvent } from '../core/source-event.js';
 
@@ -10,4 +11,27 @@ import type { SourceDescriptor, SourceEvent } from '../core/source-event.js';
 export interface UpstreamSource {
   readonly descriptor: SourceDescriptor;
   readonly events$: Observable<SourceEvent>;
+  /**
+   * Present when its upstream can announce a change over HTTP (a git forge's webhook, served at
+   * `/hooks/<type>/<name>`): checks and handles one notification. Never throws.
+   */
+  readonly notify?: (notification: PushNotification) => Promise<PushAnswer>;
+  /**
+   * Present when the source has more to show than its events (a git mirror's commit and last
+   * fetch), served at `/debug/<type>`. Cheap and synchronous.
+   */
+  readonly details?: () => unknown;
+}
+
+/** A change announced over HTTP, as the HTTP layer hands it over. */
+export interface PushNotification {
+  readonly headers: IncomingHttpHeaders;
+  /** The raw body, exactly as signed. */
+  readonly body: Buffer;
+}
+
+/** The answer to a {@link PushNotification}: an HTTP status and a JSON body. */
+export interface PushAnswer {
+  readonly status: number;
+  readonly body: unknown;
 }

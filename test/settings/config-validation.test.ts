@@ -103,12 +103,8 @@ describe('configuration validation', () => {
 
   it('reads durations in exactly the syntax of Go and of Istio YAML durations', () => {
     const settle = (text: string): unknown =>
-      (
-        parseMeshmuxConfig(`${FILE_SOURCE}    settle: ${JSON.stringify(text)}\n`, 'meshmux.yaml', '/')
-          .sources[0] as {
-          settle?: unknown;
-        }
-      ).settle;
+      parseMeshmuxConfig(`${FILE_SOURCE}    settle: ${JSON.stringify(text)}\n`, 'meshmux.yaml', '/')
+        .sources[0]?.rules.settle;
     assert.equal(settle('1h30m'), 5_400_000);
     assert.equal(settle('1.5s'), 1500);
     assert.equal(settle('300ms'), 300);

@@ -43,7 +43,7 @@ export function startRig(names: readonly string[], options: Partial<TelemetryOpt
     })),
     { syncTimeoutMs: 60_000 },
     {
-      onSnapshot: (snapshot, _changed, buildMs) => telemetry.onSnapshot(snapshot, buildMs),
+      onSnapshot: (snapshot, changed, buildMs) => telemetry.onSnapshot(snapshot, changed, buildMs),
       onSourceEvent: (source, event) => telemetry.onSourceEvent(source, event),
       onUnchanged: () => {
         telemetry.onUnchanged();

@@ -9,7 +9,12 @@ import { parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
 import { gitAuthFor } from '../../src/upstream/git/git-credentials.js';
 import { GitSource, type GitSourceOptions } from '../../src/upstream/git/git-source.js';
 import { redactUrl } from '../../src/upstream/git/git-url.js';
-import { handleGitWebhook, refMatches, verifySignature } from '../../src/upstream/git/git-webhook.js';
+import {
+  handleGitWebhook,
+  refMatches,
+  verifySignature,
+  type WebhookTarget,
+} from '../../src/upstream/git/git-webhook.js';
 import { GitDaemon, GitHttpServer, TestRepo, serviceEntry, virtualService } from '../support/git-fixtures.js';
 import { freePort } from '../support/free-port.js';
 import { tempDir } from '../support/meshmux-harness.js';
@@ -529,33 +534,22 @@ describe('the git webhook', () => {
         fetches++;
         return Promise.resolve();
       },
-    } as unknown as GitSource;
-    const sources = new Map([['gitops', source]]);
+    } satisfies WebhookTarget;
     const signed = (b: Buffer): Record<string, string> => ({
       'x-hub-signature-256': `sha256=${createHmac('sha256', secret).update(b).digest('hex')}`,
       'x-github-event': 'push',
     });
-    assert.equal((await handleGitWebhook(sources, { source: 'nope', headers: {}, body })).status, 404);
-    assert.equal((await handleGitWebhook(sources, { source: 'gitops', headers: {}, body })).status, 401);
+    assert.equal((await handleGitWebhook(source, { headers: {}, body })).status, 401);
     assert.equal(fetches, 0);
     const other = Buffer.from(JSON.stringify({ ref: 'refs/heads/feature' }));
-    assert.equal(
-      (await handleGitWebhook(sources, { source: 'gitops', headers: signed(other), body: other })).status,
-      200,
-    );
+    assert.equal((await handleGitWebhook(source, { headers: signed(other), body: other })).status, 200);
     const ping = { ...signed(body), 'x-github-event': 'ping' };
-    assert.equal((await handleGitWebhook(sources, { source: 'gitops', headers: ping, body })).status, 200);
+    assert.equal((await handleGitWebhook(source, { headers: ping, body })).status, 200);
     assert.equal(fetches, 0);
-    assert.equal(
-      (await handleGitWebhook(sources, { source: 'gitops', headers: signed(body), body })).status,
-      202,
-    );
+    assert.equal((await handleGitWebhook(source, { headers: signed(body), body })).status, 202);
     const form = Buffer.from(`payload=${encodeURIComponent(body.toString())}`);
     const formHeaders = { ...signed(form), 'content-type': 'application/x-www-form-urlencoded' };
-    assert.equal(
-      (await handleGitWebhook(sources, { source: 'gitops', headers: formHeaders, body: form })).status,
-      202,
-    );
+    assert.equal((await handleGitWebhook(source, { headers: formHeaders, body: form })).status, 202);
     assert.equal(fetches, 2);
   });
 });

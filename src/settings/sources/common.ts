@@ -142,10 +142,12 @@ const Selector = z.strictObject({
 });
 
 /** Fields every source type accepts: identity, precedence, access rules and safety. Spread into each type's schema. */
-export const COMMON_SOURCE_FIELDS = {
-  name: SourceName,
-  /** Namespace of documents that carry none. */
-  namespace: z.string().min(1).default('default'),
+/**
+ * How the merge treats a source's objects: precedence, access rules and guards. Written flat in a
+ * source's YAML beside its other fields; parsed into the source's `rules` (see `withRules`), so a
+ * change of these alone re-applies the rules to the running source instead of restarting it.
+ */
+export const MERGE_RULE_FIELDS = {
   /** Higher wins an object several sources define; equal priorities fall back to configuration order. */
   priority: z.number().int().default(0),
   /** Only what matches is admitted from this source. */
@@ -167,6 +169,17 @@ export const COMMON_SOURCE_FIELDS = {
   settle: Duration.default(1000),
   /** `false`: serve without this source once `syncTimeout` has passed, if it has not synced by then. */
   required: z.boolean().default(true),
+};
+
+/** A source's merge rules, as parsed. */
+export type MergeRules = z.output<z.ZodObject<typeof MERGE_RULE_FIELDS>>;
+
+/** The fields every source type has: its name, its default namespace and its merge rules. */
+export const COMMON_SOURCE_FIELDS = {
+  name: SourceName,
+  /** Namespace of documents that carry none. */
+  namespace: z.string().min(1).default('default'),
+  ...MERGE_RULE_FIELDS,
 };
 
 /** File paths (PEM) of a TLS identity and trust, shared by upstream dialers and the server. */

@@ -12,7 +12,8 @@ import { sourceClock, type SourceClock } from '../runtime/source-clock.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { readYamlBytes } from '../runtime/yaml-file-reader.js';
 import { nextYamlFileSet, type YamlFileRead } from '../runtime/yaml-file-set.js';
-import type { UpstreamSource } from '../upstream-source.js';
+import type { PushAnswer, PushNotification, UpstreamSource } from '../upstream-source.js';
+import { handleGitWebhook } from './git-webhook.js';
 import { gitAuthFor, type GitCredentials } from './git-credentials.js';
 import { GitMirror } from './git-mirror.js';
 import type { CommitInfo } from './git-objects.js';
@@ -125,6 +126,11 @@ const DEFAULT_TIMEOUT_MS = 120_000;
 export class GitSource implements UpstreamSource {
   readonly descriptor: SourceDescriptor;
   readonly events$: Observable<SourceEvent>;
+  /** A forge's push webhook: a signed (or, without a secret, any) notification makes it fetch now. */
+  readonly notify = (notification: PushNotification): Promise<PushAnswer> =>
+    handleGitWebhook(this, notification);
+  /** The mirror's commit, the last fetch and its outcome, for `/debug/git`. */
+  readonly details = (): GitSourceStatus => this.status();
   private readonly runs = new Set<GitSourceRun>();
 
   constructor(private readonly options: GitSourceOptions) {

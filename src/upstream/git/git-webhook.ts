@@ -6,23 +6,8 @@
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { GitSource } from './git-source.js';
+import type { PushAnswer, PushNotification } from '../upstream-source.js';
 import { isCommitId } from './git-url.js';
-
-/** A webhook request as the HTTP layer hands it over. */
-export interface GitWebhookRequest {
-  /** The source name, from the path `/hooks/git/<source>` (still URL-encoded). */
-  readonly source: string;
-  readonly headers: IncomingHttpHeaders;
-  /** The raw body, exactly as signed. */
-  readonly body: Buffer;
-}
-
-/** The answer: an HTTP status and a JSON body. */
-export interface GitWebhookResponse {
-  readonly status: number;
-  readonly body: unknown;
-}
 
 /** Events that announce new commits; any other event of a known forge is acknowledged and ignored. */
 const PUSH_EVENTS: ReadonlyArray<readonly [header: string, events: readonly string[]]> = [
@@ -32,20 +17,23 @@ const PUSH_EVENTS: ReadonlyArray<readonly [header: string, events: readonly stri
   ['x-gogs-event', ['push']],
 ];
 
-/** Handles one webhook request for the named git sources. Never throws. */
-export async function handleGitWebhook(
-  sources: ReadonlyMap<string, GitSource>,
-  request: GitWebhookRequest,
-): Promise<GitWebhookResponse> {
-  let name: string;
-  try {
-    name = decodeURIComponent(request.source);
-  } catch {
-    name = request.source;
-  }
-  const source = sources.get(name);
-  if (source === undefined) return { status: 404, body: { error: `no git source named "${name}"` } };
+/** What a webhook needs of a git source. */
+export interface WebhookTarget {
+  /** The secret requests must be signed with, read now; undefined when none is configured. */
+  webhookSecret(): Promise<string | undefined>;
+  /** The configured ref: a push to another one is ignored. */
+  readonly ref: string;
+  /** Whether it runs (something subscribes); a stopped source cannot fetch. */
+  readonly running: boolean;
+  /** Starts a fetch; the answer does not wait for it. */
+  fetchNow(reason: string): Promise<void>;
+}
 
+/** Handles one webhook request for `source`. Never throws. */
+export async function handleGitWebhook(
+  source: WebhookTarget,
+  request: PushNotification,
+): Promise<PushAnswer> {
   let secret: string | undefined;
   try {
     secret = await source.webhookSecret();
@@ -86,10 +74,7 @@ export async function handleGitWebhook(
  * (`X-Hub-Signature-256: sha256=<hex>`, `X-Gitea-Signature: <hex>`, `X-Gogs-Signature: <hex>`)
  * or GitLab's shared token (`X-Gitlab-Token`). Compared in constant time.
  */
-export function verifySignature(
-  secret: string,
-  request: Pick<GitWebhookRequest, 'headers' | 'body'>,
-): boolean {
+export function verifySignature(secret: string, request: PushNotification): boolean {
   const mac = createHmac('sha256', secret).update(request.body).digest('hex');
   const github = headerValue(request.headers, 'x-hub-signature-256');
   if (github !== undefined && safeEqual(github.toLowerCase(), `sha256=${mac}`)) return true;
@@ -114,7 +99,7 @@ function headerValue(headers: IncomingHttpHeaders, name: string): string | undef
 }
 
 /** The `ref` a push payload names (all three forges use `ref`); undefined for an empty or ref-less body. */
-function pushedRef(request: GitWebhookRequest): string | undefined {
+function pushedRef(request: PushNotification): string | undefined {
   const text = request.body.toString('utf8').trim();
   if (text === '') return undefined;
   const type = headerValue(request.headers, 'content-type') ?? '';

@@ -1,0 +1,161 @@
+/**
+ * The pages under `/debug/` and the POST endpoints beside them, built from what the running parts
+ * report. The composition root hands in functions, so this module sees the merge's snapshot and
+ * nothing of the sources or the ADS server but what those functions return.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { ConfigSnapshot, SourceReport } from '../merge/config-snapshot.js';
+import { decodeBody } from '../schema/yaml-reader.js';
+import type { DebugPage, PostAction } from './http-server.js';
+
+/** A client described by hand, for `/debug/preview`. */
+export interface PreviewQuery {
+  readonly nodeId: string;
+  readonly metadata: Readonly<Record<string, string>>;
+  /** Peer IP address; default 127.0.0.1. */
+  readonly peer?: string;
+  /** SANs of a client certificate (`URI:spiffe://...`). */
+  readonly sans?: readonly string[];
+}
+
+/** A change announced over HTTP to a source (a forge's webhook), and the answer. */
+export interface Notification {
+  readonly headers: IncomingHttpHeaders;
+  readonly body: Buffer;
+}
+
+/** What the debug pages read and do, each a function of the running parts. */
+export interface DebugPageSources {
+  /** The merge's current snapshot. */
+  snapshot(): ConfigSnapshot;
+  /** One report per connected client. */
+  clients(): unknown;
+  /** Serving counters and process figures. */
+  counters(): unknown;
+  /** Starts a new window of the event-loop delay figures. */
+  resetCounters(): void;
+  /** The persisted state: folders, etcd, writes, problems. */
+  state(): unknown;
+  /** What a client with this identity would receive now. */
+  preview(query: PreviewQuery): unknown;
+  /** Per source type, the details of each source that has some (`/debug/<type>`). */
+  details(type: string): unknown[];
+  /** Hands a notification to the named source; undefined when no source of `type` has that name. */
+  notify(
+    type: string,
+    name: string,
+    notification: Notification,
+  ): Promise<{ status: number; body: unknown }> | undefined;
+  /** Applies a source's held update: whether it had one, or undefined for an unknown source. */
+  confirm(name: string): boolean | undefined;
+}
+
+/** The GET pages: `/debug/<name>`. */
+export function debugPages(from: DebugPageSources): Readonly<Record<string, DebugPage>> {
+  return {
+    configz: () => configz(from.snapshot()),
+    syncz: () => from.clients(),
+    sources: () => from.snapshot().sources.map(describeSource),
+    counters: () => from.counters(),
+    rejections: () => from.snapshot().sources.flatMap((s) => s.rejections),
+    conflicts: () => from.snapshot().conflicts,
+    git: () => from.details('git'),
+    state: () => from.state(),
+    preview: (url) => from.preview(previewQuery(url)),
+  };
+}
+
+/** The POST endpoints: counters reset, source notifications (`/hooks/<type>/<name>`), confirmations. */
+export function debugActions(from: DebugPageSources): readonly PostAction[] {
+  return [
+    {
+      pattern: /^\/debug\/counters\/reset$/,
+      handle: () => {
+        from.resetCounters();
+        return { status: 200, body: { reset: true } };
+      },
+    },
+    {
+      pattern: /^\/hooks\/([a-z-]+)\/([^/]+)$/,
+      handle: async (match, body, headers) => {
+        const type = match[1] ?? '';
+        const name = decodeOrKeep(match[2] ?? '');
+        const answer = from.notify(type, name, { headers, body });
+        return answer === undefined
+          ? { status: 404, body: { error: `no ${type} source named "${name}"` } }
+          : answer;
+      },
+    },
+    {
+      pattern: /^\/debug\/sources\/([^/]+)\/confirm$/,
+      handle: (match) => {
+        const name = decodeOrKeep(match[1] ?? '');
+        const confirmed = from.confirm(name);
+        if (confirmed === undefined) return { status: 404, body: { error: `no source named ${name}` } };
+        return confirmed
+          ? { status: 200, body: { confirmed: name } }
+          : { status: 409, body: { error: `source ${name} has no held update` } };
+      },
+    },
+  ];
+}
+
+function decodeOrKeep(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/** `/debug/preview?node=ID&meta.K=V&peer=IP&san=URI:...` */
+function previewQuery(url: URL): PreviewQuery {
+  const metadata: Record<string, string> = {};
+  for (const [k, v] of url.searchParams) if (k.startsWith('meta.')) metadata[k.slice(5)] = v;
+  const peer = url.searchParams.get('peer');
+  return {
+    nodeId: url.searchParams.get('node') ?? '',
+    metadata,
+    ...(peer === null ? {} : { peer }),
+    sans: url.searchParams.getAll('san'),
+  };
+}
+
+function configz(snapshot: ConfigSnapshot): unknown {
+  const out: unknown[] = [];
+  for (const kind of snapshot.kinds.values()) {
+    for (const r of kind.resources) {
+      out.push({
+        kind: r.kind,
+        namespace: r.namespace,
+        name: r.name,
+        version: r.version,
+        labels: r.labels,
+        annotations: r.annotations,
+        spec: decodeBody(r.kind, r.body),
+      });
+    }
+  }
+  return out;
+}
+
+function describeSource(s: SourceReport): unknown {
+  return {
+    name: s.name,
+    type: s.type,
+    priority: s.priority,
+    state: s.state,
+    staleSince: s.staleSince?.toISOString(),
+    held: s.held,
+    synced: s.everSynced,
+    revision: s.revision,
+    lastSyncTime: s.lastSyncTime?.toISOString(),
+    lastError: s.lastError?.describe(),
+    required: s.required,
+    restoredFrom: s.restoredFrom?.toISOString(),
+    missingKinds: s.missingKinds,
+    counts: s.counts,
+    errors: s.errors.map((e) => e.describe()),
+    warnings: s.warnings.map((e) => e.describe()),
+  };
+}

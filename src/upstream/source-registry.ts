@@ -1,0 +1,74 @@
+/**
+ * Every source type meshmux knows, and how its settings become a running source: the one place
+ * that names them all. The composition root asks it for a source; what a source can do besides
+ * its events (take a webhook, show details) is on the source itself (see `UpstreamSource`).
+ */
+import type { SourceConfig } from '../settings/source-config.js';
+import { FileSource } from './file/file-source.js';
+import { GitSource } from './git/git-source.js';
+import { McpSinkSource } from './mcp/mcp-sink-source.js';
+import { McpSource } from './mcp/mcp-source.js';
+import type { UpstreamSource } from './upstream-source.js';
+import { XdsSource } from './xds/xds-source.js';
+import { ZookeeperSource } from './zookeeper/zookeeper-source.js';
+
+/** One factory per source type; the mapped type makes a missing or mistyped entry a compile error. */
+const SOURCE_FACTORIES: {
+  [T in SourceConfig['type']]: (config: Extract<SourceConfig, { type: T }>) => UpstreamSource;
+} = {
+  file: (c) =>
+    new FileSource({
+      name: c.name,
+      path: c.path,
+      defaultNamespace: c.namespace,
+      ...(c.rescanInterval === undefined ? {} : { rescanMs: c.rescanInterval }),
+      ...(c.vanishGrace === undefined ? {} : { vanishGraceMs: c.vanishGrace }),
+      ...(c.maxFileSize === undefined ? {} : { maxFileBytes: c.maxFileSize }),
+    }),
+  git: (c) =>
+    new GitSource({
+      name: c.name,
+      url: c.url,
+      ref: c.ref,
+      paths: c.paths,
+      defaultNamespace: c.namespace,
+      intervalMs: c.interval,
+      strict: c.strict,
+      timeoutMs: c.timeout,
+      credentials: {
+        sshKey: c.sshKey,
+        knownHosts: c.knownHosts,
+        tokenFile: c.tokenFile,
+        tokenEnv: c.tokenEnv,
+        tokenUser: c.tokenUser,
+      },
+      webhookSecret: { file: c.webhook?.secretFile, env: c.webhook?.secretEnv },
+      cacheDir: c.cacheDir,
+      maxFileBytes: c.maxFileSize,
+    }),
+  zookeeper: (c) =>
+    new ZookeeperSource({
+      name: c.name,
+      servers: c.servers,
+      root: c.root,
+      namespace: c.namespace,
+      sessionTimeoutMs: c.sessionTimeout,
+      ...(c.auth === undefined ? {} : { auth: c.auth }),
+      hostTemplate: c.host,
+      endpoints: c.endpoints,
+      ...(c.interfaces === undefined ? {} : { interfaces: c.interfaces }),
+      ...(c.applications === undefined ? {} : { applications: c.applications }),
+      ...(c.labelParameters === undefined ? {} : { labelParameters: c.labelParameters }),
+      debounceMs: c.debounce,
+    }),
+  xds: (c) => new XdsSource(c),
+  mcp: (c) => new McpSource(c),
+  'mcp-sink': (c) => new McpSinkSource(c),
+};
+
+/** Builds the source `config` describes; it starts when the merge subscribes to it. Throws when the settings cannot make one. */
+export function createSource(config: SourceConfig): UpstreamSource {
+  // TypeScript cannot correlate `config.type` with the entry's parameter; the mapped type above does.
+  const factory = SOURCE_FACTORIES[config.type] as (c: SourceConfig) => UpstreamSource;
+  return factory(config);
+}
