@@ -1,5 +1,5 @@
 import type { SourceEvent } from '../core/source-event.js';
-import type { ConfigSnapshot } from '../merge/config-snapshot.js';
+import type { ConfigSnapshot, HoldReason } from '../merge/config-snapshot.js';
 import { ChangeTracker } from './change-tracker.js';
 import { Metrics, UNKNOWN_TYPE, type MetricsOptions } from './metrics.js';
 import type { ChangeTracing, TracedClient } from './tracing.js';
@@ -57,7 +57,7 @@ export class Telemetry {
     for (const change of this.tracker.unchanged()) this.tracing?.unchanged(change);
   }
 
-  onHeld(source: string, reason: 'empty' | 'mass-delete'): void {
+  onHeld(source: string, reason: HoldReason): void {
     this.metrics.onHeld(source, reason);
   }
 
