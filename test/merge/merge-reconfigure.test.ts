@@ -85,6 +85,7 @@ describe('a configuration reload', () => {
     a.events.next(snapshotOf([fakeResource('x')]));
     b.events.next(snapshotOf([fakeResource('y')]));
     assert.deepEqual(served(engine), ['x@a', 'y@b']);
+    assert.equal(engine.has('a'), true);
     engine.reconfigure([a.input()]);
     assert.deepEqual(served(engine), ['x@a']);
     assert.deepEqual(removed, ['b']);
@@ -214,6 +215,7 @@ describe('the merge around its sources', () => {
     assert.deepEqual(hooks.held, ['a:mass-delete:11']);
     assert.equal(engine.current().sources[0]?.held?.reason, 'mass-delete');
     assert.equal(served(engine).length, 12, 'held: still serving every object');
+    assert.equal(engine.confirm('nobody'), false, 'another source’s hold is not confirmed by a wrong name');
     assert.equal(engine.confirm('a'), true);
     assert.deepEqual(served(engine), ['o0@a']);
     assert.equal(engine.current().sources[0]?.held, undefined);
