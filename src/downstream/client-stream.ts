@@ -4,8 +4,7 @@ import { MeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { truncateForLog, truncateRecordForLog } from '../core/truncate-for-log.js';
 import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js';
-import { anyTypeUrl } from '../schema/proto-root.js';
-import type { KindDescriptor, KindRegistry } from '../schema/kinds.js';
+import type { EnvelopeBuilders, KindDescriptor, KindRegistry } from '../schema/kinds.js';
 import type { AdsHooks } from './ads-hooks.js';
 import { anonymousIdentity, type ClientIdentity, parseSans, withNode } from './client-identity.js';
 import type { ClientView } from './client-view.js';
@@ -404,15 +403,15 @@ export class ClientStream implements BudgetWaiter {
 
   /** A kind is served once every source that may hold it has synced (or the startup budget passed). */
   private ready(state: TypeState, snapshot: ConfigSnapshot): boolean {
-    return state.kind === undefined || state.kind.envelope === 'bare'
-      ? snapshot.ready
-      : snapshot.readyFor(state.kind.key);
+    // An unknown type waits for everything: it is answered empty, once nothing can still arrive.
+    if (state.kind === undefined || state.kind.envelope.waitsForEverySource) return snapshot.ready;
+    return snapshot.readyFor(state.kind.key);
   }
 
   private needsPush(state: TypeState, snapshot: ConfigSnapshot): boolean {
     if (state.awaitingAck || !this.ready(state, snapshot)) return false;
-    // MeshConfig goes once, when it can; istiod never acknowledges it, so it is never re-sent.
-    if (state.kind?.envelope === 'bare')
+    // A kind sent once (MeshConfig, never acknowledged) goes when it can and is never re-sent.
+    if (state.kind?.envelope.sentOnce === true)
       return state.sentVersion === undefined && this.env.meshConfig() !== undefined;
     if (this.view === undefined) return false;
     const version = this.env.responses.viewVersion(this.view, snapshot.kinds.get(state.kind?.key ?? ''));
@@ -445,7 +444,6 @@ export class ClientStream implements BudgetWaiter {
         return;
       }
       this.due.delete(typeUrl);
-      const envelopeIsBare = state.kind?.envelope === 'bare';
       if (state.sentVersion !== undefined && contentOf(state.sentVersion) === contentOf(response.version)) {
         this.env.counters.wastedPushes++;
       }
@@ -454,7 +452,7 @@ export class ClientStream implements BudgetWaiter {
       state.sentVersion = response.version;
       state.sentNonce = response.nonce;
       state.sentAt = performance.now();
-      state.awaitingAck = !envelopeIsBare;
+      state.awaitingAck = state.kind?.envelope.awaitsAck ?? true;
       this.env.hooks.onPush?.(
         this.identity,
         typeUrl,
@@ -476,17 +474,23 @@ export class ClientStream implements BudgetWaiter {
 
   private build(state: TypeState, snapshot: ConfigSnapshot): BuiltResponse | undefined {
     const kind = state.kind;
-    if (kind?.envelope === 'bare') {
-      const mesh = this.env.meshConfig();
-      if (mesh === undefined || state.sentVersion !== undefined) return undefined;
-      return this.env.responses.bareResponse(state.typeUrl, anyTypeUrl(kind.bodyType), mesh);
-    }
-    if (state.awaitingAck || this.view === undefined) return undefined;
-    const kindSnapshot = kind === undefined ? undefined : snapshot.kinds.get(kind.key);
-    const version = this.env.responses.viewVersion(this.view, kindSnapshot);
-    if (state.sentVersion !== undefined && contentOf(version) === contentOf(state.sentVersion))
-      return undefined;
-    return this.env.responses.response(state.typeUrl, this.view, kindSnapshot, kind !== undefined);
+    const builders: EnvelopeBuilders<BuiltResponse> = {
+      bare: (bodyTypeUrl) => {
+        const mesh = this.env.meshConfig();
+        if (mesh === undefined || state.sentVersion !== undefined) return undefined;
+        return this.env.responses.bareResponse(state.typeUrl, bodyTypeUrl, mesh);
+      },
+      mcpResources: () => {
+        if (state.awaitingAck || this.view === undefined) return undefined;
+        const kindSnapshot = kind === undefined ? undefined : snapshot.kinds.get(kind.key);
+        const version = this.env.responses.viewVersion(this.view, kindSnapshot);
+        if (state.sentVersion !== undefined && contentOf(version) === contentOf(state.sentVersion))
+          return undefined;
+        return this.env.responses.response(state.typeUrl, this.view, kindSnapshot, kind !== undefined);
+      },
+    };
+    // An unknown type is answered as an empty list of MCP resources.
+    return kind === undefined ? builders.mcpResources() : kind.envelope.build(kind.bodyType, builders);
   }
 
   private close(reason: string, endOurSide: boolean): void {

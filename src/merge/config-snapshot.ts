@@ -63,8 +63,11 @@ export interface Conflict {
   readonly parties: readonly ConflictParty[];
 }
 
-/** Why a guard holds an update back. A closed set: it labels metrics. */
-export type HoldReason = 'empty' | 'mass-delete';
+/** Every reason a guard may hold an update back. A closed set: it labels metrics. */
+export const HOLD_REASONS = ['empty', 'mass-delete'] as const;
+
+/** Why a guard holds an update back (one of `HOLD_REASONS`). */
+export type HoldReason = (typeof HOLD_REASONS)[number];
 
 /** An update a guard holds back, as reported. */
 export interface HeldReport {

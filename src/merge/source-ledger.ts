@@ -1,5 +1,5 @@
 import type { MeshmuxError } from '../core/errors.js';
-import { makeResource, type ConfigResource } from '../core/resource.js';
+import type { ConfigResource } from '../core/resource.js';
 import type {
   SourceDescriptor,
   SourceEvent,
@@ -7,26 +7,34 @@ import type {
   SourceState,
 } from '../core/source-event.js';
 import type { HoldReason, Rejection, SourceReport } from './config-snapshot.js';
+import { diffByIdentity } from './identity-diff.js';
+import { KindStateView } from './kind-state-view.js';
+import { Provenance } from './provenance.js';
 import type { SourceRecord } from './source-record.js';
+import { SourceReadiness } from './source-readiness.js';
 import { SourceAcl, type SourcePolicy } from './source-rules.js';
+import { foldEvent, foldIn, type UpdateFold } from './update-fold.js';
+import { appliesAtOnce, guardVerdict, type HeldUpdate, type UpdateEffect } from './update-guards.js';
 
-/** Annotation naming the source an object was served from. */
-export const SOURCE_ANNOTATION = 'meshmux.io/source';
-/** Annotation carrying the source's own version of the object (upstream version, or content hash). */
-export const SOURCE_VERSION_ANNOTATION = 'meshmux.io/source-version';
-
-/** The objects of one kind a source holds, keyed by `namespace/name`. Never mutated once published. */
+export { SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION } from './provenance.js';
+export type { HeldUpdate } from './update-guards.js';
+export type { HoldReason };
+/**
+ * The objects of one kind a source holds, keyed by `namespace/name`. Read-only to whoever holds
+ * it; what a ledger hands out is either never altered again or a `KindStateView` that throws once
+ * the ledger altered the state behind it.
+ */
 export type KindState = ReadonlyMap<string, ConfigResource>;
 
 /** A change of one kind in one source: what it held before and holds now. */
 export interface KindChange {
   readonly kind: string;
   readonly before: KindState;
+  /** A view of the ledger's state of the kind: to be read before the ledger's next change. */
   readonly after: KindState;
   /**
    * Set when the ledger found the change by identity, without scanning both states: the keys
-   * whose object differs. Then `before` holds only those keys' previous objects and `after` is the
-   * ledger's live state, to be read before the ledger's next change.
+   * whose object differs. Then `before` holds only those keys' previous objects.
    */
   readonly changed?: ReadonlySet<string>;
 }
@@ -37,43 +45,17 @@ interface KindDelta {
   readonly upserts: ReadonlyMap<string, ConfigResource>;
 }
 
-export type { HoldReason };
-
-/** An update held by the safety guards, waiting for confirmation or time. */
-export interface HeldUpdate {
-  readonly reason: HoldReason;
-  readonly since: Date;
-  /** Objects it would delete, and how many the source holds. */
-  readonly deletions: number;
-  readonly total: number;
+/** One kind's committed objects, and the token of the views handed out for them. */
+interface KindSlot {
+  readonly state: Map<string, ConfigResource>;
+  token: { valid: boolean };
 }
 
 const EMPTY: KindState = new Map();
 
-/**
- * Snapshot events not applied yet, folded into the state they add up to: per kind, the last list
- * the source sent. `full` once an event replaced every kind (kinds absent from `kinds` are then empty).
- */
-interface Fold {
-  readonly full: boolean;
-  readonly kinds: ReadonlyMap<string, readonly ConfigResource[]>;
-  readonly revision: string;
-  readonly errors: readonly MeshmuxError[];
-  readonly warnings: readonly MeshmuxError[];
-}
-
-/** What an admitted update would do to the committed state. */
-interface Effect {
-  readonly deletions: number;
-  /** Objects the source would hold afterwards. */
-  readonly after: number;
-  /** Some kind the source holds would become empty. */
-  readonly emptiesKind: boolean;
-}
-
 /** An event after the access rules: admitted objects and what was sent, per covered kind. */
 interface Admitted {
-  readonly next: Map<string, KindState>;
+  readonly next: Map<string, Map<string, ConfigResource>>;
   readonly raw: Map<string, readonly ConfigResource[]>;
   readonly full: boolean;
   /** Kinds admitted by the fast path, as deltas of the committed state (absent from `next`). */
@@ -90,8 +72,9 @@ function keyOf(r: ConfigResource): string {
 /**
  * The last good state of one source, after its access rules. A snapshot event replaces the
  * covered kinds, unless a guard holds it (a full state that empties the source, or one deleting
- * too much at once); a status event never removes objects, so a stale source keeps serving.
- * Admitted objects carry provenance annotations, built once per object version.
+ * too much at once; see `update-guards.ts`); a status event never removes objects, so a stale
+ * source keeps serving. Admitted objects carry provenance annotations (see `provenance.ts`).
+ * Which kinds the source can answer for is its `SourceReadiness`.
  */
 export class SourceLedger {
   private state: SourceState = 'connecting';
@@ -103,17 +86,14 @@ export class SourceLedger {
   private errors: readonly MeshmuxError[] = [];
   private warnings: readonly MeshmuxError[] = [];
   private rejected: readonly Rejection[] = [];
-  private readonly byKind = new Map<string, KindState>();
+  private readonly byKind = new Map<string, KindSlot>();
   private total = 0;
-  private held: { update: HeldUpdate; fold: Fold } | undefined;
+  private held: { update: HeldUpdate; fold: UpdateFold } | undefined;
   /** A deleting update waiting for the rest of the source's update until `due` (ms). */
-  private pending: { fold: Fold; due: number } | undefined;
-  /** Kinds the upstream has answered in this process; `answeredAll` once a state covered every kind. */
-  private readonly answered = new Set<string>();
-  private answeredAll = false;
-  /** What the persisted record this ledger started from covered; undefined when it started empty. */
-  private restored:
-    { readonly at: Date; readonly all: boolean; readonly kinds: ReadonlySet<string> } | undefined;
+  private pending: { fold: UpdateFold; due: number } | undefined;
+  private readonly readiness = new SourceReadiness();
+  /** Whether this ledger started from a persisted record. */
+  private restored = false;
   /**
    * Moves whenever what `record()` returns changes in substance: the objects held, the kinds
    * known, the held update. A source re-sending the same state leaves it alone.
@@ -122,12 +102,7 @@ export class SourceLedger {
   private acl: SourceAcl;
   /** What the source last sent per kind, before its rules: re-admitted when the rules change. */
   private readonly raw = new Map<string, readonly ConfigResource[]>();
-  /** Annotated objects by the identity of what the source sent, so unchanged objects are not rebuilt. */
-  private annotated = new Map<
-    string,
-    { readonly version: string; readonly sourceVersion: string; readonly out: ConfigResource }
-  >();
-  private readonly byInput = new WeakMap<ConfigResource, ConfigResource>();
+  private readonly provenance: Provenance;
   /**
    * Per kind, the instances the committed state was admitted from. Sources re-send unchanged
    * objects as the same instances, so the next state of the world is compared by identity and
@@ -145,6 +120,8 @@ export class SourceLedger {
     public order: number,
   ) {
     this.acl = new SourceAcl(rules);
+    // Sources are matched by name across reloads: the name a ledger annotates with never changes.
+    this.provenance = new Provenance(descriptor.name);
   }
 
   get policy(): SourcePolicy {
@@ -174,12 +151,7 @@ export class SourceLedger {
 
   /** Removes every object (the source left the configuration); returns the kinds that changed. */
   clear(): KindChange[] {
-    const changes = [...this.byKind].map(([kind, before]) => ({ kind, before, after: EMPTY }));
-    this.byKind.clear();
-    this.raw.clear();
-    this.sentByKind.clear();
-    this.total = 0;
-    return changes;
+    return this.dropAll();
   }
 
   /** Whether the source contributes any object. */
@@ -187,9 +159,9 @@ export class SourceLedger {
     return this.total > 0;
   }
 
-  /** Every kind the source holds, with its objects. */
-  entries(): IterableIterator<[string, KindState]> {
-    return this.byKind.entries();
+  /** Every kind the source holds, with a view of its objects (read before the ledger's next change). */
+  *entries(): IterableIterator<[string, KindState]> {
+    for (const [kind, slot] of this.byKind) yield [kind, new KindStateView(slot.state, slot.token)];
   }
 
   /**
@@ -203,10 +175,7 @@ export class SourceLedger {
       if (event.error !== undefined) this.lastError = event.error;
       // A restored source keeps saying so until its upstream has answered in full.
       const keepRestored =
-        this.restored !== undefined &&
-        !this.everSynced &&
-        event.state !== 'stale' &&
-        event.state !== 'synced';
+        this.restored && !this.everSynced && event.state !== 'stale' && event.state !== 'synced';
       if (!keepRestored) this.state = event.state;
       if (event.state === 'stale' || event.state === 'failing') this.staleSince ??= now;
       else if (!keepRestored) this.staleSince = undefined;
@@ -215,13 +184,8 @@ export class SourceLedger {
     this.revision = event.revision;
     this.errors = event.errors;
     this.warnings = event.warnings;
-    const known = this.answered.size;
-    if (event.kinds === undefined && !this.answeredAll) {
-      this.answeredAll = true;
-      this.recordChanges++;
-    } else for (const kind of event.kinds ?? []) this.answered.add(kind);
-    if (this.answered.size !== known) this.recordChanges++;
-    if (this.complete) {
+    if (this.readiness.answer(event.kinds)) this.recordChanges++;
+    if (this.readiness.complete(this.descriptor.kinds)) {
       this.staleSince = undefined;
       this.lastSyncTime = now;
       this.everSynced = true;
@@ -233,9 +197,7 @@ export class SourceLedger {
       return [];
     }
     const next = this.admit(event);
-    const effect = this.effect(next);
-    const small = effect.deletions <= this.rules.minDeletes && !effect.emptiesKind;
-    if (this.total === 0 || effect.deletions === 0 || small) return this.commit(next);
+    if (appliesAtOnce(this.effect(next), this.total, this.rules)) return this.commit(next);
     if (this.rules.settleMs > 0) {
       this.pending = { fold: foldIn(undefined, event), due: now.getTime() + this.rules.settleMs };
       return [];
@@ -265,11 +227,11 @@ export class SourceLedger {
   }
 
   /** Applies the folded update unless a guard holds it (then it replaces any held one). */
-  private judge(fold: Fold, now: Date, admitted?: Admitted): KindChange[] {
+  private judge(fold: UpdateFold, now: Date, admitted?: Admitted): KindChange[] {
     const next = admitted ?? this.admit(foldEvent(fold), false);
-    const guard = this.guard(this.effect(next));
-    if (guard !== undefined) {
-      this.held = { update: { ...guard, since: this.held?.update.since ?? now }, fold };
+    const verdict = guardVerdict(this.effect(next), this.total, this.rules);
+    if (verdict !== undefined) {
+      this.held = { update: { ...verdict, since: this.held?.update.since ?? now }, fold };
       this.recordChanges++;
       return [];
     }
@@ -293,11 +255,8 @@ export class SourceLedger {
    * before any event. Returns the kinds it filled.
    */
   restore(record: SourceRecord): KindChange[] {
-    this.restored = {
-      at: new Date(record.savedMs),
-      all: record.complete,
-      kinds: new Set(record.answeredKinds),
-    };
+    this.restored = true;
+    this.readiness.restoreFrom(record);
     this.state = 'restored';
     this.revision = record.revision;
     if (record.lastSyncMs !== undefined) this.lastSyncTime = new Date(record.lastSyncMs);
@@ -341,7 +300,7 @@ export class SourceLedger {
 
   /**
    * What this source contributes, as a record to persist: the objects it sent (before its rules),
-   * the kinds known, and the held update. Objects are shared, not copied.
+   * the kinds known, and the held update. Objects are shared, not copied; the arrays are new.
    */
   record(now: Date): SourceRecord {
     const held = this.held;
@@ -351,8 +310,7 @@ export class SourceLedger {
       revision: this.revision,
       ...(this.lastSyncTime === undefined ? {} : { lastSyncMs: this.lastSyncTime.getTime() }),
       savedMs: now.getTime(),
-      complete: this.complete || this.restored?.all === true,
-      answeredKinds: [...new Set([...this.answered, ...(this.restored?.kinds ?? [])])].sort(),
+      ...this.readiness.coverage(this.descriptor.kinds),
       resources: [...this.raw.values()].flat(),
       ...(held === undefined
         ? {}
@@ -380,14 +338,23 @@ export class SourceLedger {
     ) {
       return [];
     }
-    const changes = [...this.byKind].map(([kind, before]) => ({ kind, before, after: EMPTY }));
-    this.byKind.clear();
-    // What it sent goes too: neither new rules nor a restart may bring dropped objects back.
-    this.raw.clear();
+    const changes = this.dropAll();
+    // Dropped for good: a restart must not bring them back either.
     this.recordChanges++;
+    this.provenance.clear();
+    return changes;
+  }
+
+  /**
+   * Drops every object and what the source sent: neither new rules nor a restart bring them
+   * back. The dropped states are handed out as they were; they are never altered again.
+   */
+  private dropAll(): KindChange[] {
+    const changes = [...this.byKind].map(([kind, slot]) => ({ kind, before: slot.state, after: EMPTY }));
+    this.byKind.clear();
+    this.raw.clear();
     this.sentByKind.clear();
     this.total = 0;
-    this.annotated.clear();
     return changes;
   }
 
@@ -400,9 +367,10 @@ export class SourceLedger {
     return this.held?.update;
   }
 
-  /** This source's admitted objects of one kind. Must not be altered. */
+  /** A view of this source's admitted objects of one kind (read before the ledger's next change). */
   kind(kind: string): KindState {
-    return this.byKind.get(kind) ?? EMPTY;
+    const slot = this.byKind.get(kind);
+    return slot === undefined ? EMPTY : new KindStateView(slot.state, slot.token);
   }
 
   /** Whether the upstream has answered every kind the source may deliver, in this process. */
@@ -410,28 +378,14 @@ export class SourceLedger {
     return this.everSynced;
   }
 
-  /** Whether the upstream answered every kind the source may deliver (a complete live state). */
-  private get complete(): boolean {
-    if (this.answeredAll) return true;
-    const kinds = this.descriptor.kinds;
-    if (kinds === undefined) return false;
-    for (const kind of kinds) if (!this.answered.has(kind)) return false;
-    return true;
-  }
-
   /** Whether the source has something to serve for a kind: answered by its upstream, or restored. */
   knows(kind: string): boolean {
-    if (this.answeredAll || this.answered.has(kind)) return true;
-    return this.restored !== undefined && (this.restored.all || this.restored.kinds.has(kind));
+    return this.readiness.knows(kind);
   }
 
   /** Whether the source serves a complete state: synced, or restored from a complete record. */
   get servesAll(): boolean {
-    if (this.complete || this.restored?.all === true) return true;
-    const kinds = this.descriptor.kinds;
-    if (kinds === undefined) return false;
-    for (const kind of kinds) if (!this.knows(kind)) return false;
-    return true;
+    return this.readiness.servesAll(this.descriptor.kinds);
   }
 
   /** Kinds the source may deliver that it knows nothing of yet (`*` for "any kind"). */
@@ -455,7 +409,8 @@ export class SourceLedger {
 
   report(): SourceReport {
     const counts: Record<string, number> = {};
-    for (const [kind, list] of this.byKind) counts[kind] = list.size;
+    for (const [kind, slot] of this.byKind) counts[kind] = slot.state.size;
+    const restoredFrom = this.readiness.restoredAt;
     return {
       name: this.descriptor.name,
       type: this.descriptor.type,
@@ -463,7 +418,7 @@ export class SourceLedger {
       state: this.state,
       everSynced: this.everSynced,
       required: this.rules.required,
-      ...(this.restored === undefined ? {} : { restoredFrom: this.restored.at }),
+      ...(restoredFrom === undefined ? {} : { restoredFrom }),
       missingKinds: this.missingKinds(),
       revision: this.revision,
       ...(this.lastSyncTime === undefined ? {} : { lastSyncTime: this.lastSyncTime }),
@@ -477,9 +432,14 @@ export class SourceLedger {
     };
   }
 
+  /** The committed objects of one kind, as the ledger itself reads them. */
+  private stateOf(kind: string): KindState {
+    return this.byKind.get(kind)?.state ?? EMPTY;
+  }
+
   /** The per-kind state an event yields after the access rules, with duplicates resolved. */
   private admit(event: SourceSnapshotEvent, byIdentity = true): Admitted {
-    const next = new Map<string, KindState>();
+    const next = new Map<string, Map<string, ConfigResource>>();
     const deltas = new Map<string, KindDelta>();
     const sent = new Map<string, readonly ConfigResource[]>();
     const raw = new Map<string, readonly ConfigResource[]>();
@@ -535,7 +495,7 @@ export class SourceLedger {
             reason: 'duplicate-in-source',
           });
         }
-        state.set(key, this.withProvenance(r));
+        state.set(key, this.provenance.annotate(r));
       }
       next.set(kind, state);
     }
@@ -558,7 +518,7 @@ export class SourceLedger {
     const previous = this.sentByKind.get(kind);
     if (previous === undefined || !this.acl.unrestricted || this.rejectedKinds.has(kind)) return undefined;
     const diff = diffByIdentity(previous, list);
-    const before = this.kind(kind);
+    const before = this.stateOf(kind);
     const removed = new Set<string>();
     for (const r of diff.vanished) removed.add(keyOf(r));
     const upserts = new Map<string, ConfigResource>();
@@ -568,24 +528,24 @@ export class SourceLedger {
       const key = keyOf(r);
       // Two objects under one key: the full path reports the duplicate.
       if (upserts.has(key) || (before.has(key) && !removed.has(key))) return undefined;
-      upserts.set(key, this.withProvenance(r));
+      upserts.set(key, this.provenance.annotate(r));
     }
     return { removed, upserts };
   }
 
   /** Counts what an admitted update would delete from the committed state. */
-  private effect(admitted: Admitted): Effect {
+  private effect(admitted: Admitted): UpdateEffect {
     let deletions = 0;
     let after = this.total;
     let emptiesKind = false;
     for (const [kind, list] of admitted.next) {
-      const before = this.kind(kind);
+      const before = this.stateOf(kind);
       for (const key of before.keys()) if (!list.has(key)) deletions++;
       after += list.size - before.size;
       if (before.size > 0 && list.size === 0) emptiesKind = true;
     }
     for (const [kind, { removed, upserts }] of admitted.deltas) {
-      const before = this.kind(kind);
+      const before = this.stateOf(kind);
       let size = before.size;
       for (const key of removed) {
         if (!upserts.has(key) && before.has(key)) {
@@ -598,16 +558,6 @@ export class SourceLedger {
       if (before.size > 0 && size === 0) emptiesKind = true;
     }
     return { deletions, after, emptiesKind };
-  }
-
-  private guard(effect: Effect): Omit<HeldUpdate, 'since'> | undefined {
-    if (this.total === 0) return undefined;
-    const { deletions, after } = effect;
-    if (after === 0 && this.rules.keepOnEmpty) return { reason: 'empty', deletions, total: this.total };
-    if (deletions > this.rules.minDeletes && deletions > this.rules.maxDeleteRatio * this.total) {
-      return { reason: 'mass-delete', deletions, total: this.total };
-    }
-    return undefined;
   }
 
   private commit({ next, raw, full, deltas, sent }: Admitted): KindChange[] {
@@ -624,19 +574,28 @@ export class SourceLedger {
     this.rejectedKinds = new Set(this.rejected.map((r) => r.kind));
     const changes: KindChange[] = [];
     for (const [kind, after] of next) {
-      const before = this.kind(kind);
+      const before = this.stateOf(kind);
       if (sameState(before, after)) continue;
-      changes.push({ kind, before, after });
-      for (const key of before.keys()) if (!after.has(key)) this.annotated.delete(`${kind}|${key}`);
+      for (const key of before.keys()) if (!after.has(key)) this.provenance.forget(kind, key);
       this.total += after.size - before.size;
-      if (after.size === 0) this.byKind.delete(kind);
-      else this.byKind.set(kind, after);
+      if (after.size === 0) {
+        this.byKind.delete(kind);
+        changes.push({ kind, before, after });
+        continue;
+      }
+      // A new state, never altered yet: the views of the replaced one stay valid, as it is not altered either.
+      const slot: KindSlot = { state: after, token: { valid: true } };
+      this.byKind.set(kind, slot);
+      changes.push({ kind, before, after: new KindStateView(slot.state, slot.token) });
     }
     for (const [kind, { removed, upserts }] of deltas) {
       if (removed.size === 0 && upserts.size === 0) continue;
-      // Applied in place: the live state is only ever read through changes applied at once.
-      let state = this.byKind.get(kind) as Map<string, ConfigResource> | undefined;
-      if (state === undefined) this.byKind.set(kind, (state = new Map()));
+      // Applied in place, which no view handed out before may see: their token is revoked.
+      let slot = this.byKind.get(kind);
+      if (slot === undefined) this.byKind.set(kind, (slot = { state: new Map(), token: { valid: true } }));
+      slot.token.valid = false;
+      slot.token = { valid: true };
+      const state = slot.state;
       const before = new Map<string, ConfigResource>();
       const changed = new Set<string>();
       for (const key of [...removed, ...upserts.keys()]) {
@@ -647,52 +606,15 @@ export class SourceLedger {
       const sizeBefore = state.size;
       for (const key of removed) {
         state.delete(key);
-        if (!upserts.has(key)) this.annotated.delete(`${kind}|${key}`);
+        if (!upserts.has(key)) this.provenance.forget(kind, key);
       }
       for (const [key, r] of upserts) state.set(key, r);
       this.total += state.size - sizeBefore;
       if (state.size === 0) this.byKind.delete(kind);
-      changes.push({ kind, before, after: state, changed });
+      changes.push({ kind, before, after: new KindStateView(state, slot.token), changed });
     }
     if (changes.length > 0) this.recordChanges++;
     return changes;
-  }
-
-  private withProvenance(r: ConfigResource): ConfigResource {
-    // Sources that re-send unchanged objects usually re-send the same instances: a WeakMap hit is the cheap path.
-    const same = this.byInput.get(r);
-    if (same !== undefined) return same;
-    const out = this.annotate(r);
-    this.byInput.set(r, out);
-    return out;
-  }
-
-  private annotate(r: ConfigResource): ConfigResource {
-    // An object that already names its source came through another meshmux: its provenance is the
-    // original source's, and passing it through keeps versions identical along a chain.
-    if (r.annotations[SOURCE_ANNOTATION] !== undefined) return r;
-    const sourceVersion = r.origin.upstreamVersion ?? r.version;
-    const id = `${r.kind}|${r.namespace}/${r.name}`;
-    const cached = this.annotated.get(id);
-    if (
-      cached !== undefined &&
-      cached.version === r.version &&
-      cached.sourceVersion === sourceVersion &&
-      cached.out.createTime.seconds === r.createTime.seconds &&
-      cached.out.createTime.nanos === r.createTime.nanos
-    ) {
-      return cached.out;
-    }
-    const out = makeResource({
-      ...r,
-      annotations: {
-        ...r.annotations,
-        [SOURCE_ANNOTATION]: this.descriptor.name,
-        [SOURCE_VERSION_ANNOTATION]: sourceVersion,
-      },
-    });
-    this.annotated.set(id, { version: r.version, sourceVersion, out });
-    return out;
   }
 }
 
@@ -700,86 +622,4 @@ function sameState(a: KindState, b: KindState): boolean {
   if (a.size !== b.size) return false;
   for (const [key, r] of a) if (b.get(key) !== r) return false;
   return true;
-}
-
-/** How far a walk in step looks ahead to re-align two lists after a difference. */
-const REALIGN_WINDOW = 16;
-
-/**
- * The instances only in `before` and only in `after`. Walks both lists in step, re-aligning
- * within a small window after each difference (O(n) pointer comparisons when the order is kept);
- * when the lists do not re-align, falls back to sets.
- */
-function diffByIdentity(
-  before: readonly ConfigResource[],
-  after: readonly ConfigResource[],
-): { added: ConfigResource[]; vanished: ConfigResource[] } {
-  const added: ConfigResource[] = [];
-  const vanished: ConfigResource[] = [];
-  let i = 0;
-  let j = 0;
-  while (i < after.length && j < before.length) {
-    if (after[i] === before[j]) {
-      i++;
-      j++;
-      continue;
-    }
-    let aligned = false;
-    for (let d = 1; d <= REALIGN_WINDOW && !aligned; d++) {
-      for (let a = 0; a <= d; a++) {
-        const b = d - a;
-        if (i + a < after.length && j + b < before.length && after[i + a] === before[j + b]) {
-          for (let k = 0; k < a; k++) added.push(after[i + k] as ConfigResource);
-          for (let k = 0; k < b; k++) vanished.push(before[j + k] as ConfigResource);
-          i += a;
-          j += b;
-          aligned = true;
-          break;
-        }
-      }
-    }
-    if (!aligned) {
-      const was = new Set(before.slice(j));
-      const now = new Set(after.slice(i));
-      for (const r of after.slice(i)) if (!was.has(r)) added.push(r);
-      for (const r of before.slice(j)) if (!now.has(r)) vanished.push(r);
-      return { added, vanished };
-    }
-  }
-  for (; i < after.length; i++) added.push(after[i] as ConfigResource);
-  for (; j < before.length; j++) vanished.push(before[j] as ConfigResource);
-  return { added, vanished };
-}
-
-/** Folds one snapshot event into the update it continues (or starts one). */
-function foldIn(fold: Fold | undefined, event: SourceSnapshotEvent): Fold {
-  const kinds = new Map<string, ConfigResource[]>();
-  const full = event.kinds === undefined;
-  if (!full && fold !== undefined) for (const [k, list] of fold.kinds) kinds.set(k, [...list]);
-  for (const k of event.kinds ?? []) kinds.set(k, []);
-  for (const r of event.resources) {
-    if (!full && !(event.kinds?.has(r.kind) ?? false)) continue;
-    const list = kinds.get(r.kind);
-    if (list === undefined) kinds.set(r.kind, [r]);
-    else list.push(r);
-  }
-  return {
-    full: full || (fold?.full ?? false),
-    kinds,
-    revision: event.revision,
-    errors: event.errors,
-    warnings: event.warnings,
-  };
-}
-
-/** The snapshot event a fold adds up to. */
-function foldEvent(fold: Fold): SourceSnapshotEvent {
-  return {
-    type: 'snapshot',
-    ...(fold.full ? {} : { kinds: new Set(fold.kinds.keys()) }),
-    resources: [...fold.kinds.values()].flat(),
-    revision: fold.revision,
-    errors: fold.errors,
-    warnings: fold.warnings,
-  };
 }

@@ -4,12 +4,60 @@
  * requests or documents never branches on a type URL or a kind name.
  */
 
-/** How a kind travels inside a DiscoveryResponse. */
-export type Envelope =
-  /** Each object is `Any(istio.mcp.v1alpha1.Resource)` wrapping `Any(body)`. */
-  | 'mcp-resource'
-  /** One bare `Any(body)` (MeshConfig); never answered when there is nothing to send. */
-  | 'bare';
+import { anyTypeUrl } from './proto-root.js';
+
+/**
+ * What a response builder offers an envelope: one way to build per wrapping. The caller supplies
+ * them; the envelope picks the one its kind travels in.
+ */
+export interface EnvelopeBuilders<R> {
+  /** Each object of the kind as `Any(istio.mcp.v1alpha1.Resource)` wrapping `Any(body)`. */
+  mcpResources(): R | undefined;
+  /** One bare `Any(body)` whose type URL is `bodyTypeUrl`. */
+  bare(bodyTypeUrl: string): R | undefined;
+}
+
+/**
+ * How a kind travels inside a DiscoveryResponse, and what that means for the stream that sends
+ * it. Handling code asks the envelope instead of branching on a kind. Stateless and shared.
+ */
+export interface Envelope {
+  /** A name for logs and documentation. */
+  readonly name: 'mcp-resource' | 'bare';
+  /** Whether istiod acknowledges a response (then no other response of the type goes before the ACK). */
+  readonly awaitsAck: boolean;
+  /** Whether a stream sends the kind at most once (its content never changes while meshmux runs). */
+  readonly sentOnce: boolean;
+  /**
+   * Whether the kind waits for every source to be ready, rather than only for the sources that
+   * may hold objects of it.
+   */
+  readonly waitsForEverySource: boolean;
+  /** Builds a response in this envelope for a kind whose body message is `bodyType`. */
+  build<R>(bodyType: string, builders: EnvelopeBuilders<R>): R | undefined;
+}
+
+/** Every object wrapped in an MCP `Resource`; acknowledged by istiod, re-sent on every change. */
+export const MCP_RESOURCE_ENVELOPE: Envelope = Object.freeze({
+  name: 'mcp-resource',
+  awaitsAck: true,
+  sentOnce: false,
+  waitsForEverySource: false,
+  build: <R>(_bodyType: string, builders: EnvelopeBuilders<R>): R | undefined => builders.mcpResources(),
+});
+
+/**
+ * One bare `Any(body)` (MeshConfig): istiod never acknowledges it, so it goes once per stream,
+ * once every source is ready; never answered when there is nothing to send.
+ */
+export const BARE_ENVELOPE: Envelope = Object.freeze({
+  name: 'bare',
+  awaitsAck: false,
+  sentOnce: true,
+  waitsForEverySource: true,
+  build: <R>(bodyType: string, builders: EnvelopeBuilders<R>): R | undefined =>
+    builders.bare(anyTypeUrl(bodyType)),
+});
 
 export interface KindDescriptor {
   /** `<group>/<Kind>`, the registry key used by every layer. */
@@ -56,7 +104,7 @@ function kind(
     legacyVersion: legacy,
     versions,
     bodyType,
-    envelope: 'mcp-resource',
+    envelope: MCP_RESOURCE_ENVELOPE,
     ...(legacyCollection === undefined ? {} : { legacyCollection }),
   });
 }
@@ -204,7 +252,7 @@ export const MESH_CONFIG_KIND: KindDescriptor = Object.freeze({
   legacyVersion: 'v1alpha1',
   versions: ['v1alpha1'],
   bodyType: 'istio.mesh.v1alpha1.MeshConfig',
-  envelope: 'bare',
+  envelope: BARE_ENVELOPE,
 });
 
 /** The MCP-over-xDS type URL of a kind at a version: `<group>/<version>/<Kind>`. */

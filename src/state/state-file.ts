@@ -4,7 +4,7 @@ import protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
 import { makeResource, restoreResource, type ConfigResource } from '../core/resource.js';
 import type { HeldRecord, SourceRecord } from '../merge/source-record.js';
-import type { HoldReason } from '../merge/config-snapshot.js';
+import { HOLD_REASONS, type HoldReason } from '../merge/config-snapshot.js';
 import { messageType } from '../schema/proto-root.js';
 
 /**
@@ -31,7 +31,7 @@ const RESOURCE = messageType('meshmux.state.v1.PersistedResource');
 /** Field 8 of SourceRecord (`resources`), length-delimited. */
 const RESOURCES_TAG = (8 << 3) | 2;
 
-const HOLD_REASONS: ReadonlySet<string> = new Set<HoldReason>(['empty', 'mass-delete']);
+const KNOWN_HOLD_REASONS: ReadonlySet<string> = new Set<string>(HOLD_REASONS);
 
 function resourceMessage(r: ConfigResource): Record<string, unknown> {
   return {
@@ -205,7 +205,7 @@ export function decodeStateFile(bytes: Uint8Array, file: string): SourceRecord {
   }
   if (o.source === '' || o.type === '') fail('the record names no source');
   const held = o.held ?? undefined;
-  if (held !== undefined && !HOLD_REASONS.has(held.reason)) fail(`unknown hold reason ${held.reason}`);
+  if (held !== undefined && !KNOWN_HOLD_REASONS.has(held.reason)) fail(`unknown hold reason ${held.reason}`);
   return {
     source: o.source,
     type: o.type,

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { SourceEvent, SourceState } from '../core/source-event.js';
-import type { ConfigSnapshot, KindSnapshot } from '../merge/config-snapshot.js';
+import type { ConfigSnapshot, HoldReason, KindSnapshot } from '../merge/config-snapshot.js';
 import { MESHMUX_VERSION } from '../core/version.js';
 
 const SOURCE_STATES: readonly SourceState[] = ['connecting', 'restored', 'synced', 'stale', 'failing'];
@@ -255,7 +255,7 @@ export class Metrics {
   }
 
   /** A guard started holding a source's update. */
-  onHeld(source: string, reason: 'empty' | 'mass-delete'): void {
+  onHeld(source: string, reason: HoldReason): void {
     this.sourceHolds.inc({ source, reason });
   }
 

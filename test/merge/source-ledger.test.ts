@@ -175,4 +175,51 @@ describe('SourceLedger', () => {
     );
     assert.deepEqual(names(l, VS), ['default/n1', 'default/o0']);
   });
+  it('hands out a kind as a view that fails loudly once the ledger altered that state in place', () => {
+    const l = ledger();
+    const [a, b, c] = [fakeResource('a'), fakeResource('b'), fakeResource('c')];
+    const one = (...resources: ReturnType<typeof fakeResource>[]): SourceEvent => ({
+      type: 'snapshot',
+      kinds: new Set([VS]),
+      resources,
+      revision: resources.map((r) => r.name).join(','),
+      errors: [],
+      warnings: [],
+    });
+    const first = l.apply(one(a, b), new Date(0));
+    const held = l.kind(VS);
+    const [[, listed] = ['', new Map()]] = [...l.entries()];
+    assert.deepEqual([...held.keys()].sort(), ['default/a', 'default/b'], 'readable before the next change');
+    // The same instances and one more: found by identity and applied in place.
+    const second = l.apply(one(a, b, c), new Date(1));
+    assert.deepEqual([...(second[0]?.changed ?? [])], ['default/c'], 'applied in place');
+    for (const [what, view] of [
+      ['kind()', held],
+      ['entries()', listed],
+      ['the first change', first[0]?.after ?? new Map()],
+    ] as const) {
+      assert.throws(
+        () => view.get('default/a'),
+        (e: unknown) => e instanceof MeshmuxError && e.code === 'INTERNAL',
+        `${what}: a read after the state was altered`,
+      );
+      assert.throws(() => view.size, MeshmuxError, what);
+      assert.throws(() => [...view], MeshmuxError, what);
+    }
+    const after = second[0]?.after;
+    assert.equal(after?.size, 3, 'the latest change reads the state it made');
+    assert.equal(after.has('default/c'), true);
+    assert.deepEqual([...after.keys()].sort(), ['default/a', 'default/b', 'default/c']);
+    assert.deepEqual([...after.values()].map((r) => r.name).sort(), ['a', 'b', 'c']);
+    const seen: string[] = [];
+    after.forEach((r, key, map) => seen.push(`${key}=${r.name}:${map === after}`));
+    assert.deepEqual(seen.sort(), ['default/a=a:true', 'default/b=b:true', 'default/c=c:true']);
+    // A list the fast path leaves alone (an object defined twice) replaces the state: the
+    // replaced one is never altered again, so its views still read it.
+    const current = l.kind(VS);
+    const third = l.apply(one(fakeResource('a'), fakeResource('a')), new Date(2));
+    assert.equal(third[0]?.changed, undefined, 'replaced, not applied in place');
+    assert.deepEqual([...current.keys()].sort(), ['default/a', 'default/b', 'default/c']);
+    assert.deepEqual([...(third[0]?.before.keys() ?? [])].sort(), ['default/a', 'default/b', 'default/c']);
+  });
 });

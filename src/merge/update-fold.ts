@@ -1,0 +1,49 @@
+import type { MeshmuxError } from '../core/errors.js';
+import type { ConfigResource } from '../core/resource.js';
+import type { SourceSnapshotEvent } from '../core/source-event.js';
+
+/**
+ * Snapshot events not applied yet, folded into the state they add up to: per kind, the last list
+ * the source sent. `full` once an event replaced every kind (kinds absent from `kinds` are then
+ * empty). Immutable: folding in an event makes a new fold.
+ */
+export interface UpdateFold {
+  readonly full: boolean;
+  readonly kinds: ReadonlyMap<string, readonly ConfigResource[]>;
+  readonly revision: string;
+  readonly errors: readonly MeshmuxError[];
+  readonly warnings: readonly MeshmuxError[];
+}
+
+/** Folds one snapshot event into the update it continues (or starts one); `fold` is not altered. */
+export function foldIn(fold: UpdateFold | undefined, event: SourceSnapshotEvent): UpdateFold {
+  const kinds = new Map<string, ConfigResource[]>();
+  const full = event.kinds === undefined;
+  if (!full && fold !== undefined) for (const [k, list] of fold.kinds) kinds.set(k, [...list]);
+  for (const k of event.kinds ?? []) kinds.set(k, []);
+  for (const r of event.resources) {
+    if (!full && !(event.kinds?.has(r.kind) ?? false)) continue;
+    const list = kinds.get(r.kind);
+    if (list === undefined) kinds.set(r.kind, [r]);
+    else list.push(r);
+  }
+  return {
+    full: full || (fold?.full ?? false),
+    kinds,
+    revision: event.revision,
+    errors: event.errors,
+    warnings: event.warnings,
+  };
+}
+
+/** The one snapshot event a fold adds up to. */
+export function foldEvent(fold: UpdateFold): SourceSnapshotEvent {
+  return {
+    type: 'snapshot',
+    ...(fold.full ? {} : { kinds: new Set(fold.kinds.keys()) }),
+    resources: [...fold.kinds.values()].flat(),
+    revision: fold.revision,
+    errors: fold.errors,
+    warnings: fold.warnings,
+  };
+}

@@ -1,0 +1,53 @@
+import type { HoldReason } from './config-snapshot.js';
+import type { SourcePolicy } from './source-rules.js';
+
+/** An update held by the safety guards, waiting for confirmation or time. */
+export interface HeldUpdate {
+  readonly reason: HoldReason;
+  readonly since: Date;
+  /** Objects it would delete, and how many the source holds. */
+  readonly deletions: number;
+  readonly total: number;
+}
+
+/** What an admitted update would do to a source's committed state. */
+export interface UpdateEffect {
+  readonly deletions: number;
+  /** Objects the source would hold afterwards. */
+  readonly after: number;
+  /** Some kind the source holds would become empty. */
+  readonly emptiesKind: boolean;
+}
+
+/** The guards a source's rules name, as they bear on one update. */
+export type GuardRules = Pick<SourcePolicy, 'keepOnEmpty' | 'minDeletes' | 'maxDeleteRatio' | 'settleMs'>;
+
+/**
+ * Whether an update is small enough to apply at once, without waiting for the rest of the
+ * source's update or asking the guards: the source held nothing, it deletes nothing, or it
+ * deletes no more than `minDeletes` and empties no kind.
+ */
+export function appliesAtOnce(effect: UpdateEffect, total: number, rules: GuardRules): boolean {
+  if (total === 0 || effect.deletions === 0) return true;
+  return effect.deletions <= rules.minDeletes && !effect.emptiesKind;
+}
+
+/**
+ * The guards' verdict on an update to a source holding `total` objects: why it is held, or
+ * undefined when it may be applied. `empty`: it would leave the source with nothing while
+ * `keepOnEmpty`. `mass-delete`: it deletes more than `minDeletes` and more than
+ * `maxDeleteRatio` of what the source holds. A source holding nothing is never held.
+ */
+export function guardVerdict(
+  effect: UpdateEffect,
+  total: number,
+  rules: GuardRules,
+): Omit<HeldUpdate, 'since'> | undefined {
+  if (total === 0) return undefined;
+  const { deletions, after } = effect;
+  if (after === 0 && rules.keepOnEmpty) return { reason: 'empty', deletions, total };
+  if (deletions > rules.minDeletes && deletions > rules.maxDeleteRatio * total) {
+    return { reason: 'mass-delete', deletions, total };
+  }
+  return undefined;
+}

@@ -1,0 +1,290 @@
+/**
+ * What the merge does around the sources' events: a configuration reload (sources added, removed,
+ * re-ranked, given new rules, resubscribed only when the way to their upstream changed), an
+ * operator's confirmation, a persisted record of another source type, its hooks, and stopping.
+ * Built on `queueScheduler`, so every event is merged before `next()` returns.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import { defer, queueScheduler, Subject } from 'rxjs';
+import { MeshmuxError } from '../../src/core/errors.js';
+import type { ConfigResource } from '../../src/core/resource.js';
+import type { SourceEvent } from '../../src/core/source-event.js';
+import type { ConfigSnapshot, HoldReason } from '../../src/merge/config-snapshot.js';
+import { type MergeInput, MergeEngine } from '../../src/merge/merge-engine.js';
+import type { SourceRecord } from '../../src/merge/source-record.js';
+import type { SourcePolicy } from '../../src/merge/source-rules.js';
+import { fakeResource } from '../support/resources.js';
+
+const VS = 'networking.istio.io/VirtualService';
+const DR = 'networking.istio.io/DestinationRule';
+
+function snapshotOf(
+  resources: readonly ConfigResource[],
+  revision = 'r',
+  errors: readonly MeshmuxError[] = [],
+): SourceEvent {
+  return { type: 'snapshot', resources, revision, errors, warnings: [] };
+}
+
+/** A source whose events the test sends, counting the subscriptions the merge makes to it. */
+function source(name: string, policy: Partial<SourcePolicy> = {}, fingerprint = 'f1') {
+  const events = new Subject<SourceEvent>();
+  const counter = { subscriptions: 0 };
+  const input = (p: Partial<SourcePolicy> = policy, f: string = fingerprint): MergeInput => ({
+    descriptor: { name, type: 'test', defaultNamespace: 'default' },
+    events$: defer(() => {
+      counter.subscriptions++;
+      return events;
+    }),
+    policy: { settleMs: 0, ...p },
+    fingerprint: f,
+  });
+  return { events, counter, input };
+}
+
+/** Engines a test built; each is stopped after the test, whatever its outcome. */
+const engines: MergeEngine[] = [];
+afterEach(() => {
+  for (const e of engines.splice(0)) e.stop();
+});
+
+function engineOf(inputs: readonly MergeInput[], options: ConstructorParameters<typeof MergeEngine>[1] = {}) {
+  const hooks = { held: [] as string[], events: [] as string[], unchanged: 0, changed: [] as string[][] };
+  const engine = new MergeEngine(
+    inputs,
+    { syncTimeoutMs: 3_600_000, scheduler: queueScheduler, ...options },
+    {
+      onHeld: (s: string, reason: HoldReason, deletions: number) =>
+        hooks.held.push(`${s}:${reason}:${deletions}`),
+      onSourceEvent: (s, e) => hooks.events.push(`${s}:${e.type}`),
+      onUnchanged: () => hooks.unchanged++,
+      onSnapshot: (_s: ConfigSnapshot, kinds) => hooks.changed.push([...kinds].sort()),
+    },
+  );
+  engines.push(engine);
+  return { engine, hooks };
+}
+
+/** `name@source` of every object served of a kind, sorted. */
+function served(engine: MergeEngine, kind = VS): string[] {
+  return (engine.current().kinds.get(kind)?.resources ?? [])
+    .map((r) => `${r.name}@${r.annotations['meshmux.io/source'] ?? '?'}`)
+    .sort();
+}
+
+describe('a configuration reload', () => {
+  it('withdraws the objects of a source removed from the configuration and tells the store it is gone', () => {
+    const a = source('a');
+    const b = source('b');
+    const removed: string[] = [];
+    const { engine } = engineOf([a.input(), b.input()], {
+      store: { changed: () => undefined, removed: (s) => removed.push(s) },
+    });
+    engine.start();
+    a.events.next(snapshotOf([fakeResource('x')]));
+    b.events.next(snapshotOf([fakeResource('y')]));
+    assert.deepEqual(served(engine), ['x@a', 'y@b']);
+    assert.equal(engine.has('a'), true);
+    engine.reconfigure([a.input()]);
+    assert.deepEqual(served(engine), ['x@a']);
+    assert.deepEqual(removed, ['b']);
+    assert.equal(engine.has('b'), false);
+    assert.equal(engine.has('a'), true);
+    assert.deepEqual(
+      engine.current().sources.map((s) => s.name),
+      ['a'],
+    );
+    b.events.next(snapshotOf([fakeResource('z')]));
+    assert.deepEqual(served(engine), ['x@a'], 'a removed source is no longer listened to');
+    assert.equal(b.events.observed, false);
+    engine.stop();
+  });
+
+  it('starts a source added by a reload and serves what it sends', () => {
+    const a = source('a');
+    const b = source('b');
+    const { engine } = engineOf([a.input()]);
+    engine.start();
+    a.events.next(snapshotOf([fakeResource('x')]));
+    engine.reconfigure([a.input(), b.input()]);
+    assert.equal(engine.current().ready, false, 'waits for the new source');
+    assert.deepEqual(engine.current().waitingFor, ['b']);
+    b.events.next(snapshotOf([fakeResource('y')]));
+    assert.deepEqual(served(engine), ['x@a', 'y@b']);
+    assert.equal(engine.current().ready, true);
+    engine.stop();
+  });
+
+  it('does not subscribe to a source added before the merge started until it starts', () => {
+    const a = source('a');
+    const b = source('b');
+    const { engine } = engineOf([a.input()]);
+    engine.reconfigure([a.input(), b.input()]);
+    assert.equal(b.counter.subscriptions, 0);
+    engine.start();
+    assert.equal(b.counter.subscriptions, 1);
+    engine.stop();
+  });
+
+  it('keeps the running subscription of a source whose fingerprint is unchanged, and resubscribes one whose fingerprint changed', () => {
+    const a = source('a');
+    const { engine } = engineOf([a.input()]);
+    engine.start();
+    a.events.next(snapshotOf([fakeResource('x')]));
+    engine.reconfigure([a.input({ priority: 5 })]);
+    assert.equal(a.counter.subscriptions, 1, 'same fingerprint: same subscription');
+    engine.reconfigure([a.input({}, 'f2')]);
+    assert.equal(a.counter.subscriptions, 2, 'new fingerprint: subscribed again');
+    assert.deepEqual(served(engine), ['x@a'], 'its last state stays served meanwhile');
+    a.events.next(snapshotOf([fakeResource('y')]));
+    assert.deepEqual(served(engine), ['y@a']);
+    engine.stop();
+  });
+
+  it('lets a kept source whose priority rose win the keys it shares, at once', () => {
+    const a = source('a');
+    const b = source('b');
+    const { engine, hooks } = engineOf([a.input(), b.input()]);
+    engine.start();
+    a.events.next(snapshotOf([fakeResource('x', { body: 'from a' })]));
+    b.events.next(snapshotOf([fakeResource('x', { body: 'from b' }), fakeResource('y')]));
+    assert.deepEqual(served(engine), ['x@a', 'y@b'], 'earlier in the configuration wins a tie');
+    hooks.changed.length = 0;
+    engine.reconfigure([a.input(), b.input({ priority: 10 })]);
+    assert.deepEqual(served(engine), ['x@b', 'y@b']);
+    assert.deepEqual(hooks.changed, [[VS]], 'one snapshot naming the re-ranked kind');
+    engine.reconfigure([a.input({ priority: 20 }), b.input({ priority: 10 })]);
+    assert.deepEqual(served(engine), ['x@a', 'y@b']);
+    engine.stop();
+  });
+
+  it('re-ranks by position too: reordering two sources of equal priority changes who wins', () => {
+    const a = source('a');
+    const b = source('b');
+    const { engine } = engineOf([a.input(), b.input()]);
+    engine.start();
+    a.events.next(snapshotOf([fakeResource('x')]));
+    b.events.next(snapshotOf([fakeResource('x'), fakeResource('y', { kind: DR })]));
+    assert.deepEqual(served(engine), ['x@a']);
+    engine.reconfigure([b.input(), a.input()]);
+    assert.deepEqual(served(engine), ['x@b']);
+    assert.deepEqual(served(engine, DR), ['y@b'], 'its other kinds stay served');
+    assert.deepEqual(
+      engine.current().sources.map((s) => s.name),
+      ['b', 'a'],
+    );
+    engine.stop();
+  });
+
+  it('applies the new rules of a kept source at once: a kind it may no longer send is withdrawn', () => {
+    const a = source('a');
+    const { engine } = engineOf([a.input()]);
+    engine.start();
+    a.events.next(snapshotOf([fakeResource('x'), fakeResource('y', { kind: DR })]));
+    engine.reconfigure([a.input({ deny: { kinds: ['DestinationRule'] } })]);
+    assert.deepEqual(served(engine, DR), []);
+    assert.deepEqual(served(engine), ['x@a']);
+    engine.reconfigure([a.input({ deny: { kinds: ['DestinationRule'] }, priority: 3 })]);
+    assert.deepEqual(served(engine, DR), [], 'a re-ranked source keeps its rules');
+    assert.deepEqual(served(engine), ['x@a']);
+    engine.stop();
+  });
+});
+
+describe('the merge around its sources', () => {
+  it('refuses to start twice', () => {
+    const { engine } = engineOf([source('a').input()]);
+    engine.start();
+    assert.throws(
+      () => engine.start(),
+      (e: unknown) => e instanceof MeshmuxError && e.code === 'INTERNAL',
+    );
+    engine.stop();
+  });
+
+  it('confirms nothing for an unknown source or one holding nothing, and applies a held update once', () => {
+    const a = source('a');
+    const { engine, hooks } = engineOf([a.input()]);
+    engine.start();
+    const many = Array.from({ length: 12 }, (_, i) => fakeResource(`o${i}`));
+    a.events.next(snapshotOf(many));
+    assert.equal(engine.confirm('a'), false, 'nothing held');
+    assert.equal(engine.confirm('nobody'), false, 'no such source');
+    a.events.next(snapshotOf([fakeResource('o0')]));
+    assert.deepEqual(hooks.held, ['a:mass-delete:11']);
+    assert.equal(engine.current().sources[0]?.held?.reason, 'mass-delete');
+    assert.equal(served(engine).length, 12, 'held: still serving every object');
+    assert.equal(engine.confirm('nobody'), false, 'another source’s hold is not confirmed by a wrong name');
+    assert.equal(engine.confirm('a'), true);
+    assert.deepEqual(served(engine), ['o0@a']);
+    assert.equal(engine.current().sources[0]?.held, undefined);
+    assert.equal(engine.confirm('a'), false, 'applied once');
+    engine.stop();
+  });
+
+  it('calls its hooks: every source event, a snapshot per change, and an unchanged build for a repeated status', () => {
+    const a = source('a');
+    const { engine, hooks } = engineOf([a.input()]);
+    engine.start();
+    a.events.next(snapshotOf([fakeResource('x')]));
+    const snapshots = hooks.changed.length;
+    assert.deepEqual(hooks.changed.at(-1), [VS], 'the first state names its kind');
+    a.events.next({ type: 'status', state: 'stale' });
+    assert.equal(hooks.changed.length, snapshots + 1, 'a change of state is published');
+    assert.deepEqual(hooks.changed.at(-1), [], 'with no kind changed');
+    assert.equal(engine.current().sources[0]?.state, 'stale');
+    const unchanged = hooks.unchanged;
+    a.events.next({ type: 'status', state: 'stale' });
+    assert.equal(hooks.unchanged, unchanged + 1, 'the same status again builds nothing new');
+    assert.equal(hooks.changed.length, snapshots + 1);
+    assert.deepEqual(hooks.events, ['a:snapshot', 'a:status', 'a:status']);
+    engine.stop();
+  });
+
+  it('publishes a source whose revision alone changed, and one whose errors changed', () => {
+    const a = source('a');
+    const { engine } = engineOf([a.input()]);
+    engine.start();
+    const x = fakeResource('x');
+    a.events.next(snapshotOf([x], 'r1'));
+    a.events.next(snapshotOf([x], 'r2'));
+    assert.equal(engine.current().sources[0]?.revision, 'r2');
+    const problem = new MeshmuxError('SCHEMA', 'broken', { file: 'f.yaml' });
+    a.events.next(snapshotOf([x], 'r2', [problem]));
+    assert.deepEqual(engine.current().sources[0]?.errors, [problem]);
+    a.events.next({ type: 'status', state: 'stale', error: problem });
+    assert.equal(engine.current().sources[0]?.lastError, problem);
+    engine.stop();
+  });
+
+  it('does not start a source from a persisted record of another source type', () => {
+    const record: SourceRecord = {
+      source: 'a',
+      type: 'git',
+      revision: 'old',
+      savedMs: 0,
+      complete: true,
+      answeredKinds: [],
+      resources: [fakeResource('persisted')],
+    };
+    const a = source('a');
+    const { engine } = engineOf([a.input()], { restored: new Map([['a', record]]) });
+    assert.deepEqual(served(engine), []);
+    assert.equal(engine.current().sources[0]?.state, 'connecting');
+    const same = engineOf([a.input()], { restored: new Map([['a', { ...record, type: 'test' }]]) }).engine;
+    assert.deepEqual(served(same), ['persisted@a'], 'a record of the same type is served');
+    assert.equal(same.current().sources[0]?.state, 'restored');
+  });
+
+  it('listens to no source once stopped, and keeps its last snapshot readable', () => {
+    const a = source('a');
+    const { engine } = engineOf([a.input()]);
+    engine.start();
+    a.events.next(snapshotOf([fakeResource('x')]));
+    engine.stop();
+    assert.equal(a.events.observed, false);
+    a.events.next(snapshotOf([fakeResource('y')]));
+    assert.deepEqual(served(engine), ['x@a']);
+  });
+});
