@@ -12,18 +12,10 @@ import {
   trace,
   type Tracer,
 } from '@opentelemetry/api';
-import { parseKeyPairsIntoRecord, parseTraceParent } from '@opentelemetry/core';
+import { parseTraceParent } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BasicTracerProvider,
-  BatchSpanProcessor,
-  ParentBasedSampler,
-  type Sampler,
-  TraceIdRatioBasedSampler,
-} from '@opentelemetry/sdk-trace-base';
+import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { Logger } from '../core/logger.js';
 import { PACKAGE_ROOT } from '../core/paths.js';
@@ -247,23 +239,14 @@ function remoteParent(traceparent: string | undefined): Context {
   return trace.setSpanContext(ROOT_CONTEXT, { ...parsed, isRemote: true });
 }
 
-/** Where spans go and how they are sampled, as read from the `OTEL_*` environment variables. */
-export interface TracingSettings {
-  /** Full URL of the OTLP/HTTP traces endpoint. */
-  readonly url: string;
-  readonly sampler: Sampler;
-  readonly samplerName: string;
-  readonly resource: Attributes;
-  readonly scheduledDelayMillis?: number;
-}
-
 /**
- * Reads the standard variables. Tracing is off (undefined) unless `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
- * or `OTEL_EXPORTER_OTLP_ENDPOINT` is set, and stays off with `OTEL_SDK_DISABLED=true` or an
- * `OTEL_TRACES_EXPORTER` that does not name `otlp`. Spans are sent as OTLP/HTTP JSON.
+ * Whether meshmux exports traces: only when an OTLP endpoint is configured
+ * (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT`), and not with
+ * `OTEL_SDK_DISABLED=true` or an `OTEL_TRACES_EXPORTER` that does not name `otlp`. Everything else
+ * is the OpenTelemetry SDK's to read (see {@link tracingFromEnv}).
  */
-export function tracingSettings(env: TracingEnv, log?: Logger): TracingSettings | undefined {
-  if (env['OTEL_SDK_DISABLED']?.trim().toLowerCase() === 'true') return undefined;
+export function tracingEnabled(env: TracingEnv, log?: Logger): boolean {
+  if (env['OTEL_SDK_DISABLED']?.trim().toLowerCase() === 'true') return false;
   const exporters = env['OTEL_TRACES_EXPORTER']?.split(',').map((s) => s.trim().toLowerCase());
   if (exporters !== undefined && exporters.some((e) => e !== '') && !exporters.includes('otlp')) {
     if (!exporters.includes('none')) {
@@ -272,10 +255,11 @@ export function tracingSettings(env: TracingEnv, log?: Logger): TracingSettings 
         'OTEL_TRACES_EXPORTER names no exporter meshmux has (only otlp): tracing is off',
       );
     }
-    return undefined;
+    return false;
   }
-  const url = tracesUrl(env);
-  if (url === undefined) return undefined;
+  const endpoint = (name: string): boolean => (env[name]?.trim() ?? '') !== '';
+  if (!endpoint('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') && !endpoint('OTEL_EXPORTER_OTLP_ENDPOINT'))
+    return false;
   const protocol = env['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'] ?? env['OTEL_EXPORTER_OTLP_PROTOCOL'];
   if (protocol !== undefined && protocol.trim() !== 'http/json') {
     log?.warn(
@@ -283,69 +267,20 @@ export function tracingSettings(env: TracingEnv, log?: Logger): TracingSettings 
       'meshmux exports traces as OTLP/HTTP JSON only; the configured protocol is ignored',
     );
   }
-  const { sampler, name } = samplerFromEnv(env, log);
-  const delay = Number(env['OTEL_BSP_SCHEDULE_DELAY']);
-  const resource: Record<string, string> = {
-    [ATTR_SERVICE_NAME]: 'meshmux',
-    [ATTR_SERVICE_VERSION]: packageVersion(),
-    ...parseKeyPairsIntoRecord(env['OTEL_RESOURCE_ATTRIBUTES']),
-  };
-  const serviceName = env['OTEL_SERVICE_NAME']?.trim();
-  if (serviceName !== undefined && serviceName !== '') resource[ATTR_SERVICE_NAME] = serviceName;
-  return {
-    url,
-    sampler,
-    samplerName: name,
-    resource,
-    ...(env['OTEL_BSP_SCHEDULE_DELAY'] !== undefined && Number.isFinite(delay) && delay >= 0
-      ? { scheduledDelayMillis: delay }
-      : {}),
-  };
-}
-
-function tracesUrl(env: TracingEnv): string | undefined {
-  const specific = env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT']?.trim();
-  if (specific !== undefined && specific !== '') return specific;
-  const base = env['OTEL_EXPORTER_OTLP_ENDPOINT']?.trim();
-  if (base === undefined || base === '') return undefined;
-  return `${base.endsWith('/') ? base : `${base}/`}v1/traces`;
-}
-
-/** `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`; default `parentbased_always_on`. */
-export function samplerFromEnv(env: TracingEnv, log?: Logger): { sampler: Sampler; name: string } {
-  const name = (env['OTEL_TRACES_SAMPLER'] ?? 'parentbased_always_on').trim().toLowerCase();
-  const arg = env['OTEL_TRACES_SAMPLER_ARG'];
-  const parsed = arg === undefined ? Number.NaN : Number(arg);
-  const ratio = Number.isFinite(parsed) && parsed >= 0 && parsed <= 1 ? parsed : 1;
-  switch (name) {
-    case 'always_on':
-      return { sampler: new AlwaysOnSampler(), name };
-    case 'always_off':
-      return { sampler: new AlwaysOffSampler(), name };
-    case 'traceidratio':
-      return { sampler: new TraceIdRatioBasedSampler(ratio), name };
-    case 'parentbased_always_on':
-      return { sampler: new ParentBasedSampler({ root: new AlwaysOnSampler() }), name };
-    case 'parentbased_always_off':
-      return { sampler: new ParentBasedSampler({ root: new AlwaysOffSampler() }), name };
-    case 'parentbased_traceidratio':
-      return { sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) }), name };
-    default:
-      log?.warn({ sampler: name }, 'unknown OTEL_TRACES_SAMPLER: using parentbased_always_on');
-      return {
-        sampler: new ParentBasedSampler({ root: new AlwaysOnSampler() }),
-        name: 'parentbased_always_on',
-      };
-  }
+  return true;
 }
 
 /**
- * Tracing as configured by the environment, or undefined when it is off. The provider is private
- * to this meshmux (never registered globally), so several instances can share a process.
+ * Tracing as the environment configures it, or undefined when it is off ({@link tracingEnabled},
+ * decided on `env`). The OpenTelemetry SDK reads the rest of the standard variables from the
+ * process environment itself: the endpoint, headers, timeout and compression
+ * (`OTEL_EXPORTER_OTLP_*`), the sampler (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`), batching
+ * (`OTEL_BSP_*`) and the resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, over meshmux's
+ * own service name and version). The provider is private to this meshmux (never registered
+ * globally), so several instances can share a process.
  */
 export function tracingFromEnv(env: TracingEnv, log: Logger): ChangeTracing | undefined {
-  const settings = tracingSettings(env, log);
-  if (settings === undefined) return undefined;
+  if (!tracingEnabled(env, log)) return undefined;
   diag.setLogger(
     {
       error: (message, ...args) => log.warn({ args }, `OpenTelemetry: ${message}`),
@@ -356,19 +291,18 @@ export function tracingFromEnv(env: TracingEnv, log: Logger): ChangeTracing | un
     },
     { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true },
   );
+  const resource = resourceFromAttributes({
+    [ATTR_SERVICE_NAME]: 'meshmux',
+    [ATTR_SERVICE_VERSION]: packageVersion(),
+  }).merge(detectResources({ detectors: [envDetector] }));
   const provider = new BasicTracerProvider({
-    sampler: settings.sampler,
-    resource: resourceFromAttributes(settings.resource),
-    spanProcessors: [
-      new BatchSpanProcessor(
-        new OTLPTraceExporter({ url: settings.url }),
-        settings.scheduledDelayMillis === undefined
-          ? {}
-          : { scheduledDelayMillis: settings.scheduledDelayMillis },
-      ),
-    ],
+    resource,
+    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
   });
-  log.info({ url: settings.url, sampler: settings.samplerName }, 'tracing upstream changes over OTLP/HTTP');
+  log.info(
+    { endpoint: env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] ?? env['OTEL_EXPORTER_OTLP_ENDPOINT'] },
+    'tracing upstream changes over OTLP/HTTP',
+  );
   return new ChangeTracing(provider.getTracer('meshmux', packageVersion()), () => provider.shutdown());
 }
 

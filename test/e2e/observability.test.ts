@@ -57,14 +57,16 @@ describe('observing a change from a file edit to two istiods', () => {
     ({ dir, dispose } = await copyOfExamples());
     receiver = await OtlpReceiver.start();
     const yaml = `sources:\n  - name: local\n    type: file\n    path: ${JSON.stringify(dir)}\n    rescanInterval: 200ms\n`;
+    // The OpenTelemetry SDK reads these from the process environment, as in production.
+    Object.assign(process.env, {
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+      OTEL_SERVICE_NAME: 'meshmux-e2e',
+      OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=e2e',
+      OTEL_BSP_SCHEDULE_DELAY: '50',
+    });
     meshmux = await startMeshmux(parseMeshmuxConfig(yaml, 'test config', dir), {
       xds: '127.0.0.1:0',
       http: '127.0.0.1:0',
-      env: {
-        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
-        OTEL_SERVICE_NAME: 'meshmux-e2e',
-        OTEL_BSP_SCHEDULE_DELAY: '50',
-      },
     });
     http = `http://127.0.0.1:${meshmux.httpPort}`;
     for (const nodeId of [NODE_A, NODE_B]) {
@@ -96,6 +98,13 @@ describe('observing a change from a file edit to two istiods', () => {
   });
 
   after(async () => {
+    for (const name of [
+      'OTEL_EXPORTER_OTLP_ENDPOINT',
+      'OTEL_SERVICE_NAME',
+      'OTEL_RESOURCE_ATTRIBUTES',
+      'OTEL_BSP_SCHEDULE_DELAY',
+    ])
+      delete process.env[name];
     for (const c of clients) c.close();
     await meshmux.stop();
     await receiver.close();
@@ -112,6 +121,7 @@ describe('observing a change from a file edit to two istiods', () => {
     assert.equal(receive.parentSpanId, '', 'a file edit starts a trace');
     assert.equal(receive.kind, 5, 'consumer');
     assert.equal(receive.resource['service.name'], 'meshmux-e2e');
+    assert.equal(receive.resource['deployment.environment'], 'e2e', 'the SDK read OTEL_RESOURCE_ATTRIBUTES');
     assert.equal(receive.attributes['meshmux.source'], 'local');
     assert.equal(receive.attributes['meshmux.count'], 7, 'the seven example objects');
     assert.ok((receive.attributes['meshmux.kind'] as string[]).includes(VS));

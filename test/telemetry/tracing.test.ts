@@ -12,8 +12,7 @@ import {
   SPAN_MERGE,
   SPAN_PUSH,
   SPAN_RECEIVE,
-  samplerFromEnv,
-  tracingSettings,
+  tracingEnabled,
 } from '../../src/telemetry/tracing.js';
 import { DR, DR_URL, startRig, state, VS, VS_URL, type Rig } from '../support/telemetry-rig.js';
 
@@ -156,66 +155,21 @@ describe('change tracing', () => {
   });
 });
 
-describe('tracing settings from OTEL_* variables', () => {
-  it('are off unless an OTLP endpoint is configured', () => {
-    assert.equal(tracingSettings({}), undefined);
-    assert.equal(tracingSettings({ OTEL_SERVICE_NAME: 'x' }), undefined);
+describe('whether tracing is on, from OTEL_* variables', () => {
+  const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' };
+
+  it('is off unless an OTLP endpoint is configured', () => {
+    assert.equal(tracingEnabled({}), false);
+    assert.equal(tracingEnabled({ OTEL_SERVICE_NAME: 'x' }), false);
+    assert.equal(tracingEnabled({ OTEL_EXPORTER_OTLP_ENDPOINT: '  ' }), false);
+    assert.equal(tracingEnabled(endpoint), true);
+    assert.equal(tracingEnabled({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://t:9999/custom' }), true);
   });
 
-  it('append /v1/traces to the generic endpoint and take the traces endpoint as it is', () => {
-    assert.equal(
-      tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' })?.url,
-      'http://c:4318/v1/traces',
-    );
-    assert.equal(
-      tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318/' })?.url,
-      'http://c:4318/v1/traces',
-    );
-    assert.equal(
-      tracingSettings({
-        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318',
-        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://t:9999/custom',
-      })?.url,
-      'http://t:9999/custom',
-    );
-  });
-
-  it('stay off when the SDK is disabled or another exporter is chosen', () => {
-    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' };
-    assert.equal(tracingSettings({ ...endpoint, OTEL_SDK_DISABLED: 'true' }), undefined);
-    assert.equal(tracingSettings({ ...endpoint, OTEL_TRACES_EXPORTER: 'none' }), undefined);
-    assert.ok(tracingSettings({ ...endpoint, OTEL_TRACES_EXPORTER: 'otlp' }));
-  });
-
-  it('name the service from OTEL_SERVICE_NAME over OTEL_RESOURCE_ATTRIBUTES over the default', () => {
-    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' };
-    assert.equal(tracingSettings(endpoint)?.resource['service.name'], 'meshmux');
-    const attrs = {
-      ...endpoint,
-      OTEL_RESOURCE_ATTRIBUTES: 'service.name=from-attrs,deployment.environment=prod',
-    };
-    assert.equal(tracingSettings(attrs)?.resource['service.name'], 'from-attrs');
-    assert.equal(tracingSettings(attrs)?.resource['deployment.environment'], 'prod');
-    assert.equal(
-      tracingSettings({ ...attrs, OTEL_SERVICE_NAME: 'meshmux-east' })?.resource['service.name'],
-      'meshmux-east',
-    );
-  });
-
-  it('pick the sampler and its ratio, defaulting to parent-based always-on', () => {
-    assert.equal(samplerFromEnv({}).name, 'parentbased_always_on');
-    assert.match(samplerFromEnv({}).sampler.toString(), /ParentBased\{root=AlwaysOnSampler/);
-    const ratio = samplerFromEnv({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' });
-    assert.match(ratio.sampler.toString(), /TraceIdRatioBased\{0.25\}/);
-    const parentRatio = samplerFromEnv({
-      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
-      OTEL_TRACES_SAMPLER_ARG: '2',
-    });
-    assert.match(parentRatio.sampler.toString(), /TraceIdRatioBased\{1\}/, 'an out-of-range ratio means 1');
-    assert.match(
-      samplerFromEnv({ OTEL_TRACES_SAMPLER: 'always_off' }).sampler.toString(),
-      /AlwaysOffSampler/,
-    );
-    assert.equal(samplerFromEnv({ OTEL_TRACES_SAMPLER: 'bogus' }).name, 'parentbased_always_on');
+  it('stays off when the SDK is disabled or another exporter is chosen', () => {
+    assert.equal(tracingEnabled({ ...endpoint, OTEL_SDK_DISABLED: 'true' }), false);
+    assert.equal(tracingEnabled({ ...endpoint, OTEL_TRACES_EXPORTER: 'none' }), false);
+    assert.equal(tracingEnabled({ ...endpoint, OTEL_TRACES_EXPORTER: 'zipkin' }), false);
+    assert.equal(tracingEnabled({ ...endpoint, OTEL_TRACES_EXPORTER: 'otlp' }), true);
   });
 });
