@@ -305,11 +305,11 @@ describe('xds source across upstream outages', () => {
     fake
       .set('VirtualService', [fakeVirtualService('reviews')])
       .set('ServiceEntry', [se('cards', 'api.cards.example')]);
-    const started = performance.now();
+    // When exactly the budget runs out is checked on virtual time (runtime/source-timing.test.ts);
+    // here a real upstream shows what is served then.
     const recorder = new SourceEventRecorder(source(fake.address, { syncTimeout: 400 }).events$);
     try {
       const snapshot = await recorder.snapshot();
-      assert.ok(performance.now() - started >= 390, 'not before the budget');
       assert.match(
         snapshot.warnings.map((w) => w.message).join('\n'),
         /no answer within 400 ms for: networking\.istio\.io\/v1\/VirtualService/,
