@@ -229,6 +229,91 @@ function checkConfig(file: string | undefined): number {
   }
 }
 
+/** GETs a JSON page of a running meshmux; throws a MeshmuxError naming the URL when it cannot. */
+async function fetchJson<T>(url: string, init?: RequestInit): Promise<{ status: number; body: T }> {
+  let res: Response;
+  try {
+    res = await fetch(url, { ...init, signal: AbortSignal.timeout(10_000) });
+  } catch (err) {
+    throw new MeshmuxError('UNAVAILABLE', `cannot reach meshmux: ${String((err as Error).cause ?? err)}`, {
+      file: url,
+    });
+  }
+  return { status: res.status, body: (await res.json()) as T };
+}
+
+interface StatusSource {
+  name: string;
+  type: string;
+  state: string;
+  held?: { reason: string; deletions: number; total: number; since: string };
+  lastError?: string;
+}
+interface StatusClient {
+  client: { nodeId: string; peer: string };
+  policy: string;
+  types: Array<{ typeUrl: string; sync: string }>;
+}
+
+/** `meshmux status`: the sources, then one line per istiod with its state per type. Exit 1 unless all are in sync. */
+async function status(options: { admin: string }): Promise<number> {
+  const base = options.admin.replace(/\/+$/, '');
+  const [{ body: sources }, { body: clients }] = await Promise.all([
+    fetchJson<StatusSource[]>(`${base}/debug/sources`),
+    fetchJson<StatusClient[]>(`${base}/debug/syncz`),
+  ]);
+  const out: string[] = ['SOURCE'.padEnd(24) + 'TYPE'.padEnd(11) + 'STATE'];
+  for (const s of sources) {
+    const held =
+      s.held === undefined
+        ? ''
+        : `  HELD: ${s.held.reason}, ${s.held.deletions} of ${s.held.total} deleted (meshmux confirm ${s.name})`;
+    out.push(`${s.name.padEnd(24)}${s.type.padEnd(11)}${s.state}${held}`);
+  }
+  out.push('');
+  out.push('ISTIOD'.padEnd(48) + 'POLICY'.padEnd(16) + 'TYPES');
+  let behind = 0;
+  let nacking = 0;
+  for (const c of clients) {
+    const types = c.types.map((t) => `${t.typeUrl.slice(t.typeUrl.lastIndexOf('/') + 1)}=${t.sync}`);
+    if (c.types.some((t) => t.sync === 'NACKED')) nacking++;
+    else if (c.types.some((t) => t.sync === 'STALE')) behind++;
+    out.push(`${c.client.nodeId.padEnd(48)}${c.policy.padEnd(16)}${types.join(' ')}`);
+  }
+  const synced = clients.length - behind - nacking;
+  out.push('', `${clients.length} istiod(s): ${synced} in sync, ${behind} behind, ${nacking} NACKing`);
+  console.log(out.join('\n'));
+  return synced === clients.length ? 0 : 1;
+}
+
+/** `meshmux confirm SOURCE`: says what the held update deletes, then applies it. */
+async function confirm(source: string, options: { admin: string }): Promise<number> {
+  const base = options.admin.replace(/\/+$/, '');
+  const { body: sources } = await fetchJson<StatusSource[]>(`${base}/debug/sources`);
+  const found = sources.find((s) => s.name === source);
+  if (found === undefined) {
+    console.error(`meshmux: no source named ${source}`);
+    return 1;
+  }
+  if (found.held === undefined) {
+    console.error(`meshmux: source ${source} holds no update`);
+    return 1;
+  }
+  console.log(
+    `${source}: held since ${found.held.since} (${found.held.reason}); applying it deletes ${found.held.deletions} of its ${found.held.total} object(s)`,
+  );
+  const { status: code, body } = await fetchJson<{ error?: string }>(
+    `${base}/debug/sources/${encodeURIComponent(source)}/confirm`,
+    { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' },
+  );
+  if (code !== 200) {
+    console.error(`meshmux: ${body.error ?? `confirmation refused (${code})`}`);
+    return 1;
+  }
+  console.log(`${source}: applied`);
+  return 0;
+}
+
 /** A bash completion script for the commands and options of `command`. */
 function bashCompletion(command: Command): string {
   const commands = command.commands.map((c) => c.name());
@@ -314,6 +399,27 @@ program
   .argument('[file]', 'configuration file (default: the embedded one)')
   .action((file: string | undefined) => {
     process.exitCode = checkConfig(file);
+  });
+
+program
+  .command('status')
+  .description(
+    'the sources and, per connected istiod, each type SYNCED / STALE / NACKED / NOT SENT (exit 1 if one is behind or NACKing)',
+  )
+  .option('--admin <url>', 'the HTTP address of a running meshmux', 'http://127.0.0.1:15014')
+  .action(async (options: { admin: string }) => {
+    process.exitCode = await status(options);
+  });
+
+program
+  .command('confirm')
+  .description(
+    "apply a source's held update (after onEmpty or maxDeleteRatio held it), saying what it deletes",
+  )
+  .argument('<source>', 'the source whose held update to apply')
+  .option('--admin <url>', 'the HTTP address of a running meshmux', 'http://127.0.0.1:15014')
+  .action(async (source: string, options: { admin: string }) => {
+    process.exitCode = await confirm(source, options);
   });
 
 program

@@ -78,8 +78,18 @@ export interface StreamReport {
     ackedVersion?: string;
     awaitingAck: boolean;
     nacks: number;
+    /** Where the istiod stands on this type against what meshmux would send it now. */
+    sync: TypeSync;
   }>;
 }
+
+/**
+ * `STALE`: a response is unacknowledged, or state waits to be sent (also a first one, held until
+ * the sources are ready); `NOT SENT`: nothing was sent and nothing waits (MeshConfig without a
+ * `mesh` section); `NACKED`: the istiod rejected the last response (it keeps the one before);
+ * `SYNCED`: it acknowledged the current state (or, for a type never acknowledged, got it).
+ */
+export type TypeSync = 'SYNCED' | 'STALE' | 'NACKED' | 'NOT SENT';
 
 type Call = ServerDuplexStream<Uint8Array, Buffer>;
 
@@ -197,8 +207,17 @@ export class ClientStream implements BudgetWaiter {
         ...(t.ackedVersion === undefined ? {} : { ackedVersion: t.ackedVersion }),
         awaitingAck: t.awaitingAck,
         nacks: t.nacks,
+        sync: this.syncOf(t),
       })),
     };
+  }
+
+  private syncOf(t: TypeState): TypeSync {
+    if (t.awaitingAck || this.due.has(t.typeUrl)) return 'STALE';
+    if (t.sentVersion === undefined) return 'NOT SENT';
+    if (t.nacks > 0 && t.ackedVersion !== t.sentVersion && t.kind?.envelope.awaitsAck !== false)
+      return 'NACKED';
+    return 'SYNCED';
   }
 
   private onData(bytes: Uint8Array): void {

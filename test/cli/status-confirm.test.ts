@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, describe, it } from 'node:test';
+import { PACKAGE_ROOT } from '../../src/core/paths.js';
+import { until } from '../support/deadline.js';
+import { plainServiceEntry } from '../support/hostile-files.js';
+import { IstiodClient } from '../support/istiod-client.js';
+import { tempDir } from '../support/meshmux-harness.js';
+import { MeshmuxProcess } from '../support/meshmux-process.js';
+import { SE } from '../support/type-urls.js';
+
+const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
+const run = promisify(execFile);
+
+async function meshmuxCli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { timeout: 30_000 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+describe('meshmux status and confirm against a running meshmux', () => {
+  let dir: string;
+  let dispose: () => Promise<void>;
+  let meshmux: MeshmuxProcess;
+  let client: IstiodClient;
+
+  before(async () => {
+    ({ dir, dispose } = await tempDir('meshmux-status-'));
+    await mkdir(path.join(dir, 'mesh'));
+    for (const name of ['cart', 'shop'])
+      await writeFile(path.join(dir, 'mesh', `${name}.yaml`), plainServiceEntry(name));
+    await writeFile(
+      path.join(dir, 'meshmux.yaml'),
+      'state: { dir: none }\nsources:\n  - name: local\n    type: file\n    path: ./mesh\n    rescanInterval: 200ms\n    vanishGrace: 0s\n    settle: 0s\n',
+    );
+    meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir });
+    client = new IstiodClient({
+      address: meshmux.xds,
+      nodeId: 'sidecar~10.0.0.7~istiod-a.istio-system~istio-system.svc.cluster.local',
+    }).start();
+    await client.waitFor(
+      (c) => c.configs(SE).size === 2,
+      20_000,
+      () => 'both ServiceEntries served',
+    );
+  });
+  after(async () => {
+    client.close();
+    await meshmux.stop();
+    await dispose();
+  });
+
+  it('lists each istiod with every type SYNCED once it acknowledged the current state', async () => {
+    const admin = meshmux.http;
+    let result = await meshmuxCli(['status', '--admin', admin]);
+    await until(
+      async () => (result = await meshmuxCli(['status', '--admin', admin])).code === 0,
+      20_000,
+      'every type acknowledged',
+    );
+    assert.match(result.stdout, /^local\s+file\s+synced$/m);
+    assert.match(result.stdout, /sidecar~10\.0\.0\.7~istiod-a.*ServiceEntry=SYNCED/);
+    assert.doesNotMatch(result.stdout, /=(STALE|NACKED)/);
+    assert.match(result.stdout, /MeshConfig=NOT SENT/, 'no mesh section: MeshConfig is never answered');
+    assert.match(result.stdout, /1 istiod\(s\): 1 in sync, 0 behind, 0 NACKing/);
+  });
+
+  it('confirms a held emptying after saying what it deletes, and refuses when nothing is held', async () => {
+    for (const name of ['cart', 'shop']) await rm(path.join(dir, 'mesh', `${name}.yaml`));
+    await until(
+      async () =>
+        / HELD: empty, 2 of 2 deleted/.test((await meshmuxCli(['status', '--admin', meshmux.http])).stdout),
+      20_000,
+      'the emptying held',
+    );
+    assert.equal(client.configs(SE).size, 2, 'nothing deleted while held');
+    const confirmed = await meshmuxCli(['confirm', 'local', '--admin', meshmux.http]);
+    assert.equal(confirmed.code, 0, confirmed.stderr);
+    assert.match(
+      confirmed.stdout,
+      /local: held since .* \(empty\); applying it deletes 2 of its 2 object\(s\)\nlocal: applied/,
+    );
+    await client.waitFor(
+      (c) => c.configs(SE).size === 0,
+      20_000,
+      () => 'the confirmed emptying served',
+    );
+    const again = await meshmuxCli(['confirm', 'local', '--admin', meshmux.http]);
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /source local holds no update/);
+    const unknown = await meshmuxCli(['confirm', 'nope', '--admin', meshmux.http]);
+    assert.match(unknown.stderr, /no source named nope/);
+  });
+});
