@@ -10,20 +10,23 @@ const MODULES = {
   'src/merge/kind-table.ts': ['dist/test/merge/*.test.js'],
   'src/merge/merge-engine.ts': ['dist/test/merge/*.test.js'],
   'src/downstream/policy/client-policy.ts': [
+    'dist/test/downstream/client-policy.test.js',
+    'dist/test/downstream/policy-set.test.js',
     'dist/test/downstream/policy-views.test.js',
     'dist/test/e2e/policies.test.js',
   ],
   'src/downstream/policy/policy-set.ts': [
+    'dist/test/downstream/policy-set.test.js',
     'dist/test/downstream/policy-views.test.js',
     'dist/test/e2e/policies.test.js',
   ],
   'src/downstream/view-contents.ts': [
+    'dist/test/downstream/view-contents.test.js',
     'dist/test/downstream/policy-views.test.js',
-    'dist/test/e2e/policies.test.js',
   ],
   'src/downstream/resource-encoder.ts': [
+    'dist/test/downstream/resource-encoder.test.js',
     'dist/test/downstream/policy-views.test.js',
-    'dist/test/e2e/spine.test.js',
   ],
 };
 
