@@ -142,13 +142,13 @@ describe('a kind table under any sequence of source changes', () => {
         fc.property(fc.array(stepArb, { minLength: 1, maxLength: 12 }), (steps) => {
           let counter = 0;
           const table = new KindTable(KIND, semantic ? hostKeys : undefined, policy, () => ++counter);
-          const states: State[] = SOURCES.map(() => new Map());
+          const states: State[] = SOURCES.map(() => new Map<string, ConfigResource>());
           const revisions = new Map<number, string>();
           let lastVersion: string | undefined;
           let lastGeneration = 0;
           steps.forEach((step, n) => {
             const before = states[step.source] as State;
-            const after: State = step.clear ? new Map() : new Map(before);
+            const after: State = step.clear ? new Map<string, ConfigResource>() : new Map(before);
             for (const e of step.edits) {
               const key = `${e.namespace}/${e.name}`;
               if (e.remove) after.delete(key);
