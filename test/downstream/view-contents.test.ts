@@ -120,6 +120,16 @@ describe('view contents', () => {
     assert.notEqual(next, first, 'a new generation gets a new content');
   });
 
+  it('leaves the content it handed out for an earlier generation as it was', () => {
+    const contents = new ViewContents();
+    const one = object('a', '1');
+    const first = contents.of(RED_TEAM_DENIED, snapshot(1, [one]));
+    const held = [...first.resources];
+    contents.of(RED_TEAM_DENIED, snapshot(2, [one, object('a', '2'), object('b', '1')]));
+    contents.of(RED_TEAM_DENIED, snapshot(3, [object('b', '1')]));
+    assert.deepEqual(first.resources, held, 'a response being written keeps its objects');
+  });
+
   it('names the sources revisions after the content, and moves them only when the view content changes', () => {
     const contents = new ViewContents();
     const blue = object('a', '1', { team: 'blue' });
