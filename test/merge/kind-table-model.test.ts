@@ -208,7 +208,7 @@ describe('a kind table under any sequence of source changes', () => {
             assert.deepEqual(table.conflicts(), conflicts, `${at}: asked again, the same conflicts`);
           });
         }),
-        { numRuns: 400 },
+        { numRuns: 200 },
       );
     });
   }
