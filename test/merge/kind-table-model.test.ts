@@ -36,7 +36,7 @@ const stepArb = fc.record({
   edits: fc.array(editArb, { maxLength: 4 }),
   /** Clear the source's whole state first. */
   clear: fc.boolean(),
-  /** Tell the table the changed keys (with some unchanged ones among them), or let it compare. */
+  /** Tell the table the changed keys (with an unchanged one and one never held among them), or let it compare. */
   hinted: fc.boolean(),
   revision: fc.constantFrom('r1', 'r2', undefined),
 });
@@ -168,7 +168,9 @@ describe('a kind table under any sequence of source changes', () => {
             );
             const rank = SOURCES[step.source] as SourceRank;
             const hints = {
-              ...(step.hinted ? { changed: new Set([...differs, ...[...before.keys()].slice(0, 1)]) } : {}),
+              ...(step.hinted
+                ? { changed: new Set([...differs, ...[...before.keys()].slice(0, 1), 'z/never-held']) }
+                : {}),
               ...(step.revision === undefined ? {} : { revision: step.revision }),
             };
             table.apply(rank, new Map(before), new Map(after), hints);
@@ -190,10 +192,10 @@ describe('a kind table under any sequence of source changes', () => {
               assert.equal(snap.resources.length, want.served.length, `${at}: count`);
               snap.resources.forEach((r, i) => assert.equal(r, want.served[i], `${at}: object ${i}`));
               assert.equal(snap.version, digestOf(want.served), `${at}: version`);
+              // Generations only ever grow; they move exactly when the content does (after a gap, always).
               if (snap.version === lastVersion)
                 assert.equal(snap.generation, lastGeneration, `${at}: same generation`);
-              else assert.equal(snap.generation, counter, `${at}: a new generation`);
-              assert.ok(snap.generation >= lastGeneration);
+              else assert.ok(snap.generation > lastGeneration, `${at}: a new generation`);
               lastVersion = snap.version;
               lastGeneration = snap.generation;
               assert.deepEqual(
