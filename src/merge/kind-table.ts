@@ -136,7 +136,7 @@ export class KindTable {
     }
     const recheck = new Set(touched);
     for (const g of groups) for (const sk of this.semantic.get(g) ?? []) recheck.add(sk);
-    if (this.policy === 'highest-priority') this.suppress(groups);
+    if (this.policy === 'highest-priority') this.suppress(groups, touched);
     // Many keys at once (a first sync, a restore): insert them unordered and sort once, instead of
     // one splice each, which is quadratic in the kind's size.
     const bulk = recheck.size > 256 && recheck.size * 8 > this.order.length;
@@ -263,9 +263,13 @@ export class KindTable {
     return [...old, ...now];
   }
 
-  /** In each clashing group, objects from sources of lower priority than the group's best are withheld. */
-  private suppress(groups: ReadonlySet<string>): void {
-    const affected = new Set<string>();
+  /**
+   * In each clashing group, objects from sources of lower priority than the group's best are
+   * withheld. The touched keys are decided too: a key that left every group (its object no longer
+   * claims the host, or was deleted) must not stay withheld.
+   */
+  private suppress(groups: ReadonlySet<string>, touched: ReadonlySet<string>): void {
+    const affected = new Set<string>(touched);
     for (const g of groups) for (const sk of this.semantic.get(g) ?? []) affected.add(sk);
     for (const sk of affected) {
       const me = this.winner(sk);

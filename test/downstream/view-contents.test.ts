@@ -1,0 +1,180 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { ContentDigest } from '../../src/core/content-digest.js';
+import { compareByName, type ConfigResource } from '../../src/core/resource.js';
+import type { ClientView } from '../../src/downstream/client-view.js';
+import { FULL_VIEW } from '../../src/downstream/client-view.js';
+import { ClientPolicy, policyView } from '../../src/downstream/policy/client-policy.js';
+import { ViewContents } from '../../src/downstream/view-contents.js';
+import { EMPTY_KIND_VERSION, type KindSnapshot } from '../../src/merge/config-snapshot.js';
+import { fakeResource } from '../support/resources.js';
+
+const KIND = 'networking.istio.io/VirtualService';
+
+const RED_TEAM_DENIED = policyView(
+  new ClientPolicy({ name: 'no-red', deny: { labels: { team: 'red' } } }),
+  '',
+);
+const CANARY = policyView(undefined, 'canary');
+const VIEWS: readonly ClientView[] = [RED_TEAM_DENIED, CANARY, FULL_VIEW];
+
+function object(
+  namespace: string,
+  name: string,
+  labels: Record<string, string> = {},
+  body = '',
+): ConfigResource {
+  return fakeResource(name, { namespace, labels, body: `${namespace}/${name}:${body}` });
+}
+
+function snapshot(generation: number, resources: ConfigResource[], sourceRevisions?: string[]): KindSnapshot {
+  const sorted = [...resources].sort(compareByName);
+  const digest = new ContentDigest();
+  for (const r of sorted) digest.add(r);
+  return {
+    kind: KIND,
+    version: digest.version(),
+    generation,
+    resources: sorted,
+    ...(sourceRevisions === undefined ? {} : { sourceRevisions }),
+  };
+}
+
+/** The content version of a set of objects, whatever built it. */
+function contentVersion(resources: readonly ConfigResource[]): string {
+  const digest = new ContentDigest();
+  for (const r of resources) digest.add(r);
+  return digest.version();
+}
+
+const editArb = fc.record({
+  namespace: fc.constantFrom('a', 'b', 'c'),
+  name: fc.constantFrom('1', '2', '3', '4', '5'),
+  team: fc.constantFrom('red', 'blue', undefined),
+  rev: fc.constantFrom('canary', 'stable', undefined),
+  body: fc.constantFrom('x', 'y'),
+  remove: fc.boolean(),
+});
+
+describe('view contents', () => {
+  it('serves each view exactly the objects it admits, in order, through any sequence of changes to the kind', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.array(editArb, { maxLength: 6 }), { minLength: 1, maxLength: 8 }),
+        (generations) => {
+          const contents = new ViewContents();
+          const held = new Map<string, ConfigResource>();
+          generations.forEach((edits, g) => {
+            for (const e of edits) {
+              const key = `${e.namespace}/${e.name}`;
+              if (e.remove) held.delete(key);
+              else {
+                const labels: Record<string, string> = {
+                  ...(e.team === undefined ? {} : { team: e.team }),
+                  ...(e.rev === undefined ? {} : { 'istio.io/rev': e.rev }),
+                };
+                // A fresh instance every time, even for equal content: the merge re-creates objects.
+                held.set(key, object(e.namespace, e.name, labels, e.body));
+              }
+            }
+            const kind = snapshot(g + 1, [...held.values()]);
+            for (const view of VIEWS) {
+              const got = contents.of(view, kind);
+              const want = kind.resources.filter((r) => view.admits(r));
+              assert.equal(got.resources.length, want.length, `${view.id}: count at generation ${g + 1}`);
+              got.resources.forEach((r, i) => assert.equal(r, want[i], `${view.id}: object ${i}`));
+              assert.equal(got.version, contentVersion(want), `${view.id}: version`);
+              assert.equal(
+                got.version,
+                new ViewContents().of(view, kind).version,
+                `${view.id}: as built afresh`,
+              );
+            }
+          });
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('serves an absent kind as empty, under the empty version', () => {
+    const got = new ViewContents().of(RED_TEAM_DENIED, undefined);
+    assert.equal(got.version, EMPTY_KIND_VERSION);
+    assert.deepEqual(got.resources, []);
+  });
+
+  it('serves a view that admits everything the kind itself, under the kind version', () => {
+    const kind = snapshot(1, [object('a', '1'), object('b', '2', { team: 'red' })]);
+    const got = new ViewContents().of(FULL_VIEW, kind);
+    assert.equal(got.resources, kind.resources);
+    assert.equal(got.version, kind.version);
+  });
+
+  it('returns the same content for the same generation without rebuilding it', () => {
+    const contents = new ViewContents();
+    const kind = snapshot(1, [object('a', '1'), object('a', '2', { team: 'red' })]);
+    const first = contents.of(RED_TEAM_DENIED, kind);
+    assert.equal(contents.of(RED_TEAM_DENIED, kind), first);
+    const next = contents.of(RED_TEAM_DENIED, snapshot(2, [object('a', '1')]));
+    assert.notEqual(next, first, 'a new generation gets a new content');
+  });
+
+  it('leaves the content it handed out for an earlier generation as it was', () => {
+    const contents = new ViewContents();
+    const one = object('a', '1');
+    const first = contents.of(RED_TEAM_DENIED, snapshot(1, [one]));
+    const held = [...first.resources];
+    contents.of(RED_TEAM_DENIED, snapshot(2, [one, object('a', '2'), object('b', '1')]));
+    contents.of(RED_TEAM_DENIED, snapshot(3, [object('b', '1')]));
+    assert.deepEqual(first.resources, held, 'a response being written keeps its objects');
+  });
+
+  it('names the sources revisions after the content, and moves them only when the view content changes', () => {
+    const contents = new ViewContents();
+    const blue = object('a', '1', { team: 'blue' });
+    const g1 = contents.of(RED_TEAM_DENIED, snapshot(1, [blue], ['r1', 'z1']));
+    assert.equal(g1.version, `${contentVersion([blue])}~r1,z1`);
+
+    // A red object arrives: the kind changes, this view does not, and keeps its version.
+    const red = object('a', '2', { team: 'red' });
+    const g2 = contents.of(RED_TEAM_DENIED, snapshot(2, [blue, red], ['r2', 'z1']));
+    assert.equal(g2.version, g1.version);
+    assert.deepEqual(g2.resources, [blue]);
+
+    // A blue object arrives: the content changes and the version names the current revisions.
+    const blue2 = object('b', '1', { team: 'blue' });
+    const g3 = contents.of(RED_TEAM_DENIED, snapshot(3, [blue, red, blue2], ['r3', 'z1']));
+    assert.equal(g3.version, `${contentVersion([blue, blue2])}~r3,z1`);
+
+    // Without revisions the version is the content alone.
+    const g4 = contents.of(RED_TEAM_DENIED, snapshot(4, [blue], []));
+    assert.equal(g4.version, contentVersion([blue]));
+    const fresh = new ViewContents().of(CANARY, snapshot(1, [blue]));
+    assert.equal(fresh.version, contentVersion([blue]));
+  });
+
+  it('keeps state per view and kind, and forgets a view with the kinds it held', () => {
+    const contents = new ViewContents();
+    assert.equal(contents.views, 0);
+    assert.equal(contents.entries, 0);
+    const vs = snapshot(1, [object('a', '1')]);
+    const gw: KindSnapshot = { ...vs, kind: 'networking.istio.io/Gateway' };
+    contents.of(RED_TEAM_DENIED, vs);
+    contents.of(RED_TEAM_DENIED, gw);
+    contents.of(CANARY, vs);
+    contents.of(CANARY, undefined);
+    assert.equal(contents.views, 2);
+    assert.equal(contents.entries, 3);
+    assert.deepEqual(
+      contents.forget(RED_TEAM_DENIED.id).sort(),
+      [KIND, 'networking.istio.io/Gateway'].sort(),
+    );
+    assert.equal(contents.views, 1);
+    assert.equal(contents.entries, 1);
+    assert.deepEqual(contents.forget(RED_TEAM_DENIED.id), [], 'a forgotten view holds nothing');
+    // A view that comes back is built afresh, from the kind as it is now.
+    const now = snapshot(2, [object('a', '1'), object('a', '9')]);
+    assert.equal(contents.of(RED_TEAM_DENIED, now).resources.length, 2);
+  });
+});
