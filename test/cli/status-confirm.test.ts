@@ -62,7 +62,7 @@ describe('meshmux status and confirm against a running meshmux', () => {
     let result = await meshmuxCli(['status', '--admin', admin]);
     await until(
       async () => (result = await meshmuxCli(['status', '--admin', admin])).code === 0,
-      20_000,
+      45_000,
       'every type acknowledged',
     );
     assert.match(result.stdout, /^local\s+file\s+synced$/m);
@@ -77,7 +77,7 @@ describe('meshmux status and confirm against a running meshmux', () => {
     await until(
       async () =>
         / HELD: empty, 2 of 2 deleted/.test((await meshmuxCli(['status', '--admin', meshmux.http])).stdout),
-      20_000,
+      45_000,
       'the emptying held',
     );
     assert.equal(client.configs(SE).size, 2, 'nothing deleted while held');
