@@ -3,7 +3,7 @@ import protobuf from 'protobufjs';
 import type { ConfigResource } from '../core/resource.js';
 import { anyTypeUrl } from '../schema/proto-root.js';
 import type { KindRegistry } from '../schema/kinds.js';
-import { encodeAny, lengthDelimitedTag } from './wire.js';
+import { encodeAny, lengthDelimitedTag } from '../wire/wire-writer.js';
 
 /** Any type URL of the MCP envelope istiod expects around every object. */
 export const MCP_RESOURCE_TYPE_URL = anyTypeUrl('istio.mcp.v1alpha1.Resource');

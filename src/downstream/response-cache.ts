@@ -6,7 +6,7 @@ import type { ClientView } from './client-view.js';
 import { type BlockCounters, FrameBlocks } from './frame-blocks.js';
 import type { ResourceEncoder } from './resource-encoder.js';
 import { REVISIONS_SEPARATOR, ViewContents } from './view-contents.js';
-import { bytesField, encodeAny, stringField } from './wire.js';
+import { bytesField, encodeAny, stringField } from '../wire/wire-writer.js';
 
 export { REVISIONS_SEPARATOR };
 

@@ -12,7 +12,7 @@ import type { KindDescriptor } from '../schema/kinds.js';
 import { messageType } from '../schema/proto-root.js';
 import { checkUpstreamObject } from '../schema/object-checks.js';
 import { findUnknownFields } from '../schema/unknown-fields.js';
-import { sameBytes, unknownFieldNumbers } from './wire-fields.js';
+import { sameBytes, unknownFieldNumbers } from '../wire/wire-fields.js';
 
 /** What one upstream object became: a resource, or the reason it was dropped. */
 export type ReadResult =

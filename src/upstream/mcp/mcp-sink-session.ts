@@ -5,7 +5,7 @@ import { messageType } from '../../schema/proto-root.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
 import type { McpResourceReader } from '../mcp-resource-reader.js';
 import type { SubscriptionState } from '../streaming/subscription-state.js';
-import { plainBytes, readTopLevelFields, salvageString } from '../wire-fields.js';
+import { plainBytes, readTopLevelFields, salvageString } from '../../wire/wire-fields.js';
 
 /** `google.rpc.Code.INVALID_ARGUMENT`: objects that failed to decode or validate. */
 const INVALID_ARGUMENT = 3;

@@ -3,7 +3,7 @@ import type { Logger } from '../../core/logger.js';
 import type { McpResourceReader } from '../mcp-resource-reader.js';
 import type { NodeIdentity } from '../streaming/node-identity.js';
 import type { SubscriptionState } from '../streaming/subscription-state.js';
-import { readTopLevelFields, salvageString } from '../wire-fields.js';
+import { readTopLevelFields, salvageString } from '../../wire/wire-fields.js';
 
 /** Any type URL suffix of the MCP envelope around every object. */
 export const MCP_RESOURCE_SUFFIX = '/istio.mcp.v1alpha1.Resource';

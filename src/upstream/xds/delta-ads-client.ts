@@ -4,7 +4,7 @@ import { messageType } from '../../schema/proto-root.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
 import { nodeMessage } from '../streaming/node-identity.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
-import { plainBytes } from '../wire-fields.js';
+import { plainBytes } from '../../wire/wire-fields.js';
 import {
   INVALID_ARGUMENT,
   MCP_RESOURCE_SUFFIX,

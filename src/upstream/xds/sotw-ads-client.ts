@@ -4,7 +4,7 @@ import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
 import { nodeMessage } from '../streaming/node-identity.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
 import type { ReadResult } from '../mcp-resource-reader.js';
-import { sameBytes } from '../wire-fields.js';
+import { sameBytes } from '../../wire/wire-fields.js';
 import { scanDiscoveryResponse, type ScannedResponse } from './discovery-response.js';
 import {
   INVALID_ARGUMENT,
