@@ -14,8 +14,7 @@ import { ResponseCache } from './response-cache.js';
 import { DEFAULT_STREAM_LIMITS, stallAfterFor, type StreamLimits } from './stream-limits.js';
 import { ViewRegistry } from './view-registry.js';
 import { DEFAULT_WRITE_BUDGET, WriteBudget, type WriteBudgetOptions } from './write-budget.js';
-
-const ADS_SERVICE = 'envoy.service.discovery.v3.AggregatedDiscoveryService';
+import { ADS_DELTA_METHOD, ADS_SOTW_METHOD } from '../wire/method-paths.js';
 
 const identity = (b: Buffer): Buffer => b;
 /** Longest stretch of background encoding between two turns of the event loop. */
@@ -27,7 +26,7 @@ const PREWARM_SLICE_MS = 5;
  */
 const ADS_DEFINITION: grpc.ServiceDefinition = {
   StreamAggregatedResources: {
-    path: `/${ADS_SERVICE}/StreamAggregatedResources`,
+    path: ADS_SOTW_METHOD,
     requestStream: true,
     responseStream: true,
     requestSerialize: identity,
@@ -36,7 +35,7 @@ const ADS_DEFINITION: grpc.ServiceDefinition = {
     responseDeserialize: identity,
   },
   DeltaAggregatedResources: {
-    path: `/${ADS_SERVICE}/DeltaAggregatedResources`,
+    path: ADS_DELTA_METHOD,
     requestStream: true,
     responseStream: true,
     requestSerialize: identity,

@@ -4,9 +4,9 @@ import type { ConfigResource } from '../core/resource.js';
 import { anyTypeUrl } from '../schema/proto-root.js';
 import type { KindRegistry } from '../schema/kinds.js';
 import { encodeAny, lengthDelimitedTag } from '../wire/wire-writer.js';
+import { MCP_RESOURCE_TYPE_URL } from '../wire/type-urls.js';
 
 /** Any type URL of the MCP envelope istiod expects around every object. */
-export const MCP_RESOURCE_TYPE_URL = anyTypeUrl('istio.mcp.v1alpha1.Resource');
 
 /** The field number of `DiscoveryResponse.resources`. */
 const RESPONSE_RESOURCES_FIELD = 2;

@@ -27,7 +27,5 @@ export function messageType(fullName: string): protobuf.Type {
   return protoRoot.lookupType(fullName);
 }
 
-/** `type.googleapis.com/<full name>`, the Any type URL of a message. */
-export function anyTypeUrl(fullName: string): string {
-  return `type.googleapis.com/${fullName}`;
-}
+/** The Any type URL of a message: written once, in the protocol module. */
+export { anyTypeUrl } from '../wire/type-urls.js';

@@ -9,11 +9,7 @@ import { MeshmuxError } from '../core/errors.js';
 import { childPath, indexPath } from './field-path.js';
 import { jsonNameOf } from './proto-json.js';
 import { protoRoot } from './proto-root.js';
-
-const WIRE_VARINT = 0;
-const WIRE_FIXED64 = 1;
-const WIRE_BYTES = 2;
-const WIRE_FIXED32 = 5;
+import { WIRE_FIXED32, WIRE_FIXED64, WIRE_LENGTH_DELIMITED, WIRE_VARINT } from '../wire/wire-types.js';
 
 const SCALAR_WIRE: Readonly<Record<string, number>> = {
   double: WIRE_FIXED64,
@@ -29,14 +25,14 @@ const SCALAR_WIRE: Readonly<Record<string, number>> = {
   sint32: WIRE_VARINT,
   sint64: WIRE_VARINT,
   bool: WIRE_VARINT,
-  string: WIRE_BYTES,
-  bytes: WIRE_BYTES,
+  string: WIRE_LENGTH_DELIMITED,
+  bytes: WIRE_LENGTH_DELIMITED,
 };
 
 function wireTypeOf(typeName: string, resolved: protobuf.ReflectionObject | null): number {
-  if (resolved instanceof protobuf.Type) return WIRE_BYTES;
+  if (resolved instanceof protobuf.Type) return WIRE_LENGTH_DELIMITED;
   if (resolved instanceof protobuf.Enum) return WIRE_VARINT;
-  return SCALAR_WIRE[typeName] ?? WIRE_BYTES;
+  return SCALAR_WIRE[typeName] ?? WIRE_LENGTH_DELIMITED;
 }
 
 function resolveAnyType(typeUrl: string): protobuf.Type | undefined {
@@ -70,8 +66,9 @@ class Scanner {
       const name = childPath(path, jsonNameOf(field));
       const seen = counts.get(id) ?? 0;
       counts.set(id, seen + 1);
-      const expected = field.map ? WIRE_BYTES : wireTypeOf(field.type, field.resolvedType);
-      const packed = field.repeated && !field.map && wire === WIRE_BYTES && expected !== WIRE_BYTES;
+      const expected = field.map ? WIRE_LENGTH_DELIMITED : wireTypeOf(field.type, field.resolvedType);
+      const packed =
+        field.repeated && !field.map && wire === WIRE_LENGTH_DELIMITED && expected !== WIRE_LENGTH_DELIMITED;
       if (wire !== expected && !packed) {
         this.found.push(`${name} (wire type ${wire}, expected ${expected})`);
         reader.skipType(wire);
@@ -99,7 +96,7 @@ class Scanner {
 
   private mapEntry(field: protobuf.MapField, bytes: Uint8Array, path: string): void {
     const reader = protobuf.Reader.create(bytes);
-    const keyWire = SCALAR_WIRE[field.keyType] ?? WIRE_BYTES;
+    const keyWire = SCALAR_WIRE[field.keyType] ?? WIRE_LENGTH_DELIMITED;
     const valueWire = wireTypeOf(field.type, field.resolvedType);
     let key = '?';
     let value: Uint8Array | undefined;

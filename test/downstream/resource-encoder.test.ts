@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { makeResource, type ConfigResource } from '../../src/core/resource.js';
-import { MCP_RESOURCE_TYPE_URL, ResourceEncoder } from '../../src/downstream/resource-encoder.js';
+import { ResourceEncoder } from '../../src/downstream/resource-encoder.js';
+import { MCP_RESOURCE_TYPE_URL } from '../../src/wire/type-urls.js';
 import { KINDS } from '../../src/schema/kinds.js';
 import { anyTypeUrl, messageType } from '../../src/schema/proto-root.js';
 

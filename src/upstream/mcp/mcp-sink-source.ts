@@ -13,9 +13,9 @@ import type { UpstreamSource } from '../upstream-source.js';
 import { planCollections } from './mcp-collections.js';
 import { McpSinkSession } from './mcp-sink-session.js';
 import type { McpSinkSourceOptions } from './mcp-source-options.js';
+import { MCP_RESOURCE_SINK_METHOD } from '../../wire/method-paths.js';
 
 /** gRPC path of the sink service meshmux serves, where the Galley (source) is the client. */
-export const RESOURCE_SINK_METHOD = '/istio.mcp.v1alpha1.ResourceSink/EstablishResourceStream';
 
 const toBuffer = (m: Uint8Array): Buffer => Buffer.from(m.buffer, m.byteOffset, m.byteLength);
 const identity = (b: Buffer): Buffer => b;
@@ -23,7 +23,7 @@ const identity = (b: Buffer): Buffer => b;
 /** Raw bytes both ways: the session decodes and encodes. */
 const SINK_SERVICE: grpc.ServiceDefinition = {
   EstablishResourceStream: {
-    path: RESOURCE_SINK_METHOD,
+    path: MCP_RESOURCE_SINK_METHOD,
     requestStream: true,
     responseStream: true,
     requestSerialize: toBuffer,

@@ -9,9 +9,9 @@ import type { UpstreamSource } from '../upstream-source.js';
 import { planCollections } from './mcp-collections.js';
 import { McpSinkSession } from './mcp-sink-session.js';
 import type { McpSourceOptions } from './mcp-source-options.js';
+import { MCP_RESOURCE_SOURCE_METHOD } from '../../wire/method-paths.js';
 
 /** gRPC path of the Galley's source service, where the sink (meshmux) is the client. */
-export const RESOURCE_SOURCE_METHOD = '/istio.mcp.v1alpha1.ResourceSource/EstablishResourceStream';
 
 /**
  * A Galley-era MCP upstream meshmux dials (`type: mcp`, Istio 1.1–1.8 Galley, nacos-istio):
@@ -51,7 +51,7 @@ export class McpSource implements UpstreamSource {
       const stream: ReconnectingStream = new ReconnectingStream(
         {
           address: options.address,
-          method: RESOURCE_SOURCE_METHOD,
+          method: MCP_RESOURCE_SOURCE_METHOD,
           describe,
           tls: options.tls,
           channelOptions: channelOptionsOf(options),

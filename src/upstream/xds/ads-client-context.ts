@@ -6,7 +6,6 @@ import type { SubscriptionState } from '../streaming/subscription-state.js';
 import { readTopLevelFields, salvageString } from '../../wire/wire-fields.js';
 
 /** Any type URL suffix of the MCP envelope around every object. */
-export const MCP_RESOURCE_SUFFIX = '/istio.mcp.v1alpha1.Resource';
 
 /** `google.rpc.Code.INVALID_ARGUMENT`, the code of every NACK an ADS client sends. */
 export const INVALID_ARGUMENT = 3;

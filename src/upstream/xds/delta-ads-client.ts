@@ -5,16 +5,8 @@ import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
 import { nodeMessage } from '../streaming/node-identity.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
 import { plainBytes } from '../../wire/wire-fields.js';
-import {
-  INVALID_ARGUMENT,
-  MCP_RESOURCE_SUFFIX,
-  reportUndecodable,
-  type AdsClientContext,
-} from './ads-client-context.js';
-
-/** gRPC path of the delta ADS stream. */
-export const DELTA_ADS_METHOD =
-  '/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources';
+import { INVALID_ARGUMENT, reportUndecodable, type AdsClientContext } from './ads-client-context.js';
+import { MCP_RESOURCE_SUFFIX } from '../../wire/type-urls.js';
 
 const DELTA_REQUEST = messageType('envoy.service.discovery.v3.DeltaDiscoveryRequest');
 const DELTA_RESPONSE = messageType('envoy.service.discovery.v3.DeltaDiscoveryResponse');

@@ -1,3 +1,5 @@
+import { WireCursor } from '../../wire/wire-cursor.js';
+import { WIRE_LENGTH_DELIMITED } from '../../wire/wire-types.js';
 /** The parts of an `envoy.service.discovery.v3.DiscoveryResponse` a state-of-the-world client acts on. */
 export interface ScannedResponse {
   readonly versionInfo: string;
@@ -7,95 +9,9 @@ export interface ScannedResponse {
   readonly resources: ReadonlyArray<{ readonly typeUrl: string; readonly value: Uint8Array }>;
 }
 
-const VARINT = 0;
-const FIXED64 = 1;
-const LENGTH_DELIMITED = 2;
-const START_GROUP = 3;
-const END_GROUP = 4;
-const FIXED32 = 5;
-
-/**
- * A position in one message, read field by field without allocating: `start` and `end` hold the
- * payload of the last length-delimited field read.
- */
-class WireCursor {
-  pos = 0;
-  start = 0;
-  end = 0;
-
-  constructor(private readonly bytes: Uint8Array) {}
-
-  /** A varint of at most 32 significant bits (tags and lengths). */
-  uint32(limit: number): number {
-    let value = 0;
-    for (let shift = 0; shift < 35; shift += 7) {
-      if (this.pos >= limit) throw new Error(`varint runs past the end at byte ${this.pos}`);
-      const b = this.bytes[this.pos++] as number;
-      if (shift < 28) value |= (b & 0x7f) << shift;
-      else value += (b & 0x0f) * 2 ** shift;
-      if (b < 0x80) return value >>> 0;
-    }
-    // A longer varint is a 64-bit one; its high bytes do not matter for a tag or a length.
-    this.skipVarint(limit);
-    return value >>> 0;
-  }
-
-  /** Reads the extent of a length-delimited payload into `start`/`end` and moves past it. */
-  lengthDelimited(limit: number): void {
-    const length = this.uint32(limit);
-    const start = this.pos;
-    if (length > limit - start) {
-      throw new Error(`a length of ${length} at byte ${start} runs past the end (${limit - start} left)`);
-    }
-    this.start = start;
-    this.end = this.pos = start + length;
-  }
-
-  skip(wireType: number, limit: number, field: number): void {
-    switch (wireType) {
-      case VARINT:
-        this.skipVarint(limit);
-        return;
-      case FIXED64:
-        this.advance(8, limit);
-        return;
-      case LENGTH_DELIMITED:
-        this.lengthDelimited(limit);
-        return;
-      case FIXED32:
-        this.advance(4, limit);
-        return;
-      case START_GROUP:
-        for (;;) {
-          const tag = this.uint32(limit);
-          if ((tag & 7) === END_GROUP) {
-            if (tag >>> 3 !== field) throw new Error(`group ${field} ends as group ${tag >>> 3}`);
-            return;
-          }
-          this.skip(tag & 7, limit, tag >>> 3);
-        }
-      default:
-        throw new Error(`invalid wire type ${wireType} at byte ${this.pos}`);
-    }
-  }
-
-  private skipVarint(limit: number): void {
-    for (let n = 0; n < 10; n++) {
-      if (this.pos >= limit) throw new Error(`varint runs past the end at byte ${this.pos}`);
-      if ((this.bytes[this.pos++] as number) < 0x80) return;
-    }
-    throw new Error(`varint longer than 10 bytes at byte ${this.pos}`);
-  }
-
-  private advance(n: number, limit: number): void {
-    if (limit - this.pos < n) throw new Error(`a fixed field at byte ${this.pos} runs past the end`);
-    this.pos += n;
-  }
-}
-
 function expectLengthDelimited(field: number, wireType: number, where: string): void {
-  if (wireType !== LENGTH_DELIMITED) {
-    throw new Error(`${where} field ${field} has wire type ${wireType}, expected ${LENGTH_DELIMITED}`);
+  if (wireType !== WIRE_LENGTH_DELIMITED) {
+    throw new Error(`${where} field ${field} has wire type ${wireType}, expected ${WIRE_LENGTH_DELIMITED}`);
   }
 }
 

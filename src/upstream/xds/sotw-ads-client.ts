@@ -6,16 +6,8 @@ import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-strea
 import type { ReadResult } from '../mcp-resource-reader.js';
 import { sameBytes } from '../../wire/wire-fields.js';
 import { scanDiscoveryResponse, type ScannedResponse } from './discovery-response.js';
-import {
-  INVALID_ARGUMENT,
-  MCP_RESOURCE_SUFFIX,
-  reportUndecodable,
-  type AdsClientContext,
-} from './ads-client-context.js';
-
-/** gRPC path of the state-of-the-world ADS stream. */
-export const SOTW_ADS_METHOD =
-  '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
+import { INVALID_ARGUMENT, reportUndecodable, type AdsClientContext } from './ads-client-context.js';
+import { MCP_RESOURCE_SUFFIX } from '../../wire/type-urls.js';
 
 const DISCOVERY_REQUEST = messageType('envoy.service.discovery.v3.DiscoveryRequest');
 

@@ -8,8 +8,9 @@ import { resolveNodeIdentity } from '../streaming/node-identity.js';
 import { ReconnectingStream } from '../streaming/reconnecting-stream.js';
 import type { SubscriptionChannel } from '../streaming/subscription-state.js';
 import type { UpstreamSource } from '../upstream-source.js';
-import { DeltaAdsClient, DELTA_ADS_METHOD } from './delta-ads-client.js';
-import { SotwAdsClient, SOTW_ADS_METHOD } from './sotw-ads-client.js';
+import { DeltaAdsClient } from './delta-ads-client.js';
+import { SotwAdsClient } from './sotw-ads-client.js';
+import { ADS_DELTA_METHOD, ADS_SOTW_METHOD } from '../../wire/method-paths.js';
 import { DEFAULT_API_VERSIONS, planTypeUrls } from './type-url-plan.js';
 import type { XdsSourceOptions } from './xds-source-options.js';
 
@@ -46,7 +47,7 @@ export class XdsSource implements UpstreamSource {
       const stream: ReconnectingStream = new ReconnectingStream(
         {
           address: options.address,
-          method: delta ? DELTA_ADS_METHOD : SOTW_ADS_METHOD,
+          method: delta ? ADS_DELTA_METHOD : ADS_SOTW_METHOD,
           describe,
           tls: options.tls,
           channelOptions: channelOptionsOf(options),
