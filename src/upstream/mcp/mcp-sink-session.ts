@@ -6,13 +6,17 @@ import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
 import type { McpResourceReader } from '../mcp-resource-reader.js';
 import type { SubscriptionState } from '../streaming/subscription-state.js';
 import { plainBytes, readTopLevelFields, salvageString } from '../../wire/wire-fields.js';
+import {
+  encodeRequestResources,
+  type NodeFields,
+  type RequestResourcesFields,
+} from '../../wire/discovery-requests.js';
 
 /** `google.rpc.Code.INVALID_ARGUMENT`: objects that failed to decode or validate. */
 const INVALID_ARGUMENT = 3;
 /** `google.rpc.Code.UNIMPLEMENTED`: a collection not asked for, as Galley-era sinks answer it. */
 const UNIMPLEMENTED = 12;
 
-const REQUEST_RESOURCES = messageType('istio.mcp.v1alpha1.RequestResources');
 const RESOURCES = messageType('istio.mcp.v1alpha1.Resources');
 /** `Resources.resources`: read raw, so each object is decoded on its own and a bad one stays alone. */
 const RESOURCES_FIELD = 3;
@@ -56,17 +60,17 @@ export interface McpSinkSessionContext {
  * complete state even when marked incremental (a Galley ignores them anyway).
  */
 export class McpSinkSession {
-  private readonly node: Record<string, unknown>;
+  private readonly node: NodeFields;
 
   constructor(private readonly ctx: McpSinkSessionContext) {
-    this.node = { id: ctx.sinkNode.id ?? '', annotations: { ...ctx.sinkNode.annotations } };
+    this.node = { id: ctx.sinkNode.id ?? '', metadata: { ...ctx.sinkNode.annotations } };
   }
 
   /** A stream opened: asks for every collection. */
   open(send: (message: Uint8Array) => void): void {
     this.ctx.state.streamOpened();
     for (const collection of this.ctx.state.channelIds()) {
-      send(this.encode({ sink_node: this.node, collection, incremental: this.ctx.incremental }));
+      send(this.encode({ sinkNode: this.node, collection, incremental: this.ctx.incremental }));
     }
   }
 
@@ -107,9 +111,9 @@ export class McpSinkSession {
     if (update.dropped === 0) {
       send(
         this.encode({
-          sink_node: this.node,
+          sinkNode: this.node,
           collection,
-          response_nonce: nonce,
+          responseNonce: nonce,
           incremental: this.ctx.incremental,
         }),
       );
@@ -146,14 +150,14 @@ export class McpSinkSession {
 
   private nack(collection: string, nonce: string, code: number, message: string): Uint8Array {
     return this.encode({
-      sink_node: this.node,
+      sinkNode: this.node,
       collection,
-      response_nonce: nonce,
-      error_detail: { code, message },
+      responseNonce: nonce,
+      errorDetail: { code, message },
     });
   }
 
-  private encode(request: Record<string, unknown>): Uint8Array {
-    return REQUEST_RESOURCES.encode(REQUEST_RESOURCES.fromObject(request)).finish();
+  private encode(request: RequestResourcesFields): Uint8Array {
+    return encodeRequestResources(request);
   }
 }

@@ -47,13 +47,3 @@ export function resolveNodeIdentity(config: NodeIdentityConfig | undefined): Nod
   if (config?.revision !== undefined && config.revision !== '') metadata['ISTIO_REVISION'] = config.revision;
   return Object.freeze({ id: config?.id ?? defaultNodeId(), metadata: Object.freeze(metadata) });
 }
-
-/**
- * The `envoy.config.core.v3.Node` of an identity as protobufjs `fromObject` input. The
- * google.protobuf.Struct family is defined by protobufjs itself, with camelCase field names.
- */
-export function nodeMessage(node: NodeIdentity): Record<string, unknown> {
-  const fields: Record<string, { stringValue: string }> = {};
-  for (const [key, value] of Object.entries(node.metadata)) fields[key] = { stringValue: value };
-  return { id: node.id, metadata: { fields } };
-}

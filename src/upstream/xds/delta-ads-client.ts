@@ -2,13 +2,15 @@ import { MeshmuxError } from '../../core/errors.js';
 import type { ConfigResource } from '../../core/resource.js';
 import { messageType } from '../../schema/proto-root.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
-import { nodeMessage } from '../streaming/node-identity.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
 import { plainBytes } from '../../wire/wire-fields.js';
 import { INVALID_ARGUMENT, reportUndecodable, type AdsClientContext } from './ads-client-context.js';
 import { MCP_RESOURCE_SUFFIX } from '../../wire/type-urls.js';
+import {
+  encodeDeltaDiscoveryRequest,
+  type DeltaDiscoveryRequestFields,
+} from '../../wire/discovery-requests.js';
 
-const DELTA_REQUEST = messageType('envoy.service.discovery.v3.DeltaDiscoveryRequest');
 const DELTA_RESPONSE = messageType('envoy.service.discovery.v3.DeltaDiscoveryResponse');
 
 interface DeltaResource {
@@ -42,7 +44,7 @@ export class DeltaAdsClient implements StreamHandlers {
     this.ctx.state.streamOpened();
     let first = true;
     for (const typeUrl of this.ctx.state.channelIds()) {
-      this.send(stream, { type_url: typeUrl, ...(first ? { node: nodeMessage(this.ctx.node) } : {}) });
+      this.send(stream, { typeUrl, ...(first ? { node: this.ctx.node } : {}) });
       first = false;
     }
   }
@@ -66,9 +68,9 @@ export class DeltaAdsClient implements StreamHandlers {
       const detail = `meshmux rejected a response for ${typeUrl || '(no type URL)'}, which it did not subscribe`;
       this.ctx.log.warn({ typeUrl }, detail);
       this.send(stream, {
-        type_url: typeUrl,
-        response_nonce: nonce,
-        error_detail: { code: INVALID_ARGUMENT, message: detail },
+        typeUrl,
+        responseNonce: nonce,
+        errorDetail: { code: INVALID_ARGUMENT, message: detail },
       });
       return;
     }
@@ -113,15 +115,15 @@ export class DeltaAdsClient implements StreamHandlers {
     });
     const kept = this.ctx.state.apply(typeUrl, update.build(response.system_version_info));
     if (update.dropped === 0) {
-      this.send(stream, { type_url: typeUrl, response_nonce: nonce });
+      this.send(stream, { typeUrl, responseNonce: nonce });
       return;
     }
     const detail = update.nackMessage();
     this.ctx.log.warn({ typeUrl, dropped: update.dropped, kept, refused: update.refused }, detail);
     this.send(stream, {
-      type_url: typeUrl,
-      response_nonce: nonce,
-      error_detail: { code: INVALID_ARGUMENT, message: detail },
+      typeUrl,
+      responseNonce: nonce,
+      errorDetail: { code: INVALID_ARGUMENT, message: detail },
     });
   }
 
@@ -134,13 +136,13 @@ export class DeltaAdsClient implements StreamHandlers {
     if (salvaged === undefined) return;
     const { typeUrl, nonce, error } = salvaged;
     this.send(stream, {
-      type_url: typeUrl,
-      response_nonce: nonce,
-      error_detail: { code: INVALID_ARGUMENT, message: error.message },
+      typeUrl,
+      responseNonce: nonce,
+      errorDetail: { code: INVALID_ARGUMENT, message: error.message },
     });
   }
 
-  private send(stream: OpenStream, request: Record<string, unknown>): void {
-    stream.send(DELTA_REQUEST.encode(DELTA_REQUEST.fromObject(request)).finish());
+  private send(stream: OpenStream, request: DeltaDiscoveryRequestFields): void {
+    stream.send(encodeDeltaDiscoveryRequest(request));
   }
 }

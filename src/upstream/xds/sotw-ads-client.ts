@@ -1,15 +1,12 @@
 import { MeshmuxError } from '../../core/errors.js';
-import { messageType } from '../../schema/proto-root.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
-import { nodeMessage } from '../streaming/node-identity.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
 import type { ReadResult } from '../mcp-resource-reader.js';
 import { sameBytes } from '../../wire/wire-fields.js';
 import { scanDiscoveryResponse, type ScannedResponse } from './discovery-response.js';
 import { INVALID_ARGUMENT, reportUndecodable, type AdsClientContext } from './ads-client-context.js';
 import { MCP_RESOURCE_SUFFIX } from '../../wire/type-urls.js';
-
-const DISCOVERY_REQUEST = messageType('envoy.service.discovery.v3.DiscoveryRequest');
+import { encodeDiscoveryRequest, type DiscoveryRequestFields } from '../../wire/discovery-requests.js';
 
 /**
  * The state-of-the-world side of an `xds` source: one request per subscribed type URL (node on
@@ -39,11 +36,11 @@ export class SotwAdsClient implements StreamHandlers {
     let first = true;
     for (const typeUrl of this.ctx.state.channelIds()) {
       this.send(stream, {
-        type_url: typeUrl,
-        version_info: '',
-        response_nonce: '',
-        resource_names: [],
-        ...(first ? { node: nodeMessage(this.ctx.node) } : {}),
+        typeUrl,
+        versionInfo: '',
+        responseNonce: '',
+        resourceNames: [],
+        ...(first ? { node: this.ctx.node } : {}),
       });
       first = false;
     }
@@ -65,10 +62,10 @@ export class SotwAdsClient implements StreamHandlers {
       const detail = `meshmux rejected a response for ${typeUrl || '(no type URL)'}, which it did not subscribe`;
       this.ctx.log.warn({ typeUrl, version }, detail);
       this.send(stream, {
-        type_url: typeUrl,
-        response_nonce: nonce,
-        version_info: '',
-        error_detail: { code: INVALID_ARGUMENT, message: detail },
+        typeUrl,
+        responseNonce: nonce,
+        versionInfo: '',
+        errorDetail: { code: INVALID_ARGUMENT, message: detail },
       });
       return;
     }
@@ -112,16 +109,16 @@ export class SotwAdsClient implements StreamHandlers {
     if (before !== undefined) this.forgetGone(typeUrl, before.results, now.results);
     if (update.dropped === 0) {
       this.accepted.set(typeUrl, version);
-      this.send(stream, { type_url: typeUrl, response_nonce: nonce, version_info: version });
+      this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
       return;
     }
     const detail = update.nackMessage();
     this.ctx.log.warn({ typeUrl, version, dropped: update.dropped, kept, refused: update.refused }, detail);
     this.send(stream, {
-      type_url: typeUrl,
-      response_nonce: nonce,
-      version_info: this.accepted.get(typeUrl) ?? '',
-      error_detail: { code: INVALID_ARGUMENT, message: detail },
+      typeUrl,
+      responseNonce: nonce,
+      versionInfo: this.accepted.get(typeUrl) ?? '',
+      errorDetail: { code: INVALID_ARGUMENT, message: detail },
     });
   }
 
@@ -146,14 +143,14 @@ export class SotwAdsClient implements StreamHandlers {
     if (salvaged === undefined) return;
     const { typeUrl, nonce, error } = salvaged;
     this.send(stream, {
-      type_url: typeUrl,
-      response_nonce: nonce,
-      version_info: this.accepted.get(typeUrl) ?? '',
-      error_detail: { code: INVALID_ARGUMENT, message: error.message },
+      typeUrl,
+      responseNonce: nonce,
+      versionInfo: this.accepted.get(typeUrl) ?? '',
+      errorDetail: { code: INVALID_ARGUMENT, message: error.message },
     });
   }
 
-  private send(stream: OpenStream, request: Record<string, unknown>): void {
-    stream.send(DISCOVERY_REQUEST.encode(DISCOVERY_REQUEST.fromObject(request)).finish());
+  private send(stream: OpenStream, request: DiscoveryRequestFields): void {
+    stream.send(encodeDiscoveryRequest(request));
   }
 }
