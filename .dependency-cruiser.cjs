@@ -35,7 +35,7 @@ module.exports = {
       comment: 'Merge sees bodies as opaque bytes: no schema, no protos, no sources, no serving.',
       severity: 'error',
       from: { path: '^src/merge/' },
-      to: { path: '^src/(schema|upstream|downstream|http)/' },
+      to: { path: '^src/(schema|upstream|downstream|http|wire)/' },
     },
     {
       name: 'downstream-never-sees-upstream',
@@ -60,6 +60,14 @@ module.exports = {
         path: '^src/(upstream|downstream)/',
         pathNot: '^src/downstream/(ads-hooks|client-identity)\\.ts$',
       },
+    },
+    {
+      name: 'wire-knows-only-the-protocol',
+      comment:
+        'src/wire holds protocol facts (wire types, type URLs, method paths, readers, writers, request builders): it imports core and the proto root, nothing of the layers.',
+      severity: 'error',
+      from: { path: '^src/wire/' },
+      to: { path: '^src/', pathNot: '^src/(wire|core)/|^src/schema/proto-root\\.ts$' },
     },
     {
       name: 'src-never-imports-tests',

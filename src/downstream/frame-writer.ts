@@ -33,6 +33,15 @@ function http2StreamOf(call: unknown): Http2Out | undefined {
 }
 
 /**
+ * Whether `call` takes the shared-buffer path of {@link frameWriterFor}: the one place meshmux
+ * relies on grpc-js internals (a server call's HTTP/2 stream). False means the pinned grpc-js
+ * changed them and every message is copied again (about 2× server CPU on large pushes).
+ */
+export function sharesBuffers(call: ServerDuplexStream<Uint8Array, Buffer>): boolean {
+  return http2StreamOf(call) !== undefined;
+}
+
+/**
  * A writer that hands the shared response buffers themselves to HTTP/2. grpc-js frames a message by
  * allocating a new buffer and copying it (`serializeMessage`), per stream and per write: 200
  * istiods receiving one 40 MB response cost 8 GB of copies, and each copy, counted by V8 as
