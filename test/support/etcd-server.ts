@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { onFreePort } from './free-port.js';
 import { missingPeerLine } from './required-peer.js';
+import { stopChild } from './stop-child.js';
 
 /** Why etcd cannot run here (the one line naming the package), or undefined when it can. */
 export function etcdMissing(): string | undefined {
@@ -105,12 +106,7 @@ export class EtcdServer {
     const child = this.process;
     if (child === undefined) return;
     this.process = undefined;
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    child.kill(hard ? 'SIGKILL' : 'SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(timer);
+    await stopChild(child, hard);
   }
 
   /** Stops the server and removes its data. */

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { onFreePort } from './free-port.js';
 import { missingPeerLine } from './required-peer.js';
+import { stopChild } from './stop-child.js';
 
 /** Debian's jar; its manifest's Class-Path names every dependency jar. */
 const DEBIAN_JAR = '/usr/share/java/zookeeper.jar';
@@ -152,12 +153,7 @@ export class ZookeeperServer {
     const child = this.process;
     if (child === undefined) return;
     this.process = undefined;
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    child.kill(hard ? 'SIGKILL' : 'SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(timer);
+    await stopChild(child, hard);
   }
 
   /** Stops the server and removes its data. */
