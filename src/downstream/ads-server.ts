@@ -6,7 +6,11 @@ import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js
 import type { KindRegistry } from '../schema/kinds.js';
 import type { AdsHooks } from './ads-hooks.js';
 import type { ClientIdentity } from './client-identity.js';
-import { ClientStream, type PushCounters, type StreamReport } from './client-stream.js';
+import type { AdsProtocol } from './ads-protocol.js';
+import { type AdsStream, ClientStream, type PushCounters, type StreamReport } from './client-stream.js';
+import { DELTA_PROTOCOL } from './delta-protocol.js';
+import type { AdsRequest } from './discovery-request.js';
+import { SOTW_PROTOCOL } from './sotw-protocol.js';
 import { abortUnavailable } from './frame-writer.js';
 import { PolicySet } from './policy/policy-set.js';
 import { ResourceEncoder } from './resource-encoder.js';
@@ -129,7 +133,7 @@ export const ADS_SERVER_CHANNEL_OPTIONS: grpc.ChannelOptions = {
  */
 export class AdsServer {
   private readonly server = new grpc.Server(ADS_SERVER_CHANNEL_OPTIONS);
-  private readonly streams = new Set<ClientStream>();
+  private readonly streams = new Set<AdsStream>();
   private readonly encoder: ResourceEncoder;
   readonly responses: ResponseCache;
   private snapshotSubscription: Subscription | undefined;
@@ -184,24 +188,22 @@ export class AdsServer {
       limits,
       scheduler,
     };
-    this.server.addService(ADS_DEFINITION, {
-      StreamAggregatedResources: (call: grpc.ServerDuplexStream<Uint8Array, Buffer>) => {
+    const open = <R extends AdsRequest>(protocol: AdsProtocol<R>) => {
+      return (call: grpc.ServerDuplexStream<Uint8Array, Buffer>): void => {
         // A stream whose handler runs once closing began (its connection raced the shutdown) would
         // never be ended and would hold the exit for the whole grace period.
         if (this.closing) {
           abortUnavailable(call, 'meshmux is shutting down');
           return;
         }
-        const stream = new ClientStream(this.nextStreamId++, call, env, (s) => this.streams.delete(s));
-        this.streams.add(stream);
-      },
-      DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Uint8Array, Buffer>) => {
-        // istiod never uses delta for config sources; say so plainly instead of hanging.
-        call.emit('error', {
-          code: grpc.status.UNIMPLEMENTED,
-          details: 'meshmux serves state-of-the-world ADS only',
-        });
-      },
+        const id = this.nextStreamId++;
+        this.streams.add(new ClientStream(id, call, env, (s) => this.streams.delete(s), protocol));
+      };
+    };
+    // istiod speaks state of the world only; delta serves other meshmuxes (`xds` with `delta: true`).
+    this.server.addService(ADS_DEFINITION, {
+      StreamAggregatedResources: open(SOTW_PROTOCOL),
+      DeltaAggregatedResources: open(DELTA_PROTOCOL),
     });
   }
 

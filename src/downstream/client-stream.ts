@@ -6,10 +6,11 @@ import { truncateForLog, truncateRecordForLog } from '../core/truncate-for-log.j
 import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js';
 import type { EnvelopeBuilders, KindDescriptor, KindRegistry } from '../schema/kinds.js';
 import type { AdsHooks } from './ads-hooks.js';
+import type { AdsProtocol, TypeSubscription } from './ads-protocol.js';
 import { anonymousIdentity, type ClientIdentity, parseSans, withNode } from './client-identity.js';
 import type { ClientView } from './client-view.js';
 import type { Admission } from './policy/policy-set.js';
-import { decodeDiscoveryRequest, type DiscoveryRequest } from './discovery-request.js';
+import type { AdsRequest } from './discovery-request.js';
 import { abortUnavailable, type FrameWriter, frameWriterFor } from './frame-writer.js';
 import { type BuiltResponse, contentOf, type ResponseCache } from './response-cache.js';
 import { SendDeadline } from './send-deadline.js';
@@ -54,10 +55,12 @@ export interface StreamEnvironment {
 }
 
 /** Per type URL state of one stream. */
-interface TypeState {
+interface TypeState<R extends AdsRequest> {
   readonly typeUrl: string;
   /** Absent for type URLs meshmux does not know: answered as empty. */
   readonly kind: KindDescriptor | undefined;
+  /** What the protocol variant keeps of the subscription. */
+  readonly subscription: TypeSubscription<R>;
   sentVersion?: string;
   sentNonce?: string;
   sentAt?: number;
@@ -69,6 +72,8 @@ interface TypeState {
 /** A snapshot of a stream's state for `/debug/syncz`. */
 export interface StreamReport {
   readonly client: ClientIdentity;
+  /** `sotw` (state of the world, what istiod speaks) or `delta`. */
+  readonly protocol: 'sotw' | 'delta';
   readonly policy: string;
   readonly view: string;
   readonly connectedAt: string;
@@ -93,18 +98,31 @@ export type TypeSync = 'SYNCED' | 'STALE' | 'NACKED' | 'NOT SENT';
 
 type Call = ServerDuplexStream<Uint8Array, Buffer>;
 
+/** What the server does with a stream, whichever variant of the protocol it speaks. */
+export interface AdsStream {
+  readonly client: ClientIdentity;
+  /** Queues a push for every subscribed type whose content, as this client sees it, changed. */
+  onSnapshot(snapshot: ConfigSnapshot): void;
+  /** Looks the client up again after the policies changed. */
+  reevaluate(): void;
+  report(): StreamReport;
+  /** Ends the stream from the server side (shutdown). */
+  end(): void;
+}
+
 /**
- * One istiod's ADS stream. The first request for a type URL subscribes whatever nonce it carries
- * (istiod puts a timestamp there); later requests are ACKs or NACKs of the last response sent for
- * that type, and any other nonce is stale and ignored. At most one response per type is awaiting
- * its ACK; newer state waits and is sent, latest only, when the ACK arrives. MeshConfig is never
- * awaited, since istiod never acknowledges it.
+ * One client's ADS stream, in either variant of the protocol (`protocol`: what a response carries).
+ * The first request for a type URL subscribes whatever nonce it carries (istiod puts a timestamp
+ * there); later requests are ACKs or NACKs of the last response sent for that type, and any other
+ * nonce is stale and ignored (a delta request may still change the subscription). At most one
+ * response per type is awaiting its ACK; newer state waits and is sent, latest only, when the ACK
+ * arrives. MeshConfig is never awaited, since istiod never acknowledges it.
  */
-export class ClientStream implements BudgetWaiter {
+export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWaiter {
   private identity: ClientIdentity;
   private view: ClientView | undefined;
   private policy = '';
-  private readonly types = new Map<string, TypeState>();
+  private readonly types = new Map<string, TypeState<R>>();
   /** Type URLs with a push due, in order of arrival. */
   private readonly due = new Set<string>();
   private closed = false;
@@ -121,7 +139,8 @@ export class ClientStream implements BudgetWaiter {
     streamId: number,
     private readonly call: Call,
     private readonly env: StreamEnvironment,
-    private readonly onClose: (stream: ClientStream) => void,
+    private readonly onClose: (stream: AdsStream) => void,
+    private readonly protocol: AdsProtocol<R>,
   ) {
     const certificate = call.getAuthContext().sslPeerCertificate;
     this.identity = anonymousIdentity(streamId, call.getPeer(), parseSans(certificate?.subjectaltname));
@@ -198,6 +217,7 @@ export class ClientStream implements BudgetWaiter {
         metadata: truncateRecordForLog(c.metadata),
         sans: c.sans.slice(0, 16).map((san) => truncateForLog(san)),
       },
+      protocol: this.protocol.name,
       policy: this.policy,
       view: truncateForLog(this.view?.id ?? ''),
       connectedAt: this.connectedAt.toISOString(),
@@ -212,7 +232,7 @@ export class ClientStream implements BudgetWaiter {
     };
   }
 
-  private syncOf(t: TypeState): TypeSync {
+  private syncOf(t: TypeState<R>): TypeSync {
     if (t.awaitingAck || this.due.has(t.typeUrl)) return 'STALE';
     if (t.sentVersion === undefined) return 'NOT SENT';
     if (t.nacks > 0 && t.ackedVersion !== t.sentVersion && t.kind?.envelope.awaitsAck !== false)
@@ -221,11 +241,12 @@ export class ClientStream implements BudgetWaiter {
   }
 
   private onData(bytes: Uint8Array): void {
-    let request: DiscoveryRequest;
+    let request: R;
     try {
-      request = decodeDiscoveryRequest(bytes);
+      request = this.protocol.decode(bytes);
     } catch (err) {
-      const error = new MeshmuxError('DECODE', `undecodable DiscoveryRequest: ${String(err)}`, {
+      const message = this.protocol.name === 'delta' ? 'DeltaDiscoveryRequest' : 'DiscoveryRequest';
+      const error = new MeshmuxError('DECODE', `undecodable ${message}: ${String(err)}`, {
         file: `stream ${this.identity.streamId} from ${this.identity.peer}`,
       });
       this.env.hooks.onBadRequest?.(this.identity, error);
@@ -255,10 +276,18 @@ export class ClientStream implements BudgetWaiter {
         );
         return;
       }
-      this.subscribe(request.typeUrl);
+      this.subscribe(request);
       return;
     }
-    if (state.sentNonce === undefined || request.responseNonce !== state.sentNonce) return; // stale
+    const owed = state.subscription.update(request);
+    if (state.sentNonce === undefined || request.responseNonce !== state.sentNonce) {
+      // Stale (or, in delta, a subscription change alone).
+      if (owed) {
+        this.due.add(state.typeUrl);
+        this.flush();
+      }
+      return;
+    }
     state.awaitingAck = false;
     if (request.errorDetail !== undefined) {
       state.nacks++;
@@ -278,9 +307,9 @@ export class ClientStream implements BudgetWaiter {
         'client rejected a response',
       );
     } else {
-      state.ackedVersion = request.versionInfo;
+      state.ackedVersion = this.protocol.ackedVersion(request, state.sentVersion);
       const latency = state.sentAt === undefined ? 0 : performance.now() - state.sentAt;
-      this.env.hooks.onAck?.(this.identity, state.typeUrl, request.versionInfo, latency);
+      this.env.hooks.onAck?.(this.identity, state.typeUrl, state.ackedVersion, latency);
     }
     // Whatever changed while the response was out goes now; a NACKed version is not re-sent.
     if (this.needsPush(state, this.env.reader.current())) {
@@ -406,7 +435,8 @@ export class ClientStream implements BudgetWaiter {
     this.close(`send timeout after ${Math.round(pendingMs)} ms`, false);
   }
 
-  private subscribe(typeUrl: string): void {
+  private subscribe(request: R): void {
+    const typeUrl = request.typeUrl;
     const resolved = this.env.kinds.resolveTypeUrl(typeUrl);
     if (resolved === undefined) {
       this.warn(
@@ -415,19 +445,25 @@ export class ClientStream implements BudgetWaiter {
         'unknown type URL: it will be answered empty',
       );
     }
-    this.types.set(typeUrl, { typeUrl, kind: resolved?.kind, awaitingAck: false, nacks: 0 });
+    this.types.set(typeUrl, {
+      typeUrl,
+      kind: resolved?.kind,
+      subscription: this.protocol.subscribe(typeUrl, request, this.env.responses),
+      awaitingAck: false,
+      nacks: 0,
+    });
     this.due.add(typeUrl);
     this.flush();
   }
 
   /** A kind is served once every source that may hold it has synced (or the startup budget passed). */
-  private ready(state: TypeState, snapshot: ConfigSnapshot): boolean {
+  private ready(state: TypeState<R>, snapshot: ConfigSnapshot): boolean {
     // An unknown type waits for everything: it is answered empty, once nothing can still arrive.
     if (state.kind === undefined || state.kind.envelope.waitsForEverySource) return snapshot.ready;
     return snapshot.readyFor(state.kind.key);
   }
 
-  private needsPush(state: TypeState, snapshot: ConfigSnapshot): boolean {
+  private needsPush(state: TypeState<R>, snapshot: ConfigSnapshot): boolean {
     if (state.awaitingAck || !this.ready(state, snapshot)) return false;
     // A kind sent once (MeshConfig, never acknowledged) goes when it can and is never re-sent.
     if (state.kind?.envelope.sentOnce === true)
@@ -436,7 +472,11 @@ export class ClientStream implements BudgetWaiter {
     const version = this.env.responses.viewVersion(this.view, snapshot.kinds.get(state.kind?.key ?? ''));
     // Content decides, not the revisions named after it: content that went and came back while a
     // response was out is not sent again.
-    return state.sentVersion === undefined || contentOf(version) !== contentOf(state.sentVersion);
+    return (
+      state.sentVersion === undefined ||
+      state.subscription.owed ||
+      contentOf(version) !== contentOf(state.sentVersion)
+    );
   }
 
   private flush(): void {
@@ -468,6 +508,7 @@ export class ClientStream implements BudgetWaiter {
       }
       this.env.counters.pushes++;
       this.env.counters.bytesSent += bytes;
+      state.subscription.sent(response);
       state.sentVersion = response.version;
       state.sentNonce = response.nonce;
       state.sentAt = performance.now();
@@ -491,21 +532,25 @@ export class ClientStream implements BudgetWaiter {
     this.env.budget.cancel(this);
   }
 
-  private build(state: TypeState, snapshot: ConfigSnapshot): BuiltResponse | undefined {
+  private build(state: TypeState<R>, snapshot: ConfigSnapshot): BuiltResponse | undefined {
     const kind = state.kind;
     const builders: EnvelopeBuilders<BuiltResponse> = {
       bare: (bodyTypeUrl) => {
         const mesh = this.env.meshConfig();
         if (mesh === undefined || state.sentVersion !== undefined) return undefined;
-        return this.env.responses.bareResponse(state.typeUrl, bodyTypeUrl, mesh);
+        return state.subscription.bare(bodyTypeUrl, mesh);
       },
       mcpResources: () => {
         if (state.awaitingAck || this.view === undefined) return undefined;
         const kindSnapshot = kind === undefined ? undefined : snapshot.kinds.get(kind.key);
         const version = this.env.responses.viewVersion(this.view, kindSnapshot);
-        if (state.sentVersion !== undefined && contentOf(version) === contentOf(state.sentVersion))
+        if (
+          state.sentVersion !== undefined &&
+          !state.subscription.owed &&
+          contentOf(version) === contentOf(state.sentVersion)
+        )
           return undefined;
-        return this.env.responses.response(state.typeUrl, this.view, kindSnapshot, kind !== undefined);
+        return state.subscription.resources(this.view, kindSnapshot, kind !== undefined);
       },
     };
     // An unknown type is answered as an empty list of MCP resources.

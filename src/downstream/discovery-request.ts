@@ -2,17 +2,31 @@ import type protobuf from 'protobufjs';
 import { messageType } from '../schema/proto-root.js';
 
 const DISCOVERY_REQUEST = messageType('envoy.service.discovery.v3.DiscoveryRequest');
+const DELTA_DISCOVERY_REQUEST = messageType('envoy.service.discovery.v3.DeltaDiscoveryRequest');
 
-/** The parts of a DiscoveryRequest the server acts on. */
-export interface DiscoveryRequest {
-  readonly versionInfo: string;
+/** What every ADS request says, whichever variant of the protocol carries it. */
+export interface AdsRequest {
   readonly typeUrl: string;
   readonly responseNonce: string;
-  readonly resourceNames: readonly string[];
   /** Present only on the requests that carry a node. */
   readonly node?: NodeInfo;
   /** Set on a NACK. */
   readonly errorDetail?: { readonly code: number; readonly message: string };
+}
+
+/** The parts of a DiscoveryRequest the server acts on. */
+export interface DiscoveryRequest extends AdsRequest {
+  readonly versionInfo: string;
+  readonly resourceNames: readonly string[];
+}
+
+/** The parts of a DeltaDiscoveryRequest the server acts on. */
+export interface DeltaDiscoveryRequest extends AdsRequest {
+  /** Names to add to the subscription; `*` (or nothing, on the first request of a type) means every object. */
+  readonly subscribe: readonly string[];
+  readonly unsubscribe: readonly string[];
+  /** Objects the client already holds (name → version), sent on the first request of a type after a reconnect. */
+  readonly initialVersions: ReadonlyMap<string, string>;
 }
 
 /** What a client says about itself. `metadata` is the node's Struct as plain JSON. */
@@ -34,33 +48,40 @@ interface RawValue {
 interface RawStruct {
   fields?: Record<string, RawValue>;
 }
-interface RawRequest {
-  version_info?: string;
+interface RawCommon {
   type_url?: string;
   response_nonce?: string;
-  resource_names?: string[];
   node?: { id?: string; cluster?: string; metadata?: RawStruct };
   error_detail?: { code?: number; message?: string };
 }
+interface RawRequest extends RawCommon {
+  version_info?: string;
+  resource_names?: string[];
+}
+interface RawDeltaRequest extends RawCommon {
+  resource_names_subscribe?: string[];
+  resource_names_unsubscribe?: string[];
+  initial_resource_versions?: Record<string, string>;
+}
 
-/** Decodes a DiscoveryRequest; throws (a protobufjs error) on malformed bytes. Unknown fields are skipped. */
-export function decodeDiscoveryRequest(bytes: Uint8Array): DiscoveryRequest {
-  // protobufjs reads a Node Buffer leniently (a field overrunning the end is truncated, not an
-  // error); a plain Uint8Array view makes malformed requests fail to decode.
-  const view = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const raw = DISCOVERY_REQUEST.toObject(DISCOVERY_REQUEST.decode(view), {
-    longs: Number,
-    enums: String,
-    defaults: false,
-    oneofs: false,
-  } satisfies protobuf.IConversionOptions) as RawRequest;
+const CONVERSION = {
+  longs: Number,
+  enums: String,
+  defaults: false,
+  oneofs: false,
+} satisfies protobuf.IConversionOptions;
+
+/** A plain view of the bytes (see {@link decodeDiscoveryRequest}). */
+function strictView(bytes: Uint8Array): Uint8Array {
+  return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+function common(raw: RawCommon): AdsRequest {
   const node = raw.node;
   const error = raw.error_detail;
   return {
-    versionInfo: raw.version_info ?? '',
     typeUrl: raw.type_url ?? '',
     responseNonce: raw.response_nonce ?? '',
-    resourceNames: raw.resource_names ?? [],
     ...(node === undefined
       ? {}
       : { node: { id: node.id ?? '', cluster: node.cluster ?? '', metadata: structToJson(node.metadata) } }),
@@ -68,6 +89,30 @@ export function decodeDiscoveryRequest(bytes: Uint8Array): DiscoveryRequest {
   };
 }
 
+/** Decodes a DiscoveryRequest; throws (a protobufjs error) on malformed bytes. Unknown fields are skipped. */
+export function decodeDiscoveryRequest(bytes: Uint8Array): DiscoveryRequest {
+  // protobufjs reads a Node Buffer leniently (a field overrunning the end is truncated, not an
+  // error); a plain Uint8Array view makes malformed requests fail to decode.
+  const raw = DISCOVERY_REQUEST.toObject(
+    DISCOVERY_REQUEST.decode(strictView(bytes)),
+    CONVERSION,
+  ) as RawRequest;
+  return { ...common(raw), versionInfo: raw.version_info ?? '', resourceNames: raw.resource_names ?? [] };
+}
+
+/** Decodes a DeltaDiscoveryRequest; throws (a protobufjs error) on malformed bytes. Unknown fields are skipped. */
+export function decodeDeltaDiscoveryRequest(bytes: Uint8Array): DeltaDiscoveryRequest {
+  const raw = DELTA_DISCOVERY_REQUEST.toObject(
+    DELTA_DISCOVERY_REQUEST.decode(strictView(bytes)),
+    CONVERSION,
+  ) as RawDeltaRequest;
+  return {
+    ...common(raw),
+    subscribe: raw.resource_names_subscribe ?? [],
+    unsubscribe: raw.resource_names_unsubscribe ?? [],
+    initialVersions: new Map(Object.entries(raw.initial_resource_versions ?? {})),
+  };
+}
 function structToJson(struct: RawStruct | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(struct?.fields ?? {})) out[k] = valueToJson(v);

@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { shortDigest } from '../core/content-digest.js';
+import type { ConfigResource } from '../core/resource.js';
 import type { KindSnapshot } from '../merge/config-snapshot.js';
 import type { ClientView } from './client-view.js';
 import { type BlockCounters, FrameBlocks } from './frame-blocks.js';
 import type { ResourceEncoder } from './resource-encoder.js';
-import { REVISIONS_SEPARATOR, ViewContents } from './view-contents.js';
+import { REVISIONS_SEPARATOR, type ViewContent, ViewContents } from './view-contents.js';
 import { bytesField, encodeAny, stringField } from '../wire/wire-writer.js';
 
 export { REVISIONS_SEPARATOR };
@@ -91,6 +92,45 @@ export class ResponseCache {
     return this.contents.of(view, kind).version;
   }
 
+  /** The objects a view sees of a kind and their version (absent kind = empty). Must not be altered. */
+  viewContent(view: ClientView, kind: KindSnapshot | undefined): ViewContent {
+    return this.contents.of(view, kind);
+  }
+
+  /**
+   * A DeltaDiscoveryResponse for one stream: `changed` as `Resource` entries named
+   * `<namespace>/<name>` (their bytes are the cached object bytes of state-of-the-world responses,
+   * re-framed), and `removed` by name. Built per stream and never kept.
+   */
+  deltaResponse(
+    typeUrl: string,
+    version: string,
+    changed: readonly ConfigResource[],
+    removed: readonly string[],
+  ): BuiltResponse {
+    const entries = changed.map((r) =>
+      deltaResourceEntry(r.version, `${r.namespace}/${r.name}`, anyOfFramed(this.encoder.framed(r))),
+    );
+    return this.assemble(
+      typeUrl,
+      version,
+      entries,
+      changed.length,
+      removed.map((n) => stringField(6, n)),
+    );
+  }
+
+  /** A DeltaDiscoveryResponse carrying one bare message (MeshConfig), unnamed. */
+  deltaBareResponse(typeUrl: string, bodyTypeUrl: string, body: Uint8Array): BuiltResponse {
+    const version = shortDigest(body, 16);
+    return this.assemble(
+      typeUrl,
+      version,
+      [deltaResourceEntry(version, '', encodeAny(bodyTypeUrl, body))],
+      1,
+    );
+  }
+
   /**
    * The response for a type URL as a view sees the kind. `known` says whether the type URL names a
    * kind meshmux serves: the (empty) response for any other is built each time and never kept, so
@@ -150,19 +190,44 @@ export class ResponseCache {
     return built;
   }
 
+  /**
+   * Field 1 (`version_info`, or `system_version_info` in delta), the resources (field 2 in both),
+   * then the type URL (4), the nonce (5) and, in delta, the removed names (6): the field numbers
+   * of DiscoveryResponse and DeltaDiscoveryResponse agree up to there.
+   */
   private assemble(
     typeUrl: string,
     version: string,
-    body: readonly Buffer[],
+    body: readonly Uint8Array[],
     resourceCount: number,
+    removed: readonly Uint8Array[] = [],
   ): BuiltResponse {
     this.counters.assemblies++;
     const nonce = `${this.bootId}-${++this.nonceCounter}`;
     const head = Buffer.from(stringField(1, version));
-    const tail = Buffer.concat([stringField(4, typeUrl), stringField(5, nonce)]);
-    const chunks = [head, ...body, tail];
+    const tail = Buffer.concat([stringField(4, typeUrl), stringField(5, nonce), ...removed]);
+    const chunks = [head, ...body.map(asBuffer), tail];
     let byteLength = 0;
     for (const c of chunks) byteLength += c.byteLength;
     return Object.freeze({ chunks, byteLength, typeUrl, version, nonce, resourceCount });
   }
+}
+
+/** A Buffer over the same bytes (no copy). */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** The `Any` inside a framed `resources` entry (its tag and length stripped; no copy). */
+function anyOfFramed(framed: Uint8Array): Uint8Array {
+  let at = 1; // the tag of field 2 is one byte
+  while (((framed[at] as number) & 0x80) !== 0) at++;
+  return framed.subarray(at + 1);
+}
+
+/** One `resources` entry of a DeltaDiscoveryResponse: `Resource{version=1, resource=2, name=3}`. */
+function deltaResourceEntry(version: string, name: string, any: Uint8Array): Buffer {
+  const parts = [stringField(1, version), bytesField(2, any)];
+  if (name !== '') parts.push(stringField(3, name));
+  return Buffer.from(bytesField(2, Buffer.concat(parts)));
 }

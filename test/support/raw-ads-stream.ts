@@ -9,28 +9,29 @@ import {
 } from './ads-wire.js';
 
 /**
- * A bare ADS stream for protocol tests: send exactly the requests a test writes, read responses
- * one at a time. Nothing is acknowledged unless the test does it.
+ * A bare bidirectional stream for protocol tests: send exactly the requests a test writes, read
+ * responses one at a time. Nothing is acknowledged unless the test does it.
  */
-export class RawAdsStream {
+export class RawBidiStream<Req, Res> {
   private readonly client: grpc.Client;
-  private readonly call: grpc.ClientDuplexStream<MessageInit<DiscoveryRequest>, DiscoveryResponse>;
-  private readonly queue: DiscoveryResponse[] = [];
-  private waiters: Array<(r: DiscoveryResponse) => void> = [];
+  private readonly call: grpc.ClientDuplexStream<Req, Res>;
+  private readonly queue: Res[] = [];
+  private waiters: Array<(r: Res) => void> = [];
   private readonly watchers = new Set<() => void>();
   /** Every response received, in order. */
-  readonly received: DiscoveryResponse[] = [];
+  readonly received: Res[] = [];
   /** How the server ended the stream. */
   readonly status: Promise<grpc.StatusObject>;
 
-  constructor(address: string) {
+  constructor(
+    address: string,
+    method: string,
+    encode: (request: Req) => Buffer,
+    decode: (bytes: Buffer) => Res,
+  ) {
     this.client = new grpc.Client(address, grpc.credentials.createInsecure());
-    this.call = this.client.makeBidiStreamRequest(
-      ADS_STREAM_PATH,
-      encodeDiscoveryRequest,
-      decodeDiscoveryResponse,
-    );
-    this.call.on('data', (r: DiscoveryResponse) => {
+    this.call = this.client.makeBidiStreamRequest(method, encode, decode);
+    this.call.on('data', (r: Res) => {
       this.received.push(r);
       const waiter = this.waiters.shift();
       if (waiter === undefined) this.queue.push(r);
@@ -41,12 +42,12 @@ export class RawAdsStream {
     this.status = new Promise((resolve) => this.call.on('status', resolve));
   }
 
-  send(request: MessageInit<DiscoveryRequest>): void {
+  send(request: Req): void {
     this.call.write(request);
   }
 
   /** The next response not yet taken; rejects after `timeoutMs`. */
-  next(timeoutMs = 5_000): Promise<DiscoveryResponse> {
+  next(timeoutMs = 5_000): Promise<Res> {
     const queued = this.queue.shift();
     if (queued !== undefined) return Promise.resolve(queued);
     return new Promise((resolve, reject) => {
@@ -54,7 +55,7 @@ export class RawAdsStream {
         this.waiters = this.waiters.filter((w) => w !== waiter);
         reject(new Error(`no response within ${timeoutMs} ms`));
       }, timeoutMs);
-      const waiter = (r: DiscoveryResponse): void => {
+      const waiter = (r: Res): void => {
         clearTimeout(timer);
         resolve(r);
       };
@@ -67,12 +68,7 @@ export class RawAdsStream {
    * now or once it arrives; independent of {@link next}'s queue. Rejects after `timeoutMs`
    * naming `what`.
    */
-  responseAfter(
-    from: number,
-    predicate: (r: DiscoveryResponse) => boolean,
-    timeoutMs: number,
-    what: string,
-  ): Promise<DiscoveryResponse> {
+  responseAfter(from: number, predicate: (r: Res) => boolean, timeoutMs: number, what: string): Promise<Res> {
     return new Promise((resolve, reject) => {
       const check = (): boolean => {
         const found = this.received.slice(from).find(predicate);
@@ -99,5 +95,12 @@ export class RawAdsStream {
   close(): void {
     this.call.cancel();
     this.client.close();
+  }
+}
+
+/** A bare state-of-the-world ADS stream (`StreamAggregatedResources`). */
+export class RawAdsStream extends RawBidiStream<MessageInit<DiscoveryRequest>, DiscoveryResponse> {
+  constructor(address: string) {
+    super(address, ADS_STREAM_PATH, encodeDiscoveryRequest, decodeDiscoveryResponse);
   }
 }

@@ -1,0 +1,180 @@
+import { compareByName, type ConfigResource } from '../core/resource.js';
+import type { KindSnapshot } from '../merge/config-snapshot.js';
+import type { AdsProtocol, TypeSubscription } from './ads-protocol.js';
+import type { ClientView } from './client-view.js';
+import { decodeDeltaDiscoveryRequest, type DeltaDiscoveryRequest } from './discovery-request.js';
+import type { BuiltResponse, ResponseCache } from './response-cache.js';
+
+/** The name of every object in delta: the MCP name, `<namespace>/<name>`. */
+function deltaName(r: ConfigResource): string {
+  return `${r.namespace}/${r.name}`;
+}
+
+/** The name that subscribes to every object of a type. */
+const WILDCARD = '*';
+
+/**
+ * Delta ADS: each response carries only the objects that changed since the last one the client was
+ * sent, and the names of those it should remove. A stream subscribes a type either as a wildcard
+ * (no names on its first request, or `*`) or to explicit `<namespace>/<name>` names; a client
+ * that reconnects may list what it holds (`initial_resource_versions`) and then gets only what
+ * differs. One object changed among thousands crosses the stream as that object alone.
+ */
+export const DELTA_PROTOCOL: AdsProtocol<DeltaDiscoveryRequest> = Object.freeze<
+  AdsProtocol<DeltaDiscoveryRequest>
+>({
+  name: 'delta',
+  decode: decodeDeltaDiscoveryRequest,
+  // A delta ACK names no version: the nonce says which response, whose version was sent with it.
+  ackedVersion: (_request: DeltaDiscoveryRequest, sentVersion: string | undefined) => sentVersion ?? '',
+  subscribe: (typeUrl, request, responses) => new DeltaSubscription(typeUrl, request, responses),
+});
+
+/** What a built, not yet sent, response would bring the client to. */
+interface Pending {
+  readonly nonce: string;
+  readonly held: readonly ConfigResource[];
+}
+
+/** One type's delta subscription on one stream: what the client holds, and what it subscribed. */
+class DeltaSubscription implements TypeSubscription<DeltaDiscoveryRequest> {
+  private wildcard = false;
+  private readonly names = new Set<string>();
+  /** What the client holds (as of the last response handed to the transport), sorted by name. */
+  private held: readonly ConfigResource[] = [];
+  /** What the client said it held when it subscribed; read by the first response only. */
+  private initial: ReadonlyMap<string, string> | undefined;
+  /** Explicit names not answered yet: one that does not exist is answered as removed. */
+  private readonly unanswered = new Set<string>();
+  private pending: Pending | undefined;
+  owed = true;
+
+  constructor(
+    private readonly typeUrl: string,
+    first: DeltaDiscoveryRequest,
+    private readonly responses: ResponseCache,
+  ) {
+    this.wildcard = first.subscribe.length === 0;
+    this.update(first);
+    if (first.initialVersions.size > 0) this.initial = first.initialVersions;
+  }
+
+  update(request: DeltaDiscoveryRequest): boolean {
+    let owed = false;
+    for (const name of request.subscribe) {
+      if (name === WILDCARD) {
+        owed ||= !this.wildcard;
+        this.wildcard = true;
+      } else if (!this.names.has(name)) {
+        this.names.add(name);
+        this.unanswered.add(name);
+        owed = true;
+      }
+    }
+    for (const name of request.unsubscribe) {
+      // The client forgets what it unsubscribed by itself; nothing is sent for it.
+      if (name === WILDCARD) this.wildcard = false;
+      else {
+        this.names.delete(name);
+        this.unanswered.delete(name);
+      }
+    }
+    this.owed ||= owed;
+    return owed;
+  }
+
+  private subscribed(name: string): boolean {
+    return this.wildcard || this.names.has(name);
+  }
+
+  resources(view: ClientView, kind: KindSnapshot | undefined): BuiltResponse | undefined {
+    const content = this.responses.viewContent(view, kind);
+    const current =
+      this.wildcard && this.names.size === 0
+        ? content.resources
+        : content.resources.filter((r) => this.subscribed(deltaName(r)));
+    const { changed, removed } =
+      this.initial === undefined ? this.diff(current) : this.diffFromInitial(current, this.initial);
+    for (const name of this.unanswered) {
+      if (!current.some((r) => deltaName(r) === name) && !removed.includes(name)) removed.push(name);
+    }
+    if (changed.length === 0 && removed.length === 0 && !this.owed) return undefined;
+    const response = this.responses.deltaResponse(this.typeUrl, content.version, changed, removed);
+    this.pending = { nonce: response.nonce, held: current };
+    return response;
+  }
+
+  bare(bodyTypeUrl: string, body: Uint8Array): BuiltResponse {
+    return this.responses.deltaBareResponse(this.typeUrl, bodyTypeUrl, body);
+  }
+
+  sent(response: BuiltResponse): void {
+    this.owed = false;
+    if (this.pending?.nonce !== response.nonce) return;
+    this.held = this.pending.held;
+    this.pending = undefined;
+    this.initial = undefined;
+    this.unanswered.clear();
+  }
+
+  /**
+   * What differs between what the client holds and `current`, both sorted by name: identical
+   * instances are skipped by a pointer comparison, so the cost is O(n) comparisons and O(changes)
+   * work. An object the client holds but no longer subscribes is not named (it dropped it itself).
+   */
+  private diff(current: readonly ConfigResource[]): { changed: ConfigResource[]; removed: string[] } {
+    const changed: ConfigResource[] = [];
+    const removed: string[] = [];
+    const held = this.held;
+    let i = 0;
+    let j = 0;
+    while (i < held.length || j < current.length) {
+      const h = held[i];
+      const c = current[j];
+      if (h !== undefined && h === c) {
+        i++;
+        j++;
+        continue;
+      }
+      const order = h === undefined ? 1 : c === undefined ? -1 : compareByName(h, c);
+      if (order < 0) {
+        const name = deltaName(h as ConfigResource);
+        if (this.subscribed(name)) removed.push(name);
+        i++;
+      } else if (order > 0) {
+        changed.push(c as ConfigResource);
+        j++;
+      } else {
+        if (!sameServed(h as ConfigResource, c as ConfigResource)) changed.push(c as ConfigResource);
+        i++;
+        j++;
+      }
+    }
+    return { changed, removed };
+  }
+
+  /** The first answer to a client that listed what it holds: what differs from that list. */
+  private diffFromInitial(
+    current: readonly ConfigResource[],
+    initial: ReadonlyMap<string, string>,
+  ): { changed: ConfigResource[]; removed: string[] } {
+    const present = new Set<string>();
+    const changed: ConfigResource[] = [];
+    for (const r of current) {
+      const name = deltaName(r);
+      present.add(name);
+      if (initial.get(name) !== r.version) changed.push(r);
+    }
+    const removed = [...initial.keys()].filter((name) => !present.has(name) && this.subscribed(name));
+    return { changed, removed };
+  }
+}
+
+/** Whether the client would receive the same bytes for both (same content version and creation time). */
+function sameServed(a: ConfigResource, b: ConfigResource): boolean {
+  return (
+    a.version === b.version &&
+    a.createTime.seconds === b.createTime.seconds &&
+    a.createTime.nanos === b.createTime.nanos
+  );
+}
