@@ -171,6 +171,8 @@ export async function startMeshmux(
       onLoadError: () => stateMetrics.onLoadError(),
       onStoreUp: (up) => stateMetrics.onStoreUp(up),
       onWriter: (writer) => stateMetrics.onWriter(writer),
+      // Replicas serve an object under the creation time the writer gave it (byte-identical responses).
+      onRecord: (record) => engine.adoptCreateTimes(record),
     },
     config.state.etcd,
   );

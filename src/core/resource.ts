@@ -16,6 +16,13 @@ export interface ResourceOrigin {
   readonly line?: number;
   /** The upstream's own version of the object (MCP `metadata.version`, git commit, ...). */
   readonly upstreamVersion?: string;
+  /**
+   * `createTime` was stamped by meshmux when it first read the object (the input named none), not
+   * given by the upstream: the merge then keeps the creation time it already holds for the object
+   * (restored from the persisted record, or shared by the replicas), so a restart or another
+   * replica never serves the same object under another time.
+   */
+  readonly createTimeStamped?: true;
 }
 
 /**

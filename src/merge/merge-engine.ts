@@ -221,6 +221,24 @@ export class MergeEngine implements SnapshotReader {
     return true;
   }
 
+  /**
+   * Takes the creation times another replica serves a source's objects under (its record of the
+   * source, read from the shared store), where this replica stamped its own: see
+   * `SourceLedger.adoptCreateTimes`. A record of another type or an unknown source is ignored.
+   */
+  adoptCreateTimes(record: SourceRecord): void {
+    const ledger = this.ledgers.find((l) => l.descriptor.name === record.source);
+    if (ledger === undefined || ledger.descriptor.type !== record.type) return;
+    const changes = ledger.adoptCreateTimes(record);
+    if (changes.length === 0) return;
+    this.options.log?.debug(
+      { source: record.source, kinds: changes.map((c) => c.kind) },
+      "adopted creation times from another replica's record",
+    );
+    this.take(ledger, changes);
+    this.kicks.next();
+  }
+
   /** Whether a source with this name is configured. */
   has(sourceName: string): boolean {
     return this.ledgers.some((l) => l.descriptor.name === sourceName);

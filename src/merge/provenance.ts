@@ -1,4 +1,4 @@
-import { makeResource, type ConfigResource } from '../core/resource.js';
+import { makeResource, restoreResource, type ConfigResource, type Timestamp } from '../core/resource.js';
 
 /** Annotation naming the source an object was served from. */
 export const SOURCE_ANNOTATION = 'meshmux.io/source';
@@ -11,6 +11,11 @@ export const SOURCE_VERSION_ANNOTATION = 'meshmux.io/source-version';
  * re-sent as a new instance with the same version, source version and creation time gets the
  * previous annotated instance: what a source did not change keeps its identity downstream.
  * An object that already names a source (it came through another meshmux) passes unchanged.
+ *
+ * Creation times that meshmux stamped (`origin.createTimeStamped`: files, git, ZooKeeper) are
+ * sticky: while the source holds an object, including one restored from the persisted record or
+ * adopted from another replica's ({@link adoptCreateTime}), a new read of it keeps the held time.
+ * Times an upstream gives (MCP `create_time`, `metadata.creationTimestamp`) pass as given.
  */
 export class Provenance {
   /** Annotated objects by `kind|namespace/name`, with what they were built from. */
@@ -18,7 +23,9 @@ export class Provenance {
     string,
     { readonly version: string; readonly sourceVersion: string; readonly out: ConfigResource }
   >();
-  private readonly byInput = new WeakMap<ConfigResource, ConfigResource>();
+  private readonly byInput = new WeakMap<ConfigResource, { readonly out: ConfigResource; readonly epoch: number }>();
+  /** Bumped by every adopted creation time: what `byInput` remembers from before is built again. */
+  private epoch = 0;
 
   /** `source` is the name written into `SOURCE_ANNOTATION`. */
   constructor(private readonly source: string) {}
@@ -27,10 +34,34 @@ export class Provenance {
   annotate(r: ConfigResource): ConfigResource {
     // Sources that re-send unchanged objects usually re-send the same instances: a WeakMap hit is the cheap path.
     const same = this.byInput.get(r);
-    if (same !== undefined) return same;
+    if (same?.epoch === this.epoch) return same.out;
     const out = this.build(r);
-    this.byInput.set(r, out);
+    this.byInput.set(r, { out, epoch: this.epoch });
     return out;
+  }
+
+  /**
+   * Serves the object held under `kind` and `key` with the creation time `time` another replica
+   * serves it under, when its own time is one meshmux stamped. Returns the new annotated object,
+   * or undefined when nothing changes (not held, the upstream's own time, or the same time).
+   */
+  adopt(kind: string, key: string, time: Timestamp): ConfigResource | undefined {
+    const id = `${kind}|${key}`;
+    const held = this.byName.get(id);
+    if (held === undefined || held.out.origin.createTimeStamped !== true) return undefined;
+    if (held.out.createTime.seconds === time.seconds && held.out.createTime.nanos === time.nanos) return undefined;
+    const out = restoreResource({ ...held.out, createTime: time }, held.out.version);
+    this.byName.set(id, { ...held, out });
+    this.epoch++;
+    return out;
+  }
+
+  /** `r` (as the source sent it) with the creation time it is served under, for the persisted record. */
+  withHeldTime(r: ConfigResource): ConfigResource {
+    if (r.origin.createTimeStamped !== true) return r;
+    const held = this.byName.get(`${r.kind}|${r.namespace}/${r.name}`)?.out.createTime;
+    if (held === undefined || (held.seconds === r.createTime.seconds && held.nanos === r.createTime.nanos)) return r;
+    return restoreResource({ ...r, createTime: held }, r.version);
   }
 
   /** Forgets the object under `kind` and `key` (`namespace/name`): the source no longer holds it. */
@@ -50,17 +81,21 @@ export class Provenance {
     const sourceVersion = r.origin.upstreamVersion ?? r.version;
     const id = `${r.kind}|${r.namespace}/${r.name}`;
     const cached = this.byName.get(id);
+    // A creation time meshmux stamped itself yields to the one already held for the object.
+    const createTime =
+      r.origin.createTimeStamped === true && cached !== undefined ? cached.out.createTime : r.createTime;
     if (
       cached !== undefined &&
       cached.version === r.version &&
       cached.sourceVersion === sourceVersion &&
-      cached.out.createTime.seconds === r.createTime.seconds &&
-      cached.out.createTime.nanos === r.createTime.nanos
+      cached.out.createTime.seconds === createTime.seconds &&
+      cached.out.createTime.nanos === createTime.nanos
     ) {
       return cached.out;
     }
     const out = makeResource({
       ...r,
+      createTime,
       annotations: {
         ...r.annotations,
         [SOURCE_ANNOTATION]: this.source,

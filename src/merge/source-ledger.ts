@@ -311,7 +311,8 @@ export class SourceLedger {
       ...(this.lastSyncTime === undefined ? {} : { lastSyncMs: this.lastSyncTime.getTime() }),
       savedMs: now.getTime(),
       ...this.readiness.coverage(this.descriptor.kinds),
-      resources: [...this.raw.values()].flat(),
+      // Under the creation times served, which may be another replica's (see Provenance).
+      resources: [...this.raw.values()].flat().map((r) => this.provenance.withHeldTime(r)),
       ...(held === undefined
         ? {}
         : {
@@ -326,6 +327,29 @@ export class SourceLedger {
             },
           }),
     };
+  }
+
+  /**
+   * Serves the objects this source holds under the creation times `record` (the same source's
+   * record, written by another replica) gives them, where the times held are ones meshmux stamped:
+   * replicas that first read an object at different moments converge on the writer's time.
+   * Nothing else of the record is taken. Returns the kinds changed.
+   */
+  adoptCreateTimes(record: SourceRecord): KindChange[] {
+    const upsertsByKind = new Map<string, Map<string, ConfigResource>>();
+    for (const r of record.resources) {
+      const key = keyOf(r);
+      if (!this.stateOf(r.kind).has(key)) continue;
+      const out = this.provenance.adopt(r.kind, key, r.createTime);
+      if (out === undefined) continue;
+      let upserts = upsertsByKind.get(r.kind);
+      if (upserts === undefined) upsertsByKind.set(r.kind, (upserts = new Map()));
+      upserts.set(key, out);
+    }
+    if (upsertsByKind.size === 0) return [];
+    const deltas = new Map<string, KindDelta>();
+    for (const [kind, upserts] of upsertsByKind) deltas.set(kind, { removed: new Set(), upserts });
+    return this.commit({ next: new Map(), raw: new Map(), full: false, deltas, sent: new Map() });
   }
 
   /** Drops every object once the source has been stale past `maxStale`; returns the kinds it changed. */

@@ -224,6 +224,7 @@ class DocumentReader {
         }),
       );
     }
+    const stamped = meta.creationTimestamp === undefined;
     const createTime =
       meta.creationTimestamp ??
       this.options.createTimeFor?.(descriptor.key, meta.namespace, meta.name) ??
@@ -237,7 +238,12 @@ class DocumentReader {
         annotations: meta.annotations,
         createTime,
         body: encoded.body,
-        origin: { file: this.options.file, doc: index, line: start },
+        origin: {
+          file: this.options.file,
+          doc: index,
+          line: start,
+          ...(stamped ? { createTimeStamped: true as const } : {}),
+        },
       }),
     );
   }

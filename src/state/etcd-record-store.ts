@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { Etcd3, type Campaign, type IOptions } from 'etcd3';
+import { Etcd3, type Campaign, type IOptions, type Watcher } from 'etcd3';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { SourceRecord, SourceRecordStore } from '../merge/source-record.js';
@@ -34,6 +34,11 @@ export interface EtcdRecordStoreOptions extends RecordWriteQueueOptions {
   readonly onStoreUp?: (up: boolean) => void;
   /** This replica became the writer (true) or stopped being it (false). */
   readonly onWriter?: (writer: boolean) => void;
+  /**
+   * While this replica is not the writer: the writer stored a new record of a source (read back
+   * whole and checked). Synchronous; must not throw.
+   */
+  readonly onRecord?: (record: SourceRecord) => void;
   /** Deadline of one etcd request. Default 5 s. */
   readonly requestTimeoutMs?: number;
   /** How often reachability is checked. Default 2 s. */
@@ -81,6 +86,7 @@ export class EtcdRecordStore implements SourceRecordStore {
   private readonly client: Etcd3;
   private readonly prefix: string;
   private campaign: Campaign | undefined;
+  private watcher: Watcher | undefined;
   private campaignTimer: NodeJS.Timeout | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
   private up = false;
@@ -120,6 +126,7 @@ export class EtcdRecordStore implements SourceRecordStore {
     }
     store.startCampaign();
     store.probe();
+    store.watchRecords();
     return { store, loaded };
   }
 
@@ -156,6 +163,7 @@ export class EtcdRecordStore implements SourceRecordStore {
     if (this.probeTimer !== undefined) clearTimeout(this.probeTimer);
     if (this.campaignTimer !== undefined) clearTimeout(this.campaignTimer);
     await this.queue.close();
+    await this.watcher?.cancel().catch(() => undefined);
     const campaign = this.campaign;
     this.campaign = undefined;
     if (campaign !== undefined) await campaign.resign().catch(() => undefined);
@@ -192,6 +200,46 @@ export class EtcdRecordStore implements SourceRecordStore {
     if (writer) this.queue.resume();
     else this.queue.pause();
     this.options.onWriter?.(writer);
+  }
+
+  /**
+   * Follows the records the writer stores, for `onRecord`. etcd's watch resumes by itself after
+   * an outage, from the last revision it delivered.
+   */
+  private watchRecords(): void {
+    if (this.options.onRecord === undefined) return;
+    const recordsPrefix = `${this.prefix}records/`;
+    this.client
+      .watch()
+      .prefix(recordsPrefix)
+      .create()
+      .then((watcher) => {
+        if (this.closed) {
+          void watcher.cancel();
+          return;
+        }
+        this.watcher = watcher;
+        watcher.on('put', (kv) => {
+          if (this.writer) return;
+          const source = kv.key.toString('utf8').slice(recordsPrefix.length);
+          loadRecord(this.client, this.prefix, source, kv.value.toString('utf8'))
+            .then((record) => this.options.onRecord?.(record))
+            .catch((err: unknown) =>
+              this.options.log.debug(
+                { source, err: String(err) },
+                "could not read another replica's record (a newer one replaces it)",
+              ),
+            );
+        });
+        watcher.on('error', (err: Error) =>
+          this.options.log.debug({ err: err.message }, 'record watch error'),
+        );
+      })
+      .catch((err: unknown) => {
+        this.options.log.warn({ err: String(err) }, 'could not watch the records in etcd; retrying');
+        const retry = setTimeout(() => this.watchRecords(), 2_000);
+        retry.unref();
+      });
   }
 
   /** Campaigns until elected; a campaign that fails (lease lost, etcd gone) is started again. */
@@ -343,29 +391,7 @@ async function loadRecords(
     const key = kv.key.toString('utf8');
     const source = key.slice(`${prefix}records/`.length);
     try {
-      const manifest = parseManifest(kv.value.toString('utf8'));
-      if (manifest === undefined)
-        throw new MeshmuxError('STATE', 'the manifest is not one meshmux wrote', { file: key });
-      const chunks = await client
-        .getAll()
-        .prefix(`${prefix}chunks/${source}/${manifest.generation}/`)
-        .sort('Key', 'Ascend')
-        .exec();
-      if (chunks.kvs.length !== manifest.chunks)
-        throw new MeshmuxError('STATE', `${chunks.kvs.length} of its ${manifest.chunks} chunks are there`, {
-          file: key,
-        });
-      const bytes = Buffer.concat(chunks.kvs.map((c) => c.value));
-      if (createHash('sha256').update(bytes).digest('hex') !== manifest.sha256)
-        throw new MeshmuxError('STATE', 'its chunks do not match the digest of the manifest', {
-          file: key,
-        });
-      const record = decodeStateFile(bytes, key);
-      if (record.source !== source)
-        throw new MeshmuxError('STATE', `holds the state of source "${record.source}", not "${source}"`, {
-          file: key,
-        });
-      records.set(source, record);
+      records.set(source, await loadRecord(client, prefix, source, kv.value.toString('utf8')));
     } catch (err) {
       const error = toMeshmuxError(err, 'STATE', { file: key });
       problems.push(error);
@@ -374,4 +400,35 @@ async function loadRecords(
     }
   }
   return { records, problems };
+}
+
+/** Reads the record a manifest names and checks it whole; throws a MeshmuxError naming what is wrong. */
+async function loadRecord(
+  client: Etcd3,
+  prefix: string,
+  source: string,
+  manifestText: string,
+): Promise<SourceRecord> {
+  const key = `${prefix}records/${source}`;
+  const manifest = parseManifest(manifestText);
+  if (manifest === undefined)
+    throw new MeshmuxError('STATE', 'the manifest is not one meshmux wrote', { file: key });
+  const chunks = await client
+    .getAll()
+    .prefix(`${prefix}chunks/${source}/${manifest.generation}/`)
+    .sort('Key', 'Ascend')
+    .exec();
+  if (chunks.kvs.length !== manifest.chunks)
+    throw new MeshmuxError('STATE', `${chunks.kvs.length} of its ${manifest.chunks} chunks are there`, {
+      file: key,
+    });
+  const bytes = Buffer.concat(chunks.kvs.map((c) => c.value));
+  if (createHash('sha256').update(bytes).digest('hex') !== manifest.sha256)
+    throw new MeshmuxError('STATE', 'its chunks do not match the digest of the manifest', { file: key });
+  const record = decodeStateFile(bytes, key);
+  if (record.source !== source)
+    throw new MeshmuxError('STATE', `holds the state of source "${record.source}", not "${source}"`, {
+      file: key,
+    });
+  return record;
 }

@@ -24,10 +24,12 @@ export interface EtcdStateSettings {
   readonly leaseTtl: number;
 }
 
-/** What the shared store reports besides writes: reachability and the writer role. */
+/** What the shared store reports besides writes: reachability, the writer role, the writer's records. */
 export interface SharedStateHooks extends RecordStoreHooks {
   onStoreUp?(up: boolean): void;
   onWriter?(writer: boolean): void;
+  /** Another replica (the writer) stored a record of a source. */
+  onRecord?(record: SourceRecord): void;
 }
 
 /** The stores a process runs with, and what it restored; no store when persistence is off or impossible. */
@@ -153,6 +155,7 @@ async function openEtcd(
     hooks,
     onStoreUp: (up) => hooks.onStoreUp?.(up),
     onWriter: (writer) => hooks.onWriter?.(writer),
+    onRecord: (record) => hooks.onRecord?.(record),
   });
   log.info(
     { endpoints: settings.endpoints, sources: [...loaded.records.keys()] },

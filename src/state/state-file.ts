@@ -49,6 +49,7 @@ function resourceMessage(r: ConfigResource): Record<string, unknown> {
     origin_line: r.origin.line ?? 0,
     has_origin_line: r.origin.line !== undefined,
     upstream_version: r.origin.upstreamVersion ?? '',
+    create_time_stamped: r.origin.createTimeStamped === true,
     version: r.version,
   };
 }
@@ -70,6 +71,7 @@ interface ResourceObject {
   origin_line: number;
   has_origin_line: boolean;
   upstream_version: string;
+  create_time_stamped?: boolean;
 }
 
 function resourceFrom(o: ResourceObject): ConfigResource {
@@ -87,6 +89,7 @@ function resourceFrom(o: ResourceObject): ConfigResource {
       ...(o.has_origin_doc ? { doc: o.origin_doc } : {}),
       ...(o.has_origin_line ? { line: o.origin_line } : {}),
       ...(o.upstream_version === '' ? {} : { upstreamVersion: o.upstream_version }),
+      ...(o.create_time_stamped === true ? { createTimeStamped: true as const } : {}),
     },
   };
   // The checksum vouches for the version; a record without one derives it again.

@@ -363,7 +363,16 @@ export class DubboServiceBuilder {
     const key = resourceKey({ kind, namespace, name });
     let createTime = this.createTimes.get(key);
     if (createTime === undefined) this.createTimes.set(key, (createTime = this.now()));
-    return makeResource({ kind, namespace, name, labels, annotations, createTime, body, origin });
+    return makeResource({
+      kind,
+      namespace,
+      name,
+      labels,
+      annotations,
+      createTime,
+      body,
+      origin: { ...origin, createTimeStamped: true },
+    });
   }
 
   private error(

@@ -1,0 +1,123 @@
+/**
+ * Three replicas reading the same files, each its own process with its own state folder, sharing
+ * state through a real etcd. Files name no creation time, so each replica stamps the moment it
+ * first reads an object; the replicas must still serve byte-identical responses with the same
+ * `version_info` for the same view, for the objects they started with and for one added later.
+ */
+import assert from 'node:assert/strict';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { stringStruct } from '../support/ads-wire.js';
+import { until } from '../support/deadline.js';
+import { EtcdServer, etcdMissing } from '../support/etcd-server.js';
+import { DEFAULT_NODE_METADATA } from '../support/istiod-client.js';
+import { tempDir } from '../support/meshmux-harness.js';
+import { MeshmuxProcess } from '../support/meshmux-process.js';
+import { RawAdsStream } from '../support/raw-ads-stream.js';
+import { suiteSkip } from '../support/required-peer.js';
+import { VS } from '../support/type-urls.js';
+
+const WAIT_MS = 20_000;
+
+function virtualServices(names: readonly string[]): string {
+  return names
+    .map(
+      (name) => `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ${name}, namespace: shop}
+spec: {hosts: [${name}.shop.svc.cluster.local], http: [{route: [{destination: {host: ${name}}}]}]}
+`,
+    )
+    .join('---\n');
+}
+
+/** What a replica serves a new istiod of the VirtualService type: version and resource bytes (the nonce left out). */
+async function served(meshmux: MeshmuxProcess): Promise<{ version: string; bytes: string; count: number }> {
+  const stream = new RawAdsStream(meshmux.xds);
+  try {
+    stream.send({
+      node: {
+        id: 'sidecar~10.0.0.1~istiod.istio-system~istio-system.svc.cluster.local',
+        metadata: stringStruct(DEFAULT_NODE_METADATA),
+      },
+      type_url: VS,
+    });
+    const response = await stream.next(WAIT_MS);
+    return {
+      version: response.version_info,
+      bytes: Buffer.concat(response.resources.map((r) => Buffer.from(r.value))).toString('base64'),
+      count: response.resources.length,
+    };
+  } finally {
+    stream.close();
+  }
+}
+
+describe('replicas agree on every byte they serve', { skip: suiteSkip(etcdMissing()) }, () => {
+  let etcd: EtcdServer;
+  let dir: string;
+  let dispose: () => Promise<void>;
+  const replicas: MeshmuxProcess[] = [];
+
+  async function replica(name: string): Promise<MeshmuxProcess> {
+    const file = path.join(dir, `${name}.yaml`);
+    await mkdir(path.join(dir, `state-${name}`), { recursive: true });
+    await writeFile(
+      file,
+      [
+        'state:',
+        `  dir: state-${name}`,
+        `  etcd: { endpoints: ['${etcd.endpoint}'], prefix: /agree/, leaseTtl: 2s }`,
+        'sources: [{name: shop, type: file, path: ./shop.yaml}]',
+        '',
+      ].join('\n'),
+    );
+    const meshmux = await MeshmuxProcess.start(file, { cwd: dir });
+    replicas.push(meshmux);
+    return meshmux;
+  }
+
+  /** Resolves once every replica serves the same bytes and version, holding `count` objects. */
+  async function agreed(count: number, what: string): Promise<{ version: string; bytes: string }> {
+    let last: Array<{ version: string; bytes: string; count: number }> = [];
+    await until(
+      async () => {
+        last = await Promise.all(replicas.map(served));
+        return last.every(
+          (s) => s.count === count && s.bytes === last[0]?.bytes && s.version === last[0]?.version,
+        );
+      },
+      WAIT_MS,
+      what,
+    );
+    return last[0] as { version: string; bytes: string };
+  }
+
+  before(async () => {
+    etcd = await EtcdServer.start();
+    ({ dir, dispose } = await tempDir('meshmux-agree-'));
+    await writeFile(path.join(dir, 'shop.yaml'), virtualServices(['reviews', 'ratings', 'cart']));
+  });
+  after(async () => {
+    for (const m of replicas) await m.kill('SIGKILL').catch(() => undefined);
+    await etcd.dispose();
+    await dispose();
+  });
+
+  it('serves byte-identical responses from replicas that first read the objects at different times', async () => {
+    await replica('a');
+    // The others start later, so each would stamp other creation times of its own.
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await replica('b');
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await replica('c');
+    const first = await agreed(3, 'three replicas serving the same three objects byte for byte');
+    assert.notEqual(first.version, '');
+
+    // An object added while they all run is stamped by each when it reads it; they converge too.
+    await writeFile(path.join(dir, 'shop.yaml'), virtualServices(['reviews', 'ratings', 'cart', 'checkout']));
+    const second = await agreed(4, 'three replicas serving the added object byte for byte');
+    assert.notEqual(second.version, first.version);
+  });
+});
