@@ -22,6 +22,7 @@ import { ConfigReloads } from './telemetry/config-reloads.js';
 import type { Metrics } from './telemetry/metrics.js';
 import { StateMetrics } from './telemetry/state-metrics.js';
 import { openRecordStore } from './state/open-record-store.js';
+import { ReplicaDecisions } from './state/replica-decisions.js';
 import { processCounters } from './telemetry/process-counters.js';
 import { Telemetry } from './telemetry/telemetry.js';
 import { tracingFromEnv, type TracingEnv } from './telemetry/tracing.js';
@@ -206,6 +207,18 @@ export async function startMeshmux(
     viewGraceMs: config.server.viewGrace,
     hooks: telemetry,
   });
+  // Decisions made on another replica (confirmations, push notifications) applied here.
+  const decisions =
+    persisted.shared === undefined
+      ? undefined
+      : new ReplicaDecisions(
+          engine,
+          (name) => running.get(name)?.source.refresh?.('another replica received a push notification'),
+          componentLogger('replicas'),
+        );
+  const signals =
+    decisions === undefined ? undefined : persisted.shared?.openSignals((s) => decisions.onSignal(s));
+  if (decisions !== undefined) engine.snapshots$.subscribe(() => decisions.retry());
   const http = new HttpServer({
     reader: engine,
     log: componentLogger('http'),
@@ -223,7 +236,9 @@ export async function startMeshmux(
         state: () => ({
           dir: persisted.local?.dir ?? 'none',
           files: persisted.local?.report() ?? [],
-          ...(persisted.shared === undefined ? {} : { etcd: persisted.shared.report() }),
+          ...(persisted.shared === undefined
+            ? {}
+            : { etcd: persisted.shared.report(), confirmationsFromOtherReplicas: decisions?.report() ?? [] }),
           problems: persisted.problems.map((e) => e.describe()),
         }),
         preview: (query) => preview(query),
@@ -233,9 +248,22 @@ export async function startMeshmux(
           ),
         notify: (type, name, notification) => {
           const p = running.get(name);
-          return p?.config.type === type ? p.source.notify?.(notification) : undefined;
+          const answer = p?.config.type === type ? p.source.notify?.(notification) : undefined;
+          // An accepted notification makes every replica fetch, not only the one it reached.
+          return answer?.then((a) => {
+            if (a.status === 202) void signals?.send({ kind: 'refresh', source: name });
+            return a;
+          });
         },
-        confirm: (name) => (engine.has(name) ? engine.confirm(name) : undefined),
+        confirm: (name) => {
+          if (!engine.has(name)) return undefined;
+          const digest = engine.current().sources.find((s) => s.name === name)?.held?.digest;
+          const confirmed = engine.confirm(name);
+          // Every replica holding the same update applies it too.
+          if (confirmed && digest !== undefined)
+            void signals?.send({ kind: 'confirm', source: name, digest });
+          return confirmed;
+        },
       };
       return { debugPages: debugPages(sources), actions: debugActions(sources) };
     })(),

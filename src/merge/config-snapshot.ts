@@ -75,6 +75,8 @@ export interface HeldReport {
   readonly since: Date;
   readonly deletions: number;
   readonly total: number;
+  /** Names the held update: equal on every replica holding the same one. */
+  readonly digest: string;
 }
 
 /** What the merge knows about one source, for readiness and the debug pages. */

@@ -239,6 +239,18 @@ export class MergeEngine implements SnapshotReader {
     this.kicks.next();
   }
 
+  /**
+   * Applies the update a source holds if it is the one `digest` names (a confirmation made on
+   * another replica): `applied`; `differs` when this replica holds another update (nothing is
+   * applied); `none` when it holds none.
+   */
+  confirmHeld(sourceName: string, digest: string): 'applied' | 'differs' | 'none' {
+    const held = this.ledgers.find((l) => l.descriptor.name === sourceName)?.heldUpdate;
+    if (held === undefined) return 'none';
+    if (held.digest !== digest) return 'differs';
+    return this.confirm(sourceName) ? 'applied' : 'none';
+  }
+
   /** Whether a source with this name is configured. */
   has(sourceName: string): boolean {
     return this.ledgers.some((l) => l.descriptor.name === sourceName);

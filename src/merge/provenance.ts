@@ -23,7 +23,10 @@ export class Provenance {
     string,
     { readonly version: string; readonly sourceVersion: string; readonly out: ConfigResource }
   >();
-  private readonly byInput = new WeakMap<ConfigResource, { readonly out: ConfigResource; readonly epoch: number }>();
+  private readonly byInput = new WeakMap<
+    ConfigResource,
+    { readonly out: ConfigResource; readonly epoch: number }
+  >();
   /** Bumped by every adopted creation time: what `byInput` remembers from before is built again. */
   private epoch = 0;
 
@@ -49,7 +52,8 @@ export class Provenance {
     const id = `${kind}|${key}`;
     const held = this.byName.get(id);
     if (held === undefined || held.out.origin.createTimeStamped !== true) return undefined;
-    if (held.out.createTime.seconds === time.seconds && held.out.createTime.nanos === time.nanos) return undefined;
+    if (held.out.createTime.seconds === time.seconds && held.out.createTime.nanos === time.nanos)
+      return undefined;
     const out = restoreResource({ ...held.out, createTime: time }, held.out.version);
     this.byName.set(id, { ...held, out });
     this.epoch++;
@@ -60,7 +64,8 @@ export class Provenance {
   withHeldTime(r: ConfigResource): ConfigResource {
     if (r.origin.createTimeStamped !== true) return r;
     const held = this.byName.get(`${r.kind}|${r.namespace}/${r.name}`)?.out.createTime;
-    if (held === undefined || (held.seconds === r.createTime.seconds && held.nanos === r.createTime.nanos)) return r;
+    if (held === undefined || (held.seconds === r.createTime.seconds && held.nanos === r.createTime.nanos))
+      return r;
     return restoreResource({ ...r, createTime: held }, r.version);
   }
 

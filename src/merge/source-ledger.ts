@@ -13,7 +13,7 @@ import { Provenance } from './provenance.js';
 import type { SourceRecord } from './source-record.js';
 import { SourceReadiness } from './source-readiness.js';
 import { SourceAcl, type SourcePolicy } from './source-rules.js';
-import { foldEvent, foldIn, type UpdateFold } from './update-fold.js';
+import { foldDigest, foldEvent, foldIn, type UpdateFold } from './update-fold.js';
 import { appliesAtOnce, guardVerdict, type HeldUpdate, type UpdateEffect } from './update-guards.js';
 
 export { SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION } from './provenance.js';
@@ -231,7 +231,10 @@ export class SourceLedger {
     const next = admitted ?? this.admit(foldEvent(fold), false);
     const verdict = guardVerdict(this.effect(next), this.total, this.rules);
     if (verdict !== undefined) {
-      this.held = { update: { ...verdict, since: this.held?.update.since ?? now }, fold };
+      this.held = {
+        update: { ...verdict, since: this.held?.update.since ?? now, digest: foldDigest(fold) },
+        fold,
+      };
       this.recordChanges++;
       return [];
     }
@@ -278,21 +281,23 @@ export class SourceLedger {
     const held = record.held;
     if (held !== undefined) {
       const kinds = held.kinds === undefined ? undefined : new Set(held.kinds);
+      const fold = foldIn(undefined, {
+        type: 'snapshot',
+        ...(kinds === undefined ? {} : { kinds }),
+        resources: held.resources,
+        revision: held.revision,
+        errors: [],
+        warnings: [],
+      });
       this.held = {
         update: {
           reason: held.reason,
           since: new Date(held.sinceMs),
           deletions: held.deletions,
           total: held.total,
+          digest: foldDigest(fold),
         },
-        fold: foldIn(undefined, {
-          type: 'snapshot',
-          ...(kinds === undefined ? {} : { kinds }),
-          resources: held.resources,
-          revision: held.revision,
-          errors: [],
-          warnings: [],
-        }),
+        fold,
       };
     }
     return changes;
@@ -343,7 +348,7 @@ export class SourceLedger {
       const out = this.provenance.adopt(r.kind, key, r.createTime);
       if (out === undefined) continue;
       let upserts = upsertsByKind.get(r.kind);
-      if (upserts === undefined) upsertsByKind.set(r.kind, (upserts = new Map()));
+      if (upserts === undefined) upsertsByKind.set(r.kind, (upserts = new Map<string, ConfigResource>()));
       upserts.set(key, out);
     }
     if (upsertsByKind.size === 0) return [];

@@ -1,3 +1,4 @@
+import { linesDigest } from '../core/content-digest.js';
 import type { MeshmuxError } from '../core/errors.js';
 import type { ConfigResource } from '../core/resource.js';
 import type { SourceSnapshotEvent } from '../core/source-event.js';
@@ -46,4 +47,20 @@ export function foldEvent(fold: UpdateFold): SourceSnapshotEvent {
     errors: fold.errors,
     warnings: fold.warnings,
   };
+}
+
+/**
+ * A digest of what an update asks the source to hold: the kinds it replaces (or all) and each
+ * object's name and content version. Equal updates have equal digests on every replica, whatever
+ * their order, revision or creation times. Pure.
+ */
+export function foldDigest(fold: UpdateFold): string {
+  const lines: string[] = [];
+  for (const [kind, list] of fold.kinds) {
+    lines.push(`kind ${kind}`);
+    for (const r of list) lines.push(`${r.kind}|${r.namespace}/${r.name}@${r.version}`);
+  }
+  lines.sort();
+  if (fold.full) lines.unshift('full');
+  return linesDigest(lines);
 }

@@ -8,6 +8,11 @@ export interface HeldUpdate {
   /** Objects it would delete, and how many the source holds. */
   readonly deletions: number;
   readonly total: number;
+  /**
+   * The content digest of the held state (see `foldDigest`): equal on every replica holding the
+   * same update, so a confirmation can name exactly what it applies.
+   */
+  readonly digest: string;
 }
 
 /** What an admitted update would do to a source's committed state. */
@@ -42,7 +47,7 @@ export function guardVerdict(
   effect: UpdateEffect,
   total: number,
   rules: GuardRules,
-): Omit<HeldUpdate, 'since'> | undefined {
+): Omit<HeldUpdate, 'since' | 'digest'> | undefined {
   if (total === 0) return undefined;
   const { deletions, after } = effect;
   if (after === 0 && rules.keepOnEmpty) return { reason: 'empty', deletions, total };

@@ -9,6 +9,7 @@ import {
   type RecordWriteQueueOptions,
   type RecordWriteStatus,
 } from './record-write-queue.js';
+import { EtcdSignals, type ReplicaSignal } from './etcd-signals.js';
 import { decodeStateFile, encodeStateFile } from './state-file.js';
 
 /** How to reach etcd, as the configuration gives it (secrets already read from their files). */
@@ -87,6 +88,7 @@ export class EtcdRecordStore implements SourceRecordStore {
   private readonly prefix: string;
   private campaign: Campaign | undefined;
   private watcher: Watcher | undefined;
+  private signals: EtcdSignals | undefined;
   private campaignTimer: NodeJS.Timeout | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
   private up = false;
@@ -145,6 +147,21 @@ export class EtcdRecordStore implements SourceRecordStore {
     );
   }
 
+  /**
+   * Signals between the replicas over the same etcd connection (see {@link EtcdSignals}); opened
+   * once, closed with the store.
+   */
+  openSignals(onSignal: (signal: ReplicaSignal) => void): EtcdSignals {
+    this.signals ??= EtcdSignals.open({
+      client: this.client,
+      prefix: this.prefix,
+      identity: this.options.identity,
+      log: this.options.log,
+      onSignal,
+    });
+    return this.signals;
+  }
+
   /** Reachability, the writer role and each source's last write, for `/debug/state`. */
   report(): EtcdStoreStatus {
     return {
@@ -164,6 +181,7 @@ export class EtcdRecordStore implements SourceRecordStore {
     if (this.campaignTimer !== undefined) clearTimeout(this.campaignTimer);
     await this.queue.close();
     await this.watcher?.cancel().catch(() => undefined);
+    await this.signals?.close();
     const campaign = this.campaign;
     this.campaign = undefined;
     if (campaign !== undefined) await campaign.resign().catch(() => undefined);

@@ -17,6 +17,11 @@ export interface UpstreamSource {
    */
   readonly notify?: (notification: PushNotification) => Promise<PushAnswer>;
   /**
+   * Present with `notify`: reads its upstream now, as an accepted notification would (another
+   * replica received one). Returns at once; the read reports itself. Never throws.
+   */
+  readonly refresh?: (reason: string) => void;
+  /**
    * Present when the source has more to show than its events (a git mirror's commit and last
    * fetch), served at `/debug/<type>`. Cheap and synchronous.
    */
@@ -30,7 +35,10 @@ export interface PushNotification {
   readonly body: Buffer;
 }
 
-/** The answer to a {@link PushNotification}: an HTTP status and a JSON body. */
+/**
+ * The answer to a {@link PushNotification}: an HTTP status and a JSON body. 202 means the source
+ * started reading its upstream (and every replica is told to do the same).
+ */
 export interface PushAnswer {
   readonly status: number;
   readonly body: unknown;

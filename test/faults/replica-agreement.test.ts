@@ -1,8 +1,10 @@
 /**
- * Three replicas reading the same files, each its own process with its own state folder, sharing
- * state through a real etcd. Files name no creation time, so each replica stamps the moment it
- * first reads an object; the replicas must still serve byte-identical responses with the same
- * `version_info` for the same view, for the objects they started with and for one added later.
+ * Three replicas reading the same files and the same git repository, each its own process with
+ * its own state folder, sharing state through a real etcd. Files name no creation time, so each
+ * replica stamps the moment it first reads an object; the replicas must still serve
+ * byte-identical responses with the same `version_info` for the same view, for the objects they
+ * started with and for one added later. A held update confirmed on one replica is applied on all;
+ * a git webhook received by one makes all of them fetch.
  */
 import assert from 'node:assert/strict';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -14,9 +16,10 @@ import { EtcdServer, etcdMissing } from '../support/etcd-server.js';
 import { DEFAULT_NODE_METADATA } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
+import { serviceEntry, TestRepo } from '../support/git-fixtures.js';
 import { RawAdsStream } from '../support/raw-ads-stream.js';
 import { suiteSkip } from '../support/required-peer.js';
-import { VS } from '../support/type-urls.js';
+import { SE, VS } from '../support/type-urls.js';
 
 const WAIT_MS = 20_000;
 
@@ -32,8 +35,11 @@ spec: {hosts: [${name}.shop.svc.cluster.local], http: [{route: [{destination: {h
     .join('---\n');
 }
 
-/** What a replica serves a new istiod of the VirtualService type: version and resource bytes (the nonce left out). */
-async function served(meshmux: MeshmuxProcess): Promise<{ version: string; bytes: string; count: number }> {
+/** What a replica serves a new istiod of a type (default VirtualService): version and resource bytes (the nonce left out). */
+async function served(
+  meshmux: MeshmuxProcess,
+  typeUrl = VS,
+): Promise<{ version: string; bytes: string; count: number }> {
   const stream = new RawAdsStream(meshmux.xds);
   try {
     stream.send({
@@ -41,7 +47,7 @@ async function served(meshmux: MeshmuxProcess): Promise<{ version: string; bytes
         id: 'sidecar~10.0.0.1~istiod.istio-system~istio-system.svc.cluster.local',
         metadata: stringStruct(DEFAULT_NODE_METADATA),
       },
-      type_url: VS,
+      type_url: typeUrl,
     });
     const response = await stream.next(WAIT_MS);
     return {
@@ -58,6 +64,7 @@ describe('replicas agree on every byte they serve', { skip: suiteSkip(etcdMissin
   let etcd: EtcdServer;
   let dir: string;
   let dispose: () => Promise<void>;
+  let repo: TestRepo;
   const replicas: MeshmuxProcess[] = [];
 
   async function replica(name: string): Promise<MeshmuxProcess> {
@@ -69,7 +76,10 @@ describe('replicas agree on every byte they serve', { skip: suiteSkip(etcdMissin
         'state:',
         `  dir: state-${name}`,
         `  etcd: { endpoints: ['${etcd.endpoint}'], prefix: /agree/, leaseTtl: 2s }`,
-        'sources: [{name: shop, type: file, path: ./shop.yaml}]',
+        'sources:',
+        '  - {name: shop, type: file, path: ./shop.yaml}',
+        // Polled once an hour: only a webhook brings a new commit in during the test.
+        `  - {name: config, type: git, url: '${repo.fileUrl}', interval: 1h}`,
         '',
       ].join('\n'),
     );
@@ -83,7 +93,7 @@ describe('replicas agree on every byte they serve', { skip: suiteSkip(etcdMissin
     let last: Array<{ version: string; bytes: string; count: number }> = [];
     await until(
       async () => {
-        last = await Promise.all(replicas.map(served));
+        last = await Promise.all(replicas.map((m) => served(m)));
         return last.every(
           (s) => s.count === count && s.bytes === last[0]?.bytes && s.version === last[0]?.version,
         );
@@ -98,6 +108,8 @@ describe('replicas agree on every byte they serve', { skip: suiteSkip(etcdMissin
     etcd = await EtcdServer.start();
     ({ dir, dispose } = await tempDir('meshmux-agree-'));
     await writeFile(path.join(dir, 'shop.yaml'), virtualServices(['reviews', 'ratings', 'cart']));
+    repo = await TestRepo.create(dir);
+    await repo.commitAndPush({ 'se.yaml': serviceEntry('payments', 'shop', 'payments.example.com') }, 'one');
   });
   after(async () => {
     for (const m of replicas) await m.kill('SIGKILL').catch(() => undefined);
@@ -120,4 +132,57 @@ describe('replicas agree on every byte they serve', { skip: suiteSkip(etcdMissin
     const second = await agreed(4, 'three replicas serving the added object byte for byte');
     assert.notEqual(second.version, first.version);
   });
+
+  it('applies a held update confirmed on one replica on every replica', async () => {
+    // Emptying the file is held by the default guard (keepOnEmpty) on every replica.
+    await writeFile(path.join(dir, 'shop.yaml'), '');
+    await until(
+      async () => {
+        const held = await Promise.all(replicas.map((m) => heldDigest(m)));
+        return held.every((d) => d !== undefined && d === held[0]);
+      },
+      WAIT_MS,
+      'the same update held on every replica',
+    );
+    assert.equal((await served(replicas[1] as MeshmuxProcess)).count, 4, 'held: still served');
+
+    const confirmedAt = performance.now();
+    const answer = await fetch(`${(replicas[0] as MeshmuxProcess).http}/debug/sources/shop/confirm`, {
+      method: 'POST',
+    });
+    assert.equal(answer.status, 200);
+    await until(
+      async () => (await Promise.all(replicas.map((m) => served(m)))).every((s) => s.count === 0),
+      WAIT_MS,
+      'the confirmed update applied on every replica',
+    );
+    console.log(
+      `confirmation on one replica applied on all three in ${Math.round(performance.now() - confirmedAt)} ms`,
+    );
+  });
+
+  it('makes every replica fetch when one receives a git webhook', async () => {
+    const before = await Promise.all(replicas.map((m) => served(m, SE)));
+    assert.ok(before.every((s) => s.count === 1));
+    await repo.commitAndPush({ 'se2.yaml': serviceEntry('ledger', 'shop', 'ledger.example.com') }, 'two');
+    const hookedAt = performance.now();
+    const answer = await fetch(`${(replicas[2] as MeshmuxProcess).http}/hooks/git/config`, {
+      method: 'POST',
+    });
+    assert.equal(answer.status, 202);
+    await until(
+      async () => (await Promise.all(replicas.map((m) => served(m, SE)))).every((s) => s.count === 2),
+      WAIT_MS,
+      'the new commit served by every replica after a webhook to one',
+    );
+    console.log(
+      `webhook on one replica: all three serve the new commit in ${Math.round(performance.now() - hookedAt)} ms`,
+    );
+  });
 });
+
+/** The digest of the update a replica holds for the `shop` source, if any. */
+async function heldDigest(meshmux: MeshmuxProcess): Promise<string | undefined> {
+  const sources = await meshmux.debug<Array<{ name: string; held?: { digest: string } }>>('sources');
+  return sources.find((s) => s.name === 'shop')?.held?.digest;
+}

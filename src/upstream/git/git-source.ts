@@ -131,6 +131,7 @@ export class GitSource implements UpstreamSource {
     handleGitWebhook(this, notification);
   /** The mirror's commit, the last fetch and its outcome, for `/debug/git`. */
   readonly details = (): GitSourceStatus => this.status();
+  readonly refresh = (reason: string): void => void this.fetchNow(reason);
   private readonly runs = new Set<GitSourceRun>();
 
   constructor(private readonly options: GitSourceOptions) {
