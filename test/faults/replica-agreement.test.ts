@@ -79,7 +79,8 @@ describe('replicas agree on every byte they serve', { skip: suiteSkip(etcdMissin
         'sources:',
         '  - {name: shop, type: file, path: ./shop.yaml}',
         // Polled once an hour: only a webhook brings a new commit in during the test.
-        `  - {name: config, type: git, url: '${repo.fileUrl}', interval: 1h}`,
+        // A mirror of its own, as separate pods have (the default folder is shared by a host's processes).
+        `  - {name: config, type: git, url: '${repo.fileUrl}', interval: 1h, cacheDir: git-${name}}`,
         '',
       ].join('\n'),
     );

@@ -1,0 +1,208 @@
+/**
+ * What the merge engine tells operators and the layers after it: the startup budget's verdicts,
+ * holds and confirmations in the log, snapshots that are new only when something a reader can see
+ * changed, and versions that do not depend on the order kinds first arrived in.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { pino } from 'pino';
+import { Subject } from 'rxjs';
+import type { ConfigResource } from '../../src/core/resource.js';
+import { MeshmuxError } from '../../src/core/errors.js';
+import type { SourceEvent } from '../../src/core/source-event.js';
+import type { ConfigSnapshot } from '../../src/merge/config-snapshot.js';
+import { MergeEngine, type MergeInput } from '../../src/merge/merge-engine.js';
+import { firstMatch } from '../support/deadline.js';
+import { fakeResource } from '../support/resources.js';
+
+const VS = 'networking.istio.io/VirtualService';
+const DR = 'networking.istio.io/DestinationRule';
+
+/** A logger whose lines the test reads. */
+function capturingLog(): { log: pino.Logger; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  const log = pino(
+    { level: 'debug' },
+    { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) },
+  );
+  return { log, lines };
+}
+
+function source(name: string, policy: MergeInput['policy'] = {}, kinds?: ReadonlySet<string>) {
+  const events = new Subject<SourceEvent>();
+  const input: MergeInput = {
+    descriptor: {
+      name,
+      type: 'test',
+      defaultNamespace: 'default',
+      ...(kinds === undefined ? {} : { kinds }),
+    },
+    events$: events,
+    policy,
+  };
+  return { input, events };
+}
+
+function state(resources: ConfigResource[], revision = 'r', kinds?: ReadonlySet<string>): SourceEvent {
+  return {
+    type: 'snapshot',
+    resources,
+    revision,
+    errors: [],
+    warnings: [],
+    ...(kinds === undefined ? {} : { kinds }),
+  };
+}
+
+const next = (
+  engine: MergeEngine,
+  what: string,
+  predicate: (s: ConfigSnapshot) => boolean,
+): Promise<ConfigSnapshot> => firstMatch(engine.snapshots$, predicate, 5_000, what);
+
+const many = (n: number, prefix = 'svc'): ConfigResource[] =>
+  Array.from({ length: n }, (_, i) => fakeResource(`${prefix}-${i}`));
+
+describe('MergeEngine reports', () => {
+  it('names the optional sources it serves without, and the required ones still missing, when the startup budget passes', async () => {
+    const { log, lines } = capturingLog();
+    const a = source('a');
+    const optional = source('optional', { required: false });
+    const required = source('required');
+    const done = source('done', { required: false });
+    const engine = new MergeEngine([a.input, optional.input, required.input, done.input], {
+      syncTimeoutMs: 20,
+      log,
+    });
+    engine.start();
+    a.events.next(state([fakeResource('one')]));
+    done.events.next(state([fakeResource('two')]));
+    await next(engine, 'the snapshot after the budget', (s) => s.budgetPassed);
+    const warn = lines.find(
+      (l) => l['msg'] === 'startup budget passed: serving without these sources (required: false)',
+    );
+    assert.deepEqual(warn?.['sources'], ['optional'], 'a synced optional source is not named');
+    const error = lines.find((l) =>
+      String(l['msg']).startsWith('startup budget passed: these sources have neither synced'),
+    );
+    assert.deepEqual(Object.keys((error?.['missing'] ?? {}) as object), ['required']);
+    engine.stop();
+  });
+
+  it('logs nothing about the budget when every source synced in time', async () => {
+    const { log, lines } = capturingLog();
+    const a = source('a', { required: false });
+    const engine = new MergeEngine([a.input], { syncTimeoutMs: 20, log });
+    engine.start();
+    a.events.next(state([fakeResource('one')]));
+    await next(engine, 'the snapshot after the budget', (s) => s.budgetPassed);
+    assert.deepEqual(
+      lines.filter((l) => String(l['msg']).startsWith('startup budget passed')),
+      [],
+    );
+    engine.stop();
+  });
+
+  it('refuses to start twice', () => {
+    const engine = new MergeEngine([source('a').input], { syncTimeoutMs: 20 });
+    engine.start();
+    assert.throws(() => engine.start(), /MergeEngine.start\(\) called twice/);
+    engine.stop();
+  });
+
+  it('gives equal content the same snapshot version whatever order its kinds first arrived in', async () => {
+    const versions: string[] = [];
+    for (const order of [
+      [VS, DR],
+      [DR, VS],
+    ]) {
+      const a = source('a');
+      const engine = new MergeEngine([a.input], { syncTimeoutMs: 60_000 });
+      engine.start();
+      for (const kind of order) a.events.next(state([fakeResource('x', { kind })], 'r', new Set([kind])));
+      const s = await next(engine, 'both kinds', (x) => x.kinds.has(VS) && x.kinds.has(DR));
+      assert.deepEqual([...s.kinds.keys()], [DR, VS], 'kinds in name order');
+      versions.push(s.version);
+      engine.stop();
+    }
+    assert.equal(versions[0], versions[1]);
+  });
+
+  it('publishes a new snapshot when only what it reports of a source changes, with a larger generation', async () => {
+    const a = source('a');
+    const engine = new MergeEngine([a.input], { syncTimeoutMs: 60_000 });
+    engine.start();
+    a.events.next(state([fakeResource('one')], 'r1'));
+    const first = await next(engine, 'the first state', (s) => s.ready);
+    a.events.next(state([fakeResource('one')], 'r2'));
+    const revised = await next(engine, 'the new revision reported', (s) => s.sources[0]?.revision === 'r2');
+    assert.equal(revised.version, first.version, 'same content');
+    assert.ok(revised.generation > first.generation);
+    const error = new MeshmuxError('UNAVAILABLE', 'connection refused', { file: 'upstream' });
+    a.events.next({ type: 'status', state: 'stale', error });
+    const stale = await next(engine, 'the error reported', (s) => s.sources[0]?.lastError !== undefined);
+    assert.equal(stale.sources[0]?.state, 'stale');
+    assert.ok(stale.generation > revised.generation);
+    engine.stop();
+  });
+
+  it('answers a kind only once every source that may hold it has answered that kind', async () => {
+    const a = source('a');
+    const b = source('b', {}, new Set([VS, DR]));
+    const engine = new MergeEngine([a.input, b.input], { syncTimeoutMs: 60_000 });
+    engine.start();
+    a.events.next(state([fakeResource('one')]));
+    b.events.next(state([fakeResource('dr', { kind: DR })], 'r', new Set([DR])));
+    const s = await next(engine, 'both sources heard from', (x) => x.kinds.has(DR) && x.kinds.has(VS));
+    assert.equal(s.readyFor(DR), true, 'a answered every kind, b answered DestinationRule');
+    assert.equal(s.readyFor(VS), false, 'b may hold VirtualServices and has not answered them');
+    engine.stop();
+  });
+
+  it('says in the log why it holds an update and who confirmed it', async () => {
+    const { log, lines } = capturingLog();
+    const empty = source('empty');
+    const mass = source('mass');
+    const engine = new MergeEngine([empty.input, mass.input], { syncTimeoutMs: 60_000, log });
+    engine.start();
+    empty.events.next(state([fakeResource('one')]));
+    mass.events.next(state(many(40, 'm')));
+    await next(engine, 'both served', (s) => s.ready);
+    empty.events.next(state([]));
+    mass.events.next(state(many(5, 'm')));
+    await next(engine, 'both held', (s) => s.sources.every((x) => x.held !== undefined));
+    const held = (reason: string) => lines.find((l) => l['reason'] === reason);
+    assert.equal(
+      held('empty')?.['msg'],
+      'a source sent an empty state: holding it, its last objects stay served (confirm to apply)',
+    );
+    assert.equal(held('empty')?.['source'], 'empty');
+    assert.equal(
+      held('mass-delete')?.['msg'],
+      'a source update would delete too much at once: holding it (confirm to apply)',
+    );
+    assert.equal(held('mass-delete')?.['source'], 'mass');
+    assert.equal(engine.confirm('empty'), true);
+    const confirmed = lines.find((l) => l['msg'] === 'operator confirmed a held update');
+    assert.equal(confirmed?.['source'], 'empty');
+    assert.equal((confirmed?.['held'] as { reason?: string } | undefined)?.reason, 'empty');
+    engine.stop();
+  });
+
+  it('reports how long a build took, as a duration', async () => {
+    const a = source('a');
+    const durations: number[] = [];
+    const engine = new MergeEngine(
+      [a.input],
+      { syncTimeoutMs: 60_000 },
+      { onSnapshot: (_s, _k, ms) => durations.push(ms) },
+    );
+    engine.start();
+    a.events.next(state(many(10)));
+    await next(engine, 'the first state', (s) => s.ready);
+    assert.ok(durations.length > 0);
+    // Elapsed time, not a timestamp: whatever the machine, far below a minute and never negative.
+    for (const ms of durations) assert.ok(ms >= 0 && ms < 60_000, `${ms}`);
+    engine.stop();
+  });
+});
