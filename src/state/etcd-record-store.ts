@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { Etcd3, type Campaign, type IOptions, type Watcher } from 'etcd3';
+import { Etcd3, type Campaign, type IOptions } from 'etcd3';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { SourceRecord, SourceRecordStore } from '../merge/source-record.js';
@@ -9,6 +9,7 @@ import {
   type RecordWriteQueueOptions,
   type RecordWriteStatus,
 } from './record-write-queue.js';
+import { EtcdPrefixWatch } from './etcd-prefix-watch.js';
 import { EtcdSignals, type ReplicaSignal } from './etcd-signals.js';
 import { decodeStateFile, encodeStateFile } from './state-file.js';
 
@@ -87,7 +88,7 @@ export class EtcdRecordStore implements SourceRecordStore {
   private readonly client: Etcd3;
   private readonly prefix: string;
   private campaign: Campaign | undefined;
-  private watcher: Watcher | undefined;
+  private watch: EtcdPrefixWatch | undefined;
   private signals: EtcdSignals | undefined;
   private campaignTimer: NodeJS.Timeout | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
@@ -180,7 +181,7 @@ export class EtcdRecordStore implements SourceRecordStore {
     if (this.probeTimer !== undefined) clearTimeout(this.probeTimer);
     if (this.campaignTimer !== undefined) clearTimeout(this.campaignTimer);
     await this.queue.close();
-    await this.watcher?.cancel().catch(() => undefined);
+    await this.watch?.cancel();
     await this.signals?.close();
     const campaign = this.campaign;
     this.campaign = undefined;
@@ -227,37 +228,24 @@ export class EtcdRecordStore implements SourceRecordStore {
   private watchRecords(): void {
     if (this.options.onRecord === undefined) return;
     const recordsPrefix = `${this.prefix}records/`;
-    this.client
-      .watch()
-      .prefix(recordsPrefix)
-      .create()
-      .then((watcher) => {
-        if (this.closed) {
-          void watcher.cancel();
-          return;
-        }
-        this.watcher = watcher;
-        watcher.on('put', (kv) => {
-          if (this.writer) return;
-          const source = kv.key.toString('utf8').slice(recordsPrefix.length);
-          loadRecord(this.client, this.prefix, source, kv.value.toString('utf8'))
-            .then((record) => this.options.onRecord?.(record))
-            .catch((err: unknown) =>
-              this.options.log.debug(
-                { source, err: String(err) },
-                "could not read another replica's record (a newer one replaces it)",
-              ),
-            );
-        });
-        watcher.on('error', (err: Error) =>
-          this.options.log.debug({ err: err.message }, 'record watch error'),
-        );
-      })
-      .catch((err: unknown) => {
-        this.options.log.warn({ err: String(err) }, 'could not watch the records in etcd; retrying');
-        const retry = setTimeout(() => this.watchRecords(), 2_000);
-        retry.unref();
-      });
+    this.watch = new EtcdPrefixWatch(
+      this.client,
+      recordsPrefix,
+      'records of the writer',
+      this.options.log,
+      (kv) => {
+        if (this.writer) return;
+        const source = kv.key.toString('utf8').slice(recordsPrefix.length);
+        loadRecord(this.client, this.prefix, source, kv.value.toString('utf8'))
+          .then((record) => this.options.onRecord?.(record))
+          .catch((err: unknown) =>
+            this.options.log.debug(
+              { source, err: String(err) },
+              "could not read another replica's record (a newer one replaces it)",
+            ),
+          );
+      },
+    );
   }
 
   /** Campaigns until elected; a campaign that fails (lease lost, etcd gone) is started again. */

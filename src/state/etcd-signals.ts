@@ -1,5 +1,6 @@
-import type { Etcd3, Watcher } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import type { Logger } from '../core/logger.js';
+import { EtcdPrefixWatch } from './etcd-prefix-watch.js';
 
 /** A decision or a nudge one replica shares with the others through etcd. */
 export interface ReplicaSignal {
@@ -32,8 +33,7 @@ export interface EtcdSignalsOptions {
  * logged, and the replica that received the request has acted on it locally already.
  */
 export class EtcdSignals {
-  private watcher: Watcher | undefined;
-  private closed = false;
+  private watcher: EtcdPrefixWatch | undefined;
 
   private constructor(private readonly options: EtcdSignalsOptions) {}
 
@@ -60,8 +60,7 @@ export class EtcdSignals {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    await this.watcher?.cancel().catch(() => undefined);
+    await this.watcher?.cancel();
   }
 
   private key(kind: string, source: string): string {
@@ -69,37 +68,23 @@ export class EtcdSignals {
   }
 
   private watch(): void {
-    if (this.closed) return;
-    this.options.client
-      .watch()
-      .prefix(`${this.options.prefix}signals/`)
-      .create()
-      .then((watcher) => {
-        if (this.closed) {
-          void watcher.cancel();
+    this.watcher = new EtcdPrefixWatch(
+      this.options.client,
+      `${this.options.prefix}signals/`,
+      'replica signals',
+      this.options.log,
+      (kv) => {
+        const signal = parseSignal(kv.value.toString('utf8'));
+        if (signal === undefined) {
+          this.options.log.warn(
+            { key: kv.key.toString('utf8') },
+            'ignored a replica signal meshmux did not write',
+          );
           return;
         }
-        this.watcher = watcher;
-        watcher.on('put', (kv) => {
-          const signal = parseSignal(kv.value.toString('utf8'));
-          if (signal === undefined) {
-            this.options.log.warn(
-              { key: kv.key.toString('utf8') },
-              'ignored a replica signal meshmux did not write',
-            );
-            return;
-          }
-          if (signal.replica !== this.options.identity) this.options.onSignal(signal);
-        });
-        watcher.on('error', (err: Error) =>
-          this.options.log.debug({ err: err.message }, 'signal watch error'),
-        );
-      })
-      .catch((err: unknown) => {
-        this.options.log.warn({ err: String(err) }, 'could not watch replica signals in etcd; retrying');
-        const retry = setTimeout(() => this.watch(), 2_000);
-        retry.unref();
-      });
+        if (signal.replica !== this.options.identity) this.options.onSignal(signal);
+      },
+    );
   }
 }
 
