@@ -22,6 +22,7 @@ export function benchConfigYaml(upstreams: readonly string[], stateDir = 'none')
     'server:',
     '  xds: 127.0.0.1:0',
     '  http: 127.0.0.1:0',
+    '  admin: {address: 127.0.0.1:0}',
     'syncTimeout: 120s',
     `state: { dir: ${JSON.stringify(stateDir)} }`,
     policiesYaml(),

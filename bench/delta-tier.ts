@@ -41,6 +41,7 @@ async function start(yaml: string, dir: string): Promise<RunningMeshmux> {
   return startMeshmux(parseMeshmuxConfig(yaml, 'bench config', dir), {
     xds: '127.0.0.1:0',
     http: '127.0.0.1:0',
+    admin: '127.0.0.1:0',
   });
 }
 

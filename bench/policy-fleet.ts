@@ -50,7 +50,7 @@ const policies = TEAMS.map(
 ).join('\n');
 await writeFile(
   path.join(dir, 'meshmux.yaml'),
-  `server: {xds: 127.0.0.1:25010, http: 127.0.0.1:25014}\nsources: [{name: local, type: file, path: ./mesh.yaml}]\npolicies:\n${policies}\n`,
+  `server: {xds: 127.0.0.1:25010, http: 127.0.0.1:25014, admin: {address: 127.0.0.1:25015}}\nsources: [{name: local, type: file, path: ./mesh.yaml}]\npolicies:\n${policies}\n`,
 );
 const server = spawn(
   process.execPath,
@@ -61,7 +61,7 @@ const server = spawn(
     stdio: 'inherit',
   },
 );
-const http = 'http://127.0.0.1:25014';
+const http = 'http://127.0.0.1:25015';
 for (let i = 0; i < 100; i++) {
   try {
     if ((await fetch(`${http}/ready`)).ok) break;

@@ -96,7 +96,8 @@ async function main(): Promise<void> {
     );
     await waitReady(running.engine);
     xdsPort = running.xdsPort;
-    httpPort = running.httpPort;
+    // The admin listener: the parent reads /debug/counters there.
+    httpPort = running.adminPort;
     // The parent reads meshmux's own /debug/counters; this answer is for symmetry only.
     counters = () => running.ads.counters();
     stop = () => running.stop();

@@ -128,7 +128,11 @@ export class ServerProcess {
   /** Starts a new event-loop delay window (meshmux only). */
   async resetLoopDelay(): Promise<void> {
     if (this.httpBase === undefined) return;
-    await fetch(`${this.httpBase}/debug/counters/reset`, { method: 'POST' });
+    await fetch(`${this.httpBase}/debug/counters/reset`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
   }
 
   /** Memory retained after a full collection. */

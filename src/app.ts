@@ -8,7 +8,8 @@ import { PolicySet } from './downstream/policy/policy-set.js';
 import { previewClient, type Preview } from './downstream/preview.js';
 import { reloadingServerCredentials } from './downstream/server-tls.js';
 import type { WriteBudgetOptions } from './downstream/write-budget.js';
-import { debugActions, debugPages, type DebugPageSources } from './http/debug-pages.js';
+import { AdminGuard } from './http/admin-guard.js';
+import { debugActions, debugPages, hookActions, type DebugPageSources } from './http/debug-pages.js';
 import { HttpServer } from './http/http-server.js';
 import { MergeEngine, type MergeInput } from './merge/merge-engine.js';
 import { semanticKeysOf } from './schema/semantic-keys.js';
@@ -21,6 +22,7 @@ import { renderStatusPage } from './http/status-page.js';
 import { ConfigReloads } from './telemetry/config-reloads.js';
 import type { Metrics } from './telemetry/metrics.js';
 import { StateMetrics } from './telemetry/state-metrics.js';
+import { hostOfAddress } from './core/loopback.js';
 import { openRecordStore } from './state/open-record-store.js';
 import { ReplicaDecisions } from './state/replica-decisions.js';
 import { processCounters } from './telemetry/process-counters.js';
@@ -35,6 +37,8 @@ export interface RunningMeshmux {
   /** The TLS ADS port, when `server.xdsTls` is configured. */
   readonly xdsTlsPort?: number;
   readonly httpPort: number;
+  /** The admin listener: status page, `/debug/*`, confirmations. */
+  readonly adminPort: number;
   readonly engine: MergeEngine;
   readonly ads: AdsServer;
   readonly metrics: Metrics;
@@ -108,6 +112,8 @@ export async function startMeshmux(
     xds?: string;
     xdsTls?: string;
     http?: string;
+    /** The admin listener's address (its token file stays the configuration's). */
+    admin?: string;
     log?: Logger;
     env?: TracingEnv;
     /** Bytes of responses in flight over all streams (benchmarks); default the ADS server's. */
@@ -219,54 +225,66 @@ export async function startMeshmux(
   const signals =
     decisions === undefined ? undefined : persisted.shared?.openSignals((s) => decisions.onSignal(s));
   if (decisions !== undefined) engine.snapshots$.subscribe(() => decisions.retry());
-  const http = new HttpServer({
+  const sources: DebugPageSources = {
+    snapshot: () => engine.current(),
+    clients: () => ads.reports(),
+    counters: () => ({ ...ads.counters(), process: processCounters(loopDelay) }),
+    resetCounters: () => loopDelay.reset(),
+    state: () => ({
+      dir: persisted.local?.dir ?? 'none',
+      files: persisted.local?.report() ?? [],
+      ...(persisted.shared === undefined
+        ? {}
+        : { etcd: persisted.shared.report(), confirmationsFromOtherReplicas: decisions?.report() ?? [] }),
+      problems: persisted.problems.map((e) => e.describe()),
+    }),
+    preview: (query) => preview(query),
+    details: (type) =>
+      [...running.values()].flatMap((p) =>
+        p.config.type === type && p.source.details !== undefined ? [p.source.details()] : [],
+      ),
+    notify: (type, name, notification) => {
+      const p = running.get(name);
+      const answer = p?.config.type === type ? p.source.notify?.(notification) : undefined;
+      // An accepted notification makes every replica fetch, not only the one it reached.
+      return answer?.then((a) => {
+        if (a.status === 202) void signals?.send({ kind: 'refresh', source: name });
+        return a;
+      });
+    },
+    confirm: (name) => {
+      if (!engine.has(name)) return undefined;
+      const digest = engine.current().sources.find((s) => s.name === name)?.held?.digest;
+      const confirmed = engine.confirm(name);
+      // Every replica holding the same update applies it too.
+      if (confirmed && digest !== undefined) void signals?.send({ kind: 'confirm', source: name, digest });
+      return confirmed;
+    },
+  };
+  const metricsPage = async (): Promise<{ contentType: string; body: string }> => ({
+    contentType: metrics.registry.contentType,
+    body: await metrics.registry.metrics(),
+  });
+  const adminAddress = overrides.admin ?? config.server.admin.address;
+  const admin = new HttpServer({
+    name: 'admin',
     reader: engine,
     log: componentLogger('http'),
+    guard: new AdminGuard({ host: hostOfAddress(adminAddress), tokenFile: config.server.admin.tokenFile }),
+    onRefused: (refusal) => metrics.onAdminRefused(refusal.reason),
     statusPage: () => renderStatusPage(engine.current(), ads.reports(), { reloadFailure: reloads.failure() }),
-    metrics: async () => ({
-      contentType: metrics.registry.contentType,
-      body: await metrics.registry.metrics(),
-    }),
-    ...(() => {
-      const sources: DebugPageSources = {
-        snapshot: () => engine.current(),
-        clients: () => ads.reports(),
-        counters: () => ({ ...ads.counters(), process: processCounters(loopDelay) }),
-        resetCounters: () => loopDelay.reset(),
-        state: () => ({
-          dir: persisted.local?.dir ?? 'none',
-          files: persisted.local?.report() ?? [],
-          ...(persisted.shared === undefined
-            ? {}
-            : { etcd: persisted.shared.report(), confirmationsFromOtherReplicas: decisions?.report() ?? [] }),
-          problems: persisted.problems.map((e) => e.describe()),
-        }),
-        preview: (query) => preview(query),
-        details: (type) =>
-          [...running.values()].flatMap((p) =>
-            p.config.type === type && p.source.details !== undefined ? [p.source.details()] : [],
-          ),
-        notify: (type, name, notification) => {
-          const p = running.get(name);
-          const answer = p?.config.type === type ? p.source.notify?.(notification) : undefined;
-          // An accepted notification makes every replica fetch, not only the one it reached.
-          return answer?.then((a) => {
-            if (a.status === 202) void signals?.send({ kind: 'refresh', source: name });
-            return a;
-          });
-        },
-        confirm: (name) => {
-          if (!engine.has(name)) return undefined;
-          const digest = engine.current().sources.find((s) => s.name === name)?.held?.digest;
-          const confirmed = engine.confirm(name);
-          // Every replica holding the same update applies it too.
-          if (confirmed && digest !== undefined)
-            void signals?.send({ kind: 'confirm', source: name, digest });
-          return confirmed;
-        },
-      };
-      return { debugPages: debugPages(sources), actions: debugActions(sources) };
-    })(),
+    metrics: metricsPage,
+    debugPages: debugPages(sources),
+    actions: debugActions(sources),
+  });
+  // What Prometheus and the kubelet read, and the git forges' webhooks: no objects, no actions.
+  const http = new HttpServer({
+    name: 'http',
+    reader: engine,
+    log: componentLogger('http'),
+    metrics: metricsPage,
+    debugPages: {},
+    actions: hookActions(sources),
   });
   const preview = (request: PreviewRequest): Preview => {
     const anon = anonymousIdentity(0, `${request.peer ?? '127.0.0.1'}:0`, request.sans ?? []);
@@ -289,12 +307,17 @@ export async function startMeshmux(
           }),
         );
   const httpPort = await http.listen(overrides.http ?? config.server.http);
-  log.info({ sources: config.sources.map((s) => s.name), xdsPort, xdsTlsPort, httpPort }, 'meshmux started');
+  const adminPort = await admin.listen(adminAddress);
+  log.info(
+    { sources: config.sources.map((s) => s.name), xdsPort, xdsTlsPort, httpPort, adminPort },
+    'meshmux started',
+  );
   let current = config;
   return {
     xdsPort,
     ...(xdsTlsPort === undefined ? {} : { xdsTlsPort }),
     httpPort,
+    adminPort,
     engine,
     ads,
     metrics,
@@ -343,6 +366,7 @@ export async function startMeshmux(
       loopDelay.disable();
       await ads.close();
       await http.close();
+      await admin.close();
       engine.stop();
       // The last state is written before the folder is released.
       await persisted.close();

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { watch } from 'node:fs';
+import { readFileSync, watch } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -28,13 +28,19 @@ function configLocation(file: string | undefined): { file: string; baseDir: stri
   return { file: resolved, baseDir: path.dirname(resolved) };
 }
 
-async function serve(options: { config?: string; xds?: string; http?: string }): Promise<void> {
+async function serve(options: {
+  config?: string;
+  xds?: string;
+  http?: string;
+  admin?: string;
+}): Promise<void> {
   const log = componentLogger('cli');
   const location = configLocation(options.config);
   const config = loadMeshmuxConfig(location.file, location.baseDir);
   const running = await startMeshmux(config, {
     ...(options.xds === undefined ? {} : { xds: options.xds }),
     ...(options.http === undefined ? {} : { http: options.http }),
+    ...(options.admin === undefined ? {} : { admin: options.admin }),
   });
   let stopping = false;
   const stop = (signal: string): void => {
@@ -95,6 +101,7 @@ async function preview(options: {
     {
       xds: '127.0.0.1:0',
       http: '127.0.0.1:0',
+      admin: '127.0.0.1:0',
       ...(config.server.xdsTls === undefined ? {} : { xdsTls: '127.0.0.1:0' }),
     },
   );
@@ -230,6 +237,25 @@ function checkConfig(file: string | undefined): number {
 }
 
 /** GETs a JSON page of a running meshmux; throws a MeshmuxError naming the URL when it cannot. */
+/** How the commands that talk to a running meshmux reach its admin listener. */
+interface AdminOptions {
+  readonly admin: string;
+  readonly tokenFile?: string;
+}
+
+/** GETs or POSTs JSON on the admin listener, with the bearer token when a token file is given. */
+async function adminJson<T>(
+  options: AdminOptions,
+  path: string,
+  init: RequestInit = {},
+): Promise<{ status: number; body: T }> {
+  const base = options.admin.replace(/\/+$/, '');
+  const headers = new Headers(init.headers);
+  if (options.tokenFile !== undefined)
+    headers.set('authorization', `Bearer ${readFileSync(options.tokenFile, 'utf8').trim()}`);
+  return fetchJson<T>(`${base}${path}`, { ...init, headers });
+}
+
 async function fetchJson<T>(url: string, init?: RequestInit): Promise<{ status: number; body: T }> {
   let res: Response;
   try {
@@ -256,11 +282,10 @@ interface StatusClient {
 }
 
 /** `meshmux status`: the sources, then one line per istiod with its state per type. Exit 1 unless all are in sync. */
-async function status(options: { admin: string }): Promise<number> {
-  const base = options.admin.replace(/\/+$/, '');
+async function status(options: AdminOptions): Promise<number> {
   const [{ body: sources }, { body: clients }] = await Promise.all([
-    fetchJson<StatusSource[]>(`${base}/debug/sources`),
-    fetchJson<StatusClient[]>(`${base}/debug/syncz`),
+    adminJson<StatusSource[]>(options, '/debug/sources'),
+    adminJson<StatusClient[]>(options, '/debug/syncz'),
   ]);
   const out: string[] = ['SOURCE'.padEnd(24) + 'TYPE'.padEnd(11) + 'STATE'];
   for (const s of sources) {
@@ -287,9 +312,8 @@ async function status(options: { admin: string }): Promise<number> {
 }
 
 /** `meshmux confirm SOURCE`: says what the held update deletes, then applies it. */
-async function confirm(source: string, options: { admin: string }): Promise<number> {
-  const base = options.admin.replace(/\/+$/, '');
-  const { body: sources } = await fetchJson<StatusSource[]>(`${base}/debug/sources`);
+async function confirm(source: string, options: AdminOptions): Promise<number> {
+  const { body: sources } = await adminJson<StatusSource[]>(options, '/debug/sources');
   const found = sources.find((s) => s.name === source);
   if (found === undefined) {
     console.error(`meshmux: no source named ${source}`);
@@ -302,8 +326,9 @@ async function confirm(source: string, options: { admin: string }): Promise<numb
   console.log(
     `${source}: held since ${found.held.since} (${found.held.reason}); applying it deletes ${found.held.deletions} of its ${found.held.total} object(s)`,
   );
-  const { status: code, body } = await fetchJson<{ error?: string }>(
-    `${base}/debug/sources/${encodeURIComponent(source)}/confirm`,
+  const { status: code, body } = await adminJson<{ error?: string }>(
+    options,
+    `/debug/sources/${encodeURIComponent(source)}/confirm`,
     { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' },
   );
   if (code !== 200) {
@@ -358,6 +383,7 @@ program
   .option('-c, --config <file>', 'configuration file')
   .option('--xds <host:port>', 'override server.xds')
   .option('--http <host:port>', 'override server.http')
+  .option('--admin <host:port>', 'override server.admin.address')
   .action(serve);
 
 program
@@ -406,8 +432,9 @@ program
   .description(
     'the sources and, per connected istiod, each type SYNCED / STALE / NACKED / NOT SENT (exit 1 if one is behind or NACKing)',
   )
-  .option('--admin <url>', 'the HTTP address of a running meshmux', 'http://127.0.0.1:15014')
-  .action(async (options: { admin: string }) => {
+  .option('--admin <url>', 'the admin listener of a running meshmux', 'http://127.0.0.1:15015')
+  .option('--token-file <file>', 'file holding the admin token (server.admin.tokenFile)')
+  .action(async (options: AdminOptions) => {
     process.exitCode = await status(options);
   });
 
@@ -417,8 +444,9 @@ program
     "apply a source's held update (after onEmpty or maxDeleteRatio held it), saying what it deletes",
   )
   .argument('<source>', 'the source whose held update to apply')
-  .option('--admin <url>', 'the HTTP address of a running meshmux', 'http://127.0.0.1:15014')
-  .action(async (source: string, options: { admin: string }) => {
+  .option('--admin <url>', 'the admin listener of a running meshmux', 'http://127.0.0.1:15015')
+  .option('--token-file <file>', 'file holding the admin token (server.admin.tokenFile)')
+  .action(async (source: string, options: AdminOptions) => {
     process.exitCode = await confirm(source, options);
   });
 

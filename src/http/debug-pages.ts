@@ -6,7 +6,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ConfigSnapshot, SourceReport } from '../merge/config-snapshot.js';
 import { decodeBody } from '../schema/yaml-reader.js';
-import type { DebugPage, PostAction } from './http-server.js';
+import { globMatcher, globProblem } from '../core/glob.js';
+import { type DebugPage, type PostAction, StreamedJson } from './http-server.js';
 
 /** A client described by hand, for `/debug/preview`. */
 export interface PreviewQuery {
@@ -53,7 +54,7 @@ export interface DebugPageSources {
 /** The GET pages: `/debug/<name>`. */
 export function debugPages(from: DebugPageSources): Readonly<Record<string, DebugPage>> {
   return {
-    configz: () => configz(from.snapshot()),
+    configz: (url) => configz(from.snapshot(), url),
     syncz: () => from.clients(),
     sources: () => from.snapshot().sources.map(describeSource),
     counters: () => from.counters(),
@@ -65,16 +66,9 @@ export function debugPages(from: DebugPageSources): Readonly<Record<string, Debu
   };
 }
 
-/** The POST endpoints: counters reset, source notifications (`/hooks/<type>/<name>`), confirmations. */
-export function debugActions(from: DebugPageSources): readonly PostAction[] {
+/** Source notifications, `/hooks/<type>/<name>` (a forge's webhook): served where forges can reach them. */
+export function hookActions(from: Pick<DebugPageSources, 'notify'>): readonly PostAction[] {
   return [
-    {
-      pattern: /^\/debug\/counters\/reset$/,
-      handle: () => {
-        from.resetCounters();
-        return { status: 200, body: { reset: true } };
-      },
-    },
     {
       pattern: /^\/hooks\/([a-z-]+)\/([^/]+)$/,
       handle: async (match, body, headers) => {
@@ -84,6 +78,19 @@ export function debugActions(from: DebugPageSources): readonly PostAction[] {
         return answer === undefined
           ? { status: 404, body: { error: `no ${type} source named "${name}"` } }
           : answer;
+      },
+    },
+  ];
+}
+
+/** The admin POST endpoints: counters reset and confirmations of held updates. */
+export function debugActions(from: DebugPageSources): readonly PostAction[] {
+  return [
+    {
+      pattern: /^\/debug\/counters\/reset$/,
+      handle: () => {
+        from.resetCounters();
+        return { status: 200, body: { reset: true } };
       },
     },
     {
@@ -121,22 +128,42 @@ function previewQuery(url: URL): PreviewQuery {
   };
 }
 
-function configz(snapshot: ConfigSnapshot): unknown {
-  const out: unknown[] = [];
-  for (const kind of snapshot.kinds.values()) {
-    for (const r of kind.resources) {
-      out.push({
-        kind: r.kind,
-        namespace: r.namespace,
-        name: r.name,
-        version: r.version,
-        labels: r.labels,
-        annotations: r.annotations,
-        spec: decodeBody(r.kind, r.body),
-      });
+/**
+ * `/debug/configz[?kind=GLOB&namespace=GLOB]`: every served object (or those whose kind, by its
+ * name or `<group>/<Kind>`, and namespace match), decoded, as a JSON array streamed one object at a
+ * time: a large mesh never stalls the event loop for the whole answer.
+ */
+function configz(snapshot: ConfigSnapshot, url: URL): StreamedJson | { error: string } {
+  const kinds = url.searchParams.getAll('kind');
+  const namespaces = url.searchParams.getAll('namespace');
+  const problem = [...kinds, ...namespaces].map((g) => globProblem(g)).find((p) => p !== undefined);
+  if (problem !== undefined) return { error: `configz filter: ${problem}` };
+  const kindMatches = globMatcher(kinds);
+  const namespaceMatches = globMatcher(namespaces);
+  function* parts(): Generator<string> {
+    yield '[';
+    let first = true;
+    for (const kind of snapshot.kinds.values()) {
+      const short = kind.kind.slice(kind.kind.indexOf('/') + 1);
+      if (kinds.length > 0 && !kindMatches(short) && !kindMatches(kind.kind)) continue;
+      for (const r of kind.resources) {
+        if (namespaces.length > 0 && !namespaceMatches(r.namespace)) continue;
+        const object = {
+          kind: r.kind,
+          namespace: r.namespace,
+          name: r.name,
+          version: r.version,
+          labels: r.labels,
+          annotations: r.annotations,
+          spec: decodeBody(r.kind, r.body),
+        };
+        yield `${first ? '\n' : ',\n'}${JSON.stringify(object)}`;
+        first = false;
+      }
     }
+    yield '\n]\n';
   }
-  return out;
+  return new StreamedJson(parts());
 }
 
 function describeSource(s: SourceReport): unknown {

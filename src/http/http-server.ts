@@ -3,9 +3,21 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from '../core/logger.js';
 import { redactSecrets } from '../core/secrets.js';
 import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js';
+import type { Refusal } from './admin-guard.js';
 
-/** A JSON-producing debug page. Returns the body to serialize. */
+/** A JSON-producing debug page. Returns the body to serialize, or a {@link StreamedJson}. */
 export type DebugPage = (url: URL) => unknown;
+
+/**
+ * A page answer written part by part (each a piece of JSON text, in order), yielding to the event
+ * loop between batches and waiting for the client to drain: a large answer never stalls serving.
+ */
+export class StreamedJson {
+  constructor(readonly parts: Iterable<string>) {}
+}
+
+/** Parts written between two turns of the event loop. */
+const STREAM_BATCH = 200;
 
 /** The answer of a POST action: a status and a JSON body. */
 export interface ActionResult {
@@ -39,6 +51,12 @@ export interface HttpServerOptions {
   readonly actions?: readonly PostAction[];
   /** The HTML status page served at `/`. */
   readonly statusPage?: () => string;
+  /** Checks every request first (the admin listener's protections); a refusal is answered as JSON. */
+  readonly guard?: { check(req: IncomingMessage, url: URL): Promise<Refusal | undefined> };
+  /** A request was refused by the guard. */
+  readonly onRefused?: (refusal: Refusal) => void;
+  /** Names the listener in logs (`http`, `admin`). */
+  readonly name?: string;
 }
 
 /**
@@ -69,7 +87,10 @@ export class HttpServer {
       });
     });
     const bound = (this.server.address() as AddressInfo).port;
-    this.options.log.info({ address, port: bound }, 'HTTP server listening');
+    this.options.log.info(
+      { listener: this.options.name ?? 'http', address, port: bound },
+      'HTTP server listening',
+    );
     return bound;
   }
 
@@ -80,6 +101,21 @@ export class HttpServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://meshmux');
+    const refusal = await this.options.guard?.check(req, url);
+    if (refusal !== undefined) {
+      this.options.onRefused?.(refusal);
+      this.options.log.warn(
+        {
+          listener: this.options.name,
+          path: url.pathname,
+          reason: refusal.reason,
+          peer: req.socket.remoteAddress,
+        },
+        'request refused',
+      );
+      sendJson(res, refusal.status, { error: refusal.error });
+      return;
+    }
     if (req.method === 'POST') {
       await this.post(url, req, res);
       return;
@@ -111,7 +147,9 @@ export class HttpServer {
       send(res, 404, 'text/plain', `no page ${url.pathname}\n`);
       return;
     }
-    sendJson(res, 200, page(url));
+    const answer = page(url);
+    if (answer instanceof StreamedJson) await streamJson(res, answer);
+    else sendJson(res, 200, answer);
   }
 
   private async post(url: URL, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -168,6 +206,21 @@ function send(res: ServerResponse, status: number, contentType: string, body: st
   res.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store' });
   // Pages show source settings and errors with text from outside (URLs with credentials).
   res.end(redactSecrets(body));
+}
+
+async function streamJson(res: ServerResponse, answer: StreamedJson): Promise<void> {
+  res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  let batch = 0;
+  for (const part of answer.parts) {
+    if (res.destroyed) return;
+    const flushed = res.write(redactSecrets(part));
+    if (!flushed) await new Promise<void>((resolve) => res.once('drain', resolve));
+    if (++batch === STREAM_BATCH) {
+      batch = 0;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+  res.end();
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {

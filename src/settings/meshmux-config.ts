@@ -3,6 +3,7 @@ import path from 'node:path';
 import { LineCounter, isMap, isNode, isScalar, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
 import { closestWord } from '../core/closest-word.js';
+import { hostOfAddress, isLoopbackHost } from '../core/loopback.js';
 import { MeshmuxError, type ErrorLocation } from '../core/errors.js';
 import { fieldsAt, type SchemaNode } from './json-schema-fields.js';
 import { SourceConfig, withRules } from './source-config.js';
@@ -49,7 +50,21 @@ export const ConfigFile = z.strictObject({
       /** Server-authenticated TLS ADS (istiod 1.26+), mTLS for clients that present certificates. */
       xdsTls: ListenAddress.optional(),
       tls: ServerTls.optional(),
+      /** Read-only, for Prometheus and the kubelet: `/metrics`, `/healthz`, `/ready`; and git webhooks. */
       http: ListenAddress.default('127.0.0.1:15014'),
+      /** The status page, `/debug/*` and the POST endpoints; never exposed beyond loopback without a token. */
+      admin: z
+        .strictObject({
+          address: ListenAddress.default('127.0.0.1:15015'),
+          /** File holding the bearer token every request must carry; required when bound beyond loopback. */
+          tokenFile: z.string().min(1).optional(),
+        })
+        .prefault({})
+        .refine((a) => a.tokenFile !== undefined || isLoopbackHost(hostOfAddress(a.address)), {
+          message:
+            'the admin listener is bound beyond loopback: set tokenFile (a bearer token every request must carry)',
+          path: ['tokenFile'],
+        }),
       /** A response not read by its istiod within this closes the stream with UNAVAILABLE (it reconnects). */
       sendTimeout: Duration.default(30_000),
       /** Distinct views (policy × revision) kept at once; a client needing one more is refused. */

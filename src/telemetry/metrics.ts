@@ -1,3 +1,4 @@
+import type { RefusalReason } from '../http/admin-guard.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { SourceEvent, SourceState } from '../core/source-event.js';
@@ -168,6 +169,12 @@ export class Metrics {
     help: 'ADS streams closed.',
     registers: [this.registry],
   });
+  private readonly adminRefusals = new Counter({
+    name: 'meshmux_admin_requests_refused_total',
+    help: 'Requests to the admin listener refused, by reason (token, host, content-type, origin, identity-claim).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
   private readonly pushes = new Counter({
     name: 'meshmux_pushes_total',
     help: 'Responses written to clients, per kind.',
@@ -312,6 +319,11 @@ export class Metrics {
 
   onDisconnect(): void {
     this.disconnections.inc();
+  }
+
+  /** The admin listener refused a request. */
+  onAdminRefused(reason: RefusalReason): void {
+    this.adminRefusals.inc({ reason });
   }
 
   /** A response went out; `sinceBuildMs` is set when it follows a build made while the client was connected. */

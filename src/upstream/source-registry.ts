@@ -43,6 +43,7 @@ const SOURCE_FACTORIES: {
         tokenUser: c.tokenUser,
       },
       webhookSecret: { file: c.webhook?.secretFile, env: c.webhook?.secretEnv },
+      insecureWebhook: c.webhook?.insecure === true,
       cacheDir: c.cacheDir,
       maxFileBytes: c.maxFileSize,
     }),

@@ -58,7 +58,7 @@ describe('meshmux status and confirm against a running meshmux', () => {
   });
 
   it('lists each istiod with every type SYNCED once it acknowledged the current state', async () => {
-    const admin = meshmux.http;
+    const admin = meshmux.admin;
     let result = await meshmuxCli(['status', '--admin', admin]);
     await until(
       async () => (result = await meshmuxCli(['status', '--admin', admin])).code === 0,
@@ -76,12 +76,12 @@ describe('meshmux status and confirm against a running meshmux', () => {
     for (const name of ['cart', 'shop']) await rm(path.join(dir, 'mesh', `${name}.yaml`));
     await until(
       async () =>
-        / HELD: empty, 2 of 2 deleted/.test((await meshmuxCli(['status', '--admin', meshmux.http])).stdout),
+        / HELD: empty, 2 of 2 deleted/.test((await meshmuxCli(['status', '--admin', meshmux.admin])).stdout),
       45_000,
       'the emptying held',
     );
     assert.equal(client.configs(SE).size, 2, 'nothing deleted while held');
-    const confirmed = await meshmuxCli(['confirm', 'local', '--admin', meshmux.http]);
+    const confirmed = await meshmuxCli(['confirm', 'local', '--admin', meshmux.admin]);
     assert.equal(confirmed.code, 0, confirmed.stderr);
     assert.match(
       confirmed.stdout,
@@ -92,10 +92,10 @@ describe('meshmux status and confirm against a running meshmux', () => {
       20_000,
       () => 'the confirmed emptying served',
     );
-    const again = await meshmuxCli(['confirm', 'local', '--admin', meshmux.http]);
+    const again = await meshmuxCli(['confirm', 'local', '--admin', meshmux.admin]);
     assert.equal(again.code, 1);
     assert.match(again.stderr, /source local holds no update/);
-    const unknown = await meshmuxCli(['confirm', 'nope', '--admin', meshmux.http]);
+    const unknown = await meshmuxCli(['confirm', 'nope', '--admin', meshmux.admin]);
     assert.match(unknown.stderr, /no source named nope/);
   });
 });

@@ -188,7 +188,7 @@ describe('delta ADS served to another tier', () => {
       2,
       'the first state and the NACKed change only: nothing was re-sent',
     );
-    const syncz = (await (await fetch(`${meshmux.http}/debug/syncz`)).json()) as Array<{
+    const syncz = (await (await fetch(`${meshmux.admin}/debug/syncz`)).json()) as Array<{
       protocol: string;
       types: Array<{ typeUrl: string; nacks: number }>;
     }>;

@@ -28,7 +28,7 @@ describe('exact counters on the benchmark fixtures (shape T)', () => {
   let encodedBeforeClients = 0;
 
   const counters = async (): Promise<ServerCounters> => {
-    const response = await fetch(`http://127.0.0.1:${meshmux.httpPort}/debug/counters`);
+    const response = await fetch(`http://127.0.0.1:${meshmux.adminPort}/debug/counters`);
     assert.equal(response.status, 200);
     return (await response.json()) as ServerCounters;
   };

@@ -26,8 +26,8 @@ interface GitStatusPage {
   fileErrors: Record<string, string[]>;
 }
 
-async function gitPage(meshmux: { http: string }): Promise<GitStatusPage[]> {
-  return (await (await fetch(`${meshmux.http}/debug/git`)).json()) as GitStatusPage[];
+async function gitPage(meshmux: { admin: string }): Promise<GitStatusPage[]> {
+  return (await (await fetch(`${meshmux.admin}/debug/git`)).json()) as GitStatusPage[];
 }
 
 function waitForSourceErrors(meshmux: RunningMeshmux, count: number): Promise<unknown> {
@@ -242,7 +242,7 @@ describe('an istiod syncing from a git repository through meshmux', () => {
         page?.fileErrors['egress.yaml']?.[0] ?? '',
         /^egress\.yaml doc 0 line 1 field spec\.resolution/,
       );
-      const sources = (await (await fetch(`${meshmux.http}/debug/sources`)).json()) as Array<{
+      const sources = (await (await fetch(`${meshmux.admin}/debug/sources`)).json()) as Array<{
         errors: string[];
       }>;
       assert.match(sources[0]?.errors[0] ?? '', /egress\.yaml doc 0 line 1/);
@@ -264,7 +264,7 @@ describe('an istiod syncing from a git repository through meshmux', () => {
       'good',
     );
     const meshmux = await startFromYaml(
-      `sources:\n  - name: strict\n    type: git\n    url: ${repo.fileUrl}\n    strict: true\n    interval: 1h\n    cacheDir: cache\n`,
+      `sources:\n  - name: strict\n    type: git\n    url: ${repo.fileUrl}\n    strict: true\n    interval: 1h\n    cacheDir: cache\n    webhook: {insecure: true}\n`,
       root,
     );
     try {
@@ -317,7 +317,7 @@ describe('an istiod syncing from a git repository through meshmux', () => {
     await repo.commitAndPush(files, '5,000 files');
     const startedAt = performance.now();
     const meshmux = await startFromYaml(
-      `sources:\n  - name: large\n    type: git\n    url: ${repo.fileUrl}\n    interval: 1h\n    cacheDir: cache\n`,
+      `sources:\n  - name: large\n    type: git\n    url: ${repo.fileUrl}\n    interval: 1h\n    cacheDir: cache\n    webhook: {insecure: true}\n`,
       root,
     );
     try {

@@ -97,7 +97,7 @@ describe('hostile files in a watched folder', () => {
       'the first bomb refused',
     );
     const { process: counters } = await meshmux.counters();
-    const sources = (await (await fetch(`${meshmux.http}/debug/sources`)).json()) as Array<{
+    const sources = (await (await fetch(`${meshmux.admin}/debug/sources`)).json()) as Array<{
       errors: string[];
     }>;
     const refusals = sources

@@ -7,6 +7,9 @@ import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
 import { firstMatch } from '../support/deadline.js';
 import { DR, SE, VS } from '../support/type-urls.js';
 
+/** A POST the admin listener accepts. */
+const JSON_POST = { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' };
+
 function vs(name: string, namespace: string, host: string, extra = ''): string {
   return `apiVersion: networking.istio.io/v1
 kind: VirtualService
@@ -92,7 +95,7 @@ describe('merging a platform source and a team source', () => {
   it('drops what a source may not write, counts it and lists it on /debug/rejections', async () => {
     assert.ok(!client.configs(VS).has('shop/sneaky'));
     assert.ok(!client.configs(SE).has('team-a/also-pay'));
-    const rejections = (await (await fetch(`${meshmux.http}/debug/rejections`)).json()) as Array<
+    const rejections = (await (await fetch(`${meshmux.admin}/debug/rejections`)).json()) as Array<
       Record<string, string>
     >;
     assert.deepEqual(
@@ -102,7 +105,7 @@ describe('merging a platform source and a team source', () => {
   });
 
   it('reports the object both sources define on /debug/conflicts, resolved by priority', async () => {
-    const conflicts = (await (await fetch(`${meshmux.http}/debug/conflicts`)).json()) as Array<{
+    const conflicts = (await (await fetch(`${meshmux.admin}/debug/conflicts`)).json()) as Array<{
       type: string;
       subject: string;
       resolution: string;
@@ -166,17 +169,17 @@ describe('merging a platform source and a team source', () => {
       10_000,
       () => 'the marker gone',
     );
-    const sources = (await (await fetch(`${meshmux.http}/debug/sources`)).json()) as Array<{
+    const sources = (await (await fetch(`${meshmux.admin}/debug/sources`)).json()) as Array<{
       held?: { reason: string; deletions: number };
     }>;
     assert.equal(sources[1]?.held?.reason, 'mass-delete');
     assert.equal(sources[1]?.held?.deletions, 14);
-    const wrong = await fetch(`${meshmux.http}/debug/sources/platform/confirm`, { method: 'POST' });
+    const wrong = await fetch(`${meshmux.admin}/debug/sources/platform/confirm`, JSON_POST);
     assert.equal(wrong.status, 409, 'platform holds nothing');
-    const unknown = await fetch(`${meshmux.http}/debug/sources/nobody/confirm`, { method: 'POST' });
+    const unknown = await fetch(`${meshmux.admin}/debug/sources/nobody/confirm`, JSON_POST);
     assert.equal(unknown.status, 404, 'no such source');
     assert.ok(client.configs(VS).has('team-a/bulk-13'), 'a refused confirmation applies nothing');
-    const confirm = await fetch(`${meshmux.http}/debug/sources/team-a/confirm`, { method: 'POST' });
+    const confirm = await fetch(`${meshmux.admin}/debug/sources/team-a/confirm`, JSON_POST);
     assert.equal(confirm.status, 200);
     await client.waitFor((c) => !c.configs(VS).has('team-a/bulk-13'), 10_000);
     assert.ok(client.configs(VS).has('team-a/checkout'));

@@ -67,7 +67,7 @@ describe('a client that NACKs what meshmux sends', () => {
 
   const metrics = async (): Promise<string> => (await fetch(`${meshmux.http}/metrics`)).text();
   const synczTypes = async (): Promise<SynczType[]> => {
-    const reports = (await (await fetch(`${meshmux.http}/debug/syncz`)).json()) as Array<{
+    const reports = (await (await fetch(`${meshmux.admin}/debug/syncz`)).json()) as Array<{
       client: { nodeId: string };
       types: SynczType[];
     }>;
@@ -137,7 +137,7 @@ describe('a client that NACKs what meshmux sends', () => {
     assert.equal(vs?.sentVersion, rejected.version_info);
     assert.equal(vs?.ackedVersion, undefined, 'the rejected version does not count as acknowledged');
     assert.equal(vs?.awaitingAck, false, 'the NACK answered the response');
-    const page = await (await fetch(meshmux.http)).text();
+    const page = await (await fetch(meshmux.admin)).text();
     const at = page.indexOf(NODE_ID);
     assert.ok(at >= 0, 'the client has a row on the status page');
     const row = page.slice(at, page.indexOf('</tr>', at));

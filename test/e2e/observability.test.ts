@@ -48,6 +48,7 @@ describe('observing a change from a file edit to two istiods', () => {
   let receiver: OtlpReceiver;
   let meshmux: RunningMeshmux;
   let http: string;
+  let admin: string;
   const clients: IstiodClient[] = [];
   let ackedVs: string[] = [];
   /** Convergence observations of VirtualServices before the edit (the istiods' first sync counts too). */
@@ -67,8 +68,10 @@ describe('observing a change from a file edit to two istiods', () => {
     meshmux = await startMeshmux(parseMeshmuxConfig(yaml, 'test config', dir), {
       xds: '127.0.0.1:0',
       http: '127.0.0.1:0',
+      admin: '127.0.0.1:0',
     });
     http = `http://127.0.0.1:${meshmux.httpPort}`;
+    admin = `http://127.0.0.1:${meshmux.adminPort}`;
     for (const nodeId of [NODE_A, NODE_B]) {
       clients.push(
         new IstiodClient({
@@ -223,7 +226,7 @@ describe('observing a change from a file edit to two istiods', () => {
   });
 
   it('serves a self-refreshing status page of sources, clients and their ACKed versions', async () => {
-    const res = await fetch(`${http}/`);
+    const res = await fetch(`${admin}/`);
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type') ?? '', /^text\/html/);
     const html = await res.text();
@@ -253,7 +256,7 @@ describe('observing a change from a file edit to two istiods', () => {
           '--disable-breakpad',
           `--user-data-dir=${profile}`,
           '--dump-dom',
-          `${http}/`,
+          `${admin}/`,
         ],
         { timeout: 60_000, maxBuffer: 16 * 1024 * 1024 },
       );

@@ -116,7 +116,7 @@ describe('per-istiod policy views', () => {
   });
 
   it('lists what a client would receive at /debug/preview without connecting it', async () => {
-    const url = `${meshmux.http}/debug/preview?node=sidecar~1.2.3.4~x.ns~ns.svc.cluster.local&meta.ISTIO_REVISION=canary`;
+    const url = `${meshmux.admin}/debug/preview?node=sidecar~1.2.3.4~x.ns~ns.svc.cluster.local&meta.ISTIO_REVISION=canary`;
     const preview = (await (await fetch(url)).json()) as {
       policy: string;
       types: Array<{ typeUrl: string; objects: Array<{ name: string }> }>;
@@ -240,7 +240,7 @@ policies:
     clients.push(client);
     await client.waitForSync(10_000);
     assert.deepEqual(names(client, EF), ['istio-system/lua'], 'the peer policy allows EnvoyFilters');
-    const syncz = (await (await fetch(`${meshmux.http}/debug/syncz`)).json()) as Array<{
+    const syncz = (await (await fetch(`${meshmux.admin}/debug/syncz`)).json()) as Array<{
       policy: string;
       client: { sans: string[] };
     }>;

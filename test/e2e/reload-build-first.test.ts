@@ -51,7 +51,7 @@ describe('a reload is built before it is swapped in', () => {
         parseMeshmuxConfig('sources:\n  - {name: x, type: "<b>bold</b>"}\n', 'meshmux.yaml', dir),
       );
       assert.equal(unreadable.applied, false);
-      const page = await (await fetch(`${meshmux.http}/`)).text();
+      const page = await (await fetch(`${meshmux.admin}/`)).text();
       assert.match(page, /configuration not reloaded/);
       assert.match(page, /unknown source type &quot;&lt;b&gt;bold&lt;\/b&gt;&quot;/);
       assert.doesNotMatch(page, /<b>bold<\/b>/);
@@ -65,7 +65,7 @@ describe('a reload is built before it is swapped in', () => {
         10_000,
         () => 'search after the valid reload',
       );
-      assert.doesNotMatch(await (await fetch(`${meshmux.http}/`)).text(), /configuration not reloaded/);
+      assert.doesNotMatch(await (await fetch(`${meshmux.admin}/`)).text(), /configuration not reloaded/);
       assert.equal(client.streamEnds.length, 0);
     } finally {
       client.close();

@@ -141,12 +141,12 @@ describe('no secrets in served config or output', { skip: suiteSkip(zookeeperMis
       '/debug/state',
       '/debug/counters',
     ];
-    const sources = await (await fetch(`${meshmux.http}/debug/sources`)).text();
+    const sources = await (await fetch(`${meshmux.admin}/debug/sources`)).text();
     // The page still names what went wrong, with the credentials hidden.
     assert.match(sources, /bad provider registration/);
     assert.match(sources, /127\.0\.0\.1:9\/mesh\.git/);
     for (const page of pages) {
-      const res = await fetch(`${meshmux.http}${page}`);
+      const res = await fetch(`${meshmux.admin}${page}`);
       assert.equal(res.status, 200, page);
       assert.deepEqual(leaks(await res.text()), [], page);
     }

@@ -130,7 +130,7 @@ describe('an istiod syncing from meshmux over MCP-over-xDS', () => {
       () => 'the marker',
     );
     assert.ok(client.configs('networking.istio.io/v1/Sidecar').has('shop/default'));
-    const sources = (await (await fetch(`${meshmux.http}/debug/sources`)).json()) as Array<{
+    const sources = (await (await fetch(`${meshmux.admin}/debug/sources`)).json()) as Array<{
       errors: string[];
     }>;
     assert.match(
@@ -151,7 +151,7 @@ describe('an istiod syncing from meshmux over MCP-over-xDS', () => {
     const a = connect({ nodeId: 'sidecar~10.0.0.1~test-1.default~default.svc.cluster.local' });
     const b = connect({ nodeId: 'sidecar~10.0.0.1~test-1.default~default.svc.cluster.local' });
     await Promise.all([a.waitForSync(10_000), b.waitForSync(10_000)]);
-    const syncz = (await (await fetch(`${meshmux.http}/debug/syncz`)).json()) as Array<{
+    const syncz = (await (await fetch(`${meshmux.admin}/debug/syncz`)).json()) as Array<{
       client: { nodeId: string };
     }>;
     const same = syncz.filter(
@@ -189,7 +189,7 @@ describe('an istiod syncing from meshmux over MCP-over-xDS', () => {
     assert.equal(ready.status, 200);
     const metrics = await (await fetch(`${meshmux.http}/metrics`)).text();
     assert.match(metrics, /meshmux_served_objects\{kind="networking.istio.io\/VirtualService"\} 1/);
-    const configz = (await (await fetch(`${meshmux.http}/debug/configz`)).json()) as Array<
+    const configz = (await (await fetch(`${meshmux.admin}/debug/configz`)).json()) as Array<
       Record<string, unknown>
     >;
     const vs = configz.find((o) => o['kind'] === 'networking.istio.io/VirtualService');

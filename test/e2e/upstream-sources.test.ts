@@ -162,7 +162,7 @@ describe('an istiod behind meshmux behind an upstream istiod', () => {
         client.configs(VS).has('shop/kept'),
         'onEmpty: keep holds; neither the disconnect nor the empty state deleted',
       );
-      const sources = (await (await fetch(`${meshmux.http}/debug/sources`)).json()) as Array<{
+      const sources = (await (await fetch(`${meshmux.admin}/debug/sources`)).json()) as Array<{
         name: string;
         state: string;
       }>;
@@ -221,7 +221,7 @@ describe('an istiod behind meshmux behind an upstream istiod', () => {
         [SIDECAR],
       );
       assert.ok(client.configs(VS).has('shop/reviews'));
-      const sources = (await (await fetch(`${meshmux.http}/debug/sources`)).json()) as Array<{
+      const sources = (await (await fetch(`${meshmux.admin}/debug/sources`)).json()) as Array<{
         lastError?: string;
       }>;
       assert.match(sources[0]?.lastError ?? '', /undecodable DiscoveryResponse|stream ended|dropped/);

@@ -67,10 +67,10 @@ describe('what clients claim is bounded (meshmux in a child process)', () => {
         );
       }
       assert.match(String(nackLines[0]?.['reason']), /… \(1048320 more characters\)$/);
-      const syncz = await fetch(`${meshmux.http}/debug/syncz`).then((r) => r.text());
+      const syncz = await fetch(`${meshmux.admin}/debug/syncz`).then((r) => r.text());
       assert.ok(syncz.length < 64 * 1024, `/debug/syncz is ${syncz.length} characters`);
       assert.ok(!syncz.includes('p'.repeat(300)), 'the node id is truncated on /debug/syncz');
-      const page = await fetch(`${meshmux.http}/`).then((r) => r.text());
+      const page = await fetch(`${meshmux.admin}/`).then((r) => r.text());
       assert.ok(
         page.includes('p'.repeat(200)) && !page.includes('p'.repeat(300)),
         'the node id is truncated on the status page',

@@ -79,7 +79,7 @@ async function statePage(http: string): Promise<StatePage> {
 async function persisted(meshmux: MeshmuxProcess, source: string, since: number): Promise<void> {
   const deadline = performance.now() + WAIT_MS;
   for (;;) {
-    const page = await statePage(meshmux.http);
+    const page = await statePage(meshmux.admin);
     const written = page.files.find((f) => f.source === source)?.lastWrite;
     if (written !== undefined && Date.parse(written) >= since) return;
     if (performance.now() > deadline)
@@ -152,7 +152,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
       assert.equal(body.sources[0]?.state, 'restored');
       const metrics = await (await fetch(`${run.meshmux.http}/metrics`)).text();
       assert.match(metrics, /meshmux_source_state\{source="mesh",state="restored"\} 1/);
-      const page = await (await fetch(`${run.meshmux.http}/`)).text();
+      const page = await (await fetch(`${run.meshmux.admin}/`)).text();
       assert.match(page, /restored/);
       report('restart while an xds upstream is down', {
         'objects lost': 0,
@@ -255,7 +255,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
         WAIT_MS,
         () => 'the stand-in redialled',
       );
-      const page = await statePage(meshmux.http);
+      const page = await statePage(meshmux.admin);
       assert.match(page.problems.join('\n'), /mesh\.state.*checksum mismatch/);
       const { status, body } = await readiness(meshmux.http);
       assert.equal(status, 503);
@@ -482,7 +482,7 @@ describe('faults: a state folder that is read-only, or full', () => {
         WAIT_MS,
         () => 'a change with a full disk',
       );
-      const page = await statePage(meshmux.http);
+      const page = await statePage(meshmux.admin);
       assert.match(page.files.find((f) => f.source === 'mesh')?.lastError ?? '', /ENOSPC|no space/i);
       report('full state disk', { 'objects lost': 0 });
     } finally {

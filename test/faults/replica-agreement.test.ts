@@ -80,7 +80,7 @@ describe('replicas agree on every byte they serve', { skip: suiteSkip(etcdMissin
         '  - {name: shop, type: file, path: ./shop.yaml}',
         // Polled once an hour: only a webhook brings a new commit in during the test.
         // A mirror of its own, as separate pods have (the default folder is shared by a host's processes).
-        `  - {name: config, type: git, url: '${repo.fileUrl}', interval: 1h, cacheDir: git-${name}}`,
+        `  - {name: config, type: git, url: '${repo.fileUrl}', interval: 1h, cacheDir: git-${name}, webhook: {insecure: true}}`,
         '',
       ].join('\n'),
     );
@@ -148,8 +148,10 @@ describe('replicas agree on every byte they serve', { skip: suiteSkip(etcdMissin
     assert.equal((await served(replicas[1] as MeshmuxProcess)).count, 4, 'held: still served');
 
     const confirmedAt = performance.now();
-    const answer = await fetch(`${(replicas[0] as MeshmuxProcess).http}/debug/sources/shop/confirm`, {
+    const answer = await fetch(`${(replicas[0] as MeshmuxProcess).admin}/debug/sources/shop/confirm`, {
       method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
     });
     assert.equal(answer.status, 200);
     await until(

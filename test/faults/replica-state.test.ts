@@ -33,7 +33,7 @@ interface EtcdStatus {
 }
 
 async function etcdStatus(meshmux: MeshmuxProcess): Promise<EtcdStatus | undefined> {
-  const res = await fetch(`${meshmux.http}/debug/state`, { signal: AbortSignal.timeout(5_000) });
+  const res = await fetch(`${meshmux.admin}/debug/state`, { signal: AbortSignal.timeout(5_000) });
   return ((await res.json()) as { etcd?: EtcdStatus }).etcd;
 }
 
@@ -173,7 +173,7 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
     await onC.waitFor(holds(7), WAIT_MS, () => 'the new replica serves the last good state from etcd');
     const servedMs = performance.now() - c.spawnedAt;
     assert.deepEqual(lost(held, inventory(onC)), []);
-    const sources = (await (await fetch(`${c.http}/debug/sources`)).json()) as Array<{
+    const sources = (await (await fetch(`${c.admin}/debug/sources`)).json()) as Array<{
       name: string;
       state: string;
     }>;

@@ -85,7 +85,7 @@ describe('MergeEngine reports', () => {
     const error = lines.find((l) =>
       String(l['msg']).startsWith('startup budget passed: these sources have neither synced'),
     );
-    assert.deepEqual(Object.keys((error?.['missing'] ?? {})), ['required']);
+    assert.deepEqual(Object.keys(error?.['missing'] ?? {}), ['required']);
     engine.stop();
   });
 

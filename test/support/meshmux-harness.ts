@@ -35,8 +35,17 @@ export async function startFromYaml(
   yaml: string,
   baseDir: string,
   ports: { xds?: string } = {},
-): Promise<RunningMeshmux & { xds: string; http: string }> {
+): Promise<RunningMeshmux & { xds: string; http: string; admin: string }> {
   const config = parseMeshmuxConfig(yaml, 'test config', baseDir);
-  const running = await startMeshmux(config, { xds: ports.xds ?? '127.0.0.1:0', http: '127.0.0.1:0' });
-  return { ...running, xds: `127.0.0.1:${running.xdsPort}`, http: `http://127.0.0.1:${running.httpPort}` };
+  const running = await startMeshmux(config, {
+    xds: ports.xds ?? '127.0.0.1:0',
+    http: '127.0.0.1:0',
+    admin: '127.0.0.1:0',
+  });
+  return {
+    ...running,
+    xds: `127.0.0.1:${running.xdsPort}`,
+    http: `http://127.0.0.1:${running.httpPort}`,
+    admin: `http://127.0.0.1:${running.adminPort}`,
+  };
 }

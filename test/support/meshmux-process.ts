@@ -45,8 +45,10 @@ export class MeshmuxProcess {
   readonly spawnedAt: number;
   /** `127.0.0.1:<port>` of its plaintext ADS listener. */
   xds = '';
-  /** `http://127.0.0.1:<port>` of its HTTP listener. */
+  /** `http://127.0.0.1:<port>` of its HTTP listener (metrics, probes, webhooks). */
   http = '';
+  /** `http://127.0.0.1:<port>` of its admin listener (status page, `/debug/*`, confirmations). */
+  admin = '';
   private stderr = '';
   private waiters: LogWaiter[] = [];
   private readonly exited: Promise<number | null>;
@@ -107,6 +109,8 @@ export class MeshmuxProcess {
         options.xds ?? '127.0.0.1:0',
         '--http',
         '127.0.0.1:0',
+        '--admin',
+        '127.0.0.1:0',
       ],
       {
         cwd: options.cwd,
@@ -124,6 +128,7 @@ export class MeshmuxProcess {
       );
       meshmux.xds = `127.0.0.1:${String(started['xdsPort'])}`;
       meshmux.http = `http://127.0.0.1:${String(started['httpPort'])}`;
+      meshmux.admin = `http://127.0.0.1:${String(started['adminPort'])}`;
       return meshmux;
     } catch (err) {
       await meshmux.kill();
@@ -194,7 +199,7 @@ export class MeshmuxProcess {
 
   /** The HTML of the status page. */
   async statusPage(): Promise<string> {
-    return (await fetch(`${this.http}/`)).text();
+    return (await fetch(`${this.admin}/`)).text();
   }
 
   /** `/debug/counters`: CPU, memory and event-loop delay since the last reset. */
@@ -205,20 +210,24 @@ export class MeshmuxProcess {
       readonly eventLoopDelayMaxMs: number;
     };
   }> {
-    return (await (await fetch(`${this.http}/debug/counters`)).json()) as {
+    return (await (await fetch(`${this.admin}/debug/counters`)).json()) as {
       process: { rssBytes: number; maxRssBytes: number; eventLoopDelayMaxMs: number };
     };
   }
 
   /** Starts a new event-loop delay window. */
   async resetCounters(): Promise<void> {
-    const res = await fetch(`${this.http}/debug/counters/reset`, { method: 'POST' });
+    const res = await fetch(`${this.admin}/debug/counters/reset`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     await res.arrayBuffer();
   }
 
   /** A JSON debug page, e.g. `counters`; rejects after 10 s or on a status other than 200. */
   async debug<T>(page: string): Promise<T> {
-    const response = await fetch(`${this.http}/debug/${page}`, { signal: AbortSignal.timeout(10_000) });
+    const response = await fetch(`${this.admin}/debug/${page}`, { signal: AbortSignal.timeout(10_000) });
     if (response.status !== 200) throw new Error(`/debug/${page} answered ${response.status}`);
     return (await response.json()) as T;
   }

@@ -9,6 +9,7 @@ import { parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
 import { gitAuthFor } from '../../src/upstream/git/git-credentials.js';
 import { GitSource, type GitSourceOptions } from '../../src/upstream/git/git-source.js';
 import { redactUrl } from '../../src/upstream/git/git-url.js';
+import { RecentDeliveries } from '../../src/upstream/git/recent-deliveries.js';
 import {
   handleGitWebhook,
   refMatches,
@@ -529,6 +530,8 @@ describe('the git webhook', () => {
     const source = {
       ref: 'main',
       running: true,
+      insecureWebhook: false,
+      deliveries: new RecentDeliveries(),
       webhookSecret: () => Promise.resolve(secret),
       fetchNow: () => {
         fetches++;
@@ -551,6 +554,45 @@ describe('the git webhook', () => {
     const formHeaders = { ...signed(form), 'content-type': 'application/x-www-form-urlencoded' };
     assert.equal((await handleGitWebhook(source, { headers: formHeaders, body: form })).status, 202);
     assert.equal(fetches, 2);
+  });
+
+  it('refuses unsigned webhooks to a source without a secret unless it says insecure, and fetches once per delivery id', async () => {
+    let fetches = 0;
+    const target = (insecureWebhook: boolean): WebhookTarget => ({
+      ref: 'main',
+      running: true,
+      insecureWebhook,
+      deliveries: new RecentDeliveries(),
+      webhookSecret: () => Promise.resolve(undefined),
+      fetchNow: () => {
+        fetches++;
+        return Promise.resolve();
+      },
+    });
+    const refused = await handleGitWebhook(target(false), { headers: {}, body });
+    assert.equal(refused.status, 401);
+    assert.match(JSON.stringify(refused.body), /webhook\.insecure: true/);
+    assert.equal(fetches, 0);
+    const insecure = target(true);
+    const delivery = { 'x-github-event': 'push', 'x-github-delivery': 'd-1' };
+    assert.equal((await handleGitWebhook(insecure, { headers: delivery, body })).status, 202);
+    const again = await handleGitWebhook(insecure, { headers: delivery, body });
+    assert.equal(again.status, 200);
+    assert.deepEqual((again.body as { duplicate?: boolean }).duplicate, true);
+    const other = { ...delivery, 'x-github-delivery': 'd-2' };
+    assert.equal((await handleGitWebhook(insecure, { headers: other, body })).status, 202);
+    assert.equal(fetches, 2);
+  });
+
+  it('forgets delivery ids after their window and keeps at most its bound', () => {
+    let now = 0;
+    const recent = new RecentDeliveries(1_000, 3, () => now);
+    assert.equal(recent.repeated('a'), false);
+    assert.equal(recent.repeated('a'), true);
+    now = 1_001;
+    assert.equal(recent.repeated('a'), false, 'past the window: a new delivery');
+    for (const id of ['b', 'c', 'd']) recent.repeated(id);
+    assert.equal(recent.repeated('a'), false, 'the oldest went first once over the bound');
   });
 });
 

@@ -23,6 +23,8 @@ const WebhookConfig = z.strictObject({
   secretFile: z.string().min(1).optional(),
   /** Environment variable holding the webhook secret. */
   secretEnv: z.string().min(1).optional(),
+  /** Accept unsigned webhooks (no secret): anyone who can reach the port can make the source fetch. */
+  insecure: z.boolean().optional(),
 });
 
 /** `type: git`: Istio YAML at a branch, tag or commit of a git repository, polled and webhook-triggered. */

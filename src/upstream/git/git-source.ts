@@ -14,6 +14,7 @@ import { readYamlBytes } from '../runtime/yaml-file-reader.js';
 import { nextYamlFileSet, type YamlFileRead } from '../runtime/yaml-file-set.js';
 import type { PushAnswer, PushNotification, UpstreamSource } from '../upstream-source.js';
 import { handleGitWebhook } from './git-webhook.js';
+import { RecentDeliveries } from './recent-deliveries.js';
 import { gitAuthFor, type GitCredentials } from './git-credentials.js';
 import { GitMirror } from './git-mirror.js';
 import type { CommitInfo } from './git-objects.js';
@@ -36,8 +37,10 @@ export interface GitSourceOptions {
   /** Longest a fetch may take. Default 120 s. */
   readonly timeoutMs?: number;
   readonly credentials?: GitCredentials;
-  /** Where the webhook secret comes from; none means unsigned webhooks are accepted. */
+  /** Where the webhook secret comes from; without one, webhooks are refused unless `insecureWebhook`. */
   readonly webhookSecret?: { readonly file?: string | undefined; readonly env?: string | undefined };
+  /** Accept unsigned webhooks when no secret is configured. Default false. */
+  readonly insecureWebhook?: boolean;
   /** Folder of the shared bare repositories; default `<os tmp>/meshmux-git`. */
   readonly cacheDir?: string | undefined;
   /**
@@ -160,6 +163,14 @@ export class GitSource implements UpstreamSource {
   async fetchNow(reason = 'requested'): Promise<void> {
     await Promise.all([...this.runs].map((run) => run.fetchNow(reason)));
   }
+
+  /** Whether unsigned webhooks are accepted (no secret configured, and the source says so). */
+  get insecureWebhook(): boolean {
+    return this.options.insecureWebhook === true;
+  }
+
+  /** Delivery ids of recent webhooks: a redelivery within the window is not fetched again. */
+  readonly deliveries = new RecentDeliveries();
 
   /** The ref this source serves, as configured. */
   get ref(): string {

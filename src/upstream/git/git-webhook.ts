@@ -17,10 +17,17 @@ const PUSH_EVENTS: ReadonlyArray<readonly [header: string, events: readonly stri
   ['x-gogs-event', ['push']],
 ];
 
+/** Headers that carry a forge's delivery id (a redelivery repeats it). */
+const DELIVERY_HEADERS = ['x-github-delivery', 'x-gitlab-event-uuid', 'x-gitea-delivery', 'x-gogs-delivery'];
+
 /** What a webhook needs of a git source. */
 export interface WebhookTarget {
   /** The secret requests must be signed with, read now; undefined when none is configured. */
   webhookSecret(): Promise<string | undefined>;
+  /** Without a secret: whether unsigned requests are accepted all the same. */
+  readonly insecureWebhook: boolean;
+  /** Recent delivery ids: a repeated one is acknowledged without a fetch. */
+  readonly deliveries: { repeated(id: string): boolean };
   /** The configured ref: a push to another one is ignored. */
   readonly ref: string;
   /** Whether it runs (something subscribes); a stopped source cannot fetch. */
@@ -40,8 +47,24 @@ export async function handleGitWebhook(
   } catch {
     return { status: 503, body: { error: 'the webhook secret of this source cannot be read' } };
   }
+  if (secret === undefined && !source.insecureWebhook) {
+    return {
+      status: 401,
+      body: {
+        error:
+          'this source has no webhook secret: set webhook.secretFile (or secretEnv), or webhook.insecure: true to accept unsigned requests',
+      },
+    };
+  }
   if (secret !== undefined && !verifySignature(secret, request)) {
     return { status: 401, body: { error: 'missing or invalid webhook signature' } };
+  }
+  const delivery = DELIVERY_HEADERS.map((h) => headerValue(request.headers, h)).find((v) => v !== undefined);
+  if (delivery !== undefined && source.deliveries.repeated(delivery)) {
+    return {
+      status: 200,
+      body: { fetch: 'skipped', duplicate: true, reason: `delivery ${delivery} was handled already` },
+    };
   }
 
   for (const [header, events] of PUSH_EVENTS) {
