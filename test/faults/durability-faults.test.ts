@@ -418,13 +418,13 @@ describe('faults: a state folder that is read-only, or full', () => {
         () => 'a change after the restart',
       );
       const deadline = performance.now() + WAIT_MS;
-      let page = await statePage(run.meshmux.http);
+      let page = await statePage(run.meshmux.admin);
       while (
         page.files.find((f) => f.source === 'mesh')?.lastError === undefined &&
         performance.now() < deadline
       ) {
         await new Promise((r) => setTimeout(r, 100));
-        page = await statePage(run.meshmux.http);
+        page = await statePage(run.meshmux.admin);
       }
       assert.match(
         page.files.find((f) => f.source === 'mesh')?.lastError ?? '',
