@@ -7,7 +7,7 @@
  * a git webhook received by one makes all of them fetch.
  */
 import assert from 'node:assert/strict';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { stringStruct } from '../support/ads-wire.js';
@@ -15,7 +15,8 @@ import { until } from '../support/deadline.js';
 import { EtcdServer, etcdMissing } from '../support/etcd-server.js';
 import { DEFAULT_NODE_METADATA } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
-import { MeshmuxProcess } from '../support/meshmux-process.js';
+import type { MeshmuxProcess } from '../support/meshmux-process.js';
+import { startReplica } from '../support/meshmux-process.js';
 import { serviceEntry, TestRepo } from '../support/git-fixtures.js';
 import { RawAdsStream } from '../support/raw-ads-stream.js';
 import { suiteSkip } from '../support/required-peer.js';
@@ -68,23 +69,17 @@ describe('replicas agree on every byte they serve', { skip: suiteSkip(etcdMissin
   const replicas: MeshmuxProcess[] = [];
 
   async function replica(name: string): Promise<MeshmuxProcess> {
-    const file = path.join(dir, `${name}.yaml`);
-    await mkdir(path.join(dir, `state-${name}`), { recursive: true });
-    await writeFile(
-      file,
+    const meshmux = await startReplica(
+      dir,
+      name,
+      { endpoint: etcd.endpoint, prefix: '/agree/', leaseTtl: '2s' },
       [
-        'state:',
-        `  dir: state-${name}`,
-        `  etcd: { endpoints: ['${etcd.endpoint}'], prefix: /agree/, leaseTtl: 2s }`,
-        'sources:',
         '  - {name: shop, type: file, path: ./shop.yaml}',
         // Polled once an hour: only a webhook brings a new commit in during the test.
         // A mirror of its own, as separate pods have (the default folder is shared by a host's processes).
         `  - {name: config, type: git, url: '${repo.fileUrl}', interval: 1h, cacheDir: git-${name}, webhook: {insecure: true}}`,
-        '',
-      ].join('\n'),
+      ],
     );
-    const meshmux = await MeshmuxProcess.start(file, { cwd: dir });
     replicas.push(meshmux);
     return meshmux;
   }

@@ -5,8 +5,6 @@
  * state. The istiod stand-ins keep their stores across all of it; the goal is 0 objects lost.
  */
 import assert from 'node:assert/strict';
-import { mkdir, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { SourceRecord } from '../../src/merge/source-record.js';
@@ -18,7 +16,8 @@ import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects
 import { connectIstiod, inventory, lost, report } from '../support/fault-kit.js';
 import type { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
-import { MeshmuxProcess } from '../support/meshmux-process.js';
+import type { MeshmuxProcess } from '../support/meshmux-process.js';
+import { startReplica } from '../support/meshmux-process.js';
 import { suiteSkip } from '../support/required-peer.js';
 import { DR, VS } from '../support/type-urls.js';
 
@@ -60,23 +59,17 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
 
   /** Starts a replica with its own (empty) state folder `state-<name>`. */
   async function replica(name: string): Promise<MeshmuxProcess> {
-    const file = path.join(dir, `${name}.yaml`);
-    await mkdir(path.join(dir, `state-${name}`), { recursive: true });
-    await writeFile(
-      file,
+    const meshmux = await startReplica(
+      dir,
+      name,
+      { endpoint: etcd.endpoint, prefix: '/fleet/', leaseTtl: `${LEASE_MS}ms` },
       [
-        'state:',
-        `  dir: state-${name}`,
-        `  etcd: { endpoints: ['${etcd.endpoint}'], prefix: /fleet/, leaseTtl: ${LEASE_MS}ms }`,
-        'sources:',
         '  - name: mesh',
         '    type: xds',
         `    address: ${upstream.address}`,
         '    kinds: [VirtualService, DestinationRule]',
-        '',
-      ].join('\n'),
+      ],
     );
-    const meshmux = await MeshmuxProcess.start(file, { cwd: dir });
     running.push(meshmux);
     return meshmux;
   }

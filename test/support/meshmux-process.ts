@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
 
@@ -263,4 +264,31 @@ export class MeshmuxProcess {
     if (this.alive) this.child.kill(signal);
     await this.exited;
   }
+}
+
+/**
+ * Starts one replica of a fleet sharing state through etcd: its configuration is written to
+ * `<dir>/<name>.yaml` with its own state folder `state-<name>`, the etcd endpoint and prefix, a
+ * writer lease of `leaseTtl`, and the `sources` YAML lines given (indented as list items).
+ */
+export async function startReplica(
+  dir: string,
+  name: string,
+  etcd: { readonly endpoint: string; readonly prefix: string; readonly leaseTtl: string },
+  sources: readonly string[],
+): Promise<MeshmuxProcess> {
+  const file = path.join(dir, `${name}.yaml`);
+  await mkdir(path.join(dir, `state-${name}`), { recursive: true });
+  await writeFile(
+    file,
+    [
+      'state:',
+      `  dir: state-${name}`,
+      `  etcd: { endpoints: ['${etcd.endpoint}'], prefix: ${etcd.prefix}, leaseTtl: ${etcd.leaseTtl} }`,
+      'sources:',
+      ...sources,
+      '',
+    ].join('\n'),
+  );
+  return MeshmuxProcess.start(file, { cwd: dir });
 }
