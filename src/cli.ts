@@ -3,7 +3,7 @@ import { readFileSync, watch } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { filter, firstValueFrom } from 'rxjs';
+import { filter, firstValueFrom, of, timeout } from 'rxjs';
 import { startMeshmux } from './app.js';
 import { MeshmuxError } from './core/errors.js';
 import { componentLogger, LOG_LEVELS, type LogLevel, sendLogsToStderr, setLogLevel } from './core/logger.js';
@@ -11,6 +11,7 @@ import { PACKAGE_ROOT } from './core/paths.js';
 import { configJsonSchema, configProblems, loadMeshmuxConfig } from './settings/meshmux-config.js';
 import { ByteSize } from './settings/sources/common.js';
 import { readRepositoryHead } from './upstream/git/git-objects.js';
+import { createSource } from './upstream/source-registry.js';
 import { DEFAULT_REPO_PATHS, repoPathMatcher } from './upstream/git/repo-path-matcher.js';
 import { MESHMUX_VERSION } from './core/version.js';
 import { DEFAULT_MAX_FILE_BYTES } from './upstream/runtime/input-limits.js';
@@ -200,6 +201,44 @@ async function validate(
   }
   console.log(`${objects} valid object(s), ${errors} error(s)`);
   return errors;
+}
+
+/**
+ * `validate --source NAME`: the source of the configuration read once exactly as `serve` reads it
+ * (its own factory: a git source's URL, ref and paths, a file source's folder and globs, its size
+ * caps), until its first complete state or its first failure. Returns the number of errors.
+ */
+async function validateSource(name: string, file: string | undefined): Promise<number> {
+  const location = configLocation(file);
+  const config = loadMeshmuxConfig(location.file, location.baseDir);
+  const sourceConfig = config.sources.find((s) => s.name === name);
+  if (sourceConfig === undefined) {
+    console.error(
+      `${location.file}: no source named ${name} (sources: ${config.sources.map((s) => s.name).join(', ')})`,
+    );
+    return 1;
+  }
+  const source = createSource(sourceConfig);
+  const first = await firstValueFrom(
+    source.events$.pipe(
+      filter((e) => e.type === 'snapshot' || e.state === 'failing' || e.state === 'stale'),
+      timeout({ first: 120_000, with: () => of(undefined) }),
+    ),
+  );
+  if (first === undefined) {
+    console.error(`${name}: no answer from its upstream within 120 s`);
+    return 1;
+  }
+  if (first.type === 'status') {
+    console.error(`error: ${name}: ${first.error?.describe() ?? first.state}`);
+    return 1;
+  }
+  for (const w of first.warnings) console.error(`warning: ${w.describe()}`);
+  for (const e of first.errors) console.error(`error: ${e.describe()}`);
+  console.log(
+    `${name} (${sourceConfig.type}, revision ${first.revision || 'none'}): ${first.resources.length} valid object(s), ${first.errors.length} error(s)`,
+  );
+  return first.errors.length;
 }
 
 /** `--max-file-size`: a size as the configuration writes it (`maxFileSize`). */
@@ -405,8 +444,15 @@ program
 
 program
   .command('validate')
-  .description('read YAML files or folders as serve does; print every problem; exit 1 on any error')
-  .argument('<paths...>', 'files, folders, or git repositories (read at HEAD)')
+  .description(
+    'read YAML files or folders, or one configured source (--config F --source NAME), as serve does; print every problem; exit 1 on any error',
+  )
+  .argument('[paths...]', 'files, folders, or git repositories (read at HEAD)')
+  .option('-c, --config <file>', 'with --source: the configuration naming the source')
+  .option(
+    '-s, --source <name>',
+    "read this source of the configuration as serve would (a git source's ref and paths too)",
+  )
   .option('-n, --namespace <ns>', 'namespace of documents without one', 'default')
   .option(
     '--max-file-size <size>',
@@ -414,10 +460,22 @@ program
     parseMaxFileSize,
     DEFAULT_MAX_FILE_BYTES,
   )
-  .action(async (paths: string[], options: { namespace: string; maxFileSize: number }) => {
-    const errors = await validate(paths, options);
-    process.exitCode = errors > 0 ? 1 : 0;
-  });
+  .action(
+    async (
+      paths: string[],
+      options: { namespace: string; maxFileSize: number; config?: string; source?: string },
+    ) => {
+      if (options.source !== undefined) {
+        if (paths.length > 0) throw new InvalidArgumentError('give either paths or --source, not both');
+        process.exitCode = (await validateSource(options.source, options.config)) > 0 ? 1 : 0;
+        return;
+      }
+      if (paths.length === 0)
+        throw new InvalidArgumentError('give paths to read, or --config F --source NAME');
+      const errors = await validate(paths, options);
+      process.exitCode = errors > 0 ? 1 : 0;
+    },
+  );
 
 program
   .command('check-config')
