@@ -272,7 +272,11 @@ export async function startMeshmux(
     log: componentLogger('http'),
     guard: new AdminGuard({ host: hostOfAddress(adminAddress), tokenFile: config.server.admin.tokenFile }),
     onRefused: (refusal) => metrics.onAdminRefused(refusal.reason),
-    statusPage: () => renderStatusPage(engine.current(), ads.reports(), { reloadFailure: reloads.failure() }),
+    statusPage: () =>
+      renderStatusPage(engine.current(), ads.reports(), {
+        reloadFailure: reloads.failure(),
+        configLoadedAt: reloads.loadedAt,
+      }),
     metrics: metricsPage,
     debugPages: debugPages(sources),
     actions: debugActions(sources),

@@ -1,6 +1,9 @@
 import type { ConfigSnapshot, Conflict, Rejection, SourceReport } from '../merge/config-snapshot.js';
 import type { ReloadFailure } from '../telemetry/config-reloads.js';
 
+/** Where an istiod stands on a type (as `meshmux status` and `/debug/syncz` say). */
+export type ClientTypeSync = 'SYNCED' | 'STALE' | 'NACKED' | 'NOT SENT';
+
 /** One client's state as the status page shows it (structurally an ADS `StreamReport`). */
 export interface StatusClient {
   readonly client: { readonly streamId: number; readonly peer: string; readonly nodeId: string };
@@ -8,12 +11,15 @@ export interface StatusClient {
   readonly policy?: string;
   readonly view: string;
   readonly connectedAt: string;
+  /** `sotw` (istiod) or `delta` (another meshmux). */
+  readonly protocol?: string;
   readonly types: ReadonlyArray<{
     readonly typeUrl: string;
     readonly sentVersion?: string;
     readonly ackedVersion?: string;
     readonly awaitingAck: boolean;
     readonly nacks: number;
+    readonly sync: ClientTypeSync;
   }>;
 }
 
@@ -26,6 +32,39 @@ export interface StatusPageOptions {
   readonly now?: Date;
   /** A configuration reload that was refused (the running configuration stayed): shown as a banner on top. */
   readonly reloadFailure?: ReloadFailure | undefined;
+  /** When the running configuration was loaded. */
+  readonly configLoadedAt?: Date;
+  /** A dashboard to link to (e.g. Grafana's meshmux dashboard). */
+  readonly dashboardUrl?: string | undefined;
+}
+
+/** The pages an operator may want next, linked from the top of the page. */
+const LINKS: ReadonlyArray<readonly [string, string]> = [
+  ['/debug/sources', 'sources'],
+  ['/debug/syncz', 'syncz'],
+  ['/debug/configz', 'configz'],
+  ['/debug/conflicts', 'conflicts'],
+  ['/debug/rejections', 'rejections'],
+  ['/debug/state', 'state'],
+  ['/debug/counters', 'counters'],
+  ['/debug/git', 'git'],
+  ['/metrics', 'metrics'],
+];
+
+/** How bad each state is, for an istiod's overall state and for sorting. */
+const SYNC_RANK: Readonly<Record<ClientTypeSync, number>> = { SYNCED: 0, 'NOT SENT': 1, STALE: 2, NACKED: 3 };
+const SYNC_CLASS: Readonly<Record<ClientTypeSync, string>> = {
+  SYNCED: 'b-ok',
+  'NOT SENT': 'b-none',
+  STALE: 'b-warn',
+  NACKED: 'b-bad',
+};
+
+/** An istiod's overall state: the worst of its types (one without types is NOT SENT). */
+function overall(c: StatusClient): ClientTypeSync {
+  let worst: ClientTypeSync = c.types.length === 0 ? 'NOT SENT' : 'SYNCED';
+  for (const t of c.types) if (SYNC_RANK[t.sync] > SYNC_RANK[worst]) worst = t.sync;
+  return worst;
 }
 
 const STATE_CLASS: Readonly<Record<SourceReport['state'], string>> = {
@@ -69,14 +108,23 @@ th{background:#f3f3f3}code{font-size:.95em}
 .ok{color:#176c2e;font-weight:600}.warn{color:#9a6700;font-weight:600}.bad{color:#b3261e;font-weight:600}
 .muted{color:#666}
 .banner{border:2px solid #b3261e;background:#fdecea;padding:.6em .9em;margin:.8em 0}
+nav{margin:.3em 0 .8em}
+#fleet{font-size:1.15em;margin:.6em 0}
+.badge{display:inline-block;padding:.05em .5em;border-radius:.3em;font-weight:600;font-size:.9em;color:#fff}
+.b-ok{background:#1e7e34}.b-warn{background:#b26a00}.b-bad{background:#c62828}.b-none{background:#8a8a8a}
+#clients td.t{text-align:center}
+details summary{cursor:pointer;color:#555}
 </style>
 </head>
 <body>
 <h1>meshmux</h1>
-${reloadBanner(options.reloadFailure)}<p id="summary">${snapshot.ready ? '<span class="ok">ready</span>' : `<span class="warn">waiting for ${esc(snapshot.waitingFor.join(', '))}</span>`}
+${reloadBanner(options.reloadFailure)}<nav id="links">${LINKS.map(([href, label]) => `<a href="${href}">${label}</a>`).join(' · ')}${options.dashboardUrl === undefined ? '' : ` · <a href="${esc(options.dashboardUrl)}">dashboard</a>`}</nav>
+${fleetSummary(clients)}
+<p id="summary">${snapshot.ready ? '<span class="ok">ready</span>' : `<span class="warn">waiting for ${esc(snapshot.waitingFor.join(', '))}</span>`}
 · snapshot <code>${esc(snapshot.version)}</code> (generation ${snapshot.generation})
 · ${objects} object(s) in ${snapshot.kinds.size} kind(s)
 · ${clients.length} client(s)
+· configuration ${options.reloadFailure === undefined ? '<span class="ok">loaded</span>' : '<span class="bad">reload refused</span>'}${options.configLoadedAt === undefined ? '' : ` (running since ${esc(options.configLoadedAt.toISOString())})`}
 · <span class="muted">as of ${esc(now.toISOString())}, reloads every ${refresh} s</span></p>
 ${sourcesTable(snapshot.sources)}
 ${clientsTable(clients)}
@@ -109,7 +157,15 @@ function sourcesTable(sources: readonly SourceReport[]): string {
         .join(', '),
     )}</td>
 <td>${s.errors.length}</td><td>${s.rejections.length}</td>
-<td>${s.held === undefined ? '' : `<span class="bad">${esc(s.held.reason)}: ${s.held.deletions} of ${s.held.total} deletion(s) held</span>`}
+<td>${s.held === undefined ? '' : `<span class="bad">${esc(s.held.reason)}: ${s.held.deletions} of ${s.held.total} deletion(s) held</span> — to apply it: <code>meshmux confirm ${esc(s.name)}</code>`}
+${
+  s.warnings.length === 0
+    ? ''
+    : `<span class="warn">${s.warnings.length} warning(s)</span>: ${s.warnings
+        .slice(0, 3)
+        .map((w) => esc(w.describe()))
+        .join('; ')}`
+}
 ${s.lastError === undefined ? '' : `<span class="bad">${esc(s.lastError.describe())}</span>`}</td></tr>`,
   );
   return `<h2>Sources</h2>
@@ -119,30 +175,79 @@ ${rows.join('\n')}
 </tbody></table>`;
 }
 
+/** "N istiods: X in sync, Y behind, Z NACKing", each count a coloured badge. */
+function fleetSummary(clients: readonly StatusClient[]): string {
+  const counts: Record<ClientTypeSync, number> = { SYNCED: 0, STALE: 0, NACKED: 0, 'NOT SENT': 0 };
+  for (const c of clients) counts[overall(c)]++;
+  return `<p id="fleet">${clients.length} istiod(s): <span class="badge b-ok" id="fleet-synced">${counts.SYNCED} in sync</span>
+<span class="badge b-warn" id="fleet-behind">${counts.STALE + counts['NOT SENT']} behind</span>
+<span class="badge b-bad" id="fleet-nacking">${counts.NACKED} NACKing</span></p>`;
+}
+
 function clientsTable(clients: readonly StatusClient[]): string {
-  if (clients.length === 0) return '<h2>Clients</h2>\n<p id="clients" class="muted">no istiod connected</p>';
-  const rows = clients.map((c) => {
-    const types = [...c.types].sort((a, b) => (a.typeUrl < b.typeUrl ? -1 : 1));
-    const acked = types
-      .map((t) => {
-        const state = t.awaitingAck
-          ? '<span class="warn">awaiting ACK</span>'
-          : t.ackedVersion === undefined
-            ? '<span class="muted">not ACKed</span>'
-            : `<code>${esc(t.ackedVersion)}</code>`;
-        const nacks = t.nacks > 0 ? ` <span class="bad">${t.nacks} NACK(s)</span>` : '';
-        return `${esc(t.typeUrl)}: ${state}${nacks}`;
-      })
+  if (clients.length === 0) return '<h2>Istiods</h2>\n<p id="clients" class="muted">no istiod connected</p>';
+  const typeUrls = [...new Set(clients.flatMap((c) => c.types.map((t) => t.typeUrl)))].sort();
+  // Worst first: the istiods that need a look are at the top.
+  const sorted = [...clients].sort(
+    (a, b) => SYNC_RANK[overall(b)] - SYNC_RANK[overall(a)] || (a.client.nodeId < b.client.nodeId ? -1 : 1),
+  );
+  const rows = sorted.map((c) => {
+    const state = overall(c);
+    const byType = new Map(c.types.map((t) => [t.typeUrl, t]));
+    const cells = typeUrls.map((u) => {
+      const t = byType.get(u);
+      if (t === undefined) return '<td class="t muted">–</td>';
+      const nacks = t.nacks > 0 ? ` title="${t.nacks} NACK(s)"` : '';
+      return `<td class="t"><span class="badge ${SYNC_CLASS[t.sync]}"${nacks}>${t.sync}</span></td>`;
+    });
+    const versions = c.types
+      .map(
+        (t) =>
+          `${esc(t.typeUrl)}: sent <code>${esc(t.sentVersion ?? '-')}</code>, ACKed <code>${esc(t.ackedVersion ?? '-')}</code>${t.nacks > 0 ? `, ${t.nacks} NACK(s)` : ''}`,
+      )
       .join('<br>');
-    return `<tr data-stream="${c.client.streamId}"><td>${esc(c.client.nodeId === '' ? '(unidentified)' : c.client.nodeId)}</td><td>${esc(c.client.peer)}</td>
-<td>${esc(c.policy ?? '')}</td><td><code>${esc(c.view)}</code></td><td>${esc(c.connectedAt)}</td><td>${acked}</td></tr>`;
+    const node = c.client.nodeId === '' ? '(unidentified)' : c.client.nodeId;
+    return `<tr data-stream="${c.client.streamId}" data-state="${state}" data-node="${esc(node)}"><td>${esc(node)}
+<details><summary>details</summary>peer ${esc(c.client.peer)} · ${esc(c.protocol ?? 'sotw')} · view <code>${esc(c.view)}</code> · connected ${esc(c.connectedAt)}<br>${versions}</details></td>
+<td>${esc(c.policy ?? '')}</td><td class="t"><span class="badge ${SYNC_CLASS[state]}">${state}</span></td>${cells.join('')}</tr>`;
   });
-  return `<h2>Clients</h2>
-<table id="clients"><thead><tr><th>node</th><th>peer</th><th>policy</th><th>view</th><th>connected</th><th>ACKed versions</th></tr></thead>
+  const head = typeUrls.map((u) => `<th title="${esc(u)}">${esc(shortKind(u))}</th>`).join('');
+  return `<h2>Istiods</h2>
+<p><input id="filter" type="search" placeholder="filter by node or policy" size="40">
+<select id="state-filter"><option value="">every state</option><option>NACKED</option><option>STALE</option><option>NOT SENT</option><option>SYNCED</option></select>
+<span class="muted">click a column to sort</span></p>
+<table id="clients"><thead><tr><th>istiod</th><th>policy</th><th>state</th>${head}</tr></thead>
 <tbody>
 ${rows.join('\n')}
-</tbody></table>`;
+</tbody></table>
+<script>${CLIENTS_SCRIPT}</script>`;
 }
+
+/** Filtering and sorting of the istiods table, inline: the page loads nothing from elsewhere. */
+const CLIENTS_SCRIPT = `(() => {
+  const table = document.getElementById('clients');
+  const text = document.getElementById('filter');
+  const state = document.getElementById('state-filter');
+  const apply = () => {
+    const q = text.value.toLowerCase();
+    for (const row of table.tBodies[0].rows) {
+      const shown = row.textContent.toLowerCase().includes(q) && (state.value === '' || row.dataset.state === state.value);
+      row.hidden = !shown;
+    }
+  };
+  text.addEventListener('input', apply);
+  state.addEventListener('change', apply);
+  table.tHead.addEventListener('click', (e) => {
+    const th = e.target.closest('th');
+    if (!th) return;
+    const col = th.cellIndex;
+    const rows = [...table.tBodies[0].rows];
+    const dir = th.dataset.dir === 'asc' ? -1 : 1;
+    th.dataset.dir = dir === 1 ? 'asc' : 'desc';
+    rows.sort((a, b) => dir * a.cells[col].textContent.localeCompare(b.cells[col].textContent));
+    for (const r of rows) table.tBodies[0].appendChild(r);
+  });
+})();`;
 
 function conflictsTable(conflicts: readonly Conflict[], maxRows: number): string {
   if (conflicts.length === 0) return '<h2>Conflicts</h2>\n<p id="conflicts" class="muted">none</p>';

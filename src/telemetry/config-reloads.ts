@@ -42,6 +42,11 @@ export class ConfigReloads {
     this.lastErrors = [...problems];
   }
 
+  /** When the running configuration was loaded (at start or by the last successful reload). */
+  get loadedAt(): Date {
+    return this.lastSuccess;
+  }
+
   /** Whether the last attempt succeeded. */
   get successful(): boolean {
     return this.lastErrors === undefined;

@@ -140,11 +140,10 @@ describe('a client that NACKs what meshmux sends', () => {
     const page = await (await fetch(meshmux.admin)).text();
     const at = page.indexOf(NODE_ID);
     assert.ok(at >= 0, 'the client has a row on the status page');
-    const row = page.slice(at, page.indexOf('</tr>', at));
-    assert.match(
-      row,
-      /VirtualService: <span class="muted">not ACKed<\/span> <span class="bad">1 NACK\(s\)<\/span>/,
-    );
+    const row = page.slice(page.lastIndexOf('<tr', at), page.indexOf('</tr>', at));
+    assert.match(row, /data-state="NACKED"/, 'the istiod is NACKED overall');
+    assert.match(row, /<span class="badge b-bad" title="1 NACK\(s\)">NACKED<\/span>/);
+    assert.match(row, /VirtualService: sent <code>[^<]+<\/code>, ACKed <code>-<\/code>, 1 NACK\(s\)/);
   });
 
   it('does not send the rejected version again: a later change of another type arrives alone', async () => {

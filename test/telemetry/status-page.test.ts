@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { MeshmuxError } from '../../src/core/errors.js';
 import { esc, renderStatusPage, type StatusClient } from '../../src/http/status-page.js';
+import { firstMatch } from '../support/deadline.js';
 import { startRig, state, VS_URL, type Rig } from '../support/telemetry-rig.js';
 
 const HOSTILE = '<script>alert("x")</script>';
@@ -29,8 +30,22 @@ describe('the status page', () => {
         view: 'east@abc|rev=',
         connectedAt: '2026-01-01T00:00:00.000Z',
         types: [
-          { typeUrl: VS_URL, sentVersion: 'v9', ackedVersion: 'v8', awaitingAck: true, nacks: 0 },
-          { typeUrl: 'networking.istio.io/v1/Gateway', ackedVersion: 'g1', awaitingAck: false, nacks: 2 },
+          {
+            typeUrl: VS_URL,
+            sentVersion: 'v9',
+            ackedVersion: 'v8',
+            awaitingAck: true,
+            nacks: 0,
+            sync: 'STALE',
+          },
+          {
+            typeUrl: 'networking.istio.io/v1/Gateway',
+            sentVersion: 'g2',
+            ackedVersion: 'g1',
+            awaitingAck: false,
+            nacks: 2,
+            sync: 'NACKED',
+          },
         ],
       },
     ];
@@ -49,14 +64,40 @@ describe('the status page', () => {
     const gitRow = html.split('<tr data-source="git">')[1]?.split('</tr>')[0] ?? '';
     assert.match(gitRow, /synced/);
     assert.doesNotMatch(gitRow, /not answered yet/);
-    assert.match(html, /<td>east<\/td><td><code>east@abc\|rev=<\/code><\/td>/);
-    assert.match(html, /networking\.istio\.io\/v1\/Gateway: <code>g1<\/code> <span class="bad">2 NACK\(s\)/);
-    assert.match(html, /VirtualService: <span class="warn">awaiting ACK/);
+    // One row per istiod: its worst state, then one badge per type; versions only in its details.
+    assert.match(
+      html,
+      /<tr data-stream="3" data-state="NACKED"[\s\S]*?<td>east<\/td><td class="t"><span class="badge b-bad">NACKED</,
+    );
+    assert.match(
+      html,
+      /<th title="networking\.istio\.io\/v1\/Gateway">Gateway<\/th><th title="[^"]*VirtualService">VirtualService<\/th>/,
+    );
+    assert.match(
+      html,
+      /<span class="badge b-bad" title="2 NACK\(s\)">NACKED<\/span><\/td><td class="t"><span class="badge b-warn">STALE/,
+    );
+    assert.match(
+      html,
+      /<details>[\s\S]*?view <code>east@abc\|rev=<\/code>[\s\S]*?Gateway: sent <code>g2<\/code>, ACKed <code>g1<\/code>, 2 NACK\(s\)/,
+    );
+    assert.match(
+      html,
+      /1 istiod\(s\): <span class="badge b-ok" id="fleet-synced">0 in sync[\s\S]*?0 behind[\s\S]*?1 NACKing/,
+    );
+    for (const page of ['/debug/syncz', '/debug/configz', '/debug/sources', '/metrics']) {
+      assert.ok(html.includes(`<a href="${page}">`), `links to ${page}`);
+    }
     assert.match(
       html,
       /<td>git<\/td><td>invalid<\/td><td colspan="2">routes\.yaml: bad field &lt;script&gt;/,
     );
-    assert.ok(!html.includes('<script>'), 'nothing from sources or clients is markup');
+    assert.equal(
+      html.split('<script>').length,
+      2,
+      "the page's own script is the only one: nothing from sources or clients is markup",
+    );
+    assert.ok(!/<script>[^<]*alert/.test(html));
     assert.match(html, /&lt;script&gt;alert\(&quot;x&quot;\)&lt;\/script&gt;/);
   });
 
@@ -75,5 +116,34 @@ describe('the status page', () => {
       esc(`<a href="x" title='y'>&</a>`),
       '&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;&lt;/a&gt;',
     );
+  });
+});
+
+describe('the status page for a fleet', () => {
+  const rigs: Rig[] = [];
+  after(() => rigs.forEach((r) => r.stop()));
+
+  it('shows the exact confirm command for a held update and the configuration reload outcome', async () => {
+    const rig = startRig(['git']);
+    rigs.push(rig);
+    await rig.send('git', state(['a', 'b']));
+    rig.sources.get('git')?.next(state([]));
+    // The hold comes after the source's settle window.
+    const snapshot = await firstMatch(
+      rig.engine.snapshots$,
+      (x) => x.sources[0]?.held !== undefined,
+      10_000,
+      'the empty state held',
+    );
+    const held = renderStatusPage(snapshot, [], { configLoadedAt: new Date('2026-11-24T10:00:00Z') });
+    assert.match(held, /to apply it: <code>meshmux confirm git<\/code>/);
+    assert.match(
+      held,
+      /configuration <span class="ok">loaded<\/span> \(running since 2026-11-24T10:00:00\.000Z\)/,
+    );
+    const refused = renderStatusPage(snapshot, [], {
+      reloadFailure: { errors: ['meshmux.yaml:3: bad'], at: new Date(), runningSince: new Date() },
+    });
+    assert.match(refused, /configuration <span class="bad">reload refused<\/span>/);
   });
 });
