@@ -27,6 +27,12 @@ export class Provenance {
     ConfigResource,
     { readonly out: ConfigResource; readonly epoch: number }
   >();
+  /**
+   * Creation times another replica serves objects under, by `kind|namespace/name` (its latest
+   * record of this source): an object this replica reads only after that record arrived takes
+   * its time from here. Replaced whole by each record, so it is as large as the source.
+   */
+  private shared = new Map<string, Timestamp>();
   /** Bumped by every adopted creation time: what `byInput` remembers from before is built again. */
   private epoch = 0;
 
@@ -50,6 +56,7 @@ export class Provenance {
    */
   adopt(kind: string, key: string, time: Timestamp): ConfigResource | undefined {
     const id = `${kind}|${key}`;
+    this.shared.set(id, time);
     const held = this.byName.get(id);
     if (held === undefined || held.out.origin.createTimeStamped !== true) return undefined;
     if (held.out.createTime.seconds === time.seconds && held.out.createTime.nanos === time.nanos)
@@ -58,6 +65,11 @@ export class Provenance {
     this.byName.set(id, { ...held, out });
     this.epoch++;
     return out;
+  }
+
+  /** Forgets the times of the last record adopted, before the next one is adopted. */
+  clearShared(): void {
+    this.shared = new Map();
   }
 
   /** `r` (as the source sent it) with the creation time it is served under, for the persisted record. */
@@ -88,7 +100,9 @@ export class Provenance {
     const cached = this.byName.get(id);
     // A creation time meshmux stamped itself yields to the one already held for the object.
     const createTime =
-      r.origin.createTimeStamped === true && cached !== undefined ? cached.out.createTime : r.createTime;
+      r.origin.createTimeStamped === true
+        ? (cached?.out.createTime ?? this.shared.get(id) ?? r.createTime)
+        : r.createTime;
     if (
       cached !== undefined &&
       cached.version === r.version &&

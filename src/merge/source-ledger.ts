@@ -342,10 +342,12 @@ export class SourceLedger {
    */
   adoptCreateTimes(record: SourceRecord): KindChange[] {
     const upsertsByKind = new Map<string, Map<string, ConfigResource>>();
+    this.provenance.clearShared();
     for (const r of record.resources) {
       const key = keyOf(r);
-      if (!this.stateOf(r.kind).has(key)) continue;
+      // Remembered also for objects this replica has not read yet: it may read them later.
       const out = this.provenance.adopt(r.kind, key, r.createTime);
+      if (!this.stateOf(r.kind).has(key)) continue;
       if (out === undefined) continue;
       let upserts = upsertsByKind.get(r.kind);
       if (upserts === undefined) upsertsByKind.set(r.kind, (upserts = new Map<string, ConfigResource>()));

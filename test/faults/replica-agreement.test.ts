@@ -90,9 +90,10 @@ describe('replicas agree on every byte they serve', { skip: suiteSkip(etcdMissin
     await until(
       async () => {
         last = await Promise.all(replicas.map((m) => served(m)));
-        return last.every(
+        const ok = last.every(
           (s) => s.count === count && s.bytes === last[0]?.bytes && s.version === last[0]?.version,
         );
+        return ok;
       },
       WAIT_MS,
       what,

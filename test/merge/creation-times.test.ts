@@ -122,4 +122,15 @@ describe('creation times meshmux stamped', () => {
     assert.deepEqual(recorded?.createTime, { seconds: 1_000, nanos: 0 });
     assert.equal(recorded?.origin.createTimeStamped, true);
   });
+
+  it("takes another replica's time for an object it reads only after that replica's record arrived", () => {
+    const writer = ledger();
+    writer.apply(state(object('reviews', 1_000, true), object('late', 1_000, true)), new Date(1_000));
+    const follower = ledger();
+    follower.apply(state(object('reviews', 1_500, true)), new Date(1_500));
+    follower.adoptCreateTimes(writer.record(new Date(2_000)));
+    // The follower's own read of the new object comes after the writer's record.
+    follower.apply(state(object('reviews', 1_500, true), object('late', 2_500, true)), new Date(2_500));
+    assert.deepEqual(timeOf(follower, 'late'), { seconds: 1_000, nanos: 0 });
+  });
 });
