@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { FileSourceConfig } from './sources/file.js';
 import { GitSourceConfig } from './sources/git.js';
+import { KubernetesSourceConfig } from './sources/kubernetes.js';
 import { ZookeeperSourceConfig } from './sources/zookeeper.js';
 import { McpSinkSourceConfig } from './sources/mcp-sink.js';
 import { McpSourceConfig } from './sources/mcp.js';
@@ -11,6 +12,7 @@ const SCHEMAS = [
   FileSourceConfig,
   GitSourceConfig,
   ZookeeperSourceConfig,
+  KubernetesSourceConfig,
   XdsSourceConfig,
   McpSourceConfig,
   McpSinkSourceConfig,

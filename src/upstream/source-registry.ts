@@ -6,6 +6,7 @@
 import type { SourceConfig } from '../settings/source-config.js';
 import { FileSource } from './file/file-source.js';
 import { GitSource } from './git/git-source.js';
+import { KubernetesSource } from './kubernetes/kubernetes-source.js';
 import { McpSinkSource } from './mcp/mcp-sink-source.js';
 import { McpSource } from './mcp/mcp-source.js';
 import type { UpstreamSource } from './upstream-source.js';
@@ -61,6 +62,16 @@ const SOURCE_FACTORIES: {
       ...(c.applications === undefined ? {} : { applications: c.applications }),
       ...(c.labelParameters === undefined ? {} : { labelParameters: c.labelParameters }),
       debounceMs: c.debounce,
+    }),
+  kubernetes: (c) =>
+    new KubernetesSource({
+      name: c.name,
+      defaultNamespace: c.namespace,
+      ...(c.kubeconfig === undefined ? {} : { kubeconfig: c.kubeconfig }),
+      ...(c.context === undefined ? {} : { context: c.context }),
+      ...(c.namespaces === undefined ? {} : { namespaces: c.namespaces }),
+      ...(c.labelSelector === undefined ? {} : { labelSelector: c.labelSelector }),
+      ...(c.kinds === undefined ? {} : { kinds: c.kinds }),
     }),
   xds: (c) => new XdsSource(c),
   mcp: (c) => new McpSource(c),

@@ -128,7 +128,7 @@ describe('configuration validation', () => {
 
   it('names an unknown or missing source type, and lists the types', () => {
     assert.deepEqual(problems('sources:\n  - name: x\n    type: nonsense\n'), [
-      'meshmux.yaml line 3 field sources[0].type: unknown source type "nonsense": one of file, git, zookeeper, xds, mcp, mcp-sink',
+      'meshmux.yaml line 3 field sources[0].type: unknown source type "nonsense": one of file, git, zookeeper, kubernetes, xds, mcp, mcp-sink',
     ]);
     assert.match(
       problems('sources:\n  - name: x\n')[0] ?? '',

@@ -1,0 +1,334 @@
+import { KubeConfig, Watch } from '@kubernetes/client-node';
+import { Observable, type SchedulerLike } from 'rxjs';
+import { toMeshmuxError, type MeshmuxError } from '../../core/errors.js';
+import { globMatcher } from '../../core/glob.js';
+import { componentLogger } from '../../core/logger.js';
+import type { ConfigResource } from '../../core/resource.js';
+import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
+import { CONFIG_KINDS, type KindDescriptor } from '../../schema/kinds.js';
+import { sourceClock } from '../runtime/source-clock.js';
+import { revisionOf } from '../runtime/source-revision.js';
+import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
+import { readYamlBytes } from '../runtime/yaml-file-reader.js';
+import type { YamlFileRead } from '../runtime/yaml-file-set.js';
+import { ExponentialBackoff } from '../streaming/exponential-backoff.js';
+import type { UpstreamSource } from '../upstream-source.js';
+import { configDocument, type KubernetesObject } from './kubernetes-object.js';
+
+export interface KubernetesSourceOptions {
+  readonly name: string;
+  readonly defaultNamespace: string;
+  /** A kubeconfig file; absent: the in-cluster service account. */
+  readonly kubeconfig?: string;
+  /** The kubeconfig context; default its current one. */
+  readonly context?: string;
+  /** Namespace globs; default every namespace. */
+  readonly namespaces?: readonly string[];
+  readonly labelSelector?: string;
+  /** Kind names (`VirtualService`); default every Istio kind. */
+  readonly kinds?: readonly string[];
+  /** Quiet time after a watch event before the state is published. Default 20 ms. */
+  readonly debounceMs?: number;
+  readonly scheduler?: SchedulerLike | undefined;
+}
+
+/** The largest object accepted, bytes of JSON (the API server's own limit is about 1.5 MiB). */
+const MAX_OBJECT_BYTES = 3 * 1024 * 1024;
+
+interface KindWatch {
+  readonly kind: KindDescriptor;
+  /** `/apis/<group>/<version>/<plural>`; undefined while not discovered or not served. */
+  path: string | undefined;
+  served: boolean;
+  listed: boolean;
+  resourceVersion: string;
+  readonly objects: Map<string, KubernetesObject>;
+  abort: AbortController | undefined;
+}
+
+/**
+ * The Istio objects of one Kubernetes cluster, listed then watched per kind (at the group's
+ * preferred served version, one watch per kind). A kind whose group or version the cluster does
+ * not serve is "not served by this cluster": logged, never an error, never a deletion. The source
+ * publishes nothing until every served kind was listed once (then `synced`); a failed list or
+ * watch makes it `stale` with its last state and retries with backoff, resuming from the last
+ * resourceVersion; a `410 Gone` relists and replaces the kind's objects, so only the difference
+ * reaches the merge. Objects become resources through the same reader as files (identical
+ * validation), with bookkeeping metadata dropped (see kubernetes-object.ts).
+ */
+export class KubernetesSource implements UpstreamSource {
+  readonly descriptor: SourceDescriptor;
+  readonly events$: Observable<SourceEvent>;
+
+  constructor(options: KubernetesSourceOptions) {
+    const wanted =
+      options.kinds === undefined
+        ? CONFIG_KINDS
+        : CONFIG_KINDS.filter((k) => options.kinds?.includes(k.kind) === true);
+    const kindKeys: ReadonlySet<string> = new Set(wanted.map((k) => k.key));
+    this.descriptor = {
+      name: options.name,
+      type: 'kubernetes',
+      defaultNamespace: options.defaultNamespace,
+      kinds: kindKeys,
+    };
+    const config = new KubeConfig();
+    if (options.kubeconfig === undefined) config.loadFromCluster();
+    else config.loadFromFile(options.kubeconfig);
+    if (options.context !== undefined) config.setCurrentContext(options.context);
+    const cluster = config.getCurrentCluster();
+    if (cluster === null) {
+      throw new Error(
+        `source ${options.name}: kubeconfig ${options.kubeconfig ?? '(in-cluster)'} names no cluster for its context`,
+      );
+    }
+    const server = cluster.server.replace(/\/+$/, '');
+    const inNamespace = options.namespaces === undefined ? () => true : globMatcher(options.namespaces);
+
+    this.events$ = new Observable<SourceEvent>((subscriber) => {
+      const log = componentLogger('kubernetes-source', { source: options.name, server });
+      const clock = sourceClock(options.scheduler);
+      const tracker = new SourceStatusTracker((event) => subscriber.next(event), kindKeys);
+      const backoff = new ExponentialBackoff();
+      const watches: KindWatch[] = wanted.map((kind) => ({
+        kind,
+        path: undefined,
+        served: false,
+        listed: false,
+        resourceVersion: '',
+        objects: new Map(),
+        abort: undefined,
+      }));
+      const reads = new Map<string, { rv: string; read: YamlFileRead }>();
+      let stopped = false;
+      let cancelDebounce: (() => void) | undefined;
+      let cancelRetry: (() => void) | undefined;
+
+      const request = async (path: string): Promise<Response> => {
+        const init = await config.applyToFetchOptions({});
+        const headers = new Headers(init.headers as Record<string, string> | undefined);
+        headers.set('accept', 'application/json');
+        return fetch(`${server}${path}`, { headers });
+      };
+
+      const selectorQuery = (): string =>
+        options.labelSelector === undefined
+          ? ''
+          : `labelSelector=${encodeURIComponent(options.labelSelector)}`;
+
+      const discover = async (w: KindWatch): Promise<void> => {
+        const response = await request(`/apis/${w.kind.group}`);
+        if (response.status === 404) {
+          await response.body?.cancel();
+          w.served = false;
+          return;
+        }
+        if (!response.ok) throw new Error(`GET /apis/${w.kind.group}: HTTP ${response.status}`);
+        const group = (await response.json()) as {
+          versions?: { version: string }[];
+          preferredVersion?: { version: string };
+        };
+        const servedVersions = (group.versions ?? [])
+          .map((v) => v.version)
+          .filter((v) => w.kind.versions.includes(v));
+        const preferred = group.preferredVersion?.version;
+        const version =
+          preferred !== undefined && servedVersions.includes(preferred) ? preferred : servedVersions[0];
+        w.served = version !== undefined;
+        w.path = version === undefined ? undefined : `/apis/${w.kind.group}/${version}/${w.kind.plural}`;
+      };
+
+      const list = async (w: KindWatch): Promise<void> => {
+        const query = selectorQuery();
+        const response = await request(`${w.path ?? ''}${query === '' ? '' : `?${query}`}`);
+        if (response.status === 404) {
+          await response.body?.cancel();
+          w.served = false;
+          return;
+        }
+        if (!response.ok) throw new Error(`GET ${w.path ?? ''}: HTTP ${response.status}`);
+        const body = (await response.json()) as {
+          metadata?: { resourceVersion?: string };
+          items?: KubernetesObject[];
+        };
+        const before = new Set(w.objects.keys());
+        w.objects.clear();
+        for (const item of body.items ?? []) {
+          if (!inNamespace(item.metadata?.namespace ?? '')) continue;
+          w.objects.set(objectKey(item), item);
+        }
+        log.debug(
+          {
+            kind: w.kind.kind,
+            objects: w.objects.size,
+            removed: [...before].filter((k) => !w.objects.has(k)).length,
+          },
+          'kind listed',
+        );
+        w.resourceVersion = body.metadata?.resourceVersion ?? '';
+        w.listed = true;
+      };
+
+      const fail = (err: unknown, what: string): void => {
+        if (stopped) return;
+        const error: MeshmuxError = toMeshmuxError(err, 'UNAVAILABLE', { file: `${server} (${what})` });
+        log.warn({ error: error.message }, 'kubernetes API unavailable');
+        tracker.failed(error);
+        cancelRetry?.();
+        cancelRetry = clock.after(backoff.nextDelayMs(), () => {
+          cancelRetry = undefined;
+          void run();
+        });
+      };
+
+      const watch = async (w: KindWatch): Promise<void> => {
+        const query: Record<string, string | boolean> = {
+          allowWatchBookmarks: true,
+          resourceVersion: w.resourceVersion,
+        };
+        if (options.labelSelector !== undefined) query['labelSelector'] = options.labelSelector;
+        let gone = false;
+        w.abort = await new Watch(config).watch(
+          w.path ?? '',
+          query,
+          (phase, object: KubernetesObject & { code?: number }) => {
+            if (phase === 'ERROR') {
+              if (object.code === 410) gone = true;
+              return;
+            }
+            const rv = object.metadata?.resourceVersion;
+            if (rv !== undefined) w.resourceVersion = rv;
+            if (phase === 'BOOKMARK') return;
+            if (!inNamespace(object.metadata?.namespace ?? '')) return;
+            if (phase === 'DELETED') w.objects.delete(objectKey(object));
+            else w.objects.set(objectKey(object), object);
+            schedule();
+          },
+          (err: unknown) => {
+            w.abort = undefined;
+            if (stopped) return;
+            const status = (err as { statusCode?: number; code?: number } | null)?.statusCode;
+            if (gone || status === 410 || String(err).includes('410')) {
+              log.info({ kind: w.kind.kind }, 'watch expired (410): relisting');
+              void relist(w);
+            } else if (err === null || err === undefined) {
+              void watch(w).catch((e: unknown) => fail(e, `watch ${w.kind.kind}`));
+            } else {
+              fail(err, `watch ${w.kind.kind}`);
+            }
+          },
+        );
+      };
+
+      const relist = async (w: KindWatch): Promise<void> => {
+        try {
+          await list(w);
+          publish();
+          if (w.served) await watch(w);
+        } catch (err) {
+          fail(err, `list ${w.kind.kind}`);
+        }
+      };
+
+      const schedule = (): void => {
+        if (cancelDebounce !== undefined) return;
+        cancelDebounce = clock.after(options.debounceMs ?? 20, publish);
+      };
+
+      const publish = (): void => {
+        cancelDebounce?.();
+        cancelDebounce = undefined;
+        if (stopped || watches.some((w) => w.served && !w.listed)) return;
+        void build().then((state) => {
+          if (stopped) return;
+          const revision = revisionOf(state.resources);
+          const served = tracker.serve({
+            type: 'snapshot',
+            kinds: kindKeys,
+            resources: state.resources,
+            revision,
+            errors: state.errors,
+            warnings: state.warnings,
+          });
+          if (served)
+            log.info(
+              { objects: state.resources.length, errors: state.errors.length, revision },
+              'cluster state read',
+            );
+        });
+      };
+
+      /** Every object through the file reader, each read once per resourceVersion. */
+      const build = async (): Promise<{
+        resources: ConfigResource[];
+        errors: MeshmuxError[];
+        warnings: MeshmuxError[];
+      }> => {
+        const resources: ConfigResource[] = [];
+        const errors: MeshmuxError[] = [];
+        const warnings: MeshmuxError[] = [];
+        const live = new Set<string>();
+        for (const w of watches) {
+          for (const [key, object] of w.objects) {
+            const id = `${w.kind.kind}/${key}`;
+            live.add(id);
+            const rv = object.metadata?.resourceVersion ?? '';
+            let cached = reads.get(id);
+            if (cached?.rv !== rv) {
+              const bytes = new TextEncoder().encode(JSON.stringify(configDocument(object)));
+              const read = await readYamlBytes({
+                file: `${server}/${w.kind.kind}/${key}`,
+                size: bytes.length,
+                bytes,
+                maxFileBytes: MAX_OBJECT_BYTES,
+                defaultNamespace: options.defaultNamespace,
+                createTimeFor: () => ({ seconds: Math.floor(clock.now() / 1000), nanos: 0 }),
+              });
+              cached = { rv, read };
+              reads.set(id, cached);
+            }
+            resources.push(...cached.read.resources);
+            errors.push(...cached.read.errors);
+            warnings.push(...cached.read.warnings);
+          }
+        }
+        for (const id of reads.keys()) if (!live.has(id)) reads.delete(id);
+        return { resources, errors, warnings };
+      };
+
+      const run = async (): Promise<void> => {
+        try {
+          for (const w of watches) {
+            w.abort?.abort();
+            w.abort = undefined;
+            await discover(w);
+            if (!w.served) {
+              log.info({ kind: w.kind.kind }, 'kind not served by this cluster');
+              continue;
+            }
+            if (!w.listed || w.resourceVersion === '') await list(w);
+          }
+          if (stopped) return;
+          publish();
+          for (const w of watches) if (w.served) await watch(w);
+          backoff.reset();
+        } catch (err) {
+          fail(err, 'list');
+        }
+      };
+
+      tracker.connecting();
+      void run();
+      return () => {
+        stopped = true;
+        cancelDebounce?.();
+        cancelRetry?.();
+        for (const w of watches) w.abort?.abort();
+      };
+    });
+  }
+}
+
+function objectKey(object: KubernetesObject): string {
+  return `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
+}
