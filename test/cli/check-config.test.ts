@@ -1,32 +1,13 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { promisify } from 'node:util';
+import { runMeshmuxCli } from '../support/meshmux-cli.js';
 import { describe, it } from 'node:test';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
 import { configJsonSchema } from '../../src/settings/meshmux-config.js';
 import { tempDir } from '../support/meshmux-harness.js';
 
-const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
-const execFileAsync = promisify(execFile);
-
-/** Runs the CLI; resolves to its exit code and both outputs, whatever the code. */
-async function meshmux(
-  args: string[],
-  cwd = PACKAGE_ROOT,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await execFileAsync(process.execPath, [CLI, ...args], {
-      cwd,
-      timeout: 30_000,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const meshmux = (args: string[], cwd?: string) => runMeshmuxCli(args, cwd);
 
 describe('meshmux check-config', () => {
   it('names every problem as file:line:column with the nearest known field for a typo, and exits 1', async () => {

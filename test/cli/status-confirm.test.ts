@@ -1,29 +1,16 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import { PACKAGE_ROOT } from '../../src/core/paths.js';
 import { until } from '../support/deadline.js';
 import { plainServiceEntry } from '../support/hostile-files.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
+import { runMeshmuxCli } from '../support/meshmux-cli.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { SE } from '../support/type-urls.js';
 
-const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
-const run = promisify(execFile);
-
-async function meshmuxCli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { timeout: 30_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const meshmuxCli = (args: string[]) => runMeshmuxCli(args);
 
 describe('meshmux status and confirm against a running meshmux', () => {
   let dir: string;

@@ -3,32 +3,14 @@
  * with a real git repository: the source's ref and paths decide what is read.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
-import { PACKAGE_ROOT } from '../../src/core/paths.js';
 import { TestRepo, serviceEntry } from '../support/git-fixtures.js';
 import { tempDir } from '../support/meshmux-harness.js';
+import { runMeshmuxCli } from '../support/meshmux-cli.js';
 
-const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
-
-async function meshmuxCli(
-  args: string[],
-  cwd: string,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, ...args], {
-      cwd,
-      timeout: 60_000,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const meshmuxCli = (args: string[], cwd: string) => runMeshmuxCli(args, cwd);
 
 const BROKEN =
   'apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: broken, namespace: shop}\nspec: {hosts: 42}\n';

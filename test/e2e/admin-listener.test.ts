@@ -4,18 +4,15 @@
  * browser page, a rebinding DNS name or an anonymous peer could send it.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { request } from 'node:http';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
-import { PACKAGE_ROOT } from '../../src/core/paths.js';
 import { TestRepo, serviceEntry } from '../support/git-fixtures.js';
 import { tempDir } from '../support/meshmux-harness.js';
+import { runMeshmuxCli } from '../support/meshmux-cli.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 
-const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
 const TOKEN = 'admin-token-5f3a9c';
 
 /** One raw HTTP request, with exactly the headers given (fetch would not send a foreign Host). */
@@ -208,10 +205,7 @@ describe('the metrics listener and the admin listener', () => {
   it('refuses a configuration that binds the admin listener beyond loopback without a token file', async () => {
     const file = path.join(dir, 'open.yaml');
     await writeFile(file, 'server: {admin: {address: 0.0.0.0:15015}}\nsources: []\n');
-    const result = await promisify(execFile)(process.execPath, [CLI, 'check-config', file]).then(
-      () => ({ code: 0, stderr: '' }),
-      (err: { code: number; stderr: string }) => ({ code: err.code, stderr: err.stderr }),
-    );
+    const result = await runMeshmuxCli(['check-config', file]);
     assert.equal(result.code, 1);
     assert.match(result.stderr, /server\.admin\.tokenFile/);
   });

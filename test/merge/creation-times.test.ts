@@ -5,26 +5,16 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { makeResource, type ConfigResource, type Timestamp } from '../../src/core/resource.js';
+import type { ConfigResource, Timestamp } from '../../src/core/resource.js';
 import type { SourceEvent } from '../../src/core/source-event.js';
 import { SourceLedger } from '../../src/merge/source-ledger.js';
 import { DEFAULT_SOURCE_POLICY } from '../../src/merge/source-rules.js';
+import { stampedObject } from '../support/resources.js';
 import { decodeStateFile, encodeStateFile } from '../../src/state/state-file.js';
 
 const VS = 'networking.istio.io/VirtualService';
 
-function object(name: string, seconds: number, stamped: boolean, body = name): ConfigResource {
-  return makeResource({
-    kind: VS,
-    namespace: 'shop',
-    name,
-    labels: {},
-    annotations: {},
-    createTime: { seconds, nanos: 0 },
-    body: new TextEncoder().encode(body),
-    origin: stamped ? { file: 'shop.yaml', createTimeStamped: true } : { file: 'upstream' },
-  });
-}
+const object = stampedObject;
 
 function ledger(): SourceLedger {
   return new SourceLedger(

@@ -5,27 +5,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Subject } from 'rxjs';
-import { makeResource, type ConfigResource } from '../../src/core/resource.js';
+import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceEvent } from '../../src/core/source-event.js';
 import type { ConfigSnapshot } from '../../src/merge/config-snapshot.js';
 import { MergeEngine } from '../../src/merge/merge-engine.js';
 import type { SourceRecord } from '../../src/merge/source-record.js';
 import { firstMatch } from '../support/deadline.js';
+import { stampedObject } from '../support/resources.js';
 
 const VS = 'networking.istio.io/VirtualService';
 
-function object(name: string, seconds: number): ConfigResource {
-  return makeResource({
-    kind: VS,
-    namespace: 'shop',
-    name,
-    labels: {},
-    annotations: {},
-    createTime: { seconds, nanos: 0 },
-    body: new TextEncoder().encode(name),
-    origin: { file: 'shop.yaml', createTimeStamped: true },
-  });
-}
+const object = stampedObject;
 
 function state(...resources: ConfigResource[]): SourceEvent {
   return {

@@ -16,3 +16,20 @@ export function fakeResource(
     origin: {},
   });
 }
+
+/**
+ * A VirtualService `shop/<name>` read from a file, whose creation time (`seconds`) meshmux stamped
+ * when `stamped` (the file named none) or the upstream gave otherwise.
+ */
+export function stampedObject(name: string, seconds: number, stamped = true, body = name): ConfigResource {
+  return makeResource({
+    kind: 'networking.istio.io/VirtualService',
+    namespace: 'shop',
+    name,
+    labels: {},
+    annotations: {},
+    createTime: { seconds, nanos: 0 },
+    body: new TextEncoder().encode(body),
+    origin: stamped ? { file: 'shop.yaml', createTimeStamped: true } : { file: 'upstream' },
+  });
+}
