@@ -50,6 +50,11 @@ function compileOne(glob: string, subject: GlobSubject): RegExp {
   return re;
 }
 
+/** True when `glob` has no special character: it matches exactly itself. */
+export function isPlainName(glob: string): boolean {
+  return !GLOB_CHARS.test(glob);
+}
+
 /** Why `glob` is not a valid glob of the dialect, or undefined when it is. Pure; never throws. */
 export function globProblem(glob: string, subject: GlobSubject = 'name'): string | undefined {
   try {

@@ -8,7 +8,9 @@
  * paths. A kind served at several versions shows the same objects at each. Its fidelity is proven
  * with the real `kubectl` (test/support/fake-kube-apiserver.test.ts).
  */
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 
 /** One custom resource type the server serves. */
@@ -90,6 +92,16 @@ function fieldPredicate(selector: string | null): (object: KubeObject) => boolea
   return (object) => terms.every((t) => t(object));
 }
 
+/** How the server authenticates its clients; default plain HTTP, anyone. */
+export interface FakeKubeAuth {
+  /** Serve HTTPS with this certificate and key (PEM file paths). */
+  readonly tls?: { readonly cert: string; readonly key: string };
+  /** Require a client certificate issued by this CA (PEM file path); others fail the handshake. */
+  readonly clientCa?: string;
+  /** Require `Authorization: Bearer <token>`; others get 401. */
+  readonly token?: string;
+}
+
 /** The in-process API server; see the file comment. */
 export class FakeKubeApiServer {
   private server: Server | undefined;
@@ -101,21 +113,27 @@ export class FakeKubeApiServer {
   private compactedBelow = 0;
   private readonly watchers = new Set<Watcher>();
   private port = 0;
+  private auth: FakeKubeAuth = {};
   /** Every request path with its query, in order (for asserting what a client asked). */
   readonly requests: string[] = [];
 
   /** Starts a server on 127.0.0.1 (`port` 0: any free port) serving `kinds`. */
-  static async start(kinds: readonly ServedKind[], port = 0): Promise<FakeKubeApiServer> {
+  static async start(
+    kinds: readonly ServedKind[],
+    port = 0,
+    auth: FakeKubeAuth = {},
+  ): Promise<FakeKubeApiServer> {
     const fake = new FakeKubeApiServer();
     for (const k of kinds) fake.serve(k);
     fake.port = port;
+    fake.auth = auth;
     await fake.listen();
     return fake;
   }
 
-  /** `http://127.0.0.1:<port>`. */
+  /** `http://127.0.0.1:<port>`, or `https://` when serving TLS. */
   get url(): string {
-    return `http://127.0.0.1:${this.port}`;
+    return `${this.auth.tls === undefined ? 'http' : 'https'}://127.0.0.1:${this.port}`;
   }
 
   /** Serves one more kind (as installing its CRD does). */
@@ -217,8 +235,22 @@ export class FakeKubeApiServer {
   }
 
   private async listen(): Promise<void> {
-    const server = createServer((req, res) => this.handle(req, res));
-    server.on('connection', (socket) => {
+    const handler = (req: IncomingMessage, res: ServerResponse): void => this.handle(req, res);
+    const { tls, clientCa } = this.auth;
+    const server: Server =
+      tls === undefined
+        ? createServer(handler)
+        : createTlsServer(
+            {
+              cert: readFileSync(tls.cert),
+              key: readFileSync(tls.key),
+              ...(clientCa === undefined
+                ? {}
+                : { ca: readFileSync(clientCa), requestCert: true, rejectUnauthorized: true }),
+            },
+            handler,
+          );
+    server.on('connection', (socket: Socket) => {
       this.sockets.add(socket);
       socket.on('close', () => this.sockets.delete(socket));
     });
@@ -255,6 +287,9 @@ export class FakeKubeApiServer {
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const url = new URL(req.url ?? '/', 'http://localhost');
     this.requests.push(`${req.method ?? 'GET'} ${url.pathname}${url.search}`);
+    if (this.auth.token !== undefined && req.headers.authorization !== `Bearer ${this.auth.token}`) {
+      return this.status(res, 401, 'Unauthorized', 'Unauthorized');
+    }
     try {
       if (req.method !== 'GET')
         return this.status(res, 405, 'MethodNotAllowed', `${req.method ?? ''} is not supported`);

@@ -10,8 +10,9 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import type { SourceEvent, SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { KubernetesSource } from '../../src/upstream/kubernetes/kubernetes-source.js';
 import { FakeKubeApiServer, type KubeObject, type ServedKind } from '../support/fake-kube-apiserver.js';
-import { within } from '../support/deadline.js';
+import { until, within } from '../support/deadline.js';
 import { tempDir } from '../support/meshmux-harness.js';
+import { createTestCa } from '../support/test-pki.js';
 import { SourceEventRecorder } from '../support/source-event-recorder.js';
 
 const VS: ServedKind = {
@@ -66,7 +67,13 @@ describe('Kubernetes source', () => {
     kubeconfig = await kubeconfigFor(api.url);
   });
   after(() => api.stop());
-  afterEach(() => recorder?.close());
+  afterEach(async () => {
+    recorder?.close();
+    // A closed source leaves no watch behind, even one it was opening when it was closed.
+    await until(() => api.openWatches === 0, 5_000, 'every watch of the closed source to end', {
+      describe: () => `${api.openWatches} still open`,
+    });
+  });
 
   const start = (
     extra: Partial<ConstructorParameters<typeof KubernetesSource>[0]> = {},
@@ -143,6 +150,32 @@ describe('Kubernetes source', () => {
     assert.deepEqual(names(snapshot), ['team-a/home']);
   });
 
+  it('lists and watches plain namespace names one by one, never the whole cluster (a Role per namespace suffices)', async () => {
+    // A label of this test's own tells its requests from those of sources closed before it.
+    const labelled = (namespace: string, name: string): KubeObject => ({
+      ...vs(namespace, name),
+      metadata: { name, namespace, labels: { test: 'one-by-one' } },
+    });
+    api.put(labelled('team-a', 'home'));
+    api.put(labelled('team-b', 'away'));
+    api.put(labelled('shop', 'shop-home'));
+    const events = start({ namespaces: ['team-a', 'shop'], labelSelector: 'test=one-by-one' });
+    const snapshot = await events.snapshot();
+    assert.deepEqual(names(snapshot), ['shop/shop-home', 'team-a/home']);
+    const reads = api.requests.filter((r) => r.includes('one-by-one'));
+    assert.ok(reads.some((r) => r.includes('/namespaces/team-a/virtualservices')));
+    assert.ok(reads.some((r) => r.includes('/namespaces/shop/virtualservices')));
+    assert.deepEqual(
+      reads.filter((r) => !r.includes('/namespaces/')),
+      [],
+      'no cluster-wide list or watch',
+    );
+    api.put(labelled('team-a', 'later'));
+    api.put(labelled('team-b', 'ignored'));
+    const next = await events.next((e) => e.type === 'snapshot' && names(e).includes('team-a/later'));
+    assert.ok(!names(next).includes('team-b/ignored'));
+  });
+
   it('treats a kind whose CRD is not installed as not served, and is synced without it', async () => {
     const events = start({ kinds: ['VirtualService', 'Sidecar'] });
     const snapshot = await events.snapshot();
@@ -162,5 +195,89 @@ describe('Kubernetes source', () => {
     );
     await api.restart();
     await events.next((e) => e.type === 'status' && e.state === 'synced', marker, 60_000);
+  });
+});
+
+describe('Kubernetes source over TLS', () => {
+  let api: FakeKubeApiServer;
+  let pki: { ca: string; server: { cert: string; key: string }; client: { cert: string; key: string } };
+  let otherCa: string;
+  let dir: string;
+  let recorder: SourceEventRecorder | undefined;
+  before(async () => {
+    ({ dir } = await tempDir('kube-tls'));
+    const ca = await createTestCa(dir, 'cluster CA');
+    pki = {
+      ca: ca.caCert,
+      server: await ca.issue('apiserver', 'DNS:localhost,IP:127.0.0.1'),
+      client: await ca.issue('meshmux-reader', 'DNS:meshmux'),
+    };
+    otherCa = (await createTestCa(dir, 'unrelated CA')).caCert;
+    api = await FakeKubeApiServer.start([VS], 0, {
+      tls: pki.server,
+      clientCa: pki.ca,
+      token: 'reader-token',
+    });
+    api.put(vs('shop', 'tls-cart'));
+  });
+  after(() => api.stop());
+  afterEach(() => recorder?.close());
+
+  /** A kubeconfig trusting `ca`, presenting the client certificate and, when given, the token. */
+  async function kubeconfig(name: string, ca: string, token?: string): Promise<string> {
+    const file = path.join(dir, `${name}.kubeconfig`);
+    await writeFile(
+      file,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'clusters:',
+        `  - name: east`,
+        `    cluster: { server: "${api.url}", certificate-authority: ${JSON.stringify(ca)} }`,
+        'users:',
+        '  - name: reader',
+        '    user:',
+        `      client-certificate: ${JSON.stringify(pki.client.cert)}`,
+        `      client-key: ${JSON.stringify(pki.client.key)}`,
+        ...(token === undefined ? [] : [`      token: ${token}`]),
+        'contexts:',
+        '  - name: east',
+        '    context: { cluster: east, user: reader }',
+        'current-context: east',
+        '',
+      ].join('\n'),
+    );
+    return file;
+  }
+
+  const start = (kubeconfigFile: string): SourceEventRecorder => {
+    recorder = new SourceEventRecorder(
+      new KubernetesSource({ name: 'east', defaultNamespace: 'default', kubeconfig: kubeconfigFile }).events$,
+    );
+    return recorder;
+  };
+
+  it('lists and watches with the private CA, the client certificate and the token of the kubeconfig', async () => {
+    const events = start(await kubeconfig('good', pki.ca, 'reader-token'));
+    const snapshot = await events.snapshot();
+    assert.deepEqual(names(snapshot), ['shop/tls-cart']);
+    api.put(vs('shop', 'tls-added'));
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('shop/tls-added'));
+  });
+
+  it('refuses an API server its CA did not sign, naming the server and the TLS failure', async () => {
+    const events = start(await kubeconfig('wrong-ca', otherCa, 'reader-token'));
+    const failed = await events.next((e) => e.type === 'status' && e.state === 'failing');
+    const message = failed.type === 'status' ? (failed.error?.message ?? '') : '';
+    assert.match(message, new RegExp(api.url.replace(/[.:/]/g, '\\$&')));
+    assert.match(message, /certificate/i);
+    assert.equal(events.events.filter((e) => e.type === 'snapshot').length, 0);
+  });
+
+  it('reports a refused token as the API server said it', async () => {
+    const events = start(await kubeconfig('no-token', pki.ca));
+    const failed = await events.next((e) => e.type === 'status' && e.state === 'failing');
+    const message = failed.type === 'status' ? (failed.error?.message ?? '') : '';
+    assert.match(message, /HTTP 401/);
   });
 });

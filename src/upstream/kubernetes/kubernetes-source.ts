@@ -1,7 +1,9 @@
+import http from 'node:http';
+import https from 'node:https';
 import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { Observable, type SchedulerLike } from 'rxjs';
 import { toMeshmuxError, type MeshmuxError } from '../../core/errors.js';
-import { globMatcher } from '../../core/glob.js';
+import { globMatcher, isPlainName } from '../../core/glob.js';
 import { componentLogger } from '../../core/logger.js';
 import type { ConfigResource } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
@@ -37,7 +39,9 @@ const MAX_OBJECT_BYTES = 3 * 1024 * 1024;
 
 interface KindWatch {
   readonly kind: KindDescriptor;
-  /** `/apis/<group>/<version>/<plural>`; undefined while not discovered or not served. */
+  /** The one namespace this watch lists; undefined: every namespace. */
+  readonly namespace: string | undefined;
+  /** `/apis/<group>/<version>/[namespaces/<ns>/]<plural>`; undefined while not discovered or not served. */
   path: string | undefined;
   served: boolean;
   listed: boolean;
@@ -84,47 +88,58 @@ export class KubernetesSource implements UpstreamSource {
     }
     const server = cluster.server.replace(/\/+$/, '');
     const inNamespace = options.namespaces === undefined ? () => true : globMatcher(options.namespaces);
+    // Plain namespace names are listed and watched one by one, so a Role in each is enough; a glob
+    // needs the cluster-wide list (and a ClusterRole), filtered here.
+    const scopes: readonly (string | undefined)[] =
+      options.namespaces !== undefined && options.namespaces.every(isPlainName)
+        ? [...new Set(options.namespaces)]
+        : [undefined];
 
     this.events$ = new Observable<SourceEvent>((subscriber) => {
       const log = componentLogger('kubernetes-source', { source: options.name, server });
       const clock = sourceClock(options.scheduler);
       const tracker = new SourceStatusTracker((event) => subscriber.next(event), kindKeys);
       const backoff = new ExponentialBackoff();
-      const watches: KindWatch[] = wanted.map((kind) => ({
-        kind,
-        path: undefined,
-        served: false,
-        listed: false,
-        resourceVersion: '',
-        objects: new Map(),
-        abort: undefined,
-      }));
+      const watches: KindWatch[] = wanted.flatMap((kind) =>
+        scopes.map((namespace) => ({
+          kind,
+          namespace,
+          path: undefined,
+          served: false,
+          listed: false,
+          resourceVersion: '',
+          objects: new Map(),
+          abort: undefined,
+        })),
+      );
       const reads = new Map<string, { rv: string; read: YamlFileRead }>();
       let stopped = false;
       let cancelDebounce: (() => void) | undefined;
       let cancelRetry: (() => void) | undefined;
 
-      const request = async (path: string): Promise<Response> => {
-        const init = await config.applyToFetchOptions({});
-        const headers = new Headers(init.headers as Record<string, string> | undefined);
-        headers.set('accept', 'application/json');
-        return fetch(`${server}${path}`, { headers });
-      };
+      const request = (path: string): Promise<ApiResponse> => getJson(config, `${server}${path}`);
 
       const selectorQuery = (): string =>
         options.labelSelector === undefined
           ? ''
           : `labelSelector=${encodeURIComponent(options.labelSelector)}`;
 
+      /** Discovery documents of the API groups, fetched once per connection attempt. */
+      let groups = new Map<string, Promise<ApiResponse>>();
+
       const discover = async (w: KindWatch): Promise<void> => {
-        const response = await request(`/apis/${w.kind.group}`);
+        let pending = groups.get(w.kind.group);
+        if (pending === undefined) {
+          pending = request(`/apis/${w.kind.group}`);
+          groups.set(w.kind.group, pending);
+        }
+        const response = await pending;
         if (response.status === 404) {
-          await response.body?.cancel();
           w.served = false;
           return;
         }
-        if (!response.ok) throw new Error(`GET /apis/${w.kind.group}: HTTP ${response.status}`);
-        const group = (await response.json()) as {
+        if (response.status !== 200) throw httpError(`${server}/apis/${w.kind.group}`, response);
+        const group = response.body as {
           versions?: { version: string }[];
           preferredVersion?: { version: string };
         };
@@ -135,19 +150,20 @@ export class KubernetesSource implements UpstreamSource {
         const version =
           preferred !== undefined && servedVersions.includes(preferred) ? preferred : servedVersions[0];
         w.served = version !== undefined;
-        w.path = version === undefined ? undefined : `/apis/${w.kind.group}/${version}/${w.kind.plural}`;
+        const scope = w.namespace === undefined ? '' : `namespaces/${encodeURIComponent(w.namespace)}/`;
+        w.path =
+          version === undefined ? undefined : `/apis/${w.kind.group}/${version}/${scope}${w.kind.plural}`;
       };
 
       const list = async (w: KindWatch): Promise<void> => {
         const query = selectorQuery();
         const response = await request(`${w.path ?? ''}${query === '' ? '' : `?${query}`}`);
         if (response.status === 404) {
-          await response.body?.cancel();
           w.served = false;
           return;
         }
-        if (!response.ok) throw new Error(`GET ${w.path ?? ''}: HTTP ${response.status}`);
-        const body = (await response.json()) as {
+        if (response.status !== 200) throw httpError(`${server}${w.path ?? ''}`, response);
+        const body = response.body as {
           metadata?: { resourceVersion?: string };
           items?: KubernetesObject[];
         };
@@ -182,13 +198,14 @@ export class KubernetesSource implements UpstreamSource {
       };
 
       const watch = async (w: KindWatch): Promise<void> => {
+        if (stopped) return;
         const query: Record<string, string | boolean> = {
           allowWatchBookmarks: true,
           resourceVersion: w.resourceVersion,
         };
         if (options.labelSelector !== undefined) query['labelSelector'] = options.labelSelector;
         let gone = false;
-        w.abort = await new Watch(config).watch(
+        const abort = await new Watch(config).watch(
           w.path ?? '',
           query,
           (phase, object: KubernetesObject & { code?: number }) => {
@@ -218,6 +235,9 @@ export class KubernetesSource implements UpstreamSource {
             }
           },
         );
+        // Unsubscribed while the watch was being opened: close it rather than leave it running.
+        if (stopped) abort.abort();
+        else w.abort = abort;
       };
 
       const relist = async (w: KindWatch): Promise<void> => {
@@ -297,13 +317,15 @@ export class KubernetesSource implements UpstreamSource {
       };
 
       const run = async (): Promise<void> => {
+        groups = new Map();
         try {
           for (const w of watches) {
             w.abort?.abort();
             w.abort = undefined;
             await discover(w);
             if (!w.served) {
-              log.info({ kind: w.kind.kind }, 'kind not served by this cluster');
+              if (w.namespace === scopes[0])
+                log.info({ kind: w.kind.kind }, 'kind not served by this cluster');
               continue;
             }
             if (!w.listed || w.resourceVersion === '') await list(w);
@@ -327,6 +349,73 @@ export class KubernetesSource implements UpstreamSource {
       };
     });
   }
+}
+
+/** A list or discovery answer: the HTTP status and the body read as JSON (undefined when it is not JSON). */
+interface ApiResponse {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+/** TLS errors that mean the cluster's CA is not the one the kubeconfig trusts. */
+const UNTRUSTED_CERTIFICATE: ReadonlySet<string> = new Set([
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+]);
+
+/** How long one list or discovery request may take before it counts as a failure. */
+const REQUEST_TIMEOUT_MS = 60_000;
+
+/**
+ * GET with the kubeconfig's credentials and trust: its CA (file or data), client certificate and
+ * key, bearer token or exec/OIDC plugin, `insecure-skip-tls-verify` and `tls-server-name`, all
+ * applied by the client library to node's own HTTPS request (the watch uses the same settings).
+ */
+async function getJson(config: KubeConfig, url: string): Promise<ApiResponse> {
+  const options: https.RequestOptions = { method: 'GET', headers: { accept: 'application/json' } };
+  await config.applyToHTTPSOptions(options);
+  const target = new URL(url);
+  const plain = target.protocol === 'http:';
+  if (plain) delete options.agent;
+  return new Promise<ApiResponse>((resolve, reject) => {
+    const req = (plain ? http : https).request(target, options, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('error', reject);
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let body: unknown;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          body = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, body });
+      });
+    });
+    req.setTimeout(REQUEST_TIMEOUT_MS, () =>
+      req.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS / 1000} s`)),
+    );
+    req.on('error', (err: Error & { code?: string }) => {
+      const untrusted = err.code !== undefined && UNTRUSTED_CERTIFICATE.has(err.code);
+      reject(
+        new Error(
+          `GET ${url}: ${err.message}${untrusted ? " (the API server's certificate is not signed by the kubeconfig's certificate-authority)" : ''}`,
+        ),
+      );
+    });
+    req.end();
+  });
+}
+
+/** An unexpected status, with the API server's own message when it sent a `Status`. */
+function httpError(path: string, response: ApiResponse): Error {
+  const message = (response.body as { message?: unknown } | undefined)?.message;
+  return new Error(
+    `GET ${path}: HTTP ${response.status}${typeof message === 'string' ? `: ${message}` : ''}`,
+  );
 }
 
 function objectKey(object: KubernetesObject): string {
