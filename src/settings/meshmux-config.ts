@@ -191,6 +191,7 @@ const PATH_FIELDS = new Set([
   'passwordFile',
   'secretFile',
   'cacheDir',
+  'kubeconfig',
 ]);
 
 function resolvePaths<T>(value: T, baseDir: string): T {

@@ -15,12 +15,15 @@ import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitorin
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { ClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
+import { ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { parseAllDocuments } from 'yaml';
 import { parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
+import { CONFIG_KINDS } from '../../src/schema/kinds.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
 import { prometheusTools } from '../support/prometheus-server.js';
 import { failOrSkipWithout } from '../support/required-peer.js';
@@ -42,6 +45,8 @@ const MODELS: Record<string, (m: Manifest) => void> = {
   'v1 ConfigMap': (m) => new ConfigMap(m).validate(),
   'policy/v1 PodDisruptionBudget': (m) => new PodDisruptionBudget(m).validate(),
   'networking.k8s.io/v1 NetworkPolicy': (m) => new NetworkPolicy(m).validate(),
+  'rbac.authorization.k8s.io/v1 ClusterRole': (m) => new ClusterRole(m).validate(),
+  'rbac.authorization.k8s.io/v1 ClusterRoleBinding': (m) => new ClusterRoleBinding(m as never).validate(),
   'monitoring.coreos.com/v1 ServiceMonitor': (m) => new ServiceMonitor(m as never).validate(),
   'monitoring.coreos.com/v1 PrometheusRule': (m) => new PrometheusRule(m as never).validate(),
 };
@@ -97,7 +102,7 @@ describe('deployment manifests', () => {
         checked++;
       }
     }
-    assert.ok(checked >= 9, `${checked} manifests checked`);
+    assert.ok(checked >= 11, `${checked} manifests checked`);
   });
 
   it('refuses a manifest with a schema error, so the check above can fail', () => {
@@ -107,7 +112,7 @@ describe('deployment manifests', () => {
   });
 
   it('lists every manifest of a folder in its kustomization, and only existing files', async () => {
-    for (const folder of ['kubernetes', 'prometheus']) {
+    for (const folder of ['kubernetes', 'kubernetes/rbac', 'prometheus']) {
       const k = all.get(path.join(folder, 'kustomization.yaml'))?.[0];
       const listed = (at(k, 'resources') as string[]).slice().sort();
       const files = (await readdir(path.join(DEPLOY, folder)))
@@ -175,6 +180,25 @@ describe('deployment manifests', () => {
     for (const volume of at(pod, 'spec', 'volumes') as Array<{ configMap?: { name: string } }>) {
       if (volume.configMap !== undefined) one(all, 'ConfigMap', volume.configMap.name);
     }
+  });
+
+  it('lets the Kubernetes source list and watch every kind it reads, and write nothing', () => {
+    const role = one(all, 'ClusterRole', 'meshmux-istio-config-reader');
+    const rules = at(role, 'rules') as Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }>;
+    const granted = new Set(
+      rules.flatMap((r) => r.apiGroups.flatMap((g) => r.resources.map((res) => `${g}/${res}`))),
+    );
+    const needed = CONFIG_KINDS.map((k) => `${k.group}/${k.plural}`).sort();
+    assert.deepEqual([...granted].sort(), needed);
+    for (const r of rules) assert.deepEqual(r.verbs.slice().sort(), ['get', 'list', 'watch']);
+    const binding = one(all, 'ClusterRoleBinding', 'meshmux-istio-config-reader');
+    assert.equal(at(binding, 'roleRef', 'name'), role.metadata.name);
+    const account = one(all, 'ServiceAccount');
+    assert.deepEqual(at(binding, 'subjects', 0), {
+      kind: 'ServiceAccount',
+      name: account.metadata.name,
+      namespace: account.metadata.namespace,
+    });
   });
 
   it('ships a meshmux configuration that loads, on the ports the pod declares, and serves the probe paths', async (t) => {

@@ -126,6 +126,31 @@ describe('configuration validation', () => {
     assert.match(problems(`${FILE_SOURCE}    settle: "-1s"\n`)[0] ?? '', /negative/);
   });
 
+  it('resolves local files of every kind of source against the configuration folder', () => {
+    const config = parseMeshmuxConfig(
+      [
+        'sources:',
+        '  - {name: east, type: kubernetes, kubeconfig: ./east.kubeconfig}',
+        '  - {name: repo, type: git, url: "https://example.com/r.git", tokenFile: token, cacheDir: ./cache}',
+        '  - {name: local, type: file, path: mesh}',
+        '  - {name: up, type: xds, address: "127.0.0.1:15010", tls: {ca: ca.pem, cert: c.pem, key: k.pem}}',
+      ].join('\n'),
+      'meshmux.yaml',
+      '/etc/meshmux',
+    );
+    const fields = config.sources.map((s) => JSON.stringify(s));
+    assert.match(fields[0] ?? '', /"kubeconfig":"\/etc\/meshmux\/east\.kubeconfig"/);
+    assert.match(
+      fields[1] ?? '',
+      /"tokenFile":"\/etc\/meshmux\/token".*"cacheDir":"\/etc\/meshmux\/cache"|"cacheDir":"\/etc\/meshmux\/cache".*"tokenFile":"\/etc\/meshmux\/token"/,
+    );
+    assert.match(fields[2] ?? '', /"path":"\/etc\/meshmux\/mesh"/);
+    assert.match(
+      fields[3] ?? '',
+      /"ca":"\/etc\/meshmux\/ca\.pem","cert":"\/etc\/meshmux\/c\.pem","key":"\/etc\/meshmux\/k\.pem"/,
+    );
+  });
+
   it('names an unknown or missing source type, and lists the types', () => {
     assert.deepEqual(problems('sources:\n  - name: x\n    type: nonsense\n'), [
       'meshmux.yaml line 3 field sources[0].type: unknown source type "nonsense": one of file, git, zookeeper, kubernetes, xds, mcp, mcp-sink',

@@ -142,6 +142,19 @@ export class FakeKubeApiServer {
     if (!this.objects.has(this.storeKey(kind))) this.objects.set(this.storeKey(kind), new Map());
   }
 
+  /** A kubeconfig (YAML) whose one context, `name`, reaches this server; TLS is not verified. */
+  kubeconfig(name = 'test'): string {
+    return [
+      'apiVersion: v1',
+      'kind: Config',
+      `clusters: [{name: ${name}, cluster: {server: "${this.url}", insecure-skip-tls-verify: true}}]`,
+      `users: [{name: ${name}, user: {token: "${this.auth.token ?? 'unused'}"}}]`,
+      `contexts: [{name: ${name}, context: {cluster: ${name}, user: ${name}}}]`,
+      `current-context: ${name}`,
+      '',
+    ].join('\n');
+  }
+
   /** The current resourceVersion of the whole store. */
   get resourceVersion(): string {
     return String(this.rv);
@@ -167,6 +180,11 @@ export class FakeKubeApiServer {
     store.set(keyOf(object), stored);
     this.record(previous === undefined ? 'ADDED' : 'MODIFIED', served, stored);
     return String(this.rv);
+  }
+
+  /** The stored object, or undefined. */
+  get(kind: string, namespace: string | undefined, name: string): KubeObject | undefined {
+    return this.objects.get(this.storeKey(this.servedByKind(kind)))!.get(`${namespace ?? ''}/${name}`);
   }
 
   /** Deletes an object; false when there was none. */
