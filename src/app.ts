@@ -276,6 +276,7 @@ export async function startMeshmux(
       renderStatusPage(engine.current(), ads.reports(), {
         reloadFailure: reloads.failure(),
         configLoadedAt: reloads.loadedAt,
+        dashboardUrl: config.server.admin.dashboardUrl,
       }),
     metrics: metricsPage,
     debugPages: debugPages(sources),

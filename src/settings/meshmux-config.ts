@@ -58,6 +58,8 @@ export const ConfigFile = z.strictObject({
           address: ListenAddress.default('127.0.0.1:15015'),
           /** File holding the bearer token every request must carry; required when bound beyond loopback. */
           tokenFile: z.string().min(1).optional(),
+          /** A dashboard of this deployment (Grafana), linked from the status page. */
+          dashboardUrl: z.url({ protocol: /^https?$/, error: 'an http:// or https:// URL' }).optional(),
         })
         .prefault({})
         .refine((a) => a.tokenFile !== undefined || isLoopbackHost(hostOfAddress(a.address)), {

@@ -22,6 +22,7 @@ const NACKER = 'sidecar~10.9.9.9~istiod-nacker.istio-system~istio-system.svc.clu
 const HOSTILE = 'sidecar~10.9.9.8~<script>alert(1)</script>.x~x.svc.cluster.local';
 /** The badge colours of the page (`.b-bad`, `.b-ok`). */
 const RED: [number, number, number] = [0xc6, 0x28, 0x28];
+const DASHBOARD = 'https://grafana.example.com/d/meshmux/fleet';
 const GREEN: [number, number, number] = [0x1e, 0x7e, 0x34];
 
 describe('the status page of a fleet of istiods, in a real browser', () => {
@@ -36,7 +37,10 @@ describe('the status page of a fleet of istiods, in a real browser', () => {
       path.join(dir, 'mesh.yaml'),
       'apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews, namespace: shop}\nspec: {hosts: [reviews]}\n',
     );
-    meshmux = await startFromYaml('sources: [{name: mesh, type: file, path: ./mesh.yaml}]\n', dir);
+    meshmux = await startFromYaml(
+      `sources: [{name: mesh, type: file, path: ./mesh.yaml}]\nserver: {admin: {dashboardUrl: '${DASHBOARD}'}}\n`,
+      dir,
+    );
     for (let i = 0; i < ISTIODS; i++) {
       const id =
         i === 0
@@ -87,6 +91,10 @@ describe('the status page of a fleet of istiods, in a real browser', () => {
     assert.ok(dom.includes('&lt;script&gt;alert(1)&lt;/script&gt;'), 'a node id is text, never markup');
     assert.equal(dom.split('<script>').length, 2, "the page's own script is the only one");
     assert.match(dom, /<input id="filter"/);
+    const nav = /<nav id="links">([\s\S]*?)<\/nav>/.exec(dom)?.[1] ?? '';
+    for (const page of ['/metrics', '/debug/sources', '/debug/syncz'])
+      assert.ok(nav.includes(`href="${page}"`), `a link to ${page}`);
+    assert.ok(nav.includes(`<a href="${DASHBOARD}">dashboard</a>`), 'the configured dashboard is linked');
   });
 
   it('shows the summary and the NACKing istiod in red and the synced ones in green in a 1280-pixel screenshot', async (t) => {

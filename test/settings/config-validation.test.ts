@@ -151,6 +151,15 @@ describe('configuration validation', () => {
     );
   });
 
+  it('links the status page only to an http or https dashboard', () => {
+    const withDashboard = (url: string): string[] =>
+      problems(`${FILE_SOURCE}server:\n  admin:\n    dashboardUrl: ${JSON.stringify(url)}\n`);
+    assert.deepEqual(withDashboard('https://grafana.example.com/d/meshmux'), []);
+    assert.deepEqual(withDashboard('javascript:alert(1)'), [
+      'meshmux.yaml line 7 field server.admin.dashboardUrl: an http:// or https:// URL',
+    ]);
+  });
+
   it('names an unknown or missing source type, and lists the types', () => {
     assert.deepEqual(problems('sources:\n  - name: x\n    type: nonsense\n'), [
       'meshmux.yaml line 3 field sources[0].type: unknown source type "nonsense": one of file, git, zookeeper, kubernetes, xds, mcp, mcp-sink',
