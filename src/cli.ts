@@ -4,12 +4,25 @@ import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { filter, firstValueFrom, of, timeout } from 'rxjs';
-import { startMeshmux } from './app.js';
+import { startMeshmux, type RunningMeshmux } from './app.js';
+import {
+  diffPolicies,
+  type PolicyDiff,
+  type ServedConfiguration,
+  type ServedObject,
+} from './downstream/policy/policy-diff.js';
+import { PolicySet } from './downstream/policy/policy-set.js';
+import type { ConfigSnapshot } from './merge/config-snapshot.js';
 import { MeshmuxError } from './core/errors.js';
 import { componentLogger, LOG_LEVELS, type LogLevel, sendLogsToStderr, setLogLevel } from './core/logger.js';
 import { PACKAGE_ROOT } from './core/paths.js';
-import { configJsonSchema, configProblems, loadMeshmuxConfig } from './settings/meshmux-config.js';
-import { ByteSize } from './settings/sources/common.js';
+import {
+  configJsonSchema,
+  configProblems,
+  loadMeshmuxConfig,
+  type MeshmuxConfig,
+} from './settings/meshmux-config.js';
+import { ByteSize, Duration } from './settings/sources/common.js';
 import { readRepositoryHead } from './upstream/git/git-objects.js';
 import { createSource } from './upstream/source-registry.js';
 import { DEFAULT_REPO_PATHS, repoPathMatcher } from './upstream/git/repo-path-matcher.js';
@@ -81,6 +94,40 @@ async function serve(options: {
 }
 
 /** Starts the sources and the merge of a configuration, waits for it to be served, and prints what a client would get. */
+/**
+ * Starts a configuration on ephemeral loopback ports without persisted state: it reads its sources
+ * afresh and never touches the state or the ports of a running meshmux.
+ */
+async function startOffline(config: MeshmuxConfig): Promise<RunningMeshmux> {
+  return startMeshmux(
+    { ...config, state: { dir: 'none' } },
+    {
+      xds: '127.0.0.1:0',
+      http: '127.0.0.1:0',
+      admin: '127.0.0.1:0',
+      ...(config.server.xdsTls === undefined ? {} : { xdsTls: '127.0.0.1:0' }),
+    },
+  );
+}
+
+/** The merged state once ready; fails naming what it still waits for after `timeoutMs`. */
+async function readyState(running: RunningMeshmux, timeoutMs: number, what: string): Promise<ConfigSnapshot> {
+  try {
+    return await firstValueFrom(
+      running.engine.snapshots$.pipe(
+        filter((s) => s.ready),
+        timeout(timeoutMs),
+      ),
+    );
+  } catch {
+    const waiting = running.engine.current().waitingFor.join(', ');
+    throw new MeshmuxError(
+      'UNAVAILABLE',
+      `${what}: not ready after ${timeoutMs / 1000} s, waiting for ${waiting}`,
+    );
+  }
+}
+
 async function preview(options: {
   config?: string;
   nodeId: string;
@@ -96,16 +143,7 @@ async function preview(options: {
     if (i <= 0) throw new MeshmuxError('CONFIG', `--meta takes KEY=VALUE, got "${kv}"`);
     metadata[kv.slice(0, i)] = kv.slice(i + 1);
   }
-  // A preview reads the sources afresh and never touches the state of a running meshmux.
-  const running = await startMeshmux(
-    { ...config, state: { dir: 'none' } },
-    {
-      xds: '127.0.0.1:0',
-      http: '127.0.0.1:0',
-      admin: '127.0.0.1:0',
-      ...(config.server.xdsTls === undefined ? {} : { xdsTls: '127.0.0.1:0' }),
-    },
-  );
+  const running = await startOffline(config);
   try {
     await firstValueFrom(running.engine.snapshots$.pipe(filter((s) => s.ready)));
     const result = running.preview({
@@ -379,6 +417,81 @@ async function confirm(source: string, options: AdminOptions): Promise<number> {
 }
 
 /** A bash completion script for the commands and options of `command`. */
+function describeObject(o: ServedObject): string {
+  return `${o.kind.slice(o.kind.lastIndexOf('/') + 1)} ${o.name}`;
+}
+
+function describeDiff(d: PolicyDiff, next: string, running: string): string[] {
+  const presence =
+    d.presence === 'added'
+      ? ` (only in ${next})`
+      : d.presence === 'removed'
+        ? ` (only in ${running}: its istiods would be matched by a later policy or refused)`
+        : '';
+  const out = [
+    `policy ${d.policy}${presence}: ${d.gained.length} gained, ${d.lost.length} lost, ${d.changed.length} changed`,
+  ];
+  for (const o of d.gained)
+    out.push(`  + ${describeObject(o)}${o.source === '' ? '' : `  from ${o.source}`}`);
+  for (const o of d.lost)
+    out.push(`  - ${describeObject(o)}${o.source === '' ? '' : `  was from ${o.source}`}`);
+  for (const { before, after } of d.changed) {
+    const from =
+      before.source === after.source
+        ? `from ${after.source}`
+        : `from ${after.source}, was from ${before.source}`;
+    out.push(`  ~ ${describeObject(after)}  ${from}`);
+  }
+  return out;
+}
+
+/**
+ * `meshmux diff --config NEW`: reads the sources of the running configuration (`--current`, default
+ * the embedded one) and of NEW, each in a meshmux of its own on ephemeral loopback ports with no
+ * persisted state, and prints per policy what its istiods would gain, lose and see change.
+ * Exit 0 without differences, 1 with, 2 when either side cannot be read.
+ */
+async function diff(options: {
+  config: string;
+  current?: string;
+  output: string;
+  timeout: string;
+}): Promise<number> {
+  const wait = Duration.safeParse(options.timeout);
+  if (!wait.success)
+    throw new InvalidArgumentError(`--timeout: ${wait.error.issues[0]?.message ?? 'not a duration'}`);
+  const timeoutMs = wait.data;
+  const running = configLocation(options.current);
+  const next = configLocation(options.config);
+  const runningLabel = options.current ?? 'the embedded configuration';
+  const read = async (
+    location: { file: string; baseDir: string },
+    label: string,
+  ): Promise<ServedConfiguration> => {
+    const config = loadMeshmuxConfig(location.file, location.baseDir);
+    const instance = await startOffline(config);
+    try {
+      return {
+        snapshot: await readyState(instance, timeoutMs, label),
+        policies: new PolicySet(config.policies),
+      };
+    } finally {
+      await instance.stop();
+    }
+  };
+  const diffs = diffPolicies(await read(running, runningLabel), await read(next, options.config));
+  const differs = diffs.some(
+    (d) => d.presence !== 'kept' || d.gained.length + d.lost.length + d.changed.length > 0,
+  );
+  if (options.output === 'json') console.log(JSON.stringify(diffs, null, 2));
+  else {
+    const lines = diffs.flatMap((d) => describeDiff(d, options.config, runningLabel));
+    lines.push(differs ? 'istiods would receive different config' : 'no difference for any policy');
+    console.log(lines.join('\n'));
+  }
+  return differs ? 1 : 0;
+}
+
 function bashCompletion(command: Command): string {
   const commands = command.commands.map((c) => c.name());
   const cases = command.commands
@@ -506,6 +619,27 @@ program
   .option('--token-file <file>', 'file holding the admin token (server.admin.tokenFile)')
   .action(async (source: string, options: AdminOptions) => {
     process.exitCode = await confirm(source, options);
+  });
+
+program
+  .command('diff')
+  .description(
+    "what each policy's istiods would gain, lose and see change if --config replaced the running configuration (computed offline; exit 1 when they differ)",
+  )
+  .requiredOption('-c, --config <file>', 'the new configuration')
+  .option('--current <file>', 'the running configuration (default: the embedded one)')
+  .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+  .option('--timeout <duration>', 'how long each side may take to read its sources', '60s')
+  .action(async (options: { config: string; current?: string; output: string; timeout: string }) => {
+    try {
+      process.exitCode = await diff(options);
+    } catch (err) {
+      // Exit 1 means "they differ": a side that cannot be read exits 2.
+      if (err instanceof MeshmuxError) {
+        for (const problem of configProblems(err)) console.error(`meshmux: ${problem.describe()}`);
+      } else console.error(`meshmux: ${err instanceof Error ? err.message : String(err)}`);
+      process.exitCode = 2;
+    }
   });
 
 program

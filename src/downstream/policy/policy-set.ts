@@ -24,6 +24,15 @@ export class PolicySet {
     return this.policies.map((p) => p.name);
   }
 
+  /**
+   * Every policy with the view its istiods without a revision get, in order; with no policy
+   * configured, one entry `(none)` that admits everything (as {@link admit} does).
+   */
+  views(): Array<{ readonly policy: string; readonly view: ClientView }> {
+    if (this.policies.length === 0) return [{ policy: '(none)', view: this.view(undefined, '') }];
+    return this.policies.map((p) => ({ policy: p.name, view: this.view(p, '') }));
+  }
+
   admit(client: ClientIdentity): Admission {
     if (this.policies.length === 0)
       return { admitted: true, policy: '(none)', view: this.view(undefined, client.revision) };
