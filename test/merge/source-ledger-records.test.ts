@@ -1,0 +1,162 @@
+/**
+ * A ledger's record and its restoration: what a restarted (or another) replica starts from. The
+ * record carries when the source last synced, what it held and the update a guard holds, kinds
+ * and all; the restored ledger serves it as `restored`, stale since that sync, until its upstream
+ * answers in full, and applies the held update exactly as the first ledger would have.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { MeshmuxError } from '../../src/core/errors.js';
+import type { ConfigResource } from '../../src/core/resource.js';
+import type { SourceEvent } from '../../src/core/source-event.js';
+import { SourceLedger } from '../../src/merge/source-ledger.js';
+import type { SourceRecord } from '../../src/merge/source-record.js';
+import { DEFAULT_SOURCE_POLICY } from '../../src/merge/source-rules.js';
+import { fakeResource } from '../support/resources.js';
+
+const VS = 'networking.istio.io/VirtualService';
+const DR = 'networking.istio.io/DestinationRule';
+
+function ledger(): SourceLedger {
+  return new SourceLedger(
+    { name: 'mesh', type: 'test', defaultNamespace: 'default', kinds: new Set([VS, DR]) },
+    { ...DEFAULT_SOURCE_POLICY, settleMs: 0 },
+    0,
+  );
+}
+
+function snapshot(resources: ConfigResource[], revision: string, kinds?: readonly string[]): SourceEvent {
+  return {
+    type: 'snapshot',
+    resources,
+    revision,
+    errors: [],
+    warnings: [],
+    ...(kinds === undefined ? {} : { kinds: new Set(kinds) }),
+  };
+}
+
+const objects = (kind: string, n: number): ConfigResource[] =>
+  Array.from({ length: n }, (_, i) =>
+    fakeResource(`${kind.slice(kind.lastIndexOf('/') + 1)}-${i}`, { kind }),
+  );
+
+const held = (l: SourceLedger, kind: string): string[] => [...l.kind(kind).keys()].sort();
+
+describe('SourceLedger records', () => {
+  it('holds objects only while it has some', () => {
+    const l = ledger();
+    assert.equal(l.holdsObjects, false, 'a new ledger');
+    l.apply(snapshot(objects(VS, 2), 'r1', [VS]), new Date(1_000));
+    assert.equal(l.holdsObjects, true);
+    l.apply(snapshot(objects(DR, 1), 'r2', [DR]), new Date(1_100));
+    l.clear();
+    assert.equal(l.holdsObjects, false, 'after leaving the configuration');
+  });
+
+  it('records when it last synced and restores as restored, stale since then, with the same objects', () => {
+    const first = ledger();
+    first.apply(snapshot([...objects(VS, 2), ...objects(DR, 1)], 'r1'), new Date(1_000));
+    first.apply(
+      { type: 'status', state: 'stale', error: new MeshmuxError('UNAVAILABLE', 'gone') },
+      new Date(2_000),
+    );
+    const record = first.record(new Date(3_000));
+    assert.equal(record.lastSyncMs, 1_000);
+    assert.equal(record.savedMs, 3_000);
+    assert.equal(record.revision, 'r1');
+
+    const second = ledger();
+    second.restore(record);
+    const report = second.report();
+    assert.equal(report.state, 'restored');
+    assert.equal(report.revision, 'r1');
+    assert.equal(report.lastSyncTime?.getTime(), 1_000);
+    assert.equal(report.staleSince?.getTime(), 1_000, 'stale since the upstream last answered');
+    assert.equal(report.restoredFrom?.getTime(), 3_000);
+    assert.equal(second.holdsObjects, true);
+    assert.deepEqual(held(second, VS), held(first, VS));
+    assert.deepEqual(held(second, DR), held(first, DR));
+  });
+
+  it('counts a never-synced record as stale since it was saved', () => {
+    const first = ledger();
+    first.apply(snapshot(objects(VS, 1), 'partial', [VS]), new Date(1_000));
+    const record = first.record(new Date(4_000));
+    assert.equal(record.lastSyncMs, undefined);
+    const second = ledger();
+    second.restore(record);
+    assert.equal(second.report().lastSyncTime, undefined);
+    assert.equal(second.report().staleSince?.getTime(), 4_000);
+  });
+
+  it('stays restored while its upstream connects, and takes the upstream’s word once it is stale or synced', () => {
+    const record = (() => {
+      const l = ledger();
+      l.apply(snapshot(objects(VS, 1), 'r1'), new Date(1_000));
+      return l.record(new Date(2_000));
+    })();
+    const connecting = ledger();
+    connecting.restore(record);
+    connecting.apply({ type: 'status', state: 'connecting' }, new Date(3_000));
+    assert.equal(connecting.report().state, 'restored');
+    assert.equal(connecting.report().staleSince?.getTime(), 1_000, 'still stale since the last sync');
+
+    const stale = ledger();
+    stale.restore(record);
+    stale.apply({ type: 'status', state: 'stale' }, new Date(3_000));
+    assert.equal(stale.report().state, 'stale');
+
+    const synced = ledger();
+    synced.restore(record);
+    synced.apply({ type: 'status', state: 'synced' }, new Date(3_000));
+    assert.equal(synced.report().state, 'synced');
+    assert.equal(synced.report().staleSince, undefined);
+  });
+
+  it('records a held update that replaces some kinds, and the restored ledger applies just those kinds', () => {
+    const first = ledger();
+    first.apply(snapshot([...objects(VS, 30), ...objects(DR, 10)], 'r1'), new Date(1_000));
+    // VirtualServices emptied by an update that says nothing of DestinationRules: held.
+    first.apply(snapshot([], 'r2', [VS]), new Date(2_000));
+    const heldBefore = first.report().held;
+    assert.ok(heldBefore !== undefined, 'the guard held it');
+    const record: SourceRecord = first.record(new Date(3_000));
+    assert.deepEqual(record.held?.kinds, [VS]);
+    assert.equal(record.held?.revision, 'r2');
+    assert.equal(record.held?.sinceMs, 2_000);
+
+    const second = ledger();
+    second.restore(record);
+    const heldAfter = second.report().held;
+    assert.deepEqual(
+      [
+        heldAfter?.reason,
+        heldAfter?.deletions,
+        heldAfter?.total,
+        heldAfter?.since.getTime(),
+        heldAfter?.digest,
+      ],
+      [heldBefore.reason, heldBefore.deletions, heldBefore.total, 2_000, heldBefore.digest],
+      'the same held update, named by the same digest on every replica',
+    );
+    second.release();
+    assert.deepEqual(held(second, VS), []);
+    assert.equal(held(second, DR).length, 10, 'the kinds the update did not name stay');
+  });
+
+  it('records a held update of the whole state without kinds, and restoring it empties every kind on release', () => {
+    const first = ledger();
+    first.apply(snapshot([...objects(VS, 20), ...objects(DR, 20)], 'r1'), new Date(1_000));
+    first.apply(snapshot(objects(VS, 1), 'r2'), new Date(2_000));
+    const record = first.record(new Date(3_000));
+    assert.ok(record.held !== undefined);
+    assert.equal(record.held.kinds, undefined);
+    assert.equal(record.held.resources.length, 1);
+    const second = ledger();
+    second.restore(record);
+    second.release();
+    assert.deepEqual(held(second, VS), ['default/VirtualService-0']);
+    assert.deepEqual(held(second, DR), []);
+  });
+});
