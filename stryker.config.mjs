@@ -9,11 +9,18 @@ const MODULES = {
   'src/merge/source-ledger.ts': ['dist/test/merge/*.test.js'],
   // The ledger's parts: their own specifications (a lower bound: the merge tests use them too).
   'src/merge/provenance.ts': [
+    'dist/test/merge/provenance.test.js',
     'dist/test/merge/source-ledger.test.js',
     'dist/test/merge/source-ledger-identity.test.js',
+    'dist/test/merge/source-ledger-admission.test.js',
+    'dist/test/merge/creation-times.test.js',
   ],
   'src/merge/kind-state-view.ts': ['dist/test/merge/source-ledger.test.js'],
-  'src/merge/identity-diff.ts': ['dist/test/merge/ledger-parts.test.js'],
+  'src/merge/identity-diff.ts': [
+    'dist/test/merge/ledger-parts.test.js',
+    'dist/test/merge/source-ledger-identity.test.js',
+    'dist/test/merge/source-ledger-admission.test.js',
+  ],
   'src/merge/update-fold.ts': ['dist/test/merge/ledger-parts.test.js'],
   'src/merge/update-guards.ts': ['dist/test/merge/ledger-parts.test.js'],
   'src/merge/source-readiness.ts': ['dist/test/merge/ledger-parts.test.js'],

@@ -1,0 +1,111 @@
+/**
+ * Provenance on its own: the annotations naming an object's source and source version, objects
+ * that keep their identity while unchanged, creation times meshmux stamped that stay while the
+ * source holds the object (also when another replica's record gives them), and upstream times
+ * that pass as given.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { makeResource, type ConfigResource } from '../../src/core/resource.js';
+import { Provenance, SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION } from '../../src/merge/provenance.js';
+import { stampedObject } from '../support/resources.js';
+
+const VS = 'networking.istio.io/VirtualService';
+const KEY = 'shop/a';
+
+/** `shop/a` as an upstream sent it, with its own creation time and, optionally, version. */
+function upstream(seconds: number, nanos = 0, upstreamVersion?: string, body = 'a'): ConfigResource {
+  return makeResource({
+    kind: VS,
+    namespace: 'shop',
+    name: 'a',
+    labels: {},
+    annotations: {},
+    createTime: { seconds, nanos },
+    body: new TextEncoder().encode(body),
+    origin: upstreamVersion === undefined ? {} : { upstreamVersion },
+  });
+}
+
+describe('Provenance', () => {
+  it('names the source, and as source version the upstream’s version or else the content’s', () => {
+    const p = new Provenance('mesh');
+    const plain = p.annotate(upstream(1));
+    assert.equal(plain.annotations[SOURCE_ANNOTATION], 'mesh');
+    assert.equal(plain.annotations[SOURCE_VERSION_ANNOTATION], upstream(1).version);
+    const versioned = new Provenance('mesh').annotate(upstream(1, 0, 'v42'));
+    assert.equal(versioned.annotations[SOURCE_VERSION_ANNOTATION], 'v42');
+  });
+
+  it('passes an object that already names a source through unchanged', () => {
+    const p = new Provenance('mesh');
+    const relayed = makeResource({ ...upstream(1), annotations: { [SOURCE_ANNOTATION]: 'far-away' } });
+    assert.equal(p.annotate(relayed), relayed);
+  });
+
+  it('returns the same served object for the same instance and for an equal new one, and a new one for any change', () => {
+    const p = new Provenance('mesh');
+    const first = p.annotate(upstream(1));
+    assert.equal(p.annotate(upstream(1)), first, 'an equal object re-made keeps its identity');
+    const otherNanos = p.annotate(upstream(1, 5));
+    assert.notEqual(otherNanos, first, 'an upstream time differing in nanoseconds');
+    assert.equal(otherNanos.createTime.nanos, 5);
+    const otherSeconds = p.annotate(upstream(2, 5));
+    assert.equal(otherSeconds.createTime.seconds, 2);
+    const otherVersion = p.annotate(upstream(2, 5, 'v2'));
+    assert.equal(otherVersion.annotations[SOURCE_VERSION_ANNOTATION], 'v2');
+    const otherBody = p.annotate(upstream(2, 5, 'v2', 'changed'));
+    assert.notEqual(otherBody.version, otherVersion.version);
+  });
+
+  it('keeps a stamped creation time while the object is held, and stamps anew after forget or clear', () => {
+    const p = new Provenance('mesh');
+    assert.equal(p.annotate(stampedObject('a', 100)).createTime.seconds, 100);
+    assert.equal(p.annotate(stampedObject('a', 200, true, 'changed')).createTime.seconds, 100);
+    p.forget(VS, KEY);
+    assert.equal(p.annotate(stampedObject('a', 300)).createTime.seconds, 300);
+    p.clear();
+    assert.equal(p.annotate(stampedObject('a', 400)).createTime.seconds, 400);
+  });
+
+  it('adopts another replica’s time for a stamped object it holds, and only then', () => {
+    const p = new Provenance('mesh');
+    assert.equal(p.adopt(VS, KEY, { seconds: 50, nanos: 0 }), undefined, 'not held yet');
+    p.clearShared();
+    const input = stampedObject('a', 100);
+    p.annotate(input);
+    assert.equal(p.adopt(VS, KEY, { seconds: 100, nanos: 0 }), undefined, 'the same time');
+    const adopted = p.adopt(VS, KEY, { seconds: 100, nanos: 7 });
+    assert.equal(adopted?.createTime.nanos, 7);
+    assert.equal(p.annotate(input), adopted, 'the same input is served under the adopted time');
+    const fromUpstream = new Provenance('mesh');
+    fromUpstream.annotate(upstream(9));
+    assert.equal(fromUpstream.adopt(VS, KEY, { seconds: 1, nanos: 0 }), undefined, "an upstream's time");
+  });
+
+  it('gives an object read after the record arrived the recorded time, until the next record replaces it', () => {
+    const p = new Provenance('mesh');
+    p.adopt(VS, KEY, { seconds: 60, nanos: 0 });
+    assert.equal(p.annotate(stampedObject('a', 100)).createTime.seconds, 60);
+    p.forget(VS, KEY);
+    p.clearShared();
+    assert.equal(p.annotate(stampedObject('a', 100)).createTime.seconds, 100);
+  });
+
+  it('records an object under the time it is served with, and leaves other objects as they are', () => {
+    const p = new Provenance('mesh');
+    p.annotate(stampedObject('a', 100));
+    const reread = stampedObject('a', 200);
+    assert.equal(p.withHeldTime(reread).createTime.seconds, 100);
+    const same = stampedObject('a', 100);
+    assert.equal(p.withHeldTime(same), same);
+    const sameSecondsOtherNanos = makeResource({
+      ...stampedObject('a', 100),
+      createTime: { seconds: 100, nanos: 3 },
+    });
+    assert.equal(p.withHeldTime(sameSecondsOtherNanos).createTime.nanos, 0);
+    const given = upstream(5);
+    assert.equal(p.withHeldTime(given), given);
+    assert.equal(p.withHeldTime(stampedObject('never-held', 7)).createTime.seconds, 7);
+  });
+});
