@@ -90,8 +90,12 @@ describe('MergeEngine and other replicas', () => {
     };
     follower.engine.adoptCreateTimes({ ...record, type: 'git' });
     follower.engine.adoptCreateTimes({ ...record, source: 'other' });
-    const before = follower.engine.current();
+    // A later change, once served, shows that whatever the records above caused was served too.
+    follower.events.next(state(object('a', 700), object('b', 700), object('marker', 700)));
+    const before = await next(follower.engine, 'the marker', (s) => timeOf(s, 'marker') !== undefined);
     assert.equal(timeOf(before, 'a'), 700, 'a record of another type or source is not taken');
+    follower.events.next(state(object('a', 700), object('b', 700)));
+    await next(follower.engine, 'the marker gone', (s) => timeOf(s, 'marker') === undefined);
 
     follower.engine.adoptCreateTimes(record);
     const adopted = await next(follower.engine, 'times adopted', (s) => timeOf(s, 'a') === 100);
@@ -99,11 +103,10 @@ describe('MergeEngine and other replicas', () => {
     assert.ok(adopted.generation > before.generation);
     assert.equal(adopted.version, writer.engine.current().version, 'the same content version as the writer');
     follower.engine.adoptCreateTimes(record);
-    assert.equal(
-      follower.engine.current().generation,
-      adopted.generation,
-      'adopting again publishes nothing',
-    );
+    follower.events.next(state(object('a', 700), object('b', 700), object('marker', 700)));
+    const after = await next(follower.engine, 'the marker again', (s) => timeOf(s, 'marker') !== undefined);
+    assert.equal(after.generation, adopted.generation + 1, 'adopting again published nothing');
+    assert.equal(timeOf(after, 'a'), 100);
     writer.engine.stop();
     follower.engine.stop();
   });
