@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { diffByIdentity } from '../../src/merge/identity-diff.js';
@@ -166,6 +167,63 @@ describe('the identity diff of two lists', () => {
     const s = diffByIdentity([a, ...fresh, ...many, b], [a, ...many, b]);
     assert.deepEqual(names(s.vanished), names(fresh));
     assert.deepEqual(s.added, []);
+  });
+});
+
+describe('the identity diff, over generated lists', () => {
+  const pool = Array.from({ length: 60 }, (_, i) => fakeResource(`p${i}`));
+  /** Distinct pool indexes: a source never sends one instance twice in a list. */
+  const list = fc.uniqueArray(fc.integer({ min: 0, max: pool.length - 1 }), { maxLength: 45 });
+  const only = (xs: readonly ConfigResource[], not: readonly ConfigResource[]) => {
+    const other = new Set(not);
+    return xs.filter((x) => !other.has(x));
+  };
+
+  it('finds exactly the instances only in either list, each in its list’s order, when the common ones keep their order', () => {
+    fc.assert(
+      fc.property(list, fc.array(fc.boolean(), { maxLength: 60 }), list, (beforeIdx, keep, extraIdx) => {
+        const before = beforeIdx.map((i) => pool[i] as ConfigResource);
+        // The common instances in their order, with removals and with new instances put in between.
+        const kept = before.filter((_, k) => keep[k] ?? true);
+        const fresh = extraIdx.filter((i) => !beforeIdx.includes(i)).map((i) => pool[i] as ConfigResource);
+        const after: ConfigResource[] = [];
+        kept.forEach((r, k) => {
+          if (fresh[k] !== undefined) after.push(fresh[k]);
+          after.push(r);
+        });
+        after.push(...fresh.slice(kept.length));
+        const { added, vanished } = diffByIdentity(before, after);
+        assert.deepEqual(added, only(after, before));
+        assert.deepEqual(vanished, only(before, after));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('accounts for every instance of both lists in any order: the earlier list, less what vanished, plus what was added, is the later one', () => {
+    fc.assert(
+      fc.property(list, list, (beforeIdx, afterIdx) => {
+        const before = beforeIdx.map((i) => pool[i] as ConfigResource);
+        const after = afterIdx.map((i) => pool[i] as ConfigResource);
+        const { added, vanished } = diffByIdentity(before, after);
+        for (const r of only(after, before)) assert.ok(added.includes(r), `${r.name} added`);
+        for (const r of only(before, after)) assert.ok(vanished.includes(r), `${r.name} vanished`);
+        assert.ok(
+          added.every((r) => after.includes(r)),
+          'added from the later list only',
+        );
+        assert.ok(
+          vanished.every((r) => before.includes(r)),
+          'vanished from the earlier list only',
+        );
+        const rebuilt = new Set([...only(before, vanished), ...added]);
+        assert.deepEqual(
+          [...rebuilt].sort((x, y) => x.name.localeCompare(y.name)),
+          [...after].sort((x, y) => x.name.localeCompare(y.name)),
+        );
+      }),
+      { numRuns: 300 },
+    );
   });
 });
 
