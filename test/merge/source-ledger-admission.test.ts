@@ -79,14 +79,31 @@ describe('SourceLedger admission', () => {
   });
 
   it('re-admits under new rules what the source last sent of every kind, and nothing a full state withdrew', () => {
-    const l = ledger({ deny: { kinds: ['DestinationRule'] } });
-    l.apply(snapshot([vs('a'), dr('old')]), at(1_000));
-    l.apply(snapshot([vs('a')]), at(2_000));
-    l.apply(snapshot([vs('b')], [VS]), at(3_000));
-    l.apply(snapshot([dr('new')], [DR]), at(4_000));
-    l.setPolicy({ ...DEFAULT_SOURCE_POLICY, settleMs: 0 });
-    assert.deepEqual(keys(l, VS), ['default/b']);
-    assert.deepEqual(keys(l, DR), ['default/new'], 'the DestinationRule withdrawn before stays withdrawn');
+    const withdrawn = ledger({ deny: { kinds: ['DestinationRule'] } });
+    withdrawn.apply(snapshot([vs('a'), dr('old')]), at(1_000));
+    withdrawn.apply(snapshot([vs('a')]), at(2_000));
+    withdrawn.setPolicy({ ...DEFAULT_SOURCE_POLICY, settleMs: 0 });
+    assert.deepEqual(keys(withdrawn, DR), [], 'the DestinationRule a full state withdrew stays withdrawn');
+
+    const partial = ledger({ deny: { kinds: ['DestinationRule'] } });
+    partial.apply(snapshot([vs('a'), dr('old')]), at(1_000));
+    partial.apply(snapshot([vs('b')], [VS]), at(3_000));
+    partial.apply(snapshot([dr('new')], [DR]), at(4_000));
+    partial.setPolicy({ ...DEFAULT_SOURCE_POLICY, settleMs: 0 });
+    assert.deepEqual(keys(partial, VS), ['default/b']);
+    assert.deepEqual(keys(partial, DR), ['default/new']);
+  });
+
+  it('judges nothing when nothing waits, and misses no kind once a full state arrived', () => {
+    const l = new SourceLedger(
+      { name: 'mesh', type: 'test', defaultNamespace: 'default' },
+      { ...DEFAULT_SOURCE_POLICY, settleMs: 0 },
+      0,
+    );
+    assert.deepEqual(l.settle(at(1_000)), []);
+    assert.deepEqual(l.missingKinds(), ['*'], 'any kind may come before the first state');
+    l.apply(snapshot([vs('a')]), at(1_000));
+    assert.deepEqual(l.missingKinds(), []);
   });
 
   it('forgets a kind it no longer holds, on either path', () => {
@@ -125,6 +142,20 @@ describe('SourceLedger admission', () => {
     assert.deepEqual(l.apply(snapshot([], [DR, 'networking.istio.io/Gateway']), at(3_000)), []);
     assert.equal(l.settleDue, 4_000, 'emptying the DestinationRules waits');
     l.settle(at(4_000));
+    // A full state deleting one object, and one adding an object on the identity path: at once too.
+    // Restricted rules: the full admission path, not the identity one.
+    const full = ledger({ settleMs: 1_000, allow: { namespaces: ['default'] } });
+    const [fa, fc] = [vs('a'), dr('c')];
+    full.apply(snapshot([fa, vs('b'), fc]), at(1_000));
+    assert.equal(full.apply(snapshot([fa, fc]), at(2_000)).length, 1);
+    assert.equal(full.settleDue, undefined);
+    const growing = ledger({ settleMs: 1_000 });
+    const x = vs('x');
+    growing.apply(snapshot([x], [VS]), at(1_000));
+    const y = vs('y');
+    assert.equal(growing.apply(snapshot([x, y], [VS]), at(2_000)).length, 1);
+    assert.equal(growing.apply(snapshot([x, vs('z')], [VS]), at(2_500)).length, 1, 'one out, one in');
+    assert.equal(growing.settleDue, undefined);
     const m = ledger({ settleMs: 1_000 });
     m.apply(snapshot([vs('x')], [VS]), at(1_000));
     assert.equal(
@@ -135,16 +166,21 @@ describe('SourceLedger admission', () => {
     assert.equal(m.settleDue, undefined, 'and does not wait');
   });
 
-  it('keeps the creation time it stamped while the object lives, and stamps anew once it was deleted', () => {
-    const l = ledger();
-    const keep = stampedObject('keep', 50);
-    l.apply(snapshot([keep, stampedObject('a', 100)], [VS]), at(1_000));
-    l.apply(snapshot([keep, stampedObject('a', 200, true, 'changed')], [VS]), at(2_000));
-    assert.equal(l.kind(VS).get('shop/a')?.createTime.seconds, 100, 'the first time stays');
-    l.apply(snapshot([keep], [VS]), at(3_000));
-    l.apply(snapshot([keep, stampedObject('a', 300)], [VS]), at(4_000));
-    assert.equal(l.kind(VS).get('shop/a')?.createTime.seconds, 300, 'a new object after a deletion');
-  });
+  for (const rules of ['open', 'restricted'] as const) {
+    it(`keeps the creation time it stamped while the object lives, and stamps anew once it was deleted (${rules} rules)`, () => {
+      // Restricted rules take the full admission path every time; open rules the identity path.
+      const l = ledger(rules === 'open' ? {} : { allow: { namespaces: ['shop'] } });
+      const keep = stampedObject('keep', 50);
+      l.apply(snapshot([keep, stampedObject('a', 100)], [VS]), at(1_000));
+      l.apply(snapshot([keep, stampedObject('a', 200, true, 'changed')], [VS]), at(2_000));
+      assert.equal(l.kind(VS).get('shop/a')?.createTime.seconds, 100, 'the first time stays');
+      l.apply(snapshot([keep, stampedObject('a', 250, true, 'changed again')], [VS]), at(2_500));
+      assert.equal(l.kind(VS).get('shop/a')?.createTime.seconds, 100, 'and stays');
+      l.apply(snapshot([keep], [VS]), at(3_000));
+      l.apply(snapshot([keep, stampedObject('a', 300)], [VS]), at(4_000));
+      assert.equal(l.kind(VS).get('shop/a')?.createTime.seconds, 300, 'a new object after a deletion');
+    });
+  }
 
   it('drops a stale source past maxStale, not before, and never without maxStale', () => {
     const bounded = ledger({ maxStaleMs: 5_000 });
