@@ -15,7 +15,10 @@ const MODULES = {
     'dist/test/merge/source-ledger-admission.test.js',
     'dist/test/merge/creation-times.test.js',
   ],
-  'src/merge/kind-state-view.ts': ['dist/test/merge/source-ledger.test.js'],
+  'src/merge/kind-state-view.ts': [
+    'dist/test/merge/source-ledger.test.js',
+    'dist/test/merge/source-ledger-admission.test.js',
+  ],
   'src/merge/identity-diff.ts': [
     'dist/test/merge/ledger-parts.test.js',
     'dist/test/merge/source-ledger-identity.test.js',

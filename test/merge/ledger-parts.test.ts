@@ -11,7 +11,7 @@ import type { SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { diffByIdentity } from '../../src/merge/identity-diff.js';
 import { SourceReadiness } from '../../src/merge/source-readiness.js';
 import type { SourceRecord } from '../../src/merge/source-record.js';
-import { foldEvent, foldIn } from '../../src/merge/update-fold.js';
+import { foldDigest, foldEvent, foldIn } from '../../src/merge/update-fold.js';
 import { appliesAtOnce, type GuardRules, guardVerdict } from '../../src/merge/update-guards.js';
 import { fakeResource } from '../support/resources.js';
 
@@ -272,5 +272,41 @@ describe('the fold of updates not applied yet', () => {
     const later = foldIn(full, event([fakeResource('d2', { kind: DR })], [DR]));
     assert.equal(later.full, true);
     assert.deepEqual(view(foldEvent(later)), { kinds: undefined, names: ['v1', 'd2'], revision: 'r' });
+  });
+});
+
+describe('the digest of a held update', () => {
+  const event = (resources: ConfigResource[], kinds?: string[], revision = 'r'): SourceSnapshotEvent => ({
+    type: 'snapshot',
+    ...(kinds === undefined ? {} : { kinds: new Set(kinds) }),
+    resources,
+    revision,
+    errors: [],
+    warnings: [],
+  });
+  const digest = (...events: SourceSnapshotEvent[]): string =>
+    foldDigest(events.reduce<ReturnType<typeof foldIn> | undefined>((f, e) => foldIn(f, e), undefined)!);
+  const [a, b] = [fakeResource('a'), fakeResource('b')];
+
+  it('is the same for the same update, whatever its order, revision or instances', () => {
+    assert.equal(
+      digest(event([a, b], [VS], 'r1')),
+      digest(event([fakeResource('b'), fakeResource('a')], [VS], 'r2')),
+    );
+    assert.match(digest(event([a], [VS])), /^\S{8,}$/);
+  });
+
+  it('differs when an object, its content, a kind replaced or the whole state differ', () => {
+    const base = digest(event([a, b], [VS]));
+    const others = [
+      digest(event([a], [VS])),
+      digest(event([a, fakeResource('b', { body: 'changed' })], [VS])),
+      digest(event([a, fakeResource('b', { namespace: 'other' })], [VS])),
+      digest(event([a, b], [VS, DR])),
+      digest(event([a, b])),
+      digest(event([], [VS])),
+      digest(event([], [DR])),
+    ];
+    assert.equal(new Set([base, ...others]).size, others.length + 1, 'every one differs');
   });
 });

@@ -196,4 +196,17 @@ describe('SourceLedger admission', () => {
     assert.deepEqual(unbounded.expire(at(1_000_000_000)), []);
     assert.equal(unbounded.holdsObjects, true);
   });
+
+  it('hands out views of a kind that read like a map until the source changes, then refuse to be read', () => {
+    const l = ledger();
+    l.apply(snapshot([vs('a'), vs('b')], [VS]), at(1_000));
+    const view = l.kind(VS);
+    assert.deepEqual(
+      [...view.entries()].map(([key, r]) => `${key}=${r.name}`),
+      ['default/a=a', 'default/b=b'],
+    );
+    assert.deepEqual([...view.keys()], ['default/a', 'default/b']);
+    l.apply(snapshot([vs('a'), vs('c')], [VS]), at(2_000));
+    assert.throws(() => [...view.entries()], /read after the source changed it/);
+  });
 });
