@@ -13,7 +13,7 @@ import { SourceReadiness } from '../../src/merge/source-readiness.js';
 import type { SourceRecord } from '../../src/merge/source-record.js';
 import { foldDigest, foldEvent, foldIn } from '../../src/merge/update-fold.js';
 import { appliesAtOnce, type GuardRules, guardVerdict } from '../../src/merge/update-guards.js';
-import { fakeResource } from '../support/resources.js';
+import { fakeResource, snapshotEvent } from '../support/resources.js';
 
 const VS = 'networking.istio.io/VirtualService';
 const DR = 'networking.istio.io/DestinationRule';
@@ -228,14 +228,7 @@ describe('the identity diff, over generated lists', () => {
 });
 
 describe('the fold of updates not applied yet', () => {
-  const event = (resources: ConfigResource[], kinds?: string[], revision = 'r'): SourceSnapshotEvent => ({
-    type: 'snapshot',
-    ...(kinds === undefined ? {} : { kinds: new Set(kinds) }),
-    resources,
-    revision,
-    errors: [],
-    warnings: [],
-  });
+  const event = snapshotEvent;
   const view = (e: SourceSnapshotEvent) => ({
     kinds: e.kinds === undefined ? undefined : [...e.kinds].sort(),
     names: e.resources.map((r) => r.name),
@@ -276,14 +269,7 @@ describe('the fold of updates not applied yet', () => {
 });
 
 describe('the digest of a held update', () => {
-  const event = (resources: ConfigResource[], kinds?: string[], revision = 'r'): SourceSnapshotEvent => ({
-    type: 'snapshot',
-    ...(kinds === undefined ? {} : { kinds: new Set(kinds) }),
-    resources,
-    revision,
-    errors: [],
-    warnings: [],
-  });
+  const event = snapshotEvent;
   const digest = (...events: SourceSnapshotEvent[]): string =>
     foldDigest(events.reduce<ReturnType<typeof foldIn> | undefined>((f, e) => foldIn(f, e), undefined)!);
   const [a, b] = [fakeResource('a'), fakeResource('b')];

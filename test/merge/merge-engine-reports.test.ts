@@ -13,7 +13,7 @@ import type { SourceEvent } from '../../src/core/source-event.js';
 import type { ConfigSnapshot } from '../../src/merge/config-snapshot.js';
 import { MergeEngine, type MergeInput } from '../../src/merge/merge-engine.js';
 import { firstMatch } from '../support/deadline.js';
-import { fakeResource } from '../support/resources.js';
+import { fakeResource, snapshotEvent } from '../support/resources.js';
 
 const VS = 'networking.istio.io/VirtualService';
 const DR = 'networking.istio.io/DestinationRule';
@@ -45,14 +45,7 @@ function source(name: string, policy: MergeInput['policy'] = {}, kinds?: Readonl
 }
 
 function state(resources: ConfigResource[], revision = 'r', kinds?: ReadonlySet<string>): SourceEvent {
-  return {
-    type: 'snapshot',
-    resources,
-    revision,
-    errors: [],
-    warnings: [],
-    ...(kinds === undefined ? {} : { kinds }),
-  };
+  return snapshotEvent(resources, kinds, revision);
 }
 
 const next = (

@@ -7,10 +7,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ConfigResource } from '../../src/core/resource.js';
-import type { SourceEvent } from '../../src/core/source-event.js';
 import { SourceLedger } from '../../src/merge/source-ledger.js';
 import { DEFAULT_SOURCE_POLICY, type SourcePolicy } from '../../src/merge/source-rules.js';
-import { fakeResource, stampedObject } from '../support/resources.js';
+import { fakeResource, snapshotEvent, stampedObject } from '../support/resources.js';
 
 const VS = 'networking.istio.io/VirtualService';
 const DR = 'networking.istio.io/DestinationRule';
@@ -23,16 +22,7 @@ function ledger(policy: Partial<SourcePolicy> = {}): SourceLedger {
   );
 }
 
-function snapshot(resources: ConfigResource[], kinds?: readonly string[], revision = 'r'): SourceEvent {
-  return {
-    type: 'snapshot',
-    resources,
-    revision,
-    errors: [],
-    warnings: [],
-    ...(kinds === undefined ? {} : { kinds: new Set(kinds) }),
-  };
-}
+const snapshot = snapshotEvent;
 
 const vs = (name: string, namespace = 'default'): ConfigResource => fakeResource(name, { namespace });
 const dr = (name: string, namespace = 'default'): ConfigResource =>

@@ -12,7 +12,7 @@ import type { SourceEvent } from '../../src/core/source-event.js';
 import { SourceLedger } from '../../src/merge/source-ledger.js';
 import type { SourceRecord } from '../../src/merge/source-record.js';
 import { DEFAULT_SOURCE_POLICY } from '../../src/merge/source-rules.js';
-import { fakeResource } from '../support/resources.js';
+import { fakeResource, snapshotEvent } from '../support/resources.js';
 
 const VS = 'networking.istio.io/VirtualService';
 const DR = 'networking.istio.io/DestinationRule';
@@ -26,14 +26,7 @@ function ledger(): SourceLedger {
 }
 
 function snapshot(resources: ConfigResource[], revision: string, kinds?: readonly string[]): SourceEvent {
-  return {
-    type: 'snapshot',
-    resources,
-    revision,
-    errors: [],
-    warnings: [],
-    ...(kinds === undefined ? {} : { kinds: new Set(kinds) }),
-  };
+  return snapshotEvent(resources, kinds, revision);
 }
 
 const objects = (kind: string, n: number): ConfigResource[] =>

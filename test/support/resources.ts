@@ -1,4 +1,5 @@
 import { makeResource, type ConfigResource } from '../../src/core/resource.js';
+import type { SourceSnapshotEvent } from '../../src/core/source-event.js';
 
 /** A resource with an opaque body, for tests of layers that never look inside bodies. */
 export function fakeResource(
@@ -32,4 +33,23 @@ export function stampedObject(name: string, seconds: number, stamped = true, bod
     body: new TextEncoder().encode(body),
     origin: stamped ? { file: 'shop.yaml', createTimeStamped: true } : { file: 'upstream' },
   });
+}
+
+/**
+ * A source's snapshot event without problems: of the listed kinds only (a partial state), or of
+ * every kind when `kinds` is absent (a full state).
+ */
+export function snapshotEvent(
+  resources: readonly ConfigResource[],
+  kinds?: Iterable<string>,
+  revision = 'r',
+): SourceSnapshotEvent {
+  return {
+    type: 'snapshot',
+    resources: [...resources],
+    revision,
+    errors: [],
+    warnings: [],
+    ...(kinds === undefined ? {} : { kinds: new Set(kinds) }),
+  };
 }
