@@ -152,4 +152,18 @@ describe('SourceLedger records', () => {
     assert.deepEqual(held(second, VS), ['default/VirtualService-0']);
     assert.deepEqual(held(second, DR), []);
   });
+
+  it('changes its record when a held update goes away because the source took it back', () => {
+    const l = ledger();
+    const all = [...objects(VS, 30), ...objects(DR, 10)];
+    l.apply(snapshot(all, 'r1'), new Date(1_000));
+    l.apply(snapshot(objects(DR, 10), 'r2'), new Date(2_000));
+    assert.ok(l.report().held !== undefined);
+    const whileHeld = l.recordVersion;
+    // The upstream sends its old state again: nothing changes, but the held update is gone.
+    assert.deepEqual(l.apply(snapshot(all, 'r1'), new Date(3_000)), []);
+    assert.equal(l.report().held, undefined);
+    assert.notEqual(l.recordVersion, whileHeld, 'the record to persist no longer holds the update');
+    assert.equal(l.record(new Date(4_000)).held, undefined);
+  });
 });
