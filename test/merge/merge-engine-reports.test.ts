@@ -218,4 +218,53 @@ describe('MergeEngine reports', () => {
     for (const ms of durations) assert.ok(ms >= 0 && ms <= elapsed, `${ms} of ${elapsed}`);
     engine.stop();
   });
+
+  it("turns a source stream's error into that source's failure, naming the source and keeping the cause", async () => {
+    const a = source('a');
+    const engine = new MergeEngine([a.input], { syncTimeoutMs: 60_000 });
+    engine.start();
+    a.events.error(new Error('socket hang up'));
+    const failed = await next(engine, 'the failure reported', (s) => s.sources[0]?.lastError !== undefined);
+    assert.equal(failed.sources[0]?.state, 'failing');
+    assert.equal(failed.sources[0]?.lastError?.code, 'UNAVAILABLE');
+    assert.equal(failed.sources[0]?.lastError?.location.file, 'a');
+    assert.match(failed.sources[0]?.lastError?.message ?? '', /socket hang up/);
+    engine.stop();
+  });
+
+  it('moves a kind’s generation when its content changes, and only then', async () => {
+    const a = source('a');
+    const engine = new MergeEngine([a.input], { syncTimeoutMs: 60_000 });
+    engine.start();
+    a.events.next(state([fakeResource('one')], 'r1'));
+    const first = await next(engine, 'the first state', (s) => s.ready);
+    const g1 = first.kinds.get(VS)?.generation;
+    assert.equal(typeof g1, 'number');
+    a.events.next(state([fakeResource('one')], 'r2'));
+    const same = await next(engine, 'the same content again', (s) => s.sources[0]?.revision === 'r2');
+    assert.equal(same.kinds.get(VS)?.generation, g1);
+    a.events.next(state([fakeResource('one'), fakeResource('two')], 'r3'));
+    const changed = await next(engine, 'new content', (s) => s.kinds.get(VS)?.resources.length === 2);
+    assert.ok((changed.kinds.get(VS)?.generation ?? 0) > (g1 ?? 0));
+    engine.stop();
+  });
+
+  it('confirms the held update of the source named, among several holding one', async () => {
+    const a = source('a');
+    const b = source('b');
+    const engine = new MergeEngine([a.input, b.input], { syncTimeoutMs: 60_000 });
+    engine.start();
+    a.events.next(state(many(20, 'a')));
+    b.events.next(state(many(20, 'b')));
+    await next(engine, 'both served', (s) => s.ready);
+    a.events.next(state([]));
+    b.events.next(state(many(2, 'b')));
+    const held = await next(engine, 'both held', (s) => s.sources.every((x) => x.held !== undefined));
+    const digestB = held.sources[1]?.held?.digest ?? '';
+    assert.notEqual(digestB, held.sources[0]?.held?.digest);
+    assert.equal(engine.confirmHeld('b', digestB), 'applied');
+    const applied = await next(engine, "b's update applied", (s) => s.sources[1]?.held === undefined);
+    assert.notEqual(applied.sources[0]?.held, undefined, "a's update stays held");
+    engine.stop();
+  });
 });
