@@ -71,6 +71,20 @@ describe('fake Kubernetes API server, as kubectl sees it', { skip: suiteSkip(kub
     ]);
   });
 
+  it('pages a long list as kubectl asks for it (limit and continue)', async () => {
+    for (let i = 0; i < 1_100; i++) api.put(vs('paged', `p${i}`));
+    const from = api.requests.length;
+    const list = await kubectl('get', 'virtualservices.networking.istio.io', '-n', 'paged');
+    assert.equal(new Set(list.items.map((i) => i.metadata.name)).size, 1_100);
+    const reads = api.requests.slice(from).filter((r) => r.includes('/namespaces/paged/'));
+    assert.ok(
+      reads.some((r) => /[?&]limit=500/.test(r)),
+      reads.join('\n'),
+    );
+    assert.equal(reads.filter((r) => r.includes('continue=')).length, 2, reads.join('\n'));
+    for (let i = 0; i < 1_100; i++) api.remove('VirtualService', 'paged', `p${i}`);
+  });
+
   it('shows the same objects at an older served version', async () => {
     const list = await kubectl('get', 'virtualservices.v1alpha3.networking.istio.io', '-A');
     assert.equal(list.items.length, 3);

@@ -1,7 +1,8 @@
 /**
  * An in-process Kubernetes API server for tests, speaking the part of the API that list-and-watch
  * clients use: discovery (`/api`, `/apis`, `/apis/<group>`, `/apis/<group>/<version>`), list with a
- * collection `resourceVersion`, and watch as chunked newline-delimited events with bookmarks,
+ * collection `resourceVersion` (in pages with `limit` and `continue`, a token expiring with
+ * compaction), and watch as chunked newline-delimited events with bookmarks,
  * `timeoutSeconds`, and `410 Gone` (as an HTTP status or as an `ERROR` event) for a compacted
  * `resourceVersion`. Label selectors (`k=v`, `k!=v`, `k`, `!k`) and field selectors
  * (`metadata.name`, `metadata.namespace`) apply to list and watch, on namespaced and cluster-wide
@@ -114,6 +115,16 @@ export class FakeKubeApiServer {
   private readonly watchers = new Set<Watcher>();
   private port = 0;
   private auth: FakeKubeAuth = {};
+  /** Lists being read page by page, by continue token: the snapshot and where the next page starts. */
+  private readonly pagedLists = new Map<
+    string,
+    {
+      readonly snapshot: { readonly rv: number; readonly items: readonly KubeObject[] };
+      readonly offset: number;
+    }
+  >();
+  private pageTokens = 0;
+  private expireContinue = false;
   /** Every request path with its query, in order (for asserting what a client asked). */
   readonly requests: string[] = [];
 
@@ -211,11 +222,17 @@ export class FakeKubeApiServer {
   compact(style: GoneStyle = 'event'): void {
     this.compactedBelow = this.rv;
     this.log = [];
+    this.pagedLists.clear();
     for (const w of this.watchers) {
       if (style === 'event') this.writeEvent(w, { type: 'ERROR', object: goneStatus() });
       w.response.end();
     }
     this.watchers.clear();
+  }
+
+  /** Answers the next request carrying a continue token with 410, as after a compaction. */
+  expireNextContinue(): void {
+    this.expireContinue = true;
   }
 
   /** Sends a BOOKMARK with the current resourceVersion to every open watch. */
@@ -372,14 +389,42 @@ export class FakeKubeApiServer {
       const watch = url.searchParams.get('watch');
       if (watch === 'true' || watch === '1')
         return this.watch(req, res, url, { served, version, namespace, matches });
-      const items = [...this.objects.get(this.storeKey(served))!.values()]
-        .filter(matches)
-        .map((o) => atVersion(o, { served, version }));
+      // A paged list reads one snapshot: later pages come from it, as etcd serves them at the first
+      // page's revision, until a compaction expires the continue token (410).
+      const token = url.searchParams.get('continue');
+      let snapshot: { readonly rv: number; readonly items: readonly KubeObject[] } | undefined;
+      let offset = 0;
+      if (token !== null && token !== '') {
+        const paged = this.expireContinue ? undefined : this.pagedLists.get(token);
+        this.expireContinue = false;
+        if (paged === undefined)
+          return this.status(res, 410, 'Expired', 'The provided continue parameter is too old');
+        this.pagedLists.delete(token);
+        snapshot = paged.snapshot;
+        offset = paged.offset;
+      } else {
+        snapshot = {
+          rv: this.rv,
+          items: [...this.objects.get(this.storeKey(served))!.values()]
+            .filter(matches)
+            .map((o) => atVersion(o, { served, version })),
+        };
+      }
+      const limit = Number(url.searchParams.get('limit') ?? '0');
+      const end = limit > 0 ? offset + limit : snapshot.items.length;
+      const metadata: { resourceVersion: string; continue?: string } = {
+        resourceVersion: String(snapshot.rv),
+      };
+      if (end < snapshot.items.length) {
+        const next = `page-${++this.pageTokens}`;
+        this.pagedLists.set(next, { snapshot, offset: end });
+        metadata.continue = next;
+      }
       return this.json(res, {
         apiVersion: `${group}/${version}`,
         kind: `${served.kind}List`,
-        metadata: { resourceVersion: String(this.rv) },
-        items,
+        metadata,
+        items: snapshot.items.slice(offset, end),
       });
     } catch (err) {
       return this.status(res, 400, 'BadRequest', err instanceof Error ? err.message : String(err));

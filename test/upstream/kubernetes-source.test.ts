@@ -176,6 +176,26 @@ describe('Kubernetes source', () => {
     assert.ok(!names(next).includes('team-b/ignored'));
   });
 
+  it('lists in pages, and starts over when the continue token expires between pages', async () => {
+    const labels = { test: 'paged' };
+    for (let i = 0; i < 1_200; i++) {
+      api.put({ ...vs('paged', `p${i}`), metadata: { name: `p${i}`, namespace: 'paged', labels } });
+    }
+    api.expireNextContinue();
+    const events = start({ labelSelector: 'test=paged' });
+    const snapshot = await events.snapshot();
+    assert.equal(names(snapshot).length, 1_200);
+    const lists = api.requests.filter(
+      (r) => r.includes('/virtualservices?') && r.includes('test%3Dpaged') && !r.includes('watch='),
+    );
+    assert.equal(lists.filter((r) => !r.includes('continue=')).length, 2, 'started over once');
+    assert.ok(
+      lists.every((r) => r.includes('limit=500')),
+      lists.join('\n'),
+    );
+    for (let i = 0; i < 1_200; i++) api.remove('VirtualService', 'paged', `p${i}`);
+  });
+
   it('treats a kind whose CRD is not installed as not served, and is synced without it', async () => {
     const events = start({ kinds: ['VirtualService', 'Sidecar'] });
     const snapshot = await events.snapshot();

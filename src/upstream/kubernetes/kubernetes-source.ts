@@ -119,11 +119,6 @@ export class KubernetesSource implements UpstreamSource {
 
       const request = (path: string): Promise<ApiResponse> => getJson(config, `${server}${path}`);
 
-      const selectorQuery = (): string =>
-        options.labelSelector === undefined
-          ? ''
-          : `labelSelector=${encodeURIComponent(options.labelSelector)}`;
-
       /** Discovery documents of the API groups, fetched once per connection attempt. */
       let groups = new Map<string, Promise<ApiResponse>>();
 
@@ -155,21 +150,44 @@ export class KubernetesSource implements UpstreamSource {
           version === undefined ? undefined : `/apis/${w.kind.group}/${version}/${scope}${w.kind.plural}`;
       };
 
+      /**
+       * Lists a kind in pages of {@link LIST_PAGE_SIZE}, as kubectl and client-go do, so the API
+       * server never builds one huge answer; a continue token that expired (410) starts the list
+       * over. The objects are replaced only once every page has arrived.
+       */
       const list = async (w: KindWatch): Promise<void> => {
-        const query = selectorQuery();
-        const response = await request(`${w.path ?? ''}${query === '' ? '' : `?${query}`}`);
-        if (response.status === 404) {
-          w.served = false;
-          return;
+        const items: KubernetesObject[] = [];
+        let resourceVersion = '';
+        let token = '';
+        for (let restarts = 0; ;) {
+          const params = new URLSearchParams({ limit: String(LIST_PAGE_SIZE) });
+          if (options.labelSelector !== undefined) params.set('labelSelector', options.labelSelector);
+          if (token !== '') params.set('continue', token);
+          const response = await request(`${w.path ?? ''}?${params.toString()}`);
+          if (response.status === 404) {
+            w.served = false;
+            return;
+          }
+          if (response.status === 410 && token !== '' && restarts < 3) {
+            // The snapshot the pages came from was compacted: list again from the start.
+            restarts += 1;
+            items.length = 0;
+            token = '';
+            continue;
+          }
+          if (response.status !== 200) throw httpError(`${server}${w.path ?? ''}`, response);
+          const body = response.body as {
+            metadata?: { resourceVersion?: string; continue?: string };
+            items?: KubernetesObject[];
+          };
+          items.push(...(body.items ?? []));
+          if (token === '') resourceVersion = body.metadata?.resourceVersion ?? '';
+          token = body.metadata?.continue ?? '';
+          if (token === '') break;
         }
-        if (response.status !== 200) throw httpError(`${server}${w.path ?? ''}`, response);
-        const body = response.body as {
-          metadata?: { resourceVersion?: string };
-          items?: KubernetesObject[];
-        };
         const before = new Set(w.objects.keys());
         w.objects.clear();
-        for (const item of body.items ?? []) {
+        for (const item of items) {
           if (!inNamespace(item.metadata?.namespace ?? '')) continue;
           w.objects.set(objectKey(item), item);
         }
@@ -181,7 +199,7 @@ export class KubernetesSource implements UpstreamSource {
           },
           'kind listed',
         );
-        w.resourceVersion = body.metadata?.resourceVersion ?? '';
+        w.resourceVersion = resourceVersion;
         w.listed = true;
       };
 
@@ -364,6 +382,9 @@ const UNTRUSTED_CERTIFICATE: ReadonlySet<string> = new Set([
   'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
   'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
 ]);
+
+/** Objects per list request; the rest follows with the API server's continue token. */
+const LIST_PAGE_SIZE = 500;
 
 /** How long one list or discovery request may take before it counts as a failure. */
 const REQUEST_TIMEOUT_MS = 60_000;
