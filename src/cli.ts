@@ -417,6 +417,24 @@ async function confirm(source: string, options: AdminOptions): Promise<number> {
 }
 
 /** A bash completion script for the commands and options of `command`. */
+/**
+ * Prints why a command failed: a problem of the input (configuration, files) one line each, with
+ * file, line and field; a system error (a port in use, a missing file) by its message; only a bug
+ * with its stack trace. Returns true when the input or the system was at fault, false for a bug.
+ */
+function reportFailure(err: unknown): boolean {
+  if (err instanceof MeshmuxError) {
+    for (const problem of configProblems(err)) console.error(`meshmux: ${problem.describe()}`);
+    return true;
+  }
+  if (err instanceof Error && typeof (err as NodeJS.ErrnoException).code === 'string') {
+    console.error(`meshmux: ${err.message}`);
+    return true;
+  }
+  console.error(err);
+  return false;
+}
+
 function describeObject(o: ServedObject): string {
   return `${o.kind.slice(o.kind.lastIndexOf('/') + 1)} ${o.name}`;
 }
@@ -634,10 +652,8 @@ program
     try {
       process.exitCode = await diff(options);
     } catch (err) {
-      // Exit 1 means "they differ": a side that cannot be read exits 2.
-      if (err instanceof MeshmuxError) {
-        for (const problem of configProblems(err)) console.error(`meshmux: ${problem.describe()}`);
-      } else console.error(`meshmux: ${err instanceof Error ? err.message : String(err)}`);
+      // Exit 1 means "they differ": whatever else stops it exits 2.
+      reportFailure(err);
       process.exitCode = 2;
     }
   });
@@ -661,17 +677,5 @@ program
 if (process.argv[2] !== 'serve') sendLogsToStderr();
 
 program.parseAsync(process.argv).catch((err: unknown) => {
-  // A problem of the input (configuration, files) is one line each, with file, line and field;
-  // only a bug prints a stack trace.
-  if (err instanceof MeshmuxError) {
-    for (const problem of configProblems(err)) console.error(`meshmux: ${problem.describe()}`);
-    process.exit(1);
-  }
-  if (err instanceof Error && typeof (err as NodeJS.ErrnoException).code === 'string') {
-    // A system error (a port in use, a missing file): its message says it all.
-    console.error(`meshmux: ${err.message}`);
-    process.exit(1);
-  }
-  console.error(err);
-  process.exit(2);
+  process.exit(reportFailure(err) ? 1 : 2);
 });
