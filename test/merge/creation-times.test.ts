@@ -9,7 +9,7 @@ import type { ConfigResource, Timestamp } from '../../src/core/resource.js';
 import type { SourceEvent } from '../../src/core/source-event.js';
 import { SourceLedger } from '../../src/merge/source-ledger.js';
 import { DEFAULT_SOURCE_POLICY } from '../../src/merge/source-rules.js';
-import { stampedObject } from '../support/resources.js';
+import { snapshotEvent, stampedObject } from '../support/resources.js';
 import { decodeStateFile, encodeStateFile } from '../../src/state/state-file.js';
 
 const VS = 'networking.istio.io/VirtualService';
@@ -24,14 +24,9 @@ function ledger(): SourceLedger {
   );
 }
 
+/** A full state whose revision names its objects. */
 function state(...resources: ConfigResource[]): SourceEvent {
-  return {
-    type: 'snapshot',
-    resources,
-    revision: resources.map((r) => r.name).join(','),
-    errors: [],
-    warnings: [],
-  };
+  return snapshotEvent(resources, undefined, resources.map((r) => r.name).join(','));
 }
 
 const timeOf = (l: SourceLedger, name: string): Timestamp | undefined =>

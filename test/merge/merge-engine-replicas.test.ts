@@ -11,20 +11,15 @@ import type { ConfigSnapshot } from '../../src/merge/config-snapshot.js';
 import { MergeEngine } from '../../src/merge/merge-engine.js';
 import type { SourceRecord } from '../../src/merge/source-record.js';
 import { firstMatch } from '../support/deadline.js';
-import { stampedObject } from '../support/resources.js';
+import { snapshotEvent, stampedObject } from '../support/resources.js';
 
 const VS = 'networking.istio.io/VirtualService';
 
 const object = stampedObject;
 
+/** A full state whose revision names its objects. */
 function state(...resources: ConfigResource[]): SourceEvent {
-  return {
-    type: 'snapshot',
-    resources,
-    revision: resources.map((r) => r.name).join(','),
-    errors: [],
-    warnings: [],
-  };
+  return snapshotEvent(resources, undefined, resources.map((r) => r.name).join(','));
 }
 
 /** An engine over one `file` source named `shop`, settled at once. */
