@@ -3,6 +3,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DubboRegistry, encodeLikeJava, providerUrl } from '../support/dubbo-registry.js';
+import { closingPort } from '../support/free-port.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
@@ -38,8 +39,11 @@ describe('no secrets in served config or output', { skip: suiteSkip(zookeeperMis
   let dispose: () => Promise<void>;
   let meshmux: MeshmuxProcess;
   let client: IstiodClient;
+  let gitRemote: { port: number; close: () => Promise<void> };
 
   before(async () => {
+    // A git remote that hangs up at once: the fetch fails and its error names the URL.
+    gitRemote = await closingPort();
     zk = await ZookeeperServer.start();
     registry = await DubboRegistry.connect(zk.connectString);
     const cart = { iface: 'com.acme.Cart', version: '1.0.0', application: 'cart' };
@@ -72,6 +76,8 @@ describe('no secrets in served config or output', { skip: suiteSkip(zookeeperMis
     await writeFile(
       path.join(dir, 'meshmux.yaml'),
       [
+        // The git source never syncs: wait for it only briefly before serving the registry's kinds.
+        'syncTimeout: 2s',
         'sources:',
         '  - name: dubbo',
         '    type: zookeeper',
@@ -79,8 +85,7 @@ describe('no secrets in served config or output', { skip: suiteSkip(zookeeperMis
         '    namespace: dubbo',
         '  - name: gitops',
         '    type: git',
-        // Nothing listens there: the fetch fails and its error names the URL.
-        `    url: http://deploy:${PLANTED.gitUserinfo}@127.0.0.1:9/mesh.git`,
+        `    url: http://deploy:${PLANTED.gitUserinfo}@127.0.0.1:${gitRemote.port}/mesh.git`,
         '    required: false',
         '    interval: 1s',
         '',
@@ -99,7 +104,7 @@ describe('no secrets in served config or output', { skip: suiteSkip(zookeeperMis
       () => 'the Cart ServiceEntry with both readable providers',
     );
     await meshmux.waitForLog(
-      (l) => JSON.stringify(l).includes('127.0.0.1:9/mesh.git'),
+      (l) => JSON.stringify(l).includes(`127.0.0.1:${gitRemote.port}/mesh.git`),
       0,
       WAIT_MS,
       'a log line naming the git URL',
@@ -110,6 +115,7 @@ describe('no secrets in served config or output', { skip: suiteSkip(zookeeperMis
     await meshmux.stop();
     await registry.close();
     await zk.dispose();
+    await gitRemote.close();
     await dispose();
   });
 
@@ -144,7 +150,7 @@ describe('no secrets in served config or output', { skip: suiteSkip(zookeeperMis
     const sources = await (await fetch(`${meshmux.admin}/debug/sources`)).text();
     // The page still names what went wrong, with the credentials hidden.
     assert.match(sources, /bad provider registration/);
-    assert.match(sources, /127\.0\.0\.1:9\/mesh\.git/);
+    assert.ok(sources.includes(`127.0.0.1:${gitRemote.port}/mesh.git`), 'the page names the git URL');
     for (const page of pages) {
       const res = await fetch(`${meshmux.admin}${page}`);
       assert.equal(res.status, 200, page);

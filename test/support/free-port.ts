@@ -36,3 +36,21 @@ export async function onFreePort<T>(start: (port: number) => Promise<T>, attempt
     }
   }
 }
+
+/**
+ * A listener on 127.0.0.1 that closes every connection as soon as it is accepted: a peer that
+ * fails at once, on a port the test owns. Port 9 or any other well-known "nothing listens here"
+ * port is not that: on some machines a discard service accepts there and never answers, and a
+ * client then waits for its own timeout instead of failing.
+ */
+export function closingPort(): Promise<{ port: number; close: () => Promise<void> }> {
+  return new Promise((resolve, reject) => {
+    const server = createServer((socket) => socket.destroy());
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      resolve({ port, close: () => new Promise((done) => server.close(() => done())) });
+    });
+  });
+}
