@@ -1,6 +1,7 @@
 import { ContentDigest } from '../core/content-digest.js';
 import { compareByName as compare, type ConfigResource } from '../core/resource.js';
 import { EMPTY_KIND_VERSION, type KindSnapshot } from '../merge/config-snapshot.js';
+import { changesSince } from '../merge/kind-changes.js';
 import type { ClientView } from './client-view.js';
 
 /** Separates a served version's content part from the upstream revisions it names. */
@@ -19,6 +20,8 @@ interface ViewState extends ViewContent {
   readonly generation: number;
   /** The kind's objects this state was derived from, to diff the next generation against. */
   readonly from: readonly ConfigResource[];
+  /** The `serial` of the kind snapshot those objects came from. */
+  readonly serial: number | undefined;
   /** The digest of `resources`: the content version, maintained per change. */
   readonly digest: ContentDigest;
   readonly content: string;
@@ -36,42 +39,6 @@ function positionOf(list: readonly ConfigResource[], r: ConfigResource): number 
     else hi = mid;
   }
   return lo;
-}
-
-/**
- * The objects in only one of two lists sorted by namespace and name. Identical instances are
- * skipped with a pointer comparison, so two generations of a kind that differ by a few objects
- * cost O(n) pointer comparisons and O(changes) key comparisons.
- */
-function diffSorted(
-  before: readonly ConfigResource[],
-  after: readonly ConfigResource[],
-): { vanished: ConfigResource[]; added: ConfigResource[] } {
-  const vanished: ConfigResource[] = [];
-  const added: ConfigResource[] = [];
-  let i = 0;
-  let j = 0;
-  while (i < before.length && j < after.length) {
-    const a = before[i] as ConfigResource;
-    const b = after[j] as ConfigResource;
-    if (a === b) {
-      i++;
-      j++;
-      continue;
-    }
-    const c = compare(a, b);
-    if (c <= 0) {
-      vanished.push(a);
-      i++;
-    }
-    if (c >= 0) {
-      added.push(b);
-      j++;
-    }
-  }
-  for (; i < before.length; i++) vanished.push(before[i] as ConfigResource);
-  for (; j < after.length; j++) added.push(after[j] as ConfigResource);
-  return { vanished, added };
 }
 
 /**
@@ -122,10 +89,10 @@ export class ViewContents {
       digest = new ContentDigest();
       content = kind.version;
     } else if (last !== undefined) {
-      const { vanished, added } = diffSorted(last.from, kind.resources);
+      const { removed, added } = changesSince(last.serial, last.from, kind);
       const list = last.resources.slice();
       digest = last.digest.clone();
-      for (const r of vanished) {
+      for (const r of removed) {
         if (!view.admits(r)) continue;
         const at = positionOf(list, r);
         if (list[at] === r) {
@@ -156,6 +123,7 @@ export class ViewContents {
     const state: ViewState = {
       generation: kind.generation,
       from: kind.resources,
+      serial: kind.serial,
       resources,
       digest,
       content,

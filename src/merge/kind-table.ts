@@ -1,6 +1,6 @@
 import { ContentDigest } from '../core/content-digest.js';
 import type { ConfigResource } from '../core/resource.js';
-import type { Conflict, ConflictParty, ConflictType, KindSnapshot } from './config-snapshot.js';
+import type { Conflict, ConflictParty, ConflictType, KindChanges, KindSnapshot } from './config-snapshot.js';
 import type { KindState } from './source-ledger.js';
 
 /** A source as ranked by precedence. */
@@ -32,6 +32,9 @@ export interface ApplyHints {
   /** The source's revision that produced `after`; recorded only if the change alters anything. */
   readonly revision?: string | undefined;
 }
+
+/** The next kind snapshot's `serial`: unique in the process, whichever table builds it. */
+let nextSerial = 0;
 
 /** Namespace first, then name: a key that sorts the way responses list objects. */
 function sortKey(namespace: string, name: string): string {
@@ -78,6 +81,14 @@ export class KindTable {
   private generation = 0;
   private lastVersion = '';
   private cached: KindSnapshot | undefined;
+  /** The `serial` of the last snapshot built. */
+  private lastSerial = 0;
+  /**
+   * Keys served differently since the last snapshot, with what that snapshot served under each:
+   * the next snapshot's `changes`. Undefined when there is no snapshot to lead from, or after a
+   * bulk change (then a walk is as cheap as anything).
+   */
+  private pending: Map<string, ConfigResource | undefined> | undefined;
 
   constructor(
     readonly kind: string,
@@ -144,7 +155,10 @@ export class KindTable {
       this.serve(sk, bulk);
       this.sameKeyConflicts.delete(holderKey(sk));
     }
-    if (bulk) this.reorder();
+    if (bulk) {
+      this.pending = undefined;
+      this.reorder();
+    }
   }
 
   /** Rebuilds the served order from `served` (after a bulk change). */
@@ -163,9 +177,11 @@ export class KindTable {
     if (this.served.size === 0) {
       // Content that comes back after a gap is a new generation, so no response is reused across it.
       this.lastVersion = '';
+      this.pending = undefined;
       return undefined;
     }
     if (this.cached !== undefined) return this.cached;
+    const from = this.lastVersion === '' ? undefined : this.lastSerial;
     const version = this.digest.version();
     if (version !== this.lastVersion) {
       this.lastVersion = version;
@@ -174,14 +190,35 @@ export class KindTable {
     const sourceRevisions = [...this.revisions.values()]
       .sort((a, b) => a.order - b.order)
       .map((r) => r.revision);
+    const changes = from === undefined ? undefined : this.takeChanges(from);
+    this.pending = new Map();
+    this.lastSerial = ++nextSerial;
     this.cached = Object.freeze({
       kind: this.kind,
       version,
       generation: this.generation,
+      serial: this.lastSerial,
       resources: Object.freeze(this.orderedResources.slice()),
       sourceRevisions: Object.freeze(sourceRevisions),
+      ...(changes === undefined ? {} : { changes }),
     });
     return this.cached;
+  }
+
+  /** The pending keys as the difference from the snapshot numbered `from`, in served order. */
+  private takeChanges(from: number): KindChanges | undefined {
+    const pending = this.pending;
+    if (pending === undefined) return undefined;
+    const removed: ConfigResource[] = [];
+    const added: ConfigResource[] = [];
+    for (const sk of [...pending.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) {
+      const before = pending.get(sk);
+      const after = this.served.get(sk)?.resource;
+      if (before === after) continue;
+      if (before !== undefined) removed.push(before);
+      if (after !== undefined) added.push(after);
+    }
+    return Object.freeze({ from, removed: Object.freeze(removed), added: Object.freeze(added) });
   }
 
   /** Keys held by several sources, and semantic clashes, as they stand now. */
@@ -292,6 +329,7 @@ export class KindTable {
     const winner = this.suppressed.has(sk) ? undefined : this.winner(sk);
     const current = this.served.get(sk);
     if (current?.resource === winner?.resource && current !== undefined) return;
+    if (this.pending !== undefined && !this.pending.has(sk)) this.pending.set(sk, current?.resource);
     if (unordered) {
       if (current !== undefined) this.digest.remove(current.resource);
       if (winner !== undefined) {

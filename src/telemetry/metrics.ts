@@ -3,6 +3,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { SourceEvent, SourceState } from '../core/source-event.js';
 import type { ConfigSnapshot, HoldReason, KindSnapshot } from '../merge/config-snapshot.js';
+import { changesBetween } from '../merge/kind-changes.js';
 import { MESHMUX_VERSION } from '../core/version.js';
 
 const SOURCE_STATES: readonly SourceState[] = ['connecting', 'restored', 'synced', 'stale', 'failing'];
@@ -385,32 +386,20 @@ export class Metrics {
 }
 
 /**
- * Objects created, changed or deleted between two states of a kind. Both lists are sorted by
- * name and share the instances of unchanged objects, so this is a walk of pointer comparisons.
+ * Objects created, changed or deleted between two states of a kind: a replaced object counts once,
+ * and not at all when its new instance has the same content version.
  */
 export function changedObjects(before: KindSnapshot | undefined, after: KindSnapshot | undefined): number {
-  const a = before?.resources ?? [];
-  const b = after?.resources ?? [];
+  const { removed, added } = changesBetween(before, after);
+  let changed = removed.length + added.length;
   let i = 0;
-  let j = 0;
-  let changed = 0;
-  while (i < a.length && j < b.length) {
-    const x = a[i] as ConfigResource;
-    const y = b[j] as ConfigResource;
-    if (x === y) {
-      i++;
-      j++;
-      continue;
-    }
-    const order = compareByName(x, y);
-    if (order === 0 && x.version === y.version) {
-      i++;
-      j++;
-      continue;
-    }
-    changed++;
-    if (order <= 0) i++;
-    if (order >= 0) j++;
+  for (const y of added) {
+    while (i < removed.length && compareByName(removed[i] as ConfigResource, y) < 0) i++;
+    const x = removed[i];
+    if (x === undefined || compareByName(x, y) !== 0) continue;
+    // One object replaced: counted once, or not at all if its content is the same.
+    changed -= x.version === y.version ? 2 : 1;
+    i++;
   }
-  return changed + (a.length - i) + (b.length - j);
+  return changed;
 }

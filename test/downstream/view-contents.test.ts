@@ -8,6 +8,7 @@ import { FULL_VIEW } from '../../src/downstream/client-view.js';
 import { ClientPolicy, policyView } from '../../src/downstream/policy/client-policy.js';
 import { ViewContents } from '../../src/downstream/view-contents.js';
 import { EMPTY_KIND_VERSION, type KindSnapshot } from '../../src/merge/config-snapshot.js';
+import { KindTable } from '../../src/merge/kind-table.js';
 import { fakeResource } from '../support/resources.js';
 
 const KIND = 'networking.istio.io/VirtualService';
@@ -91,6 +92,55 @@ describe('view contents', () => {
                 `${view.id}: as built afresh`,
               );
             }
+          });
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('follows the change sets of a real kind table, for views that look at every snapshot or skip some', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ edits: fc.array(editArb, { maxLength: 6 }), looks: fc.nat({ max: 7 }) }), {
+          minLength: 1,
+          maxLength: 10,
+        }),
+        (steps) => {
+          let counter = 0;
+          const table = new KindTable(KIND, undefined, 'serve-all', () => ++counter);
+          const rank = { name: 'git', priority: 0, order: 0 };
+          const contents = new ViewContents();
+          let held = new Map<string, ConfigResource>();
+          steps.forEach(({ edits, looks }, n) => {
+            const next = new Map(held);
+            for (const e of edits) {
+              const key = `${e.namespace}/${e.name}`;
+              if (e.remove) next.delete(key);
+              else {
+                const labels: Record<string, string> = {
+                  ...(e.team === undefined ? {} : { team: e.team }),
+                  ...(e.rev === undefined ? {} : { 'istio.io/rev': e.rev }),
+                };
+                next.set(key, object(e.namespace, e.name, labels, e.body));
+              }
+            }
+            table.apply(rank, held, next);
+            held = next;
+            const kind = table.snapshot();
+            // Each view reads this snapshot or not, as its clients happen to ask (bit i of `looks`).
+            VIEWS.forEach((view, i) => {
+              if ((looks & (1 << i)) === 0) return;
+              const got = contents.of(view, kind);
+              const want = (kind?.resources ?? []).filter((r) => view.admits(r));
+              const at = `${view.id} after step ${n + 1}`;
+              // Equal content may be held as the instances of an earlier snapshot of the same generation.
+              const named = (list: readonly ConfigResource[]) =>
+                list.map((r) => `${r.namespace}/${r.name}@${r.version}`);
+              assert.deepEqual(named(got.resources), named(want), `${at}: objects`);
+              const content = got.version.split('~')[0];
+              assert.equal(content, kind === undefined ? EMPTY_KIND_VERSION : contentVersion(want), at);
+            });
           });
         },
       ),

@@ -74,6 +74,8 @@ export class SotwAdsClient implements StreamHandlers {
     const before = this.previous.get(typeUrl);
     const now: { values: Uint8Array[]; results: ReadResult[] } = { values: [], results: [] };
     let cursor = 0;
+    // Which objects of the last response this one re-sent as they were: the others may be forgotten.
+    const reused = new Uint8Array(before?.values.length ?? 0);
     response.resources.forEach((any, i) => {
       if (!any.typeUrl.endsWith(MCP_RESOURCE_SUFFIX)) {
         update.reject(
@@ -95,6 +97,7 @@ export class SotwAdsClient implements StreamHandlers {
         if (last !== undefined && sameBytes(last, any.value)) {
           result = before.results[cursor + skip];
           value = last;
+          reused[cursor + skip] = 1;
           cursor += skip + 1;
         }
       }
@@ -106,7 +109,7 @@ export class SotwAdsClient implements StreamHandlers {
     });
     this.previous.set(typeUrl, now);
     const kept = this.ctx.state.apply(typeUrl, update.build(version));
-    if (before !== undefined) this.forgetGone(typeUrl, before.results, now.results);
+    if (before !== undefined) this.forgetGone(typeUrl, before.results, reused);
     if (update.dropped === 0) {
       this.accepted.set(typeUrl, version);
       this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
@@ -123,14 +126,16 @@ export class SotwAdsClient implements StreamHandlers {
   }
 
   /**
-   * Lets the reader drop what it remembers of objects a full state removed: those of the last
-   * response that are neither in this one nor still served (a refused response keeps them served).
+   * Lets the reader drop what it remembers of objects a full state removed or replaced: those of
+   * the last response this one did not re-send as they were, unless still served (a refused
+   * response keeps them served). Costs a walk of flags, and a lookup per object not re-sent.
    */
-  private forgetGone(typeUrl: string, before: readonly ReadResult[], now: readonly ReadResult[]): void {
-    const read = new Set(now);
-    const served = new Set(this.ctx.state.resourcesOf(typeUrl).values());
-    for (const result of before) {
-      if (!read.has(result) && !(result.ok && served.has(result.resource))) this.ctx.reader.forget(result);
+  private forgetGone(typeUrl: string, before: readonly ReadResult[], reused: Uint8Array): void {
+    const served = this.ctx.state.resourcesOf(typeUrl);
+    for (let i = 0; i < before.length; i++) {
+      if (reused[i] === 1) continue;
+      const result = before[i] as ReadResult;
+      if (!(result.ok && served.get(result.name) === result.resource)) this.ctx.reader.forget(result);
     }
   }
 

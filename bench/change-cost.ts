@@ -1,0 +1,151 @@
+/**
+ * What one changed object costs meshmux, in CPU:
+ *
+ *   npm run build && node dist/bench/change-cost.js [--shape L] [--changes 40] [--views edge|all] [--profile]
+ *
+ * The benchmark's three upstreams hold a shape's objects (L: 50k ServiceEntries + 2k
+ * VirtualServices) and meshmux runs as shipped in a process of its own, pinned to one core. The
+ * istiods are one of the small (edge) view (`--views all`: one per policy, so the large views
+ * exist too). Each round changes one ServiceEntry of the edge view and waits until the istiods
+ * hold what the model says. Measured per change: the server's CPU for the whole change (reading
+ * the upstream's new state, merging, building and writing the small view's response), less the
+ * cost of reading its counters. With only the small view, everything but a few kilobytes of
+ * writing comes before the first byte, so this is the CPU before the first byte.
+ * `--profile` also prints where the server spent the rounds' CPU (self time per function).
+ */
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { SE, SE_URL, SHAPES, VS_URL, type PolicyName } from './fixtures.js';
+import { Fleet, LatencyTracker, percentile } from './fleet.js';
+import { ShapeRig } from './phases.js';
+import { cpuMs, pinSelf, ServerProcess } from './server-process.js';
+
+const args = process.argv.slice(2);
+function option(name: string, fallback: string): string {
+  const at = args.indexOf(`--${name}`);
+  return at < 0 ? fallback : (args[at + 1] ?? fallback);
+}
+const shape = SHAPES[option('shape', 'L') === 'S' ? 'S' : 'L'];
+const CHANGES = Number(option('changes', '40'));
+const ALL_VIEWS = option('views', 'edge') === 'all';
+const PROFILE = args.includes('--profile');
+
+interface CpuProfile {
+  readonly startTime: number;
+  readonly nodes: ReadonlyArray<{
+    readonly id: number;
+    readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number };
+  }>;
+  readonly samples?: readonly number[];
+  readonly timeDeltas?: readonly number[];
+}
+
+/** Self time per function over the samples taken between `fromUs` and `toUs` (monotonic clock), largest first. */
+function topFunctions(profile: CpuProfile, fromUs: number, toUs: number, count: number): string[] {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map<string, number>();
+  const deltas = profile.timeDeltas ?? [];
+  let at = profile.startTime;
+  let total = 0;
+  (profile.samples ?? []).forEach((id, i) => {
+    const us = deltas[i] ?? 0;
+    at += us;
+    if (at < fromUs || at > toUs) return;
+    const frame = byId.get(id)?.callFrame;
+    const where =
+      frame === undefined
+        ? '?'
+        : `${frame.functionName || '(anonymous)'} ${frame.url.split('/').slice(-2).join('/')}:${frame.lineNumber + 1}`;
+    if (where.startsWith('(idle)')) return;
+    total += us;
+    self.set(where, (self.get(where) ?? 0) + us);
+  });
+  return [...self.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, count)
+    .map(
+      ([where, us]) =>
+        `${(us / 1000).toFixed(1).padStart(8)} ms ${((us / total) * 100).toFixed(1).padStart(5)}%  ${where}`,
+    );
+}
+
+const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+pinSelf(1);
+const profileDir = PROFILE ? await mkdtemp(path.join(tmpdir(), 'meshmux-change-cost-')) : undefined;
+if (profileDir !== undefined) process.env['BENCH_SERVER_PROFILE'] = profileDir;
+const rig = new ShapeRig(shape);
+await rig.start();
+const server = await ServerProcess.start({ mode: 'meshmux', shape: shape.name, upstreams: rig.addresses });
+const policies: PolicyName[] = ALL_VIEWS ? ['edge', 'core', 'east'] : ['edge'];
+const fleets = policies.map((policy, i) => new Fleet(server.xdsAddress, 1, { first: i, policy }).start());
+const { model } = rig;
+let window: { fromUs: number; toUs: number } | undefined;
+try {
+  for (const f of fleets) {
+    await f.until(() => f.mismatches(model.expectedDigests()).length === 0, 300_000, 'the first sync');
+  }
+  console.log(
+    `${shape.name}: ${shape.serviceEntries} ServiceEntries + ${shape.virtualServices} VirtualServices; istiods of ${policies.join(', ')}`,
+  );
+  await sleep(1_000);
+  // What reading the counters costs the server, to take off each round's figure.
+  const idle: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const a = cpuMs(await server.counters());
+    await sleep(50);
+    idle.push(cpuMs(await server.counters()) - a);
+  }
+  const overhead = percentile(idle, 50);
+  const cpu: number[] = [];
+  const fromUs = monotonicUs();
+  for (let round = 0; round < CHANGES; round++) {
+    const before = cpuMs(await server.counters());
+    const trackers = fleets.map((f) => new LatencyTracker(f));
+    const pick = model.servedInZone('edge');
+    const change = model.change('endpoints', pick.upstream, pick);
+    const sim = rig.simulators[change.upstream];
+    if (sim === undefined) throw new Error(`no upstream ${change.upstream}`);
+    for (const t of trackers)
+      t.expect(change.kind === SE ? SE_URL : VS_URL, change.upstream, sim.nextSeq, change.affected);
+    rig.track(trackers[0]);
+    sim.changed(change.kind);
+    sim.flush();
+    for (const t of trackers)
+      if (!(await t.settle(60_000))) throw new Error(`change ${round} did not reach every istiod`);
+    rig.track(undefined);
+    for (const t of trackers) t.close();
+    await sleep(50);
+    cpu.push(cpuMs(await server.counters()) - before - overhead);
+  }
+  window = { fromUs, toUs: monotonicUs() };
+  for (const f of fleets) {
+    const wrong = f.mismatches(model.expectedDigests());
+    if (wrong.length > 0) throw new Error(`after the changes: ${wrong.slice(0, 3).join('; ')}`);
+  }
+  console.log(
+    `${CHANGES} one-object changes to the small view: server CPU per change p50 ${percentile(cpu, 50).toFixed(1)} ms, p90 ${percentile(cpu, 90).toFixed(1)} ms, max ${Math.max(...cpu).toFixed(1)} ms (reading counters: ${overhead.toFixed(1)} ms, taken off)`,
+  );
+  console.log(
+    JSON.stringify({
+      shape: shape.name,
+      views: policies,
+      perChange: { cpuMsBeforeFirstByte: Number(percentile(cpu, 50).toFixed(1)) },
+    }),
+  );
+} finally {
+  for (const f of fleets) f.close();
+  await server.stop();
+  await rig.close();
+}
+if (profileDir !== undefined && window !== undefined) {
+  const files = (await readdir(profileDir)).filter((f) => f.endsWith('.cpuprofile'));
+  for (const file of files) {
+    const profile = JSON.parse(await readFile(path.join(profileDir, file), 'utf8')) as CpuProfile;
+    console.log('where the server spent the rounds (self time):');
+    for (const l of topFunctions(profile, window.fromUs, window.toUs, 30)) console.log(l);
+  }
+  await rm(profileDir, { recursive: true, force: true });
+}

@@ -1,0 +1,76 @@
+import { compareByName, type ConfigResource } from '../core/resource.js';
+import type { KindSnapshot } from './config-snapshot.js';
+
+/** Objects no longer served and objects newly served between two snapshots of a kind, in served order. */
+export interface KindDifference {
+  readonly removed: readonly ConfigResource[];
+  readonly added: readonly ConfigResource[];
+}
+
+const NOTHING: KindDifference = Object.freeze({ removed: Object.freeze([]), added: Object.freeze([]) });
+
+/**
+ * What changed from `before` to `after` (either absent: the kind had no objects). When `after`
+ * carries the merge's own change set and it leads from `before`, that is the answer, in
+ * O(changed); otherwise both lists are walked in step.
+ */
+export function changesBetween(
+  before: KindSnapshot | undefined,
+  after: KindSnapshot | undefined,
+): KindDifference {
+  if (before === after) return NOTHING;
+  if (before === undefined) return { removed: [], added: after?.resources ?? [] };
+  if (after === undefined) return { removed: before.resources, added: [] };
+  return changesSince(before.serial, before.resources, after);
+}
+
+/**
+ * What changed in `after` since the snapshot numbered `serial` (absent: unknown), whose objects
+ * were `resources`.
+ */
+export function changesSince(
+  serial: number | undefined,
+  resources: readonly ConfigResource[],
+  after: KindSnapshot,
+): KindDifference {
+  if (resources === after.resources) return NOTHING;
+  const changes = after.changes;
+  if (changes !== undefined && serial !== undefined && changes.from === serial) return changes;
+  return diffSorted(resources, after.resources);
+}
+
+/**
+ * The objects in only one of two lists sorted by namespace and name. Identical instances are
+ * skipped with a pointer comparison, so two lists that differ by a few objects cost O(n) pointer
+ * comparisons and O(changes) key comparisons.
+ */
+export function diffSorted(
+  before: readonly ConfigResource[],
+  after: readonly ConfigResource[],
+): KindDifference {
+  const removed: ConfigResource[] = [];
+  const added: ConfigResource[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < before.length && j < after.length) {
+    const a = before[i] as ConfigResource;
+    const b = after[j] as ConfigResource;
+    if (a === b) {
+      i++;
+      j++;
+      continue;
+    }
+    const c = compareByName(a, b);
+    if (c <= 0) {
+      removed.push(a);
+      i++;
+    }
+    if (c >= 0) {
+      added.push(b);
+      j++;
+    }
+  }
+  for (; i < before.length; i++) removed.push(before[i] as ConfigResource);
+  for (; j < after.length; j++) added.push(after[j] as ConfigResource);
+  return { removed, added };
+}
