@@ -484,6 +484,11 @@ export class MeshModel {
     return this.served(SE).length + this.served(VS).length;
   }
 
+  /** Objects of `kind` a client of `policy` holds. */
+  expectedCount(policy: PolicyName, kind: KindDescriptor): number {
+    return this.served(kind).filter((w) => admits(policy, w.object.zone)).length;
+  }
+
   /** Picks a change of the churn mix (50% endpoints, 10% routes, 20% label moves, 10% adds, 10% deletes) and applies it. */
   churnChange(): AppliedChange {
     const r = this.rng.next();

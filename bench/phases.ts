@@ -39,7 +39,7 @@ export const FULL_TIMING: Timing = {
   churnMs: 20_000,
   baselineChurnMs: 10_000,
   changesPerSecond: 100,
-  isolated: 3,
+  isolated: 5,
   floorChanges: 10,
   allBaselines: true,
 };
@@ -285,7 +285,12 @@ export interface MeshmuxResults {
   };
   readonly floorMs: number;
   readonly floorServingMs: number;
+  /** Per isolated change to the small view: server CPU before the first push it caused, ms. */
+  readonly cpuBeforeFirstByteMs: readonly number[];
   readonly memory: {
+    /** RSS after a full collection: before serving, and with the fleet connected. */
+    readonly baseRssBytes: number;
+    readonly afterFleetRssBytes: number;
     readonly baseBytes: number;
     readonly syncedNoClientsBytes: number;
     readonly afterFleetBytes: number;
@@ -504,6 +509,9 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       sourceMs: [] as number[],
       servingMs: {} as Partial<Record<PolicyName, number[]>>,
     };
+    // Server CPU from just before an edge object changes upstream to the first push it causes: the
+    // server is idle in between (300 ms apart), so this is its CPU before the change's first byte.
+    const cpuBeforeFirstByte: number[] = [];
     for (let round = 0; round < timing.isolated; round++) {
       for (const zone of ['edge', 'east', 'west'] as const) {
         // On L a change to a large view moves gigabytes: once is enough, and of the two large
@@ -512,8 +520,13 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
         const tracker = new LatencyTracker(fleet);
         rig.track(tracker);
         const pick = model.servedInZone(zone);
+        if (zone === 'edge') await server.mark();
         rig.apply(model.change('endpoints', pick.upstream, pick), tracker, true);
         await tracker.settle(60_000);
+        if (zone === 'edge') {
+          const cpu = await server.firstPushCpuMs();
+          if (cpu !== undefined) cpuBeforeFirstByte.push(cpu);
+        }
         rig.track(undefined);
         tracker.close();
         const c = tracker.changes[0];
@@ -529,6 +542,9 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       }
     }
     verify(fleet, model, 'meshmux after isolated changes');
+    log(
+      `  one-object change to the small view: server CPU before the first byte p50 ${percentile(cpuBeforeFirstByte, 50).toFixed(1)} ms, max ${Math.max(...cpuBeforeFirstByte).toFixed(1)} ms`,
+    );
     log(
       `  isolated, source path (upstream write → snapshot at the ADS server): p50 ${percentile(isolatedSplit.sourceMs, 50).toFixed(1)} ms; serving path p50: ${Object.entries(
         isolatedSplit.servingMs,
@@ -589,7 +605,10 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       isolatedSplit,
       floorMs,
       floorServingMs,
+      cpuBeforeFirstByteMs: cpuBeforeFirstByte,
       memory: {
+        baseRssBytes: server.base.rssBytes,
+        afterFleetRssBytes: afterFleet.rssBytes,
         baseBytes: retainedBytes(server.base),
         syncedNoClientsBytes: retainedBytes(syncedNoClients),
         afterFleetBytes: retainedBytes(afterFleet),

@@ -32,6 +32,7 @@ import {
 } from './phases.js';
 import { goalsMet, markdownTable, summarize, updateBenchmarksMd, type ShapeMeasurements } from './report.js';
 import { CAN_PIN, pinSelf } from './server-process.js';
+import { measureDeltaTier, measureStartup, type StartupResults } from './scale-phases.js';
 import { measureSlowClients, type SlowClientResults } from './slow-clients.js';
 
 const args = new Set(process.argv.slice(2));
@@ -85,6 +86,14 @@ async function main(): Promise<void> {
       const raw = await calibrate(rig, log);
       log('meshmux');
       const meshmux = await measureMeshmux(rig, timingOf(name), log);
+      log('delta tier (a regional meshmux fed by a central one)');
+      const tier = await measureDeltaTier(rig, quick ? 3 : 10, log);
+      // Start to ready at 100k objects, measured with shape L (the large deployment).
+      let startup: StartupResults | undefined;
+      if (name === 'L') {
+        log('start to ready at 100k objects');
+        startup = await measureStartup({ ...shape, serviceEntries: 100_000 - shape.virtualServices }, 2, log);
+      }
       // After meshmux's phases: the raw fan-out serves the fixtures' initial state, and this phase changes it.
       await slow();
       let baselines;
@@ -92,7 +101,7 @@ async function main(): Promise<void> {
         log(`baselines (${shape.baselineClients} istiods)`);
         baselines = await measureBaselines(rig, timingOf(name), log);
       }
-      const m: ShapeMeasurements = { shape, raw, meshmux, baselines };
+      const m: ShapeMeasurements = { shape, raw, meshmux, baselines, tier, startup };
       summaries.set(name, summarize(m));
     } finally {
       await rig.close();

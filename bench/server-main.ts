@@ -32,7 +32,11 @@ export type ParentMessage =
   | { readonly type: 'counters'; readonly id: number }
   | { readonly type: 'memory'; readonly id: number }
   | { readonly type: 'push'; readonly id: number; readonly policy: PolicyName | 'all'; readonly seq: number }
-  | { readonly type: 'stop'; readonly id: number };
+  | { readonly type: 'stop'; readonly id: number }
+  /** meshmux only: remember this process's CPU now; the next push records its CPU too (see `firstPush`). */
+  | { readonly type: 'mark'; readonly id: number }
+  /** meshmux only: CPU milliseconds from the last `mark` to the first push after it (null: none yet). */
+  | { readonly type: 'firstPush'; readonly id: number };
 
 /** Memory retained by the process after a full collection. */
 export interface RetainedMemory {
@@ -85,6 +89,11 @@ async function main(): Promise<void> {
   let counters: () => unknown;
   let push: (policy: PolicyName | 'all', seq: number) => void = () => undefined;
   let stop: () => Promise<void>;
+  const cpuNowMs = (): number => {
+    const { user, system } = process.cpuUsage();
+    return (user + system) / 1000;
+  };
+  let marked: { cpuMs: number; firstPushCpuMs?: number } | undefined;
   let xdsPort: number;
   let httpPort: number | undefined;
 
@@ -95,6 +104,12 @@ async function main(): Promise<void> {
       args.writeBudgetMb === undefined ? {} : { writeBudget: { maxBytes: args.writeBudgetMb * 1024 * 1024 } },
     );
     await waitReady(running.engine);
+    // The first push after a mark: when the first byte of a change leaves, and the CPU spent till then.
+    const onPush = running.metrics.onPush.bind(running.metrics);
+    running.metrics.onPush = (...pushed) => {
+      if (marked !== undefined && marked.firstPushCpuMs === undefined) marked.firstPushCpuMs = cpuNowMs();
+      onPush(...pushed);
+    };
     xdsPort = running.xdsPort;
     // The admin listener: the parent reads /debug/counters there.
     httpPort = running.adminPort;
@@ -139,6 +154,13 @@ async function main(): Promise<void> {
         return;
       case 'memory':
         reply(retained());
+        return;
+      case 'mark':
+        marked = { cpuMs: cpuNowMs() };
+        reply(true);
+        return;
+      case 'firstPush':
+        reply(marked?.firstPushCpuMs === undefined ? null : marked.firstPushCpuMs - marked.cpuMs);
         return;
       case 'push':
         push(message.policy, message.seq);

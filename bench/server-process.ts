@@ -140,6 +140,16 @@ export class ServerProcess {
     return (await this.request({ type: 'memory' })) as RetainedMemory;
   }
 
+  /** meshmux only: the server notes its CPU now, and again at its next push. */
+  async mark(): Promise<void> {
+    await this.request({ type: 'mark' });
+  }
+
+  /** meshmux only: server CPU milliseconds from the last `mark` to the first push after it, if any. */
+  async firstPushCpuMs(): Promise<number | undefined> {
+    return ((await this.request({ type: 'firstPush' })) as number | null) ?? undefined;
+  }
+
   /** Raw fan-out only: pushes a ServiceEntry response naming `u9-<seq>` to a view's clients. */
   async push(policy: PolicyName | 'all', seq: number): Promise<void> {
     await this.request({ type: 'push', policy, seq });
