@@ -79,10 +79,12 @@ export async function measureSlowClients(
     for (let i = 0; i < options.stalled; i++) {
       stalled.push(new StalledAdsClient(server.xdsAddress, [SE_URL], nodeIdOfClient(100_000 + i, 'core')));
     }
-    const deadline = performance.now() + 20_000;
+    // On L each stalled client is owed tens of MB and they queue for the write budget: parking them
+    // all can take a few send timeouts (30 s each).
+    const deadline = performance.now() + 120_000;
     while ((await stallCounters()).stalls - c0.stalls < options.stalled) {
       if (performance.now() > deadline)
-        throw new Error('slow clients: the stalled clients were not parked in 20 s');
+        throw new Error('slow clients: the stalled clients were not parked in 120 s');
       await sleep(100);
     }
     const withStalled = await isolatedChanges(rig, fleet, options.changes);

@@ -56,16 +56,25 @@ export class ChannelUpdateBuilder {
     }
     const name = key ?? result.name;
     if (name !== result.name) this.renamed = true;
-    if (this.addedBefore(name)) {
+    let twice: boolean;
+    if (this.startedEmpty) {
+      // One map operation per object: a key set before leaves the size as it was.
+      const size = this.resources.size;
+      this.resources.set(name, result.resource);
+      twice = this.resources.size === size || (this.rejected.size > 0 && this.rejected.has(name));
+    } else {
+      twice = this.seen.has(name);
+      this.seen.add(name);
+      this.resources.set(name, result.resource);
+    }
+    if (twice) {
       this.warnings.push(
         new MeshmuxError('METADATA', `${name} appears twice in one response; the later one is applied`, {
           file: this.where,
         }),
       );
     }
-    if (!this.startedEmpty) this.seen.add(name);
     if (this.rejected.size > 0) this.rejected.delete(name);
-    this.resources.set(name, result.resource);
     if (result.unknownEnvelopeFields.length > 0) {
       this.unknownEnvelopeObjects++;
       for (const f of result.unknownEnvelopeFields) this.unknownEnvelopeFields.add(f);
@@ -74,11 +83,6 @@ export class ChannelUpdateBuilder {
     if (result.unknownBodyFields.length > 0) {
       this.unknownBodyFields.push(`${result.name}: ${result.unknownBodyFields.join(', ')}`);
     }
-  }
-
-  private addedBefore(name: string): boolean {
-    if (!this.startedEmpty) return this.seen.has(name);
-    return this.resources.has(name) || this.rejected.has(name);
   }
 
   /** Drops one object that could not be read at all (wrong envelope); `key` when its name is known. */
