@@ -18,6 +18,7 @@ import { anonymousIdentity, withNode } from '../src/downstream/client-identity.j
 import type { ClientView } from '../src/downstream/client-view.js';
 import { decodeDiscoveryRequest } from '../src/downstream/discovery-request.js';
 import { type FrameWriter, frameWriterFor } from '../src/downstream/frame-writer.js';
+import { DEFAULT_WRITE_BUDGET } from '../src/downstream/write-budget.js';
 import { PolicySet } from '../src/downstream/policy/policy-set.js';
 import { ResourceEncoder } from '../src/downstream/resource-encoder.js';
 import type { ConfigSnapshot } from '../src/merge/config-snapshot.js';
@@ -64,23 +65,42 @@ function policyOfNode(nodeId: string): PolicyName {
   return (m?.[1] ?? 'core') as PolicyName;
 }
 
-/** Writes with at most `limit` in flight, first come first served. */
+/**
+ * Writes in order, first come first served, with at most `maxWrites` in flight, or (with
+ * `maxBytes`) at most that many bytes handed to HTTP/2 and not yet sent, as meshmux's write budget
+ * bounds them (a write larger than the whole budget goes alone).
+ */
 class WriteQueue {
   private inFlight = 0;
-  private readonly queue: Array<() => void> = [];
-  constructor(private readonly limit: number) {}
+  private bytesInFlight = 0;
+  private readonly queue: Array<{ readonly bytes: number; readonly go: () => void }> = [];
+  constructor(private readonly limit: { readonly maxWrites?: number; readonly maxBytes?: number }) {}
 
   write(writer: FrameWriter, bytes: Buffer, done?: () => void): void {
     const go = (): void => {
       this.inFlight++;
+      this.bytesInFlight += bytes.byteLength;
       writer([bytes], bytes.byteLength, () => {
         this.inFlight--;
+        this.bytesInFlight -= bytes.byteLength;
         done?.();
-        this.queue.shift()?.();
+        this.drain();
       });
     };
-    if (this.inFlight < this.limit) go();
-    else this.queue.push(go);
+    if (this.queue.length === 0 && this.fits(bytes.byteLength)) go();
+    else this.queue.push({ bytes: bytes.byteLength, go });
+  }
+
+  private fits(bytes: number): boolean {
+    if (this.inFlight === 0) return true;
+    if (this.limit.maxWrites !== undefined && this.inFlight >= this.limit.maxWrites) return false;
+    return this.limit.maxBytes === undefined || this.bytesInFlight + bytes <= this.limit.maxBytes;
+  }
+
+  private drain(): void {
+    while (this.queue.length > 0 && this.fits((this.queue[0] as { bytes: number }).bytes)) {
+      this.queue.shift()?.go();
+    }
   }
 }
 
@@ -94,7 +114,9 @@ export class RawFanout {
   private readonly streams = new Map<Call, { policy: PolicyName; writer: FrameWriter }>();
   private readonly bodies = new Map<string, Buffer>();
   private readonly initial = new Map<string, Buffer>();
-  private readonly queue = new WriteQueue(16);
+  /** Bounded by bytes as meshmux is; the count-bounded queue is kept for a reference figure. */
+  private readonly byBytes = new WriteQueue({ maxBytes: DEFAULT_WRITE_BUDGET.maxBytes });
+  private readonly byCount = new WriteQueue({ maxWrites: 16 });
   readonly counters: BaselineCounters = zeroCounters();
   private nonce = 0;
 
@@ -112,8 +134,11 @@ export class RawFanout {
     return bind(this.server);
   }
 
-  /** Writes a new ServiceEntry response (`version_info` naming `u9-<seq>`) to every client of `policy`. */
-  push(policy: PolicyName | 'all', seq: number): void {
+  /**
+   * Writes a new ServiceEntry response (`version_info` naming `u9-<seq>`) to every client of
+   * `policy`, within meshmux's byte budget, or (`byCount`) at most 16 writes at a time.
+   */
+  push(policy: PolicyName | 'all', seq: number, byCount = false): void {
     const built = new Map<PolicyName, Buffer>();
     for (const { policy: p, writer } of this.streams.values()) {
       if (policy !== 'all' && p !== policy) continue;
@@ -127,7 +152,7 @@ export class RawFanout {
         );
         built.set(p, bytes);
       }
-      this.send(writer, bytes);
+      this.send(writer, bytes, byCount);
     }
   }
 
@@ -136,10 +161,10 @@ export class RawFanout {
     await Promise.resolve();
   }
 
-  private send(writer: FrameWriter, bytes: Buffer): void {
+  private send(writer: FrameWriter, bytes: Buffer, byCount = false): void {
     this.counters.pushes++;
     this.counters.bytesSent += bytes.length;
-    this.queue.write(writer, bytes);
+    (byCount ? this.byCount : this.byBytes).write(writer, bytes);
   }
 
   private onStream(call: Call): void {

@@ -25,6 +25,8 @@ const WINDOW = 1024 * 1024;
 
 /** What a client holds of one type URL. */
 export interface HeldType {
+  /** The response it came in (shared by every client that received the same bytes). */
+  readonly response: object;
   readonly version: string;
   /** Size of the response, bytes. */
   readonly bytes: number;
@@ -44,6 +46,21 @@ interface KnownResponse {
   /** The resource entries, hashed only when a verification asks. */
   readonly resourceBytes: Buffer;
   digestMemo?: string;
+  /** Responses whose resource entries were compared with these: equal or not. */
+  sameResourcesAs?: WeakMap<KnownResponse, boolean>;
+}
+
+/** Whether two responses carry the same resource entries, compared once per pair. */
+function sameResources(a: KnownResponse, b: KnownResponse): boolean {
+  if (a === b) return true;
+  if (a.resourceBytes.length !== b.resourceBytes.length) return false;
+  a.sameResourcesAs ??= new WeakMap();
+  let same = a.sameResourcesAs.get(b);
+  if (same === undefined) {
+    same = a.resourceBytes.equals(b.resourceBytes);
+    a.sameResourcesAs.set(b, same);
+  }
+  return same;
 }
 
 /** Recently seen responses, so identical ones are recognised by comparison instead of hashing. */
@@ -55,8 +72,19 @@ class ResponseCache {
     return this.entries.filter((e) => e.bytes.length === length);
   }
 
-  /** Scans a response not seen before and remembers it (hashing waits for a verification). */
+  /**
+   * Scans a response not seen before and remembers it (hashing waits for a verification). Clients
+   * of one view receive a response at the same time, before any of them has finished it: the
+   * first to finish is remembered, and the others find its copy here, so the cache holds one copy
+   * of a response however many clients received it.
+   */
   learn(message: Buffer): KnownResponse {
+    for (const e of this.entries) {
+      if (e.bytes.length === message.length && e.bytes.equals(message)) {
+        this.touch(e);
+        return e;
+      }
+    }
     const scan = scanResponse(message);
     const known: KnownResponse = {
       bytes: message,
@@ -96,6 +124,8 @@ export class FleetClient {
   readonly nodeId: string;
   bytesReceived = 0;
   responses = 0;
+  /** Responses that carried exactly the resource entries this client already held for the type. */
+  wastedPushes = 0;
   ended: string | undefined;
   private session: http2.ClientHttp2Session | undefined;
   private stream: http2.ClientHttp2Stream | undefined;
@@ -206,7 +236,10 @@ export class FleetClient {
     this.bytesReceived += this.length;
     this.length = -1;
     this.responses++;
+    const previous = this.held.get(known.typeUrl)?.response as KnownResponse | undefined;
+    if (previous !== undefined && sameResources(previous, known)) this.wastedPushes++;
     this.held.set(known.typeUrl, {
+      response: known,
       version: known.versionInfo,
       bytes: known.bytes.length,
       digest: () => (known.digestMemo ??= digestOf(known.resourceBytes)),
@@ -455,4 +488,86 @@ export function percentile(values: readonly number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   const at = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[at] as number;
+}
+
+/**
+ * The cheapest receiver a sync can have: clients that ask as istiod does and then only count
+ * gRPC messages and bytes, reading a 5-byte frame header per message and nothing else (no ACK,
+ * nothing compared, assembled or hashed). A sync to this fleet shows the server's own floor, apart
+ * from what the checking fleet costs on its core.
+ */
+export async function discardingSync(
+  address: string,
+  count: number,
+  timeoutMs: number,
+): Promise<{ readonly ms: number; readonly bytes: number }> {
+  const expected = 1 + CONFIG_TYPE_URLS.length;
+  const sessions: http2.ClientHttp2Session[] = [];
+  let bytes = 0;
+  const started = performance.now();
+  try {
+    const done = Array.from({ length: count }, (_, i) => {
+      const session = http2.connect(`http://${address}`, { settings: { initialWindowSize: WINDOW } });
+      sessions.push(session);
+      session.on('connect', () => session.setLocalWindowSize(WINDOW));
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': ADS_PATH,
+        'content-type': 'application/grpc',
+        te: 'trailers',
+      });
+      const node = encodeNode(nodeIdOfClient(i), { GENERATOR: 'api', ISTIO_VERSION: '65536.65536.65536' });
+      const nonce = new Date().toISOString();
+      [MESH_CONFIG_URL, ...CONFIG_TYPE_URLS].forEach((typeUrl, n) => {
+        stream.write(
+          grpcFrame(encodeRequest({ typeUrl, responseNonce: nonce, ...(n === 0 ? { node } : {}) })),
+        );
+      });
+      return new Promise<void>((resolve, reject) => {
+        let messages = 0;
+        let header = Buffer.alloc(0);
+        let left = -1;
+        stream.on('data', (chunk: Buffer) => {
+          bytes += chunk.length;
+          let at = 0;
+          while (at < chunk.length) {
+            if (left < 0) {
+              const take = Math.min(5 - header.length, chunk.length - at);
+              header = Buffer.concat([header, chunk.subarray(at, at + take)]);
+              at += take;
+              if (header.length < 5) return;
+              left = header.readUInt32BE(1);
+              header = Buffer.alloc(0);
+              if (left === 0) {
+                left = -1;
+                if (++messages === expected) resolve();
+                continue;
+              }
+            }
+            const skip = Math.min(left, chunk.length - at);
+            at += skip;
+            left -= skip;
+            if (left === 0) {
+              left = -1;
+              if (++messages === expected) resolve();
+            }
+          }
+        });
+        stream.on('error', reject);
+        stream.on('close', () => reject(new Error(`client ${i}: stream closed after ${messages} responses`)));
+      });
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`discarding sync: not done in ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      await Promise.race([Promise.all(done), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+    return { ms: performance.now() - started, bytes };
+  } finally {
+    for (const s of sessions) s.destroy();
+  }
 }

@@ -17,7 +17,7 @@ import {
   type Shape,
   type Zone,
 } from './fixtures.js';
-import { Fleet, LatencyTracker, percentile } from './fleet.js';
+import { discardingSync, Fleet, LatencyTracker, percentile } from './fleet.js';
 import { cpuMs, ServerProcess, type ServerCounters } from './server-process.js';
 import { UpstreamSimulator } from './upstream-simulator.js';
 
@@ -149,6 +149,10 @@ export interface RawResults {
   readonly cpuMsPerMB: number;
   /** Time to push one ServiceEntry response to every client of a view (`all`: the sync, every view at once). */
   readonly pushMs: Readonly<Record<PolicyName | 'all', number>>;
+  /** The push to the largest view with writes bounded by count (16 at a time), not by bytes. */
+  readonly pushMsCountBounded: number;
+  /** The sync to a fleet that only counts bytes (see `discardingSync`). */
+  readonly discardingSyncMs: number;
   /** One client, the small view. */
   readonly floorMs: number;
 }
@@ -158,12 +162,13 @@ async function rawPush(
   fleet: Fleet,
   policy: PolicyName | 'all',
   seq: number,
+  byCount = false,
 ): Promise<number> {
   const tracker = new LatencyTracker(fleet);
   const change = tracker.expect(SE_URL, 9, seq, new Set(policy === 'all' ? POLICIES : [policy]));
   const t = performance.now();
   tracker.sent(9, seq, t);
-  await server.push(policy, seq);
+  await server.push(policy, seq, byCount);
   const ok = await tracker.settle(60_000);
   tracker.close();
   if (!ok || change?.doneAt === undefined) throw new Error(`raw push to ${policy} did not arrive`);
@@ -201,6 +206,8 @@ export async function calibrate(rig: ShapeRig, log: Log): Promise<RawResults> {
     }
     const best = runs.reduce((a, b) => (b.ms < a.ms ? b : a));
     if (fleet === undefined) throw new Error('no raw sync ran');
+    const discarding = await discardingSync(server.xdsAddress, shape.clients, 300_000);
+    log(`  raw sync to clients that only count bytes: ${discarding.ms.toFixed(0)} ms`);
     let seq = 1;
     const pushMs = { all: best.ms, east: Number.NaN } as Record<PolicyName | 'all', number>;
     for (const policy of POLICIES) {
@@ -215,6 +222,16 @@ export async function calibrate(rig: ShapeRig, log: Log): Promise<RawResults> {
       pushMs[policy] = percentile(times, 50);
       log(`  raw push to ${policy}: ${pushMs[policy].toFixed(1)} ms`);
     }
+    // The same push to the largest view bounded by count instead of bytes, for reference.
+    const byCount: number[] = [];
+    for (let i = 0; i < repeats; i++) {
+      byCount.push(await rawPush(server, fleet, 'core', seq++, true));
+      await sleep(100);
+    }
+    const pushMsCountBounded = percentile(byCount, 50);
+    log(
+      `  raw push to core, 16 writes at a time instead of a byte budget: ${pushMsCountBounded.toFixed(1)} ms`,
+    );
     fleet.close();
     await sleep(200);
     const one = new Fleet(server.xdsAddress, 1, { first: 9000, policy: 'edge' }).start();
@@ -233,6 +250,8 @@ export async function calibrate(rig: ShapeRig, log: Log): Promise<RawResults> {
       bytes: best.d.bytesSent,
       cpuMsPerMB: best.d.cpuMs / (best.d.bytesSent / 1e6),
       pushMs,
+      pushMsCountBounded,
+      discardingSyncMs: discarding.ms,
       floorMs,
     };
   } finally {
@@ -287,6 +306,10 @@ export interface MeshmuxResults {
   readonly floorServingMs: number;
   /** Per isolated change to the small view: server CPU before the first push it caused, ms. */
   readonly cpuBeforeFirstByteMs: readonly number[];
+  /** Responses a client received with exactly the resource entries it already held (every phase). */
+  readonly clientWastedPushes: number;
+  /** The warm sync to a fleet that only counts bytes. */
+  readonly discardingSyncMs: number;
   readonly memory: {
     /** RSS after a full collection: before serving, and with the fleet connected. */
     readonly baseRssBytes: number;
@@ -392,6 +415,8 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     const perClientBytes = Math.max(0, (retainedBytes(withExtra) - retainedBytes(afterFleet)) / extraCount);
 
     coldFleet.close();
+    const wastedAtClients = (f: Fleet): number => f.members.reduce((n, m) => n + m.wastedPushes, 0);
+    let clientWastedPushes = wastedAtClients(coldFleet);
     await sleep(500);
     const fleet = new Fleet(server.xdsAddress, shape.clients);
     const warm = await measureSync(server, fleet);
@@ -399,6 +424,9 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     log(
       `  warm sync: ${warm.ms.toFixed(0)} ms, CPU ${warm.delta.cpuMs.toFixed(0)} ms, ${warm.delta.encodes} encodes`,
     );
+    const discarding = await discardingSync(server.xdsAddress, shape.clients, 300_000);
+    log(`  warm sync to clients that only count bytes: ${discarding.ms.toFixed(0)} ms`);
+    await sleep(300);
 
     // Churn.
     await sleep(300);
@@ -564,6 +592,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
         .join('; ')}`,
     );
     fleet.close();
+    clientWastedPushes += wastedAtClients(fleet);
     await sleep(300);
 
     // One client of the small view: the latency floor.
@@ -606,6 +635,8 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       floorMs,
       floorServingMs,
       cpuBeforeFirstByteMs: cpuBeforeFirstByte,
+      discardingSyncMs: discarding.ms,
+      clientWastedPushes: clientWastedPushes + wastedAtClients(one),
       memory: {
         baseRssBytes: server.base.rssBytes,
         afterFleetRssBytes: afterFleet.rssBytes,

@@ -17,10 +17,15 @@ type Log = (line: string) => void;
 
 const SE_KIND = 'networking.istio.io/ServiceEntry';
 
-async function until(done: () => boolean, timeoutMs: number, what: string): Promise<void> {
+async function until(
+  done: () => boolean,
+  timeoutMs: number,
+  what: string,
+  state: () => string = () => '',
+): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   while (!done()) {
-    if (performance.now() > deadline) throw new Error(`no ${what} within ${timeoutMs} ms`);
+    if (performance.now() > deadline) throw new Error(`no ${what} within ${timeoutMs} ms ${state()}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
@@ -51,6 +56,8 @@ export async function measureDeltaTier(rig: ShapeRig, changes: number, log: Log)
   const central = await start(benchConfigYaml(rig.addresses));
   const regional = await start(
     [
+      // Nothing restored from an earlier run: the tier starts empty, as the central does.
+      'state: { dir: none }',
       'sources:',
       '  - name: central',
       '    type: xds',
@@ -66,7 +73,13 @@ export async function measureDeltaTier(rig: ShapeRig, changes: number, log: Log)
     const held = (): number => regional.engine.current().kinds.get(SE_KIND)?.resources.length ?? 0;
     // The largest view: every ServiceEntry outside the edge zone.
     const want = rig.model.expectedCount('core', SE);
-    await until(() => held() === want, 300_000, `${want} ServiceEntries at the regional tier`);
+    await until(
+      () => held() === want,
+      300_000,
+      `${want} ServiceEntries at the regional tier`,
+      () =>
+        `it holds ${held()}; the central serves ${central.engine.current().kinds.get(SE_KIND)?.resources.length ?? 0} in all`,
+    );
     const firstStateBytes = central.ads.counters().bytesSent;
     const bytesPerChange: number[] = [];
     for (let i = 0; i < changes; i++) {

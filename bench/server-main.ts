@@ -31,7 +31,14 @@ export interface ServerArgs {
 export type ParentMessage =
   | { readonly type: 'counters'; readonly id: number }
   | { readonly type: 'memory'; readonly id: number }
-  | { readonly type: 'push'; readonly id: number; readonly policy: PolicyName | 'all'; readonly seq: number }
+  | {
+      readonly type: 'push';
+      readonly id: number;
+      readonly policy: PolicyName | 'all';
+      readonly seq: number;
+      /** Bound the writes by count (16 at a time) instead of by meshmux's byte budget. */
+      readonly byCount?: boolean;
+    }
   | { readonly type: 'stop'; readonly id: number }
   /** meshmux only: remember this process's CPU now; the next push records its CPU too (see `firstPush`). */
   | { readonly type: 'mark'; readonly id: number }
@@ -87,7 +94,7 @@ async function main(): Promise<void> {
   const loopDelay = monitorEventLoopDelay({ resolution: 10 });
   loopDelay.enable();
   let counters: () => unknown;
-  let push: (policy: PolicyName | 'all', seq: number) => void = () => undefined;
+  let push: (policy: PolicyName | 'all', seq: number, byCount: boolean) => void = () => undefined;
   let stop: () => Promise<void>;
   const cpuNowMs = (): number => {
     const { user, system } = process.cpuUsage();
@@ -123,7 +130,7 @@ async function main(): Promise<void> {
       ...raw.counters,
       process: processCounters(loopDelay),
     });
-    push = (policy, seq) => raw.push(policy, seq);
+    push = (policy, seq, byCount) => raw.push(policy, seq, byCount);
     stop = () => raw.close();
   } else {
     if (config === undefined) throw new Error(`${args.mode} needs upstreams`);
@@ -163,7 +170,7 @@ async function main(): Promise<void> {
         reply(marked?.firstPushCpuMs === undefined ? null : marked.firstPushCpuMs - marked.cpuMs);
         return;
       case 'push':
-        push(message.policy, message.seq);
+        push(message.policy, message.seq, message.byCount === true);
         reply(true);
         return;
       case 'stop':

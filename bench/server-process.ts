@@ -150,9 +150,12 @@ export class ServerProcess {
     return ((await this.request({ type: 'firstPush' })) as number | null) ?? undefined;
   }
 
-  /** Raw fan-out only: pushes a ServiceEntry response naming `u9-<seq>` to a view's clients. */
-  async push(policy: PolicyName | 'all', seq: number): Promise<void> {
-    await this.request({ type: 'push', policy, seq });
+  /**
+   * Raw fan-out only: pushes a ServiceEntry response naming `u9-<seq>` to a view's clients, within
+   * meshmux's byte budget, or (`byCount`) 16 writes at a time.
+   */
+  async push(policy: PolicyName | 'all', seq: number, byCount = false): Promise<void> {
+    await this.request({ type: 'push', policy, seq, byCount });
   }
 
   async stop(): Promise<void> {

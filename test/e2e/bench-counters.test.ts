@@ -4,8 +4,10 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { startMeshmux, type RunningMeshmux } from '../../src/app.js';
 import { parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
 import { benchConfigYaml } from '../../bench/bench-config.js';
+import { RawFanout } from '../../bench/baselines.js';
 import {
   CONFIG_TYPE_URLS,
+  MeshModel,
   POLICIES,
   SE_URL,
   SHAPES,
@@ -152,6 +154,48 @@ describe('exact counters on the benchmark fixtures (shape T)', () => {
     tracker.close();
     const c1 = await quiet();
     assert.equal(c1.wastedPushes - c0.wastedPushes, 0);
+    // Measured where it matters too: no client received resources it already held.
+    assert.deepEqual(
+      fleet.members.filter((m) => m.wastedPushes > 0).map((m) => `${m.nodeId}: ${m.wastedPushes}`),
+      [],
+    );
     assert.deepEqual(fleet.mismatches(rig.model.expectedDigests()), []);
+  });
+});
+
+describe("the benchmark's raw fan-out and its clients' own counts (shape T)", () => {
+  let raw: RawFanout;
+  let fleet: Fleet;
+
+  before(async () => {
+    raw = new RawFanout(new MeshModel(SHAPES.T));
+    const port = await raw.listen();
+    fleet = new Fleet(`127.0.0.1:${port}`, 2, { policy: 'edge' }).start();
+    await fleet.synced(performance.now(), 30_000);
+  });
+
+  after(async () => {
+    fleet.close();
+    await raw.close();
+  });
+
+  it('counts a push of resources a client already held as wasted, at the client, whatever the server says', async () => {
+    const before = fleet.members.map((m) => m.responses);
+    // The same ServiceEntry resources as the initial state, under a new version and nonce.
+    raw.push('edge', 1);
+    raw.push('edge', 2, true);
+    await until(
+      () => fleet.members.every((m, i) => m.responses >= (before[i] ?? 0) + 2),
+      10_000,
+      'both pushes at both clients',
+    );
+    assert.deepEqual(
+      fleet.members.map((m) => m.wastedPushes),
+      [2, 2],
+    );
+    assert.deepEqual(
+      fleet.members.map((m) => m.held.get(SE_URL)?.version),
+      ['raw~u9-2', 'raw~u9-2'],
+    );
   });
 });
