@@ -427,6 +427,65 @@ function cell(summary: Summary | undefined, row: GoalRow): string {
   return `${v}${row.unit === undefined ? '' : ` ${row.unit}`}${mark}`;
 }
 
+/** One full run's goal figures per shape, as `results.json` keeps them across runs. */
+export interface RunFigures {
+  readonly date: string;
+  readonly shapes: Readonly<Record<string, Readonly<Record<string, number>>>>;
+}
+
+/** Per shape, per goal path: the lowest and highest figure over the runs kept. */
+export type Ranges = Record<string, Record<string, readonly [number, number]>>;
+
+/** How many full runs `results.json` keeps the goal figures of. */
+const RUNS_KEPT = 7;
+
+/**
+ * This run's goal figures added to those `results.json` held (`previous`: its parsed content, or
+ * anything else when there is none), the last seven kept, with each figure's range over them.
+ */
+export function withHistory(
+  previous: unknown,
+  date: string,
+  byShape: ReadonlyMap<string, Summary>,
+): { runs: RunFigures[]; ranges: Ranges } {
+  const figuresOf = (shapes: Iterable<[string, Summary]>): Record<string, Record<string, number>> => {
+    const out: Record<string, Record<string, number>> = {};
+    for (const [name, summary] of shapes) {
+      const figures: Record<string, number> = {};
+      for (const row of GOALS) {
+        const v = get(summary, row.path);
+        if (typeof v === 'number' && Number.isFinite(v)) figures[row.path] = v;
+      }
+      out[name] = figures;
+    }
+    return out;
+  };
+  const file = previous as
+    { history?: { runs?: unknown }; machine?: { date?: string }; S?: Summary; L?: Summary } | undefined;
+  const earlier = file?.history?.runs;
+  const runs: RunFigures[] = Array.isArray(earlier) ? (earlier as RunFigures[]).slice() : [];
+  // A file written before runs were kept still holds one run: its own figures.
+  if (!Array.isArray(earlier) && file?.S !== undefined) {
+    const shapes = [['S', file.S], ...(file.L === undefined ? [] : [['L', file.L]])] as Array<
+      [string, Summary]
+    >;
+    runs.push({ date: file.machine?.date ?? '', shapes: figuresOf(shapes) });
+  }
+  runs.push({ date, shapes: figuresOf(byShape) });
+  const kept = runs.slice(-RUNS_KEPT);
+  const ranges: Ranges = {};
+  for (const run of kept) {
+    for (const [name, figures] of Object.entries(run.shapes)) {
+      const perShape = (ranges[name] ??= {});
+      for (const [path, v] of Object.entries(figures)) {
+        const [lo, hi] = perShape[path] ?? [v, v];
+        perShape[path] = [Math.min(lo, v), Math.max(hi, v)];
+      }
+    }
+  }
+  return { runs: kept, ranges };
+}
+
 /** Which goals each shape met. */
 export function goalsMet(summary: Summary): Record<string, boolean> {
   const out: Record<string, boolean> = {};
@@ -441,15 +500,27 @@ export function goalsMet(summary: Summary): Record<string, boolean> {
 }
 
 /** The Markdown table of goals per shape, plus the absolute figures it derives from. */
-export function markdownTable(byShape: ReadonlyMap<string, Summary>, context: string): string {
+export function markdownTable(
+  byShape: ReadonlyMap<string, Summary>,
+  context: string,
+  ranges: Ranges = {},
+): string {
   const s = byShape.get('S');
   const l = byShape.get('L');
+  // This run's figure, then its range over the runs kept when they differ.
+  const withRange = (shape: string, summary: Summary | undefined, row: GoalRow): string => {
+    const range = ranges[shape]?.[row.path];
+    const text = cell(summary, row);
+    return range === undefined || range[0] === range[1] ? text : `${text} [${range[0]}–${range[1]}]`;
+  };
   const lines = [
     context,
     '',
     '| metric | goal | S | L |',
     '|---|---|---|---|',
-    ...GOALS.map((row) => `| ${row.metric} | ${row.goal} | ${cell(s, row)} | ${cell(l, row)} |`),
+    ...GOALS.map(
+      (row) => `| ${row.metric} | ${row.goal} | ${withRange('S', s, row)} | ${withRange('L', l, row)} |`,
+    ),
     '',
     '| absolute figure | S | L |',
     '|---|---|---|',

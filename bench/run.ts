@@ -15,7 +15,7 @@
  * A quick run (or a partial one) prints its figures and writes nothing: bench/results.json and
  * BENCHMARKS.md hold full runs only.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import { PACKAGE_ROOT } from '../src/core/paths.js';
@@ -30,7 +30,14 @@ import {
   ShapeRig,
   type Timing,
 } from './phases.js';
-import { goalsMet, markdownTable, summarize, updateBenchmarksMd, type ShapeMeasurements } from './report.js';
+import {
+  goalsMet,
+  markdownTable,
+  summarize,
+  updateBenchmarksMd,
+  withHistory,
+  type ShapeMeasurements,
+} from './report.js';
 import { CAN_PIN, pinSelf } from './server-process.js';
 import { measureDeltaTier, measureStartup, type StartupResults } from './scale-phases.js';
 import { measureSlowClients, type SlowClientResults } from './slow-clients.js';
@@ -133,13 +140,28 @@ async function main(): Promise<void> {
     );
     return;
   }
-  writeFileSync(path.join(PACKAGE_ROOT, 'bench', 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
+  const resultsFile = path.join(PACKAGE_ROOT, 'bench', 'results.json');
+  let previous: unknown;
+  try {
+    previous = JSON.parse(readFileSync(resultsFile, 'utf8'));
+  } catch {
+    previous = undefined;
+  }
+  const history = withHistory(previous, machine.date, summaries);
+  writeFileSync(resultsFile, `${JSON.stringify({ ...results, history }, null, 2)}\n`);
   const loaded = Math.max(...loadBefore.slice(0, 1), ...loadAfter.slice(0, 1)) > 1.5;
   const context = [
     `Run of ${machine.date}: ${process.version}, ${CAN_PIN ? 'server pinned to one core, fleet and upstreams to the other' : 'not pinned'}, ${totalS.toFixed(0)} s${quick ? ', quick mode' : ''}.`,
     `Load average before/after: ${machine.loadAverageBefore.join(' ')} / ${machine.loadAverageAfter.join(' ')}${loaded ? ' — other work was running on this machine, so absolute times are inflated; ratios are measured within the same run' : ''}.`,
   ].join(' ');
-  updateBenchmarksMd(path.join(PACKAGE_ROOT, 'BENCHMARKS.md'), markdownTable(summaries, context));
+  updateBenchmarksMd(
+    path.join(PACKAGE_ROOT, 'BENCHMARKS.md'),
+    markdownTable(
+      summaries,
+      `${context} In brackets: the range over the last ${history.runs.length} full runs.`,
+      history.ranges,
+    ),
+  );
   log(`done in ${totalS.toFixed(0)} s; bench/results.json and BENCHMARKS.md written`);
 }
 

@@ -14,7 +14,7 @@ import {
   type PolicyName,
   type Zone,
 } from '../../bench/fixtures.js';
-import { Fleet, LatencyTracker } from '../../bench/fleet.js';
+import { discardingSync, Fleet, LatencyTracker } from '../../bench/fleet.js';
 import { ShapeRig } from '../../bench/phases.js';
 import type { ServerCounters } from '../../bench/server-process.js';
 import { until } from '../support/deadline.js';
@@ -166,10 +166,11 @@ describe('exact counters on the benchmark fixtures (shape T)', () => {
 describe("the benchmark's raw fan-out and its clients' own counts (shape T)", () => {
   let raw: RawFanout;
   let fleet: Fleet;
+  let port: number;
 
   before(async () => {
     raw = new RawFanout(new MeshModel(SHAPES.T));
-    const port = await raw.listen();
+    port = await raw.listen();
     fleet = new Fleet(`127.0.0.1:${port}`, 2, { policy: 'edge' }).start();
     await fleet.synced(performance.now(), 30_000);
   });
@@ -177,6 +178,20 @@ describe("the benchmark's raw fan-out and its clients' own counts (shape T)", ()
   after(async () => {
     fleet.close();
     await raw.close();
+  });
+
+  it('syncs clients that only count bytes: every byte checking clients of the same views receive', async () => {
+    // Two checking clients numbered as the discarding ones are (the same policies, the same views).
+    const checking = new Fleet(`127.0.0.1:${port}`, 2).start();
+    try {
+      await checking.synced(performance.now(), 10_000);
+      const { bytes } = await discardingSync(`127.0.0.1:${port}`, 2, 10_000);
+      const checked = checking.members.reduce((n, m) => n + m.bytesReceived, 0);
+      // On the stream: each response's five bytes of gRPC framing beside what the checking clients count.
+      assert.equal(bytes, checked + 5 * 2 * CONFIG_TYPE_URLS.length);
+    } finally {
+      checking.close();
+    }
   });
 
   it('counts a push of resources a client already held as wasted, at the client, whatever the server says', async () => {
