@@ -68,27 +68,55 @@ function policyOfNode(nodeId: string): PolicyName {
 /**
  * Writes in order, first come first served, with at most `maxWrites` in flight, or (with
  * `maxBytes`) at most that many bytes handed to HTTP/2 and not yet sent, as meshmux's write budget
- * bounds them (a write larger than the whole budget goes alone).
+ * bounds them (a write larger than the whole budget goes alone). A writer drops writes to a
+ * stream that is gone without calling back: `forget` gives back what such a stream held.
  */
 class WriteQueue {
   private inFlight = 0;
   private bytesInFlight = 0;
-  private readonly queue: Array<{ readonly bytes: number; readonly go: () => void }> = [];
+  private readonly queue: Array<{
+    readonly writer: FrameWriter;
+    readonly bytes: number;
+    readonly go: () => void;
+  }> = [];
+  /** Per writer, its writes in flight and not yet called back: what each gives back. */
+  private readonly held = new Map<FrameWriter, Set<{ bytes: number }>>();
   constructor(private readonly limit: { readonly maxWrites?: number; readonly maxBytes?: number }) {}
 
   write(writer: FrameWriter, bytes: Buffer, done?: () => void): void {
     const go = (): void => {
+      const entry = { bytes: bytes.byteLength };
+      let mine = this.held.get(writer);
+      if (mine === undefined) this.held.set(writer, (mine = new Set()));
+      mine.add(entry);
       this.inFlight++;
-      this.bytesInFlight += bytes.byteLength;
+      this.bytesInFlight += entry.bytes;
       writer([bytes], bytes.byteLength, () => {
-        this.inFlight--;
-        this.bytesInFlight -= bytes.byteLength;
+        if (!this.release(writer, entry)) return;
         done?.();
         this.drain();
       });
     };
     if (this.queue.length === 0 && this.fits(bytes.byteLength)) go();
-    else this.queue.push({ bytes: bytes.byteLength, go });
+    else this.queue.push({ writer, bytes: bytes.byteLength, go });
+  }
+
+  /** The stream behind `writer` is gone: its writes in flight are given back, its queued ones dropped. */
+  forget(writer: FrameWriter): void {
+    for (const entry of this.held.get(writer) ?? []) this.release(writer, entry);
+    this.held.delete(writer);
+    for (let i = this.queue.length - 1; i >= 0; i--)
+      if (this.queue[i]?.writer === writer) this.queue.splice(i, 1);
+    this.drain();
+  }
+
+  /** Gives back one write's share; false when it was given back already. */
+  private release(writer: FrameWriter, entry: { bytes: number }): boolean {
+    const mine = this.held.get(writer);
+    if (mine?.delete(entry) !== true) return false;
+    this.inFlight--;
+    this.bytesInFlight -= entry.bytes;
+    return true;
   }
 
   private fits(bytes: number): boolean {
@@ -185,6 +213,8 @@ export class RawFanout {
     });
     const drop = (): void => {
       if (this.streams.delete(call)) this.counters.streams--;
+      this.byBytes.forget(writer);
+      this.byCount.forget(writer);
     };
     call.on('error', drop);
     call.on('cancelled', drop);
