@@ -23,7 +23,11 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
  * an object's prototype. Returns the object for chaining.
  */
 export function setJsonKey<T extends object>(target: T, key: string, value: unknown): T {
-  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
+  // Only `__proto__` is an accessor on Object.prototype; every other key assigns an own property,
+  // and plain assignment keeps the object fast (a defined property per key turns it into a dictionary).
+  if (key === '__proto__') {
+    Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
+  } else (target as Record<string, unknown>)[key] = value;
   return target;
 }
 

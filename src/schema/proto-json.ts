@@ -26,7 +26,7 @@ import {
   type JsonObject,
   type JsonValue,
 } from './json-value.js';
-import { protoRoot } from './proto-root.js';
+import { fullNameOf, protoRoot } from './proto-root.js';
 import { formatRfc3339, parseRfc3339 } from './rfc3339.js';
 
 /** Options and collectors for `fromProtoJson` / `encodeProtoJson`. */
@@ -195,7 +195,7 @@ const SPECIAL_JSON = new Set([
 ]);
 
 function hasSpecialJson(type: protobuf.Type): boolean {
-  return SPECIAL_JSON.has(type.fullName);
+  return SPECIAL_JSON.has(fullNameOf(type));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -268,7 +268,15 @@ class JsonReader {
       const raw = ownValue(value, key);
       const fieldPath = childPath(path, key);
       const elementType = messageTypeOf(field);
-      if (raw === null && !(elementType?.fullName === `${WKT}Value` && !field.repeated && !field.map))
+      if (
+        raw === null &&
+        !(
+          elementType !== undefined &&
+          fullNameOf(elementType) === `${WKT}Value` &&
+          !field.repeated &&
+          !field.map
+        )
+      )
         continue;
 
       let v: Read<unknown>;
@@ -291,7 +299,7 @@ class JsonReader {
     let ok = true;
     const messages = messageTypeOf(field);
     value.forEach((item: unknown, i) => {
-      if (item === null && messages !== undefined && messages.fullName !== `${WKT}Value`) {
+      if (item === null && messages !== undefined && fullNameOf(messages) !== `${WKT}Value`) {
         // Istio's reader refuses it too: an empty entry is a typo (`- ` alone), not a message.
         this.fail(indexPath(path, i), `expected an object (${messages.name}), got null`);
         ok = false;
@@ -340,7 +348,7 @@ class JsonReader {
   private element(field: protobuf.Field, value: unknown, path: string): Read<unknown> {
     if (value === null) {
       const t = messageTypeOf(field);
-      if (t !== undefined) return t.fullName === `${WKT}Value` ? { [nameById(t, VALUE_NULL)]: 0 } : {};
+      if (t !== undefined) return fullNameOf(t) === `${WKT}Value` ? { [nameById(t, VALUE_NULL)]: 0 } : {};
       return defaultValueOf(field);
     }
     return this.singular(field, value, path);
@@ -430,7 +438,7 @@ class JsonReader {
 
   /** The JSON forms of the well-known types; undefined for a type read as an ordinary message. */
   private wellKnown(type: protobuf.Type, value: unknown, path: string): Read<Fields> | undefined {
-    const name = type.fullName;
+    const name = fullNameOf(type);
     if (WRAPPERS.has(name)) {
       const inner = fieldById(type, 1);
       const v = this.scalar(inner.type, value, path);
@@ -719,7 +727,7 @@ class JsonWriter {
     const e = enumTypeOf(field);
     if (e !== undefined) {
       const n = numberOf(v);
-      if (e.fullName === `${WKT}NullValue`) return null;
+      if (fullNameOf(e) === `${WKT}NullValue`) return null;
       return enumNameOf(e, n) ?? n;
     }
     return this.scalar(field.type, v);
@@ -752,7 +760,7 @@ class JsonWriter {
   }
 
   private wellKnown(type: protobuf.Type, m: Readonly<Record<string, unknown>>): JsonValue | undefined {
-    const name = type.fullName;
+    const name = fullNameOf(type);
     const field = (id: number): unknown => ownValue(m, nameById(type, id));
     if (WRAPPERS.has(name)) return this.scalar(fieldById(type, 1).type, field(1));
     switch (name) {

@@ -29,3 +29,15 @@ export function messageType(fullName: string): protobuf.Type {
 
 /** The Any type URL of a message: written once, in the protocol module. */
 export { anyTypeUrl } from '../wire/type-urls.js';
+
+const fullNames = new WeakMap<protobuf.ReflectionObject, string>();
+
+/**
+ * `type.fullName` (with its leading dot), remembered: protobufjs builds the string again on every
+ * read, walking the parents, which readers that ask it per field of every object pay for.
+ */
+export function fullNameOf(type: protobuf.ReflectionObject): string {
+  let name = fullNames.get(type);
+  if (name === undefined) fullNames.set(type, (name = type.fullName));
+  return name;
+}

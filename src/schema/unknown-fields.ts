@@ -8,7 +8,7 @@ import protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
 import { childPath, indexPath } from './field-path.js';
 import { jsonNameOf } from './proto-json.js';
-import { protoRoot } from './proto-root.js';
+import { fullNameOf, protoRoot } from './proto-root.js';
 import { WIRE_FIXED32, WIRE_FIXED64, WIRE_LENGTH_DELIMITED, WIRE_VARINT } from '../wire/wire-types.js';
 
 const SCALAR_WIRE: Readonly<Record<string, number>> = {
@@ -79,9 +79,9 @@ class Scanner {
       } else if (field.resolvedType instanceof protobuf.Type) {
         const sub = reader.bytes();
         this.message(field.resolvedType, sub, field.repeated ? indexPath(name, seen) : name);
-      } else if (type.fullName === '.google.protobuf.Any' && id === 1) {
+      } else if (fullNameOf(type) === '.google.protobuf.Any' && id === 1) {
         anyUrl = reader.string();
-      } else if (type.fullName === '.google.protobuf.Any' && id === 2) {
+      } else if (fullNameOf(type) === '.google.protobuf.Any' && id === 2) {
         anyValue = reader.bytes();
       } else {
         reader.skipType(wire);
