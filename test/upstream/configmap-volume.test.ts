@@ -24,9 +24,12 @@ async function projectConfigMap(
   for (const [name, text] of Object.entries(files)) await writeFile(path.join(dir, folder, name), text);
   await symlink(folder, path.join(dir, '..data_tmp'));
   await rename(path.join(dir, '..data_tmp'), path.join(dir, '..data'));
+  // As the kubelet does: a key's visible symlink is made once and keeps pointing into `..data`,
+  // so an update swaps `..data` alone (removing and remaking these would be a window no kubelet opens).
   for (const name of Object.keys(files)) {
-    await rm(path.join(dir, name), { force: true });
-    await symlink(path.join('..data', name), path.join(dir, name));
+    await symlink(path.join('..data', name), path.join(dir, name)).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
   }
   if (generation > 1)
     await rm(path.join(dir, `..2026_11_23_00_00_0${generation - 1}.000000001`), {
