@@ -5,6 +5,7 @@
 import { execFile } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -116,4 +117,30 @@ export async function makeUpstreamPki(dir: string): Promise<UpstreamPki> {
     otherClientCert: other.cert,
     otherClientKey: other.key,
   };
+}
+
+/**
+ * Whether a TLS server at `address` (`host:port`) completes a handshake now, trusting the CA in
+ * the file `caFile`, as `localhost`: how a test waits for a server whose certificates load in the
+ * background.
+ */
+export async function tlsHandshakes(address: string, caFile: string): Promise<boolean> {
+  const ca = await readFile(caFile);
+  const at = address.lastIndexOf(':');
+  return new Promise((resolve) => {
+    const socket = tlsConnect({
+      host: address.slice(0, at),
+      port: Number(address.slice(at + 1)),
+      ca,
+      servername: 'localhost',
+      ALPNProtocols: ['h2'],
+    });
+    const done = (ok: boolean): void => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(2_000, () => done(false));
+    socket.once('secureConnect', () => done(true));
+    socket.once('error', () => done(false));
+  });
 }

@@ -9,7 +9,8 @@ import type { XdsSourceOptions } from '../../src/upstream/xds/xds-source-options
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { SourceEventRecorder } from '../support/source-event-recorder.js';
-import { makeUpstreamPki, type UpstreamPki } from '../support/test-pki.js';
+import { makeUpstreamPki, tlsHandshakes, type UpstreamPki } from '../support/test-pki.js';
+import { until } from '../support/deadline.js';
 import { fakeServiceEntry, fakeVirtualService } from '../support/fake-objects.js';
 import { foldSourceEvents, servedKeys } from '../support/folded-source-state.js';
 
@@ -347,6 +348,11 @@ describe('xds source authentication', () => {
       false,
     );
     const fake = await FakeAdsServer.start({ peer: 'istiod', credentials, rootNamespace: 'istio-system' });
+    // The provider reads its files in the background: a client that dials before it has them
+    // fails the handshake (UNAVAILABLE), which is not what these tests are about.
+    await until(() => tlsHandshakes(fake.address, pki.ca), 10_000, 'the upstream to serve TLS', {
+      intervalMs: 20,
+    });
     return fake.set('VirtualService', [fakeVirtualService('reviews')]);
   }
 
