@@ -58,6 +58,28 @@ const editArb = fc.record({
   remove: fc.boolean(),
 });
 
+/** What an arbitrary generates. */
+type EditOf<A> = A extends fc.Arbitrary<infer T> ? T : never;
+
+/** Applies generated edits to a state by key: a removal, or a new instance of the object. */
+function applyEdits(
+  state: Map<string, ConfigResource>,
+  edits: ReadonlyArray<EditOf<typeof editArb>>,
+): Map<string, ConfigResource> {
+  for (const e of edits) {
+    const key = `${e.namespace}/${e.name}`;
+    if (e.remove) state.delete(key);
+    else {
+      const labels: Record<string, string> = {
+        ...(e.team === undefined ? {} : { team: e.team }),
+        ...(e.rev === undefined ? {} : { 'istio.io/rev': e.rev }),
+      };
+      state.set(key, object(e.namespace, e.name, labels, e.body));
+    }
+  }
+  return state;
+}
+
 describe('view contents', () => {
   it('serves each view exactly the objects it admits, in order, through any sequence of changes to the kind', () => {
     fc.assert(
@@ -67,18 +89,8 @@ describe('view contents', () => {
           const contents = new ViewContents();
           const held = new Map<string, ConfigResource>();
           generations.forEach((edits, g) => {
-            for (const e of edits) {
-              const key = `${e.namespace}/${e.name}`;
-              if (e.remove) held.delete(key);
-              else {
-                const labels: Record<string, string> = {
-                  ...(e.team === undefined ? {} : { team: e.team }),
-                  ...(e.rev === undefined ? {} : { 'istio.io/rev': e.rev }),
-                };
-                // A fresh instance every time, even for equal content: the merge re-creates objects.
-                held.set(key, object(e.namespace, e.name, labels, e.body));
-              }
-            }
+            // A fresh instance every time, even for equal content: the merge re-creates objects.
+            applyEdits(held, edits);
             const kind = snapshot(g + 1, [...held.values()]);
             for (const view of VIEWS) {
               const got = contents.of(view, kind);
@@ -113,18 +125,7 @@ describe('view contents', () => {
           const contents = new ViewContents();
           let held = new Map<string, ConfigResource>();
           steps.forEach(({ edits, looks }, n) => {
-            const next = new Map(held);
-            for (const e of edits) {
-              const key = `${e.namespace}/${e.name}`;
-              if (e.remove) next.delete(key);
-              else {
-                const labels: Record<string, string> = {
-                  ...(e.team === undefined ? {} : { team: e.team }),
-                  ...(e.rev === undefined ? {} : { 'istio.io/rev': e.rev }),
-                };
-                next.set(key, object(e.namespace, e.name, labels, e.body));
-              }
-            }
+            const next = applyEdits(new Map(held), edits);
             table.apply(rank, held, next);
             held = next;
             const kind = table.snapshot();
