@@ -29,7 +29,7 @@ export interface KindSnapshot {
   readonly sourceRevisions?: readonly string[];
   /**
    * What changed since the kind's previous snapshot, when the merge knows it without a walk: lets
-   * views, blocks and telemetry follow a one-object change in O(changed) instead of comparing both
+   * views and telemetry follow a one-object change in O(changed) instead of comparing both
    * lists whole. Absent after a bulk change or a gap (the kind had no objects).
    */
   readonly changes?: KindChanges;
