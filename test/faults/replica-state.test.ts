@@ -13,6 +13,7 @@ import { until } from '../support/deadline.js';
 import { EtcdServer, etcdMissing } from '../support/etcd-server.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
+import { closingPort } from '../support/free-port.js';
 import { connectIstiod, inventory, lost, report } from '../support/fault-kit.js';
 import type { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
@@ -43,6 +44,7 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
   let dispose: () => Promise<void>;
   const running: MeshmuxProcess[] = [];
   const clients: IstiodClient[] = [];
+  const closers: Array<() => Promise<void>> = [];
 
   const names = (count: number): string[] => Array.from({ length: count }, (_, i) => `svc-${i}`);
   const setUpstream = (count: number): void => {
@@ -58,7 +60,7 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
   };
 
   /** Starts a replica with its own (empty) state folder `state-<name>`. */
-  async function replica(name: string): Promise<MeshmuxProcess> {
+  async function replica(name: string, address = upstream.address): Promise<MeshmuxProcess> {
     const meshmux = await startReplica(
       dir,
       name,
@@ -66,7 +68,7 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
       [
         '  - name: mesh',
         '    type: xds',
-        `    address: ${upstream.address}`,
+        `    address: ${address}`,
         '    kinds: [VirtualService, DestinationRule]',
       ],
     );
@@ -105,6 +107,7 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
     ({ dir, dispose } = await tempDir('meshmux-replicas-'));
   });
   after(async () => {
+    for (const close of closers) await close();
     for (const c of clients) c.close();
     for (const m of running) await m.kill('SIGKILL').catch(() => undefined);
     await upstream.stop().catch(() => undefined);
@@ -161,7 +164,11 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
     const held = inventory(survivor);
     await other.kill('SIGKILL');
     await upstream.stop();
-    const c = await replica('c');
+    // Its address points at a listener this test owns that hangs up at once: the upstream's old
+    // port, once free, may be taken by a server of a test running beside this one.
+    const gone = await closingPort();
+    closers.push(gone.close);
+    const c = await replica('c', `127.0.0.1:${gone.port}`);
     const onC = istiod(c);
     await onC.waitFor(holds(7), WAIT_MS, () => 'the new replica serves the last good state from etcd');
     const servedMs = performance.now() - c.spawnedAt;
