@@ -18,18 +18,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SE, SE_URL, SHAPES, VS_URL, type PolicyName } from './fixtures.js';
 import { Fleet, LatencyTracker, percentile } from './fleet.js';
+import { option } from './in-process.js';
 import { ShapeRig } from './phases.js';
 import { cpuMs, pinSelf, ServerProcess } from './server-process.js';
 
-const args = process.argv.slice(2);
-function option(name: string, fallback: string): string {
-  const at = args.indexOf(`--${name}`);
-  return at < 0 ? fallback : (args[at + 1] ?? fallback);
-}
 const shape = SHAPES[option('shape', 'L') === 'S' ? 'S' : 'L'];
 const CHANGES = Number(option('changes', '40'));
 const ALL_VIEWS = option('views', 'edge') === 'all';
-const PROFILE = args.includes('--profile');
+const PROFILE = process.argv.includes('--profile');
 
 interface CpuProfile {
   readonly startTime: number;

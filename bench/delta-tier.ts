@@ -13,16 +13,11 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startMeshmux, type RunningMeshmux } from '../src/app.js';
-import { parseMeshmuxConfig } from '../src/settings/meshmux-config.js';
+import type { RunningMeshmux } from '../src/app.js';
+import { option, startInProcess as start, until } from './in-process.js';
 
-const args = process.argv.slice(2);
-function option(name: string, fallback: number): number {
-  const at = args.indexOf(`--${name}`);
-  return at < 0 ? fallback : Number(args[at + 1]);
-}
-const OBJECTS = option('objects', 10_000);
-const CHANGES = option('changes', 20);
+const OBJECTS = Number(option('objects', '10000'));
+const CHANGES = Number(option('changes', '20'));
 
 function serviceEntries(count: number, changed: number, round: number): string {
   const docs: string[] = [];
@@ -35,23 +30,6 @@ spec: {hosts: [${host}], ports: [{number: 443, name: https, protocol: TLS}], res
 `);
   }
   return docs.join('---\n');
-}
-
-async function start(yaml: string, dir: string): Promise<RunningMeshmux> {
-  return startMeshmux(parseMeshmuxConfig(yaml, 'bench config', dir), {
-    xds: '127.0.0.1:0',
-    http: '127.0.0.1:0',
-    admin: '127.0.0.1:0',
-  });
-}
-
-/** Resolves once `done()` holds, polled every 5 ms (the regional tier's merge has no wait-for hook). */
-async function until(done: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 120_000;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error(`no ${what} within 120 s`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 /** The body of a ServiceEntry the regional tier holds, as text: enough to find a host name in it. */
@@ -79,7 +57,7 @@ async function measure(delta: boolean): Promise<TierFigures> {
   try {
     const count = (): number =>
       regional.engine.current().kinds.get('networking.istio.io/ServiceEntry')?.resources.length ?? 0;
-    await until(() => count() === OBJECTS, `${OBJECTS} objects at the regional tier`);
+    await until(() => count() === OBJECTS, 120_000, `${OBJECTS} objects at the regional tier`);
     const firstStateBytes = central.ads.counters().bytesSent;
     const perChange: number[] = [];
     for (let round = 1; round <= CHANGES; round++) {
@@ -87,7 +65,11 @@ async function measure(delta: boolean): Promise<TierFigures> {
       const changed = (round * 7919) % OBJECTS;
       await writeFile(file, serviceEntries(OBJECTS, changed, round));
       const marker = `round-${round}.example.com`;
-      await until(() => bodyText(regional, `svc-${changed}`)?.includes(marker) === true, `change ${round}`);
+      await until(
+        () => bodyText(regional, `svc-${changed}`)?.includes(marker) === true,
+        120_000,
+        `change ${round}`,
+      );
       perChange.push(central.ads.counters().bytesSent - before);
     }
     perChange.sort((a, b) => a - b);

@@ -20,14 +20,10 @@ import { parseMeshmuxConfig } from '../src/settings/meshmux-config.js';
 import { FakeKubeApiServer, type KubeObject } from '../test/support/fake-kube-apiserver.js';
 import { IstiodClient } from '../test/support/istiod-client.js';
 import { VS } from '../test/support/type-urls.js';
+import { option } from './in-process.js';
 
-const args = process.argv.slice(2);
-function option(name: string, fallback: number): number {
-  const at = args.indexOf(`--${name}`);
-  return at < 0 ? fallback : Number(args[at + 1]);
-}
-const OBJECTS = option('objects', 10_000);
-const CHANGES = option('changes', 50);
+const OBJECTS = Number(option('objects', '10000'));
+const CHANGES = Number(option('changes', '50'));
 
 function virtualService(i: number, round = 0): KubeObject {
   const host = `svc-${i}.ns-${i % 100}.svc.cluster.local`;

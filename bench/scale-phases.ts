@@ -3,12 +3,10 @@
  * tiers of meshmux over delta ADS (bytes, exact whatever the load), and how long meshmux takes from
  * its start to ready with 100k objects upstream.
  */
-import { startMeshmux, type RunningMeshmux } from '../src/app.js';
-import { setLogLevel, type LogLevel } from '../src/core/logger.js';
-import { parseMeshmuxConfig } from '../src/settings/meshmux-config.js';
 import { benchConfigYaml } from './bench-config.js';
 import { MeshModel, nodeIdOfClient, SE, type Shape } from './fixtures.js';
 import { percentile } from './fleet.js';
+import { startInProcess as start, until } from './in-process.js';
 import type { ShapeRig } from './phases.js';
 import { ServerProcess } from './server-process.js';
 import { UpstreamSimulator } from './upstream-simulator.js';
@@ -16,29 +14,6 @@ import { UpstreamSimulator } from './upstream-simulator.js';
 type Log = (line: string) => void;
 
 const SE_KIND = 'networking.istio.io/ServiceEntry';
-
-async function until(
-  done: () => boolean,
-  timeoutMs: number,
-  what: string,
-  state: () => string = () => '',
-): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!done()) {
-    if (performance.now() > deadline) throw new Error(`no ${what} within ${timeoutMs} ms ${state()}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
-async function start(yaml: string): Promise<RunningMeshmux> {
-  // The tiers run in the benchmark's own process: their logs would bury its figures.
-  setLogLevel((process.env['BENCH_SERVER_LOG'] as LogLevel | undefined) ?? 'silent');
-  return startMeshmux(parseMeshmuxConfig(yaml, 'bench tier', process.cwd()), {
-    xds: '127.0.0.1:0',
-    http: '127.0.0.1:0',
-    admin: '127.0.0.1:0',
-  });
-}
 
 export interface TierResults {
   /** Bytes the central tier sent per one-object change, each change measured alone. */
