@@ -9,6 +9,7 @@ import { DubboRegistry, type ProviderSpec } from '../support/dubbo-registry.js';
 import { IstiodClient, type StoredConfig } from '../support/istiod-client.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
+import { within } from '../support/deadline.js';
 import { ZookeeperServer, zookeeperMissing } from '../support/zookeeper-server.js';
 import { suiteSkip } from '../support/required-peer.js';
 import { SE, WE } from '../support/type-urls.js';
@@ -357,7 +358,8 @@ describe(
     });
 
     it('keeps serving while ZooKeeper is down, marked stale, and catches up after it restarts', async () => {
-      const registry = await registryAt('/restart');
+      // The provider's session must outlive the restart, however slowly the JVM starts again.
+      const registry = await registryAt('/restart', 40_000);
       await registry.register({ iface: 'com.rs.Svc', ip: '10.5.0.1' });
       const { meshmux, client } = await serve(
         zookeeperYaml(zk.connectString, '/restart', 'sessionTimeout: 5s'),
@@ -375,7 +377,11 @@ describe(
       await zk.start();
       await synced;
       // The provider's own session survived the restart; a new provider shows the watches are live.
-      await registry.register({ iface: 'com.rs.Svc', ip: '10.5.0.2' });
+      await within(
+        registry.register({ iface: 'com.rs.Svc', ip: '10.5.0.2' }),
+        WAIT_MS,
+        'the provider to register again after the restart',
+      );
       await client.waitFor((c) => addresses(c.configs(SE).get('dubbo/com.rs.svc')).length === 2, WAIT_MS);
       assertAllValid(client);
     });

@@ -87,6 +87,9 @@ export class ZookeeperServer {
           'admin.enableServer=false',
           '4lw.commands.whitelist=ruok,srvr,cons,mntr',
           'maxClientCnxns=0',
+          // Sessions may ask for up to a minute (the default cap is 20 ticks, 5 s here): a client
+          // that must outlive a restart of this server asks for more than the restart takes.
+          'maxSessionTimeout=60000',
           // Tests need speed, not durability across power loss.
           'forceSync=no',
           '',
