@@ -3,7 +3,19 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import protobuf from 'protobufjs';
 import { messageType } from '../../src/schema/proto-root.js';
-import { scanDiscoveryResponse } from '../../src/upstream/xds/discovery-response.js';
+import { ResponseLayout } from '../../src/upstream/xds/discovery-response.js';
+
+/** Every part of a response as the layout reads it, each entry read. */
+function scanDiscoveryResponse(bytes: Uint8Array): {
+  versionInfo: string;
+  typeUrl: string;
+  nonce: string;
+  resources: Array<{ typeUrl: string; value: Uint8Array }>;
+} {
+  const layout = new ResponseLayout(bytes);
+  const resources = Array.from({ length: layout.count }, (_, i) => layout.entry(i));
+  return { versionInfo: layout.versionInfo, typeUrl: layout.typeUrl, nonce: layout.nonce, resources };
+}
 
 const RESPONSE = messageType('envoy.service.discovery.v3.DiscoveryResponse');
 const MCP = 'type.googleapis.com/istio.mcp.v1alpha1.Resource';
@@ -94,7 +106,7 @@ function encoded(fields: Record<string, unknown>): Buffer {
   return Buffer.from(RESPONSE.encode(RESPONSE.fromObject(fields)).finish());
 }
 
-describe('scanDiscoveryResponse', () => {
+describe('ResponseLayout', () => {
   it('reads what the schema decoder reads, with values as views of the message', () => {
     const bytes = encoded({
       version_info: 'v7',
@@ -158,5 +170,56 @@ describe('scanDiscoveryResponse', () => {
     assert.throws(() => scanDiscoveryResponse(Buffer.from([0x10, 0x01])), /field 2 has wire type 0/);
     // Field 0 is never valid.
     assert.throws(() => scanDiscoveryResponse(Buffer.from([0x02, 0x00])), /field number 0/);
+  });
+
+  it('finds the entries two responses share at each end, as comparing them one by one does', () => {
+    // Values from a small alphabet, so equal neighbours and repeats are common; lists long enough
+    // to span several runs of the comparison.
+    const value = fc.constantFrom('a', 'b', 'c', 'dd', '').map((v) => Buffer.from(v));
+    const list = fc.array(value, { maxLength: 1500 });
+    fc.assert(
+      fc.property(list, list, fc.nat(1500), fc.string({ maxLength: 4 }), (a, b, cut, version) => {
+        // b: a's entries up to a cut, some other ones, then a's from the cut (or unrelated).
+        const later = [...a.slice(0, cut), ...b, ...a.slice(cut)];
+        const before = new ResponseLayout(
+          encoded({
+            version_info: 'v0',
+            nonce: 'n0',
+            resources: a.map((v) => ({ type_url: MCP, value: v })),
+          }),
+        );
+        const after = new ResponseLayout(
+          encoded({
+            version_info: version,
+            nonce: 'n1',
+            resources: later.map((v) => ({ type_url: MCP, value: v })),
+          }),
+        );
+        const most = Math.min(before.count, after.count);
+        let prefix = 0;
+        while (prefix < most && after.sameEntry(prefix, before, prefix)) prefix++;
+        let suffix = 0;
+        while (
+          suffix < most - prefix &&
+          after.sameEntry(after.count - 1 - suffix, before, before.count - 1 - suffix)
+        ) {
+          suffix++;
+        }
+        assert.equal(after.commonPrefix(before, most), prefix);
+        assert.equal(after.commonSuffix(before, most - prefix), suffix);
+        for (let i = 0; i < prefix; i++) assert.deepEqual(after.entry(i), before.entry(i));
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('tells entries apart by every byte, the type URL included', () => {
+    const one = (type: string, value: number[]): ResponseLayout =>
+      new ResponseLayout(encoded({ resources: [{ type_url: type, value: Buffer.from(value) }] }));
+    const base = one(MCP, [1, 2, 3]);
+    assert.equal(base.sameEntry(0, one(MCP, [1, 2, 3]), 0), true);
+    assert.equal(base.sameEntry(0, one(MCP, [1, 2, 4]), 0), false);
+    assert.equal(base.sameEntry(0, one(MCP, [1, 2]), 0), false);
+    assert.equal(base.sameEntry(0, one(`${MCP}x`, [1, 2, 3]), 0), false);
   });
 });

@@ -21,9 +21,10 @@ export interface SubscriptionChannel {
 export interface ChannelUpdate {
   /**
    * The channel's complete new state of good objects, keyed as the caller names objects (MCP
-   * name or delta resource name). Owned by the state from now on: must not be altered.
+   * name or delta resource name). Handed over: the state owns (and later alters) it, the caller
+   * must neither alter nor keep it.
    */
-  readonly resources: ReadonlyMap<string, ConfigResource>;
+  readonly resources: Map<string, ConfigResource>;
   /** Every key of `resources` is its object's `<namespace>/<name>` (no two keys name one object). */
   readonly keyedByName?: boolean;
   /** Objects of this response that were dropped, by the same keys; their previous good version stays. */
@@ -40,6 +41,17 @@ export interface ChannelUpdate {
   readonly warnings: readonly MeshmuxError[];
   /** The upstream's version of this state (`version_info`, `system_version_info`); may be empty. */
   readonly version: string;
+}
+
+/**
+ * A change of a channel's last state, for a response known to be that state with a few objects
+ * replaced, removed or added, all of them good (see {@link SubscriptionState.applyPatch}).
+ */
+export interface ChannelPatch {
+  /** Keys of the objects the response no longer holds as they were (replaced or removed). */
+  readonly removed: readonly string[];
+  /** The objects it holds anew, by key; owned by the state from now on. */
+  readonly upserted: ReadonlyMap<string, ConfigResource>;
 }
 
 export interface SubscriptionStateOptions extends SourceTiming {
@@ -61,7 +73,8 @@ export interface SubscriptionStateOptions extends SourceTiming {
 
 interface ChannelState {
   readonly channel: SubscriptionChannel;
-  resources: ReadonlyMap<string, ConfigResource>;
+  /** Owned: replaced by each full update, altered in place by patches. */
+  resources: Map<string, ConfigResource>;
   keyedByName: boolean;
   errors: readonly MeshmuxError[];
   warnings: readonly MeshmuxError[];
@@ -196,18 +209,47 @@ export class SubscriptionState {
       if (previous !== undefined && !update.resources.has(name)) restored.set(name, previous);
     }
     const resources = restored.size === 0 ? update.resources : new Map([...update.resources, ...restored]);
-    const kept = [...restored.keys()];
     state.resources = resources;
     state.keyedByName = update.keyedByName === true && (restored.size === 0 || state.keyedByName);
     state.errors = [...update.rejected.values(), ...update.unnamed];
     state.warnings = update.warnings;
+    this.settle(state, update.version);
+    return [...restored.keys()];
+  }
+
+  /**
+   * Applies a response that is the channel's last state changed by `patch`, in time proportional
+   * to the patch. Only for a state taken whole (no errors, no warnings, keyed by name): returns
+   * false, changing nothing, when the channel's state is not such a state or when an object of
+   * `upserted` is already held under its key without being among `removed` (the response would
+   * hold it twice); the caller then applies the response as a full update.
+   */
+  applyPatch(id: string, patch: ChannelPatch, version: string): boolean {
+    const state = this.channels.get(id);
+    if (state === undefined || !state.keyedByName || state.errors.length > 0 || state.warnings.length > 0) {
+      return false;
+    }
+    const resources = state.resources;
+    if (patch.upserted.size > 0) {
+      const replaced = new Set(patch.removed);
+      for (const key of patch.upserted.keys()) if (resources.has(key) && !replaced.has(key)) return false;
+    }
+    for (const key of patch.removed) if (!patch.upserted.has(key)) resources.delete(key);
+    // A replaced object keeps its place; a new one goes last (what is served is sorted by name).
+    for (const [key, resource] of patch.upserted) resources.set(key, resource);
+    this.settle(state, version);
+    return true;
+  }
+
+  /** A channel's state was replaced or changed by an answer: serves it as the stream stands. */
+  private settle(state: ChannelState, version: string): void {
     state.answered = true;
     state.refusal = undefined;
-    if (update.version !== '') this.lastVersion = update.version;
+    if (version !== '') this.lastVersion = version;
 
     if (this.streamSynced) {
       this.serveKind(state.channel.kind.key);
-      return kept;
+      return;
     }
     if (this.budgetPassed) {
       // Mute kinds are still reported; what answered late is served at once, for its kind only.
@@ -217,7 +259,6 @@ export class SubscriptionState {
     } else if (this.unansweredChannels().length === 0) {
       this.flushAll();
     }
-    return kept;
   }
 
   /** The stream ended. Everything stays served; the source is stale (or failing, before any sync). */

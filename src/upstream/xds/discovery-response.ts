@@ -1,12 +1,10 @@
 import { WireCursor } from '../../wire/wire-cursor.js';
 import { WIRE_LENGTH_DELIMITED } from '../../wire/wire-types.js';
-/** The parts of an `envoy.service.discovery.v3.DiscoveryResponse` a state-of-the-world client acts on. */
-export interface ScannedResponse {
-  readonly versionInfo: string;
+
+/** One `google.protobuf.Any` of a response's `resources`; `value` is a view into the response's bytes. */
+export interface ResponseEntry {
   readonly typeUrl: string;
-  readonly nonce: string;
-  /** Each `Any` of `resources`; `value` is a view into the response's bytes, not a copy. */
-  readonly resources: ReadonlyArray<{ readonly typeUrl: string; readonly value: Uint8Array }>;
+  readonly value: Uint8Array;
 }
 
 function expectLengthDelimited(field: number, wireType: number, where: string): void {
@@ -15,77 +13,185 @@ function expectLengthDelimited(field: number, wireType: number, where: string): 
   }
 }
 
+/** Objects compared in one range before falling back to one comparison per object. */
+const RUN = 512;
+
+/**
+ * Where each part of an `envoy.service.discovery.v3.DiscoveryResponse` lies, found by walking its
+ * top-level fields only: the strings a state-of-the-world client acts on, and per entry of
+ * `resources` the offsets of its field and of its `Any`. Nothing inside an entry is read until
+ * asked for ({@link entry}), so a reader can tell which entries are byte for byte those of the
+ * previous response (one comparison over a run of them, see {@link commonPrefix}) and read only
+ * the rest. Holds the message; fields other than 1, 2, 4 and 5 are skipped.
+ */
+export class ResponseLayout {
+  readonly versionInfo: string;
+  readonly typeUrl: string;
+  readonly nonce: string;
+  /** Entries of `resources`. */
+  readonly count: number;
+  private readonly bytes: Buffer;
+  /** Per entry: where its tag begins, and where the `Any` it carries begins and ends. */
+  private readonly fieldStart: Int32Array;
+  private readonly anyStart: Int32Array;
+  private readonly anyEnd: Int32Array;
+  /** The last type URL read by {@link entry}, by its bytes' position, to share one string. */
+  private lastType = { start: 0, end: -1, text: '' };
+
+  /**
+   * Throws on bytes that are not a well-formed message at the top level (overruns, wrong wire
+   * types). `expected`: how many entries the message likely holds (the last response's count), so
+   * the offsets are allocated once.
+   */
+  constructor(message: Uint8Array, expected = 64) {
+    this.bytes = Buffer.from(message.buffer, message.byteOffset, message.byteLength);
+    const cursor = new WireCursor(this.bytes);
+    const limit = this.bytes.byteLength;
+    let versionInfo = '';
+    let typeUrl = '';
+    let nonce = '';
+    const capacity = Math.max(16, expected + 16);
+    let fieldStart: Int32Array<ArrayBuffer> = new Int32Array(capacity);
+    let anyStart: Int32Array<ArrayBuffer> = new Int32Array(capacity);
+    let anyEnd: Int32Array<ArrayBuffer> = new Int32Array(capacity);
+    let count = 0;
+    while (cursor.pos < limit) {
+      const at = cursor.pos;
+      const tag = cursor.uint32(limit);
+      const field = tag >>> 3;
+      if (field === 0) throw new Error(`invalid field number 0 at byte ${cursor.pos}`);
+      if (field !== 1 && field !== 2 && field !== 4 && field !== 5) {
+        cursor.skip(tag & 7, limit, field);
+        continue;
+      }
+      expectLengthDelimited(field, tag & 7, 'DiscoveryResponse');
+      cursor.lengthDelimited(limit);
+      if (field === 2) {
+        if (count === fieldStart.length) {
+          fieldStart = grown(fieldStart);
+          anyStart = grown(anyStart);
+          anyEnd = grown(anyEnd);
+        }
+        fieldStart[count] = at;
+        anyStart[count] = cursor.start;
+        anyEnd[count] = cursor.end;
+        count++;
+      } else {
+        const text = this.bytes.toString('utf8', cursor.start, cursor.end);
+        if (field === 1) versionInfo = text;
+        else if (field === 4) typeUrl = text;
+        else nonce = text;
+      }
+    }
+    this.versionInfo = versionInfo;
+    this.typeUrl = typeUrl;
+    this.nonce = nonce;
+    this.count = count;
+    this.fieldStart = fieldStart;
+    this.anyStart = anyStart;
+    this.anyEnd = anyEnd;
+  }
+
+  /**
+   * Entry `i` (0 ≤ i < count), its `Any` walked in place. Throws when the `Any` is not well formed;
+   * its fields other than 1 and 2 are skipped.
+   */
+  entry(i: number): ResponseEntry {
+    const bytes = this.bytes;
+    const end = this.anyEnd[i] as number;
+    const cursor = new WireCursor(bytes);
+    cursor.pos = this.anyStart[i] as number;
+    let valueStart = 0;
+    let valueEnd = 0;
+    let typeUrl = '';
+    while (cursor.pos < end) {
+      const tag = cursor.uint32(end);
+      const field = tag >>> 3;
+      if (field !== 1 && field !== 2) {
+        if (field === 0) throw new Error(`invalid field number 0 at byte ${cursor.pos}`);
+        cursor.skip(tag & 7, end, field);
+        continue;
+      }
+      expectLengthDelimited(field, tag & 7, 'Any');
+      cursor.lengthDelimited(end);
+      if (field === 2) {
+        valueStart = cursor.start;
+        valueEnd = cursor.end;
+      } else if (sameRange(bytes, cursor.start, cursor.end, this.lastType.start, this.lastType.end)) {
+        typeUrl = this.lastType.text;
+      } else {
+        typeUrl = bytes.toString('utf8', cursor.start, cursor.end);
+        this.lastType = { start: cursor.start, end: cursor.end, text: typeUrl };
+      }
+    }
+    return { typeUrl, value: bytes.subarray(valueStart, valueEnd) };
+  }
+
+  /** Whether entry `i` of this response and entry `j` of `other` are the same bytes. */
+  sameEntry(i: number, other: ResponseLayout, j: number): boolean {
+    return this.sameRun(i, other, j, 1);
+  }
+
+  /**
+   * How many entries from the start are byte for byte those of `other` at the same places, at
+   * most `max`. One comparison per run of entries; per entry only inside the run that differs.
+   */
+  commonPrefix(other: ResponseLayout, max: number): number {
+    let n = 0;
+    while (n < max) {
+      const run = Math.min(RUN, max - n);
+      if (this.sameRun(n, other, n, run)) {
+        n += run;
+        continue;
+      }
+      while (n < max && this.sameRun(n, other, n, 1)) n++;
+      return n;
+    }
+    return n;
+  }
+
+  /**
+   * How many entries from the end are byte for byte those of `other` at the same places from its
+   * end, at most `max`.
+   */
+  commonSuffix(other: ResponseLayout, max: number): number {
+    let n = 0;
+    while (n < max) {
+      const run = Math.min(RUN, max - n);
+      if (this.sameRun(this.count - n - run, other, other.count - n - run, run)) {
+        n += run;
+        continue;
+      }
+      while (n < max && this.sameRun(this.count - n - 1, other, other.count - n - 1, 1)) n++;
+      return n;
+    }
+    return n;
+  }
+
+  /**
+   * Whether `run` entries from `i` here are those from `j` in `other`. The compared ranges start at
+   * a tag, so equal bytes are read as the same fields with the same boundaries (any field between
+   * two entries is compared too, which can only make the answer more cautious).
+   */
+  private sameRun(i: number, other: ResponseLayout, j: number, run: number): boolean {
+    const start = this.fieldStart[i] as number;
+    const end = this.anyEnd[i + run - 1] as number;
+    const otherStart = other.fieldStart[j] as number;
+    const otherEnd = other.anyEnd[j + run - 1] as number;
+    if (end - start !== otherEnd - otherStart) return false;
+    return this.bytes.compare(other.bytes, otherStart, otherEnd, start, end) === 0;
+  }
+}
+
+function grown(array: Int32Array): Int32Array<ArrayBuffer> {
+  const next = new Int32Array(array.length * 2);
+  next.set(array);
+  return next;
+}
+
 /** Whether two ranges of `bytes` hold the same bytes. */
 function sameRange(bytes: Uint8Array, a: number, aEnd: number, b: number, bEnd: number): boolean {
   if (aEnd - a !== bEnd - b) return false;
   for (let i = 0; i < aEnd - a; i++) if (bytes[a + i] !== bytes[b + i]) return false;
   return true;
-}
-
-/**
- * Reads a DiscoveryResponse by walking its wire format: the resources' values stay views into
- * the received bytes (no copy, nothing decoded), so a reader can compare them with what it already
- * holds before decoding anything. Every resource of a response usually has the same type URL,
- * which is read once and shared. Fields other than 1, 2, 4 and 5 are skipped. Throws on bytes
- * that are not a well-formed message (overruns, wrong wire types of the fields read).
- */
-export function scanDiscoveryResponse(message: Uint8Array): ScannedResponse {
-  const bytes = new Uint8Array(message.buffer, message.byteOffset, message.byteLength);
-  const asText = Buffer.from(message.buffer, message.byteOffset, message.byteLength);
-  const text = (start: number, end: number): string => asText.toString('utf8', start, end);
-  const cursor = new WireCursor(bytes);
-  const limit = bytes.byteLength;
-  let versionInfo = '';
-  let typeUrl = '';
-  let nonce = '';
-  const resources: Array<{ typeUrl: string; value: Uint8Array }> = [];
-  // The last distinct Any type URL seen, by position in the message, and its text.
-  let anyTypeStart = 0;
-  let anyTypeEnd = -1;
-  let anyType = '';
-  while (cursor.pos < limit) {
-    const tag = cursor.uint32(limit);
-    const field = tag >>> 3;
-    if (field === 0) throw new Error(`invalid field number 0 at byte ${cursor.pos}`);
-    if (field !== 1 && field !== 2 && field !== 4 && field !== 5) {
-      cursor.skip(tag & 7, limit, field);
-      continue;
-    }
-    expectLengthDelimited(field, tag & 7, 'DiscoveryResponse');
-    cursor.lengthDelimited(limit);
-    if (field === 1) versionInfo = text(cursor.start, cursor.end);
-    else if (field === 4) typeUrl = text(cursor.start, cursor.end);
-    else if (field === 5) nonce = text(cursor.start, cursor.end);
-    else {
-      // One google.protobuf.Any, walked in place.
-      const anyEnd = cursor.end;
-      cursor.pos = cursor.start;
-      let valueStart = 0;
-      let valueEnd = 0;
-      let type = '';
-      while (cursor.pos < anyEnd) {
-        const anyTag = cursor.uint32(anyEnd);
-        const anyField = anyTag >>> 3;
-        if (anyField !== 1 && anyField !== 2) {
-          if (anyField === 0) throw new Error(`invalid field number 0 at byte ${cursor.pos}`);
-          cursor.skip(anyTag & 7, anyEnd, anyField);
-          continue;
-        }
-        expectLengthDelimited(anyField, anyTag & 7, 'Any');
-        cursor.lengthDelimited(anyEnd);
-        if (anyField === 2) {
-          valueStart = cursor.start;
-          valueEnd = cursor.end;
-        } else if (sameRange(bytes, cursor.start, cursor.end, anyTypeStart, anyTypeEnd)) {
-          type = anyType;
-        } else {
-          type = anyType = text(cursor.start, cursor.end);
-          anyTypeStart = cursor.start;
-          anyTypeEnd = cursor.end;
-        }
-      }
-      resources.push({ typeUrl: type, value: bytes.subarray(valueStart, valueEnd) });
-    }
-  }
-  return { versionInfo, typeUrl, nonce, resources };
 }

@@ -2,11 +2,36 @@ import { MeshmuxError } from '../../core/errors.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
 import type { ReadResult } from '../mcp-resource-reader.js';
-import { sameBytes } from '../../wire/wire-fields.js';
-import { scanDiscoveryResponse, type ScannedResponse } from './discovery-response.js';
+import type { ChannelPatch } from '../streaming/subscription-state.js';
+import type { ConfigResource } from '../../core/resource.js';
+import { ResponseLayout, type ResponseEntry } from './discovery-response.js';
 import { INVALID_ARGUMENT, reportUndecodable, type AdsClientContext } from './ads-client-context.js';
 import { MCP_RESOURCE_SUFFIX } from '../../wire/type-urls.js';
 import { encodeDiscoveryRequest, type DiscoveryRequestFields } from '../../wire/discovery-requests.js';
+
+/** A response as last read for one type URL. */
+interface PreviousResponse {
+  readonly layout: ResponseLayout;
+  /** What each entry was read as, by position. */
+  readonly results: readonly ReadResult[];
+  /** Applied as it was: not refused, nothing dropped, no warnings (the state holds exactly `results`). */
+  readonly whole: boolean;
+  /** Entries that were not MCP Resources (their errors name their position). */
+  readonly wrongTypes: number;
+}
+
+/** The entries of a response between those it shares with the last one at either end. */
+interface ChangedSpan {
+  /** Entries from the start that are the last response's at the same places. */
+  readonly prefix: number;
+  /** Entries from the end that are the last response's at the same places from its end. */
+  readonly suffix: number;
+  /** The entries in between, read. */
+  readonly entries: readonly ResponseEntry[];
+}
+
+/** Errors of entries that are not MCP Resources, which name their position in the response. */
+const WRONG_TYPE_RESULTS = new WeakSet<ReadResult>();
 
 /**
  * The state-of-the-world side of an `xds` source: one request per subscribed type URL (node on
@@ -21,12 +46,13 @@ export class SotwAdsClient implements StreamHandlers {
   /** Per type URL, the `version_info` last accepted whole on the current stream. */
   private accepted = new Map<string, string>();
   /**
-   * Per type URL, the objects of the last response and what each was read as. Upstreams send
-   * their state in a stable order, so an object is usually recognised by comparing its bytes with
-   * the one at the same place last time (a cursor that skips removed and changed objects), before
-   * reading anything of it.
+   * Per type URL, the last response and what each of its entries was read as. Upstreams send
+   * their state in a stable order, so the entries a response shares with the last one are found
+   * by comparing runs of bytes from both ends, and only those in between are looked at one by one.
    */
-  private readonly previous = new Map<string, { values: Uint8Array[]; results: ReadResult[] }>();
+  private readonly previous = new Map<string, PreviousResponse>();
+  /** Entries of the last response of any type: responses of a type usually keep their size. */
+  private lastCount = 64;
 
   constructor(private readonly ctx: AdsClientContext) {}
 
@@ -47,15 +73,18 @@ export class SotwAdsClient implements StreamHandlers {
   }
 
   onMessage(stream: OpenStream, message: Uint8Array): void {
-    let response: ScannedResponse;
+    let layout: ResponseLayout;
+    let span: ChangedSpan;
     try {
-      response = scanDiscoveryResponse(message);
+      layout = new ResponseLayout(message, this.lastCount);
+      this.lastCount = layout.count;
+      span = changedSpan(layout, this.previous.get(layout.typeUrl));
     } catch (err) {
       this.undecodable(stream, message, err);
       return;
     }
     this.ctx.onAnswer();
-    const { typeUrl, nonce, versionInfo: version } = response;
+    const { typeUrl, nonce, versionInfo: version } = layout;
     const kind = this.ctx.state.kindOf(typeUrl);
     if (kind === undefined) {
       // Not ours to apply, and a sign the upstream mixed its types up: refused, so it can tell.
@@ -70,46 +99,69 @@ export class SotwAdsClient implements StreamHandlers {
       return;
     }
     const where = `${this.ctx.describe} ${typeUrl}`;
-    const update = new ChannelUpdateBuilder(where);
     const before = this.previous.get(typeUrl);
-    const now: { values: Uint8Array[]; results: ReadResult[] } = { values: [], results: [] };
-    let cursor = 0;
-    // Which objects of the last response this one re-sent as they were: the others may be forgotten.
-    const reused = new Uint8Array(before?.values.length ?? 0);
-    response.resources.forEach((any, i) => {
+    const { prefix, suffix, entries } = span;
+    const beforeEnd = (before?.layout.count ?? 0) - suffix;
+    // Which entries of the last response between the shared ends this one re-sent as they were.
+    const reused = new Uint8Array(Math.max(0, beforeEnd - prefix));
+    const middle: ReadResult[] = [];
+    const fresh: boolean[] = [];
+    let cursor = prefix;
+    let wrongTypes = 0;
+    entries.forEach((any, k) => {
+      const i = prefix + k;
       if (!any.typeUrl.endsWith(MCP_RESOURCE_SUFFIX)) {
-        update.reject(
-          new MeshmuxError(
-            'SCHEMA',
-            `resources[${i}] is a ${any.typeUrl || '(no type)'}, not an MCP Resource`,
-            {
-              file: where,
-            },
-          ),
-        );
+        wrongTypes++;
+        middle.push(wrongType(i, any.typeUrl, where));
+        fresh.push(true);
         return;
       }
-      // The object at the cursor, or the one after it (the cursor's was removed or changed).
-      let result: ReadResult | undefined;
-      let value: Uint8Array | undefined;
-      for (let skip = 0; skip < 2 && result === undefined && before !== undefined; skip++) {
-        const last = before.values[cursor + skip];
-        if (last !== undefined && sameBytes(last, any.value)) {
-          result = before.results[cursor + skip];
-          value = last;
-          reused[cursor + skip] = 1;
-          cursor += skip + 1;
+      // The entry at the cursor, or the one after it (the cursor's was removed or changed).
+      for (let skip = 0; skip < 2 && before !== undefined; skip++) {
+        const j = cursor + skip;
+        if (j < beforeEnd && layout.sameEntry(i, before.layout, j)) {
+          middle.push(before.results[j] as ReadResult);
+          fresh.push(false);
+          reused[j - prefix] = 1;
+          cursor = j + 1;
+          return;
         }
       }
-      result ??= this.ctx.reader.read(kind, any.value, where);
-      // Owned bytes, not a view: the response buffer is released once this response is read.
-      now.values.push(value ?? this.ctx.reader.rawOf(result) ?? new Uint8Array(any.value));
-      now.results.push(result);
-      update.add(result);
+      middle.push(this.ctx.reader.read(kind, any.value, where));
+      fresh.push(true);
     });
-    this.previous.set(typeUrl, now);
-    const kept = this.ctx.state.apply(typeUrl, update.build(version));
-    if (before !== undefined) this.forgetGone(typeUrl, before.results, reused);
+    const removed: ReadResult[] = [];
+    for (let j = prefix; j < beforeEnd; j++)
+      if (reused[j - prefix] === 0) removed.push(before?.results[j] as ReadResult);
+    const results =
+      before === undefined
+        ? middle
+        : [...before.results.slice(0, prefix), ...middle, ...before.results.slice(beforeEnd)];
+
+    // Applied as a change of the last state when that state was this response's predecessor taken
+    // whole and the changed entries are plain good objects: nothing else to re-judge.
+    const patch = before?.whole === true ? patchOf(removed, middle, fresh) : undefined;
+    if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, version)) {
+      this.previous.set(typeUrl, { layout, results, whole: true, wrongTypes: 0 });
+      this.forgetGone(typeUrl, removed);
+      this.accepted.set(typeUrl, version);
+      this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
+      return;
+    }
+
+    const update = new ChannelUpdateBuilder(where);
+    for (const result of results) update.add(result);
+    const built = update.build(version);
+    const kept = this.ctx.state.apply(typeUrl, built);
+    this.previous.set(typeUrl, {
+      layout,
+      results,
+      whole: built.refused === undefined && update.dropped === 0 && built.warnings.length === 0,
+      wrongTypes:
+        (before !== undefined && before.wrongTypes > 0 ? countWrongTypes(before.results, prefix) : 0) +
+        wrongTypes,
+    });
+    this.forgetGone(typeUrl, removed);
     if (update.dropped === 0) {
       this.accepted.set(typeUrl, version);
       this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
@@ -126,15 +178,14 @@ export class SotwAdsClient implements StreamHandlers {
   }
 
   /**
-   * Lets the reader drop what it remembers of objects a full state removed or replaced: those of
-   * the last response this one did not re-send as they were, unless still served (a refused
-   * response keeps them served). Costs a walk of flags, and a lookup per object not re-sent.
+   * Lets the reader drop what it remembers of objects a full state removed or replaced (those of
+   * the last response this one did not re-send as they were), unless still served: a refused
+   * response keeps them served. Costs a lookup per object not re-sent.
    */
-  private forgetGone(typeUrl: string, before: readonly ReadResult[], reused: Uint8Array): void {
+  private forgetGone(typeUrl: string, removed: readonly ReadResult[]): void {
+    if (removed.length === 0) return;
     const served = this.ctx.state.resourcesOf(typeUrl);
-    for (let i = 0; i < before.length; i++) {
-      if (reused[i] === 1) continue;
-      const result = before[i] as ReadResult;
+    for (const result of removed) {
       if (!(result.ok && served.get(result.name) === result.resource)) this.ctx.reader.forget(result);
     }
   }
@@ -158,4 +209,76 @@ export class SotwAdsClient implements StreamHandlers {
   private send(stream: OpenStream, request: DiscoveryRequestFields): void {
     stream.send(encodeDiscoveryRequest(request));
   }
+}
+
+/**
+ * Finds what `layout` shares with `before` at both ends and reads the entries in between. Throws
+ * when one of those entries is not a well-formed `Any` (the shared ones were read before). The
+ * shared end is not taken when the last response had entries whose errors name their position.
+ */
+function changedSpan(layout: ResponseLayout, before: PreviousResponse | undefined): ChangedSpan {
+  let prefix = 0;
+  let suffix = 0;
+  if (before !== undefined) {
+    const most = Math.min(layout.count, before.layout.count);
+    prefix = layout.commonPrefix(before.layout, most);
+    if (before.wrongTypes === 0) suffix = layout.commonSuffix(before.layout, most - prefix);
+  }
+  const entries: ResponseEntry[] = [];
+  for (let i = prefix; i < layout.count - suffix; i++) entries.push(layout.entry(i));
+  return { prefix, suffix, entries };
+}
+
+function wrongType(index: number, typeUrl: string, where: string): ReadResult {
+  const result: ReadResult = {
+    ok: false,
+    error: new MeshmuxError(
+      'SCHEMA',
+      `resources[${index}] is a ${typeUrl || '(no type)'}, not an MCP Resource`,
+      {
+        file: where,
+      },
+    ),
+  };
+  WRONG_TYPE_RESULTS.add(result);
+  return result;
+}
+
+function countWrongTypes(results: readonly ReadResult[], upTo: number): number {
+  let n = 0;
+  for (let i = 0; i < upTo; i++) if (WRONG_TYPE_RESULTS.has(results[i] as ReadResult)) n++;
+  return n;
+}
+
+/**
+ * The change from the last state to this one, when it is made of plain good objects only (no
+ * drop, no warning, no name twice among them): what was removed or replaced, by name, and the
+ * objects newly read. Undefined when the response must be judged whole.
+ */
+function patchOf(
+  removed: readonly ReadResult[],
+  middle: readonly ReadResult[],
+  fresh: readonly boolean[],
+): ChannelPatch | undefined {
+  const upserted = new Map<string, ConfigResource>();
+  for (let k = 0; k < middle.length; k++) {
+    const result = middle[k] as ReadResult;
+    if (!result.ok) return undefined;
+    if (!fresh[k]) continue;
+    if (
+      result.unknownEnvelopeFields.length > 0 ||
+      result.unknownBodyFields.length > 0 ||
+      (result.warnings !== undefined && result.warnings.length > 0) ||
+      upserted.has(result.name)
+    ) {
+      return undefined;
+    }
+    upserted.set(result.name, result.resource);
+  }
+  const names: string[] = [];
+  for (const result of removed) {
+    if (!result.ok) return undefined;
+    names.push(result.name);
+  }
+  return { removed: names, upserted };
 }
