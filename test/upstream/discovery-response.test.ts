@@ -222,4 +222,34 @@ describe('ResponseLayout', () => {
     assert.equal(base.sameEntry(0, one(MCP, [1, 2]), 0), false);
     assert.equal(base.sameEntry(0, one(`${MCP}x`, [1, 2, 3]), 0), false);
   });
+
+  it('keeps its bytes in a buffer of its own, reused by the next layout kept in its place', () => {
+    const response = (values: number[][]): Buffer =>
+      encoded({
+        version_info: 'v',
+        resources: values.map((v) => ({ type_url: MCP, value: Buffer.from(v) })),
+      });
+    const message = response([[1], [2, 2], [3, 3, 3]]);
+    const first = new ResponseLayout(message);
+    first.keepBytes(undefined);
+    // The message's buffer is the transport's to reuse: the kept layout no longer reads it.
+    message.fill(0);
+    assert.deepEqual([...first.entry(1).value], [2, 2]);
+    const later = new ResponseLayout(response([[1], [9, 9], [3, 3, 3]]));
+    assert.equal(later.commonPrefix(first, 3), 1);
+    assert.equal(later.commonSuffix(first, 2), 1);
+    const store = first.releaseBytes();
+    assert.ok(store !== undefined && store.byteLength >= message.byteLength);
+    later.keepBytes(store);
+    assert.equal(
+      store.subarray(0, 4).equals(response([[1], [9, 9], [3, 3, 3]]).subarray(0, 4)),
+      true,
+      'written into the store',
+    );
+    assert.deepEqual([...later.entry(1).value], [9, 9]);
+    // Offsets arrays are reused too, and grown when a message holds more entries.
+    const many = new ResponseLayout(response(Array.from({ length: 100 }, (_, i) => [i])), first.offsets);
+    assert.equal(many.count, 100);
+    assert.deepEqual([...many.entry(99).value], [99]);
+  });
 });

@@ -22,7 +22,13 @@ const RUN = 512;
  * `resources` the offsets of its field and of its `Any`. Nothing inside an entry is read until
  * asked for ({@link entry}), so a reader can tell which entries are byte for byte those of the
  * previous response (one comparison over a run of them, see {@link commonPrefix}) and read only
- * the rest. Holds the message; fields other than 1, 2, 4 and 5 are skipped.
+ * the rest. Fields other than 1, 2, 4 and 5 are skipped.
+ *
+ * A layout reads the message in place; one kept for comparing with the next response moves its
+ * bytes into a buffer of its own ({@link keepBytes}), which the next kept layout of the same type
+ * reuses. The memory a reader holds is thus allocated once, not once per response: a response
+ * kept until the next one would otherwise be a large buffer outliving the young generation, which
+ * only a full collection of the heap frees.
  */
 export class ResponseLayout {
   readonly versionInfo: string;
@@ -30,30 +36,30 @@ export class ResponseLayout {
   readonly nonce: string;
   /** Entries of `resources`. */
   readonly count: number;
-  private readonly bytes: Buffer;
-  /** Per entry: where its tag begins, and where the `Any` it carries begins and ends. */
-  private readonly fieldStart: Int32Array;
-  private readonly anyStart: Int32Array;
-  private readonly anyEnd: Int32Array;
+  private bytes: Buffer;
+  /** Whether `bytes` is the layout's own buffer, not the message it was read from. */
+  private owned = false;
+  /**
+   * Per entry `i`, at `3i`, `3i + 1` and `3i + 2`: where its tag begins, and where the `Any` it
+   * carries begins and ends. May be longer than needed (reused between layouts).
+   */
+  readonly offsets: Int32Array<ArrayBuffer>;
   /** The last type URL read by {@link entry}, by its bytes' position, to share one string. */
   private lastType = { start: 0, end: -1, text: '' };
 
   /**
    * Throws on bytes that are not a well-formed message at the top level (overruns, wrong wire
-   * types). `expected`: how many entries the message likely holds (the last response's count), so
-   * the offsets are allocated once.
+   * types). `offsets`: an array to write the offsets into (one no longer used, from an earlier
+   * layout), replaced by a larger one when the message holds more entries.
    */
-  constructor(message: Uint8Array, expected = 64) {
+  constructor(message: Uint8Array, offsets: Int32Array<ArrayBuffer> = new Int32Array(3 * 64)) {
     this.bytes = Buffer.from(message.buffer, message.byteOffset, message.byteLength);
     const cursor = new WireCursor(this.bytes);
     const limit = this.bytes.byteLength;
     let versionInfo = '';
     let typeUrl = '';
     let nonce = '';
-    const capacity = Math.max(16, expected + 16);
-    let fieldStart: Int32Array<ArrayBuffer> = new Int32Array(capacity);
-    let anyStart: Int32Array<ArrayBuffer> = new Int32Array(capacity);
-    let anyEnd: Int32Array<ArrayBuffer> = new Int32Array(capacity);
+    let at3 = offsets;
     let count = 0;
     while (cursor.pos < limit) {
       const at = cursor.pos;
@@ -67,14 +73,10 @@ export class ResponseLayout {
       expectLengthDelimited(field, tag & 7, 'DiscoveryResponse');
       cursor.lengthDelimited(limit);
       if (field === 2) {
-        if (count === fieldStart.length) {
-          fieldStart = grown(fieldStart);
-          anyStart = grown(anyStart);
-          anyEnd = grown(anyEnd);
-        }
-        fieldStart[count] = at;
-        anyStart[count] = cursor.start;
-        anyEnd[count] = cursor.end;
+        if (3 * count + 3 > at3.length) at3 = grown(at3);
+        at3[3 * count] = at;
+        at3[3 * count + 1] = cursor.start;
+        at3[3 * count + 2] = cursor.end;
         count++;
       } else {
         const text = this.bytes.toString('utf8', cursor.start, cursor.end);
@@ -87,9 +89,34 @@ export class ResponseLayout {
     this.typeUrl = typeUrl;
     this.nonce = nonce;
     this.count = count;
-    this.fieldStart = fieldStart;
-    this.anyStart = anyStart;
-    this.anyEnd = anyEnd;
+    this.offsets = at3;
+  }
+
+  /**
+   * Moves the layout's bytes out of the message it was read from into `store` (the buffer of a
+   * layout of the same type that is no longer used), or into a new buffer when `store` is too small
+   * or far too large. Returns nothing; the layout then no longer refers to the message.
+   */
+  keepBytes(store: Buffer | undefined): void {
+    if (this.owned) return;
+    const size = this.bytes.byteLength;
+    const fits = store !== undefined && store.byteLength >= size && store.byteLength <= 2 * size + 65536;
+    // Room to grow by a quarter before the next allocation.
+    const target = fits ? store : Buffer.allocUnsafeSlow(size + (size >>> 2));
+    this.bytes.copy(target, 0);
+    this.bytes = target.subarray(0, size);
+    this.owned = true;
+  }
+
+  /**
+   * The layout's own buffer, for the next layout of its type to keep its bytes in: this layout
+   * must not be used afterwards. Undefined when it holds none.
+   */
+  releaseBytes(): Buffer | undefined {
+    if (!this.owned) return undefined;
+    const buffer = Buffer.from(this.bytes.buffer);
+    this.owned = false;
+    return buffer;
   }
 
   /**
@@ -98,9 +125,9 @@ export class ResponseLayout {
    */
   entry(i: number): ResponseEntry {
     const bytes = this.bytes;
-    const end = this.anyEnd[i] as number;
+    const end = this.offsets[3 * i + 2] as number;
     const cursor = new WireCursor(bytes);
-    cursor.pos = this.anyStart[i] as number;
+    cursor.pos = this.offsets[3 * i + 1] as number;
     let valueStart = 0;
     let valueEnd = 0;
     let typeUrl = '';
@@ -174,17 +201,17 @@ export class ResponseLayout {
    * two entries is compared too, which can only make the answer more cautious).
    */
   private sameRun(i: number, other: ResponseLayout, j: number, run: number): boolean {
-    const start = this.fieldStart[i] as number;
-    const end = this.anyEnd[i + run - 1] as number;
-    const otherStart = other.fieldStart[j] as number;
-    const otherEnd = other.anyEnd[j + run - 1] as number;
+    const start = this.offsets[3 * i] as number;
+    const end = this.offsets[3 * (i + run - 1) + 2] as number;
+    const otherStart = other.offsets[3 * j] as number;
+    const otherEnd = other.offsets[3 * (j + run - 1) + 2] as number;
     if (end - start !== otherEnd - otherStart) return false;
     return this.bytes.compare(other.bytes, otherStart, otherEnd, start, end) === 0;
   }
 }
 
 function grown(array: Int32Array): Int32Array<ArrayBuffer> {
-  const next = new Int32Array(array.length * 2);
+  const next = new Int32Array(Math.max(48, array.length * 2));
   next.set(array);
   return next;
 }

@@ -51,8 +51,8 @@ export class SotwAdsClient implements StreamHandlers {
    * by comparing runs of bytes from both ends, and only those in between are looked at one by one.
    */
   private readonly previous = new Map<string, PreviousResponse>();
-  /** Entries of the last response of any type: responses of a type usually keep their size. */
-  private lastCount = 64;
+  /** An offsets array no kept layout uses, for the next response to be read into. */
+  private spareOffsets: Int32Array<ArrayBuffer> | undefined;
 
   constructor(private readonly ctx: AdsClientContext) {}
 
@@ -76,8 +76,9 @@ export class SotwAdsClient implements StreamHandlers {
     let layout: ResponseLayout;
     let span: ChangedSpan;
     try {
-      layout = new ResponseLayout(message, this.lastCount);
-      this.lastCount = layout.count;
+      layout = new ResponseLayout(message, this.spareOffsets);
+      // Scratch until kept: a response that is not kept leaves its (maybe grown) array spare.
+      this.spareOffsets = layout.offsets;
       span = changedSpan(layout, this.previous.get(layout.typeUrl));
     } catch (err) {
       this.undecodable(stream, message, err);
@@ -142,7 +143,7 @@ export class SotwAdsClient implements StreamHandlers {
     // whole and the changed entries are plain good objects: nothing else to re-judge.
     const patch = before?.whole === true ? patchOf(removed, middle, fresh) : undefined;
     if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, version)) {
-      this.previous.set(typeUrl, { layout, results, whole: true, wrongTypes: 0 });
+      this.keep(before, { layout, results, whole: true, wrongTypes: 0 });
       this.forgetGone(typeUrl, removed);
       this.accepted.set(typeUrl, version);
       this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
@@ -153,7 +154,7 @@ export class SotwAdsClient implements StreamHandlers {
     for (const result of results) update.add(result);
     const built = update.build(version);
     const kept = this.ctx.state.apply(typeUrl, built);
-    this.previous.set(typeUrl, {
+    this.keep(before, {
       layout,
       results,
       whole: built.refused === undefined && update.dropped === 0 && built.warnings.length === 0,
@@ -175,6 +176,16 @@ export class SotwAdsClient implements StreamHandlers {
       versionInfo: this.accepted.get(typeUrl) ?? '',
       errorDetail: { code: INVALID_ARGUMENT, message: detail },
     });
+  }
+
+  /**
+   * Keeps `next` as its type's last response, in place of `before`: the bytes move into the buffer
+   * `before` held, and `before`'s offsets become the spare ones. `before` is not used afterwards.
+   */
+  private keep(before: PreviousResponse | undefined, next: PreviousResponse): void {
+    next.layout.keepBytes(before?.layout.releaseBytes());
+    this.previous.set(next.layout.typeUrl, next);
+    this.spareOffsets = before?.layout.offsets;
   }
 
   /**
