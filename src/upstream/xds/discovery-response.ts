@@ -101,8 +101,8 @@ export class ResponseLayout {
     if (this.owned) return;
     const size = this.bytes.byteLength;
     const fits = store !== undefined && store.byteLength >= size && store.byteLength <= 2 * size + 65536;
-    // Room to grow by a quarter before the next allocation.
-    const target = fits ? store : Buffer.allocUnsafeSlow(size + (size >>> 2));
+    // A little room to grow before the next allocation.
+    const target = fits ? store : Buffer.allocUnsafeSlow(size + (size >>> 4));
     this.bytes.copy(target, 0);
     this.bytes = target.subarray(0, size);
     this.owned = true;
