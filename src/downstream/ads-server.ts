@@ -2,7 +2,8 @@ import * as grpc from '@grpc/grpc-js';
 import { asyncScheduler, type SchedulerLike, type Subscription } from 'rxjs';
 import type { Logger } from '../core/logger.js';
 import type { ConfigResource } from '../core/resource.js';
-import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js';
+import type { ConfigSnapshot, KindSnapshot, SnapshotReader } from '../merge/config-snapshot.js';
+import { changesBetween } from '../merge/kind-changes.js';
 import type { KindRegistry } from '../schema/kinds.js';
 import type { AdsHooks } from './ads-hooks.js';
 import type { ClientIdentity } from './client-identity.js';
@@ -137,6 +138,8 @@ export class AdsServer {
   private readonly encoder: ResourceEncoder;
   readonly responses: ResponseCache;
   private snapshotSubscription: Subscription | undefined;
+  /** Per kind, its snapshot in the last configuration snapshot (to tell what moved on). */
+  private readonly lastKinds = new Map<string, KindSnapshot>();
   private nextStreamId = 1;
   /** `close` began: new streams are refused with UNAVAILABLE. */
   private closing = false;
@@ -219,10 +222,33 @@ export class AdsServer {
     this.snapshotSubscription ??= this.options.reader.snapshots$.subscribe((snapshot) => {
       this.lastSnapshotAtMs = performance.timeOrigin + performance.now();
       for (const stream of this.streams) stream.onSnapshot(snapshot);
+      this.releaseObsolete(snapshot);
       if (this.streams.size === 0) this.prewarm(snapshot);
     });
     this.options.log.info({ address, port, tls: credentials._isSecure() }, 'ADS server listening');
     return port;
+  }
+
+  /**
+   * Lets go of what a snapshot made obsolete. The encodings of objects no longer served leave the
+   * encoder's cache. Views without clients keep what was built for them only while it is current:
+   * once a kind moves on, what they hold of it (an older generation of its objects, and responses
+   * framing them) is dropped, so an idle view never pins objects the configuration no longer has.
+   * A client that returns within the grace period gets it built again from the current kinds.
+   */
+  private releaseObsolete(snapshot: ConfigSnapshot): void {
+    const moved = new Set<string>();
+    for (const [kind, before] of this.lastKinds) {
+      const after = snapshot.kinds.get(kind);
+      if (after === before) continue;
+      moved.add(kind);
+      const { removed, added } = changesBetween(before, after);
+      this.encoder.forget(removed, added);
+    }
+    this.lastKinds.clear();
+    for (const k of snapshot.kinds.values()) this.lastKinds.set(k.kind, k);
+    if (moved.size === 0 || this.views.idleViews === 0) return;
+    for (const viewId of this.views.idleIds()) this.responses.forgetKinds(viewId, moved);
   }
 
   /**

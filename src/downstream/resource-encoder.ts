@@ -16,6 +16,11 @@ export interface ResourceEncoderOptions {
   readonly maxCacheBytes?: number;
 }
 
+/** What the encoding of an object depends on: its identity, content version and creation time. */
+function contentKey(resource: ConfigResource): string {
+  return `${resource.kind}|${resource.namespace}/${resource.name}|${resource.version}|${resource.createTime.seconds}.${resource.createTime.nanos}`;
+}
+
 /**
  * Encodes each object once per version into the exact bytes of one `resources` entry of a
  * DiscoveryResponse (tag, length, `Any(istio.mcp.v1alpha1.Resource)`), so responses are
@@ -51,8 +56,24 @@ export class ResourceEncoder {
     return bytes;
   }
 
+  /**
+   * Drops the bytes kept by content for objects the configuration no longer serves (`removed`),
+   * unless one of `added` has the same content: the cache then holds what is served, not every
+   * object ever seen, and a shrinking configuration shrinks what is held. Bytes of an instance still
+   * in use stay with it.
+   */
+  forget(removed: readonly ConfigResource[], added: readonly ConfigResource[]): void {
+    if (removed.length === 0) return;
+    const kept = new Set<string>();
+    for (const r of added) kept.add(contentKey(r));
+    for (const r of removed) {
+      const key = contentKey(r);
+      if (!kept.has(key)) this.cache.delete(key);
+    }
+  }
+
   private framedByKey(resource: ConfigResource): Uint8Array {
-    const key = `${resource.kind}|${resource.namespace}/${resource.name}|${resource.version}|${resource.createTime.seconds}.${resource.createTime.nanos}`;
+    const key = contentKey(resource);
     const hit = this.cache.get(key);
     if (hit !== undefined) return hit;
     // A copy of its own: protobufjs writes into Node's shared 8 KiB pool, and one kept slice of a

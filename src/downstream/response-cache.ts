@@ -45,6 +45,14 @@ export function contentOf(version: string): string {
   return at < 0 ? version : version.slice(0, at);
 }
 
+/** The latest response built for a (view, type URL), and the kind generation it shows. */
+interface LatestResponse {
+  readonly generation: string;
+  /** The kind it shows; undefined for a kind that holds nothing. */
+  readonly kind: string | undefined;
+  readonly built: BuiltResponse;
+}
+
 /**
  * Builds DiscoveryResponses from cached object bytes, once per (type URL, view, kind generation),
  * and keeps them for every client of that view. The nonce is part of the shared bytes: it is unique
@@ -67,10 +75,7 @@ export class ResponseCache {
    * Per view id, per type URL: the latest response, by kind generation. Older ones are never sent
    * again. Only type URLs of known kinds are kept; a view's entries go with `forgetView`.
    */
-  private readonly latest = new Map<
-    string,
-    Map<string, { readonly generation: string; readonly built: BuiltResponse }>
-  >();
+  private readonly latest = new Map<string, Map<string, LatestResponse>>();
   /** Bare responses (MeshConfig) by content. */
   private readonly responses: LRUCache<string, BuiltResponse>;
   readonly counters: ResponseCounters = { assemblies: 0 };
@@ -149,10 +154,10 @@ export class ResponseCache {
         : this.blocks.chunks(`${view.id}|${kind.kind}`, content.resources, (r) => this.encoder.framed(r));
     const built = this.assemble(typeUrl, content.version, chunks, content.resources.length);
     if (byType === undefined) {
-      byType = new Map<string, { readonly generation: string; readonly built: BuiltResponse }>();
+      byType = new Map<string, LatestResponse>();
       this.latest.set(view.id, byType);
     }
-    byType.set(typeUrl, { generation, built });
+    byType.set(typeUrl, { generation, kind: kind?.kind, built });
     return built;
   }
 
@@ -160,6 +165,24 @@ export class ResponseCache {
   forgetView(viewId: string): void {
     this.latest.delete(viewId);
     for (const kind of this.contents.forget(viewId)) this.blocks.forget(`${viewId}|${kind}`);
+  }
+
+  /**
+   * Drops what a view keeps of `kinds` (responses, content, blocks): for a view without clients
+   * whose kinds moved on, it would only hold their old objects alive until the view is freed. A
+   * client that comes back gets them built again from the current kinds.
+   */
+  forgetKinds(viewId: string, kinds: ReadonlySet<string>): void {
+    const byType = this.latest.get(viewId);
+    if (byType !== undefined) {
+      for (const [typeUrl, entry] of byType) {
+        if (entry.kind !== undefined && kinds.has(entry.kind)) byType.delete(typeUrl);
+      }
+      if (byType.size === 0) this.latest.delete(viewId);
+    }
+    for (const kind of kinds) {
+      if (this.contents.forgetKind(viewId, kind)) this.blocks.forget(`${viewId}|${kind}`);
+    }
   }
 
   /** What is kept, for `/debug/counters`: views, responses, (view, kind) contents and block lists. */

@@ -73,6 +73,14 @@ export class ViewContents {
     return kinds === undefined ? [] : [...kinds.keys()];
   }
 
+  /** Drops what is kept for one kind of a view; returns whether there was anything. */
+  forgetKind(viewId: string, kind: string): boolean {
+    const kinds = this.states.get(viewId);
+    if (kinds?.delete(kind) !== true) return false;
+    if (kinds.size === 0) this.states.delete(viewId);
+    return true;
+  }
+
   /** The view's content of a kind (absent kind: empty). */
   of(view: ClientView, kind: KindSnapshot | undefined): ViewContent {
     if (kind === undefined) return EMPTY;

@@ -43,6 +43,11 @@ export class ViewRegistry {
     return this.idle.size;
   }
 
+  /** Ids of the views kept without clients, longest idle first. */
+  idleIds(): IterableIterator<string> {
+    return this.idle.keys();
+  }
+
   /**
    * Counts one more client of `view`; returns the shared view object of its id, or undefined when
    * the cap is reached and every view has clients (the caller refuses the client).

@@ -237,4 +237,24 @@ describe('resource encoder', () => {
     assert.equal(framed.byteOffset, 0);
     assert.equal(framed.buffer.byteLength, framed.byteLength);
   });
+
+  it('forgets the bytes of objects no longer served, unless an object now served has the same content', () => {
+    const encoder = new ResourceEncoder(KINDS);
+    const gone = resource({ name: 'gone' });
+    const stays = resource({ name: 'stays' });
+    encoder.framed(gone);
+    encoder.framed(stays);
+    assert.equal(encoder.encodes, 2);
+    // `stays` comes back as another instance with the same content (a re-read): its bytes are kept.
+    encoder.forget([gone, stays], [resource({ name: 'stays' })]);
+    encoder.framed(resource({ name: 'stays' }));
+    assert.equal(encoder.encodes, 2, 'the same content is not encoded again');
+    encoder.framed(resource({ name: 'gone' }));
+    assert.equal(encoder.encodes, 3, 'the removed object was forgotten, so its return is encoded again');
+    // The instance itself keeps its bytes however the cache changes.
+    encoder.forget([gone], []);
+    const before = encoder.encodes;
+    encoder.framed(gone);
+    assert.equal(encoder.encodes, before);
+  });
 });
