@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
 import { makeResource, restoreResource, type ConfigResource } from '../core/resource.js';
 import type { HeldRecord, SourceRecord } from '../merge/source-record.js';
@@ -27,7 +26,6 @@ const HEADER_BYTES = 56;
 const ENCODE_SLICE = 2000;
 
 const RECORD = messageType('meshmux.state.v1.SourceRecord');
-const RESOURCE = messageType('meshmux.state.v1.PersistedResource');
 /** Field 8 of SourceRecord (`resources`), length-delimited. */
 const RESOURCES_TAG = (8 << 3) | 2;
 
@@ -52,6 +50,170 @@ function resourceMessage(r: ConfigResource): Record<string, unknown> {
     create_time_stamped: r.origin.createTimeStamped === true,
     version: r.version,
   };
+}
+
+/** Bytes of a varint holding `n` (an integer from -2^63 to 2^53; a negative one takes ten). */
+function varintSize(n: number): number {
+  if (n < 0) return 10;
+  let size = 1;
+  while (n >= 128) {
+    n = Math.floor(n / 128);
+    size++;
+  }
+  return size;
+}
+
+/**
+ * Writes `meshmux.state.v1.PersistedResource` messages straight into one buffer, sized first:
+ * a record of 50k objects is rewritten after changes, and building it field by field through a
+ * generic writer left tens of megabytes of short-lived objects per write. Fields holding their
+ * proto3 default are left out, as proto3 allows; `decodeStateFile` reads them back as defaults.
+ */
+class ResourceWriter {
+  pos = 0;
+  constructor(readonly buf: Buffer) {}
+
+  varint(n: number): void {
+    if (n < 0) {
+      // Two's complement over 64 bits, as int64 and int32 fields encode negative numbers.
+      let v = BigInt.asUintN(64, BigInt(n));
+      while (v >= 128n) {
+        this.buf[this.pos++] = Number(v & 127n) | 128;
+        v >>= 7n;
+      }
+      this.buf[this.pos++] = Number(v);
+      return;
+    }
+    while (n >= 128) {
+      this.buf[this.pos++] = (n % 128) | 128;
+      n = Math.floor(n / 128);
+    }
+    this.buf[this.pos++] = n;
+  }
+
+  string(field: number, value: string, bytes: number): void {
+    this.varint((field << 3) | 2);
+    this.varint(bytes);
+    this.pos += this.buf.write(value, this.pos, 'utf8');
+  }
+
+  bytes(field: number, value: Uint8Array): void {
+    this.varint((field << 3) | 2);
+    this.varint(value.byteLength);
+    this.buf.set(value, this.pos);
+    this.pos += value.byteLength;
+  }
+}
+
+/** A string field's encoded size (tag of one byte: field numbers below 16), or 0 when it is empty. */
+function stringFieldSize(value: string): number {
+  if (value === '') return 0;
+  const n = Buffer.byteLength(value, 'utf8');
+  return 1 + varintSize(n) + n;
+}
+
+/** Size of one map<string, string> entry message. */
+function entrySize(key: string, value: string): number {
+  const k = Buffer.byteLength(key, 'utf8');
+  const v = Buffer.byteLength(value, 'utf8');
+  return 1 + varintSize(k) + k + 1 + varintSize(v) + v;
+}
+
+function mapSize(map: Readonly<Record<string, string>>): number {
+  let size = 0;
+  for (const key in map) {
+    const n = entrySize(key, map[key] ?? '');
+    size += 1 + varintSize(n) + n;
+  }
+  return size;
+}
+
+function writeMap(w: ResourceWriter, field: number, map: Readonly<Record<string, string>>): void {
+  for (const key in map) {
+    const value = map[key] ?? '';
+    w.varint((field << 3) | 2);
+    w.varint(entrySize(key, value));
+    w.string(1, key, Buffer.byteLength(key, 'utf8'));
+    w.string(2, value, Buffer.byteLength(value, 'utf8'));
+  }
+}
+
+/** Encoded size of one PersistedResource message. */
+function resourceSize(r: ConfigResource): number {
+  const { origin } = r;
+  return (
+    stringFieldSize(r.kind) +
+    stringFieldSize(r.namespace) +
+    stringFieldSize(r.name) +
+    mapSize(r.labels) +
+    mapSize(r.annotations) +
+    (r.createTime.seconds === 0 ? 0 : 1 + varintSize(r.createTime.seconds)) +
+    (r.createTime.nanos === 0 ? 0 : 1 + varintSize(r.createTime.nanos)) +
+    (r.body.byteLength === 0 ? 0 : 1 + varintSize(r.body.byteLength) + r.body.byteLength) +
+    stringFieldSize(r.version) +
+    stringFieldSize(origin.file ?? '') +
+    (origin.doc === undefined || origin.doc === 0 ? 0 : 1 + varintSize(origin.doc)) +
+    (origin.line === undefined || origin.line === 0 ? 0 : 1 + varintSize(origin.line)) +
+    stringFieldSize(origin.upstreamVersion ?? '') +
+    (origin.doc === undefined ? 0 : 2) +
+    (origin.line === undefined ? 0 : 2) +
+    // Field 16 takes a two-byte tag.
+    (origin.createTimeStamped === true ? 3 : 0)
+  );
+}
+
+function writeResource(w: ResourceWriter, r: ConfigResource): void {
+  const field = (f: number, value: string): void => {
+    if (value !== '') w.string(f, value, Buffer.byteLength(value, 'utf8'));
+  };
+  const number = (f: number, value: number | undefined): void => {
+    if (value === undefined || value === 0) return;
+    w.varint(f << 3);
+    w.varint(value);
+  };
+  const flag = (f: number, on: boolean): void => {
+    if (!on) return;
+    w.varint(f << 3);
+    w.varint(1);
+  };
+  const { origin } = r;
+  field(1, r.kind);
+  field(2, r.namespace);
+  field(3, r.name);
+  writeMap(w, 4, r.labels);
+  writeMap(w, 5, r.annotations);
+  number(6, r.createTime.seconds);
+  number(7, r.createTime.nanos);
+  if (r.body.byteLength > 0) w.bytes(8, r.body);
+  field(9, r.version);
+  field(10, origin.file ?? '');
+  number(11, origin.doc);
+  number(12, origin.line);
+  field(13, origin.upstreamVersion ?? '');
+  flag(14, origin.doc !== undefined);
+  flag(15, origin.line !== undefined);
+  flag(16, origin.createTimeStamped === true);
+}
+
+/** Objects `from` to `to` of `resources`, each as a `resources` field (8) of a SourceRecord. */
+function encodeResourceSlice(resources: readonly ConfigResource[], from: number, to: number): Buffer {
+  const sizes = new Int32Array(to - from);
+  let total = 0;
+  for (let i = from; i < to; i++) {
+    const size = resourceSize(resources[i] as ConfigResource);
+    sizes[i - from] = size;
+    total += 1 + varintSize(size) + size;
+  }
+  const w = new ResourceWriter(Buffer.allocUnsafe(total));
+  for (let i = from; i < to; i++) {
+    w.varint(RESOURCES_TAG);
+    w.varint(sizes[i - from] as number);
+    const start = w.pos;
+    writeResource(w, resources[i] as ConfigResource);
+    if (w.pos - start !== sizes[i - from])
+      throw new Error('a persisted object was not written at its computed size');
+  }
+  return w.buf;
 }
 
 /** A decoded PersistedResource (int64 fields may arrive as Long). */
@@ -137,15 +299,10 @@ export async function encodeStateFile(record: SourceRecord): Promise<Buffer[]> {
       ...(record.held === undefined ? {} : { held: heldMessage(record.held) }),
     }).finish(),
   );
-  // Concatenated fields of one message merge: each object is appended as its own field 8.
+  // Concatenated fields of one message merge: each object is appended as its own field 8, a
+  // slice of objects at a time into one buffer of its exact size.
   for (let i = 0; i < record.resources.length; i += ENCODE_SLICE) {
-    const writer = protobuf.Writer.create();
-    for (const r of record.resources.slice(i, i + ENCODE_SLICE)) {
-      writer.uint32(RESOURCES_TAG).fork();
-      RESOURCE.encode(resourceMessage(r), writer);
-      writer.ldelim();
-    }
-    push(writer.finish());
+    push(encodeResourceSlice(record.resources, i, Math.min(i + ENCODE_SLICE, record.resources.length)));
     if (i + ENCODE_SLICE < record.resources.length) await nextTurn();
   }
   const length = parts.reduce((n, p) => n + p.byteLength, 0);

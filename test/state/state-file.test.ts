@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { makeResource } from '../../src/core/resource.js';
+import fc from 'fast-check';
+import { makeResource, type ResourceOrigin } from '../../src/core/resource.js';
 import { MeshmuxError } from '../../src/core/errors.js';
 import type { SourceRecord } from '../../src/merge/source-record.js';
 import { decodeStateFile, encodeStateFile } from '../../src/state/state-file.js';
@@ -111,5 +112,66 @@ describe('state files', () => {
     const bytes = await fileOf(record(1));
     bytes.writeUInt32BE(2, 8);
     rejects(bytes, /format version 2/);
+  });
+
+  it('read back any object as it was written: any text, numbers at their limits, every origin field', async () => {
+    const text = fc.oneof(fc.string({ maxLength: 12 }), fc.string({ unit: 'binary', maxLength: 12 }));
+    // Label and annotation keys are validated names long before they are persisted: never `__proto__`.
+    const map = fc
+      .dictionary(
+        text.filter((k) => k !== '__proto__'),
+        text,
+        { maxKeys: 4 },
+      )
+      .map((m) => ({ ...m }));
+    const origin: fc.Arbitrary<ResourceOrigin> = fc.record(
+      {
+        // An origin's texts are absent rather than empty.
+        file: text.filter((t) => t !== ''),
+        doc: fc.oneof(fc.constant(0), fc.nat(), fc.integer({ min: -(2 ** 31), max: -1 })),
+        line: fc.oneof(fc.constant(0), fc.nat()),
+        upstreamVersion: text.filter((t) => t !== ''),
+        createTimeStamped: fc.constant(true as const),
+      },
+      { requiredKeys: [] },
+    );
+    const resource = fc
+      .record({
+        namespace: text,
+        name: text,
+        labels: map,
+        annotations: map,
+        seconds: fc.oneof(
+          fc.constant(0),
+          fc.integer({ min: -(2 ** 40), max: 2 ** 40 }),
+          fc.constantFrom(Number.MAX_SAFE_INTEGER, -Number.MAX_SAFE_INTEGER),
+        ),
+        nanos: fc.integer({ min: 0, max: 999_999_999 }),
+        body: fc.uint8Array({ maxLength: 300 }),
+        origin,
+      })
+      .map((f) =>
+        makeResource({
+          kind: 'networking.istio.io/ServiceEntry',
+          namespace: f.namespace,
+          name: f.name,
+          labels: f.labels,
+          annotations: f.annotations,
+          createTime: { seconds: f.seconds, nanos: f.nanos },
+          body: f.body,
+          origin: { ...f.origin },
+        }),
+      );
+    await fc.assert(
+      fc.asyncProperty(fc.array(resource, { maxLength: 30 }), async (resources) => {
+        const { held: _held, ...rest } = record(0);
+        const back = decodeStateFile(await fileOf({ ...rest, resources }), 'gitops.state');
+        assert.deepEqual(
+          back.resources.map((r) => ({ ...r, body: [...r.body] })),
+          resources.map((r) => ({ ...r, body: [...r.body] })),
+        );
+      }),
+      { numRuns: 200 },
+    );
   });
 });
