@@ -1,3 +1,4 @@
+import { SemanticGroups } from './semantic-groups.js';
 import { ContentDigest } from '../core/content-digest.js';
 import type { ConfigResource } from '../core/resource.js';
 import type { Conflict, ConflictParty, ConflictType, KindChanges, KindSnapshot } from './config-snapshot.js';
@@ -70,8 +71,7 @@ export class KindTable {
   /** Semantic groups with two or more members: the only ones `conflicts()` has to look at. */
   private readonly clashing = new Set<string>();
   private readonly digest = new ContentDigest();
-  private readonly semantic = new Map<string, Set<string>>();
-  private readonly semanticOf = new Map<string, readonly string[]>();
+  private readonly semantic = new SemanticGroups();
   private readonly suppressed = new Set<string>();
   /** Keys held by more than one source. */
   private readonly contested = new Set<string>();
@@ -146,7 +146,7 @@ export class KindTable {
       for (const g of this.reindex(sk, winner)) groups.add(g);
     }
     const recheck = new Set(touched);
-    for (const g of groups) for (const sk of this.semantic.get(g) ?? []) recheck.add(sk);
+    for (const g of groups) for (const sk of this.semantic.membersOf(g)) recheck.add(sk);
     if (this.policy === 'highest-priority') this.suppress(groups, touched);
     // Many keys at once (a first sync, a restore): insert them unordered and sort once, instead of
     // one splice each, which is quadratic in the kind's size.
@@ -245,8 +245,8 @@ export class KindTable {
       out.push(conflict);
     }
     for (const group of this.clashing) {
-      const members = this.semantic.get(group);
-      if (members === undefined || members.size < 2) continue;
+      if (this.semantic.sizeOf(group) < 2) continue;
+      const members = this.semantic.membersOf(group);
       const bar = group.indexOf('|');
       const holders = [...members].map((sk) => this.winner(sk)).filter((h): h is Holder => h !== undefined);
       const anySuppressed = [...members].some((sk) => this.suppressed.has(sk));
@@ -281,22 +281,10 @@ export class KindTable {
   /** Moves a key's semantic-index entries to its current winner; returns the groups touched. */
   private reindex(sk: string, winner: Holder | undefined): string[] {
     if (this.semanticKeys === undefined) return [];
-    const old = this.semanticOf.get(sk) ?? [];
     const now = winner === undefined ? [] : this.semanticKeys(winner.resource);
-    for (const g of old) {
-      const set = this.semantic.get(g);
-      set?.delete(sk);
-      if (set?.size === 0) this.semantic.delete(g);
-      if ((set?.size ?? 0) < 2) this.clashing.delete(g);
-    }
-    for (const g of now) {
-      let set = this.semantic.get(g);
-      if (set === undefined) this.semantic.set(g, (set = new Set()));
-      set.add(sk);
-      if (set.size > 1) this.clashing.add(g);
-    }
-    if (now.length === 0) this.semanticOf.delete(sk);
-    else this.semanticOf.set(sk, now);
+    const old = this.semantic.move(sk, now);
+    for (const g of old) if (this.semantic.sizeOf(g) < 2) this.clashing.delete(g);
+    for (const g of now) if (this.semantic.sizeOf(g) > 1) this.clashing.add(g);
     return [...old, ...now];
   }
 
@@ -307,12 +295,12 @@ export class KindTable {
    */
   private suppress(groups: ReadonlySet<string>, touched: ReadonlySet<string>): void {
     const affected = new Set<string>(touched);
-    for (const g of groups) for (const sk of this.semantic.get(g) ?? []) affected.add(sk);
+    for (const g of groups) for (const sk of this.semantic.membersOf(g)) affected.add(sk);
     for (const sk of affected) {
       const me = this.winner(sk);
       let beaten = false;
-      for (const g of this.semanticOf.get(sk) ?? []) {
-        for (const other of this.semantic.get(g) ?? []) {
+      for (const g of this.semantic.groupsOf(sk)) {
+        for (const other of this.semantic.membersOf(g)) {
           const rival = other === sk ? undefined : this.winner(other);
           if (rival !== undefined && me !== undefined && rival.rank.priority > me.rank.priority)
             beaten = true;

@@ -1,0 +1,34 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { SemanticGroups } from '../../src/merge/semantic-groups.js';
+
+describe('semantic groups', () => {
+  it('answers as a map of sets would, whatever keys claim and give up', () => {
+    const key = fc.constantFrom('a', 'b', 'c', 'd');
+    const group = fc.constantFrom('host|x', 'host|y', 'host|z');
+    const step = fc.record({ key, now: fc.uniqueArray(group, { maxLength: 3 }) });
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 40 }), (steps) => {
+        const index = new SemanticGroups();
+        const model = new Map<string, readonly string[]>();
+        for (const { key: k, now } of steps) {
+          const before = index.move(k, now);
+          assert.deepEqual([...before], [...(model.get(k) ?? [])]);
+          model.set(k, now);
+        }
+        for (const g of ['host|x', 'host|y', 'host|z', 'host|none']) {
+          const expected = [...model]
+            .filter(([, gs]) => gs.includes(g))
+            .map(([k]) => k)
+            .sort();
+          assert.deepEqual([...index.membersOf(g)].sort(), expected, g);
+          assert.equal(index.sizeOf(g), expected.length, g);
+        }
+        for (const k of ['a', 'b', 'c', 'd'])
+          assert.deepEqual([...index.groupsOf(k)], [...(model.get(k) ?? [])]);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
