@@ -112,17 +112,15 @@ function stringFieldSize(value: string): number {
   return 1 + varintSize(n) + n;
 }
 
-/** Size of one map<string, string> entry message. */
-function entrySize(key: string, value: string): number {
-  const k = Buffer.byteLength(key, 'utf8');
-  const v = Buffer.byteLength(value, 'utf8');
+/** Size of one map<string, string> entry message, from the UTF-8 lengths of its key and value. */
+function entrySize(k: number, v: number): number {
   return 1 + varintSize(k) + k + 1 + varintSize(v) + v;
 }
 
 function mapSize(map: Readonly<Record<string, string>>): number {
   let size = 0;
   for (const key in map) {
-    const n = entrySize(key, map[key] ?? '');
+    const n = entrySize(Buffer.byteLength(key, 'utf8'), Buffer.byteLength(map[key] ?? '', 'utf8'));
     size += 1 + varintSize(n) + n;
   }
   return size;
@@ -131,10 +129,12 @@ function mapSize(map: Readonly<Record<string, string>>): number {
 function writeMap(w: ResourceWriter, field: number, map: Readonly<Record<string, string>>): void {
   for (const key in map) {
     const value = map[key] ?? '';
+    const k = Buffer.byteLength(key, 'utf8');
+    const v = Buffer.byteLength(value, 'utf8');
     w.varint((field << 3) | 2);
-    w.varint(entrySize(key, value));
-    w.string(1, key, Buffer.byteLength(key, 'utf8'));
-    w.string(2, value, Buffer.byteLength(value, 'utf8'));
+    w.varint(entrySize(k, v));
+    w.string(1, key, k);
+    w.string(2, value, v);
   }
 }
 

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { IstiodClient } from '../support/istiod-client.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
-import { DeadlineError } from '../support/deadline.js';
+import { until } from '../support/deadline.js';
 import type { AdsCounters } from '../../src/downstream/ads-server.js';
 import { SE } from '../support/type-urls.js';
 
@@ -34,18 +34,12 @@ describe('a view without clients', () => {
   const servedCount = (): number =>
     meshmux.engine.current().kinds.get('networking.istio.io/ServiceEntry')?.resources.length ?? 0;
 
-  /** Polls `read` every 20 ms until `check` holds, for at most the test's wait. */
-  async function poll<T>(what: string, read: () => T, check: (value: T) => boolean): Promise<T> {
-    const deadline = performance.now() + WAIT_MS;
-    for (;;) {
-      const value = read();
-      if (check(value)) return value;
-      if (performance.now() > deadline) throw new DeadlineError(what, WAIT_MS);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+  /** The ADS server's counters once `check` holds of them. */
+  async function countersWhen(what: string, check: (c: AdsCounters) => boolean): Promise<AdsCounters> {
+    let last = meshmux.ads.counters();
+    await until(() => check((last = meshmux.ads.counters())), WAIT_MS, what, { intervalMs: 20 });
+    return last;
   }
-  const until = (what: string, check: (c: AdsCounters) => boolean): Promise<AdsCounters> =>
-    poll(what, () => meshmux.ads.counters(), check);
 
   before(async () => {
     ({ dir, dispose } = await tempDir());
@@ -66,19 +60,19 @@ describe('a view without clients', () => {
     const first = new IstiodClient({ address: meshmux.xds, release: [SE], revision: 'canary' }).start();
     await first.waitForSync(WAIT_MS);
     assert.equal(first.configs(SE).size, 300);
-    const served = await until(
+    const served = await countersWhen(
       'the view to hold the ServiceEntries',
       (c) => c.viewContents >= 1 && c.cachedResponses >= 1,
     );
     first.close();
-    const idle = await until('the view to be idle', (c) => c.idleViews === 1 && c.streams === 0);
+    const idle = await countersWhen('the view to be idle', (c) => c.idleViews === 1 && c.streams === 0);
     assert.equal(idle.views, served.views, 'kept for the grace period');
     assert.equal(idle.viewContents, served.viewContents, 'nothing moved yet: what it holds is current');
 
     // The kind shrinks to a tenth while nobody watches it.
     await writeFile(file(), serviceEntries(30, 2));
-    await poll('the smaller state to be served', servedCount, (n) => n === 30);
-    const after = await until(
+    await until(() => servedCount() === 30, WAIT_MS, 'the smaller state to be served', { intervalMs: 20 });
+    const after = await countersWhen(
       'the idle view to let go of the old ServiceEntries',
       (c) => c.viewContents < served.viewContents,
     );
@@ -99,7 +93,7 @@ describe('a view without clients', () => {
       await back.waitForSync(WAIT_MS);
       assert.equal(back.configs(SE).size, 30);
       assert.ok([...back.configs(SE).keys()].every((k) => /^shop\/svc-\d+$/.test(k)));
-      const again = await until(
+      const again = await countersWhen(
         'the view to be in use again',
         (c) => c.idleViews === 0 && c.viewContents >= 1,
       );
