@@ -28,7 +28,7 @@ import { ReplicaDecisions } from './state/replica-decisions.js';
 import { processCounters } from './telemetry/process-counters.js';
 import { Telemetry } from './telemetry/telemetry.js';
 import { tracingFromEnv, type TracingEnv } from './telemetry/tracing.js';
-import { createSource } from './upstream/source-registry.js';
+import { createSource, loadSourceLibraries } from './upstream/source-registry.js';
 import type { UpstreamSource } from './upstream/upstream-source.js';
 
 /** A running meshmux: its bound ports and a way to stop it. */
@@ -49,9 +49,10 @@ export interface RunningMeshmux {
    * configuration, so a file that cannot be read or parsed counts as a failed reload too.
    * Everything new (sources, policies) is built before anything is swapped: on any error nothing
    * changes, no stream is touched, and the error is returned, logged, shown on the status page and
-   * in `meshmux_config_last_reload_successful`. Never throws.
+   * in `meshmux_config_last_reload_successful`. Reloads run one at a time, in the order asked.
+   * Never rejects.
    */
-  reload(config: MeshmuxConfig | (() => MeshmuxConfig)): ReloadOutcome;
+  reload(config: MeshmuxConfig | (() => MeshmuxConfig)): Promise<ReloadOutcome>;
   /** What a client with this identity would receive now. */
   preview(client: PreviewRequest): Preview;
   /** Ends every stream and closes every listener and source. */
@@ -164,6 +165,7 @@ export async function startMeshmux(
     for (const p of planned) running.set(p.config.name, p);
     return planned.map((p) => p.input);
   };
+  await loadSourceLibraries(config.sources);
   const inputs = commitInputs(planInputs(config));
   const reloads = new ConfigReloads(new Date());
   reloads.register(metrics.registry);
@@ -318,6 +320,49 @@ export async function startMeshmux(
     'meshmux started',
   );
   let current = config;
+  let reloading: Promise<void> = Promise.resolve();
+  const reloadNow = async (load: MeshmuxConfig | (() => MeshmuxConfig)): Promise<ReloadOutcome> => {
+    const at = new Date();
+    // Build: read the file, then every part that can fail, before anything running changes.
+    let next: MeshmuxConfig;
+    let planned: PlannedInput[];
+    let nextPolicies: PolicySet | undefined;
+    try {
+      next = typeof load === 'function' ? load() : load;
+      await loadSourceLibraries(next.sources);
+      encodeMeshConfig(next);
+      nextPolicies = isDeepStrictEqual(next.policies, current.policies)
+        ? undefined
+        : new PolicySet(next.policies);
+      planned = planInputs(next);
+    } catch (err) {
+      const error = toMeshmuxError(err, 'CONFIG', { file: current.origin });
+      const problems = configProblems(error);
+      reloads.failed(problems, at);
+      log.error(
+        { errors: problems.map((p) => p.describe()) },
+        'configuration not reloaded; the running one stays',
+      );
+      return { applied: false, error };
+    }
+    // Swap.
+    if (!isDeepStrictEqual(next.server, current.server) || !isDeepStrictEqual(next.mesh, current.mesh)) {
+      log.warn('server and mesh settings change only on restart; sources and policies are applied now');
+    }
+    engine.reconfigure(commitInputs(planned));
+    if (nextPolicies !== undefined) {
+      telemetry.onPoliciesChanged(
+        policies.names(),
+        next.policies.map((p) => p.name),
+      );
+      policies = nextPolicies;
+      ads.setPolicies(policies);
+    }
+    current = next;
+    reloads.succeeded(at);
+    return { applied: true };
+  };
+
   return {
     xdsPort,
     ...(xdsTlsPort === undefined ? {} : { xdsTlsPort }),
@@ -327,45 +372,11 @@ export async function startMeshmux(
     ads,
     metrics,
     preview,
-    reload(load: MeshmuxConfig | (() => MeshmuxConfig)): ReloadOutcome {
-      const at = new Date();
-      // Build: read the file, then every part that can fail, before anything running changes.
-      let next: MeshmuxConfig;
-      let planned: PlannedInput[];
-      let nextPolicies: PolicySet | undefined;
-      try {
-        next = typeof load === 'function' ? load() : load;
-        encodeMeshConfig(next);
-        nextPolicies = isDeepStrictEqual(next.policies, current.policies)
-          ? undefined
-          : new PolicySet(next.policies);
-        planned = planInputs(next);
-      } catch (err) {
-        const error = toMeshmuxError(err, 'CONFIG', { file: current.origin });
-        const problems = configProblems(error);
-        reloads.failed(problems, at);
-        log.error(
-          { errors: problems.map((p) => p.describe()) },
-          'configuration not reloaded; the running one stays',
-        );
-        return { applied: false, error };
-      }
-      // Swap.
-      if (!isDeepStrictEqual(next.server, current.server) || !isDeepStrictEqual(next.mesh, current.mesh)) {
-        log.warn('server and mesh settings change only on restart; sources and policies are applied now');
-      }
-      engine.reconfigure(commitInputs(planned));
-      if (nextPolicies !== undefined) {
-        telemetry.onPoliciesChanged(
-          policies.names(),
-          next.policies.map((p) => p.name),
-        );
-        policies = nextPolicies;
-        ads.setPolicies(policies);
-      }
-      current = next;
-      reloads.succeeded(at);
-      return { applied: true };
+    reload(load: MeshmuxConfig | (() => MeshmuxConfig)): Promise<ReloadOutcome> {
+      // One at a time: a reload that waits for a library must not be overtaken by a later one.
+      const outcome = reloading.then(() => reloadNow(load));
+      reloading = outcome.then(() => undefined);
+      return outcome;
     },
     async stop() {
       loopDelay.disable();

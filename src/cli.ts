@@ -24,7 +24,7 @@ import {
 } from './settings/meshmux-config.js';
 import { ByteSize, Duration } from './settings/sources/common.js';
 import { readRepositoryHead } from './upstream/git/git-objects.js';
-import { createSource } from './upstream/source-registry.js';
+import { createSource, loadSourceLibraries } from './upstream/source-registry.js';
 import { DEFAULT_REPO_PATHS, repoPathMatcher } from './upstream/git/repo-path-matcher.js';
 import { MESHMUX_VERSION } from './core/version.js';
 import { DEFAULT_MAX_FILE_BYTES } from './upstream/runtime/input-limits.js';
@@ -78,8 +78,11 @@ async function serve(options: {
   let timer: NodeJS.Timeout | undefined;
   const reload = (why: string): void => {
     log.info({ why, file: location.file }, 'reloading configuration');
-    const outcome = running.reload(() => loadMeshmuxConfig(location.file, location.baseDir));
-    if (outcome.applied) log.info({ why, file: location.file }, 'configuration reloaded');
+    void running
+      .reload(() => loadMeshmuxConfig(location.file, location.baseDir))
+      .then((outcome) => {
+        if (outcome.applied) log.info({ why, file: location.file }, 'configuration reloaded');
+      });
   };
   try {
     watch(path.dirname(location.file), { persistent: false }, (_event, name) => {
@@ -256,6 +259,7 @@ async function validateSource(name: string, file: string | undefined): Promise<n
     );
     return 1;
   }
+  await loadSourceLibraries([sourceConfig]);
   const source = createSource(sourceConfig);
   const first = await firstValueFrom(
     source.events$.pipe(

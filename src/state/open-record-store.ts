@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { toMeshmuxError, type MeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { SourceRecord, SourceRecordStore } from '../merge/source-record.js';
-import { EtcdRecordStore, type EtcdConnection } from './etcd-record-store.js';
+import type { EtcdConnection, EtcdRecordStore } from './etcd-record-store.js';
 import { defaultStateDir, fallbackStateDir, FileRecordStore } from './file-record-store.js';
 import type { RecordStoreHooks } from './record-write-queue.js';
 import { TeeRecordStore } from './tee-record-store.js';
@@ -148,6 +148,8 @@ async function openEtcd(
     log.error({ err: error.describe() }, 'cannot read the etcd credentials: running without shared state');
     return undefined;
   }
+  // Loaded here, not at start: the etcd client (and its gRPC stubs) is only for replicas.
+  const { EtcdRecordStore } = await import('./etcd-record-store.js');
   const { store, loaded } = await EtcdRecordStore.open({
     etcd: connection,
     identity: `${hostname()}-${process.pid}`,

@@ -6,7 +6,7 @@
 import type { SourceConfig } from '../settings/source-config.js';
 import { FileSource } from './file/file-source.js';
 import { GitSource } from './git/git-source.js';
-import { KubernetesSource } from './kubernetes/kubernetes-source.js';
+import { KubernetesSource, loadKubernetesClient } from './kubernetes/kubernetes-source.js';
 import { McpSinkSource } from './mcp/mcp-sink-source.js';
 import { McpSource } from './mcp/mcp-source.js';
 import type { UpstreamSource } from './upstream-source.js';
@@ -83,4 +83,12 @@ export function createSource(config: SourceConfig): UpstreamSource {
   // TypeScript cannot correlate `config.type` with the entry's parameter; the mapped type above does.
   const factory = SOURCE_FACTORIES[config.type] as (c: SourceConfig) => UpstreamSource;
   return factory(config);
+}
+
+/**
+ * Loads the client libraries the sources of `configs` need and a process without them never
+ * loads (the Kubernetes client); call before {@link createSource}. Rejects when one cannot be loaded.
+ */
+export async function loadSourceLibraries(configs: readonly SourceConfig[]): Promise<void> {
+  if (configs.some((c) => c.type === 'kubernetes')) await loadKubernetesClient();
 }

@@ -139,13 +139,13 @@ describe('per-istiod policy views', () => {
       'kinds: [EnvoyFilter]',
       'kinds: [EnvoyFilter]\n      namespaces: [ops]',
     );
-    meshmux.reload(parseMeshmuxConfig(config(narrowed), 'reloaded', dir));
+    await meshmux.reload(parseMeshmuxConfig(config(narrowed), 'reloaded', dir));
     await fleet.waitFor((c) => !c.configs(VS).has('ops/internal'), 10_000);
     assert.equal(fleet.updates - fleetUpdates, 1, 'one deletion, nothing else');
     // Without a revision of its own, the fleet istiod also gets revision-labelled objects (istiod's rule).
     assert.deepEqual(names(fleet, VS), ['payments/charge', 'shop/canary-only', 'shop/storefront']);
     assert.equal(canary.received.length, canaryReceived, 'the canary view did not change');
-    meshmux.reload(parseMeshmuxConfig(config(POLICIES), 'restored', dir));
+    await meshmux.reload(parseMeshmuxConfig(config(POLICIES), 'restored', dir));
     await fleet.waitFor((c) => c.configs(VS).has('ops/internal'), 10_000);
   });
 });

@@ -31,7 +31,7 @@ describe('a reload is built before it is swapped in', () => {
         'meshmux.yaml',
         dir,
       );
-      const outcome = meshmux.reload(broken);
+      const outcome = await meshmux.reload(broken);
       assert.equal(outcome.applied, false);
       assert.match(outcome.applied ? '' : outcome.error.describe(), /host template "\{version\}"/);
       assert.deepEqual(
@@ -47,7 +47,7 @@ describe('a reload is built before it is swapped in', () => {
       );
 
       // A file that cannot be parsed counts as a failed reload too; the banner escapes what it shows.
-      const unreadable = meshmux.reload(() =>
+      const unreadable = await meshmux.reload(() =>
         parseMeshmuxConfig('sources:\n  - {name: x, type: "<b>bold</b>"}\n', 'meshmux.yaml', dir),
       );
       assert.equal(unreadable.applied, false);
@@ -56,7 +56,7 @@ describe('a reload is built before it is swapped in', () => {
       assert.match(page, /unknown source type &quot;&lt;b&gt;bold&lt;\/b&gt;&quot;/);
       assert.doesNotMatch(page, /<b>bold<\/b>/);
 
-      const fixed = meshmux.reload(
+      const fixed = await meshmux.reload(
         parseMeshmuxConfig(`${base}  - {name: extra, type: file, path: ./extra}\n`, 'meshmux.yaml', dir),
       );
       assert.deepEqual(fixed, { applied: true });

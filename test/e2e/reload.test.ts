@@ -46,21 +46,21 @@ describe('reloading the configuration file without a restart', () => {
   });
 
   it('starts a source added to the file and serves its objects under its priority', async () => {
-    meshmux.reload(parseMeshmuxConfig(two(0), 'reload', dir));
+    await meshmux.reload(parseMeshmuxConfig(two(0), 'reload', dir));
     await client.waitFor((c) => c.configs(VS).has('shop/search'), 10_000);
     assert.equal(timeoutOf('cart'), 2, 'the higher-priority new source wins cart');
   });
 
   it('re-ranks a kept source whose priority changed, without restarting it', async () => {
     const streams = client.streams;
-    meshmux.reload(parseMeshmuxConfig(two(10), 'reload', dir));
+    await meshmux.reload(parseMeshmuxConfig(two(10), 'reload', dir));
     await client.waitFor(() => timeoutOf('cart') === 1, 10_000);
     assert.equal(client.streams, streams);
   });
 
   it('stops a removed source and withdraws exactly its objects', async () => {
     const updates = client.updates;
-    meshmux.reload(parseMeshmuxConfig(one, 'reload', dir));
+    await meshmux.reload(parseMeshmuxConfig(one, 'reload', dir));
     await client.waitFor((c) => !c.configs(VS).has('shop/search'), 10_000);
     assert.equal(timeoutOf('cart'), 1);
     assert.equal(client.updates - updates, 1, 'only search went away');

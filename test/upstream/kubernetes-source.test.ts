@@ -8,7 +8,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { SourceEvent, SourceSnapshotEvent } from '../../src/core/source-event.js';
-import { KubernetesSource } from '../../src/upstream/kubernetes/kubernetes-source.js';
+import { KubernetesSource, loadKubernetesClient } from '../../src/upstream/kubernetes/kubernetes-source.js';
 import { FakeKubeApiServer, type KubeObject, type ServedKind } from '../support/fake-kube-apiserver.js';
 import { until, within } from '../support/deadline.js';
 import { tempDir } from '../support/meshmux-harness.js';
@@ -63,6 +63,7 @@ describe('Kubernetes source', () => {
   let kubeconfig: string;
   let recorder: SourceEventRecorder | undefined;
   before(async () => {
+    await loadKubernetesClient();
     api = await FakeKubeApiServer.start([VS]);
     kubeconfig = await kubeconfigFor(api.url);
   });
@@ -225,6 +226,7 @@ describe('Kubernetes source over TLS', () => {
   let dir: string;
   let recorder: SourceEventRecorder | undefined;
   before(async () => {
+    await loadKubernetesClient();
     ({ dir } = await tempDir('kube-tls'));
     const ca = await createTestCa(dir, 'cluster CA');
     pki = {

@@ -1,4 +1,6 @@
-import { createClient, Exception, type Client, type Option } from 'node-zookeeper-client';
+import { createRequire } from 'node:module';
+import type * as ZooKeeperClient from 'node-zookeeper-client';
+import type { Client, Option } from 'node-zookeeper-client';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { SYSTEM_CLOCK, type SourceClock } from '../runtime/source-clock.js';
@@ -58,18 +60,35 @@ interface ResumedSession {
   readonly password: Buffer;
 }
 
+let library: typeof ZooKeeperClient | undefined;
+
+/** The ZooKeeper client library, loaded by the first watcher that connects: a process without a ZooKeeper source never loads it. */
+function zookeeperClient(): typeof ZooKeeperClient {
+  library ??= createRequire(import.meta.url)('node-zookeeper-client') as typeof ZooKeeperClient;
+  return library;
+}
+
 interface SyncRound {
   pending: number;
   failure?: MeshmuxError;
 }
 
+/** The library's error code of `err`; undefined for any other error. */
+function zookeeperCode(err: unknown): number | undefined {
+  return library !== undefined && err instanceof library.Exception ? err.getCode() : undefined;
+}
+
 function isConnectionProblem(err: unknown): boolean {
-  const code = err instanceof Exception ? err.getCode() : undefined;
-  return code === Exception.CONNECTION_LOSS || code === Exception.SESSION_EXPIRED;
+  const code = zookeeperCode(err);
+  return (
+    code !== undefined &&
+    (code === library?.Exception.CONNECTION_LOSS || code === library?.Exception.SESSION_EXPIRED)
+  );
 }
 
 function isNoNode(err: unknown): boolean {
-  return err instanceof Exception && err.getCode() === Exception.NO_NODE;
+  const code = zookeeperCode(err);
+  return code !== undefined && code === library?.Exception.NO_NODE;
 }
 
 /**
@@ -154,7 +173,7 @@ export class ZookeeperRegistryWatcher {
       retries: 0,
       ...(resume === undefined ? {} : { sessionId: resume.id, sessionPassword: resume.password }),
     };
-    const client = createClient(servers, clientOptions);
+    const client = zookeeperClient().createClient(servers, clientOptions);
     let established = resume !== undefined;
     const current = (): boolean => !this.stopped && generation === this.generation;
     this.cancelProbe = this.probeLiveness(client, current);
