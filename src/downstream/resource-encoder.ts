@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import protobuf from 'protobufjs';
+import { compactString } from '../core/compact-string.js';
 import type { ConfigResource } from '../core/resource.js';
 import { anyTypeUrl } from '../schema/proto-root.js';
 import type { KindRegistry } from '../schema/kinds.js';
@@ -18,7 +19,9 @@ export interface ResourceEncoderOptions {
 
 /** What the encoding of an object depends on: its identity, content version and creation time. */
 function contentKey(resource: ConfigResource): string {
-  return `${resource.kind}|${resource.namespace}/${resource.name}|${resource.version}|${resource.createTime.seconds}.${resource.createTime.nanos}`;
+  return compactString(
+    `${resource.kind}|${resource.namespace}/${resource.name}|${resource.version}|${resource.createTime.seconds}.${resource.createTime.nanos}`,
+  );
 }
 
 /**

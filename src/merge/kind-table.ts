@@ -1,4 +1,5 @@
 import { SemanticGroups } from './semantic-groups.js';
+import { compactString } from '../core/compact-string.js';
 import { ContentDigest } from '../core/content-digest.js';
 import type { ConfigResource } from '../core/resource.js';
 import type { Conflict, ConflictParty, ConflictType, KindChanges, KindSnapshot } from './config-snapshot.js';
@@ -39,7 +40,7 @@ let nextSerial = 0;
 
 /** Namespace first, then name: a key that sorts the way responses list objects. */
 function sortKey(namespace: string, name: string): string {
-  return `${namespace}\u0000${name}`;
+  return compactString(`${namespace}\u0000${name}`);
 }
 
 /** The holder key (`namespace/name`) of a sort key. */

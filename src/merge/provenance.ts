@@ -1,4 +1,10 @@
-import { makeResource, restoreResource, type ConfigResource, type Timestamp } from '../core/resource.js';
+import {
+  makeResource,
+  resourceKey,
+  restoreResource,
+  type ConfigResource,
+  type Timestamp,
+} from '../core/resource.js';
 
 /** Annotation naming the source an object was served from. */
 export const SOURCE_ANNOTATION = 'meshmux.io/source';
@@ -96,7 +102,7 @@ export class Provenance {
     // original source's, and passing it through keeps versions identical along a chain.
     if (r.annotations[SOURCE_ANNOTATION] !== undefined) return r;
     const sourceVersion = r.origin.upstreamVersion ?? r.version;
-    const id = `${r.kind}|${r.namespace}/${r.name}`;
+    const id = resourceKey(r);
     const cached = this.byName.get(id);
     // A creation time meshmux stamped itself yields to the one already held for the object.
     const createTime =

@@ -1,3 +1,4 @@
+import { compactString } from '../core/compact-string.js';
 import type { MeshmuxError } from '../core/errors.js';
 import type { ConfigResource } from '../core/resource.js';
 import type {
@@ -66,7 +67,7 @@ interface Admitted {
 
 /** `namespace/name`: how a ledger keys the objects of one kind. */
 function keyOf(r: ConfigResource): string {
-  return `${r.namespace}/${r.name}`;
+  return compactString(`${r.namespace}/${r.name}`);
 }
 
 /**

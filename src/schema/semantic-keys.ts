@@ -1,3 +1,4 @@
+import { compactString } from '../core/compact-string.js';
 import type { ConfigResource } from '../core/resource.js';
 import { KINDS } from './kinds.js';
 import { messageType } from './proto-root.js';
@@ -19,14 +20,17 @@ type Extractor = (r: ConfigResource, body: Body) => string[];
  * - two Sidecars without workload selector in one namespace.
  */
 const EXTRACTORS: ReadonlyMap<string, Extractor> = new Map<string, Extractor>([
-  ['networking.istio.io/ServiceEntry', (_r, b) => (b.hosts ?? []).map((h) => `service-entry-host|${h}`)],
+  [
+    'networking.istio.io/ServiceEntry',
+    (_r, b) => (b.hosts ?? []).map((h) => compactString(`service-entry-host|${h}`)),
+  ],
   [
     'networking.istio.io/VirtualService',
     (r, b) => {
       const gateways = b.gateways === undefined || b.gateways.length === 0 ? ['mesh'] : b.gateways;
       return gateways.flatMap((g) => {
         const gateway = g === 'mesh' || g.includes('/') ? g : `${r.namespace}/${g}`;
-        return (b.hosts ?? []).map((h) => `gateway-host|${gateway} ${h}`);
+        return (b.hosts ?? []).map((h) => compactString(`gateway-host|${gateway} ${h}`));
       });
     },
   ],
@@ -35,7 +39,7 @@ const EXTRACTORS: ReadonlyMap<string, Extractor> = new Map<string, Extractor>([
     (r, b) =>
       b.host === undefined || (b.workload_selector !== undefined && b.workload_selector !== null)
         ? []
-        : [`destination-rule-host|${r.namespace} ${b.host}`],
+        : [compactString(`destination-rule-host|${r.namespace} ${b.host}`)],
   ],
   [
     'networking.istio.io/Sidecar',

@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import protobuf from 'protobufjs';
+import { compactString } from '../core/compact-string.js';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import {
   makeResource,
@@ -87,8 +88,8 @@ const DRY_RUN_KINDS: ReadonlySet<string> = new Set(['security.istio.io/Authoriza
  */
 export class McpResourceReader {
   private readonly firstSeen = new Map<string, Timestamp>();
-  /** The reader's own copy of the bytes each result was read from, and its cache key. */
-  private readonly rawOfResult = new WeakMap<ReadResult, { raw: Uint8Array; key: string }>();
+  /** The cache key of each result read, for {@link forget}. */
+  private readonly keyOfResult = new WeakMap<ReadResult, string>();
   private readonly cache: LRUCache<string, { raw: Uint8Array; result: ReadResult }>;
   private readonly now: () => Date;
 
@@ -128,7 +129,7 @@ export class McpResourceReader {
     const metadata = decoded.metadata ?? {};
     const named = this.parseName(metadata.name ?? '', kind, where);
     if (!named.ok) return named;
-    const cacheKey = `${kind.key}|${metadata.name ?? ''}`;
+    const cacheKey = compactString(`${kind.key}|${metadata.name ?? ''}`);
 
     const result = this.build(kind, named.namespace, named.shortName, where, {
       bodyTypeUrl: decoded.body?.type_url,
@@ -142,17 +143,8 @@ export class McpResourceReader {
       unknownEnvelopeFields: unknownFieldNumbers(raw, MCP_RESOURCE_FIELDS),
     });
     this.cache.set(cacheKey, { raw, result });
-    this.rawOfResult.set(result, { raw, key: cacheKey });
+    this.keyOfResult.set(result, cacheKey);
     return result;
-  }
-
-  /**
-   * The reader's own copy of the bytes `result` was read from, when it keeps one: callers that
-   * remember objects by their bytes hold this instead of a view into the response they came in,
-   * which would keep the whole response alive.
-   */
-  rawOf(result: ReadResult): Uint8Array | undefined {
-    return this.rawOfResult.get(result)?.raw;
   }
 
   /**
@@ -161,8 +153,8 @@ export class McpResourceReader {
    * reader has since read a newer version of the object under the same name.
    */
   forget(result: ReadResult): void {
-    const held = this.rawOfResult.get(result);
-    if (held !== undefined && this.cache.peek(held.key)?.result === result) this.cache.delete(held.key);
+    const key = this.keyOfResult.get(result);
+    if (key !== undefined && this.cache.peek(key)?.result === result) this.cache.delete(key);
   }
 
   /**
@@ -236,7 +228,7 @@ export class McpResourceReader {
         }),
       };
     }
-    return { ok: true, name: `${namespace}/${shortName}`, namespace, shortName };
+    return { ok: true, name: compactString(`${namespace}/${shortName}`), namespace, shortName };
   }
 
   private build(
@@ -254,7 +246,7 @@ export class McpResourceReader {
       unknownEnvelopeFields: readonly number[];
     },
   ): ReadResult {
-    const full = `${namespace}/${name}`;
+    const full = compactString(`${namespace}/${name}`);
     const reject = (code: 'SCHEMA' | 'DECODE' | 'METADATA', reason: string, field: string): ReadResult => ({
       ok: false,
       name: full,

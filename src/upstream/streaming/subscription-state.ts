@@ -1,3 +1,4 @@
+import { compactString } from '../../core/compact-string.js';
 import { MeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { compareByName, type ConfigResource } from '../../core/resource.js';
@@ -418,7 +419,7 @@ export class SubscriptionState {
     if (chosen.keyedByName) return [...chosen.resources.values()];
     // Two upstream names may denote one object (delta names vs. MCP names): the later one wins.
     const byName = new Map<string, ConfigResource>();
-    for (const r of chosen.resources.values()) byName.set(`${r.namespace}/${r.name}`, r);
+    for (const r of chosen.resources.values()) byName.set(compactString(`${r.namespace}/${r.name}`), r);
     return [...byName.values()].sort(compareByName);
   }
 
