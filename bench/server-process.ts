@@ -68,6 +68,8 @@ export class ServerProcess {
     // BENCH_SERVER_PROFILE=<folder> writes a CPU profile of each server there (development aid).
     const profile = process.env['BENCH_SERVER_PROFILE'];
     const flags = profile === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profile}`];
+    // BENCH_SERVER_FLAGS="--trace-gc ..." passes node and V8 flags to each server (development aid).
+    flags.push(...(process.env['BENCH_SERVER_FLAGS'] ?? '').split(' ').filter((f) => f !== ''));
     const node = [
       process.execPath,
       '--expose-gc',

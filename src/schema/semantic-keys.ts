@@ -10,7 +10,7 @@ interface Body {
   workload_selector?: unknown;
 }
 
-type Extractor = (r: ConfigResource, body: Body) => string[];
+type Extractor = (namespace: string, body: Body) => string[];
 
 /**
  * Clashes istiod resolves silently, per kind: the keys objects share when they clash.
@@ -22,51 +22,82 @@ type Extractor = (r: ConfigResource, body: Body) => string[];
 const EXTRACTORS: ReadonlyMap<string, Extractor> = new Map<string, Extractor>([
   [
     'networking.istio.io/ServiceEntry',
-    (_r, b) => (b.hosts ?? []).map((h) => compactString(`service-entry-host|${h}`)),
+    (_ns, b) => (b.hosts ?? []).map((h) => compactString(`service-entry-host|${h}`)),
   ],
   [
     'networking.istio.io/VirtualService',
-    (r, b) => {
+    (ns, b) => {
       const gateways = b.gateways === undefined || b.gateways.length === 0 ? ['mesh'] : b.gateways;
       return gateways.flatMap((g) => {
-        const gateway = g === 'mesh' || g.includes('/') ? g : `${r.namespace}/${g}`;
+        const gateway = g === 'mesh' || g.includes('/') ? g : `${ns}/${g}`;
         return (b.hosts ?? []).map((h) => compactString(`gateway-host|${gateway} ${h}`));
       });
     },
   ],
   [
     'networking.istio.io/DestinationRule',
-    (r, b) =>
+    (ns, b) =>
       b.host === undefined || (b.workload_selector !== undefined && b.workload_selector !== null)
         ? []
-        : [compactString(`destination-rule-host|${r.namespace} ${b.host}`)],
+        : [compactString(`destination-rule-host|${ns} ${b.host}`)],
   ],
   [
     'networking.istio.io/Sidecar',
-    (r, b) =>
-      b.workload_selector === undefined || b.workload_selector === null
-        ? [`sidecar-default|${r.namespace}`]
-        : [],
+    (ns, b) =>
+      b.workload_selector === undefined || b.workload_selector === null ? [`sidecar-default|${ns}`] : [],
   ],
 ]);
 
-const cache = new WeakMap<ConfigResource, readonly string[]>();
+/**
+ * Keys by body bytes, which the object as a source read it and as meshmux serves it share, with
+ * the namespace they were derived in (the keys of some kinds name it).
+ */
+const cache = new WeakMap<Uint8Array, { readonly namespace: string; readonly keys: readonly string[] }>();
 
-/** The semantic keys of an object (empty for kinds without clash rules or undecodable bodies). Cached per object. */
+/**
+ * The fields the extractors read, from a decoded body message: proto3 leaves a string that was
+ * not sent at its default, which reads here as absent.
+ */
+function bodyFields(message: object): Body {
+  const m = message as Body;
+  return {
+    ...(m.hosts === undefined ? {} : { hosts: m.hosts }),
+    ...(m.gateways === undefined ? {} : { gateways: m.gateways }),
+    ...(m.host === undefined || m.host === '' ? {} : { host: m.host }),
+    ...(m.workload_selector === undefined || m.workload_selector === null
+      ? {}
+      : { workload_selector: m.workload_selector }),
+  };
+}
+
+/** The semantic keys of an object (empty for kinds without clash rules or undecodable bodies). Cached per body. */
 export function semanticKeysOf(resource: ConfigResource): readonly string[] {
-  const hit = cache.get(resource);
-  if (hit !== undefined) return hit;
+  const hit = cache.get(resource.body);
+  if (hit?.namespace === resource.namespace) return hit.keys;
   let keys: readonly string[] = [];
   const extract = EXTRACTORS.get(resource.kind);
   const kind = KINDS.get(resource.kind);
   if (extract !== undefined && kind !== undefined) {
     try {
-      const type = messageType(kind.bodyType);
-      keys = extract(resource, type.toObject(type.decode(resource.body)));
+      keys = extract(resource.namespace, bodyFields(messageType(kind.bodyType).decode(resource.body)));
     } catch {
       keys = [];
     }
   }
-  cache.set(resource, keys);
+  cache.set(resource.body, { namespace: resource.namespace, keys });
   return keys;
+}
+
+/**
+ * Derives and keeps the semantic keys of an object of `kind` in `namespace` whose `body` a reader
+ * has just decoded into `message`, so the merge does not decode it again.
+ */
+export function rememberSemanticKeys(
+  kind: string,
+  namespace: string,
+  body: Uint8Array,
+  message: object,
+): void {
+  const extract = EXTRACTORS.get(kind);
+  cache.set(body, { namespace, keys: extract === undefined ? [] : extract(namespace, bodyFields(message)) });
 }

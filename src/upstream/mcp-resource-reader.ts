@@ -12,6 +12,7 @@ import {
 import type { KindDescriptor } from '../schema/kinds.js';
 import { messageType } from '../schema/proto-root.js';
 import { checkUpstreamObject } from '../schema/object-checks.js';
+import { rememberSemanticKeys } from '../schema/semantic-keys.js';
 import { findUnknownFields } from '../schema/unknown-fields.js';
 import { sameBytes, unknownFieldNumbers } from '../wire/wire-fields.js';
 
@@ -306,6 +307,8 @@ export class McpResourceReader {
         `metadata.annotations.${refused}`,
       );
     }
+    // The merge looks up the hosts an object claims; they are read here, from the message at hand.
+    rememberSemanticKeys(kind.key, namespace, parts.body, message);
     const resource = makeResource({
       kind: kind.key,
       namespace,

@@ -4,7 +4,9 @@ import { queueScheduler, Subject } from 'rxjs';
 import type { SourceEvent } from '../../src/core/source-event.js';
 import type { SemanticConflictPolicy } from '../../src/merge/kind-table.js';
 import { MergeEngine } from '../../src/merge/merge-engine.js';
-import { semanticKeysOf } from '../../src/schema/semantic-keys.js';
+import { KINDS } from '../../src/schema/kinds.js';
+import { messageType } from '../../src/schema/proto-root.js';
+import { rememberSemanticKeys, semanticKeysOf } from '../../src/schema/semantic-keys.js';
 import { readYamlDocuments } from '../../src/schema/yaml-reader.js';
 
 function state(yaml: string): SourceEvent {
@@ -95,5 +97,55 @@ describe('semantic conflicts istiod would resolve silently', () => {
   it('reports nothing for objects that do not clash', () => {
     const s = run('serve-all', SE_A, DR('reviews-a'));
     assert.deepEqual(s.conflicts, []);
+  });
+
+  it('derives the same keys from a message a reader decoded as from the body alone', () => {
+    const documents = [
+      SE_A,
+      SE_A.replace('hosts: [api.example.com]', 'hosts: [a.example.com, b.example.com]'),
+      VS_GW('front'),
+      VS_GW('front').replace('gateways: [ingress], ', ''),
+      VS_GW('front').replace('gateways: [ingress]', 'gateways: [mesh, other/gw]'),
+      DR('reviews'),
+      DR('no-host').replace('spec: {host: reviews}', 'spec: {trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}}'),
+      DR('selected').replace(
+        'spec: {host: reviews}',
+        'spec: {host: reviews, workloadSelector: {matchLabels: {app: r}}}',
+      ),
+      `apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: shop}\nspec: {egress: [{hosts: ["./*"]}]}\n`,
+      `apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: s, namespace: shop}\nspec: {workloadSelector: {labels: {app: r}}}\n`,
+    ];
+    const expected = [
+      ['service-entry-host|api.example.com'],
+      ['service-entry-host|a.example.com', 'service-entry-host|b.example.com'],
+      ['gateway-host|edge/ingress shop.example.com'],
+      ['gateway-host|mesh shop.example.com'],
+      ['gateway-host|mesh shop.example.com', 'gateway-host|other/gw shop.example.com'],
+      ['destination-rule-host|shop reviews'],
+      [],
+      [],
+      ['sidecar-default|shop'],
+      [],
+    ];
+    documents.forEach((yaml, i) => {
+      const read = readYamlDocuments(yaml, { file: 'test.yaml', defaultNamespace: 'default' });
+      assert.deepEqual(read.errors, []);
+      const [r] = read.resources;
+      assert.ok(r !== undefined);
+      // From the body alone (a copy: nothing remembered for it)...
+      const alone = semanticKeysOf({ ...r, body: new Uint8Array(r.body) });
+      // ...and remembered from a decoded message, as an upstream reader does.
+      const body = new Uint8Array(r.body);
+      const type = messageType(KINDS.get(r.kind)?.bodyType ?? '');
+      rememberSemanticKeys(r.kind, r.namespace, body, type.decode(body));
+      const remembered = semanticKeysOf({ ...r, body });
+      assert.deepEqual(alone, expected[i], `document ${i}`);
+      assert.deepEqual(remembered, alone, `document ${i}`);
+      // The same body served in another namespace is derived again, not taken from the cache.
+      if (r.kind.endsWith('DestinationRule') && alone.length > 0)
+        assert.deepEqual(semanticKeysOf({ ...r, body, namespace: 'other' }), [
+          'destination-rule-host|other reviews',
+        ]);
+    });
   });
 });
