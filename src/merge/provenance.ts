@@ -29,18 +29,14 @@ export class Provenance {
     string,
     { readonly version: string; readonly sourceVersion: string; readonly out: ConfigResource }
   >();
-  private readonly byInput = new WeakMap<
-    ConfigResource,
-    { readonly out: ConfigResource; readonly epoch: number }
-  >();
+  /** Annotated objects by the instance they were built from; replaced whole when a creation time is adopted. */
+  private byInput = new WeakMap<ConfigResource, ConfigResource>();
   /**
    * Creation times another replica serves objects under, by `kind|namespace/name` (its latest
    * record of this source): an object this replica reads only after that record arrived takes
    * its time from here. Replaced whole by each record, so it is as large as the source.
    */
   private shared = new Map<string, Timestamp>();
-  /** Bumped by every adopted creation time: what `byInput` remembers from before is built again. */
-  private epoch = 0;
 
   /** `source` is the name written into `SOURCE_ANNOTATION`. */
   constructor(private readonly source: string) {}
@@ -49,9 +45,9 @@ export class Provenance {
   annotate(r: ConfigResource): ConfigResource {
     // Sources that re-send unchanged objects usually re-send the same instances: a WeakMap hit is the cheap path.
     const same = this.byInput.get(r);
-    if (same?.epoch === this.epoch) return same.out;
+    if (same !== undefined) return same;
     const out = this.build(r);
-    this.byInput.set(r, { out, epoch: this.epoch });
+    this.byInput.set(r, out);
     return out;
   }
 
@@ -69,7 +65,8 @@ export class Provenance {
       return undefined;
     const out = restoreResource({ ...held.out, createTime: time }, held.out.version);
     this.byName.set(id, { ...held, out });
-    this.epoch++;
+    // What was built before from the same instances is built again, with the adopted time.
+    this.byInput = new WeakMap();
     return out;
   }
 
