@@ -7,6 +7,7 @@ import {
   resourceKey,
   timestampFromDate,
   type ConfigResource,
+  type ResourceOrigin,
   type Timestamp,
 } from '../core/resource.js';
 import type { KindDescriptor } from '../schema/kinds.js';
@@ -93,9 +94,11 @@ export class McpResourceReader {
   private readonly keyOfResult = new WeakMap<ReadResult, string>();
   private readonly cache: LRUCache<string, { raw: Uint8Array; result: ReadResult }>;
   private readonly now: () => Date;
+  private readonly origin: ResourceOrigin;
 
   constructor(private readonly options: McpResourceReaderOptions) {
     this.now = options.now ?? (() => new Date());
+    this.origin = { file: options.origin };
     this.cache = new LRUCache({
       maxSize: options.cacheBytes ?? 256 * 1024 * 1024,
       sizeCalculation: (entry) => entry.raw.byteLength + 256,
@@ -320,10 +323,11 @@ export class McpResourceReader {
           ? this.firstSeenTime(kind.key, namespace, name)
           : { seconds: parts.createTime.seconds ?? 0, nanos: parts.createTime.nanos ?? 0 },
       body: parts.body,
-      origin: {
-        file: this.options.origin,
-        ...(parts.upstreamVersion === '' ? {} : { upstreamVersion: parts.upstreamVersion }),
-      },
+      // One origin object for every object of this upstream that carries no version of its own.
+      origin:
+        parts.upstreamVersion === ''
+          ? this.origin
+          : { file: this.options.origin, upstreamVersion: parts.upstreamVersion },
     });
     return {
       ok: true,
