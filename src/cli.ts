@@ -51,14 +51,19 @@ async function serve(options: {
   const log = componentLogger('cli');
   const location = configLocation(options.config);
   const config = loadMeshmuxConfig(location.file, location.baseDir);
-  const running = await startMeshmux(config, {
-    ...(options.xds === undefined ? {} : { xds: options.xds }),
-    ...(options.http === undefined ? {} : { http: options.http }),
-    ...(options.admin === undefined ? {} : { admin: options.admin }),
-  });
+  // The signals are taken before anything starts: one that arrives while meshmux starts (a pod
+  // deleted as it comes up) is a clean shutdown once the start is done, never the default action,
+  // which kills the process in the middle of whatever it was doing.
+  let running: RunningMeshmux | undefined = undefined;
+  let requested: string | undefined;
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
+    if (running === undefined) {
+      if (requested === undefined) log.info({ signal }, 'shutting down once started');
+      requested = signal;
+      return;
+    }
     stopping = true;
     log.info({ signal }, 'shutting down');
     running.stop().then(
@@ -71,6 +76,16 @@ async function serve(options: {
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+  running = await startMeshmux(config, {
+    ...(options.xds === undefined ? {} : { xds: options.xds }),
+    ...(options.http === undefined ? {} : { http: options.http }),
+    ...(options.admin === undefined ? {} : { admin: options.admin }),
+  });
+  if (requested !== undefined) {
+    stop(requested);
+    return;
+  }
+  const started = running;
 
   // Hot reload: on a change of the file (or SIGHUP), a valid new configuration is applied; an invalid
   // one (unreadable, not YAML, failing the schema, or failing to build) is reported, counted and
@@ -78,7 +93,7 @@ async function serve(options: {
   let timer: NodeJS.Timeout | undefined;
   const reload = (why: string): void => {
     log.info({ why, file: location.file }, 'reloading configuration');
-    void running
+    void started
       .reload(() => loadMeshmuxConfig(location.file, location.baseDir))
       .then((outcome) => {
         if (outcome.applied) log.info({ why, file: location.file }, 'configuration reloaded');

@@ -26,6 +26,37 @@ spec:
 }
 
 describe('shutdown', () => {
+  it('takes a SIGTERM that arrives the moment it reports it started as a clean shutdown, not a kill', async () => {
+    // Before: the signal handlers were installed only after the start returned, so a signal in
+    // between took the default action (killed by SIGTERM, nothing closed, no log line); a pod
+    // deleted while it came up hit that window.
+    const { dir, dispose } = await tempDir();
+    await mkdir(path.join(dir, 'mesh'));
+    await writeFile(path.join(dir, 'mesh', 'se.yaml'), serviceEntries(5));
+    await writeFile(path.join(dir, 'meshmux.yaml'), 'sources: [{name: mesh, type: file, path: ./mesh}]\n');
+    try {
+      const outcomes: string[] = [];
+      for (let round = 0; round < 10; round++) {
+        const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir });
+        try {
+          const stopped = await meshmux.stop('SIGTERM');
+          outcomes.push(
+            `${String(stopped.code)}${meshmux.lines('shutting down').length === 1 ? '' : ' (no shutdown line)'}`,
+          );
+        } finally {
+          await meshmux.kill();
+        }
+      }
+      console.log(`# SIGTERM right after the start line, 10 starts: exit codes ${outcomes.join(', ')}`);
+      assert.deepEqual(
+        outcomes,
+        Array.from({ length: 10 }, () => '0'),
+      );
+    } finally {
+      await dispose();
+    }
+  });
+
   it('exits on SIGTERM as soon as its streams are closed, without waiting out the grace period, even with a client known not to read', async () => {
     const { dir, dispose } = await tempDir();
     await mkdir(path.join(dir, 'mesh'));
