@@ -262,6 +262,8 @@ export class KindTable {
         ),
       });
     }
+    // Kept until this kind next changes: every snapshot of the merge asks for it.
+    this.cachedConflicts = out;
     return out;
   }
 

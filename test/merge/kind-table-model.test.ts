@@ -207,7 +207,7 @@ describe('a kind table under any sequence of source changes', () => {
             }
             const conflicts = table.conflicts();
             assert.deepEqual(normalized(conflicts), normalized(want.conflicts), `${at}: conflicts`);
-            assert.deepEqual(table.conflicts(), conflicts, `${at}: asked again, the same conflicts`);
+            assert.equal(table.conflicts(), conflicts, `${at}: asked again, the same list, not built again`);
           });
         }),
         { numRuns: 200 },
