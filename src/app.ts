@@ -375,7 +375,11 @@ export async function startMeshmux(
     reload(load: MeshmuxConfig | (() => MeshmuxConfig)): Promise<ReloadOutcome> {
       // One at a time: a reload that waits for a library must not be overtaken by a later one.
       const outcome = reloading.then(() => reloadNow(load));
-      reloading = outcome.then(() => undefined);
+      // A reload that failed past its checks must not hold back the ones after it.
+      reloading = outcome.then(
+        () => undefined,
+        () => undefined,
+      );
       return outcome;
     },
     async stop() {
