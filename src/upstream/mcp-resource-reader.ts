@@ -206,9 +206,7 @@ export class McpResourceReader {
     full: string,
     kind: KindDescriptor,
     where: string,
-  ):
-    | { ok: true; name: string; namespace: string; shortName: string }
-    | { ok: false; name?: string; error: MeshmuxError } {
+  ): { ok: true; namespace: string; shortName: string } | { ok: false; name?: string; error: MeshmuxError } {
     const parts = full.split('/');
     const [first, second] = parts;
     let namespace: string;
@@ -232,7 +230,7 @@ export class McpResourceReader {
         }),
       };
     }
-    return { ok: true, name: compactString(`${namespace}/${shortName}`), namespace, shortName };
+    return { ok: true, namespace, shortName };
   }
 
   private build(
