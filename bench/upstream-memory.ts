@@ -13,11 +13,15 @@
  * - `kept`: heap and external memory retained after a full collection, above the same figure before;
  * - each as a multiple of the response.
  *
- * Four steps per case: the first full state (`first`), the same state with one object changed
+ * Steps per case: the first full state (`first`), twice the same state with one object changed
  * (`change`: what steady state costs, the previous state being held too), the same with one
  * istiod subscribed (`+istiod`: what serving it holds is printed apart, and included in `held`),
  * then, the istiod gone, a full state keeping a tenth of the objects (`shrink`: what is held must
- * shrink with the state).
+ * shrink with the state). A step ends once the process is idle again.
+ *
+ * Each case is measured a second time with a bare grpc-js client in meshmux's place (rows
+ * `grpc-js`: same channel options, the last response of each type kept, as meshmux keeps one):
+ * the transport's own cost, so what meshmux adds to it shows apart.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -28,6 +32,7 @@ import { startMeshmux } from '../src/app.js';
 import { KINDS, typeUrlOf, type KindDescriptor } from '../src/schema/kinds.js';
 import { anyTypeUrl, messageType } from '../src/schema/proto-root.js';
 import { parseMeshmuxConfig } from '../src/settings/meshmux-config.js';
+import { channelOptionsOf } from '../src/upstream/streaming/dial-settings.js';
 import {
   assembleResponse,
   encodeNode,
@@ -68,11 +73,22 @@ type ChildMessage =
 // ---------------------------------------------------------------------------------------------
 // The meshmux side (child process).
 
-function collect(): void {
+/**
+ * Full collections until what is retained settles. V8 frees the memory of dead array buffers on a
+ * background thread after a collection, and counts it as external until then: read at once, a
+ * response just dropped still shows.
+ */
+async function collect(): Promise<void> {
   const gc = (globalThis as { gc?: () => void }).gc;
   if (gc === undefined) throw new Error('the meshmux process needs --expose-gc');
-  gc();
-  gc();
+  let last = Number.POSITIVE_INFINITY;
+  for (let round = 0; round < 10; round++) {
+    gc();
+    await new Promise((r) => setTimeout(r, 20));
+    const { heapUsed, external } = process.memoryUsage();
+    if (heapUsed + external >= last) return;
+    last = heapUsed + external;
+  }
 }
 
 function peakRss(): number | undefined {
@@ -102,6 +118,17 @@ function reading(peak?: number): MemoryReading {
   };
 }
 
+/** Resolves once the process has used under 5 ms of CPU in 200 ms (at most a minute from now). */
+async function quiet(): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const start = process.cpuUsage();
+    await new Promise((r) => setTimeout(r, 200));
+    const used = process.cpuUsage(start);
+    if ((used.user + used.system) / 1000 < 5 || Date.now() > deadline) return;
+  }
+}
+
 let snapshotCount = 0;
 
 async function child(upstream: string): Promise<void> {
@@ -125,14 +152,66 @@ async function child(upstream: string): Promise<void> {
   );
   const running = await startMeshmux(config);
   while (!running.engine.current().ready) await new Promise((r) => setTimeout(r, 20));
-  const versionOf = (kind: string): string => running.engine.current().kinds.get(kind)?.version ?? '';
+  serveParent(
+    running.xdsPort,
+    (kind) => running.engine.current().kinds.get(kind)?.version ?? '',
+    () => running.stop(),
+  );
+}
+
+/**
+ * The calibration: a bare grpc-js client with meshmux's channel options, subscribed to the same
+ * type URLs, which keeps the last response of each type as it arrived (as meshmux keeps one) and
+ * ACKs it. Its peak is what the transport alone costs to read a response, in a process like
+ * meshmux's.
+ */
+async function transportChild(upstream: string): Promise<void> {
+  const client = new grpc.Client(upstream, grpc.credentials.createInsecure(), channelOptionsOf({}));
+  const asIs = (b: Buffer): Buffer => b;
+  const call = client.makeBidiStreamRequest(
+    '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources',
+    asIs,
+    asIs,
+  );
+  const last = new Map<string, { version: string; bytes: Buffer }>();
+  call.on('data', (bytes: Buffer) => {
+    const r = scanResponse(bytes);
+    last.set(r.typeUrl, { version: r.versionInfo, bytes });
+    call.write(encodeRequest({ typeUrl: r.typeUrl, versionInfo: r.versionInfo, responseNonce: r.nonce }));
+  });
+  call.on('error', () => undefined);
+  const typeUrls = [SE, VS].map((k) => typeUrlOf(k, k.currentVersion));
+  typeUrls.forEach((typeUrl, i) =>
+    call.write(
+      encodeRequest({ typeUrl, ...(i === 0 ? { node: encodeNode('transport~0~calibration~x', {}) } : {}) }),
+    ),
+  );
+  // Ready, as meshmux is, once every subscribed type has answered.
+  while (typeUrls.some((t) => !last.has(t))) await new Promise((r) => setTimeout(r, 20));
+  serveParent(
+    0,
+    (kind) => {
+      const descriptor = KINDS.get(kind) as KindDescriptor;
+      return last.get(typeUrlOf(descriptor, descriptor.currentVersion))?.version ?? '';
+    },
+    () => {
+      call.cancel();
+      client.close();
+      return Promise.resolve();
+    },
+  );
+}
+
+/** Answers the parent's arm / settle / read / stop messages for a reader whose versions it can tell. */
+function serveParent(xdsPort: number, versionOf: (kind: string) => string, stop: () => Promise<void>): void {
   const send = (m: ChildMessage): void => void process.send?.(m);
   process.on('message', (m: ParentMessage) => {
     if (m.type === 'arm') {
-      collect();
-      const before = reading();
-      resetPeak();
-      send({ type: 'armed', before, version: versionOf(m.kind) });
+      void collect().then(() => {
+        const before = reading();
+        resetPeak();
+        send({ type: 'armed', before, version: versionOf(m.kind) });
+      });
     } else if (m.type === 'settle') {
       void (async () => {
         const deadline = Date.now() + 120_000;
@@ -140,10 +219,11 @@ async function child(upstream: string): Promise<void> {
           if (Date.now() > deadline) throw new Error(`meshmux did not apply the ${m.kind} response in 120 s`);
           await new Promise((r) => setTimeout(r, 5));
         }
-        // Whatever the snapshot sets off (views, encodes) runs in the turns that follow.
-        await new Promise((r) => setTimeout(r, 300));
+        // Whatever the snapshot sets off (views, encodes ahead of istiods) runs in the turns that
+        // follow: the step ends once the process is idle, so none of it lands in the next step.
+        await quiet();
         const peak = peakRss();
-        collect();
+        await collect();
         // BENCH_HEAP_SNAPSHOT=<folder> writes a heap snapshot after each step there (development aid).
         const snapshots = process.env['BENCH_HEAP_SNAPSHOT'];
         if (snapshots !== undefined)
@@ -151,13 +231,12 @@ async function child(upstream: string): Promise<void> {
         send({ type: 'settled', ...(peak === undefined ? {} : { peakRss: peak }), after: reading() });
       })();
     } else if (m.type === 'read') {
-      collect();
-      send({ type: 'read', now: reading() });
+      void collect().then(() => send({ type: 'read', now: reading() }));
     } else {
-      void running.stop().then(() => process.exit(0));
+      void stop().then(() => process.exit(0));
     }
   });
-  send({ type: 'ready', xdsPort: running.xdsPort });
+  send({ type: 'ready', xdsPort });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -322,6 +401,9 @@ class Istiod {
   }
 }
 
+/** What reads the upstream in the child: meshmux, or grpc-js alone (the calibration). */
+type Reader = 'meshmux' | 'grpc-js';
+
 class MeshmuxChild {
   private readonly replies: Array<{ resolve: (m: ChildMessage) => void; reject: (e: Error) => void }> = [];
   constructor(private readonly process: ChildProcess) {
@@ -331,9 +413,9 @@ class MeshmuxChild {
     });
   }
 
-  static async start(upstream: string): Promise<{ child: MeshmuxChild; xdsPort: number }> {
+  static async start(upstream: string, reader: Reader): Promise<{ child: MeshmuxChild; xdsPort: number }> {
     const script = fileURLToPath(import.meta.url);
-    const proc = fork(script, ['child', upstream], {
+    const proc = fork(script, [reader === 'meshmux' ? 'child' : 'transport', upstream], {
       execArgv: ['--expose-gc'],
       env: { ...process.env, MESHMUX_LOG_LEVEL: 'silent', MESHMUX_STATE_DIR: 'none' },
     });
@@ -367,6 +449,7 @@ class MeshmuxChild {
 
 interface Step {
   readonly case: string;
+  readonly reader: Reader;
   readonly step: string;
   readonly bytes: number;
   readonly peakMb: number | undefined;
@@ -375,10 +458,10 @@ interface Step {
   readonly keptRatio: number;
 }
 
-async function measure(c: Case): Promise<Step[]> {
+async function measure(c: Case, reader: Reader): Promise<Step[]> {
   const upstream = new Upstream();
   const address = await upstream.listen();
-  const { child, xdsPort } = await MeshmuxChild.start(address);
+  const { child, xdsPort } = await MeshmuxChild.start(address, reader);
   const typeUrl = typeUrlOf(c.kind, c.kind.currentVersion);
   const steps: Step[] = [];
   const retained = (m: MemoryReading): number => m.heapUsed + m.external;
@@ -394,6 +477,7 @@ async function measure(c: Case): Promise<Step[]> {
     const peak = settled.peakRss === undefined ? undefined : settled.peakRss - armed.before.rss;
     steps.push({
       case: c.label,
+      reader,
       step: name,
       bytes,
       peakMb: peak === undefined ? undefined : peak / MB,
@@ -405,16 +489,21 @@ async function measure(c: Case): Promise<Step[]> {
   try {
     await step('first', 1);
     await step('change', 2);
+    await step('change', 3);
+    if (reader === 'grpc-js') {
+      await step('shrink', 5, undefined, 0.1);
+      return steps;
+    }
     // One istiod: what serving holds on top (encoded responses, the view) is measured apart.
     const before = retained((await child.ask({ type: 'read' }, 'read')).now);
     const istiod = new Istiod(`127.0.0.1:${xdsPort}`, typeUrl);
     await istiod.waitFor((n) => n > 0, 'the state held');
     const serving = retained((await child.ask({ type: 'read' }, 'read')).now) - before;
-    await step('+istiod', 3, istiod);
+    await step('+istiod', 4, istiod);
     console.log(`  serving one istiod holds ${(serving / MB).toFixed(1)} MB more`);
     istiod.close();
     // A full state that removes most objects: what is held must shrink with it.
-    await step('shrink', 4, undefined, 0.1);
+    await step('shrink', 5, undefined, 0.1);
   } finally {
     await child.stop();
     upstream.close();
@@ -431,6 +520,10 @@ function parseList(flag: string, fallback: number[]): number[] {
 async function main(): Promise<void> {
   if (process.argv[2] === 'child') {
     await child(process.argv[3] as string);
+    return;
+  }
+  if (process.argv[2] === 'transport') {
+    await transportChild(process.argv[3] as string);
     return;
   }
   const sizes = parseList('--sizes', [5000, 20000, 50000]);
@@ -452,21 +545,22 @@ async function main(): Promise<void> {
   const rows: Step[] = [];
   for (const c of cases) {
     console.log(`measuring ${c.label} ...`);
-    rows.push(...(await measure(c)));
+    rows.push(...(await measure(c, 'meshmux')), ...(await measure(c, 'grpc-js')));
   }
   const pad = (s: string, n: number): string => s.padStart(n);
   const fmt = (v: number | undefined, d = 1): string => (v === undefined ? 'n/a' : v.toFixed(d));
   console.log(
-    `\n${'case'.padEnd(26)}${pad('step', 9)}${pad('bytes MB', 10)}${pad('peak MB', 9)}${pad('peak ×', 8)}${pad('held MB', 9)}${pad('held ×', 8)}`,
+    `\n${'case'.padEnd(26)}${pad('reader', 9)}${pad('step', 9)}${pad('bytes MB', 10)}${pad('peak MB', 9)}${pad('peak ×', 8)}${pad('held MB', 9)}${pad('held ×', 8)}`,
   );
   for (const r of rows) {
     console.log(
-      `${r.case.padEnd(26)}${pad(r.step, 9)}${pad(fmt(r.bytes / MB), 10)}${pad(fmt(r.peakMb), 9)}${pad(fmt(r.peakRatio, 2), 8)}${pad(fmt(r.keptMb), 9)}${pad(fmt(r.keptRatio, 2), 8)}`,
+      `${r.case.padEnd(26)}${pad(r.reader, 9)}${pad(r.step, 9)}${pad(fmt(r.bytes / MB), 10)}${pad(fmt(r.peakMb), 9)}${pad(fmt(r.peakRatio, 2), 8)}${pad(fmt(r.keptMb), 9)}${pad(fmt(r.keptRatio, 2), 8)}`,
     );
   }
   console.log(
     '\npeak: highest RSS while the response was read and applied, above RSS after a full GC before it;' +
-      '\nheld: heap + external retained after a full GC, above meshmux with no objects (the +istiod row adds what serving one istiod holds).',
+      '\nheld: heap + external retained after a full GC, above the reader with no objects (the +istiod row adds what serving one istiod holds);' +
+      '\ngrpc-js: a bare client reading the same responses, for the transport floor.',
   );
 }
 
