@@ -45,62 +45,120 @@ function resolveAnyType(typeUrl: string): protobuf.Type | undefined {
   }
 }
 
+/** One step of the path to the message being scanned: a field (an element of it), or a map key. */
+type PathStep =
+  { readonly field: protobuf.Field; readonly index: number | undefined } | { readonly key: string };
+
+/**
+ * Walks a message's bytes with one reader, nested messages in place (no copy, no reader of their
+ * own). The path to where it is stays a list of steps: its text is built only for what is found.
+ */
 class Scanner {
   readonly found: string[] = [];
+  private readonly path: PathStep[] = [];
 
-  message(type: protobuf.Type, bytes: Uint8Array, path: string): void {
-    const reader = protobuf.Reader.create(bytes);
-    const counts = new Map<number, number>();
+  constructor(private readonly reader: protobuf.Reader) {}
+
+  /** The text of the current path, with `last` (a child of it) appended when given. */
+  private pathText(last?: string): string {
+    let text = '';
+    for (const step of this.path) {
+      if ('key' in step) text = childPath(text, step.key);
+      else {
+        text = childPath(text, jsonNameOf(step.field));
+        if (step.index !== undefined) text = indexPath(text, step.index);
+      }
+    }
+    return last === undefined ? text : childPath(text, last);
+  }
+
+  /** The end of the length-delimited value at the reader, which must lie within the current one. */
+  private delimited(): number {
+    const length = this.reader.uint32();
+    const end = this.reader.pos + length;
+    if (end > this.reader.len) {
+      throw new RangeError(`index out of range: ${this.reader.pos} + ${length} > ${this.reader.len}`);
+    }
+    return end;
+  }
+
+  /** Scans the message of `type` from the reader's position to `end` (its extent, checked). */
+  message(type: protobuf.Type, end: number): void {
+    const reader = this.reader;
+    const outer = reader.len;
+    reader.len = end;
+    const isAny = fullNameOf(type) === '.google.protobuf.Any';
+    /** Occurrences so far of repeated fields, by number, for the index of message elements. */
+    let counts: Map<number, number> | undefined;
     let anyUrl: string | undefined;
-    let anyValue: Uint8Array | undefined;
-    while (reader.pos < reader.len) {
+    let anyValue: { start: number; end: number } | undefined;
+    while (reader.pos < end) {
       const tag = reader.uint32();
       const id = tag >>> 3;
       const wire = tag & 7;
       const field = type.fieldsById[id];
       if (field === undefined) {
-        this.found.push(`${path === '' ? '' : `${path}.`}#${id}`);
+        const at = this.pathText();
+        this.found.push(`${at === '' ? '' : `${at}.`}#${id}`);
         reader.skipType(wire);
         continue;
       }
-      const name = childPath(path, jsonNameOf(field));
-      const seen = counts.get(id) ?? 0;
-      counts.set(id, seen + 1);
+      let index: number | undefined;
+      if (field.repeated) {
+        counts ??= new Map();
+        index = counts.get(id) ?? 0;
+        counts.set(id, index + 1);
+      }
       const expected = field.map ? WIRE_LENGTH_DELIMITED : wireTypeOf(field.type, field.resolvedType);
       const packed =
         field.repeated && !field.map && wire === WIRE_LENGTH_DELIMITED && expected !== WIRE_LENGTH_DELIMITED;
       if (wire !== expected && !packed) {
-        this.found.push(`${name} (wire type ${wire}, expected ${expected})`);
+        this.found.push(`${this.pathText(jsonNameOf(field))} (wire type ${wire}, expected ${expected})`);
         reader.skipType(wire);
         continue;
       }
       if (field instanceof protobuf.MapField) {
-        this.mapEntry(field, reader.bytes(), name);
+        const entryEnd = this.delimited();
+        this.path.push({ field, index: undefined });
+        this.mapEntry(field, entryEnd);
+        this.path.pop();
       } else if (field.resolvedType instanceof protobuf.Type) {
-        const sub = reader.bytes();
-        this.message(field.resolvedType, sub, field.repeated ? indexPath(name, seen) : name);
-      } else if (fullNameOf(type) === '.google.protobuf.Any' && id === 1) {
+        const subEnd = this.delimited();
+        this.path.push({ field, index });
+        this.message(field.resolvedType, subEnd);
+        this.path.pop();
+      } else if (isAny && id === 1) {
         anyUrl = reader.string();
-      } else if (fullNameOf(type) === '.google.protobuf.Any' && id === 2) {
-        anyValue = reader.bytes();
+      } else if (isAny && id === 2) {
+        const valueEnd = this.delimited();
+        anyValue = { start: reader.pos, end: valueEnd };
+        reader.pos = valueEnd;
       } else {
         reader.skipType(wire);
       }
     }
     if (anyUrl !== undefined && anyValue !== undefined) {
       const inner = resolveAnyType(anyUrl);
-      if (inner === undefined) this.found.push(`${childPath(path, 'value')} (unknown type ${anyUrl})`);
-      else this.message(inner, anyValue, path);
+      if (inner === undefined) this.found.push(`${this.pathText('value')} (unknown type ${anyUrl})`);
+      else {
+        reader.pos = anyValue.start;
+        this.message(inner, anyValue.end);
+        reader.pos = end;
+      }
     }
+    reader.len = outer;
   }
 
-  private mapEntry(field: protobuf.MapField, bytes: Uint8Array, path: string): void {
-    const reader = protobuf.Reader.create(bytes);
+  /** Scans one map entry up to `end`; the path ends at the map field. */
+  private mapEntry(field: protobuf.MapField, end: number): void {
+    const reader = this.reader;
+    const outer = reader.len;
+    reader.len = end;
     const keyWire = SCALAR_WIRE[field.keyType] ?? WIRE_LENGTH_DELIMITED;
     const valueWire = wireTypeOf(field.type, field.resolvedType);
     let key = '?';
-    let value: Uint8Array | undefined;
-    while (reader.pos < reader.len) {
+    let value: { start: number; end: number } | undefined;
+    while (reader.pos < end) {
       const tag = reader.uint32();
       const id = tag >>> 3;
       const wire = tag & 7;
@@ -109,16 +167,24 @@ class Scanner {
         else if (wire === WIRE_VARINT && !field.keyType.endsWith('64')) key = String(reader.uint32());
         else reader.skipType(wire); // only names the path; '?' will do
       } else if (id === 2 && wire === valueWire) {
-        if (field.resolvedType instanceof protobuf.Type) value = reader.bytes();
-        else reader.skipType(wire);
+        if (field.resolvedType instanceof protobuf.Type) {
+          const valueEnd = this.delimited();
+          value = { start: reader.pos, end: valueEnd };
+          reader.pos = valueEnd;
+        } else reader.skipType(wire);
       } else {
-        this.found.push(`${path}#entry.${id} (wire type ${wire})`);
+        this.found.push(`${this.pathText()}#entry.${id} (wire type ${wire})`);
         reader.skipType(wire);
       }
     }
     if (value !== undefined && field.resolvedType instanceof protobuf.Type) {
-      this.message(field.resolvedType, value, childPath(path, key));
+      reader.pos = value.start;
+      this.path.push({ key });
+      this.message(field.resolvedType, value.end);
+      this.path.pop();
+      reader.pos = end;
     }
+    reader.len = outer;
   }
 }
 
@@ -130,9 +196,9 @@ class Scanner {
  * that are not protobuf at all.
  */
 export function findUnknownFields(type: protobuf.Type, bytes: Uint8Array): string[] {
-  const scanner = new Scanner();
+  const scanner = new Scanner(protobuf.Reader.create(bytes));
   try {
-    scanner.message(type, bytes, '');
+    scanner.message(type, bytes.length);
   } catch (err) {
     throw new MeshmuxError(
       'DECODE',
