@@ -7,8 +7,7 @@ import type protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
 import type { KindDescriptor } from './kinds.js';
 import { readObjectMeta } from './object-meta.js';
-import { toProtoJson } from './proto-json.js';
-import { encodeSpec } from './yaml-reader.js';
+import { checkProtoJson, toProtoJson } from './proto-json.js';
 
 /** The metadata an upstream envelope carries, as it was sent. */
 export interface EnvelopeMeta {
@@ -27,7 +26,7 @@ export interface ObjectCheckResult {
 /**
  * Checks an upstream object as a file object is checked: its metadata with the Kubernetes rules
  * of `readObjectMeta` (DNS-1123 name and namespace, label and annotation keys and values), and its
- * body, through its proto3 JSON form, with the schema checks of `encodeSpec` (ranges, durations,
+ * body, through its proto3 JSON form, with the schema checks of `fromProtoJson` (ranges, durations,
  * alternatives set together, `null` list elements ...). `message` is the decoded body. Each error
  * carries the field path (`metadata.name`, `spec.http[0].timeout`) and no file.
  */
@@ -46,7 +45,10 @@ export function checkUpstreamObject(
     warnings,
   );
   try {
-    encodeSpec(kind, toProtoJson(bodyType, message));
+    // The body is kept as sent: only the checks of its JSON form run, nothing is encoded again.
+    const found: MeshmuxError[] = [];
+    checkProtoJson(bodyType, toProtoJson(bodyType, message), { path: 'spec', errors: found });
+    if (found[0] !== undefined) throw found[0];
   } catch (err) {
     // Values no JSON form exists for (a Duration beyond 10000 years) fail in toProtoJson already.
     const error = err instanceof MeshmuxError ? err : undefined;

@@ -619,6 +619,14 @@ export function fromProtoJson(
   return type.create(fields === INVALID ? {} : fields);
 }
 
+/**
+ * The checks of `fromProtoJson` alone, nothing built: for JSON whose encoding is not needed (the
+ * proto3 JSON form of a body already encoded, say). Problems are thrown or collected alike.
+ */
+export function checkProtoJson(type: protobuf.Type, value: unknown, ctx: ProtoJsonContext = {}): void {
+  new JsonReader(ctx).message(type, value, ctx.path ?? '');
+}
+
 /** `fromProtoJson`, then encoded: the body bytes Istio's Go types would produce for the same JSON. */
 export function encodeProtoJson(type: protobuf.Type, value: unknown, ctx: ProtoJsonContext = {}): Uint8Array {
   return type.encode(fromProtoJson(type, value, ctx)).finish();

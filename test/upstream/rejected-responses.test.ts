@@ -195,6 +195,31 @@ describe('an xds source refusing responses whose objects cannot all be named', (
     assert.equal(foldSourceEvents(recorder.events).get(VS)?.get('shop/reviews'), good);
     assert.match(snapshot.errors.map((e) => e.message).join('\n'), /shop\/reviews: spec: .*Duration/);
   });
+
+  it('keeps the previous version of an object whose body only its schema checks refuse (two alternatives set)', async () => {
+    const good = foldSourceEvents(recorder.events).get(VS)?.get('shop/ratings');
+    const from = recorder.count;
+    const ratings = fakeVirtualService('ratings');
+    const match = [{ uri: { exact: '/a', prefix: '/b' } }];
+    fake.set('VirtualService', [
+      fakeVirtualService('reviews'),
+      {
+        ...ratings,
+        spec: { ...ratings.spec, http: [{ match, route: [{ destination: { host: 'ratings' } }] }] },
+      },
+      fakeVirtualService('details'),
+    ]);
+    fake.push();
+    const snapshot = (await recorder.next(
+      (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'details'),
+      from,
+    )) as SourceSnapshotEvent;
+    assert.equal(foldSourceEvents(recorder.events).get(VS)?.get('shop/ratings'), good);
+    assert.match(
+      snapshot.errors.map((e) => e.message).join('\n'),
+      /shop\/ratings: spec\.http\[0\]\.match\[0\]\.uri: only one of exact, prefix may be set/,
+    );
+  });
 });
 
 describe('an xds upstream that accepts the stream and never answers', () => {
