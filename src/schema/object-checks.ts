@@ -7,7 +7,7 @@ import type protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
 import type { KindDescriptor } from './kinds.js';
 import { readObjectMeta } from './object-meta.js';
-import { checkProtoJson, toProtoJson } from './proto-json.js';
+import { checkProtoJson, jsonRoundTripCanFail, toProtoJson } from './proto-json.js';
 
 /** The metadata an upstream envelope carries, as it was sent. */
 export interface EnvelopeMeta {
@@ -27,7 +27,8 @@ export interface ObjectCheckResult {
  * Checks an upstream object as a file object is checked: its metadata with the Kubernetes rules
  * of `readObjectMeta` (DNS-1123 name and namespace, label and annotation keys and values), and its
  * body, through its proto3 JSON form, with the schema checks of `fromProtoJson` (ranges, durations,
- * alternatives set together, `null` list elements ...). `message` is the decoded body. Each error
+ * alternatives set together, `null` list elements ...), unless no message of its type decoded
+ * from bytes can fail them (`jsonRoundTripCanFail`). `message` is the decoded body. Each error
  * carries the field path (`metadata.name`, `spec.http[0].timeout`) and no file.
  */
 export function checkUpstreamObject(
@@ -44,6 +45,8 @@ export function checkUpstreamObject(
     errors,
     warnings,
   );
+  // Most kinds' messages cannot fail them at all (ServiceEntry, WorkloadEntry ...): not walked.
+  if (!jsonRoundTripCanFail(bodyType)) return { errors, warnings };
   try {
     // The body is kept as sent: only the checks of its JSON form run, nothing is encoded again.
     const found: MeshmuxError[] = [];

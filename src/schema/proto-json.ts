@@ -627,6 +627,41 @@ export function checkProtoJson(type: protobuf.Type, value: unknown, ctx: ProtoJs
   new JsonReader(ctx).message(type, value, ctx.path ?? '');
 }
 
+/** Per message type, whether the JSON form of a message decoded from bytes can fail the checks. */
+const roundTripRefusals = new Map<protobuf.Type, boolean>();
+
+/**
+ * Whether the proto3 JSON form of a message of `type` decoded from bytes (`toProtoJson`) can fail
+ * to print, or fail the checks of `checkProtoJson`. False when `type` and every message type it
+ * holds have no oneof of two or more fields, no well-known type with a JSON form of its own, no
+ * map keyed by bool and no float field: the JSON printed for such a message holds only declared
+ * fields, each with a value of its type in range (enums by name or as 32-bit numbers, 64-bit
+ * integers as strings of digits), which is what the checks accept. (A float is printed in its
+ * shortest form, which may lie just beyond the float range that reading checks.)
+ */
+export function jsonRoundTripCanFail(type: protobuf.Type): boolean {
+  let answer = roundTripRefusals.get(type);
+  if (answer === undefined) {
+    answer = typeCanFail(type, new Set());
+    roundTripRefusals.set(type, answer);
+  }
+  return answer;
+}
+
+function typeCanFail(type: protobuf.Type, seen: Set<protobuf.Type>): boolean {
+  if (seen.has(type)) return false; // already being looked at higher up
+  seen.add(type);
+  if (hasSpecialJson(type)) return true;
+  if (type.oneofsArray.some((o) => o.fieldsArray.length > 1)) return true;
+  for (const field of type.fieldsArray) {
+    if (field instanceof protobuf.MapField && field.keyType === 'bool') return true;
+    if (field.type === 'float') return true;
+    const nested = messageTypeOf(field);
+    if (nested !== undefined && typeCanFail(nested, seen)) return true;
+  }
+  return false;
+}
+
 /** `fromProtoJson`, then encoded: the body bytes Istio's Go types would produce for the same JSON. */
 export function encodeProtoJson(type: protobuf.Type, value: unknown, ctx: ProtoJsonContext = {}): Uint8Array {
   return type.encode(fromProtoJson(type, value, ctx)).finish();
