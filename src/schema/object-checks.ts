@@ -5,7 +5,6 @@
  */
 import type protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
-import type { KindDescriptor } from './kinds.js';
 import { readObjectMeta } from './object-meta.js';
 import { checkProtoJson, jsonRoundTripCanFail, toProtoJson } from './proto-json.js';
 
@@ -32,7 +31,6 @@ export interface ObjectCheckResult {
  * carries the field path (`metadata.name`, `spec.http[0].timeout`) and no file.
  */
 export function checkUpstreamObject(
-  kind: KindDescriptor,
   meta: EnvelopeMeta,
   bodyType: protobuf.Type,
   message: protobuf.Message,

@@ -283,7 +283,6 @@ export class McpResourceReader {
       );
     }
     const checked = checkUpstreamObject(
-      kind,
       { namespace, name, labels: parts.labels, annotations: parts.annotations },
       bodyMessage,
       message,
