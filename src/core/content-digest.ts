@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import type { ConfigResource } from './resource.js';
 
 /**
@@ -50,9 +50,11 @@ const digests = new WeakMap<ConfigResource, readonly number[]>();
 function objectDigest(r: ConfigResource): readonly number[] {
   let d = digests.get(r);
   if (d === undefined) {
-    const bytes = createHash('md5')
-      .update(`${r.namespace}/${r.name}@${r.version}@${r.createTime.seconds}.${r.createTime.nanos}`)
-      .digest();
+    const bytes = hash(
+      'md5',
+      `${r.namespace}/${r.name}@${r.version}@${r.createTime.seconds}.${r.createTime.nanos}`,
+      'buffer',
+    );
     d = [bytes.readInt32LE(0), bytes.readInt32LE(4), bytes.readInt32LE(8), bytes.readInt32LE(12)];
     digests.set(r, d);
   }

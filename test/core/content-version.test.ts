@@ -5,7 +5,9 @@
  * of the hashed text or of its encoding fails here.
  */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import { contentVersion, makeResource } from '../../src/core/resource.js';
 
 const CASES = [
@@ -61,5 +63,40 @@ describe('content versions', () => {
     assert.equal(contentVersion(reordered), second.version);
     const resource = makeResource({ ...reordered, createTime: { seconds: 1, nanos: 0 }, origin: {} });
     assert.equal(resource.version, second.version);
+  });
+
+  it('are the same for small and large objects alike (hashed in one call, or streamed)', () => {
+    // The hashed text as the format defines it: kind, namespace, name, then each map as its size
+    // and its entries in key order, NUL-separated, the maps closed by \x01 and \x02; then the body.
+    const mapText = (m: Record<string, string>): string =>
+      Object.keys(m)
+        .sort()
+        .reduce((t, k) => `${t}\0${k}\0${m[k]}`, String(Object.keys(m).length));
+    const text = fc.string({ unit: 'binary', maxLength: 40 });
+    fc.assert(
+      fc.property(
+        text,
+        text,
+        fc.dictionary(text, text, { maxKeys: 3 }),
+        fc.integer({ min: 0, max: 70_000 }),
+        (namespace, name, labels, size) => {
+          const fields = {
+            kind: 'networking.istio.io/ServiceEntry',
+            namespace,
+            name,
+            labels,
+            annotations: {},
+            body: new Uint8Array(size).map((_, i) => (i * 7 + size) & 255),
+          };
+          const expected = createHash('sha256')
+            .update(`${fields.kind}\0${namespace}\0${name}\0${mapText(labels)}\x01${mapText({})}\x02`)
+            .update(fields.body)
+            .digest()
+            .toString('base64url', 0, 15);
+          assert.equal(contentVersion(fields), expected);
+        },
+      ),
+      { numRuns: 200 },
+    );
   });
 });
