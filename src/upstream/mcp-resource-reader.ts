@@ -15,6 +15,7 @@ import { messageType } from '../schema/proto-root.js';
 import { checkUpstreamObject } from '../schema/object-checks.js';
 import { rememberSemanticKeys } from '../schema/semantic-keys.js';
 import { findUnknownFields } from '../schema/unknown-fields.js';
+import { StrictReader } from '../wire/strict-reader.js';
 import { sameBytes, unknownFieldNumbers } from '../wire/wire-fields.js';
 
 /** What one upstream object became: a resource, or the reason it was dropped. */
@@ -123,7 +124,7 @@ export class McpResourceReader {
     const raw = new Uint8Array(bytes);
     let decoded: McpResourceObject;
     try {
-      decoded = MCP_RESOURCE.toObject(MCP_RESOURCE.decode(raw), { longs: Number });
+      decoded = MCP_RESOURCE.toObject(MCP_RESOURCE.decode(new StrictReader(raw)), { longs: Number });
     } catch (err) {
       return {
         ok: false,
@@ -168,7 +169,9 @@ export class McpResourceReader {
    */
   bareBodyName(kind: KindDescriptor, body: Uint8Array): string {
     try {
-      const decoded = messageType(kind.bodyType).decode(new Uint8Array(body)) as unknown as {
+      const decoded = messageType(kind.bodyType).decode(
+        new StrictReader(new Uint8Array(body)),
+      ) as unknown as {
         hosts?: unknown;
       };
       const hosts = decoded.hosts;
@@ -273,7 +276,7 @@ export class McpResourceReader {
     let unknownBodyFields: readonly string[];
     let message: protobuf.Message;
     try {
-      message = bodyMessage.decode(parts.body);
+      message = bodyMessage.decode(new StrictReader(parts.body));
       unknownBodyFields = findUnknownFields(bodyMessage, parts.body);
     } catch (err) {
       return reject(

@@ -232,6 +232,47 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
       'ms for the rest of the response to reach the istiod': servedMs,
     });
   });
+
+  it('keeps serving the last good version of an object whose new body holds a string that is not UTF-8', async () => {
+    const held = inventory(client);
+    const before = client.configs(VS).get('shop/reviews');
+    assert.ok(before !== undefined, 'reviews is served to begin with');
+    const started = performance.now();
+    upstream.set('VirtualService', [
+      // hosts: ["\xff\xfe"]: Go's protobuf runtime, and so istiod, refuses to read it.
+      { ...fakeVirtualService('reviews'), rawBody: Uint8Array.from([0x0a, 0x02, 0xff, 0xfe]) },
+      fakeVirtualService('ratings'),
+      fakeVirtualService('details'),
+      fakeVirtualService('added'),
+      fakeVirtualService('utf8-marker'),
+    ]);
+    upstream.push();
+    await client.waitFor(
+      (c) => c.configs(VS).has('shop/utf8-marker'),
+      10_000,
+      () => 'the valid objects of the same response',
+    );
+    const servedMs = performance.now() - started;
+    await upstream.waitFor(
+      () =>
+        upstream.requests.some(
+          (r) => r.typeUrl === VS && /not valid UTF-8/.test(r.errorDetail?.message ?? ''),
+        ),
+      5_000,
+      'a NACK naming the string',
+    );
+    assert.deepEqual(
+      client.configs(VS).get('shop/reviews'),
+      before,
+      'the istiod keeps the last good version',
+    );
+    const missing = lost(held, inventory(client));
+    assert.deepEqual(missing, [], 'objects lost');
+    report('an upstream object with a string that is not UTF-8', {
+      'objects lost': missing.length,
+      'ms for the rest of the response to reach the istiod': servedMs,
+    });
+  });
 });
 
 describe('faults: a git remote gone when meshmux restarts', () => {

@@ -196,6 +196,27 @@ describe('an xds source refusing responses whose objects cannot all be named', (
     assert.match(snapshot.errors.map((e) => e.message).join('\n'), /shop\/reviews: spec: .*Duration/);
   });
 
+  it('keeps the previous version of an object whose body holds a string that is not UTF-8, as istiod would not read it', async () => {
+    const good = foldSourceEvents(recorder.events).get(VS)?.get('shop/reviews');
+    const from = recorder.count;
+    fake.set('VirtualService', [
+      // hosts: ["\xff\xfe"]
+      { ...fakeVirtualService('reviews'), rawBody: Uint8Array.from([0x0a, 0x02, 0xff, 0xfe]) },
+      fakeVirtualService('ratings'),
+      fakeVirtualService('details'),
+    ]);
+    fake.push();
+    const snapshot = (await recorder.next(
+      (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'details'),
+      from,
+    )) as SourceSnapshotEvent;
+    assert.equal(foldSourceEvents(recorder.events).get(VS)?.get('shop/reviews'), good);
+    assert.match(
+      snapshot.errors.map((e) => e.message).join('\n'),
+      /shop\/reviews: the body does not decode as .*VirtualService: a string field at byte 2 is not valid UTF-8/,
+    );
+  });
+
   it('keeps the previous version of an object whose body only its schema checks refuse (two alternatives set)', async () => {
     const good = foldSourceEvents(recorder.events).get(VS)?.get('shop/ratings');
     const from = recorder.count;
