@@ -6,7 +6,7 @@
 import type protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
 import { readObjectMeta } from './object-meta.js';
-import { checkProtoJson, jsonRoundTripCanFail, toProtoJson } from './proto-json.js';
+import { checkDecodedAsJson, jsonRoundTripCanFail } from './proto-json.js';
 
 /** The metadata an upstream envelope carries, as it was sent. */
 export interface EnvelopeMeta {
@@ -48,7 +48,7 @@ export function checkUpstreamObject(
   try {
     // The body is kept as sent: only the checks of its JSON form run, nothing is encoded again.
     const found: MeshmuxError[] = [];
-    checkProtoJson(bodyType, toProtoJson(bodyType, message), { path: 'spec', errors: found });
+    checkDecodedAsJson(bodyType, message, { path: 'spec', errors: found });
     if (found[0] !== undefined) throw found[0];
   } catch (err) {
     // Values no JSON form exists for (a Duration beyond 10000 years) fail in toProtoJson already.

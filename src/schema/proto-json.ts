@@ -719,6 +719,17 @@ function numberOf(v: unknown): number {
   return big === undefined ? 0 : Number(big);
 }
 
+/** A map key as the JSON form prints it: protobufjs keys 64-bit maps by an 8-character hash of the bits. */
+function jsonMapKey(field: protobuf.Field, key: string): string {
+  const keyType = field instanceof protobuf.MapField ? field.keyType : 'string';
+  if (LONG_TYPES.has(keyType) && key.length === 8 && !/^-?[0-9]+$/.test(key)) {
+    const bits = protobuf.util.LongBits.fromHash(key);
+    const big = (BigInt(bits.hi >>> 0) << 32n) | BigInt(bits.lo >>> 0);
+    return (keyType === 'uint64' || keyType === 'fixed64' ? big : BigInt.asIntN(64, big)).toString();
+  }
+  return key;
+}
+
 class JsonWriter {
   message(type: protobuf.Type, message: unknown): JsonValue {
     const m = asRecord(message);
@@ -736,7 +747,7 @@ class JsonWriter {
         if (entries.length === 0) continue;
         const obj: JsonObject = {};
         for (const key of entries.sort()) {
-          setJsonKey(obj, this.mapKey(field, key), this.singular(field, asRecord(v)[key]));
+          setJsonKey(obj, jsonMapKey(field, key), this.singular(field, asRecord(v)[key]));
         }
         setJsonKey(out, name, obj);
       } else if (field.repeated) {
@@ -751,17 +762,6 @@ class JsonWriter {
       }
     }
     return out;
-  }
-
-  private mapKey(field: protobuf.Field, key: string): string {
-    const keyType = field instanceof protobuf.MapField ? field.keyType : 'string';
-    // protobufjs keys 64-bit maps by an 8-character hash of the bits.
-    if (LONG_TYPES.has(keyType) && key.length === 8 && !/^-?[0-9]+$/.test(key)) {
-      const bits = protobuf.util.LongBits.fromHash(key);
-      const big = (BigInt(bits.hi >>> 0) << 32n) | BigInt(bits.lo >>> 0);
-      return (keyType === 'uint64' || keyType === 'fixed64' ? big : BigInt.asIntN(64, big)).toString();
-    }
-    return key;
   }
 
   private singular(field: protobuf.Field, v: unknown): JsonValue {
@@ -895,4 +895,152 @@ class JsonWriter {
  */
 export function toProtoJson(type: protobuf.Type, message: MessageLike): JsonValue {
   return new JsonWriter().message(type, message);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checks of the JSON form, on a decoded message
+
+/**
+ * Prints, in the order `toProtoJson` walks a message, the parts whose JSON form is their own (the
+ * well-known types): the only ones printing can fail on, and the only ones read back as JSON.
+ */
+class SpecialPrinter {
+  private readonly writer = new JsonWriter();
+
+  constructor(private readonly printed: Map<object, JsonValue>) {}
+
+  message(type: protobuf.Type, m: Readonly<Record<string, unknown>>): void {
+    if (hasSpecialJson(type)) {
+      this.printed.set(m, this.writer.message(type, m));
+      return;
+    }
+    for (const field of fieldsInOrder(type)) {
+      const t = messageTypeOf(field);
+      if (t === undefined) continue;
+      const v = ownValue(m, field.name);
+      if (v === undefined || v === null) continue;
+      if (field.map) {
+        const entries = asRecord(v);
+        for (const key of Object.keys(entries).sort()) this.message(t, asRecord(entries[key]));
+      } else if (field.repeated) {
+        if (Array.isArray(v)) for (const item of v) this.message(t, asRecord(item));
+      } else this.message(t, asRecord(v));
+    }
+  }
+}
+
+/**
+ * Walks a decoded message the way `JsonReader` walks its JSON form, reporting what it would:
+ * alternatives set together, maps keyed by bool and floats printed beyond the float range; the
+ * parts printed by {@link SpecialPrinter} are read back as JSON. (Integers decoded from bytes are
+ * always in their type's range: protobufjs reads 64-bit ones as exact Longs.)
+ */
+class DecodedChecker {
+  constructor(
+    private readonly ctx: ProtoJsonContext,
+    private readonly printed: ReadonlyMap<object, JsonValue>,
+  ) {}
+
+  private fail(path: string, reason: string): void {
+    const err = new MeshmuxError('SCHEMA', reason, { field: path });
+    if (this.ctx.errors === undefined) throw err;
+    this.ctx.errors.push(err);
+  }
+
+  message(type: protobuf.Type, m: Readonly<Record<string, unknown>>, path: string): void {
+    if (hasSpecialJson(type)) {
+      const json = this.printed.get(m) ?? new JsonWriter().message(type, m);
+      new JsonReader(this.ctx).message(type, json, path);
+      return;
+    }
+    let skipped: Set<protobuf.Field> | undefined;
+    for (const oneof of type.oneofsArray) {
+      if (oneof.fieldsArray.length < 2) continue;
+      const set = oneof.fieldsArray.filter((f) => {
+        const v = ownValue(m, f.name);
+        return this.printedAs(f, v) === 'value';
+      });
+      if (set.length > 1) {
+        this.fail(path, `only one of ${set.map(jsonNameOf).join(', ')} may be set (they are alternatives)`);
+        skipped ??= new Set();
+        for (const f of set) skipped.add(f);
+      }
+    }
+    for (const field of fieldsInOrder(type)) {
+      if (skipped?.has(field) === true) continue;
+      const v = ownValue(m, field.name);
+      const printed = this.printedAs(field, v);
+      if (printed === 'absent') continue;
+      const fieldPath = childPath(path, jsonNameOf(field));
+      if (field.map) this.map(field, asRecord(v), fieldPath);
+      else if (field.repeated) {
+        (v as unknown[]).forEach((item, i) => this.singular(field, item, indexPath(fieldPath, i)));
+      } else if (printed === 'value' || isValueType(messageTypeOf(field))) {
+        this.singular(field, v, fieldPath);
+      }
+    }
+  }
+
+  /** Whether the JSON form holds `field` (its value `v`), and whether as `null`. */
+  private printedAs(field: protobuf.Field, v: unknown): 'absent' | 'null' | 'value' {
+    if (v === undefined || v === null) return 'absent';
+    if (field.map) return Object.keys(asRecord(v)).length === 0 ? 'absent' : 'value';
+    if (field.repeated) return Array.isArray(v) && v.length > 0 ? 'value' : 'absent';
+    if (!hasPresence(field) && isDefaultValue(field, v)) return 'absent';
+    const e = enumTypeOf(field);
+    if (e !== undefined) return fullNameOf(e) === `${WKT}NullValue` ? 'null' : 'value';
+    const t = messageTypeOf(field);
+    if (isValueType(t)) {
+      const json = this.printed.get(asRecord(v));
+      return json === null ? 'null' : 'value';
+    }
+    return 'value';
+  }
+
+  private map(field: protobuf.Field, entries: Readonly<Record<string, unknown>>, path: string): void {
+    const keyType = field instanceof protobuf.MapField ? field.keyType : 'string';
+    const keys = Object.keys(entries).map((key) => ({ key, json: jsonMapKey(field, key) }));
+    keys.sort((a, b) => (a.json < b.json ? -1 : a.json > b.json ? 1 : 0));
+    for (const { key, json } of keys) {
+      const entryPath = childPath(path, json);
+      if (keyType === 'bool') this.fail(entryPath, 'maps with bool keys are not supported');
+      this.singular(field, entries[key], entryPath);
+    }
+  }
+
+  /** A singular value, list element or map value; one printed as null is not checked, as in `JsonReader`. */
+  private singular(field: protobuf.Field, v: unknown, path: string): void {
+    const t = messageTypeOf(field);
+    if (t !== undefined) {
+      this.message(t, asRecord(v), path);
+      return;
+    }
+    if (enumTypeOf(field) !== undefined) return;
+    if (field.type === 'float') {
+      const n = typeof v === 'number' ? v : 0;
+      const printed = Number.isFinite(n) ? float32Number(n) : n;
+      if (Number.isFinite(printed) && Math.abs(printed) > MAX_FLOAT32)
+        this.fail(path, `${printed} is out of range for float`);
+    }
+  }
+}
+
+function isValueType(type: protobuf.Type | undefined): boolean {
+  return type !== undefined && fullNameOf(type) === `${WKT}Value`;
+}
+
+/**
+ * What `checkProtoJson(type, toProtoJson(type, message), ctx)` reports, found on the decoded
+ * `message` itself: the same errors, paths and order, and the same exception where printing the
+ * JSON form fails, without building that form (only the well-known types, whose JSON is their
+ * own, are printed and read back). For messages decoded from bytes.
+ */
+export function checkDecodedAsJson(
+  type: protobuf.Type,
+  message: MessageLike,
+  ctx: ProtoJsonContext = {},
+): void {
+  const printed = new Map<object, JsonValue>();
+  new SpecialPrinter(printed).message(type, asRecord(message));
+  new DecodedChecker(ctx, printed).message(type, asRecord(message), ctx.path ?? '');
 }
