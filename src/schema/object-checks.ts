@@ -46,12 +46,12 @@ export function checkUpstreamObject(
   // Most kinds' messages cannot fail them at all (ServiceEntry, WorkloadEntry ...): not walked.
   if (!jsonRoundTripCanFail(bodyType)) return { errors, warnings };
   try {
-    // The body is kept as sent: only the checks of its JSON form run, nothing is encoded again.
+    // Checked on the decoded message as its JSON form would be; nothing is printed or encoded.
     const found: MeshmuxError[] = [];
     checkDecodedAsJson(bodyType, message, { path: 'spec', errors: found });
     if (found[0] !== undefined) throw found[0];
   } catch (err) {
-    // Values no JSON form exists for (a Duration beyond 10000 years) fail in toProtoJson already.
+    // Values no JSON form exists for (a Duration beyond 10000 years) throw, as toProtoJson would.
     const error = err instanceof MeshmuxError ? err : undefined;
     errors.push(
       new MeshmuxError(
