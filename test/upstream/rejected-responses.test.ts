@@ -179,65 +179,63 @@ describe('an xds source refusing responses whose objects cannot all be named', (
     );
   });
 
-  it('keeps the previous version of an object whose body fails the checks a file object fails', async () => {
-    const good = foldSourceEvents(recorder.events).get(VS)?.get('shop/reviews');
+  /**
+   * Sends `objects`, where `name`'s new version is refused, and checks that the source keeps the
+   * version of `name` it had, applies the rest (`details` among them) and names the reason.
+   */
+  async function keepsRefused(name: string, objects: readonly FakeObject[], reason: RegExp): Promise<void> {
+    const good = foldSourceEvents(recorder.events).get(VS)?.get(`shop/${name}`);
+    assert.ok(good !== undefined, `${name} is served to begin with`);
     const from = recorder.count;
-    const reviews = fakeVirtualService('reviews');
-    fake.set('VirtualService', [
-      { ...reviews, spec: { ...reviews.spec, http: [{ timeout: { seconds: 1, nanos: -5 } }] } },
-      fakeVirtualService('ratings'),
-    ]);
-    fake.push();
-    const snapshot = (await recorder.next(
-      (e) => e.type === 'snapshot' && !e.resources.some((r) => r.name === 'details'),
-      from,
-    )) as SourceSnapshotEvent;
-    assert.equal(foldSourceEvents(recorder.events).get(VS)?.get('shop/reviews'), good);
-    assert.match(snapshot.errors.map((e) => e.message).join('\n'), /shop\/reviews: spec: .*Duration/);
-  });
-
-  it('keeps the previous version of an object whose body holds a string that is not UTF-8, as istiod would not read it', async () => {
-    const good = foldSourceEvents(recorder.events).get(VS)?.get('shop/reviews');
-    const from = recorder.count;
-    fake.set('VirtualService', [
-      // hosts: ["\xff\xfe"]
-      { ...fakeVirtualService('reviews'), rawBody: Uint8Array.from([0x0a, 0x02, 0xff, 0xfe]) },
-      fakeVirtualService('ratings'),
-      fakeVirtualService('details'),
-    ]);
+    fake.set('VirtualService', [...objects]);
     fake.push();
     const snapshot = (await recorder.next(
       (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'details'),
       from,
     )) as SourceSnapshotEvent;
-    assert.equal(foldSourceEvents(recorder.events).get(VS)?.get('shop/reviews'), good);
-    assert.match(
-      snapshot.errors.map((e) => e.message).join('\n'),
+    assert.equal(foldSourceEvents(recorder.events).get(VS)?.get(`shop/${name}`), good);
+    assert.match(snapshot.errors.map((e) => e.message).join('\n'), reason);
+  }
+
+  it('keeps the previous version of an object whose body fails the checks a file object fails', async () => {
+    const reviews = fakeVirtualService('reviews');
+    await keepsRefused(
+      'reviews',
+      [
+        { ...reviews, spec: { ...reviews.spec, http: [{ timeout: { seconds: 1, nanos: -5 } }] } },
+        fakeVirtualService('ratings'),
+        fakeVirtualService('details'),
+      ],
+      /shop\/reviews: spec: .*Duration/,
+    );
+  });
+
+  it('keeps the previous version of an object whose body holds a string that is not UTF-8, as istiod would not read it', async () => {
+    await keepsRefused(
+      'reviews',
+      [
+        // hosts: ["\xff\xfe"]
+        { ...fakeVirtualService('reviews'), rawBody: Uint8Array.from([0x0a, 0x02, 0xff, 0xfe]) },
+        fakeVirtualService('ratings'),
+        fakeVirtualService('details'),
+      ],
       /shop\/reviews: the body does not decode as .*VirtualService: a string field at byte 2 is not valid UTF-8/,
     );
   });
 
   it('keeps the previous version of an object whose body only its schema checks refuse (two alternatives set)', async () => {
-    const good = foldSourceEvents(recorder.events).get(VS)?.get('shop/ratings');
-    const from = recorder.count;
     const ratings = fakeVirtualService('ratings');
     const match = [{ uri: { exact: '/a', prefix: '/b' } }];
-    fake.set('VirtualService', [
-      fakeVirtualService('reviews'),
-      {
-        ...ratings,
-        spec: { ...ratings.spec, http: [{ match, route: [{ destination: { host: 'ratings' } }] }] },
-      },
-      fakeVirtualService('details'),
-    ]);
-    fake.push();
-    const snapshot = (await recorder.next(
-      (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'details'),
-      from,
-    )) as SourceSnapshotEvent;
-    assert.equal(foldSourceEvents(recorder.events).get(VS)?.get('shop/ratings'), good);
-    assert.match(
-      snapshot.errors.map((e) => e.message).join('\n'),
+    await keepsRefused(
+      'ratings',
+      [
+        fakeVirtualService('reviews'),
+        {
+          ...ratings,
+          spec: { ...ratings.spec, http: [{ match, route: [{ destination: { host: 'ratings' } }] }] },
+        },
+        fakeVirtualService('details'),
+      ],
       /shop\/ratings: spec\.http\[0\]\.match\[0\]\.uri: only one of exact, prefix may be set/,
     );
   });
