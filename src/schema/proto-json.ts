@@ -619,20 +619,12 @@ export function fromProtoJson(
   return type.create(fields === INVALID ? {} : fields);
 }
 
-/**
- * The checks of `fromProtoJson` alone, nothing built: for JSON whose encoding is not needed (the
- * proto3 JSON form of a body already encoded, say). Problems are thrown or collected alike.
- */
-export function checkProtoJson(type: protobuf.Type, value: unknown, ctx: ProtoJsonContext = {}): void {
-  new JsonReader(ctx).message(type, value, ctx.path ?? '');
-}
-
 /** Per message type, whether the JSON form of a message decoded from bytes can fail the checks. */
 const roundTripRefusals = new Map<protobuf.Type, boolean>();
 
 /**
  * Whether the proto3 JSON form of a message of `type` decoded from bytes (`toProtoJson`) can fail
- * to print, or fail the checks of `checkProtoJson`. False when `type` and every message type it
+ * to print, or fail the checks of `fromProtoJson`. False when `type` and every message type it
  * holds have no oneof of two or more fields, no well-known type with a JSON form of its own, no
  * map keyed by bool and no float field: the JSON printed for such a message holds only declared
  * fields, each with a value of its type in range (enums by name or as 32-bit numbers, 64-bit
@@ -1030,7 +1022,7 @@ function isValueType(type: protobuf.Type | undefined): boolean {
 }
 
 /**
- * What `checkProtoJson(type, toProtoJson(type, message), ctx)` reports, found on the decoded
+ * What `fromProtoJson(type, toProtoJson(type, message), ctx)` reports, found on the decoded
  * `message` itself: the same errors, paths and order, and the same exception where printing the
  * JSON form fails, without building that form (only the well-known types, whose JSON is their
  * own, are printed and read back). For messages decoded from bytes.

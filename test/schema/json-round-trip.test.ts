@@ -6,7 +6,7 @@ import type { MeshmuxError } from '../../src/core/errors.js';
 import { KINDS } from '../../src/schema/kinds.js';
 import {
   checkDecodedAsJson,
-  checkProtoJson,
+  fromProtoJson,
   jsonRoundTripCanFail,
   toProtoJson,
 } from '../../src/schema/proto-json.js';
@@ -86,7 +86,7 @@ function message(type: protobuf.Type, depth: number): fc.Arbitrary<Record<string
 function jsonChecks(type: protobuf.Type, fields: Record<string, unknown>): MeshmuxError[] {
   const decoded = type.decode(type.encode(type.fromObject(fields)).finish());
   const errors: MeshmuxError[] = [];
-  checkProtoJson(type, toProtoJson(type, decoded), { path: 'spec', errors });
+  fromProtoJson(type, toProtoJson(type, decoded), { path: 'spec', errors });
   return errors;
 }
 
@@ -133,7 +133,7 @@ describe('the JSON checks of upstream objects', () => {
         fc.property(message(type, 3), (fields) => {
           const decoded = type.decode(type.encode(type.fromObject(fields)).finish());
           const json = outcome((errors) =>
-            checkProtoJson(type, toProtoJson(type, decoded), { path: 'spec', errors }),
+            fromProtoJson(type, toProtoJson(type, decoded), { path: 'spec', errors }),
           );
           assert.deepEqual(
             outcome((errors) => checkDecodedAsJson(type, decoded, { path: 'spec', errors })),
