@@ -17,6 +17,12 @@ function expectLengthDelimited(field: number, wireType: number, where: string): 
 const RUN = 512;
 
 /**
+ * Messages larger than this that fill their memory alone are kept in place (see `keepBytes`):
+ * far above the size of Node's shared allocation pool, whose slabs hold many buffers at once.
+ */
+const ADOPT_AT_BYTES = 1024 * 1024;
+
+/**
  * Where each part of an `envoy.service.discovery.v3.DiscoveryResponse` lies, found by walking its
  * top-level fields only: the strings a state-of-the-world client acts on, and per entry of
  * `resources` the offsets of its field and of its `Any`. Nothing inside an entry is read until
@@ -26,16 +32,10 @@ const RUN = 512;
  *
  * A layout reads the message in place; one kept for comparing with the next response moves its
  * bytes into a buffer of its own ({@link keepBytes}; a large message alone in its memory becomes
- * that buffer), which the next kept layout of the same type reuses. The memory a reader holds is thus allocated once, not once per response: a response
- * kept until the next one would otherwise be a large buffer outliving the young generation, which
- * only a full collection of the heap frees.
+ * that buffer), which the next kept layout of the same type reuses. The memory a reader holds is
+ * thus allocated once, not once per response: a response kept until the next one would otherwise
+ * be a large buffer outliving the young generation, which only a full collection of the heap frees.
  */
-/**
- * Messages larger than this that fill their memory alone are kept in place (see `keepBytes`):
- * far above the size of Node's shared allocation pool, whose slabs hold many buffers at once.
- */
-const ADOPT_AT_BYTES = 1024 * 1024;
-
 export class ResponseLayout {
   readonly versionInfo: string;
   readonly typeUrl: string;
