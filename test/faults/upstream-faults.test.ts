@@ -8,7 +8,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
-import { kindNamed } from '../support/fake-objects.js';
+import { kindNamed, type FakeObject } from '../support/fake-objects.js';
 import { bareBodyAny, discoveryResponse, everyConfigTypeUrl, mcpAny } from '../support/faulty-responses.js';
 import { freePort } from '../support/free-port.js';
 import { TestRepo, serviceEntry, virtualService } from '../support/git-fixtures.js';
@@ -166,6 +166,28 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
     return performance.now() - started;
   }
 
+  /**
+   * Pushes VirtualServices of which one is refused, waits until `served` reaches the istiod and
+   * until the upstream receives a NACK matching `nack`; returns how long the valid ones took.
+   */
+  async function pushWithRefused(objects: FakeObject[], served: string, nack: RegExp): Promise<number> {
+    const started = performance.now();
+    upstream.set('VirtualService', objects);
+    upstream.push();
+    await client.waitFor(
+      (c) => c.configs(VS).has(`shop/${served}`),
+      10_000,
+      () => 'the valid objects of the same response',
+    );
+    const servedMs = performance.now() - started;
+    await upstream.waitFor(
+      () => upstream.requests.some((r) => r.typeUrl === VS && nack.test(r.errorDetail?.message ?? '')),
+      5_000,
+      `a NACK matching ${String(nack)}`,
+    );
+    return servedMs;
+  }
+
   it('keeps every object on the istiod after resources in the wrong Any and responses with swapped type URLs', async () => {
     const held = inventory(client);
     const nonces = ['bare-bodies', 'swapped', 'swapped-back'];
@@ -197,28 +219,16 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
 
   it('never serves an upstream object named `NOT A VALID NAME!!`, NACKs it by name and serves the rest', async () => {
     const held = inventory(client);
-    const started = performance.now();
-    upstream.set('VirtualService', [
-      fakeVirtualService('reviews'),
-      fakeVirtualService('ratings'),
-      fakeVirtualService('details'),
-      fakeVirtualService('NOT A VALID NAME!!', 'bad'),
-      fakeVirtualService('added'),
-    ]);
-    upstream.push();
-    await client.waitFor(
-      (c) => c.configs(VS).has('shop/added'),
-      10_000,
-      () => 'the valid object of the same response',
-    );
-    const servedMs = performance.now() - started;
-    await upstream.waitFor(
-      () =>
-        upstream.requests.some(
-          (r) => r.typeUrl === VS && /NOT A VALID NAME!!/.test(r.errorDetail?.message ?? ''),
-        ),
-      5_000,
-      'a NACK naming the object',
+    const servedMs = await pushWithRefused(
+      [
+        fakeVirtualService('reviews'),
+        fakeVirtualService('ratings'),
+        fakeVirtualService('details'),
+        fakeVirtualService('NOT A VALID NAME!!', 'bad'),
+        fakeVirtualService('added'),
+      ],
+      'added',
+      /NOT A VALID NAME!!/,
     );
     assert.ok(!client.configs(VS).has('shop/NOT A VALID NAME!!'), 'the invalid object reached the istiod');
     assert.ok(
@@ -237,29 +247,17 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
     const held = inventory(client);
     const before = client.configs(VS).get('shop/reviews');
     assert.ok(before !== undefined, 'reviews is served to begin with');
-    const started = performance.now();
-    upstream.set('VirtualService', [
-      // hosts: ["\xff\xfe"]: Go's protobuf runtime, and so istiod, refuses to read it.
-      { ...fakeVirtualService('reviews'), rawBody: Uint8Array.from([0x0a, 0x02, 0xff, 0xfe]) },
-      fakeVirtualService('ratings'),
-      fakeVirtualService('details'),
-      fakeVirtualService('added'),
-      fakeVirtualService('utf8-marker'),
-    ]);
-    upstream.push();
-    await client.waitFor(
-      (c) => c.configs(VS).has('shop/utf8-marker'),
-      10_000,
-      () => 'the valid objects of the same response',
-    );
-    const servedMs = performance.now() - started;
-    await upstream.waitFor(
-      () =>
-        upstream.requests.some(
-          (r) => r.typeUrl === VS && /not valid UTF-8/.test(r.errorDetail?.message ?? ''),
-        ),
-      5_000,
-      'a NACK naming the string',
+    const servedMs = await pushWithRefused(
+      [
+        // hosts: ["\xff\xfe"]: Go's protobuf runtime, and so istiod, refuses to read it.
+        { ...fakeVirtualService('reviews'), rawBody: Uint8Array.from([0x0a, 0x02, 0xff, 0xfe]) },
+        fakeVirtualService('ratings'),
+        fakeVirtualService('details'),
+        fakeVirtualService('added'),
+        fakeVirtualService('utf8-marker'),
+      ],
+      'utf8-marker',
+      /not valid UTF-8/,
     );
     assert.deepEqual(
       client.configs(VS).get('shop/reviews'),
