@@ -6,7 +6,7 @@
 import type protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
 import { readObjectMeta } from './object-meta.js';
-import { checkDecodedAsJson, jsonRoundTripCanFail } from './proto-json.js';
+import { checkDecodedAsJson, jsonRoundTripCanFail, type MessageList } from './proto-json.js';
 
 /** The metadata an upstream envelope carries, as it was sent. */
 export interface EnvelopeMeta {
@@ -27,13 +27,15 @@ export interface ObjectCheckResult {
  * of `readObjectMeta` (DNS-1123 name and namespace, label and annotation keys and values), and its
  * body, through its proto3 JSON form, with the schema checks of `fromProtoJson` (ranges, durations,
  * alternatives set together, `null` list elements ...), unless no message of its type decoded
- * from bytes can fail them (`jsonRoundTripCanFail`). `message` is the decoded body. Each error
- * carries the field path (`metadata.name`, `spec.http[0].timeout`) and no file.
+ * from bytes can fail them (`jsonRoundTripCanFail`). `message` is the decoded body, without the
+ * top-level lists held apart in `lists` (see `decodeBodyParts`). Each error carries the field path
+ * (`metadata.name`, `spec.http[0].timeout`) and no file.
  */
 export function checkUpstreamObject(
   meta: EnvelopeMeta,
   bodyType: protobuf.Type,
   message: protobuf.Message,
+  lists?: ReadonlyMap<protobuf.Field, MessageList>,
 ): ObjectCheckResult {
   const errors: MeshmuxError[] = [];
   const warnings: MeshmuxError[] = [];
@@ -48,7 +50,7 @@ export function checkUpstreamObject(
   try {
     // Checked on the decoded message as its JSON form would be; nothing is printed or encoded.
     const found: MeshmuxError[] = [];
-    checkDecodedAsJson(bodyType, message, { path: 'spec', errors: found });
+    checkDecodedAsJson(bodyType, message, { path: 'spec', errors: found }, lists);
     if (found[0] !== undefined) throw found[0];
   } catch (err) {
     // Values no JSON form exists for (a Duration beyond 10000 years) throw, as toProtoJson would.

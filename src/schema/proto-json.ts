@@ -906,18 +906,21 @@ class SpecialPrinter {
       this.printed.set(m, this.writer.message(type, m));
       return;
     }
-    for (const field of fieldsInOrder(type)) {
-      const t = messageTypeOf(field);
-      if (t === undefined) continue;
-      const v = ownValue(m, field.name);
-      if (v === undefined || v === null) continue;
-      if (field.map) {
-        const entries = asRecord(v);
-        for (const key of Object.keys(entries).sort()) this.message(t, asRecord(entries[key]));
-      } else if (field.repeated) {
-        if (Array.isArray(v)) for (const item of v) this.message(t, asRecord(item));
-      } else this.message(t, asRecord(v));
-    }
+    for (const field of fieldsInOrder(type)) this.field(field, m);
+  }
+
+  /** The parts of `field` of `m` whose JSON form is their own. */
+  field(field: protobuf.Field, m: Readonly<Record<string, unknown>>): void {
+    const t = messageTypeOf(field);
+    if (t === undefined) return;
+    const v = ownValue(m, field.name);
+    if (v === undefined || v === null) return;
+    if (field.map) {
+      const entries = asRecord(v);
+      for (const key of Object.keys(entries).sort()) this.message(t, asRecord(entries[key]));
+    } else if (field.repeated) {
+      if (Array.isArray(v)) for (const item of v) this.message(t, asRecord(item));
+    } else this.message(t, asRecord(v));
   }
 }
 
@@ -939,7 +942,12 @@ class DecodedChecker {
     this.ctx.errors.push(err);
   }
 
-  message(type: protobuf.Type, m: Readonly<Record<string, unknown>>, path: string): void {
+  message(
+    type: protobuf.Type,
+    m: Readonly<Record<string, unknown>>,
+    path: string,
+    lists?: ReadonlyMap<protobuf.Field, MessageList>,
+  ): void {
     if (hasSpecialJson(type)) {
       const json = this.printed.get(m) ?? new JsonWriter().message(type, m);
       new JsonReader(this.ctx).message(type, json, path);
@@ -960,6 +968,11 @@ class DecodedChecker {
     }
     for (const field of fieldsInOrder(type)) {
       if (skipped?.has(field) === true) continue;
+      const list = lists?.get(field);
+      if (list !== undefined) {
+        this.list(field, list, childPath(path, jsonNameOf(field)));
+        continue;
+      }
       const v = ownValue(m, field.name);
       const printed = this.printedAs(field, v);
       if (printed === 'absent') continue;
@@ -970,6 +983,17 @@ class DecodedChecker {
       } else if (printed === 'value' || isValueType(messageTypeOf(field))) {
         this.singular(field, v, fieldPath);
       }
+    }
+  }
+
+  /** A list held apart from its message: each element printed and checked on its own, then dropped. */
+  private list(field: protobuf.Field, list: MessageList, path: string): void {
+    const type = messageTypeOf(field) as protobuf.Type;
+    for (let i = 0; i < list.length; i++) {
+      const item = asRecord(list.at(i));
+      const printed = new Map<object, JsonValue>();
+      new SpecialPrinter(printed).message(type, item);
+      new DecodedChecker(this.ctx, printed).message(type, item, indexPath(path, i));
     }
   }
 
@@ -1022,17 +1046,50 @@ function isValueType(type: protobuf.Type | undefined): boolean {
 }
 
 /**
+ * The elements of a list of messages, each decoded when it is asked for (a new object each time,
+ * the caller's to drop): a large message's list need not be held whole to be checked.
+ */
+export interface MessageList {
+  readonly length: number;
+  at(index: number): MessageLike;
+}
+
+/**
  * What `fromProtoJson(type, toProtoJson(type, message), ctx)` reports, found on the decoded
  * `message` itself: the same errors, paths and order, and the same exception where printing the
  * JSON form fails, without building that form (only the well-known types, whose JSON is their
  * own, are printed and read back). For messages decoded from bytes.
+ *
+ * `lists` holds fields of `message` (top-level lists of messages) that it lacks and are checked
+ * as if it held them, one element at a time; `type` then must not be a well-known type.
  */
 export function checkDecodedAsJson(
   type: protobuf.Type,
   message: MessageLike,
   ctx: ProtoJsonContext = {},
+  lists?: ReadonlyMap<protobuf.Field, MessageList>,
 ): void {
+  const m = asRecord(message);
+  if (lists === undefined || lists.size === 0) {
+    const printed = new Map<object, JsonValue>();
+    new SpecialPrinter(printed).message(type, m);
+    new DecodedChecker(ctx, printed).message(type, m, ctx.path ?? '');
+    return;
+  }
+  if (hasSpecialJson(type))
+    throw new TypeError(`${type.fullName} is printed whole: it cannot hold lists apart`);
+  // Printing throws on the first part that has no JSON form, before any check is reported: the
+  // whole message is printed first, in order, its lists' elements one by one and then dropped.
   const printed = new Map<object, JsonValue>();
-  new SpecialPrinter(printed).message(type, asRecord(message));
-  new DecodedChecker(ctx, printed).message(type, asRecord(message), ctx.path ?? '');
+  const printer = new SpecialPrinter(printed);
+  for (const field of fieldsInOrder(type)) {
+    const list = lists.get(field);
+    if (list === undefined) {
+      printer.field(field, m);
+      continue;
+    }
+    const t = messageTypeOf(field) as protobuf.Type;
+    for (let i = 0; i < list.length; i++) new SpecialPrinter(new Map()).message(t, asRecord(list.at(i)));
+  }
+  new DecodedChecker(ctx, printed).message(type, m, ctx.path ?? '', lists);
 }

@@ -12,6 +12,7 @@ import {
 } from '../core/resource.js';
 import type { KindDescriptor } from '../schema/kinds.js';
 import { messageType } from '../schema/proto-root.js';
+import { type BodyParts, decodeBodyParts } from '../schema/body-parts.js';
 import { checkUpstreamObject } from '../schema/object-checks.js';
 import { rememberSemanticKeys } from '../schema/semantic-keys.js';
 import { findUnknownFields } from '../schema/unknown-fields.js';
@@ -275,8 +276,12 @@ export class McpResourceReader {
     const bodyMessage = messageType(kind.bodyType);
     let unknownBodyFields: readonly string[];
     let message: protobuf.Message;
+    let lists: BodyParts['lists'] | undefined;
     try {
-      message = bodyMessage.decode(new StrictReader(parts.body));
+      // A large body is decoded a list element at a time; any other, or one that fails so, whole.
+      const split = decodeBodyParts(bodyMessage, parts.body);
+      message = split?.message ?? bodyMessage.decode(new StrictReader(parts.body));
+      lists = split?.lists;
       unknownBodyFields = findUnknownFields(bodyMessage, parts.body);
     } catch (err) {
       return reject(
@@ -289,6 +294,7 @@ export class McpResourceReader {
       { namespace, name, labels: parts.labels, annotations: parts.annotations },
       bodyMessage,
       message,
+      lists,
     );
     const [first] = checked.errors;
     if (first !== undefined) {

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import protobuf from 'protobufjs';
 import type { MeshmuxError } from '../../src/core/errors.js';
+import { decodeBodyParts } from '../../src/schema/body-parts.js';
 import { KINDS } from '../../src/schema/kinds.js';
 import {
   checkDecodedAsJson,
@@ -127,6 +128,7 @@ describe('the JSON checks of upstream objects', () => {
       return errors.map((e) => `${e.location.field ?? ''}: ${e.message}`);
     };
     let refused = 0;
+    let split = 0;
     for (const kind of KINDS.kinds) {
       const type = messageType(kind.bodyType);
       fc.assert(
@@ -140,6 +142,18 @@ describe('the JSON checks of upstream objects', () => {
             json,
             kind.kind,
           );
+          // The same with its top-level lists of messages held apart, as a large body is read.
+          const parts = decodeBodyParts(type, type.encode(decoded).finish(), 0);
+          if (parts !== undefined) {
+            split++;
+            assert.deepEqual(
+              outcome((errors) =>
+                checkDecodedAsJson(type, parts.message, { path: 'spec', errors }, parts.lists),
+              ),
+              json,
+              `${kind.kind} in parts`,
+            );
+          }
           if (json.length > 0) refused++;
         }),
         { numRuns: 150, seed: 11 },
@@ -147,6 +161,7 @@ describe('the JSON checks of upstream objects', () => {
     }
     // The comparison is not vacuous: the generator reaches what the checks refuse.
     assert.ok(refused > 300, `only ${refused} generated messages were refused`);
+    assert.ok(split > 1000, `only ${split} generated messages had lists to hold apart`);
   });
 
   it('do refuse some VirtualServices decoded from bytes: the generator reaches what they check', () => {

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { SourceEvent, SourceSnapshotEvent } from '../../src/core/source-event.js';
+import { LARGE_BODY_BYTES } from '../../src/schema/body-parts.js';
 import { McpSource } from '../../src/upstream/mcp/mcp-source.js';
 import { XdsSource } from '../../src/upstream/xds/xds-source.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { FakeGalley } from '../support/fake-galley.js';
-import { encodeMcpResource, kindNamed, type FakeObject } from '../support/fake-objects.js';
+import { encodeBody, encodeMcpResource, kindNamed, type FakeObject } from '../support/fake-objects.js';
 import {
   bareBodyAny,
   discoveryResponse,
@@ -220,6 +221,51 @@ describe('an xds source refusing responses whose objects cannot all be named', (
         fakeVirtualService('details'),
       ],
       /shop\/reviews: the body does not decode as .*VirtualService: a string field at byte 2 is not valid UTF-8/,
+    );
+  });
+
+  /** `name` with `count` routes: a body of well over the size read a route at a time. */
+  function largeVirtualService(name: string, count: number): FakeObject & { spec: { http: object[] } } {
+    const http = Array.from({ length: count }, (_, r) => ({
+      name: `route-${r}`,
+      match: [{ uri: { prefix: `/${name}/path-${r}` } }],
+      route: [{ destination: { host: `${name}-${r % 5}.shop.svc.cluster.local` } }],
+    }));
+    return { namespace: 'shop', name, spec: { hosts: [name], http } };
+  }
+
+  it('reads a large VirtualService a route at a time: served whole, then one bad route refused by its index or its byte', async () => {
+    const large = largeVirtualService('ratings', 2000);
+    const body = encodeBody(VS_KIND, large.spec);
+    assert.ok(body.length > LARGE_BODY_BYTES, `${body.length} bytes`);
+    const from = recorder.count;
+    fake.set('VirtualService', [fakeVirtualService('reviews'), large, fakeVirtualService('details')]);
+    fake.push();
+    await recorder.next(
+      (e) =>
+        e.type === 'snapshot' &&
+        e.resources.some((r) => r.name === 'ratings' && r.body.length === body.length),
+      from,
+    );
+    const served = foldSourceEvents(recorder.events).get(VS)?.get('shop/ratings')?.body;
+    assert.ok(served !== undefined && Buffer.from(served).equals(body), 'served byte for byte');
+
+    const twoAlternatives = structuredClone(large);
+    (twoAlternatives.spec.http[1500] as { match: unknown }).match = [{ uri: { exact: '/a', prefix: '/b' } }];
+    await keepsRefused(
+      'ratings',
+      [fakeVirtualService('reviews'), twoAlternatives, fakeVirtualService('details')],
+      /shop\/ratings: spec\.http\[1500\]\.match\[0\]\.uri: only one of exact, prefix may be set/,
+    );
+    const notUtf8 = encodeBody(VS_KIND, large.spec);
+    const at = Buffer.from(notUtf8).indexOf('route-1700');
+    notUtf8.set([0xff, 0xfe], at);
+    await keepsRefused(
+      'ratings',
+      [fakeVirtualService('reviews'), { ...large, rawBody: notUtf8 }, fakeVirtualService('details')],
+      new RegExp(
+        `shop/ratings: the body does not decode as .*VirtualService: a string field at byte ${at} is not valid UTF-8`,
+      ),
     );
   });
 
