@@ -10,6 +10,11 @@ interface Block {
 const AVERAGE_OBJECTS = 128;
 /** No block holds more, whatever the names. */
 const MAX_OBJECTS = 1024;
+/**
+ * An object whose body is this large is a chunk of its own, its framed bytes as they are: copied
+ * into a block, it would be copied again with every change of a neighbour.
+ */
+const ALONE_BYTES = 64 * 1024;
 
 /** Counters for benchmarks and the debug endpoint. */
 export interface BlockCounters {
@@ -84,21 +89,37 @@ export class FrameBlocks {
     let start = 0;
     for (let i = 0; i < resources.length; i++) {
       const r = resources[i] as ConfigResource;
+      if (r.body.byteLength >= ALONE_BYTES) {
+        if (start < i) out.push(this.block(blocks, resources, start, i, framed));
+        const bytes = framed(r);
+        out.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+        start = i + 1;
+        continue;
+      }
       const last = i === resources.length - 1 || i + 1 - start >= MAX_OBJECTS || endsBlock(r);
       if (!last) continue;
-      const first = resources[start] as ConfigResource;
-      const known = blocks.get(first);
-      if (known !== undefined && sameMembers(known.members, resources, start, i + 1)) out.push(known.bytes);
-      else {
-        const members = resources.slice(start, i + 1);
-        const bytes = Buffer.concat(members.map(framed));
-        this.counters.blocksBuilt++;
-        this.counters.bytesCopied += bytes.byteLength;
-        blocks.set(first, { members, bytes });
-        out.push(bytes);
-      }
+      out.push(this.block(blocks, resources, start, i + 1, framed));
       start = i + 1;
     }
     return out;
+  }
+
+  /** The block of `resources[from..to)`: the one kept for them, or a new one. */
+  private block(
+    blocks: WeakMap<ConfigResource, Block>,
+    resources: readonly ConfigResource[],
+    from: number,
+    to: number,
+    framed: (r: ConfigResource) => Uint8Array,
+  ): Buffer {
+    const first = resources[from] as ConfigResource;
+    const known = blocks.get(first);
+    if (known !== undefined && sameMembers(known.members, resources, from, to)) return known.bytes;
+    const members = resources.slice(from, to);
+    const bytes = Buffer.concat(members.map(framed));
+    this.counters.blocksBuilt++;
+    this.counters.bytesCopied += bytes.byteLength;
+    blocks.set(first, { members, bytes });
+    return bytes;
   }
 }

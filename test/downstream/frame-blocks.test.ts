@@ -22,17 +22,45 @@ const framed = (r: ConfigResource): Uint8Array =>
   Buffer.from(`[${r.name}:${Buffer.from(r.body).toString()}]`);
 const joined = (list: readonly ConfigResource[]): string =>
   list.map((r) => Buffer.from(framed(r)).toString()).join('');
+/** A body large enough to be framed alone. */
+const LARGE = 'x'.repeat(70_000);
 const names = (n: number): string[] =>
   Array.from({ length: n }, (_, i) => `svc-${String(i).padStart(5, '0')}`);
 
 describe('FrameBlocks', () => {
-  it('chunks concatenate to every framed object, in order, for any list', () => {
+  it('chunks concatenate to every framed object, in order, for any list, large objects among them', () => {
     fc.assert(
-      fc.property(fc.uniqueArray(fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), { maxLength: 600 }), (raw) => {
-        const list = raw.map((n) => resource(n)).sort(compareByName);
-        const chunks = new FrameBlocks().chunks('v|k', list, framed);
-        assert.equal(Buffer.concat(chunks).toString(), joined(list));
-      }),
+      fc.property(
+        fc.uniqueArray(fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), { maxLength: 600 }),
+        fc.array(fc.nat(), { maxLength: 4 }),
+        (raw, large) => {
+          const big = new Set(large.map((i) => raw[i % Math.max(raw.length, 1)]));
+          const list = raw.map((n) => resource(n, big.has(n) ? LARGE : n)).sort(compareByName);
+          const chunks = new FrameBlocks().chunks('v|k', list, framed);
+          assert.equal(Buffer.concat(chunks).toString(), joined(list));
+        },
+      ),
+    );
+  });
+
+  it('serves an object with a large body as a chunk of its own, never copied, whatever changes beside it', () => {
+    const blocks = new FrameBlocks();
+    const list = names(40).map((n, i) => resource(n, i % 10 === 3 ? `${LARGE}${i}` : n));
+    const bytes = new Map(list.map((r) => [r, framed(r)]));
+    const own = (r: ConfigResource): Uint8Array => bytes.get(r) ?? framed(r);
+    const first = blocks.chunks('v|k', list, own);
+    assert.equal(Buffer.concat(first).toString(), joined(list));
+    for (const r of list.filter((_, i) => i % 10 === 3)) {
+      const chunk = first.find((c) => c.buffer === bytes.get(r)?.buffer);
+      assert.ok(chunk !== undefined && chunk.byteLength === bytes.get(r)?.byteLength, `${r.name} as it is`);
+    }
+    assert.ok(blocks.counters.bytesCopied < 2000, `${blocks.counters.bytesCopied} bytes copied into blocks`);
+    const next = list.map((r, i) => (i === 4 ? resource(r.name, 'changed') : r));
+    const copied = blocks.counters.bytesCopied;
+    assert.equal(Buffer.concat(blocks.chunks('v|k', next, own)).toString(), joined(next));
+    assert.ok(
+      blocks.counters.bytesCopied - copied < 2000,
+      'the change beside a large object copies the small ones only',
     );
   });
 
