@@ -4,10 +4,12 @@ import { compactString } from '../core/compact-string.js';
 import type { ConfigResource } from '../core/resource.js';
 import { anyTypeUrl } from '../schema/proto-root.js';
 import type { KindRegistry } from '../schema/kinds.js';
-import { encodeAny, lengthDelimitedTag } from '../wire/wire-writer.js';
+import { lengthDelimitedSize, SizedWriter } from '../wire/sized-writer.js';
+import { lengthDelimitedTag } from '../wire/wire-writer.js';
 import { MCP_RESOURCE_TYPE_URL } from '../wire/type-urls.js';
 
-/** Any type URL of the MCP envelope istiod expects around every object. */
+/** Any type URL of the MCP envelope istiod expects around every object, as bytes. */
+const MCP_URL = Buffer.from(MCP_RESOURCE_TYPE_URL, 'utf8');
 
 /** The field number of `DiscoveryResponse.resources`. */
 const RESPONSE_RESOURCES_FIELD = 2;
@@ -79,13 +81,16 @@ export class ResourceEncoder {
     const key = contentKey(resource);
     const hit = this.cache.get(key);
     if (hit !== undefined) return hit;
-    // A copy of its own: protobufjs writes into Node's shared 8 KiB pool, and one kept slice of a
-    // pool slab keeps the whole slab (mostly garbage from the encoding) alive.
-    const bytes = new Uint8Array(this.encode(resource));
+    const bytes = this.encode(resource);
     this.cache.set(key, bytes);
     return bytes;
   }
 
+  /**
+   * The entry written once into memory of its own (not a slice of Node's shared pool, whose slab
+   * a kept slice would keep alive whole): the nested messages' sizes are computed first, so the
+   * body, which is most of the bytes, is copied once, not once per level of nesting.
+   */
   private encode(resource: ConfigResource): Uint8Array {
     this.encodes++;
     const kind = this.kinds.get(resource.kind);
@@ -100,17 +105,33 @@ export class ResourceEncoder {
     metadata.uint32(lengthDelimitedTag(3)).string(resource.version);
     writeStringMap(metadata, 4, resource.labels);
     writeStringMap(metadata, 5, resource.annotations);
-    const mcpResource = protobuf.Writer.create()
-      .uint32(lengthDelimitedTag(1))
-      .bytes(metadata.finish())
-      .uint32(lengthDelimitedTag(2))
-      .bytes(encodeAny(anyTypeUrl(kind.bodyType), resource.body))
-      .finish();
-    return protobuf.Writer.create()
-      .uint32(lengthDelimitedTag(RESPONSE_RESOURCES_FIELD))
-      .bytes(encodeAny(MCP_RESOURCE_TYPE_URL, mcpResource))
-      .finish();
+    const meta = metadata.finish();
+    const bodyUrl = typeUrlBytes(anyTypeUrl(kind.bodyType));
+    // Any(body) inside Resource{metadata, body} inside Any(Resource), as `resources` field 2.
+    const bodyAny = lengthDelimitedSize(bodyUrl.byteLength) + lengthDelimitedSize(resource.body.byteLength);
+    const mcpResource = lengthDelimitedSize(meta.byteLength) + lengthDelimitedSize(bodyAny);
+    const outerAny = lengthDelimitedSize(MCP_URL.byteLength) + lengthDelimitedSize(mcpResource);
+    const size = lengthDelimitedSize(outerAny);
+    const w = new SizedWriter(Buffer.allocUnsafeSlow(size));
+    w.header(RESPONSE_RESOURCES_FIELD, outerAny);
+    w.bytes(1, MCP_URL);
+    w.header(2, mcpResource);
+    w.bytes(1, meta);
+    w.header(2, bodyAny);
+    w.bytes(1, bodyUrl);
+    w.bytes(2, resource.body);
+    if (w.pos !== size) throw new Error(`an encoded object took ${w.pos} bytes, ${size} computed`);
+    return w.buf;
   }
+}
+
+const typeUrls = new Map<string, Buffer>();
+
+/** A body type URL's UTF-8 bytes, encoded once. */
+function typeUrlBytes(url: string): Buffer {
+  let bytes = typeUrls.get(url);
+  if (bytes === undefined) typeUrls.set(url, (bytes = Buffer.from(url, 'utf8')));
+  return bytes;
 }
 
 function writeStringMap(writer: protobuf.Writer, field: number, map: Readonly<Record<string, string>>): void {

@@ -5,6 +5,7 @@ import { makeResource, restoreResource, type ConfigResource } from '../core/reso
 import type { HeldRecord, SourceRecord } from '../merge/source-record.js';
 import { HOLD_REASONS, type HoldReason } from '../merge/config-snapshot.js';
 import { messageType } from '../schema/proto-root.js';
+import { SizedWriter, varintSize } from '../wire/sized-writer.js';
 
 /**
  * A state file: a fixed header, then one `meshmux.state.v1.SourceRecord`.
@@ -52,59 +53,6 @@ function resourceMessage(r: ConfigResource): Record<string, unknown> {
   };
 }
 
-/** Bytes of a varint holding `n` (an integer from -2^63 to 2^53; a negative one takes ten). */
-function varintSize(n: number): number {
-  if (n < 0) return 10;
-  let size = 1;
-  while (n >= 128) {
-    n = Math.floor(n / 128);
-    size++;
-  }
-  return size;
-}
-
-/**
- * Writes `meshmux.state.v1.PersistedResource` messages straight into one buffer, sized first:
- * a record of 50k objects is rewritten after changes, and building it field by field through a
- * generic writer left tens of megabytes of short-lived objects per write. Fields holding their
- * proto3 default are left out, as proto3 allows; `decodeStateFile` reads them back as defaults.
- */
-class ResourceWriter {
-  pos = 0;
-  constructor(readonly buf: Buffer) {}
-
-  varint(n: number): void {
-    if (n < 0) {
-      // Two's complement over 64 bits, as int64 and int32 fields encode negative numbers.
-      let v = BigInt.asUintN(64, BigInt(n));
-      while (v >= 128n) {
-        this.buf[this.pos++] = Number(v & 127n) | 128;
-        v >>= 7n;
-      }
-      this.buf[this.pos++] = Number(v);
-      return;
-    }
-    while (n >= 128) {
-      this.buf[this.pos++] = (n % 128) | 128;
-      n = Math.floor(n / 128);
-    }
-    this.buf[this.pos++] = n;
-  }
-
-  string(field: number, value: string, bytes: number): void {
-    this.varint((field << 3) | 2);
-    this.varint(bytes);
-    this.pos += this.buf.write(value, this.pos, 'utf8');
-  }
-
-  bytes(field: number, value: Uint8Array): void {
-    this.varint((field << 3) | 2);
-    this.varint(value.byteLength);
-    this.buf.set(value, this.pos);
-    this.pos += value.byteLength;
-  }
-}
-
 /** A string field's encoded size (tag of one byte: field numbers below 16), or 0 when it is empty. */
 function stringFieldSize(value: string): number {
   if (value === '') return 0;
@@ -126,7 +74,7 @@ function mapSize(map: Readonly<Record<string, string>>): number {
   return size;
 }
 
-function writeMap(w: ResourceWriter, field: number, map: Readonly<Record<string, string>>): void {
+function writeMap(w: SizedWriter, field: number, map: Readonly<Record<string, string>>): void {
   for (const key in map) {
     const value = map[key] ?? '';
     const k = Buffer.byteLength(key, 'utf8');
@@ -162,7 +110,7 @@ function resourceSize(r: ConfigResource): number {
   );
 }
 
-function writeResource(w: ResourceWriter, r: ConfigResource): void {
+function writeResource(w: SizedWriter, r: ConfigResource): void {
   const field = (f: number, value: string): void => {
     if (value !== '') w.string(f, value, Buffer.byteLength(value, 'utf8'));
   };
@@ -195,7 +143,13 @@ function writeResource(w: ResourceWriter, r: ConfigResource): void {
   flag(16, origin.createTimeStamped === true);
 }
 
-/** Objects `from` to `to` of `resources`, each as a `resources` field (8) of a SourceRecord. */
+/**
+ * Objects `from` to `to` of `resources`, each as a `resources` field (8) of a SourceRecord,
+ * written straight into one buffer sized first: a record of 50k objects is rewritten after
+ * changes, and building it field by field through a generic writer left tens of megabytes of
+ * short-lived objects per write. Fields holding their proto3 default are left out, as proto3
+ * allows; `decodeStateFile` reads them back as defaults.
+ */
 function encodeResourceSlice(resources: readonly ConfigResource[], from: number, to: number): Buffer {
   const sizes = new Int32Array(to - from);
   let total = 0;
@@ -204,7 +158,7 @@ function encodeResourceSlice(resources: readonly ConfigResource[], from: number,
     sizes[i - from] = size;
     total += 1 + varintSize(size) + size;
   }
-  const w = new ResourceWriter(Buffer.allocUnsafe(total));
+  const w = new SizedWriter(Buffer.allocUnsafe(total));
   for (let i = from; i < to; i++) {
     w.varint(RESOURCES_TAG);
     w.varint(sizes[i - from] as number);

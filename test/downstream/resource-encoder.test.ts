@@ -104,6 +104,35 @@ describe('resource encoder', () => {
     assert.deepEqual([...got.body], [...body]);
   });
 
+  it('writes the bytes protobufjs writes for the same response entry, whatever the size of the body', () => {
+    const encoder = new ResourceEncoder(KINDS);
+    // Bodies whose lengths take one to four bytes as varints, at every level of nesting.
+    for (const size of [0, 5, 127, 128, 16_383, 16_384, 300_000, 2_097_152]) {
+      const body = Uint8Array.from({ length: size }, (_, i) => (i * 31) & 0xff);
+      const r = resource({
+        name: `sized-${size}`,
+        labels: { app: 'cart', zone: 'z1' },
+        annotations: { 'owner.example/team': 'a' },
+        createTime: { seconds: 1_700_000_123, nanos: 456 },
+        body,
+      });
+      const mcp = MCP_RESOURCE.encode({
+        metadata: {
+          name: `shop/sized-${size}`,
+          create_time: { seconds: 1_700_000_123, nanos: 456 },
+          version: r.version,
+          labels: { app: 'cart', zone: 'z1' },
+          annotations: { 'owner.example/team': 'a' },
+        },
+        body: { type_url: anyTypeUrl(KINDS.get(KIND)?.bodyType ?? '?'), value: body },
+      }).finish();
+      const expected = RESPONSE.encode({
+        resources: [{ type_url: MCP_RESOURCE_TYPE_URL, value: mcp }],
+      }).finish();
+      assert.ok(Buffer.from(encoder.framed(r)).equals(expected), `a body of ${size} bytes`);
+    }
+  });
+
   it('sends create_time even at the epoch, with only the non-zero parts set', () => {
     const encoder = new ResourceEncoder(KINDS);
     const epoch = encoder.framed(resource({ name: 'epoch', createTime: { seconds: 0, nanos: 0 } }));
