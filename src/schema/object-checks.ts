@@ -28,13 +28,14 @@ export interface ObjectCheckResult {
  * body, through its proto3 JSON form, with the schema checks of `fromProtoJson` (ranges, durations,
  * alternatives set together, `null` list elements ...), unless no message of its type decoded
  * from bytes can fail them (`jsonRoundTripCanFail`). `message` is the decoded body, without the
- * top-level lists held apart in `lists` (see `decodeBodyParts`). Each error carries the field path
- * (`metadata.name`, `spec.http[0].timeout`) and no file.
+ * top-level lists held apart in `lists` (see `decodeBodyParts`); it may be left out only for such
+ * a type, which needs none. Each error carries the field path (`metadata.name`,
+ * `spec.http[0].timeout`) and no file.
  */
 export function checkUpstreamObject(
   meta: EnvelopeMeta,
   bodyType: protobuf.Type,
-  message: protobuf.Message,
+  message: protobuf.Message | undefined,
   lists?: ReadonlyMap<protobuf.Field, MessageList>,
 ): ObjectCheckResult {
   const errors: MeshmuxError[] = [];
@@ -47,6 +48,7 @@ export function checkUpstreamObject(
   );
   // Most kinds' messages cannot fail them at all (ServiceEntry, WorkloadEntry ...): not walked.
   if (!jsonRoundTripCanFail(bodyType)) return { errors, warnings };
+  if (message === undefined) throw new TypeError(`a ${bodyType.fullName} body must be decoded to be checked`);
   try {
     // Checked on the decoded message as its JSON form would be; nothing is printed or encoded.
     const found: MeshmuxError[] = [];

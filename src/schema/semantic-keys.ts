@@ -1,7 +1,10 @@
+import type protobuf from 'protobufjs';
 import { compactString } from '../core/compact-string.js';
 import type { ConfigResource } from '../core/resource.js';
 import { KINDS } from './kinds.js';
 import { messageType } from './proto-root.js';
+import { WireCursor } from '../wire/wire-cursor.js';
+import { WIRE_LENGTH_DELIMITED } from '../wire/wire-types.js';
 
 interface Body {
   hosts?: string[];
@@ -90,14 +93,69 @@ export function semanticKeysOf(resource: ConfigResource): readonly string[] {
 
 /**
  * Derives and keeps the semantic keys of an object of `kind` in `namespace` whose `body` a reader
- * has just decoded into `message`, so the merge does not decode it again.
+ * has just decoded into `message`, so the merge does not decode it again. Without `message`, the
+ * fields are read from the body's top level itself, which must be plain (`isPlainBody`).
  */
 export function rememberSemanticKeys(
   kind: string,
   namespace: string,
   body: Uint8Array,
-  message: object,
+  message?: object,
 ): void {
   const extract = EXTRACTORS.get(kind);
-  cache.set(body, { namespace, keys: extract === undefined ? [] : extract(namespace, bodyFields(message)) });
+  let keys: readonly string[] = [];
+  if (extract !== undefined) {
+    const descriptor = KINDS.get(kind);
+    const fields =
+      message !== undefined
+        ? bodyFields(message)
+        : descriptor === undefined
+          ? {}
+          : topLevelFields(messageType(descriptor.bodyType), body);
+    keys = extract(namespace, fields);
+  }
+  cache.set(body, { namespace, keys });
+}
+
+/**
+ * {@link bodyFields} of a body read from its bytes: the last `host` sent wins and `hosts` and
+ * `gateways` keep every element, as decoding gives them; `workload_selector` is only told present.
+ */
+function topLevelFields(type: protobuf.Type, body: Uint8Array): Body {
+  const ids = fieldIds(type);
+  const out: { hosts?: string[]; gateways?: string[]; host?: string; workload_selector?: unknown } = {};
+  const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  const cursor = new WireCursor(body);
+  while (cursor.pos < body.length) {
+    const tag = cursor.uint32(body.length);
+    const id = tag >>> 3;
+    const wire = tag & 7;
+    const wanted = id === ids.hosts || id === ids.gateways || id === ids.host || id === ids.selector;
+    if (wire !== WIRE_LENGTH_DELIMITED || !wanted) {
+      cursor.skip(wire, body.length, id);
+      continue;
+    }
+    cursor.lengthDelimited(body.length);
+    if (id === ids.selector) {
+      out.workload_selector = true;
+      continue;
+    }
+    const value = text.toString('utf8', cursor.start, cursor.end);
+    if (id === ids.hosts) (out.hosts ??= []).push(value);
+    else if (id === ids.gateways) (out.gateways ??= []).push(value);
+    else out.host = value;
+  }
+  if (out.host === '') delete out.host;
+  return out;
+}
+
+/** Field numbers of the fields the extractors read (0: the type has none of that name). */
+function fieldIds(type: protobuf.Type): { hosts: number; gateways: number; host: number; selector: number } {
+  const id = (name: string): number => type.fields[name]?.id ?? 0;
+  return {
+    hosts: id('hosts'),
+    gateways: id('gateways'),
+    host: id('host'),
+    selector: id('workload_selector'),
+  };
 }

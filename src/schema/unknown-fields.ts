@@ -4,11 +4,13 @@
  * was written with a different schema (a wrong field number, a changed type), so tests and
  * debug tools use this to tell a faithful schema from a merely compatible one.
  */
+import { isUtf8 } from 'node:buffer';
 import protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
 import { childPath, indexPath } from './field-path.js';
 import { jsonNameOf } from './proto-json.js';
 import { fullNameOf, protoRoot } from './proto-root.js';
+import { WireCursor } from '../wire/wire-cursor.js';
 import { WIRE_FIXED32, WIRE_FIXED64, WIRE_LENGTH_DELIMITED, WIRE_VARINT } from '../wire/wire-types.js';
 
 const SCALAR_WIRE: Readonly<Record<string, number>> = {
@@ -210,4 +212,93 @@ export function findUnknownFields(type: protobuf.Type, bytes: Uint8Array): strin
     );
   }
   return scanner.found;
+}
+
+/**
+ * Whether `bytes` are a message of `type` exactly as the schema describes it, so that decoding it
+ * through `StrictReader` cannot fail and {@link findUnknownFields} finds nothing: every field
+ * declared and with its wire type (lists packed or not), every length and varint within its
+ * message, every string (map keys and values too) valid UTF-8, and no `Any` (whose payload is
+ * left to whoever decodes it). False says nothing more: such bytes are for a full decode to judge.
+ */
+export function isPlainBody(type: protobuf.Type, bytes: Uint8Array): boolean {
+  try {
+    return plainMessage(type, new WireCursor(bytes), bytes, bytes.length);
+  } catch {
+    return false;
+  }
+}
+
+function plainMessage(type: protobuf.Type, cursor: WireCursor, bytes: Uint8Array, limit: number): boolean {
+  while (cursor.pos < limit) {
+    const tag = cursor.uint32(limit);
+    const wire = tag & 7;
+    const field = type.fieldsById[tag >>> 3];
+    if (field === undefined) return false;
+    if (field instanceof protobuf.MapField) {
+      if (wire !== WIRE_LENGTH_DELIMITED) return false;
+      cursor.lengthDelimited(limit);
+      const end = cursor.end;
+      cursor.pos = cursor.start;
+      if (!plainMapEntry(field, cursor, bytes, end)) return false;
+      continue;
+    }
+    if (!plainValue(field.type, field.resolvedType, wire, field.repeated, cursor, bytes, limit)) return false;
+  }
+  return cursor.pos === limit;
+}
+
+function plainMapEntry(
+  field: protobuf.MapField,
+  cursor: WireCursor,
+  bytes: Uint8Array,
+  end: number,
+): boolean {
+  while (cursor.pos < end) {
+    const tag = cursor.uint32(end);
+    const id = tag >>> 3;
+    const wire = tag & 7;
+    if (id === 1) {
+      if (!plainValue(field.keyType, null, wire, false, cursor, bytes, end)) return false;
+    } else if (id === 2) {
+      if (!plainValue(field.type, field.resolvedType, wire, false, cursor, bytes, end)) return false;
+    } else return false;
+  }
+  return cursor.pos === end;
+}
+
+/** One value of a field of `typeName` at the cursor, read past when plain. */
+function plainValue(
+  typeName: string,
+  resolved: protobuf.ReflectionObject | null,
+  wire: number,
+  repeated: boolean,
+  cursor: WireCursor,
+  bytes: Uint8Array,
+  limit: number,
+): boolean {
+  const expected = wireTypeOf(typeName, resolved);
+  if (resolved instanceof protobuf.Type) {
+    if (wire !== WIRE_LENGTH_DELIMITED || fullNameOf(resolved) === '.google.protobuf.Any') return false;
+    cursor.lengthDelimited(limit);
+    const end = cursor.end;
+    cursor.pos = cursor.start;
+    return plainMessage(resolved, cursor, bytes, end);
+  }
+  if (wire === expected) {
+    if (typeName !== 'string') cursor.skip(wire, limit, 0);
+    else {
+      cursor.lengthDelimited(limit);
+      if (!isUtf8(bytes.subarray(cursor.start, cursor.end))) return false;
+    }
+    return true;
+  }
+  if (!repeated || wire !== WIRE_LENGTH_DELIMITED || expected === WIRE_LENGTH_DELIMITED) return false;
+  // A packed list: whole values of the element's wire type, nothing left over.
+  cursor.lengthDelimited(limit);
+  const end = cursor.end;
+  if (expected !== WIRE_VARINT) return (end - cursor.start) % (expected === WIRE_FIXED64 ? 8 : 4) === 0;
+  cursor.pos = cursor.start;
+  while (cursor.pos < end) cursor.skip(WIRE_VARINT, end, 0);
+  return true;
 }

@@ -15,7 +15,8 @@ import { messageType } from '../schema/proto-root.js';
 import { type BodyParts, decodeBodyParts } from '../schema/body-parts.js';
 import { checkUpstreamObject } from '../schema/object-checks.js';
 import { rememberSemanticKeys } from '../schema/semantic-keys.js';
-import { findUnknownFields } from '../schema/unknown-fields.js';
+import { jsonRoundTripCanFail } from '../schema/proto-json.js';
+import { findUnknownFields, isPlainBody } from '../schema/unknown-fields.js';
 import { StrictReader } from '../wire/strict-reader.js';
 import { sameBytes, unknownFieldNumbers } from '../wire/wire-fields.js';
 
@@ -274,15 +275,19 @@ export class McpResourceReader {
       };
     }
     const bodyMessage = messageType(kind.bodyType);
-    let unknownBodyFields: readonly string[];
-    let message: protobuf.Message;
+    let unknownBodyFields: readonly string[] = NONE;
+    let message: protobuf.Message | undefined;
     let lists: BodyParts['lists'] | undefined;
     try {
-      // A large body is decoded a list element at a time; any other, or one that fails so, whole.
-      const split = decodeBodyParts(bodyMessage, parts.body);
-      message = split?.message ?? bodyMessage.decode(new StrictReader(parts.body));
-      lists = split?.lists;
-      unknownBodyFields = findUnknownFields(bodyMessage, parts.body);
+      // A body of a kind no schema check can refuse needs no decoding when its bytes are plain
+      // (nothing to report, no text that is not UTF-8): nothing would read the decoded message.
+      if (jsonRoundTripCanFail(bodyMessage) || !isPlainBody(bodyMessage, parts.body)) {
+        // A large body is decoded a list element at a time; any other, or one that fails so, whole.
+        const split = decodeBodyParts(bodyMessage, parts.body);
+        message = split?.message ?? bodyMessage.decode(new StrictReader(parts.body));
+        lists = split?.lists;
+        unknownBodyFields = findUnknownFields(bodyMessage, parts.body);
+      }
     } catch (err) {
       return reject(
         'DECODE',

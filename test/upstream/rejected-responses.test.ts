@@ -16,7 +16,7 @@ import {
 } from '../support/faulty-responses.js';
 import { deltaResponse, ScriptedDeltaUpstream } from '../support/scripted-delta-upstream.js';
 import { SourceEventRecorder } from '../support/source-event-recorder.js';
-import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
+import { fakeDestinationRule, fakeServiceEntry, fakeVirtualService } from '../support/fake-objects.js';
 import { foldSourceEvents, servedKeys } from '../support/folded-source-state.js';
 
 const VS_V1 = 'networking.istio.io/v1/VirtualService';
@@ -284,6 +284,76 @@ describe('an xds source refusing responses whose objects cannot all be named', (
       ],
       /shop\/ratings: spec\.http\[0\]\.match\[0\]\.uri: only one of exact, prefix may be set/,
     );
+  });
+});
+
+describe('an xds source reading ServiceEntries, whose plain bodies it does not decode', () => {
+  const SE = 'networking.istio.io/ServiceEntry';
+  let fake: FakeAdsServer;
+  let recorder: SourceEventRecorder;
+
+  before(async () => {
+    fake = await FakeAdsServer.start({ peer: 'istiod' });
+    fake.set('ServiceEntry', [
+      fakeServiceEntry('cart', 'cart.example'),
+      fakeServiceEntry('pay', 'pay.example'),
+    ]);
+    recorder = new SourceEventRecorder(
+      new XdsSource({
+        name: 'upstream',
+        namespace: 'default',
+        address: fake.address,
+        kinds: ['ServiceEntry'],
+        apiVersions: 'current',
+        reconnect: { initialDelay: 50, maxDelay: 400 },
+      }).events$,
+    );
+    await recorder.status('synced');
+  });
+  after(async () => {
+    recorder.close();
+    await fake.stop();
+  });
+
+  it('refuses one whose host is not UTF-8 and warns of one with an unknown field, serving the rest byte for byte', async () => {
+    const kind = kindNamed('ServiceEntry');
+    const good = fakeServiceEntry('cart', 'cart-v2.example');
+    const bad = encodeBody(kind, fakeServiceEntry('pay', 'pay-v2.example').spec);
+    const at = Buffer.from(bad).indexOf('pay-v2');
+    bad.set([0xc3, 0x28], at);
+    const extra = Uint8Array.from([
+      ...encodeBody(kind, fakeServiceEntry('ship', 'ship.example').spec),
+      0xf8,
+      0x06,
+      0x01,
+    ]);
+    const from = recorder.count;
+    fake.set('ServiceEntry', [
+      good,
+      { ...fakeServiceEntry('pay', 'x'), rawBody: bad },
+      { ...fakeServiceEntry('ship', 'x'), rawBody: extra },
+    ]);
+    fake.push();
+    const snapshot = (await recorder.next(
+      (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'ship'),
+      from,
+    )) as SourceSnapshotEvent;
+    const served = foldSourceEvents(recorder.events).get(SE);
+    assert.ok(Buffer.from(served?.get('payments/cart')?.body ?? []).equals(encodeBody(kind, good.spec)));
+    assert.ok(Buffer.from(served?.get('payments/ship')?.body ?? []).equals(extra));
+    assert.ok(
+      Buffer.from(served?.get('payments/pay')?.body ?? []).equals(
+        encodeBody(kind, fakeServiceEntry('pay', 'pay.example').spec),
+      ),
+      'the last good version of pay',
+    );
+    assert.match(
+      snapshot.errors.map((e) => e.message).join('\n'),
+      new RegExp(
+        `payments/pay: the body does not decode as .*ServiceEntry: a string field at byte ${at} is not valid UTF-8`,
+      ),
+    );
+    assert.match(snapshot.warnings.map((w) => w.message).join('\n'), /#111/);
   });
 });
 
