@@ -223,7 +223,9 @@ export class AdsServer {
       this.lastSnapshotAtMs = performance.timeOrigin + performance.now();
       for (const stream of this.streams) stream.onSnapshot(snapshot);
       this.releaseObsolete(snapshot);
-      if (this.streams.size === 0) this.prewarm(snapshot);
+      // Not before every source has answered: encoding would take the CPU the remaining sources'
+      // first responses need, and delay the moment meshmux is ready.
+      if (this.streams.size === 0 && snapshot.ready) this.prewarm(snapshot);
     });
     this.options.log.info({ address, port, tls: credentials._isSecure() }, 'ADS server listening');
     return port;
@@ -252,10 +254,10 @@ export class AdsServer {
   }
 
   /**
-   * With nobody connected, encodes a snapshot's objects in the background, a few milliseconds per
-   * turn of the event loop, so the first istiods to connect find them ready instead of waiting for
-   * them to be encoded. A newer snapshot takes over, walking only the kinds that changed (objects
-   * already encoded cost a lookup).
+   * With nobody connected and the snapshot ready, encodes its objects in the background, a few
+   * milliseconds per turn of the event loop, so the first istiods to connect find them ready
+   * instead of waiting for them to be encoded. A newer snapshot takes over, walking only the kinds
+   * that changed (objects already encoded cost a lookup).
    */
   private prewarm(snapshot: ConfigSnapshot): void {
     const run = ++this.prewarmRun;

@@ -1,0 +1,55 @@
+import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
+import { after, before, describe, it } from 'node:test';
+import { FakeAdsServer } from '../support/fake-ads-server.js';
+import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
+import { startFromYaml } from '../support/meshmux-harness.js';
+import { until } from '../support/deadline.js';
+
+const DR_V1 = 'networking.istio.io/v1/DestinationRule';
+
+describe('encoding ahead of the first istiod (meshmux in process, a real gRPC upstream)', () => {
+  let fake: FakeAdsServer;
+  let meshmux: Awaited<ReturnType<typeof startFromYaml>>;
+
+  before(async () => {
+    // DestinationRules go unanswered at first: the snapshot is published, not ready.
+    fake = await FakeAdsServer.start({ peer: 'istiod', mute: new Set([DR_V1]) });
+    fake
+      .set('VirtualService', [fakeVirtualService('reviews'), fakeVirtualService('ratings')])
+      .set('DestinationRule', [fakeDestinationRule('reviews')]);
+    meshmux = await startFromYaml(
+      [
+        'syncTimeout: 60s',
+        'sources:',
+        '  - name: upstream',
+        '    type: xds',
+        `    address: ${fake.address}`,
+        '    kinds: [VirtualService, DestinationRule]',
+        '    apiVersions: current',
+      ].join('\n'),
+      process.cwd(),
+    );
+  });
+  after(async () => {
+    await meshmux.stop();
+    await fake.stop();
+  });
+
+  it('waits until every source has answered, then encodes everything before anyone connects', async () => {
+    await until(
+      () => meshmux.engine.current().kinds.get('networking.istio.io/VirtualService')?.resources.length === 2,
+      10_000,
+      'the VirtualServices in a published snapshot',
+    );
+    assert.equal(meshmux.engine.current().ready, false);
+    // A background run would have encoded both within a few turns of the event loop.
+    await delay(200);
+    assert.equal(meshmux.ads.counters().encodes, 0, 'nothing encoded while a source has not answered');
+
+    fake.mute = new Set();
+    fake.push();
+    await until(() => meshmux.engine.current().ready, 10_000, 'the snapshot to be ready');
+    await until(() => meshmux.ads.counters().encodes === 3, 10_000, 'the three objects encoded');
+  });
+});
