@@ -289,7 +289,7 @@ function plainValue(
     if (typeName !== 'string') cursor.skip(wire, limit, 0);
     else {
       cursor.lengthDelimited(limit);
-      if (!isUtf8(bytes.subarray(cursor.start, cursor.end))) return false;
+      if (!textAt(bytes, cursor.start, cursor.end)) return false;
     }
     return true;
   }
@@ -300,5 +300,13 @@ function plainValue(
   if (expected !== WIRE_VARINT) return (end - cursor.start) % (expected === WIRE_FIXED64 ? 8 : 4) === 0;
   cursor.pos = cursor.start;
   while (cursor.pos < end) cursor.skip(WIRE_VARINT, end, 0);
+  return true;
+}
+
+/** Whether `bytes[start..end)` is UTF-8: ASCII (nearly every string in a mesh) without a native call. */
+function textAt(bytes: Uint8Array, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) {
+    if ((bytes[i] as number) >= 0x80) return isUtf8(bytes.subarray(start, end));
+  }
   return true;
 }
