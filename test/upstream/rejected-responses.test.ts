@@ -32,6 +32,22 @@ function snapshotsOf(events: readonly SourceEvent[], kind: string): SourceSnapsh
   );
 }
 
+/** The events of an xds source named `upstream` reading `kinds` from `address`, once it is synced. */
+async function syncedSource(address: string, kinds: string[]): Promise<SourceEventRecorder> {
+  const recorder = new SourceEventRecorder(
+    new XdsSource({
+      name: 'upstream',
+      namespace: 'default',
+      address,
+      kinds,
+      apiVersions: 'current',
+      reconnect: { initialDelay: 50, maxDelay: 400 },
+    }).events$,
+  );
+  await recorder.status('synced');
+  return recorder;
+}
+
 describe('an xds source refusing responses whose objects cannot all be named', () => {
   let fake: FakeAdsServer;
   let recorder: SourceEventRecorder;
@@ -42,17 +58,7 @@ describe('an xds source refusing responses whose objects cannot all be named', (
     fake
       .set('VirtualService', [fakeVirtualService('reviews'), fakeVirtualService('ratings')])
       .set('DestinationRule', [fakeDestinationRule('reviews')]);
-    recorder = new SourceEventRecorder(
-      new XdsSource({
-        name: 'upstream',
-        namespace: 'default',
-        address: fake.address,
-        kinds: ['VirtualService', 'DestinationRule'],
-        apiVersions: 'current',
-        reconnect: { initialDelay: 50, maxDelay: 400 },
-      }).events$,
-    );
-    await recorder.status('synced');
+    recorder = await syncedSource(fake.address, ['VirtualService', 'DestinationRule']);
   });
   after(async () => {
     recorder.close();
@@ -298,17 +304,7 @@ describe('an xds source reading ServiceEntries, whose plain bodies it does not d
       fakeServiceEntry('cart', 'cart.example'),
       fakeServiceEntry('pay', 'pay.example'),
     ]);
-    recorder = new SourceEventRecorder(
-      new XdsSource({
-        name: 'upstream',
-        namespace: 'default',
-        address: fake.address,
-        kinds: ['ServiceEntry'],
-        apiVersions: 'current',
-        reconnect: { initialDelay: 50, maxDelay: 400 },
-      }).events$,
-    );
-    await recorder.status('synced');
+    recorder = await syncedSource(fake.address, ['ServiceEntry']);
   });
   after(async () => {
     recorder.close();
