@@ -13,6 +13,7 @@ import {
 import type { KindDescriptor } from '../schema/kinds.js';
 import { messageType } from '../schema/proto-root.js';
 import { type BodyParts, decodeBodyParts } from '../schema/body-parts.js';
+import { readPlainEnvelope, type McpEnvelope } from './mcp-envelope.js';
 import { checkUpstreamObject } from '../schema/object-checks.js';
 import { rememberSemanticKeys } from '../schema/semantic-keys.js';
 import { jsonRoundTripCanFail } from '../schema/proto-json.js';
@@ -50,17 +51,6 @@ export interface McpResourceReaderOptions {
   readonly now?: () => Date;
   /** Bytes of decoded objects kept to skip re-reading unchanged ones. Default 256 MiB. */
   readonly cacheBytes?: number;
-}
-
-interface McpResourceObject {
-  metadata?: {
-    name?: string;
-    create_time?: { seconds?: number; nanos?: number };
-    version?: string;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-  };
-  body?: { type_url?: string; value?: Uint8Array };
 }
 
 const MCP_RESOURCE = messageType('istio.mcp.v1alpha1.Resource');
@@ -124,9 +114,12 @@ export class McpResourceReader {
     // A copy detaches the object from the (possibly huge) response buffer it arrived in; a plain
     // Uint8Array (not a Buffer) also makes protobufjs fail on overruns instead of truncating.
     const raw = new Uint8Array(bytes);
-    let decoded: McpResourceObject;
+    // Envelopes in the plain shape (nearly all) are read from their bytes; any other through the
+    // schema, which names what is wrong with it.
+    const plain = readPlainEnvelope(raw);
+    let decoded: McpEnvelope;
     try {
-      decoded = MCP_RESOURCE.toObject(MCP_RESOURCE.decode(new StrictReader(raw)), { longs: Number });
+      decoded = plain ?? MCP_RESOURCE.toObject(MCP_RESOURCE.decode(new StrictReader(raw)), { longs: Number });
     } catch (err) {
       return {
         ok: false,
@@ -147,7 +140,7 @@ export class McpResourceReader {
       // The upstream's metadata.version is not carried: behind istiod it is a Kubernetes resourceVersion,
       // which moves on status writes too, and would re-push unchanged objects to every istiod.
       upstreamVersion: '',
-      unknownEnvelopeFields: unknownFieldNumbers(raw, MCP_RESOURCE_FIELDS),
+      unknownEnvelopeFields: plain === undefined ? unknownFieldNumbers(raw, MCP_RESOURCE_FIELDS) : NONE,
     });
     this.cache.set(cacheKey, { raw, result });
     this.keyOfResult.set(result, cacheKey);

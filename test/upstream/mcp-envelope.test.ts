@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { messageType } from '../../src/schema/proto-root.js';
+import { readPlainEnvelope } from '../../src/upstream/mcp-envelope.js';
+import { StrictReader } from '../../src/wire/strict-reader.js';
+import { arbitraryMessage } from '../support/arbitrary-messages.js';
+
+const RESOURCE = messageType('istio.mcp.v1alpha1.Resource');
+
+/** What the schema-driven path makes of `bytes` (throws where it refuses them). */
+function throughSchema(bytes: Uint8Array): unknown {
+  return RESOURCE.toObject(RESOURCE.decode(new StrictReader(bytes)), { longs: Number });
+}
+
+function encode(fields: Record<string, unknown>): Uint8Array {
+  return RESOURCE.encode(RESOURCE.fromObject(fields)).finish();
+}
+
+describe('an MCP envelope read from its bytes', () => {
+  it('is what the schema-driven decode gives, whenever it is read at all, however the bytes are spoiled', () => {
+    let plain = 0;
+    let left = 0;
+    fc.assert(
+      fc.property(
+        arbitraryMessage(RESOURCE, 3),
+        fc.option(fc.record({ at: fc.nat(), byte: fc.integer({ min: 0, max: 255 }), cut: fc.boolean() })),
+        (fields, spoil) => {
+          let bytes = encode(fields);
+          if (spoil !== null && bytes.length > 0) {
+            bytes = Uint8Array.from(bytes);
+            if (spoil.cut) bytes = bytes.subarray(0, spoil.at % bytes.length);
+            else bytes[spoil.at % bytes.length] = spoil.byte;
+          }
+          const read = readPlainEnvelope(bytes);
+          if (read === undefined) {
+            left++;
+            return;
+          }
+          plain++;
+          assert.deepStrictEqual(read, throughSchema(bytes));
+        },
+      ),
+      { numRuns: 3000, seed: 3 },
+    );
+    assert.ok(plain > 300, `${plain} envelopes read`);
+    assert.ok(left > 300, `${left} envelopes left to the schema`);
+  });
+
+  it('reads the envelope every upstream sends, the body a view of the bytes', () => {
+    const body = Uint8Array.from([0x0a, 0x03, 0x61, 0x62, 0x63]);
+    const bytes = encode({
+      metadata: {
+        name: 'shop/cart',
+        create_time: { seconds: 1_700_000_123, nanos: 456 },
+        version: 'v7',
+        labels: { app: 'cart', 'zone.é': 'eu-1' },
+        annotations: { owner: 'team-a' },
+      },
+      body: { type_url: 'type.googleapis.com/istio.networking.v1alpha3.VirtualService', value: body },
+    });
+    const read = readPlainEnvelope(bytes);
+    assert.deepStrictEqual(read, throughSchema(bytes));
+    assert.equal(read?.body?.value?.buffer, bytes.buffer);
+    assert.deepEqual([...(read?.body?.value ?? [])], [...body]);
+  });
+
+  it('leaves to the schema what it does not read plainly', () => {
+    const name = (n: string): number[] => [0x0a, n.length + 2, 0x0a, n.length, ...Buffer.from(n)];
+    const label = (k: string, v: string): number[] => {
+      const entry = [0x0a, k.length, ...Buffer.from(k), 0x12, v.length, ...Buffer.from(v)];
+      return [0x0a, entry.length + 2, 0x22, entry.length, ...entry];
+    };
+    const cases: [string, number[]][] = [
+      ['metadata twice', [...name('a/b'), ...name('a/c')]],
+      ['a __proto__ label', label('__proto__', 'x')],
+      ['an unknown field', [...name('a/b'), 0x1a, 0x00]],
+      [
+        'a negative creation time',
+        [0x0a, 0x0e, 0x12, 0x0c, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+      ],
+      ['a name that is not UTF-8', [0x0a, 0x04, 0x0a, 0x02, 0xc3, 0x28]],
+      ['a length past the end', [0x0a, 0x09, 0x0a]],
+    ];
+    for (const [what, bytes] of cases)
+      assert.equal(readPlainEnvelope(Uint8Array.from(bytes)), undefined, what);
+    // The same entry under an ordinary key is read.
+    assert.equal(readPlainEnvelope(Uint8Array.from(label('app', 'x')))?.metadata?.labels?.app, 'x');
+  });
+});
