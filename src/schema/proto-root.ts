@@ -22,9 +22,16 @@ function loadRoot(): protobuf.Root {
 /** Every message meshmux knows, loaded once from proto/. Field names keep their proto spelling. */
 export const protoRoot: protobuf.Root = loadRoot();
 
-/** Looks up a message type by full name (without a leading dot); throws if it is not in proto/. */
+const typesByName = new Map<string, protobuf.Type>();
+
+/**
+ * Looks up a message type by full name (without a leading dot); throws if it is not in proto/.
+ * Remembered: protobufjs walks the namespace tree on every lookup, and readers ask per object.
+ */
 export function messageType(fullName: string): protobuf.Type {
-  return protoRoot.lookupType(fullName);
+  let type = typesByName.get(fullName);
+  if (type === undefined) typesByName.set(fullName, (type = protoRoot.lookupType(fullName)));
+  return type;
 }
 
 /** The Any type URL of a message: written once, in the protocol module. */

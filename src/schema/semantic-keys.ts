@@ -149,13 +149,27 @@ function topLevelFields(type: protobuf.Type, body: Uint8Array): Body {
   return out;
 }
 
+interface FieldIds {
+  readonly hosts: number;
+  readonly gateways: number;
+  readonly host: number;
+  readonly selector: number;
+}
+
+const idsByType = new WeakMap<protobuf.Type, FieldIds>();
+
 /** Field numbers of the fields the extractors read (0: the type has none of that name). */
-function fieldIds(type: protobuf.Type): { hosts: number; gateways: number; host: number; selector: number } {
-  const id = (name: string): number => type.fields[name]?.id ?? 0;
-  return {
-    hosts: id('hosts'),
-    gateways: id('gateways'),
-    host: id('host'),
-    selector: id('workload_selector'),
-  };
+function fieldIds(type: protobuf.Type): FieldIds {
+  let ids = idsByType.get(type);
+  if (ids === undefined) {
+    const id = (name: string): number => type.fields[name]?.id ?? 0;
+    ids = {
+      hosts: id('hosts'),
+      gateways: id('gateways'),
+      host: id('host'),
+      selector: id('workload_selector'),
+    };
+    idsByType.set(type, ids);
+  }
+  return ids;
 }
