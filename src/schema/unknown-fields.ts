@@ -4,12 +4,12 @@
  * was written with a different schema (a wrong field number, a changed type), so tests and
  * debug tools use this to tell a faithful schema from a merely compatible one.
  */
-import { isUtf8 } from 'node:buffer';
 import protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
 import { childPath, indexPath } from './field-path.js';
 import { jsonNameOf } from './proto-json.js';
 import { fullNameOf, protoRoot } from './proto-root.js';
+import { isUtf8Range } from '../wire/strict-reader.js';
 import { WireCursor } from '../wire/wire-cursor.js';
 import { WIRE_FIXED32, WIRE_FIXED64, WIRE_LENGTH_DELIMITED, WIRE_VARINT } from '../wire/wire-types.js';
 
@@ -289,7 +289,7 @@ function plainValue(
     if (typeName !== 'string') cursor.skip(wire, limit, 0);
     else {
       cursor.lengthDelimited(limit);
-      if (!textAt(bytes, cursor.start, cursor.end)) return false;
+      if (!isUtf8Range(bytes, cursor.start, cursor.end)) return false;
     }
     return true;
   }
@@ -300,13 +300,5 @@ function plainValue(
   if (expected !== WIRE_VARINT) return (end - cursor.start) % (expected === WIRE_FIXED64 ? 8 : 4) === 0;
   cursor.pos = cursor.start;
   while (cursor.pos < end) cursor.skip(WIRE_VARINT, end, 0);
-  return true;
-}
-
-/** Whether `bytes[start..end)` is UTF-8: ASCII (nearly every string in a mesh) without a native call. */
-function textAt(bytes: Uint8Array, start: number, end: number): boolean {
-  for (let i = start; i < end; i++) {
-    if ((bytes[i] as number) >= 0x80) return isUtf8(bytes.subarray(start, end));
-  }
   return true;
 }

@@ -4,7 +4,7 @@
  * response. Only envelopes in the plain shape every known upstream sends are read here; anything
  * else is left to the schema-driven decode, which says what is wrong with it.
  */
-import { isUtf8 } from 'node:buffer';
+import { isUtf8Range } from '../wire/strict-reader.js';
 import { WireCursor } from '../wire/wire-cursor.js';
 import { WIRE_LENGTH_DELIMITED, WIRE_VARINT } from '../wire/wire-types.js';
 
@@ -27,8 +27,9 @@ class NotPlain extends Error {}
  * The envelope in `bytes`, or undefined unless it is plain: fields 1 and 2 at most once each, and
  * in them only the declared fields with their wire types, each singular field at most once, map
  * entries of a key and a value (no `__proto__` key), a creation time of non-negative varints of
- * at most five bytes, a body that is not empty, every string UTF-8. For a plain envelope the result equals what decoding it
- * through the schema and converting it to a plain object gives; `body.value` is a view of `bytes`.
+ * at most five bytes, a body that is not empty, every string UTF-8. For a plain envelope the
+ * result equals what decoding it through the schema and converting it to a plain object gives;
+ * `body.value` is a view of `bytes`.
  */
 export function readPlainEnvelope(bytes: Uint8Array): McpEnvelope | undefined {
   try {
@@ -157,12 +158,7 @@ class EnvelopeReader {
     const cursor = this.cursor;
     cursor.lengthDelimited(this.limit);
     const { start, end } = cursor;
-    for (let i = start; i < end; i++) {
-      if ((this.bytes[i] as number) >= 0x80) {
-        if (!isUtf8(this.bytes.subarray(start, end))) throw new NotPlain();
-        break;
-      }
-    }
+    if (!isUtf8Range(this.bytes, start, end)) throw new NotPlain();
     return this.text.toString('utf8', start, end);
   }
 }

@@ -34,3 +34,11 @@ export class StrictReader extends protobuf.Reader {
     return text;
   }
 }
+
+/** Whether `bytes[start..end)` is UTF-8: ASCII (nearly every string in a mesh) told without a native call. */
+export function isUtf8Range(bytes: Uint8Array, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) {
+    if ((bytes[i] as number) >= 0x80) return isUtf8(bytes.subarray(start, end));
+  }
+  return true;
+}

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
+import { isUtf8 } from 'node:buffer';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import protobuf from 'protobufjs';
 import { messageType } from '../../src/schema/proto-root.js';
-import { StrictReader } from '../../src/wire/strict-reader.js';
+import { isUtf8Range, StrictReader } from '../../src/wire/strict-reader.js';
 
 const SERVICE_ENTRY = messageType('istio.networking.v1alpha3.ServiceEntry');
 
@@ -55,6 +56,27 @@ describe('StrictReader', () => {
     assert.throws(
       () => SERVICE_ENTRY.decode(new StrictReader(Uint8Array.from([0x0a, 0x05, 0x61, 0x62]))),
       /index out of range/,
+    );
+  });
+});
+
+describe('isUtf8Range', () => {
+  it("says what Node's isUtf8 says of the range, for any bytes and any range of them", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.uint8Array({ maxLength: 40 }),
+          fc.string({ unit: 'grapheme', maxLength: 20 }).map((s) => new Uint8Array(Buffer.from(s))),
+        ),
+        fc.nat(),
+        fc.nat(),
+        (bytes, a, b) => {
+          const start = a % (bytes.length + 1);
+          const end = start + (b % (bytes.length - start + 1));
+          assert.equal(isUtf8Range(bytes, start, end), isUtf8(bytes.subarray(start, end)));
+        },
+      ),
+      { numRuns: 2000 },
     );
   });
 });
