@@ -10,16 +10,16 @@ import {
   type ResourceOrigin,
   type Timestamp,
 } from '../core/resource.js';
-import type { KindDescriptor } from '../schema/kinds.js';
-import { messageType } from '../schema/proto-root.js';
 import { type BodyParts, decodeBodyParts } from '../schema/body-parts.js';
-import { readPlainEnvelope, type McpEnvelope } from './mcp-envelope.js';
+import type { KindDescriptor } from '../schema/kinds.js';
 import { checkUpstreamObject } from '../schema/object-checks.js';
-import { rememberSemanticKeys } from '../schema/semantic-keys.js';
 import { jsonRoundTripCanFail } from '../schema/proto-json.js';
+import { messageType } from '../schema/proto-root.js';
+import { rememberSemanticKeys } from '../schema/semantic-keys.js';
 import { findUnknownFields, isPlainBody } from '../schema/unknown-fields.js';
 import { StrictReader } from '../wire/strict-reader.js';
 import { sameBytes, unknownFieldNumbers } from '../wire/wire-fields.js';
+import { readPlainEnvelope, type McpEnvelope } from './mcp-envelope.js';
 
 /** What one upstream object became: a resource, or the reason it was dropped. */
 export type ReadResult =
