@@ -5,7 +5,7 @@ import { makeResource, restoreResource, type ConfigResource } from '../core/reso
 import type { HeldRecord, SourceRecord } from '../merge/source-record.js';
 import { HOLD_REASONS, type HoldReason } from '../merge/config-snapshot.js';
 import { messageType } from '../schema/proto-root.js';
-import { SizedWriter, varintSize } from '../wire/sized-writer.js';
+import { lengthDelimitedSize, SizedWriter, varintSize } from '../wire/sized-writer.js';
 
 /**
  * A state file: a fixed header, then one `meshmux.state.v1.SourceRecord`.
@@ -56,20 +56,20 @@ function resourceMessage(r: ConfigResource): Record<string, unknown> {
 /** A string field's encoded size (tag of one byte: field numbers below 16), or 0 when it is empty. */
 function stringFieldSize(value: string): number {
   if (value === '') return 0;
-  const n = Buffer.byteLength(value, 'utf8');
-  return 1 + varintSize(n) + n;
+  return lengthDelimitedSize(Buffer.byteLength(value, 'utf8'));
 }
 
 /** Size of one map<string, string> entry message, from the UTF-8 lengths of its key and value. */
 function entrySize(k: number, v: number): number {
-  return 1 + varintSize(k) + k + 1 + varintSize(v) + v;
+  return lengthDelimitedSize(k) + lengthDelimitedSize(v);
 }
 
 function mapSize(map: Readonly<Record<string, string>>): number {
   let size = 0;
   for (const key in map) {
-    const n = entrySize(Buffer.byteLength(key, 'utf8'), Buffer.byteLength(map[key] ?? '', 'utf8'));
-    size += 1 + varintSize(n) + n;
+    size += lengthDelimitedSize(
+      entrySize(Buffer.byteLength(key, 'utf8'), Buffer.byteLength(map[key] ?? '', 'utf8')),
+    );
   }
   return size;
 }
@@ -97,7 +97,7 @@ function resourceSize(r: ConfigResource): number {
     mapSize(r.annotations) +
     (r.createTime.seconds === 0 ? 0 : 1 + varintSize(r.createTime.seconds)) +
     (r.createTime.nanos === 0 ? 0 : 1 + varintSize(r.createTime.nanos)) +
-    (r.body.byteLength === 0 ? 0 : 1 + varintSize(r.body.byteLength) + r.body.byteLength) +
+    (r.body.byteLength === 0 ? 0 : lengthDelimitedSize(r.body.byteLength)) +
     stringFieldSize(r.version) +
     stringFieldSize(origin.file ?? '') +
     (origin.doc === undefined || origin.doc === 0 ? 0 : 1 + varintSize(origin.doc)) +
@@ -156,7 +156,7 @@ function encodeResourceSlice(resources: readonly ConfigResource[], from: number,
   for (let i = from; i < to; i++) {
     const size = resourceSize(resources[i] as ConfigResource);
     sizes[i - from] = size;
-    total += 1 + varintSize(size) + size;
+    total += lengthDelimitedSize(size);
   }
   const w = new SizedWriter(Buffer.allocUnsafe(total));
   for (let i = from; i < to; i++) {
