@@ -32,7 +32,7 @@ import { startMeshmux } from '../src/app.js';
 import { KINDS, typeUrlOf, type KindDescriptor } from '../src/schema/kinds.js';
 import { anyTypeUrl, messageType } from '../src/schema/proto-root.js';
 import { parseMeshmuxConfig } from '../src/settings/meshmux-config.js';
-import { channelOptionsOf } from '../src/upstream/streaming/dial-settings.js';
+import { DEFAULT_MAX_RECEIVE_BYTES } from '../src/upstream/streaming/dial-settings.js';
 import {
   assembleResponse,
   encodeNode,
@@ -160,13 +160,16 @@ async function child(upstream: string): Promise<void> {
 }
 
 /**
- * The calibration: a bare grpc-js client with meshmux's channel options, subscribed to the same
+ * The calibration: a bare grpc-js client with meshmux's receive limit and windows, subscribed to the same
  * type URLs, which keeps the last response of each type as it arrived (as meshmux keeps one) and
  * ACKs it. Its peak is what the transport alone costs to read a response, in a process like
  * meshmux's.
  */
 async function transportChild(upstream: string): Promise<void> {
-  const client = new grpc.Client(upstream, grpc.credentials.createInsecure(), channelOptionsOf({}));
+  const client = new grpc.Client(upstream, grpc.credentials.createInsecure(), {
+    'grpc.max_receive_message_length': DEFAULT_MAX_RECEIVE_BYTES,
+    'grpc-node.flow_control_window': 1024 * 1024,
+  });
   const asIs = (b: Buffer): Buffer => b;
   const call = client.makeBidiStreamRequest(
     '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources',

@@ -277,6 +277,8 @@ export class FakeAdsServer extends Waitable {
           return;
         }
       }
+      // A stream this server ended answers nothing more (grpc-js would hold back its status).
+      if (!this.sotw.has(stream)) return;
       const watch = stream.watched.get(req.type_url);
       // Nacos skips MeshConfig "for the istio bug"; NACKs get no answer from either.
       if (this.options.peer === 'nacos' && req.type_url === MESH_CONFIG_TYPE_URL) {
@@ -332,6 +334,7 @@ export class FakeAdsServer extends Waitable {
         node: req.node,
         errorDetail: req.error_detail,
       });
+      if (!this.delta.has(stream)) return;
       if (req.type_url !== MESH_CONFIG_TYPE_URL && req.response_nonce === '') {
         stream.watched.set(req.type_url, { nonce: '', sentHosts: new Set() });
         this.respondDelta(stream, req.type_url);

@@ -1,7 +1,7 @@
 import { Observable } from 'rxjs';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import { backoffOf, channelOptionsOf } from '../streaming/dial-settings.js';
+import { backoffOf, transportOf } from '../streaming/dial-settings.js';
 import { openSubscription, streamingDescriptor } from '../streaming/streaming-source.js';
 import { ReconnectingStream } from '../streaming/reconnecting-stream.js';
 import type { SubscriptionChannel } from '../streaming/subscription-state.js';
@@ -54,7 +54,7 @@ export class McpSource implements UpstreamSource {
           method: MCP_RESOURCE_SOURCE_METHOD,
           describe,
           tls: options.tls,
-          channelOptions: channelOptionsOf(options),
+          transport: transportOf(options),
           backoff: backoffOf(options),
           log,
           scheduler: options.scheduler,

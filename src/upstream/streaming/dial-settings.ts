@@ -1,4 +1,3 @@
-import type * as grpc from '@grpc/grpc-js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from './exponential-backoff.js';
 import type { TlsSettings } from './tls-credentials.js';
 
@@ -32,21 +31,28 @@ export interface DialSettings {
     { readonly initialDelay?: number | undefined; readonly maxDelay?: number | undefined } | undefined;
 }
 
+/** How a stream's connection is run: limits, windows and keepalive. */
+export interface StreamTransport {
+  /** Largest message accepted, bytes. */
+  readonly maxReceiveBytes: number;
+  /** HTTP/2 receive window of the stream and the connection, bytes. */
+  readonly windowBytes: number;
+  readonly keepalive: { readonly timeMs: number; readonly timeoutMs: number };
+}
+
 /**
- * gRPC channel options of an upstream client, matching istiod's config-source client: keepalive
- * without pings on idle connections, 1 MiB windows. grpc-js's own
- * reconnect backoff does not matter: every stream attempt dials a fresh channel. The receive limit
- * is {@link DEFAULT_MAX_RECEIVE_BYTES} unless configured.
+ * The transport of an upstream client, matching istiod's config-source client: 1 MiB windows,
+ * a keepalive PING every 30 s answered within 10 s. The receive limit is
+ * {@link DEFAULT_MAX_RECEIVE_BYTES} unless configured.
  */
-export function channelOptionsOf(settings: DialSettings): grpc.ChannelOptions {
+export function transportOf(settings: DialSettings): StreamTransport {
   return {
-    'grpc.max_receive_message_length': settings.maxReceiveSize ?? DEFAULT_MAX_RECEIVE_BYTES,
-    'grpc.max_send_message_length': -1,
-    'grpc-node.flow_control_window': 1024 * 1024,
-    'grpc.keepalive_time_ms': settings.keepalive?.time ?? 30_000,
-    'grpc.keepalive_timeout_ms': settings.keepalive?.timeout ?? 10_000,
-    'grpc.keepalive_permit_without_calls': 0,
-    'grpc.enable_retries': 0,
+    maxReceiveBytes: settings.maxReceiveSize ?? DEFAULT_MAX_RECEIVE_BYTES,
+    windowBytes: 1024 * 1024,
+    keepalive: {
+      timeMs: settings.keepalive?.time ?? 30_000,
+      timeoutMs: settings.keepalive?.timeout ?? 10_000,
+    },
   };
 }
 

@@ -1,8 +1,10 @@
-import * as grpc from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { sourceClock, type SourceClock, type SourceTiming } from '../runtime/source-clock.js';
+import type { StreamTransport } from './dial-settings.js';
 import { ExponentialBackoff, type BackoffPolicy } from './exponential-backoff.js';
+import { GrpcHttp2Stream, type GrpcStatus } from './grpc-http2-stream.js';
 import { clientTls, type TlsSettings } from './tls-credentials.js';
 
 /** One open stream, handed to the handlers. Calls after the stream ended are ignored. */
@@ -17,7 +19,10 @@ export interface OpenStream {
 export interface StreamHandlers {
   /** A stream was created: send the initial requests. */
   onOpen(stream: OpenStream): void;
-  /** One message, as raw bytes: decoding (and surviving garbage) is the protocol's job. */
+  /**
+   * One message, as raw bytes: decoding (and surviving garbage) is the protocol's job. With
+   * `lendMessages` the bytes are valid during the call only: what the protocol keeps, it copies.
+   */
   onMessage(stream: OpenStream, message: Uint8Array): void;
   /** The stream ended or could not be created; a new attempt follows after the backoff. */
   onClose(error: MeshmuxError): void;
@@ -31,17 +36,16 @@ export interface ReconnectingStreamOptions extends SourceTiming {
   /** `xds://host:port` or similar, for messages. */
   readonly describe: string;
   readonly tls?: TlsSettings | undefined;
-  readonly channelOptions: grpc.ChannelOptions;
+  readonly transport: StreamTransport;
+  /** Hand messages to `onMessage` as views valid during the call only (no buffer per message). */
+  readonly lendMessages?: boolean | undefined;
   readonly backoff: BackoffPolicy;
   readonly log: Logger;
 }
 
-const toBuffer = (m: Uint8Array): Buffer => Buffer.from(m.buffer, m.byteOffset, m.byteLength);
-const identity = (b: Buffer): Buffer => b;
-
 /** gRPC status codes by number, for messages. */
 const STATUS_NAMES: ReadonlyMap<number, string> = new Map(
-  Object.entries(grpc.status)
+  Object.entries(status)
     .filter((e): e is [string, number] => typeof e[1] === 'number')
     .map(([name, code]) => [code, name]),
 );
@@ -50,13 +54,12 @@ const STATUS_NAMES: ReadonlyMap<number, string> = new Map(
  * Keeps one bidirectional stream to an upstream open: dials, hands the stream to the protocol,
  * and after it ends waits a jittered exponential backoff (reset by `answered()`) before the next
  * attempt, forever, until `stop()`. Every attempt reads the TLS files again and dials a fresh
- * channel, so a restarted upstream or a rotated certificate is picked up without grpc-js's own
- * connection backoff getting in the way.
+ * connection ({@link GrpcHttp2Stream}), so a restarted upstream or a rotated certificate is picked
+ * up at once.
  */
 export class ReconnectingStream {
   private readonly backoff: ExponentialBackoff;
-  private client: grpc.Client | undefined;
-  private call: grpc.ClientDuplexStream<Uint8Array, Buffer> | undefined;
+  private call: GrpcHttp2Stream | undefined;
   private readonly clock: SourceClock;
   private cancelRetry: (() => void) | undefined;
   private attempt = 0;
@@ -88,8 +91,6 @@ export class ReconnectingStream {
     const call = this.call;
     this.call = undefined;
     call?.cancel();
-    this.client?.close();
-    this.client = undefined;
   }
 
   private async connect(): Promise<void> {
@@ -103,37 +104,39 @@ export class ReconnectingStream {
       return;
     }
     if (this.stopped) return;
-    const client = new grpc.Client(this.options.address, tls.credentials, {
-      ...this.options.channelOptions,
-      ...tls.channelOptions,
-    });
-    this.client = client;
-    const call = client.makeBidiStreamRequest<Uint8Array, Buffer>(this.options.method, toBuffer, identity);
-    this.call = call;
+    const { transport } = this.options;
+    this.options.log.debug({ upstream: this.options.describe, attempt, tls: tls.mode }, 'stream opening');
+    let call: GrpcHttp2Stream | undefined = undefined;
     const stream: OpenStream = {
       attempt,
       send: (message) => {
-        if (this.call === call) call.write(message);
+        if (call !== undefined && this.call === call) call.write(message);
       },
     };
-    this.options.log.debug({ upstream: this.options.describe, attempt, tls: tls.mode }, 'stream opening');
-    call.on('data', (message: Buffer) => {
-      if (this.call === call) this.handlers.onMessage(stream, message);
-    });
-    // 'status' carries the same information as 'error'; an unhandled 'error' would crash the process.
-    call.on('error', () => undefined);
-    call.on('status', (status: grpc.StatusObject) => {
-      if (this.call === call) this.closed(call, this.statusError(status));
-    });
+    call = new GrpcHttp2Stream(
+      {
+        address: this.options.address,
+        method: this.options.method,
+        tls: tls.connect,
+        authority: tls.authority,
+        maxReceiveBytes: transport.maxReceiveBytes,
+        windowBytes: transport.windowBytes,
+        keepalive: transport.keepalive,
+        lendMessages: this.options.lendMessages === true,
+      },
+      {
+        onMessage: (message) => {
+          if (this.call === call) this.handlers.onMessage(stream, message);
+        },
+        onEnd: (end) => {
+          if (this.call !== call) return;
+          this.call = undefined;
+          this.failed(this.statusError(end));
+        },
+      },
+    );
+    this.call = call;
     this.handlers.onOpen(stream);
-  }
-
-  private closed(call: grpc.ClientDuplexStream<Uint8Array, Buffer>, error: MeshmuxError): void {
-    this.call = undefined;
-    call.cancel();
-    this.client?.close();
-    this.client = undefined;
-    this.failed(error);
   }
 
   private failed(error: MeshmuxError): void {
@@ -147,12 +150,12 @@ export class ReconnectingStream {
     this.cancelRetry = this.clock.after(delayMs, () => void this.connect());
   }
 
-  private statusError(status: grpc.StatusObject): MeshmuxError {
+  private statusError(end: GrpcStatus): MeshmuxError {
     const where = { file: this.options.describe };
-    const name = STATUS_NAMES.get(status.code) ?? String(status.code);
-    const details = status.details === '' ? '' : `: ${status.details}`;
-    const code = status.code;
-    if (code === grpc.status.UNAUTHENTICATED || code === grpc.status.PERMISSION_DENIED) {
+    const name = STATUS_NAMES.get(end.code) ?? String(end.code);
+    const details = end.details === '' ? '' : `: ${end.details}`;
+    const code = end.code;
+    if (code === status.UNAUTHENTICATED || code === status.PERMISSION_DENIED) {
       return new MeshmuxError(
         'PERMISSION_DENIED',
         `the upstream refused the stream (${name}${details}); an istiod with ENABLE_XDS_API_GENERATOR_AUTH ` +
@@ -160,15 +163,14 @@ export class ReconnectingStream {
         where,
       );
     }
-    if (code === grpc.status.UNIMPLEMENTED) {
+    if (code === status.UNIMPLEMENTED) {
       return new MeshmuxError(
         'UNAVAILABLE',
         `the upstream does not serve ${this.options.method} (${name}${details})`,
         where,
       );
     }
-    if (code === grpc.status.OK)
-      return new MeshmuxError('UNAVAILABLE', 'the upstream ended the stream', where);
+    if (code === status.OK) return new MeshmuxError('UNAVAILABLE', 'the upstream ended the stream', where);
     return new MeshmuxError('UNAVAILABLE', `stream ended with ${name}${details}`, where);
   }
 }

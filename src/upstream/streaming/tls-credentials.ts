@@ -1,4 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
+import type { ConnectionOptions } from 'node:tls';
 import { MeshmuxError } from '../../core/errors.js';
 import { checkTlsIdentity, readPemFile } from '../../core/pem-files.js';
 
@@ -19,10 +20,12 @@ export interface TlsSettings {
   readonly insecureSkipVerify?: boolean | undefined;
 }
 
-/** Client credentials plus the channel options they need (target name override). */
+/** How a client connects: TLS options (none for plaintext) and the name it addresses. */
 export interface ClientTls {
-  readonly credentials: grpc.ChannelCredentials;
-  readonly channelOptions: grpc.ChannelOptions;
+  /** Options of the TLS connection; undefined for plaintext h2c. */
+  readonly connect: ConnectionOptions | undefined;
+  /** `:authority` (and the name verified) when it is not the address dialed. */
+  readonly authority: string | undefined;
   /** `plaintext`, `tls` or `mtls`, for logs and errors. */
   readonly mode: 'plaintext' | 'tls' | 'mtls';
 }
@@ -40,7 +43,7 @@ function pairCheck(tls: TlsSettings, where: string): void {
  */
 export async function clientTls(tls: TlsSettings | undefined): Promise<ClientTls> {
   if (tls === undefined) {
-    return { credentials: grpc.credentials.createInsecure(), channelOptions: {}, mode: 'plaintext' };
+    return { connect: undefined, authority: undefined, mode: 'plaintext' };
   }
   pairCheck(tls, 'client');
   const ca = tls.ca === undefined ? null : await readPemFile(tls.ca, 'CA bundle');
@@ -48,15 +51,15 @@ export async function clientTls(tls: TlsSettings | undefined): Promise<ClientTls
   const key = tls.key === undefined ? null : await readPemFile(tls.key, 'client key');
   checkTlsIdentity({ cert, key, ca }, [tls.cert, tls.key, tls.ca]);
   const skip = tls.insecureSkipVerify === true;
-  const credentials = grpc.credentials.createSsl(ca, key, cert, {
+  const connect: ConnectionOptions = {
+    // Absent: Node's bundled roots.
+    ...(ca === null ? {} : { ca }),
+    ...(cert === null || key === null ? {} : { cert, key }),
+    ...(tls.serverName === undefined ? {} : { servername: tls.serverName }),
     rejectUnauthorized: !skip,
     ...(skip ? { checkServerIdentity: () => undefined } : {}),
-  });
-  const channelOptions: grpc.ChannelOptions =
-    tls.serverName === undefined
-      ? {}
-      : { 'grpc.ssl_target_name_override': tls.serverName, 'grpc.default_authority': tls.serverName };
-  return { credentials, channelOptions, mode: cert === null ? 'tls' : 'mtls' };
+  };
+  return { connect, authority: tls.serverName, mode: cert === null ? 'tls' : 'mtls' };
 }
 
 /**

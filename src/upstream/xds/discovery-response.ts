@@ -17,12 +17,6 @@ function expectLengthDelimited(field: number, wireType: number, where: string): 
 const RUN = 512;
 
 /**
- * Messages larger than this that fill their memory alone are kept in place (see `keepBytes`):
- * far above the size of Node's shared allocation pool, whose slabs hold many buffers at once.
- */
-const ADOPT_AT_BYTES = 1024 * 1024;
-
-/**
  * Where each part of an `envoy.service.discovery.v3.DiscoveryResponse` lies, found by walking its
  * top-level fields only: the strings a state-of-the-world client acts on, and per entry of
  * `resources` the offsets of its field and of its `Any`. Nothing inside an entry is read until
@@ -30,11 +24,12 @@ const ADOPT_AT_BYTES = 1024 * 1024;
  * previous response (one comparison over a run of them, see {@link commonPrefix}) and read only
  * the rest. Fields other than 1, 2, 4 and 5 are skipped.
  *
- * A layout reads the message in place; one kept for comparing with the next response moves its
- * bytes into a buffer of its own ({@link keepBytes}; a large message alone in its memory becomes
- * that buffer), which the next kept layout of the same type reuses. The memory a reader holds is
- * thus allocated once, not once per response: a response kept until the next one would otherwise
- * be a large buffer outliving the young generation, which only a full collection of the heap frees.
+ * A layout reads the message in place (a view the transport lends, valid while it is read); one
+ * kept for comparing with the next response copies its bytes into a buffer of its own
+ * ({@link keepBytes}), which the next kept layout of the same type reuses. The memory a reader
+ * holds is thus allocated once, not once per response: a response kept until the next one would
+ * otherwise be a large buffer outliving the young generation, which only a full collection of the
+ * heap frees.
  */
 export class ResponseLayout {
   readonly versionInfo: string;
@@ -99,21 +94,14 @@ export class ResponseLayout {
   }
 
   /**
-   * Moves the layout's bytes out of the message it was read from into `store` (the buffer of a
+   * Copies the layout's bytes out of the message it was read from into `store` (the buffer of a
    * layout of the same type that is no longer used), or into a new buffer when `store` is too small
-   * or far too large; a message of more than 1 MiB that has its memory to itself is kept as it is
-   * instead (the caller hands it over: nothing else may write to it). Returns nothing.
+   * or far too large. Returns nothing.
    */
   keepBytes(store: Buffer | undefined): void {
     if (this.owned) return;
     const size = this.bytes.byteLength;
     const fits = store !== undefined && store.byteLength >= size && store.byteLength <= 2 * size + 65536;
-    if (!fits && size > ADOPT_AT_BYTES && this.bytes.buffer.byteLength <= size + 16) {
-      // A large message alone in its memory (gRPC's, its 5-byte frame header aside) becomes the
-      // buffer itself: copying it into a fresh one would cost the copy and the fresh pages.
-      this.owned = true;
-      return;
-    }
     // A little room to grow before the next allocation.
     const target = fits ? store : Buffer.allocUnsafeSlow(size + (size >>> 4));
     this.bytes.copy(target, 0);

@@ -1,7 +1,7 @@
 import { Observable } from 'rxjs';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import { backoffOf, channelOptionsOf } from '../streaming/dial-settings.js';
+import { backoffOf, transportOf } from '../streaming/dial-settings.js';
 import { openSubscription, streamingDescriptor } from '../streaming/streaming-source.js';
 import { selectKinds } from '../streaming/kind-selection.js';
 import { resolveNodeIdentity } from '../streaming/node-identity.js';
@@ -50,7 +50,9 @@ export class XdsSource implements UpstreamSource {
           method: delta ? ADS_DELTA_METHOD : ADS_SOTW_METHOD,
           describe,
           tls: options.tls,
-          channelOptions: channelOptionsOf(options),
+          transport: transportOf(options),
+          // The state-of-the-world reader copies what it keeps of a response (its kept buffer).
+          lendMessages: !delta,
           backoff: backoffOf(options),
           log,
           scheduler: options.scheduler,

@@ -11,6 +11,7 @@ import type { SourceEvent, SourceSnapshotEvent } from '../../../src/core/source-
 import { KINDS } from '../../../src/schema/kinds.js';
 import { FileSource } from '../../../src/upstream/file/file-source.js';
 import { GitSource } from '../../../src/upstream/git/git-source.js';
+import { transportOf } from '../../../src/upstream/streaming/dial-settings.js';
 import { ReconnectingStream } from '../../../src/upstream/streaming/reconnecting-stream.js';
 import { SubscriptionState, type ChannelUpdate } from '../../../src/upstream/streaming/subscription-state.js';
 import { serviceEntry, TestRepo } from '../../support/git-fixtures.js';
@@ -269,7 +270,7 @@ describe('source timing on virtual time', () => {
           address,
           method: '/test.Service/Stream',
           describe: `xds://${address}`,
-          channelOptions: {},
+          transport: transportOf({}),
           backoff: { initialMs: 1_000, maxMs: 4_000, multiplier: 2, jitter: 0 },
           log,
           scheduler,

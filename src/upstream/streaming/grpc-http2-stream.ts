@@ -1,0 +1,280 @@
+import { status } from '@grpc/grpc-js';
+import type { IncomingHttpHeaders } from 'node:http';
+import {
+  connect,
+  constants,
+  type ClientHttp2Session,
+  type ClientHttp2Stream,
+  type IncomingHttpStatusHeader,
+} from 'node:http2';
+import type { ConnectionOptions } from 'node:tls';
+import { GrpcMessageReader, GrpcReadError } from './grpc-message-reader.js';
+
+/** How a gRPC stream ended: its status code and message. */
+export interface GrpcStatus {
+  /** A code the upstream sent may lie outside gRPC's table; it is passed on as sent. */
+  readonly code: status;
+  readonly details: string;
+}
+
+export interface GrpcHttp2StreamOptions {
+  /** `host:port` (`[v6]:port` for an IPv6 address). */
+  readonly address: string;
+  /** Full method path, `/package.Service/Method`. */
+  readonly method: string;
+  /** TLS of the connection; absent for plaintext h2c. */
+  readonly tls?: ConnectionOptions | undefined;
+  /** `:authority` when it is not the address dialed (the TLS server name). */
+  readonly authority?: string | undefined;
+  /** Largest message accepted, bytes: a larger one ends the stream with RESOURCE_EXHAUSTED. */
+  readonly maxReceiveBytes: number;
+  /** HTTP/2 receive window of the stream and of the connection, bytes. */
+  readonly windowBytes: number;
+  /** A PING every `timeMs`; one unanswered for `timeoutMs` ends the stream with UNAVAILABLE. */
+  readonly keepalive: { readonly timeMs: number; readonly timeoutMs: number };
+  /** Messages are lent (valid during `onMessage` only) instead of each given a buffer of its own. */
+  readonly lendMessages: boolean;
+}
+
+export interface GrpcHttp2StreamHandlers {
+  /** One message, synchronously; when lent, a view valid only during the call. */
+  onMessage(message: Uint8Array): void;
+  /** The stream ended, once, with the status a gRPC client reports (after `cancel()`: never). */
+  onEnd(end: GrpcStatus): void;
+}
+
+/** gRPC's mapping of HTTP statuses of a response that is not gRPC. */
+const HTTP_STATUS_CODES: ReadonlyMap<number, status> = new Map([
+  [400, status.INTERNAL],
+  [401, status.UNAUTHENTICATED],
+  [403, status.PERMISSION_DENIED],
+  [404, status.UNIMPLEMENTED],
+  [429, status.UNAVAILABLE],
+  [502, status.UNAVAILABLE],
+  [503, status.UNAVAILABLE],
+  [504, status.UNAVAILABLE],
+]);
+
+/** What gRPC clients report for a stream reset without a status, by RST_STREAM code. */
+function resetStatus(rstCode: number): status {
+  switch (rstCode) {
+    case constants.NGHTTP2_REFUSED_STREAM:
+      return status.UNAVAILABLE;
+    case constants.NGHTTP2_CANCEL:
+      return status.CANCELLED;
+    case constants.NGHTTP2_ENHANCE_YOUR_CALM:
+      return status.RESOURCE_EXHAUSTED;
+    case constants.NGHTTP2_INADEQUATE_SECURITY:
+      return status.PERMISSION_DENIED;
+    default:
+      return status.INTERNAL;
+  }
+}
+
+/** `grpc-message` is percent-encoded; a malformed one is shown as sent. */
+function decodeGrpcMessage(value: string | string[] | undefined): string {
+  const text = Array.isArray(value) ? value.join(', ') : (value ?? '');
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * One bidirectional gRPC stream on a connection of its own, spoken directly over `node:http2`
+ * (h2c, or TLS with ALPN `h2`). gRPC's framing is read by a {@link GrpcMessageReader}, which copies
+ * each DATA chunk into place as it arrives: a client library that holds the chunks of a message
+ * until it is whole, then copies them into one buffer, costs a large response twice its size and
+ * a full collection of the heap per response. Messages are sent uncompressed and only identity
+ * encoding is accepted.
+ *
+ * Keepalive follows gRPC's: a PING every `keepalive.timeMs` while the stream is open, and a PING
+ * unanswered within `keepalive.timeoutMs` ends it with UNAVAILABLE. The stream ends exactly once:
+ * with the trailers' `grpc-status`, with the status an HTTP error or a reset maps to, or with
+ * UNAVAILABLE when the connection fails.
+ */
+export class GrpcHttp2Stream {
+  private readonly session: ClientHttp2Session;
+  private readonly stream: ClientHttp2Stream;
+  private readonly reader: GrpcMessageReader;
+  private ended = false;
+  /** The status the response's headers or trailers carried. */
+  private received: GrpcStatus | undefined;
+  /** Why the connection failed, when it did. */
+  private connectionError: string | undefined;
+  private connected = false;
+  private keepaliveTimer: NodeJS.Timeout | undefined;
+  private pingTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    options: GrpcHttp2StreamOptions,
+    private readonly handlers: GrpcHttp2StreamHandlers,
+  ) {
+    this.reader = new GrpcMessageReader(options.maxReceiveBytes, options.lendMessages);
+    const scheme = options.tls === undefined ? 'http' : 'https';
+    this.session = connect(`${scheme}://${options.address}`, {
+      ...(options.tls ?? {}),
+      settings: { initialWindowSize: options.windowBytes, enablePush: false },
+    });
+    this.session.on('error', (err: Error) => {
+      this.connectionError = err.message;
+      this.end({ code: status.UNAVAILABLE, details: err.message });
+    });
+    this.session.on('goaway', (code: number) => {
+      this.connectionError = `the upstream closed the connection (GOAWAY code ${code})`;
+    });
+    this.session.once('connect', () => {
+      // Announced a tick after the fact: the stream may have been cancelled in between.
+      if (this.ended || this.session.destroyed) return;
+      this.connected = true;
+      this.session.setLocalWindowSize(options.windowBytes);
+      this.keepalive(options.keepalive);
+    });
+    this.session.once('close', () => {
+      this.end({ code: status.UNAVAILABLE, details: this.connectionError ?? 'the connection closed' });
+    });
+    this.stream = this.session.request({
+      ':method': 'POST',
+      ':path': options.method,
+      ...(options.authority === undefined ? {} : { ':authority': options.authority }),
+      'content-type': 'application/grpc',
+      te: 'trailers',
+      'grpc-accept-encoding': 'identity',
+    });
+    this.stream.on('error', () => undefined);
+    this.stream.on('response', (headers: IncomingHttpHeaders & IncomingHttpStatusHeader) =>
+      this.onHeaders(headers),
+    );
+    this.stream.on('trailers', (headers: IncomingHttpHeaders) => this.onTrailers(headers));
+    this.stream.on('data', (chunk: Buffer) => this.onData(chunk));
+    // The upstream ended its side (after trailers, or a headers-only response): the stream is over
+    // even while meshmux's side is open, as for any gRPC client.
+    this.stream.on('end', () => this.onClose());
+    this.stream.on('close', () => this.onClose());
+  }
+
+  /** Sends one message (node's HTTP/2 stream buffers what the window does not let out yet). */
+  write(message: Uint8Array): void {
+    if (this.ended) return;
+    const frame = Buffer.allocUnsafe(5 + message.byteLength);
+    frame[0] = 0;
+    frame.writeUInt32BE(message.byteLength, 1);
+    frame.set(message, 5);
+    this.stream.write(frame);
+  }
+
+  /** Ends the stream and its connection without reporting an end. Idempotent. */
+  cancel(): void {
+    this.ended = true;
+    this.close();
+  }
+
+  private onHeaders(headers: IncomingHttpHeaders & IncomingHttpStatusHeader): void {
+    const httpStatus = headers[':status'] ?? 0;
+    if (httpStatus !== 200) {
+      const code = HTTP_STATUS_CODES.get(httpStatus) ?? status.UNKNOWN;
+      this.fail({ code, details: `the upstream answered with HTTP status ${httpStatus}` });
+      return;
+    }
+    const contentType = headers['content-type'] ?? '';
+    if (!contentType.startsWith('application/grpc')) {
+      this.fail({
+        code: status.UNKNOWN,
+        details: `the upstream answered with content-type "${contentType.slice(0, 100)}", not gRPC`,
+      });
+      return;
+    }
+    // A response without messages may carry its status in its only headers.
+    if (headers['grpc-status'] !== undefined) this.onTrailers(headers);
+  }
+
+  private onTrailers(headers: IncomingHttpHeaders): void {
+    const value = Number(headers['grpc-status']);
+    this.received = Number.isInteger(value)
+      ? { code: value as status, details: decodeGrpcMessage(headers['grpc-message']) }
+      : { code: status.UNKNOWN, details: 'the upstream ended the stream without a valid grpc-status' };
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.ended) return;
+    try {
+      this.reader.push(chunk, (message) => {
+        if (!this.ended) this.handlers.onMessage(message);
+      });
+    } catch (err) {
+      if (!(err instanceof GrpcReadError)) throw err;
+      this.fail({ code: status[err.status], details: err.message });
+    }
+  }
+
+  private onClose(): void {
+    const received = this.received;
+    if (received !== undefined) {
+      if (received.code === status.OK && this.reader.midMessage) {
+        this.end({ code: status.INTERNAL, details: 'the stream ended in the middle of a message' });
+      } else {
+        this.end(received);
+      }
+      return;
+    }
+    // A stream closed by its connection failing: the connection's error or close ends it, with
+    // the reason (the stream's own reset code says nothing of it).
+    if (!this.connected || this.session.destroyed || this.session.closed) return;
+    const rstCode = this.stream.rstCode ?? constants.NGHTTP2_NO_ERROR;
+    if (this.connectionError !== undefined || rstCode === constants.NGHTTP2_NO_ERROR) {
+      this.end({
+        code: status.UNAVAILABLE,
+        details: this.connectionError ?? 'the stream ended without a status',
+      });
+      return;
+    }
+    this.end({
+      code: resetStatus(rstCode),
+      details: `the upstream reset the stream (RST_STREAM code ${rstCode})`,
+    });
+  }
+
+  private keepalive({ timeMs, timeoutMs }: { readonly timeMs: number; readonly timeoutMs: number }): void {
+    if (this.ended) return;
+    this.keepaliveTimer = setInterval(() => {
+      if (this.pingTimer !== undefined) return;
+      this.pingTimer = setTimeout(() => {
+        this.connectionError = `a keepalive PING went unanswered for ${timeoutMs} ms`;
+        this.fail({ code: status.UNAVAILABLE, details: this.connectionError });
+      }, timeoutMs);
+      this.pingTimer.unref();
+      const sent = this.session.ping(() => {
+        clearTimeout(this.pingTimer);
+        this.pingTimer = undefined;
+      });
+      if (!sent) {
+        clearTimeout(this.pingTimer);
+        this.pingTimer = undefined;
+      }
+    }, timeMs);
+    this.keepaliveTimer.unref();
+  }
+
+  /** Ends the stream with `end` and closes the connection. */
+  private fail(end: GrpcStatus): void {
+    this.end(end);
+    this.close();
+  }
+
+  private end(end: GrpcStatus): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.close();
+    this.handlers.onEnd(end);
+  }
+
+  private close(): void {
+    clearInterval(this.keepaliveTimer);
+    clearTimeout(this.pingTimer);
+    this.keepaliveTimer = undefined;
+    this.pingTimer = undefined;
+    if (!this.stream.closed) this.stream.close(constants.NGHTTP2_CANCEL);
+    if (!this.session.destroyed) this.session.destroy();
+  }
+}

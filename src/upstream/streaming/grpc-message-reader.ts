@@ -1,0 +1,141 @@
+/** Why a stream's bytes cannot be read as gRPC messages: the status the stream ends with. */
+export class GrpcReadError extends Error {
+  constructor(
+    /** `RESOURCE_EXHAUSTED` for a message over the limit, `INTERNAL` for anything malformed. */
+    readonly status: 'RESOURCE_EXHAUSTED' | 'INTERNAL',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'GrpcReadError';
+  }
+}
+
+/** Bytes of the prefix of every gRPC message: a compression flag, then the length (big-endian). */
+const PREFIX_BYTES = 5;
+
+/**
+ * Reassembles the length-prefixed messages of one gRPC stream from the chunks HTTP/2 delivers,
+ * copying each chunk's bytes where they belong as it arrives. No chunk is kept: a chunk that
+ * outlived the message it carried would keep its memory past the young generation, and the bytes
+ * of a large response, held in pieces until it is whole, are what start full collections of the
+ * heap on every response (see BENCHMARKS.md).
+ *
+ * A message is handed to `deliver` synchronously, as a view that is valid only during that call
+ * when the reader lends (`lend: true`): it lies in the reader's own buffer, reused for the next
+ * message (grown to the largest message the stream has carried, which `maxBytes` bounds), or in
+ * the chunk itself when it arrived whole. The receiver copies whatever it keeps. Without lending,
+ * each message is a buffer of its own.
+ */
+export class GrpcMessageReader {
+  private readonly prefix = Buffer.alloc(PREFIX_BYTES);
+  /** Bytes of the prefix read so far (0 to 5), then of the message while `target` is set. */
+  private prefixRead = 0;
+  private target: Buffer | undefined;
+  private size = 0;
+  private filled = 0;
+  /** The buffer lent messages are assembled in, kept for the next one. */
+  private scratch: Buffer | undefined;
+
+  constructor(
+    /** The largest message accepted, in bytes. */
+    private readonly maxBytes: number,
+    private readonly lend: boolean,
+  ) {}
+
+  /** Whether a message has begun and not ended: a stream ending now was cut short. */
+  get midMessage(): boolean {
+    return this.prefixRead > 0;
+  }
+
+  /**
+   * Reads one chunk, delivering every message it completes. Throws {@link GrpcReadError} for a
+   * compressed message (meshmux asks for none) or one over the limit, before its bytes are held.
+   */
+  push(chunk: Uint8Array, deliver: (message: Uint8Array) => void): void {
+    let at = 0;
+    const end = chunk.byteLength;
+    while (at < end) {
+      if (this.target === undefined) {
+        if (this.prefixRead === 0 && end - at >= PREFIX_BYTES) {
+          // The usual case: the prefix whole in this chunk.
+          const size = this.begin(chunk[at] ?? 0, readUint32(chunk, at + 1));
+          at += PREFIX_BYTES;
+          if (this.lend && size <= end - at) {
+            // The whole message in this chunk: lent where it lies.
+            this.prefixRead = 0;
+            deliver(chunk.subarray(at, at + size));
+            at += size;
+            continue;
+          }
+          this.startTarget(size);
+        } else {
+          const take = Math.min(PREFIX_BYTES - this.prefixRead, end - at);
+          this.prefix.set(chunk.subarray(at, at + take), this.prefixRead);
+          this.prefixRead += take;
+          at += take;
+          if (this.prefixRead < PREFIX_BYTES) return;
+          this.startTarget(this.begin(this.prefix[0] ?? 0, this.prefix.readUInt32BE(1)));
+        }
+      }
+      at = this.fill(chunk, at, end, deliver);
+    }
+  }
+
+  /** Copies what `chunk` holds of the current message from `at`; delivers it once whole. */
+  private fill(chunk: Uint8Array, at: number, end: number, deliver: (message: Uint8Array) => void): number {
+    const target = this.target;
+    if (target === undefined) return end;
+    const take = Math.min(this.size - this.filled, end - at);
+    if (take > 0) target.set(chunk.subarray(at, at + take), this.filled);
+    this.filled += take;
+    if (this.filled === this.size) {
+      this.target = undefined;
+      this.prefixRead = 0;
+      deliver(target.subarray(0, this.size));
+    }
+    return at + take;
+  }
+
+  /** Checks a message's prefix; returns its size. */
+  private begin(flag: number, size: number): number {
+    if (flag !== 0) {
+      throw new GrpcReadError(
+        'INTERNAL',
+        flag === 1
+          ? 'the upstream sent a compressed message although meshmux accepts identity encoding only'
+          : `a message prefix has compression flag ${flag} (not 0 or 1)`,
+      );
+    }
+    if (size > this.maxBytes) {
+      throw new GrpcReadError(
+        'RESOURCE_EXHAUSTED',
+        `the upstream sent a message of ${size} bytes, over maxReceiveSize (${this.maxBytes} bytes)`,
+      );
+    }
+    this.prefixRead = PREFIX_BYTES;
+    return size;
+  }
+
+  private startTarget(size: number): void {
+    this.size = size;
+    this.filled = 0;
+    if (!this.lend) {
+      this.target = Buffer.allocUnsafeSlow(size);
+    } else {
+      if (this.scratch === undefined || this.scratch.byteLength < size) {
+        // A little room, so a response that grows by a few objects does not allocate again.
+        this.scratch = Buffer.allocUnsafeSlow(Math.min(this.maxBytes, size + (size >>> 4)));
+      }
+      this.target = this.scratch;
+    }
+  }
+}
+
+function readUint32(bytes: Uint8Array, at: number): number {
+  return (
+    (((bytes[at] ?? 0) << 24) >>> 0) +
+    ((bytes[at + 1] ?? 0) << 16) +
+    ((bytes[at + 2] ?? 0) << 8) +
+    (bytes[at + 3] ?? 0)
+  );
+}

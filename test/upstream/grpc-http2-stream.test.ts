@@ -1,0 +1,256 @@
+import assert from 'node:assert/strict';
+import * as grpc from '@grpc/grpc-js';
+import { createServer as createHttp2Server, type Http2Server } from 'node:http2';
+import { createServer as createTcpServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import {
+  GrpcHttp2Stream,
+  type GrpcHttp2StreamOptions,
+  type GrpcStatus,
+} from '../../src/upstream/streaming/grpc-http2-stream.js';
+
+const METHOD = '/meshmux.test.Chat/Talk';
+type Call = grpc.ServerDuplexStream<Buffer, Buffer>;
+
+/** A grpc-js server whose one bidi method is handled by whatever the test sets. */
+class ChatServer {
+  handler: (call: Call) => void = () => undefined;
+  private readonly server = new grpc.Server();
+  address = '';
+
+  async start(): Promise<void> {
+    const asIs = (b: Buffer): Buffer => b;
+    this.server.addService(
+      {
+        Talk: {
+          path: METHOD,
+          requestStream: true,
+          responseStream: true,
+          requestSerialize: asIs,
+          requestDeserialize: asIs,
+          responseSerialize: asIs,
+          responseDeserialize: asIs,
+        },
+      },
+      { Talk: (call: Call) => this.handler(call) },
+    );
+    const port = await new Promise<number>((resolve, reject) =>
+      this.server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
+        err ? reject(err) : resolve(p),
+      ),
+    );
+    this.address = `127.0.0.1:${port}`;
+  }
+
+  stop(): void {
+    this.server.forceShutdown();
+  }
+}
+
+interface Opened {
+  readonly stream: GrpcHttp2Stream;
+  readonly messages: Buffer[];
+  readonly ended: Promise<GrpcStatus>;
+}
+
+function open(address: string, extra: Partial<GrpcHttp2StreamOptions> = {}): Opened {
+  const messages: Buffer[] = [];
+  let resolve: (s: GrpcStatus) => void = () => undefined;
+  const ended = new Promise<GrpcStatus>((r) => (resolve = r));
+  const stream = new GrpcHttp2Stream(
+    {
+      address,
+      method: METHOD,
+      maxReceiveBytes: 64 * 1024 * 1024,
+      windowBytes: 1024 * 1024,
+      keepalive: { timeMs: 30_000, timeoutMs: 10_000 },
+      lendMessages: true,
+      ...extra,
+    },
+    {
+      // A lent message lives for the call only: copied here.
+      onMessage: (m) => messages.push(Buffer.from(m)),
+      onEnd: (s) => resolve(s),
+    },
+  );
+  return { stream, messages, ended };
+}
+
+describe('GrpcHttp2Stream against a grpc-js server', { timeout: 30_000 }, () => {
+  const server = new ChatServer();
+  before(() => server.start());
+  after(() => server.stop());
+
+  it('carries messages both ways, a response of several megabytes whole across many DATA frames', async () => {
+    const big = Buffer.alloc(3 * 1024 * 1024 + 17);
+    for (let i = 0; i < big.byteLength; i++) big[i] = (i * 31) & 0xff;
+    server.handler = (call) => {
+      call.on('data', (m: Buffer) => {
+        if (m.toString() === 'big') call.write(big);
+        else call.write(Buffer.from(`echo ${m.toString()}`));
+        if (m.toString() === 'done') call.end();
+      });
+    };
+    const { stream, messages, ended } = open(server.address);
+    for (const m of ['one', 'big', 'two', 'done']) stream.write(Buffer.from(m));
+    const end = await ended;
+    assert.deepEqual(end, { code: grpc.status.OK, details: 'OK' });
+    assert.equal(messages.length, 4);
+    assert.equal(messages[0]?.toString(), 'echo one');
+    assert.ok(messages[1]?.equals(big), 'the large message arrived byte for byte');
+    assert.equal(messages[2]?.toString(), 'echo two');
+    assert.equal(messages[3]?.toString(), 'echo done');
+  });
+
+  it('ends with the status and the percent-decoded message the server sent, after messages or alone', async () => {
+    for (const first of [true, false]) {
+      server.handler = (call) => {
+        if (first) call.write(Buffer.from('hello'));
+        call.emit('error', { code: grpc.status.NOT_FOUND, details: 'no such thing: 100% gone, ünïcode' });
+      };
+      const { messages, ended } = open(server.address);
+      const end = await ended;
+      assert.equal(end.code, grpc.status.NOT_FOUND);
+      assert.equal(end.details, 'no such thing: 100% gone, ünïcode');
+      assert.equal(messages.length, first ? 1 : 0);
+    }
+  });
+
+  it('ends a message over maxReceiveBytes with RESOURCE_EXHAUSTED and cancels the call', async () => {
+    let cancelled: () => void = () => undefined;
+    const serverSawCancel = new Promise<void>((r) => (cancelled = r));
+    server.handler = (call) => {
+      call.on('cancelled', () => cancelled());
+      call.on('error', () => undefined);
+      call.write(Buffer.from('small'));
+      call.write(Buffer.alloc(2048, 1));
+    };
+    const { messages, ended } = open(server.address, { maxReceiveBytes: 1024 });
+    const end = await ended;
+    assert.equal(end.code, grpc.status.RESOURCE_EXHAUSTED);
+    assert.match(end.details, /2048 bytes, over maxReceiveSize \(1024 bytes\)/);
+    assert.deepEqual(
+      messages.map((m) => m.toString()),
+      ['small'],
+    );
+    await serverSawCancel;
+  });
+
+  it('reports an ended stream once, and nothing after cancel()', async () => {
+    server.handler = (call) => call.on('data', () => call.end());
+    let ends = 0;
+    const stream = new GrpcHttp2Stream(
+      {
+        address: server.address,
+        method: METHOD,
+        maxReceiveBytes: 1024,
+        windowBytes: 65_536,
+        keepalive: { timeMs: 30_000, timeoutMs: 10_000 },
+        lendMessages: false,
+      },
+      { onMessage: () => undefined, onEnd: () => ends++ },
+    );
+    stream.write(Buffer.from('x'));
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(ends, 1);
+    const quiet = open(server.address);
+    quiet.stream.cancel();
+    const race = await Promise.race([quiet.ended, new Promise((r) => setTimeout(() => r('none'), 200))]);
+    assert.equal(race, 'none');
+  });
+});
+
+describe('GrpcHttp2Stream against what is not a gRPC server', { timeout: 30_000 }, () => {
+  let plain: Http2Server;
+  let address = '';
+  before(async () => {
+    plain = createHttp2Server((req, res) => {
+      if (req.url === '/html') {
+        res.writeHead(200, { 'content-type': 'text/html' });
+        res.end('<p>hello</p>');
+        return;
+      }
+      res.writeHead(404);
+      res.end();
+    });
+    await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
+    const bound = plain.address();
+    assert.ok(bound !== null && typeof bound === 'object');
+    address = `127.0.0.1:${bound.port}`;
+  });
+  after(() => new Promise<void>((r) => plain.close(() => r())));
+
+  it('maps an HTTP error to gRPC status as gRPC clients do, and a page that is not gRPC to UNKNOWN', async () => {
+    const missing = await open(address).ended;
+    assert.equal(missing.code, grpc.status.UNIMPLEMENTED);
+    assert.match(missing.details, /HTTP status 404/);
+    const page = await open(address, { method: '/html' }).ended;
+    assert.equal(page.code, grpc.status.UNKNOWN);
+    assert.match(page.details, /content-type "text\/html", not gRPC/);
+  });
+
+  it('ends with UNAVAILABLE naming the cause when nothing listens', async () => {
+    const probe = createTcpServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise<void>((r) => probe.close(() => r()));
+    const end = await open(`127.0.0.1:${port}`).ended;
+    assert.equal(end.code, grpc.status.UNAVAILABLE);
+    assert.match(end.details, /ECONNREFUSED/);
+  });
+});
+
+describe('GrpcHttp2Stream keepalive', { timeout: 30_000 }, () => {
+  const server = new ChatServer();
+  let proxy: Server;
+  let proxyAddress = '';
+  const sockets: Socket[] = [];
+  /** While frozen, the proxy passes nothing either way: a connection that died without a word. */
+  let frozen = false;
+  before(async () => {
+    await server.start();
+    const [host, port] = server.address.split(':') as [string, string];
+    proxy = createTcpServer((client) => {
+      const upstream = tcpConnect(Number(port), host);
+      sockets.push(client, upstream);
+      client.on('data', (d) => {
+        if (!frozen) upstream.write(d);
+      });
+      upstream.on('data', (d) => {
+        if (!frozen) client.write(d);
+      });
+      client.on('error', () => undefined);
+      upstream.on('error', () => undefined);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    proxyAddress = `127.0.0.1:${(proxy.address() as { port: number }).port}`;
+  });
+  after(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((r) => proxy.close(() => r()));
+    server.stop();
+  });
+
+  it('ends a stream whose connection stops answering PINGs with UNAVAILABLE, and keeps a healthy one', async () => {
+    server.handler = (call) => call.on('data', (m: Buffer) => call.write(m));
+    const keepalive = { timeMs: 100, timeoutMs: 300 };
+    const { stream, messages, ended } = open(proxyAddress, { keepalive });
+    stream.write(Buffer.from('ping me'));
+    // Several PING rounds on a healthy connection end nothing.
+    const early = await Promise.race([ended, new Promise((r) => setTimeout(() => r('open'), 600))]);
+    assert.equal(early, 'open');
+    assert.deepEqual(
+      messages.map((m) => m.toString()),
+      ['ping me'],
+    );
+    frozen = true;
+    const started = performance.now();
+    const end = await ended;
+    frozen = false;
+    assert.equal(end.code, grpc.status.UNAVAILABLE);
+    assert.match(end.details, /keepalive PING went unanswered for 300 ms/);
+    assert.ok(performance.now() - started < 5_000, 'within a few PING rounds');
+  });
+});

@@ -1,0 +1,133 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { GrpcMessageReader, GrpcReadError } from '../../src/upstream/streaming/grpc-message-reader.js';
+
+/** `messages` framed as gRPC sends them: flag 0, big-endian length, bytes. */
+function framed(messages: readonly Uint8Array[], flag = 0): Buffer {
+  return Buffer.concat(
+    messages.flatMap((m) => {
+      const prefix = Buffer.alloc(5);
+      prefix[0] = flag;
+      prefix.writeUInt32BE(m.byteLength, 1);
+      return [prefix, Buffer.from(m)];
+    }),
+  );
+}
+
+/** `bytes` cut at the given offsets (sorted, deduplicated, within range). */
+function chunked(bytes: Buffer, cuts: readonly number[]): Buffer[] {
+  const at = [...new Set(cuts.map((c) => c % (bytes.byteLength + 1)))].sort((a, b) => a - b);
+  const chunks: Buffer[] = [];
+  let from = 0;
+  for (const cut of [...at, bytes.byteLength]) {
+    // Copies: a chunk is memory of its own, as HTTP/2 delivers it.
+    chunks.push(Buffer.from(bytes.subarray(from, cut)));
+    from = cut;
+  }
+  return chunks;
+}
+
+/** What a reader delivers from `chunks`, each message copied inside the call (a lent view dies after it). */
+function readAll(reader: GrpcMessageReader, chunks: readonly Buffer[]): Buffer[] {
+  const out: Buffer[] = [];
+  for (const chunk of chunks) reader.push(chunk, (m) => out.push(Buffer.from(m)));
+  return out;
+}
+
+describe('GrpcMessageReader', () => {
+  it('delivers every message whole and in order however the stream is cut, lending or not', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.uint8Array({ maxLength: 300 }), { maxLength: 8 }),
+        fc.array(fc.nat(), { maxLength: 12 }),
+        fc.boolean(),
+        (messages, cuts, lend) => {
+          const reader = new GrpcMessageReader(1024, lend);
+          const got = readAll(reader, chunked(framed(messages), cuts));
+          assert.deepEqual(
+            got.map((m) => m.toString('hex')),
+            messages.map((m) => Buffer.from(m).toString('hex')),
+          );
+          assert.equal(reader.midMessage, false);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('lends one buffer for every message it assembles, and gives each its own without lending', () => {
+    const messages = [Buffer.alloc(4000, 1), Buffer.alloc(3000, 2), Buffer.alloc(4000, 3)];
+    const chunks = chunked(framed(messages), [100, 2000, 4100, 6000, 9000]);
+    const buffers = (lend: boolean): ArrayBuffer[] => {
+      const seen: ArrayBuffer[] = [];
+      const reader = new GrpcMessageReader(1 << 20, lend);
+      for (const chunk of chunks) reader.push(chunk, (m) => seen.push(m.buffer as ArrayBuffer));
+      return seen;
+    };
+    const lent = buffers(true);
+    assert.equal(lent.length, 3);
+    assert.equal(new Set(lent).size, 1, 'one reassembly buffer, reused');
+    assert.ok(!chunks.some((c) => c.buffer === lent[0]), 'not a chunk: nothing of a chunk is kept');
+    const own = buffers(false);
+    assert.equal(new Set(own).size, 3, 'a buffer per message');
+  });
+
+  it('lends a message that arrived whole in one chunk where it lies, without copying it', () => {
+    const chunk = framed([Buffer.from('abc'), Buffer.from('defg')]);
+    const reader = new GrpcMessageReader(1024, true);
+    const views: Uint8Array[] = [];
+    reader.push(chunk, (m) => views.push(m));
+    assert.deepEqual(
+      views.map((v) => Buffer.from(v).toString()),
+      ['abc', 'defg'],
+    );
+    assert.ok(views.every((v) => v.buffer === chunk.buffer));
+  });
+
+  it('delivers an empty message as soon as its prefix is read, even at the end of a chunk', () => {
+    const reader = new GrpcMessageReader(1024, true);
+    const got: number[] = [];
+    reader.push(framed([new Uint8Array(0)]), (m) => got.push(m.byteLength));
+    assert.deepEqual(got, [0]);
+    assert.equal(reader.midMessage, false);
+  });
+
+  it('tells a stream cut in the middle of a message or of its prefix', () => {
+    const whole = framed([Buffer.alloc(10, 9)]);
+    for (const cut of [1, 4, 5, 9]) {
+      const reader = new GrpcMessageReader(1024, true);
+      reader.push(whole.subarray(0, cut), () => assert.fail('nothing is whole yet'));
+      assert.equal(reader.midMessage, true, `cut at ${cut}`);
+    }
+  });
+
+  it('refuses a message over the limit by its prefix, before holding any of its bytes', () => {
+    const reader = new GrpcMessageReader(100, true);
+    const prefix = Buffer.from([0, 0, 0, 0, 101]);
+    assert.throws(
+      () => reader.push(prefix, () => undefined),
+      (err: unknown) =>
+        err instanceof GrpcReadError &&
+        err.status === 'RESOURCE_EXHAUSTED' &&
+        /101 bytes, over maxReceiveSize \(100 bytes\)/.test(err.message),
+    );
+    // Exactly the limit is accepted.
+    const ok = new GrpcMessageReader(100, true);
+    assert.equal(readAll(ok, [framed([Buffer.alloc(100)])]).length, 1);
+  });
+
+  it('refuses compressed messages (only identity encoding is asked for) and unknown flags', () => {
+    for (const [flag, pattern] of [
+      [1, /compressed message/],
+      [2, /compression flag 2/],
+    ] as const) {
+      const reader = new GrpcMessageReader(1024, true);
+      assert.throws(
+        () => reader.push(framed([Buffer.from('x')], flag), () => undefined),
+        (err: unknown) =>
+          err instanceof GrpcReadError && err.status === 'INTERNAL' && pattern.test(err.message),
+      );
+    }
+  });
+});
