@@ -1,4 +1,4 @@
-import { mkdir, open, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, unlink, writeFile, type FileHandle } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
@@ -8,12 +8,10 @@ import {
   type RecordWriteQueueOptions,
   type RecordWriteStatus,
 } from './record-write-queue.js';
-import { decodeStateFile, encodeStateFile } from './state-file.js';
+import { decodeStateFile, STATE_HEADER_BYTES, streamStateFile } from './state-file.js';
 
 const SUFFIX = '.state';
 const LOCK = 'lock';
-/** Buffers handed to one `writev`. */
-const WRITEV_BATCH = 1024;
 
 /** Where a {@link FileRecordStore} keeps its records, and how often it writes them. */
 export interface FileRecordStoreOptions extends RecordWriteQueueOptions {
@@ -105,16 +103,19 @@ export class FileRecordStore implements SourceRecordStore {
   }
 
   private async write(source: string, record: SourceRecord): Promise<number> {
-    const parts = await encodeStateFile(record);
     const file = this.fileOf(source);
     const temporary = `${file}.${process.pid}.tmp`;
     const handle = await open(temporary, 'w', 0o600);
     let bytes = 0;
     try {
-      for (let i = 0; i < parts.length; i += WRITEV_BATCH) {
-        const { bytesWritten } = await handle.writev(parts.slice(i, i + WRITEV_BATCH));
-        bytes += bytesWritten;
-      }
+      // The payload as it is encoded, after room for the header, then the header.
+      let position = STATE_HEADER_BYTES;
+      const header = await streamStateFile(record, async (part) => {
+        await writeAll(handle, part, position);
+        position += part.byteLength;
+      });
+      await writeAll(handle, header, 0);
+      bytes = position;
       await handle.sync();
     } catch (err) {
       await handle.close().catch(() => undefined);
@@ -216,4 +217,13 @@ export function defaultStateDir(env: NodeJS.ProcessEnv): string {
 /** Where a read-only root can still write: the fallback when the chosen folder cannot be created. */
 export function fallbackStateDir(): string {
   return path.join(tmpdir(), 'meshmux-state');
+}
+
+/** Writes all of `bytes` at `position` (a write may take fewer bytes than it was given). */
+async function writeAll(handle: FileHandle, bytes: Buffer, position: number): Promise<void> {
+  let done = 0;
+  while (done < bytes.byteLength) {
+    const { bytesWritten } = await handle.write(bytes, done, bytes.byteLength - done, position + done);
+    done += bytesWritten;
+  }
 }

@@ -22,7 +22,8 @@ import { lengthDelimitedSize, SizedWriter, varintSize } from '../wire/sized-writ
  */
 export const STATE_FILE_MAGIC = Buffer.from('MMXSTATE', 'ascii');
 export const STATE_FORMAT_VERSION = 1;
-const HEADER_BYTES = 56;
+/** Bytes before the payload: magic, format version, reserved, payload length, SHA-256. */
+export const STATE_HEADER_BYTES = 56;
 /** Resources encoded between two turns of the event loop while a record is written. */
 const ENCODE_SLICE = 2000;
 
@@ -150,7 +151,12 @@ function writeResource(w: SizedWriter, r: ConfigResource): void {
  * short-lived objects per write. Fields holding their proto3 default are left out, as proto3
  * allows; `decodeStateFile` reads them back as defaults.
  */
-function encodeResourceSlice(resources: readonly ConfigResource[], from: number, to: number): Buffer {
+function encodeResourceSlice(
+  resources: readonly ConfigResource[],
+  from: number,
+  to: number,
+  scratch: { buf: Buffer | undefined },
+): Buffer {
   const sizes = new Int32Array(to - from);
   let total = 0;
   for (let i = from; i < to; i++) {
@@ -158,7 +164,10 @@ function encodeResourceSlice(resources: readonly ConfigResource[], from: number,
     sizes[i - from] = size;
     total += lengthDelimitedSize(size);
   }
-  const w = new SizedWriter(Buffer.allocUnsafe(total));
+  if (scratch.buf === undefined || scratch.buf.byteLength < total) {
+    scratch.buf = Buffer.allocUnsafeSlow(total + (total >>> 3));
+  }
+  const w = new SizedWriter(scratch.buf.subarray(0, total));
   for (let i = from; i < to; i++) {
     w.varint(RESOURCES_TAG);
     w.varint(sizes[i - from] as number);
@@ -230,18 +239,27 @@ function heldMessage(h: HeldRecord): Record<string, unknown> {
 }
 
 /**
- * Encodes a record as the parts of a state file (header first). Yields to the event loop between
- * slices of objects, so a large source never stalls serving while its state is written.
+ * Encodes a record as a state file, handing the payload to `write` a part at a time, in order.
+ * A part's memory is reused for the next once `write` resolves: a record of 50k objects is several
+ * megabytes, rewritten after changes, and a fresh buffer for it on every write is a large
+ * allocation that outlives the young generation while it is written out, which sets off full
+ * collections of the heap. Yields to the event loop between slices of objects, so a large source
+ * never stalls serving while its state is written. Resolves to the header, which goes first in
+ * the file: its payload length and checksum are known only at the end.
  */
-export async function encodeStateFile(record: SourceRecord): Promise<Buffer[]> {
+export async function streamStateFile(
+  record: SourceRecord,
+  write: (part: Buffer) => Promise<void>,
+): Promise<Buffer> {
   const hash = createHash('sha256');
-  const parts: Buffer[] = [];
-  const push = (b: Uint8Array): void => {
+  let length = 0;
+  const put = async (b: Uint8Array): Promise<void> => {
     const buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
     hash.update(buf);
-    parts.push(buf);
+    length += buf.byteLength;
+    await write(buf);
   };
-  push(
+  await put(
     RECORD.encode({
       source: record.source,
       type: record.type,
@@ -254,18 +272,30 @@ export async function encodeStateFile(record: SourceRecord): Promise<Buffer[]> {
     }).finish(),
   );
   // Concatenated fields of one message merge: each object is appended as its own field 8, a
-  // slice of objects at a time into one buffer of its exact size.
+  // slice of objects at a time, written into one buffer reused from slice to slice.
+  const scratch: { buf: Buffer | undefined } = { buf: undefined };
   for (let i = 0; i < record.resources.length; i += ENCODE_SLICE) {
-    push(encodeResourceSlice(record.resources, i, Math.min(i + ENCODE_SLICE, record.resources.length)));
+    await put(
+      encodeResourceSlice(record.resources, i, Math.min(i + ENCODE_SLICE, record.resources.length), scratch),
+    );
     if (i + ENCODE_SLICE < record.resources.length) await nextTurn();
   }
-  const length = parts.reduce((n, p) => n + p.byteLength, 0);
-  const header = Buffer.alloc(HEADER_BYTES);
+  const header = Buffer.alloc(STATE_HEADER_BYTES);
   STATE_FILE_MAGIC.copy(header, 0);
   header.writeUInt32BE(STATE_FORMAT_VERSION, 8);
   header.writeUInt32BE(0, 12);
   header.writeBigUInt64BE(BigInt(length), 16);
   hash.digest().copy(header, 24);
+  return header;
+}
+
+/** A record as the parts of a state file, header first, each part a buffer of its own. */
+export async function encodeStateFile(record: SourceRecord): Promise<Buffer[]> {
+  const parts: Buffer[] = [];
+  const header = await streamStateFile(record, (part) => {
+    parts.push(Buffer.from(part));
+    return Promise.resolve();
+  });
   return [header, ...parts];
 }
 
@@ -279,13 +309,13 @@ export function decodeStateFile(bytes: Uint8Array, file: string): SourceRecord {
   const fail = (why: string, cause?: unknown): never => {
     throw new MeshmuxError('STATE', why, { file }, cause === undefined ? {} : { cause });
   };
-  if (buf.byteLength < HEADER_BYTES || !buf.subarray(0, 8).equals(STATE_FILE_MAGIC)) {
+  if (buf.byteLength < STATE_HEADER_BYTES || !buf.subarray(0, 8).equals(STATE_FILE_MAGIC)) {
     fail('not a meshmux state file');
   }
   const version = buf.readUInt32BE(8);
   if (version !== STATE_FORMAT_VERSION) fail(`state format version ${version} is not supported`);
   const length = Number(buf.readBigUInt64BE(16));
-  const payload = buf.subarray(HEADER_BYTES);
+  const payload = buf.subarray(STATE_HEADER_BYTES);
   if (payload.byteLength !== length) {
     fail(`truncated or extended: ${payload.byteLength} payload bytes, the header says ${length}`);
   }

@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { SourceRecord } from '../../src/merge/source-record.js';
 import { FileRecordStore } from '../../src/state/file-record-store.js';
+import { encodeStateFile } from '../../src/state/state-file.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { fakeResource } from '../support/resources.js';
 
@@ -33,6 +34,28 @@ async function until(check: () => Promise<boolean>, ms: number, what: string): P
 }
 
 describe('FileRecordStore', () => {
+  it('writes a record of several slices, a reused buffer at a time, byte for byte the encoded state file', async () => {
+    const t = await tempDir();
+    try {
+      const { store } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 5 });
+      const big = record(
+        'big',
+        Array.from({ length: 7_001 }, (_, i) => `object-${i}`),
+      );
+      store.changed('big', () => big);
+      await store.close();
+      const written = await readFile(path.join(t.dir, 'big.state'));
+      assert.ok(written.equals(Buffer.concat(await encodeStateFile(big))));
+      const { store: again, loaded } = await FileRecordStore.open({ dir: t.dir, log });
+      const names = loaded.records.get('big')?.resources.map((r) => r.name) ?? [];
+      assert.equal(names.length, 7_001);
+      assert.equal(names[6_999], 'object-6999');
+      await again.close();
+    } finally {
+      await t.dispose();
+    }
+  });
+
   it('writes the latest record of a burst of changes once, and reads it back at the next open', async () => {
     const t = await tempDir();
     try {
