@@ -73,6 +73,27 @@ describe('GrpcMessageReader', () => {
     assert.equal(new Set(own).size, 3, 'a buffer per message');
   });
 
+  it('lets its buffer go on release, but never in the middle of a message', () => {
+    const seen: ArrayBuffer[] = [];
+    const got: string[] = [];
+    const reader = new GrpcMessageReader(1 << 20, true);
+    const deliver = (m: Uint8Array): void => {
+      seen.push(m.buffer as ArrayBuffer);
+      got.push(Buffer.from(m).toString('hex', 0, 4));
+    };
+    const [a, b] = chunked(framed([Buffer.alloc(5000, 1)]), [2500]);
+    reader.push(a as Buffer, deliver);
+    reader.release();
+    reader.push(b as Buffer, deliver);
+    assert.deepEqual(got, ['01010101'], 'the message assembled across the release is whole');
+    for (const chunk of chunked(framed([Buffer.alloc(5000, 2)]), [2500])) reader.push(chunk, deliver);
+    assert.equal(seen[1], seen[0], 'reused until released');
+    reader.release();
+    for (const chunk of chunked(framed([Buffer.alloc(5000, 3)]), [2500])) reader.push(chunk, deliver);
+    assert.notEqual(seen[2], seen[1], 'a new buffer after the release');
+    assert.deepEqual(got, ['01010101', '02020202', '03030303']);
+  });
+
   it('lends a message that arrived whole in one chunk where it lies, without copying it', () => {
     const chunk = framed([Buffer.from('abc'), Buffer.from('defg')]);
     const reader = new GrpcMessageReader(1024, true);

@@ -43,6 +43,9 @@ export interface GrpcHttp2StreamHandlers {
   onEnd(end: GrpcStatus): void;
 }
 
+/** How long a stream goes without a message before its reassembly buffer is let go. */
+const QUIET_MS = 1000;
+
 /** gRPC's mapping of HTTP statuses of a response that is not gRPC. */
 const HTTP_STATUS_CODES: ReadonlyMap<number, status> = new Map([
   [400, status.INTERNAL],
@@ -106,12 +109,18 @@ export class GrpcHttp2Stream {
   private connected = false;
   private keepaliveTimer: NodeJS.Timeout | undefined;
   private pingTimer: NodeJS.Timeout | undefined;
+  /** Frees the reader's reassembly buffer once no message has come for a while. */
+  private readonly quiet: NodeJS.Timeout;
 
   constructor(
     options: GrpcHttp2StreamOptions,
     private readonly handlers: GrpcHttp2StreamHandlers,
   ) {
     this.reader = new GrpcMessageReader(options.maxReceiveBytes, options.lendMessages);
+    // Reused while responses keep coming (a change allocates nothing of their size), let go after
+    // a quiet second: at rest a stream holds no copy of its largest response.
+    this.quiet = setTimeout(() => this.reader.release(), QUIET_MS);
+    this.quiet.unref();
     const scheme = options.tls === undefined ? 'http' : 'https';
     this.session = connect(`${scheme}://${options.address}`, {
       ...(options.tls ?? {}),
@@ -202,6 +211,7 @@ export class GrpcHttp2Stream {
       this.reader.push(chunk, (message) => {
         if (!this.ended) this.handlers.onMessage(message);
       });
+      this.quiet.refresh();
     } catch (err) {
       if (!(err instanceof GrpcReadError)) throw err;
       this.fail({ code: status[err.status], details: err.message });
@@ -270,6 +280,7 @@ export class GrpcHttp2Stream {
   }
 
   private close(): void {
+    clearTimeout(this.quiet);
     clearInterval(this.keepaliveTimer);
     clearTimeout(this.pingTimer);
     this.keepaliveTimer = undefined;

@@ -22,7 +22,8 @@ const PREFIX_BYTES = 5;
  *
  * A message is handed to `deliver` synchronously, as a view that is valid only during that call
  * when the reader lends (`lend: true`): it lies in the reader's own buffer, reused for the next
- * message (grown to the largest message the stream has carried, which `maxBytes` bounds), or in
+ * message (grown to the largest message the stream has carried, which `maxBytes` bounds, until
+ * {@link release}), or in
  * the chunk itself when it arrived whole. The receiver copies whatever it keeps. Without lending,
  * each message is a buffer of its own.
  */
@@ -41,6 +42,15 @@ export class GrpcMessageReader {
     private readonly maxBytes: number,
     private readonly lend: boolean,
   ) {}
+
+  /**
+   * Lets the reassembly buffer go (the next message that needs one allocates it again), unless a
+   * message is being assembled in it: for a stream gone quiet, so the largest response it carried
+   * is not held twice while nothing changes.
+   */
+  release(): void {
+    if (this.target === undefined) this.scratch = undefined;
+  }
 
   /** Whether a message has begun and not ended: a stream ending now was cut short. */
   get midMessage(): boolean {
