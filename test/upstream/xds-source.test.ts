@@ -594,4 +594,40 @@ describe('xds source limits', () => {
       await fake.stop();
     }
   });
+
+  it('fails a source whose upstream sends a response over maxReceiveSize, naming the limit, and keeps what it served', async () => {
+    const fake = await FakeAdsServer.start({ peer: 'istiod' });
+    fake.set('VirtualService', [fakeVirtualService('small')]);
+    const recorder = new SourceEventRecorder(
+      source(fake.address, {
+        kinds: ['VirtualService'],
+        maxReceiveSize: 64 * 1024,
+        reconnect: { initialDelay: 50, maxDelay: 400 },
+      }).events$,
+    );
+    try {
+      await recorder.status('synced');
+      const from = recorder.count;
+      const padding = 'x'.repeat(2_000);
+      fake
+        .set(
+          'VirtualService',
+          Array.from({ length: 100 }, (_, i) => fakeVirtualService(`vs-${i}`, `h${i}.${padding}`)),
+        )
+        .push();
+      const stale = (await recorder.next(
+        (e) => e.type === 'status' && e.state === 'stale' && e.error !== undefined,
+        from,
+      )) as SourceStatusEvent;
+      assert.match(stale.error?.message ?? '', /RESOURCE_EXHAUSTED.*over maxReceiveSize \(65536 bytes\)/);
+      assert.ok(
+        !recorder.events.slice(from).some((e) => e.type === 'snapshot'),
+        'nothing of the refused response was applied',
+      );
+      assert.deepEqual(servedKeys(recorder.events, VS), ['shop/small']);
+    } finally {
+      recorder.close();
+      await fake.stop();
+    }
+  });
 });
