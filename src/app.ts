@@ -122,7 +122,7 @@ export async function startMeshmux(
   } = {},
 ): Promise<RunningMeshmux> {
   const log = overrides.log ?? componentLogger('app');
-  const tracing = tracingFromEnv(overrides.env ?? process.env, componentLogger('tracing'));
+  const tracing = await tracingFromEnv(overrides.env ?? process.env, componentLogger('tracing'));
   const telemetry: Telemetry = new Telemetry({
     kindOf: (typeUrl) => KINDS.resolveTypeUrl(typeUrl)?.kind.key,
     clients: () => ads.reports(),

@@ -13,10 +13,6 @@ import {
   type Tracer,
 } from '@opentelemetry/api';
 import { parseTraceParent } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { Logger } from '../core/logger.js';
 import { PACKAGE_ROOT } from '../core/paths.js';
 import { truncateForLog } from '../core/truncate-for-log.js';
@@ -279,8 +275,18 @@ export function tracingEnabled(env: TracingEnv, log?: Logger): boolean {
  * own service name and version). The provider is private to this meshmux (never registered
  * globally), so several instances can share a process.
  */
-export function tracingFromEnv(env: TracingEnv, log: Logger): ChangeTracing | undefined {
+export async function tracingFromEnv(env: TracingEnv, log: Logger): Promise<ChangeTracing | undefined> {
   if (!tracingEnabled(env, log)) return undefined;
+  // Loaded only when tracing is on: the SDK and its exporter are about 0.1 s of a start.
+  const [{ OTLPTraceExporter }, resources, { BasicTracerProvider, BatchSpanProcessor }, conventions] =
+    await Promise.all([
+      import('@opentelemetry/exporter-trace-otlp-http'),
+      import('@opentelemetry/resources'),
+      import('@opentelemetry/sdk-trace-base'),
+      import('@opentelemetry/semantic-conventions'),
+    ]);
+  const { detectResources, envDetector, resourceFromAttributes } = resources;
+  const { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } = conventions;
   diag.setLogger(
     {
       error: (message, ...args) => log.warn({ args }, `OpenTelemetry: ${message}`),
