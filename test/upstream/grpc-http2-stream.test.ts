@@ -114,6 +114,12 @@ describe('GrpcHttp2Stream against a grpc-js server', { timeout: 30_000 }, () => 
       assert.equal(end.details, 'no such thing: 100% gone, ünïcode');
       assert.equal(messages.length, first ? 1 : 0);
     }
+    // What the upstream says is cut before it reaches a log line.
+    server.handler = (call) =>
+      call.emit('error', { code: grpc.status.INTERNAL, details: 'y'.repeat(20_000) });
+    const long = await open(server.address).ended;
+    assert.equal(long.code, grpc.status.INTERNAL);
+    assert.match(long.details, /^y{1024}… \(18976 more characters\)$/);
   });
 
   it('ends a message over maxReceiveBytes with RESOURCE_EXHAUSTED and cancels the call', async () => {

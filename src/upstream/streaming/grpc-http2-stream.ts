@@ -8,6 +8,7 @@ import {
   type IncomingHttpStatusHeader,
 } from 'node:http2';
 import type { ConnectionOptions } from 'node:tls';
+import { truncateForLog } from '../../core/truncate-for-log.js';
 import { GrpcMessageReader, GrpcReadError } from './grpc-message-reader.js';
 
 /** How a gRPC stream ended: its status code and message. */
@@ -74,15 +75,23 @@ function resetStatus(rstCode: number): status {
   }
 }
 
-/** `grpc-message` is percent-encoded; a malformed one is shown as sent. */
+/**
+ * `grpc-message` is percent-encoded; a malformed one is shown as sent. The upstream chooses it, and
+ * it ends up in logs and on the status page: cut to {@link MAX_DETAILS_CHARS}.
+ */
 function decodeGrpcMessage(value: string | string[] | undefined): string {
   const text = Array.isArray(value) ? value.join(', ') : (value ?? '');
+  let decoded = text;
   try {
-    return decodeURIComponent(text);
+    decoded = decodeURIComponent(text);
   } catch {
-    return text;
+    // Shown as sent.
   }
+  return truncateForLog(decoded, MAX_DETAILS_CHARS);
 }
+
+/** The longest status message of an upstream kept whole. */
+const MAX_DETAILS_CHARS = 1024;
 
 /**
  * One bidirectional gRPC stream on a connection of its own, spoken directly over `node:http2`
