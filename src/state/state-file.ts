@@ -24,8 +24,11 @@ export const STATE_FILE_MAGIC = Buffer.from('MMXSTATE', 'ascii');
 export const STATE_FORMAT_VERSION = 1;
 /** Bytes before the payload: magic, format version, reserved, payload length, SHA-256. */
 export const STATE_HEADER_BYTES = 56;
-/** Resources encoded between two turns of the event loop while a record is written. */
-const ENCODE_SLICE = 2000;
+/**
+ * Resources encoded between two turns of the event loop while a record is written: a few
+ * milliseconds of work. Slices of 2,000 were among the longest tasks of the loop under churn.
+ */
+const ENCODE_SLICE = 250;
 
 const RECORD = messageType('meshmux.state.v1.SourceRecord');
 /** Field 8 of SourceRecord (`resources`), length-delimited. */
