@@ -8,9 +8,10 @@ import {
   type GrpcHttp2StreamOptions,
   type GrpcStatus,
 } from '../../src/upstream/streaming/grpc-http2-stream.js';
+import { rawBidiMethod } from '../support/raw-grpc-method.js';
 
 const METHOD = '/meshmux.test.Chat/Talk';
-type Call = grpc.ServerDuplexStream<Buffer, Buffer>;
+type Call = grpc.ServerDuplexStream<Buffer, Uint8Array>;
 
 /** A grpc-js server whose one bidi method is handled by whatever the test sets. */
 class ChatServer {
@@ -19,21 +20,7 @@ class ChatServer {
   address = '';
 
   async start(): Promise<void> {
-    const asIs = (b: Buffer): Buffer => b;
-    this.server.addService(
-      {
-        Talk: {
-          path: METHOD,
-          requestStream: true,
-          responseStream: true,
-          requestSerialize: asIs,
-          requestDeserialize: asIs,
-          responseSerialize: asIs,
-          responseDeserialize: asIs,
-        },
-      },
-      { Talk: (call: Call) => this.handler(call) },
-    );
+    this.server.addService({ Talk: rawBidiMethod(METHOD) }, { Talk: (call: Call) => this.handler(call) });
     const port = await new Promise<number>((resolve, reject) =>
       this.server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
         err ? reject(err) : resolve(p),
