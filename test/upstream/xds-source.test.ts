@@ -595,7 +595,7 @@ describe('xds source limits', () => {
     }
   });
 
-  it('fails a source whose upstream sends a response over maxReceiveSize, naming the limit, and keeps what it served', async () => {
+  it('turns a source stale when its upstream sends a response over maxReceiveSize, naming the limit, and keeps what it served', async () => {
     const fake = await FakeAdsServer.start({ peer: 'istiod' });
     fake.set('VirtualService', [fakeVirtualService('small')]);
     const recorder = new SourceEventRecorder(
