@@ -243,9 +243,9 @@ function heldMessage(h: HeldRecord): Record<string, unknown> {
 
 /**
  * Encodes a record as a state file, handing the payload to `write` a part at a time, in order.
- * A part's memory is reused for the next once `write` resolves: a record of 50k objects is several
- * megabytes, rewritten after changes, and a fresh buffer for it on every write is a large
- * allocation that outlives the young generation while it is written out, which sets off full
+ * Unless `reuse` is false, a part's memory is reused for the next once `write` resolves: a
+ * record of 50k objects is several megabytes, rewritten after changes, and a fresh buffer for it
+ * on every write is a large allocation that outlives the young generation while it is written out, which sets off full
  * collections of the heap. Yields to the event loop between slices of objects, so a large source
  * never stalls serving while its state is written. Resolves to the header, which goes first in
  * the file: its payload length and checksum are known only at the end.
@@ -253,6 +253,8 @@ function heldMessage(h: HeldRecord): Record<string, unknown> {
 export async function streamStateFile(
   record: SourceRecord,
   write: (part: Buffer) => Promise<void>,
+  /** False: each part a buffer of its own, which `write` may keep. */
+  reuse = true,
 ): Promise<Buffer> {
   const hash = createHash('sha256');
   let length = 0;
@@ -279,7 +281,12 @@ export async function streamStateFile(
   const scratch: { buf: Buffer | undefined } = { buf: undefined };
   for (let i = 0; i < record.resources.length; i += ENCODE_SLICE) {
     await put(
-      encodeResourceSlice(record.resources, i, Math.min(i + ENCODE_SLICE, record.resources.length), scratch),
+      encodeResourceSlice(
+        record.resources,
+        i,
+        Math.min(i + ENCODE_SLICE, record.resources.length),
+        reuse ? scratch : { buf: undefined },
+      ),
     );
     if (i + ENCODE_SLICE < record.resources.length) await nextTurn();
   }
@@ -295,10 +302,14 @@ export async function streamStateFile(
 /** A record as the parts of a state file, header first, each part a buffer of its own. */
 export async function encodeStateFile(record: SourceRecord): Promise<Buffer[]> {
   const parts: Buffer[] = [];
-  const header = await streamStateFile(record, (part) => {
-    parts.push(Buffer.from(part));
-    return Promise.resolve();
-  });
+  const header = await streamStateFile(
+    record,
+    (part) => {
+      parts.push(part);
+      return Promise.resolve();
+    },
+    false,
+  );
   return [header, ...parts];
 }
 
