@@ -29,6 +29,19 @@ export default tseslint.config(
     },
   },
   {
+    files: ['src/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          // Each spread item is an argument on the stack: some 125,000 overflow it.
+          selector: "CallExpression[callee.property.name='push'] > SpreadElement",
+          message: 'A list of any length goes in with appendAll (src/core/append-all.ts), not push(...list).',
+        },
+      ],
+    },
+  },
+  {
     files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: {
       '@typescript-eslint/no-non-null-assertion': 'off',

@@ -24,6 +24,7 @@ import { KindTable, type SemanticConflictPolicy, type SemanticKeys, type SourceR
 import { type KindChange, SourceLedger } from './source-ledger.js';
 import type { SourceRecord, SourceRecordStore } from './source-record.js';
 import { DEFAULT_SOURCE_POLICY, type SourcePolicy } from './source-rules.js';
+import { appendAll } from '../core/append-all.js';
 
 /** Why the merge waits on a source: its update settling, a held update's `confirmAfter`, `maxStale`. */
 type TimerPurpose = 'settle' | 'confirm' | 'expiry';
@@ -470,7 +471,7 @@ export class MergeEngine implements SnapshotReader {
     for (const [kind, table] of [...this.tables].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
       const k = table.snapshot();
       if (k !== undefined) kinds.set(kind, k);
-      conflicts.push(...table.conflicts());
+      appendAll(conflicts, table.conflicts());
     }
     const timedOut = this.timedOut;
     // Sources still waited for, with what each can serve, frozen with this snapshot.

@@ -1,3 +1,5 @@
+import { appendAll } from '../core/append-all.js';
+
 /** A JSON Schema (draft 2020-12) node, as far as this module reads it. */
 export type SchemaNode = Readonly<Record<string, unknown>>;
 
@@ -27,6 +29,6 @@ export function fieldsAt(schema: SchemaNode, path: readonly PropertyKey[]): stri
 function alternatives(node: SchemaNode): SchemaNode[] {
   const out: SchemaNode[] = [node];
   for (const key of ['anyOf', 'oneOf', 'allOf'])
-    for (const alt of (node[key] as SchemaNode[] | undefined) ?? []) out.push(...alternatives(alt));
+    for (const alt of (node[key] as SchemaNode[] | undefined) ?? []) appendAll(out, alternatives(alt));
   return out;
 }

@@ -183,6 +183,62 @@ describe('subscription state', () => {
     state.stop();
   });
 
+  it('serves a kind of 150,000 objects, with 150,000 rejected, in one snapshot', () => {
+    // Each list as long as a large mesh's ServiceEntries: too long to be spread as arguments.
+    const { state, events } = setup();
+    state.streamOpened();
+    const many = Array.from({ length: 150_000 }, (_, i) => se(`s${i}`));
+    const bad = Object.fromEntries(
+      Array.from({ length: 150_000 }, (_, i) => [`default/bad${i}`, 'bad body']),
+    );
+    state.apply(VS_V1, update([vs('a')]));
+    state.apply(VS_OLD, update([]));
+    state.apply(SE_V1, update(many, bad));
+    const [first] = snapshots(events);
+    assert.equal(first?.resources.length, 150_001);
+    const held = new Set(first?.resources);
+    assert.ok(
+      many.every((r) => held.has(r)),
+      'every object served',
+    );
+    assert.equal(first?.errors.length, 150_000);
+    assert.equal((events.at(-1) as { state: string }).state, 'synced');
+    state.stop();
+  });
+
+  it('serves a state sent again as it was as the same list', () => {
+    const events: SourceEvent[] = [];
+    const state = new SubscriptionState({
+      startTimer: new ManualTimer().start,
+      source: 'test',
+      upstream: 'xds://upstream.test:15010',
+      channels: [{ id: SE_V1, kind: kind(SE) }],
+      emit: (e) => events.push(e),
+      log: rootLogger.child({ test: true }),
+      syncTimeoutMs: 60_000,
+    });
+    state.start();
+    state.streamOpened();
+    state.apply(SE_V1, { ...update([se('a'), se('b')]), keyedByName: true });
+    state.streamClosed(new MeshmuxError('UNAVAILABLE', 'gone'));
+    state.streamOpened();
+    assert.ok(state.applyPatch(SE_V1, { removed: [], upserted: new Map() }, 'v2'));
+    const [first, again] = snapshots(events);
+    assert.equal(again?.revision, 'v2');
+    assert.equal(again?.resources, first?.resources, 'the same list instance');
+    state.streamClosed(new MeshmuxError('UNAVAILABLE', 'gone'));
+    state.streamOpened();
+    const c = se('c');
+    assert.ok(state.applyPatch(SE_V1, { removed: [], upserted: new Map([['default/c', c]]) }, 'v3'));
+    const changed = snapshots(events).at(-1);
+    assert.notEqual(changed?.resources, first?.resources);
+    assert.deepEqual(
+      changed?.resources.map((r) => r.name),
+      ['a', 'b', 'c'],
+    );
+    state.stop();
+  });
+
   it('emits nothing for a response that changes nothing', () => {
     const { state, events } = setup();
     state.streamOpened();

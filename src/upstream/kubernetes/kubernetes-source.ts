@@ -17,6 +17,7 @@ import type { YamlFileRead } from '../runtime/yaml-file-set.js';
 import { ExponentialBackoff } from '../streaming/exponential-backoff.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { configDocument, type KubernetesObject } from './kubernetes-object.js';
+import { appendAll } from '../../core/append-all.js';
 
 export interface KubernetesSourceOptions {
   readonly name: string;
@@ -200,7 +201,7 @@ export class KubernetesSource implements UpstreamSource {
             metadata?: { resourceVersion?: string; continue?: string };
             items?: KubernetesObject[];
           };
-          items.push(...(body.items ?? []));
+          appendAll(items, body.items ?? []);
           if (token === '') resourceVersion = body.metadata?.resourceVersion ?? '';
           token = body.metadata?.continue ?? '';
           if (token === '') break;
@@ -345,9 +346,9 @@ export class KubernetesSource implements UpstreamSource {
               cached = { rv, read };
               reads.set(id, cached);
             }
-            resources.push(...cached.read.resources);
-            errors.push(...cached.read.errors);
-            warnings.push(...cached.read.warnings);
+            appendAll(resources, cached.read.resources);
+            appendAll(errors, cached.read.errors);
+            appendAll(warnings, cached.read.warnings);
           }
         }
         for (const id of reads.keys()) if (!live.has(id)) reads.delete(id);

@@ -1,5 +1,6 @@
 import { MeshmuxError } from '../../core/errors.js';
 import { resourceKey, type ConfigResource } from '../../core/resource.js';
+import { appendAll } from '../../core/append-all.js';
 
 /**
  * What one YAML file yields: its valid objects, the documents it rejected, what was skipped or
@@ -61,8 +62,8 @@ export function nextYamlFileSet<R extends YamlFileRead>(
   const errors: MeshmuxError[] = [];
   const warnings: MeshmuxError[] = [];
   for (const [file, read] of reads) {
-    errors.push(...read.errors);
-    warnings.push(...read.warnings);
+    appendAll(errors, read.errors);
+    appendAll(warnings, read.warnings);
     const before = previous?.files.get(file);
     let resources = read.resources;
     if (read.errors.length > 0 && before !== undefined && before !== read) {

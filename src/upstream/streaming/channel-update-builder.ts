@@ -2,6 +2,7 @@ import { MeshmuxError } from '../../core/errors.js';
 import type { ConfigResource } from '../../core/resource.js';
 import type { ReadResult } from '../mcp-resource-reader.js';
 import type { ChannelUpdate } from './subscription-state.js';
+import { appendAll } from '../../core/append-all.js';
 
 /** At most this many dropped objects are named in a NACK; the count is always exact. */
 const NACK_NAMES_LIMIT = 20;
@@ -79,7 +80,7 @@ export class ChannelUpdateBuilder {
       this.unknownEnvelopeObjects++;
       for (const f of result.unknownEnvelopeFields) this.unknownEnvelopeFields.add(f);
     }
-    if (result.warnings !== undefined) this.warnings.push(...result.warnings);
+    if (result.warnings !== undefined) appendAll(this.warnings, result.warnings);
     if (result.unknownBodyFields.length > 0) {
       this.unknownBodyFields.push(`${result.name}: ${result.unknownBodyFields.join(', ')}`);
     }

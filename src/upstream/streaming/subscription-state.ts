@@ -7,6 +7,7 @@ import type { KindDescriptor } from '../../schema/kinds.js';
 import { revisionOf } from '../runtime/source-revision.js';
 import { sourceClock, type SourceTiming } from '../runtime/source-clock.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
+import { appendAll } from '../../core/append-all.js';
 
 /**
  * One subscription of a source: a type URL (xDS) or a collection (legacy MCP). A kind may be
@@ -83,6 +84,11 @@ interface ChannelState {
   answered: boolean;
   /** The last response refused whole on the current stream before the channel answered. */
   refusal: MeshmuxError | undefined;
+  /**
+   * The objects of `resources` in its order, listed when first served and kept until they change:
+   * a state sent again as it was is served as the same list.
+   */
+  listed: readonly ConfigResource[] | undefined;
 }
 
 /**
@@ -140,6 +146,7 @@ export class SubscriptionState {
         warnings: [],
         answered: false,
         refusal: undefined,
+        listed: undefined,
       };
       this.channels.set(channel.id, state);
       let list = this.kindChannels.get(channel.kind.key);
@@ -211,6 +218,7 @@ export class SubscriptionState {
     }
     const resources = restored.size === 0 ? update.resources : new Map([...update.resources, ...restored]);
     state.resources = resources;
+    state.listed = undefined;
     state.keyedByName = update.keyedByName === true && (restored.size === 0 || state.keyedByName);
     state.errors = [...update.rejected.values(), ...update.unnamed];
     state.warnings = update.warnings;
@@ -238,6 +246,7 @@ export class SubscriptionState {
     for (const key of patch.removed) if (!patch.upserted.has(key)) resources.delete(key);
     // A replaced object keeps its place; a new one goes last (what is served is sorted by name).
     for (const [key, resource] of patch.upserted) resources.set(key, resource);
+    if (patch.removed.length > 0 || patch.upserted.size > 0) state.listed = undefined;
     this.settle(state, version);
     return true;
   }
@@ -295,15 +304,7 @@ export class SubscriptionState {
     }
     const kinds = new Set<string>();
     for (const [kind, list] of this.kindChannels) if (list.some((c) => c.answered)) kinds.add(kind);
-    if (kinds.size > 0) {
-      const resources: ConfigResource[] = [];
-      for (const kind of kinds) {
-        const served = this.effective(kind);
-        this.served.set(kind, served);
-        resources.push(...served);
-      }
-      this.emitSnapshot(kinds, resources);
-    }
+    if (kinds.size > 0) this.serveTogether(kinds);
     this.options.log.warn(
       { source: this.options.source, unanswered: this.unansweredChannels(), servedKinds: kinds.size },
       'upstream did not answer every subscription in time; its mute kinds are not served until they answer',
@@ -316,14 +317,26 @@ export class SubscriptionState {
     this.clearTimer();
     const kinds = new Set<string>();
     for (const [kind, list] of this.kindChannels) if (list.some((c) => c.answered)) kinds.add(kind);
-    const resources: ConfigResource[] = [];
+    this.serveTogether(kinds);
+    this.markSynced(kinds.size);
+  }
+
+  /** Serves `kinds` in one snapshot. */
+  private serveTogether(kinds: ReadonlySet<string>): void {
+    const parts: (readonly ConfigResource[])[] = [];
     for (const kind of kinds) {
       const served = this.effective(kind);
       this.served.set(kind, served);
-      resources.push(...served);
+      parts.push(served);
     }
-    this.emitSnapshot(kinds, resources);
-    this.markSynced(kinds.size);
+    // Joined in one allocation of the final size (a kind of many objects is too long to be spread
+    // as arguments, and an array grown step by step leaves each step's copy behind).
+    this.emitSnapshot(
+      kinds,
+      parts.length === 1
+        ? (parts[0] as readonly ConfigResource[])
+        : ([] as ConfigResource[]).concat(...parts),
+    );
   }
 
   private markSynced(kinds: number): void {
@@ -370,8 +383,8 @@ export class SubscriptionState {
     const errors: MeshmuxError[] = [];
     const warnings: MeshmuxError[] = [];
     for (const c of this.channels.values()) {
-      errors.push(...c.errors);
-      warnings.push(...c.warnings);
+      appendAll(errors, c.errors);
+      appendAll(warnings, c.warnings);
     }
     const mute = this.budgetPassed ? this.unansweredChannels() : [];
     if (mute.length > 0) {
@@ -398,7 +411,7 @@ export class SubscriptionState {
   }
 
   /** What a kind is served as: the objects of its preferred non-empty channel. */
-  private effective(kind: string): ConfigResource[] {
+  private effective(kind: string): readonly ConfigResource[] {
     const list = this.kindChannels.get(kind) ?? [];
     const holding = list.filter((c) => c.resources.size > 0);
     const sticky = this.servedFrom.get(kind);
@@ -416,7 +429,7 @@ export class SubscriptionState {
     this.servedFrom.set(kind, chosen.channel.id);
     // In the upstream's order: the merge compares lists by identity and sorts what it serves, and
     // upstreams keep their order, so an unchanged state is the same list, pointer for pointer.
-    if (chosen.keyedByName) return [...chosen.resources.values()];
+    if (chosen.keyedByName) return (chosen.listed ??= [...chosen.resources.values()]);
     // Two upstream names may denote one object (delta names vs. MCP names): the later one wins.
     const byName = new Map<string, ConfigResource>();
     for (const r of chosen.resources.values()) byName.set(compactString(`${r.namespace}/${r.name}`), r);

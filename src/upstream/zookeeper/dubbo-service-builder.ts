@@ -13,6 +13,7 @@ import type { DubboProvider, ProviderParse } from './dubbo-provider-url.js';
 import type { DubboHostTemplate } from './dubbo-host-template.js';
 import type { GlobSelector } from './glob-selector.js';
 import { labelsFromParameters } from './kubernetes-labels.js';
+import { appendAll } from '../../core/append-all.js';
 
 export const SERVICE_ENTRY_KIND = 'networking.istio.io/ServiceEntry';
 export const WORKLOAD_ENTRY_KIND = 'networking.istio.io/WorkloadEntry';
@@ -122,7 +123,7 @@ export class DubboServiceBuilder {
       let built = this.cache.get(claim.service.key);
       if (built === undefined || !builtFrom(built, claim)) built = this.buildService(claim);
       nextCache.set(claim.service.key, built);
-      warnings.push(...built.warnings);
+      appendAll(warnings, built.warnings);
       for (const r of built.resources) {
         if (r.kind === WORKLOAD_ENTRY_KIND) {
           // Names are derived from distinct service names, but two derivations could still meet.
