@@ -65,6 +65,8 @@ interface Admitted {
   readonly sent: Map<string, readonly ConfigResource[]>;
 }
 
+const NO_KINDS: ReadonlySet<string> = new Set();
+
 /** `namespace/name`: how a ledger keys the objects of one kind. */
 function keyOf(r: ConfigResource): string {
   return compactString(`${r.namespace}/${r.name}`);
@@ -487,16 +489,29 @@ export class SourceLedger {
         return { next, raw, full: false, deltas, sent };
       }
     }
-    for (const kind of event.kinds ?? []) raw.set(kind, []);
+    // Kinds sent again as the same instances in the same order (a resync that changed nothing):
+    // their last lists stand, and no list as large as the kind is built for them.
+    const resent = byIdentity && event.kinds !== undefined ? this.resentKinds(event) : NO_KINDS;
+    for (const kind of resent) {
+      const list = this.sentByKind.get(kind) as readonly ConfigResource[];
+      raw.set(kind, list);
+      sent.set(kind, list);
+      deltas.set(kind, { removed: new Set(), upserts: new Map() });
+    }
+    for (const kind of event.kinds ?? []) if (!resent.has(kind)) raw.set(kind, []);
     if (event.kinds === undefined) for (const kind of this.byKind.keys()) raw.set(kind, []);
-    for (const r of event.resources) {
-      if (event.kinds !== undefined && !event.kinds.has(r.kind)) continue;
+    // Indexed loops over the objects here and below: a loop this rarely run is not optimized, and
+    // an unoptimized for-of allocates an iterator result per object.
+    for (let k = 0; k < event.resources.length; k++) {
+      const r = event.resources[k] as ConfigResource;
+      if (event.kinds !== undefined && (!event.kinds.has(r.kind) || resent.has(r.kind))) continue;
       const rawList = raw.get(r.kind) as ConfigResource[] | undefined;
       if (rawList === undefined) raw.set(r.kind, [r]);
       else rawList.push(r);
     }
     const rejected: Rejection[] = [];
     for (const [kind, list] of raw) {
+      if (resent.has(kind)) continue;
       sent.set(kind, list);
       const delta = byIdentity ? this.admitByIdentity(kind, list) : undefined;
       if (delta !== undefined) {
@@ -563,6 +578,40 @@ export class SourceLedger {
       upserts.set(key, this.provenance.annotate(r));
     }
     return { removed, upserts };
+  }
+
+  /**
+   * The kinds of `event` whose objects, in its order, are exactly the instances the committed
+   * state of the kind was admitted from, where the fast path of admission applies to the kind.
+   */
+  private resentKinds(event: SourceSnapshotEvent): ReadonlySet<string> {
+    const same = new Set<string>();
+    const at = new Map<string, number>();
+    for (const kind of event.kinds ?? []) {
+      if (!this.sentByKind.has(kind) || !this.acl.unrestricted || this.rejectedKinds.has(kind)) continue;
+      same.add(kind);
+      at.set(kind, 0);
+    }
+    if (same.size === 0) return same;
+    // Objects of one kind usually come in one run: the kind's list and place are looked up per run.
+    let kind = '';
+    let list: readonly ConfigResource[] = [];
+    let i = 0;
+    for (let k = 0; k < event.resources.length; k++) {
+      const r = event.resources[k] as ConfigResource;
+      if (r.kind !== kind) {
+        if (same.has(kind)) at.set(kind, i);
+        kind = r.kind;
+        list = this.sentByKind.get(kind) ?? [];
+        i = at.get(kind) ?? 0;
+      }
+      if (!same.has(kind)) continue;
+      if (list[i] === r) i++;
+      else same.delete(kind);
+    }
+    if (same.has(kind)) at.set(kind, i);
+    for (const k of same) if (at.get(k) !== this.sentByKind.get(k)?.length) same.delete(k);
+    return same;
   }
 
   /** Counts what an admitted update would delete from the committed state. */

@@ -287,7 +287,9 @@ export class Metrics {
     this.servedObjects.reset();
     for (const [kind, k] of snapshot.kinds) this.servedObjects.set({ kind }, k.resources.length);
     this.conflicts.reset();
-    for (const c of snapshot.conflicts) this.conflicts.inc({ type: c.type });
+    // Counted first, then set once per label set: a gauge call per object is an allocation per
+    // object (its labels), on every snapshot.
+    for (const [type, n] of countBy(snapshot.conflicts, (c) => c.type)) this.conflicts.set({ type }, n);
     // Recomputed whole: a source removed by a reload disappears from every gauge.
     for (const g of [
       this.sourceUp,
@@ -308,8 +310,9 @@ export class Metrics {
       for (const state of SOURCE_STATES) this.sourceState.set({ source, state }, s.state === state ? 1 : 0);
       if (s.lastSyncTime !== undefined) this.sourceLastSync.set({ source }, s.lastSyncTime.getTime() / 1000);
       for (const [kind, n] of Object.entries(s.counts)) this.sourceObjects.set({ source, kind }, n);
-      for (const e of s.errors) this.sourceRejected.inc({ source, code: e.code });
-      for (const r of s.rejections) this.sourceRejections.inc({ source, reason: r.reason });
+      for (const [code, n] of countBy(s.errors, (e) => e.code)) this.sourceRejected.set({ source, code }, n);
+      for (const [reason, n] of countBy(s.rejections, (r) => r.reason))
+        this.sourceRejections.set({ source, reason }, n);
       if (s.held !== undefined) this.sourceHeld.set({ source, reason: s.held.reason }, s.held.deletions);
     }
   }
@@ -402,4 +405,14 @@ export function changedObjects(before: KindSnapshot | undefined, after: KindSnap
     i++;
   }
   return changed;
+}
+
+/** How many items of `items` have each key. */
+function countBy<T>(items: readonly T[], key: (item: T) => string): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const item of items) {
+    const k = key(item);
+    counts.set(k, (counts.get(k) ?? 0) + 1);
+  }
+  return counts;
 }

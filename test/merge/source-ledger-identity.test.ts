@@ -1,9 +1,9 @@
 /**
  * The ledger's fast path compares what a source sends by identity (sources re-send unchanged
  * objects as the same instances). Whatever a source does to its list (reorders, inserts, drops,
- * changes, re-creates an unchanged object as a new instance, sends one kind or all), the ledger
- * must hold exactly what the source last sent per kind, report a change for every kind whose
- * content changed, and keep the version of an unchanged object.
+ * changes, re-creates an unchanged object as a new instance, sends one kind or all, listing them or
+ * not), the ledger must hold exactly what the source last sent per kind, report a change for every
+ * kind whose content changed, and keep the version of an unchanged object.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -49,7 +49,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 );
 const stepArb = fc.record({
   ops: fc.array(opArb, { maxLength: 30 }),
-  only: fc.option(fc.nat({ max: KINDS.length - 1 }), { nil: undefined }),
+  // A kind's index: that kind alone; KINDS.length: every kind, listed; undefined: every kind, unlisted.
+  only: fc.option(fc.nat({ max: KINDS.length }), { nil: undefined }),
 });
 
 const keyOf = (r: ConfigResource): string => `${r.kind}|${r.namespace}/${r.name}`;
@@ -116,7 +117,8 @@ describe('the source ledger compared by identity', () => {
         const lastInput = new Map<string, ConfigResource>();
         steps.forEach((step, n) => {
           for (const op of step.ops) edit(list, op);
-          const only = step.only === undefined ? undefined : KINDS[step.only];
+          const listed = step.only === KINDS.length;
+          const only = step.only === undefined || listed ? undefined : KINDS[step.only];
           const sent = only === undefined ? [...list] : list.filter((r) => r.kind === only);
           const event: SourceSnapshotEvent = {
             type: 'snapshot',
@@ -125,6 +127,7 @@ describe('the source ledger compared by identity', () => {
             errors: [],
             warnings: [],
             ...(only === undefined ? {} : { kinds: new Set([only]) }),
+            ...(listed ? { kinds: new Set(KINDS) } : {}),
           };
           const before: Model = new Map([...model].map(([k, m]) => [k, new Map(m)]));
           for (const kind of only === undefined ? KINDS : [only]) {

@@ -103,6 +103,8 @@ export class SotwAdsClient implements StreamHandlers {
     const before = this.previous.get(typeUrl);
     const { prefix, suffix, entries } = span;
     const beforeEnd = (before?.layout.count ?? 0) - suffix;
+    // Every entry the last response's, at the same places: a state sent again as it was.
+    const resent = before !== undefined && prefix === layout.count && before.layout.count === layout.count;
     // Which entries of the last response between the shared ends this one re-sent as they were.
     const reused = new Uint8Array(Math.max(0, beforeEnd - prefix));
     const middle: ReadResult[] = [];
@@ -134,16 +136,13 @@ export class SotwAdsClient implements StreamHandlers {
     const removed: ReadResult[] = [];
     for (let j = prefix; j < beforeEnd; j++)
       if (reused[j - prefix] === 0) removed.push(before?.results[j] as ReadResult);
-    const results =
-      before === undefined
-        ? middle
-        : [...before.results.slice(0, prefix), ...middle, ...before.results.slice(beforeEnd)];
+    const results = spliced(before, prefix, beforeEnd, middle);
 
     // Applied as a change of the last state when that state was this response's predecessor taken
     // whole and the changed entries are plain good objects: nothing else to re-judge.
     const patch = before?.whole === true ? patchOf(removed, middle, fresh) : undefined;
     if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, version)) {
-      this.keep(before, { layout, results, whole: true, wrongTypes: 0 });
+      this.keep(before, { layout, results, whole: true, wrongTypes: 0 }, resent);
       this.forgetGone(typeUrl, removed);
       this.accepted.set(typeUrl, version);
       this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
@@ -154,14 +153,18 @@ export class SotwAdsClient implements StreamHandlers {
     for (const result of results) update.add(result);
     const built = update.build(version);
     const kept = this.ctx.state.apply(typeUrl, built);
-    this.keep(before, {
-      layout,
-      results,
-      whole: built.refused === undefined && update.dropped === 0 && built.warnings.length === 0,
-      wrongTypes:
-        (before !== undefined && before.wrongTypes > 0 ? countWrongTypes(before.results, prefix) : 0) +
-        wrongTypes,
-    });
+    this.keep(
+      before,
+      {
+        layout,
+        results,
+        whole: built.refused === undefined && update.dropped === 0 && built.warnings.length === 0,
+        wrongTypes:
+          (before !== undefined && before.wrongTypes > 0 ? countWrongTypes(before.results, prefix) : 0) +
+          wrongTypes,
+      },
+      resent,
+    );
     this.forgetGone(typeUrl, removed);
     if (update.dropped === 0) {
       this.accepted.set(typeUrl, version);
@@ -181,8 +184,16 @@ export class SotwAdsClient implements StreamHandlers {
   /**
    * Keeps `next` as its type's last response, in place of `before`: the bytes move into the buffer
    * `before` held, and `before`'s offsets become the spare ones. `before` is not used afterwards.
+   * `resent`: `next` holds exactly `before`'s entries, byte for byte.
    */
-  private keep(before: PreviousResponse | undefined, next: PreviousResponse): void {
+  private keep(before: PreviousResponse | undefined, next: PreviousResponse, resent: boolean): void {
+    if (before !== undefined && resent) {
+      // The same entries as the last response (a resent state): its bytes and offsets stay kept,
+      // nothing is copied, and the new layout's offsets become the spare ones.
+      this.previous.set(next.layout.typeUrl, { ...next, layout: before.layout });
+      this.spareOffsets = next.layout.offsets;
+      return;
+    }
     next.layout.keepBytes(before?.layout.releaseBytes());
     this.previous.set(next.layout.typeUrl, next);
     this.spareOffsets = before?.layout.offsets;
@@ -238,6 +249,28 @@ function changedSpan(layout: ResponseLayout, before: PreviousResponse | undefine
   const entries: ResponseEntry[] = [];
   for (let i = prefix; i < layout.count - suffix; i++) entries.push(layout.entry(i));
   return { prefix, suffix, entries };
+}
+
+/**
+ * What each entry of a response was read as: the last response's results from `prefix` to
+ * `beforeEnd` replaced by `middle`. The last response's array is reused when the counts match
+ * (it is replaced by the new response and not read again), so a change of a few objects among
+ * tens of thousands allocates no array as large as the response: such arrays live in V8's
+ * large-object space, which only a full collection of the heap frees.
+ */
+function spliced(
+  before: PreviousResponse | undefined,
+  prefix: number,
+  beforeEnd: number,
+  middle: ReadResult[],
+): readonly ReadResult[] {
+  if (before === undefined) return middle;
+  if (middle.length === beforeEnd - prefix) {
+    const results = before.results as ReadResult[];
+    for (let k = 0; k < middle.length; k++) results[prefix + k] = middle[k] as ReadResult;
+    return results;
+  }
+  return [...before.results.slice(0, prefix), ...middle, ...before.results.slice(beforeEnd)];
 }
 
 function wrongType(index: number, typeUrl: string, where: string): ReadResult {
