@@ -332,3 +332,47 @@ describe('what the merge hands to its store', () => {
     assert.deepEqual(calls, ['mesh:3', 'mesh:4']);
   });
 });
+
+describe('records while the merge starts', () => {
+  const a = { name: 'a', type: 'xds', defaultNamespace: 'default', kinds: new Set([VS]) };
+  const b = { name: 'b', type: 'xds', defaultNamespace: 'default', kinds: new Set([DR]) };
+
+  /** Runs sources `a` and `b` through `marbles`; returns each hand-over as `source:objects@ms`. */
+  function handOvers(
+    marbles: { a: string; b: string },
+    options: { until?: number; stopAt?: number },
+  ): string[] {
+    const calls: string[] = [];
+    const ts = scheduler();
+    const store: SourceRecordStore = {
+      changed: (source, read) => calls.push(`${source}:${read().resources.length}@${ts.now()}`),
+      removed: () => undefined,
+    };
+    let engine: MergeEngine | undefined;
+    ts.run(({ hot }) => {
+      engine = new MergeEngine(
+        [
+          { descriptor: a, events$: hot<SourceEvent>(marbles.a, { x: kindState(VS, objects(VS, 3)) }) },
+          { descriptor: b, events$: hot<SourceEvent>(marbles.b, { x: kindState(DR, objects(DR, 2)) }) },
+        ],
+        { store, syncTimeoutMs: 100 },
+      );
+      engine.start();
+      if (options.stopAt !== undefined) ts.schedule(() => engine?.stop(), options.stopAt);
+      ts.schedule(() => undefined, options.until ?? 200);
+    });
+    return calls;
+  }
+
+  it('hands a synced source to the store only once every source is ready', () => {
+    assert.deepEqual(handOvers({ a: '-x', b: '-----x' }, {}), ['a:3@5', 'b:2@5']);
+  });
+
+  it('hands it over when the startup budget passes without the other source', () => {
+    assert.deepEqual(handOvers({ a: '-x', b: '-' }, {}), ['a:3@100']);
+  });
+
+  it('hands it over when the merge stops before ready', () => {
+    assert.deepEqual(handOvers({ a: '-x', b: '-' }, { stopAt: 50 }), ['a:3@50']);
+  });
+});
