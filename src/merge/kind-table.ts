@@ -79,6 +79,8 @@ export class KindTable {
   private cachedConflicts: Conflict[] | undefined;
   /** Same-key conflicts by key, rebuilt only for keys a change touched. */
   private readonly sameKeyConflicts = new Map<string, Conflict>();
+  /** Semantic clashes by group, rebuilt only for groups a change touched (a member re-decided). */
+  private readonly groupConflicts = new Map<string, Conflict>();
   private generation = 0;
   private lastVersion = '';
   private cached: KindSnapshot | undefined;
@@ -157,7 +159,10 @@ export class KindTable {
     for (const sk of recheck) {
       this.serve(sk, bulk);
       this.sameKeyConflicts.delete(holderKey(sk));
+      // What a clash says of a member (its holder, withheld or served) may have changed.
+      for (const g of this.semantic.groupsOf(sk)) this.groupConflicts.delete(g);
     }
+    for (const g of groups) this.groupConflicts.delete(g);
     if (bulk) {
       this.pending = undefined;
       this.reorder();
@@ -249,18 +254,25 @@ export class KindTable {
     }
     for (const group of this.clashing) {
       if (this.semantic.sizeOf(group) < 2) continue;
+      const known = this.groupConflicts.get(group);
+      if (known !== undefined) {
+        out.push(known);
+        continue;
+      }
       const members = this.semantic.membersOf(group);
       const bar = group.indexOf('|');
       const holders = [...members].map((sk) => this.winner(sk)).filter((h): h is Holder => h !== undefined);
       const anySuppressed = [...members].some((sk) => this.suppressed.has(sk));
-      out.push({
+      const conflict: Conflict = {
         type: group.slice(0, bar) as ConflictType,
         subject: group.slice(bar + 1),
         resolution: anySuppressed ? 'priority' : 'served-all',
         parties: holders.map((h) =>
           this.party(h, this.served.has(sortKey(h.resource.namespace, h.resource.name))),
         ),
-      });
+      };
+      this.groupConflicts.set(group, conflict);
+      out.push(conflict);
     }
     // Kept until this kind next changes: every snapshot of the merge asks for it.
     this.cachedConflicts = out;

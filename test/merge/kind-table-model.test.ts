@@ -17,16 +17,16 @@ const SOURCES: readonly SourceRank[] = [
   { name: 'zk', priority: 5, order: 3 },
 ];
 
-/** An object's semantic keys: the host it claims, when it names one. */
+/** An object's semantic keys: the hosts it claims (comma-separated), when it names any. */
 function hostKeys(r: ConfigResource): string[] {
-  const host = r.labels['host'];
-  return host === undefined ? [] : [`service-entry-host|${host}`];
+  const hosts = r.labels['host'];
+  return hosts === undefined ? [] : hosts.split(',').map((host) => `service-entry-host|${host}`);
 }
 
 const editArb = fc.record({
   namespace: fc.constantFrom('a', 'b'),
   name: fc.constantFrom('1', '2', '3'),
-  host: fc.constantFrom('h1', 'h2', undefined),
+  host: fc.constantFrom('h1', 'h2', 'h3', 'h1,h3', undefined),
   body: fc.constantFrom('x', 'y'),
   remove: fc.boolean(),
 });
