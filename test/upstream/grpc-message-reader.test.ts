@@ -94,6 +94,31 @@ describe('GrpcMessageReader', () => {
     assert.deepEqual(got, ['01010101', '02020202', '03030303']);
   });
 
+  it('hands its buffer over to a receiver that adopts the message, and assembles the next in the one given back', () => {
+    const reader = new GrpcMessageReader(1 << 20, true);
+    const given = Buffer.alloc(8192);
+    const kept: { message: Buffer; buffer: Buffer | undefined }[] = [];
+    const adoptAll = (m: Uint8Array): void => {
+      const buffer = reader.adopt(kept.length === 0 ? given : undefined);
+      kept.push({ message: Buffer.from(m.buffer, m.byteOffset, m.byteLength), buffer });
+      // Once only: a second call within the same delivery keeps nothing.
+      assert.equal(reader.adopt(Buffer.alloc(1)), undefined);
+    };
+    for (const chunk of chunked(framed([Buffer.alloc(5000, 1)]), [2500])) reader.push(chunk, adoptAll);
+    for (const chunk of chunked(framed([Buffer.alloc(6000, 2)]), [3000])) reader.push(chunk, adoptAll);
+    const [first, second] = kept;
+    assert.ok(first?.buffer !== undefined && first.message.buffer === first.buffer.buffer);
+    assert.equal(second?.message.buffer, given.buffer, 'the next message assembled in the buffer given back');
+    // What was adopted is never written again: the first message is still whole.
+    assert.ok(first.message.every((b) => b === 1) && first.message.byteLength === 5000);
+    assert.ok(second.message.every((b) => b === 2) && second.message.byteLength === 6000);
+    // Outside a delivery, and for a message lent where it lay in its chunk, nothing is handed over.
+    assert.equal(reader.adopt(Buffer.alloc(1)), undefined);
+    let inChunk: Buffer | undefined = Buffer.alloc(0);
+    reader.push(framed([Buffer.from('whole')]), () => (inChunk = reader.adopt(Buffer.alloc(1))));
+    assert.equal(inChunk, undefined);
+  });
+
   it('lends a message that arrived whole in one chunk where it lies, without copying it', () => {
     const chunk = framed([Buffer.from('abc'), Buffer.from('defg')]);
     const reader = new GrpcMessageReader(1024, true);

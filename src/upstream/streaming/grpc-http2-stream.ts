@@ -182,6 +182,11 @@ export class GrpcHttp2Stream {
     this.stream.write(frame);
   }
 
+  /** See {@link GrpcMessageReader.adopt}: valid during `onMessage` of a lent message only. */
+  adoptMessage(replacement: Buffer | undefined): Buffer | undefined {
+    return this.reader.adopt(replacement);
+  }
+
   /** Ends the stream and its connection without reporting an end. Idempotent. */
   cancel(): void {
     this.ended = true;

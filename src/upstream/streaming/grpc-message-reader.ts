@@ -24,8 +24,8 @@ const PREFIX_BYTES = 5;
  * when the reader lends (`lend: true`): it lies in the reader's own buffer, reused for the next
  * message (grown to the largest message the stream has carried, which `maxBytes` bounds, until
  * {@link release}), or in
- * the chunk itself when it arrived whole. The receiver copies whatever it keeps. Without lending,
- * each message is a buffer of its own.
+ * the chunk itself when it arrived whole. The receiver copies whatever it keeps, or adopts the
+ * reader's buffer ({@link adopt}). Without lending, each message is a buffer of its own.
  */
 export class GrpcMessageReader {
   private readonly prefix = Buffer.alloc(PREFIX_BYTES);
@@ -36,6 +36,8 @@ export class GrpcMessageReader {
   private filled = 0;
   /** The buffer lent messages are assembled in, kept for the next one. */
   private scratch: Buffer | undefined;
+  /** While a message assembled in `scratch` is being delivered: it may be adopted. */
+  private delivering = false;
 
   constructor(
     /** The largest message accepted, in bytes. */
@@ -50,6 +52,21 @@ export class GrpcMessageReader {
    */
   release(): void {
     if (this.target === undefined) this.scratch = undefined;
+  }
+
+  /**
+   * During the delivery of a lent message assembled in the reader's buffer: hands that buffer
+   * (which the message is a view of, from its start) over to the receiver for good, and takes
+   * `replacement`, a buffer the receiver no longer uses, to assemble the next messages in. A
+   * receiver that keeps the message thus copies nothing. Returns undefined, keeping nothing,
+   * outside such a delivery (the message lay whole in one chunk: the receiver copies it).
+   */
+  adopt(replacement: Buffer | undefined): Buffer | undefined {
+    if (!this.delivering) return undefined;
+    const taken = this.scratch;
+    this.scratch = replacement;
+    this.delivering = false;
+    return taken;
   }
 
   /** Whether a message has begun and not ended: a stream ending now was cut short. */
@@ -101,7 +118,12 @@ export class GrpcMessageReader {
     if (this.filled === this.size) {
       this.target = undefined;
       this.prefixRead = 0;
-      deliver(target.subarray(0, this.size));
+      this.delivering = this.lend;
+      try {
+        deliver(target.subarray(0, this.size));
+      } finally {
+        this.delivering = false;
+      }
     }
     return at + take;
   }

@@ -13,6 +13,12 @@ export interface OpenStream {
   readonly attempt: number;
   /** Writes one encoded message. */
   send(message: Uint8Array): void;
+  /**
+   * During `onMessage` of a lent message: takes the buffer the message lies in (a view of it from
+   * its start) for good, giving `replacement`, a buffer the protocol no longer uses, in exchange.
+   * Undefined, keeping nothing, when the message has no buffer of its own to give: copy it then.
+   */
+  adoptMessage(replacement: Buffer | undefined): Buffer | undefined;
 }
 
 /** What a protocol does with a stream; all calls are synchronous and never overlap. */
@@ -112,6 +118,8 @@ export class ReconnectingStream {
       send: (message) => {
         if (call !== undefined && this.call === call) call.write(message);
       },
+      adoptMessage: (replacement) =>
+        call !== undefined && this.call === call ? call.adoptMessage(replacement) : undefined,
     };
     call = new GrpcHttp2Stream(
       {

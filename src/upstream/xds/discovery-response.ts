@@ -25,11 +25,12 @@ const RUN = 512;
  * the rest. Fields other than 1, 2, 4 and 5 are skipped.
  *
  * A layout reads the message in place (a view the transport lends, valid while it is read); one
- * kept for comparing with the next response copies its bytes into a buffer of its own
- * ({@link keepBytes}), which the next kept layout of the same type reuses. The memory a reader
- * holds is thus allocated once, not once per response: a response kept until the next one would
- * otherwise be a large buffer outliving the young generation, which only a full collection of the
- * heap frees.
+ * kept for comparing with the next response takes over the transport's buffer the message lies
+ * in ({@link adoptBytes}), or copies its bytes into a buffer of its own ({@link keepBytes}); the
+ * next kept layout of the same type hands that buffer back to the transport, or reuses it. The
+ * memory a reader holds is thus allocated once, not once per response: a response kept until the
+ * next one would otherwise be a large buffer outliving the young generation, which only a full
+ * collection of the heap frees.
  */
 export class ResponseLayout {
   readonly versionInfo: string;
@@ -107,6 +108,17 @@ export class ResponseLayout {
     this.bytes.copy(target, 0);
     this.bytes = target.subarray(0, size);
     this.owned = true;
+  }
+
+  /**
+   * Takes `buffer`, which the layout's bytes are a view of (the transport's reassembly buffer,
+   * handed over), as the layout's own: nothing is copied. Returns false, changing nothing, when
+   * the bytes do not lie in it.
+   */
+  adoptBytes(buffer: Buffer): boolean {
+    if (this.owned || buffer.buffer !== this.bytes.buffer) return false;
+    this.owned = true;
+    return true;
   }
 
   /**

@@ -142,7 +142,7 @@ export class SotwAdsClient implements StreamHandlers {
     // whole and the changed entries are plain good objects: nothing else to re-judge.
     const patch = before?.whole === true ? patchOf(removed, middle, fresh) : undefined;
     if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, version)) {
-      this.keep(before, { layout, results, whole: true, wrongTypes: 0 }, resent);
+      this.keep(stream, before, { layout, results, whole: true, wrongTypes: 0 }, resent);
       this.forgetGone(typeUrl, removed);
       this.accepted.set(typeUrl, version);
       this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
@@ -154,6 +154,7 @@ export class SotwAdsClient implements StreamHandlers {
     const built = update.build(version);
     const kept = this.ctx.state.apply(typeUrl, built);
     this.keep(
+      stream,
       before,
       {
         layout,
@@ -182,11 +183,17 @@ export class SotwAdsClient implements StreamHandlers {
   }
 
   /**
-   * Keeps `next` as its type's last response, in place of `before`: the bytes move into the buffer
-   * `before` held, and `before`'s offsets become the spare ones. `before` is not used afterwards.
+   * Keeps `next` as its type's last response, in place of `before`: the transport's buffer the
+   * response lies in is taken over in exchange for `before`'s, or the bytes are copied into
+   * `before`'s; `before`'s offsets become the spare ones. `before` is not used afterwards.
    * `resent`: `next` holds exactly `before`'s entries, byte for byte.
    */
-  private keep(before: PreviousResponse | undefined, next: PreviousResponse, resent: boolean): void {
+  private keep(
+    stream: OpenStream,
+    before: PreviousResponse | undefined,
+    next: PreviousResponse,
+    resent: boolean,
+  ): void {
     if (before !== undefined && resent) {
       // The same entries as the last response (a resent state): its bytes and offsets stay kept,
       // nothing is copied, and the new layout's offsets become the spare ones.
@@ -194,7 +201,13 @@ export class SotwAdsClient implements StreamHandlers {
       this.spareOffsets = next.layout.offsets;
       return;
     }
-    next.layout.keepBytes(before?.layout.releaseBytes());
+    const store = before?.layout.releaseBytes();
+    // The response's own reassembly buffer becomes the kept one, and the last response's buffer
+    // the transport's for the next messages; a response that arrived whole in one chunk is copied.
+    const adopted = stream.adoptMessage(store);
+    if (adopted === undefined) next.layout.keepBytes(store);
+    // `store` is the transport's now: a message not in the buffer handed over gets a new one.
+    else if (!next.layout.adoptBytes(adopted)) next.layout.keepBytes(undefined);
     this.previous.set(next.layout.typeUrl, next);
     this.spareOffsets = before?.layout.offsets;
   }
