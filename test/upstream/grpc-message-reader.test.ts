@@ -119,6 +119,25 @@ describe('GrpcMessageReader', () => {
     assert.equal(inChunk, undefined);
   });
 
+  it('keeps a buffer far larger than the message, and refuses one given back too small to hold it again', () => {
+    const reader = new GrpcMessageReader(1 << 20, true);
+    const adopted: (Buffer | undefined)[] = [];
+    const offer = (replacement: Buffer | undefined) => (): void =>
+      void adopted.push(reader.adopt(replacement));
+    // A large message, then a small one assembled in the large one's buffer: that buffer stays.
+    for (const chunk of chunked(framed([Buffer.alloc(200_000, 1)]), [1000]))
+      reader.push(chunk, () => undefined);
+    for (const chunk of chunked(framed([Buffer.alloc(1000, 2)]), [500])) reader.push(chunk, offer(undefined));
+    // A large one again, offered a buffer too small to assemble it in: refused.
+    for (const chunk of chunked(framed([Buffer.alloc(200_000, 3)]), [1000]))
+      reader.push(chunk, offer(Buffer.alloc(1000)));
+    assert.deepEqual(adopted.slice(0, 2), [undefined, undefined]);
+    // Given one large enough, it goes.
+    for (const chunk of chunked(framed([Buffer.alloc(200_000, 4)]), [1000]))
+      reader.push(chunk, offer(Buffer.alloc(200_000)));
+    assert.ok(adopted[2] !== undefined && adopted[2].byteLength >= 200_000);
+  });
+
   it('lends a message that arrived whole in one chunk where it lies, without copying it', () => {
     const chunk = framed([Buffer.from('abc'), Buffer.from('defg')]);
     const reader = new GrpcMessageReader(1024, true);
