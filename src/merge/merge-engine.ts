@@ -85,14 +85,6 @@ export class MergeEngine implements SnapshotReader {
   >();
   /** Per source, the `recordVersion` last handed to the store. */
   private readonly persisted = new WeakMap<SourceLedger, number>();
-  /**
-   * Sources whose records changed before the first ready snapshot: handed to the store once it is
-   * published, once the startup budget passes, or when the merge stops, whichever comes first.
-   * Writing a record of tens of thousands of objects while the other sources are still read
-   * would delay ready by the time it takes; the record the process started from stays on disk
-   * meanwhile. Undefined from then on.
-   */
-  private startupWrites: Set<SourceLedger> | undefined = new Set();
   /** Per source, its one pending timer of each purpose; replaced, never accumulated. */
   private readonly timers = new Map<SourceLedger, Map<TimerPurpose, Subscription>>();
   private readonly tables = new Map<string, KindTable>();
@@ -136,8 +128,6 @@ export class MergeEngine implements SnapshotReader {
       const ledger = this.ledgers[index];
       if (ledger !== undefined) this.attach(ledger, input);
     });
-    // Every source restored from a complete record: ready before anything is read.
-    if (this.current().ready) this.releaseStartupWrites();
     // One build per burst: the audit window closes on the scheduler's next turn.
     this.subscription.add(this.kicks.pipe(auditTime(0, this.scheduler)).subscribe(() => this.publish()));
     this.subscription.add(
@@ -157,7 +147,6 @@ export class MergeEngine implements SnapshotReader {
             'startup budget passed: these sources have neither synced nor been restored; their kinds stay unanswered',
           );
         }
-        this.releaseStartupWrites();
         this.kicks.next();
       }, this.options.syncTimeoutMs ?? 30_000),
     );
@@ -270,7 +259,6 @@ export class MergeEngine implements SnapshotReader {
 
   /** Unsubscribes from every source; the last snapshot stays readable. */
   stop(): void {
-    this.releaseStartupWrites();
     this.subscription.unsubscribe();
     for (const ledger of this.timers.keys()) this.clearTimers(ledger);
   }
@@ -305,20 +293,8 @@ export class MergeEngine implements SnapshotReader {
     const store = this.options.store;
     // A source re-sending what it holds rewrites nothing.
     if (store === undefined || this.persisted.get(ledger) === ledger.recordVersion) return;
-    if (this.startupWrites !== undefined) {
-      this.startupWrites.add(ledger);
-      return;
-    }
     this.persisted.set(ledger, ledger.recordVersion);
     store.changed(ledger.descriptor.name, () => ledger.record(new Date(this.scheduler.now())));
-  }
-
-  /** Hands the records held back while the merge started to the store (see `startupWrites`). */
-  private releaseStartupWrites(): void {
-    const waiting = this.startupWrites;
-    if (waiting === undefined) return;
-    this.startupWrites = undefined;
-    for (const ledger of waiting) if (this.ledgers.includes(ledger)) this.persist(ledger);
   }
 
   /** Runs `action` after `delayMs`, replacing the ledger's pending timer of that purpose. */
@@ -483,12 +459,10 @@ export class MergeEngine implements SnapshotReader {
       sameReports(snapshot, previous)
     ) {
       this.hooks.onUnchanged?.();
-      if (snapshot.ready) this.releaseStartupWrites();
       return;
     }
     this.hooks.onSnapshot?.(snapshot, changed, performance.now() - started);
     this.subject.next(snapshot);
-    if (snapshot.ready) this.releaseStartupWrites();
   }
 
   private build(): ConfigSnapshot {
