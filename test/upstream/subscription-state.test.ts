@@ -38,17 +38,21 @@ class ManualTimer {
   }
 }
 
-function setup(timer = new ManualTimer()): { state: SubscriptionState; events: SourceEvent[] } {
+/** Both VirtualService spellings and ServiceEntry unless `channels` says otherwise. */
+function setup(
+  timer = new ManualTimer(),
+  channels = [
+    { id: VS_V1, kind: kind(VS) },
+    { id: VS_OLD, kind: kind(VS) },
+    { id: SE_V1, kind: kind(SE) },
+  ],
+): { state: SubscriptionState; events: SourceEvent[] } {
   const events: SourceEvent[] = [];
   const state = new SubscriptionState({
     startTimer: timer.start,
     source: 'test',
     upstream: 'xds://upstream.test:15010',
-    channels: [
-      { id: VS_V1, kind: kind(VS) },
-      { id: VS_OLD, kind: kind(VS) },
-      { id: SE_V1, kind: kind(SE) },
-    ],
+    channels,
     emit: (e) => events.push(e),
     log: rootLogger.child({ test: true }),
     syncTimeoutMs: 60_000,
@@ -207,17 +211,7 @@ describe('subscription state', () => {
   });
 
   it('serves a state sent again as it was as the same list', () => {
-    const events: SourceEvent[] = [];
-    const state = new SubscriptionState({
-      startTimer: new ManualTimer().start,
-      source: 'test',
-      upstream: 'xds://upstream.test:15010',
-      channels: [{ id: SE_V1, kind: kind(SE) }],
-      emit: (e) => events.push(e),
-      log: rootLogger.child({ test: true }),
-      syncTimeoutMs: 60_000,
-    });
-    state.start();
+    const { state, events } = setup(new ManualTimer(), [{ id: SE_V1, kind: kind(SE) }]);
     state.streamOpened();
     state.apply(SE_V1, { ...update([se('a'), se('b')]), keyedByName: true });
     state.streamClosed(new MeshmuxError('UNAVAILABLE', 'gone'));
