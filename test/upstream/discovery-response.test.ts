@@ -223,6 +223,107 @@ describe('ResponseLayout', () => {
     assert.equal(base.sameEntry(0, one(`${MCP}x`, [1, 2, 3]), 0), false);
   });
 
+  it('reads a response as a walk does when it takes entries from earlier responses, whatever changed', () => {
+    // Entries from a small alphabet (equal neighbours and repeats are common), mutated by
+    // replacements, insertions and removals; responses in pieces, so that strings and unknown
+    // fields may lie between entries (a later version_info wins, as in a walk).
+    const value = fc.constantFrom('a', 'b', 'c', 'dd', '', 'eee').map((v) => Buffer.from(v));
+    const edit = fc.record({
+      at: fc.nat(400),
+      remove: fc.nat(3),
+      insert: fc.array(value, { maxLength: 3 }),
+    });
+    const piece = fc.oneof(
+      fc.record({ version_info: fc.string({ maxLength: 4 }) }).map((f) => encoded(f)),
+      fc.record({ nonce: fc.string({ maxLength: 4 }) }).map((f) => encoded(f)),
+      unknownField.map((f) => Buffer.from(f)),
+    );
+    const layoutOf = (bytes: Buffer, earlier: ResponseLayout[] = []): unknown => {
+      try {
+        const layout = new ResponseLayout(bytes, undefined, earlier);
+        return {
+          versionInfo: layout.versionInfo,
+          typeUrl: layout.typeUrl,
+          nonce: layout.nonce,
+          entries: Array.from({ length: layout.count }, (_, i) => {
+            const e = layout.entry(i);
+            return [e.typeUrl, [...e.value]];
+          }),
+        };
+      } catch {
+        return 'throws';
+      }
+    };
+    fc.assert(
+      fc.property(
+        fc.array(value, { maxLength: 400 }),
+        fc.array(edit, { maxLength: 4 }),
+        fc.array(fc.tuple(fc.nat(400), piece), { maxLength: 3 }),
+        fc.nat(),
+        (values, edits, pieces, cut) => {
+          const response = (list: Buffer[], extra: Array<[number, Buffer]>): Buffer => {
+            const parts = list.map((v) => encoded({ resources: [{ type_url: MCP, value: v }] }));
+            for (const [at, bytes] of extra) parts.splice(at % (parts.length + 1), 0, bytes);
+            return Buffer.concat([encoded({ version_info: 'v0' }), ...parts, encoded({ nonce: 'n' })]);
+          };
+          const later = [...values];
+          for (const e of edits) later.splice(e.at % (later.length + 1), e.remove, ...e.insert);
+          const before = new ResponseLayout(response(values, pieces.slice(0, 1)));
+          const other = new ResponseLayout(response([Buffer.from('zz')], []));
+          const whole = response(later, pieces);
+          for (const bytes of [whole, whole.subarray(0, cut % (whole.length + 1))]) {
+            const walked = layoutOf(bytes);
+            assert.deepEqual(layoutOf(bytes, [before]), walked);
+            assert.deepEqual(layoutOf(bytes, [other, before]), walked);
+          }
+          // What the shared entries say agrees with comparing them.
+          const after = new ResponseLayout(whole, undefined, [before]);
+          const alone = new ResponseLayout(whole);
+          const most = Math.min(after.count, before.count);
+          const prefix = alone.commonPrefix(before, most);
+          assert.equal(after.commonPrefix(before, most), prefix);
+          assert.equal(after.commonSuffix(before, most - prefix), alone.commonSuffix(before, most - prefix));
+          for (let i = 0; i < after.count; i++) {
+            for (const j of [i - 1, i, i + 1]) {
+              if (j >= 0 && j < before.count)
+                assert.equal(after.sameEntry(i, before, j), alone.sameEntry(i, before, j));
+            }
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('walks only the entries that changed when an earlier response holds the rest', () => {
+    const response = (values: string[], version: string): Buffer =>
+      encoded({
+        version_info: version,
+        nonce: `n-${version}`,
+        resources: values.map((v) => ({ type_url: MCP, value: Buffer.from(v) })),
+      });
+    const values = Array.from({ length: 5000 }, (_, i) => `object-${i}`);
+    const before = new ResponseLayout(response(values, 'v1'));
+    const later = [...values];
+    later[1234] = 'object-1234-changed-and-longer';
+    later.splice(4000, 1);
+    const after = new ResponseLayout(response(later, 'v22'), undefined, [before]);
+    const walked: number[] = [];
+    for (let i = 0; i < after.count; i++) if (after.offsets[4 * i + 3] === -1) walked.push(i);
+    assert.deepEqual(walked, [1234], 'only the changed entry is walked; the removal needs no walk');
+    assert.equal(after.versionInfo, 'v22');
+    assert.equal(after.nonce, 'n-v22');
+    assert.equal(after.commonPrefix(before, after.count), 1234);
+    assert.equal(after.commonSuffix(before, after.count - 1234), 999);
+    assert.equal(after.entry(4000).value.toString(), 'object-4001');
+    // Without an earlier response every entry is walked.
+    const alone = new ResponseLayout(response(later, 'v22'));
+    assert.equal(
+      Array.from({ length: alone.count }, (_, i) => alone.offsets[4 * i + 3]).filter((k) => k === -1).length,
+      alone.count,
+    );
+  });
+
   it('keeps its bytes in a buffer of its own, reused by the next layout kept in its place', () => {
     const response = (values: number[][]): Buffer =>
       encoded({

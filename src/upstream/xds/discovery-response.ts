@@ -16,6 +16,19 @@ function expectLengthDelimited(field: number, wireType: number, where: string): 
 /** Objects compared in one range before falling back to one comparison per object. */
 const RUN = 512;
 
+/** Numbers kept per entry in `offsets`: see {@link ResponseLayout.offsets}. */
+const STRIDE = 4;
+/** The tag of a `resources` entry (field 2, length-delimited): one byte. */
+const ENTRY_TAG = (2 << 3) | WIRE_LENGTH_DELIMITED;
+/** Bytes compared in one call when looking for where two responses stop agreeing. */
+const CHUNK = 64 * 1024;
+/** How far past the expected entry of the earlier response a read entry is looked for. */
+const AHEAD = 8;
+/** How far before it (entries the earlier response had, taken for removed, that come back). */
+const BEHIND = 2;
+/** Entries read, looking for one of an earlier response, before the layout stops looking. */
+const PROBES = 8;
+
 /**
  * Where each part of an `envoy.service.discovery.v3.DiscoveryResponse` lies, found by walking its
  * top-level fields only: the strings a state-of-the-world client acts on, and per entry of
@@ -23,6 +36,13 @@ const RUN = 512;
  * asked for ({@link entry}), so a reader can tell which entries are byte for byte those of the
  * previous response (one comparison over a run of them, see {@link commonPrefix}) and read only
  * the rest. Fields other than 1, 2, 4 and 5 are skipped.
+ *
+ * Given earlier layouts (the last response of each type), the walk skips what they share: once an
+ * entry is found byte for byte in one of them, the bytes from there on are compared in large runs
+ * with that response's, and every entry inside the part that agrees takes its offsets from there,
+ * shifted, without being walked. Equal bytes are the same fields with the same boundaries, so this
+ * is the layout a walk finds; a state of the world with one change among 50k objects is then one
+ * comparison of its bytes and a walk of the changed entry, not a walk of every entry.
  *
  * A layout reads the message in place (a view the transport lends, valid while it is read); one
  * kept for comparing with the next response takes over the transport's buffer the message lies
@@ -42,29 +62,76 @@ export class ResponseLayout {
   /** Whether `bytes` is the layout's own buffer, not the message it was read from. */
   private owned = false;
   /**
-   * Per entry `i`, at `3i`, `3i + 1` and `3i + 2`: where its tag begins, and where the `Any` it
-   * carries begins and ends. May be longer than needed (reused between layouts).
+   * Per entry `i`, at `4i` to `4i + 3`: where its tag begins, where the `Any` it carries begins
+   * and ends, and the entry of {@link base} it was found equal to without a walk (-1 when it was
+   * walked). May be longer than needed (reused between layouts).
    */
   readonly offsets: Int32Array<ArrayBuffer>;
+  /**
+   * The earlier layout entries were taken from, until this one is kept (its bytes are not to be
+   * read after that: they go back to the transport).
+   */
+  private base: ResponseLayout | undefined;
   /** The last type URL read by {@link entry}, by its bytes' position, to share one string. */
   private lastType = { start: 0, end: -1, text: '' };
 
   /**
    * Throws on bytes that are not a well-formed message at the top level (overruns, wrong wire
    * types). `offsets`: an array to write the offsets into (one no longer used, from an earlier
-   * layout), replaced by a larger one when the message holds more entries.
+   * layout, and none of `earlier`'s), replaced by a larger one when the message holds more
+   * entries. `earlier`: layouts whose bytes are still theirs, to take shared entries from.
    */
-  constructor(message: Uint8Array, offsets: Int32Array<ArrayBuffer> = new Int32Array(3 * 64)) {
+  constructor(
+    message: Uint8Array,
+    offsets: Int32Array<ArrayBuffer> = new Int32Array(STRIDE * 64),
+    earlier: readonly ResponseLayout[] = [],
+  ) {
     this.bytes = Buffer.from(message.buffer, message.byteOffset, message.byteLength);
-    const cursor = new WireCursor(this.bytes);
-    const limit = this.bytes.byteLength;
+    const bytes = this.bytes;
+    const cursor = new WireCursor(bytes);
+    const limit = bytes.byteLength;
     let versionInfo = '';
     let typeUrl = '';
     let nonce = '';
-    let at3 = offsets;
+    let at4 = offsets;
     let count = 0;
+    let base: ResponseLayout | undefined;
+    // The entry of `base` the next one is expected to be (the one after the last found or read).
+    let next = 0;
+    let probes = earlier.length > 0 ? PROBES : 0;
     while (cursor.pos < limit) {
       const at = cursor.pos;
+      if (bytes[at] === ENTRY_TAG && (base !== undefined || probes > 0)) {
+        let found = -1;
+        if (base !== undefined) found = base.findEntry(bytes, at, next);
+        else {
+          probes--;
+          for (const candidate of earlier) {
+            found = candidate.findEntry(bytes, at, count);
+            if (found >= 0) {
+              base = candidate;
+              break;
+            }
+          }
+        }
+        if (base !== undefined && found >= 0) {
+          const taken = base.sharedRun(found, bytes, at);
+          const shift = at - (base.offsets[STRIDE * found] as number);
+          if (STRIDE * (count + taken) > at4.length) at4 = grown(at4, STRIDE * (count + taken));
+          const from = base.offsets;
+          for (let k = found; k < found + taken; k++) {
+            const o = STRIDE * count;
+            at4[o] = (from[STRIDE * k] as number) + shift;
+            at4[o + 1] = (from[STRIDE * k + 1] as number) + shift;
+            at4[o + 2] = (from[STRIDE * k + 2] as number) + shift;
+            at4[o + 3] = k;
+            count++;
+          }
+          next = found + taken;
+          cursor.pos = (from[STRIDE * (next - 1) + 2] as number) + shift;
+          continue;
+        }
+      }
       const tag = cursor.uint32(limit);
       const field = tag >>> 3;
       if (field === 0) throw new Error(`invalid field number 0 at byte ${cursor.pos}`);
@@ -75,13 +142,16 @@ export class ResponseLayout {
       expectLengthDelimited(field, tag & 7, 'DiscoveryResponse');
       cursor.lengthDelimited(limit);
       if (field === 2) {
-        if (3 * count + 3 > at3.length) at3 = grown(at3);
-        at3[3 * count] = at;
-        at3[3 * count + 1] = cursor.start;
-        at3[3 * count + 2] = cursor.end;
+        if (STRIDE * count + STRIDE > at4.length) at4 = grown(at4, STRIDE * count + STRIDE);
+        at4[STRIDE * count] = at;
+        at4[STRIDE * count + 1] = cursor.start;
+        at4[STRIDE * count + 2] = cursor.end;
+        at4[STRIDE * count + 3] = -1;
         count++;
+        // A changed entry stands in for the one at its place.
+        next++;
       } else {
-        const text = this.bytes.toString('utf8', cursor.start, cursor.end);
+        const text = bytes.toString('utf8', cursor.start, cursor.end);
         if (field === 1) versionInfo = text;
         else if (field === 4) typeUrl = text;
         else nonce = text;
@@ -91,7 +161,49 @@ export class ResponseLayout {
     this.typeUrl = typeUrl;
     this.nonce = nonce;
     this.count = count;
-    this.offsets = at3;
+    this.offsets = at4;
+    this.base = base;
+  }
+
+  /**
+   * The entry of this layout near `expected` whose bytes are those at `at` in `bytes` (tag,
+   * length and `Any`), or -1. Looks at `expected`, then after it, then just before it.
+   */
+  private findEntry(bytes: Buffer, at: number, expected: number): number {
+    const last = Math.min(this.count - 1, expected + AHEAD);
+    for (let k = Math.max(0, expected); k <= last; k++) if (this.entryAt(k, bytes, at)) return k;
+    for (let k = Math.min(expected, this.count) - 1; k >= Math.max(0, expected - BEHIND); k--) {
+      if (this.entryAt(k, bytes, at)) return k;
+    }
+    return -1;
+  }
+
+  private entryAt(k: number, bytes: Buffer, at: number): boolean {
+    const start = this.offsets[STRIDE * k] as number;
+    const end = this.offsets[STRIDE * k + 2] as number;
+    if (at + (end - start) > bytes.byteLength) return false;
+    return bytes.compare(this.bytes, start, end, at, at + (end - start)) === 0;
+  }
+
+  /**
+   * How many entries from `k` on (at least one: entry `k` is at `at`, checked) lie, with nothing
+   * between them, in the bytes `bytes` shares with this layout from `at` on. A field between two
+   * entries ends the run: the walk reads it (it may be a repeated string field).
+   */
+  private sharedRun(k: number, bytes: Buffer, at: number): number {
+    const start = this.offsets[STRIDE * k] as number;
+    const lastEnd = this.offsets[STRIDE * (this.count - 1) + 2] as number;
+    const agree =
+      start + firstDifference(this.bytes, start, bytes, at, Math.min(lastEnd - start, bytes.byteLength - at));
+    let end = k + 1;
+    while (
+      end < this.count &&
+      this.offsets[STRIDE * end] === this.offsets[STRIDE * (end - 1) + 2] &&
+      (this.offsets[STRIDE * end + 2] as number) <= agree
+    ) {
+      end++;
+    }
+    return end - k;
   }
 
   /**
@@ -100,6 +212,7 @@ export class ResponseLayout {
    * or far too large. Returns nothing.
    */
   keepBytes(store: Buffer | undefined): void {
+    this.base = undefined;
     if (this.owned) return;
     const size = this.bytes.byteLength;
     const fits = store !== undefined && store.byteLength >= size && store.byteLength <= 2 * size + 65536;
@@ -117,6 +230,7 @@ export class ResponseLayout {
    */
   adoptBytes(buffer: Buffer): boolean {
     if (this.owned || buffer.buffer !== this.bytes.buffer) return false;
+    this.base = undefined;
     this.owned = true;
     return true;
   }
@@ -138,9 +252,9 @@ export class ResponseLayout {
    */
   entry(i: number): ResponseEntry {
     const bytes = this.bytes;
-    const end = this.offsets[3 * i + 2] as number;
+    const end = this.offsets[STRIDE * i + 2] as number;
     const cursor = new WireCursor(bytes);
-    cursor.pos = this.offsets[3 * i + 1] as number;
+    cursor.pos = this.offsets[STRIDE * i + 1] as number;
     let valueStart = 0;
     let valueEnd = 0;
     let typeUrl = '';
@@ -169,6 +283,7 @@ export class ResponseLayout {
 
   /** Whether entry `i` of this response and entry `j` of `other` are the same bytes. */
   sameEntry(i: number, other: ResponseLayout, j: number): boolean {
+    if (other === this.base && this.offsets[STRIDE * i + 3] === j) return true;
     return this.sameRun(i, other, j, 1);
   }
 
@@ -178,6 +293,11 @@ export class ResponseLayout {
    */
   commonPrefix(other: ResponseLayout, max: number): number {
     let n = 0;
+    if (other === this.base) {
+      // Found equal when the layout was built: no byte compared again.
+      while (n < max && this.offsets[STRIDE * n + 3] === n) n++;
+      if (n === max) return n;
+    }
     while (n < max) {
       const run = Math.min(RUN, max - n);
       if (this.sameRun(n, other, n, run)) {
@@ -196,6 +316,10 @@ export class ResponseLayout {
    */
   commonSuffix(other: ResponseLayout, max: number): number {
     let n = 0;
+    if (other === this.base) {
+      while (n < max && this.offsets[STRIDE * (this.count - 1 - n) + 3] === other.count - 1 - n) n++;
+      if (n === max) return n;
+    }
     while (n < max) {
       const run = Math.min(RUN, max - n);
       if (this.sameRun(this.count - n - run, other, other.count - n - run, run)) {
@@ -214,19 +338,44 @@ export class ResponseLayout {
    * two entries is compared too, which can only make the answer more cautious).
    */
   private sameRun(i: number, other: ResponseLayout, j: number, run: number): boolean {
-    const start = this.offsets[3 * i] as number;
-    const end = this.offsets[3 * (i + run - 1) + 2] as number;
-    const otherStart = other.offsets[3 * j] as number;
-    const otherEnd = other.offsets[3 * (j + run - 1) + 2] as number;
+    const start = this.offsets[STRIDE * i] as number;
+    const end = this.offsets[STRIDE * (i + run - 1) + 2] as number;
+    const otherStart = other.offsets[STRIDE * j] as number;
+    const otherEnd = other.offsets[STRIDE * (j + run - 1) + 2] as number;
     if (end - start !== otherEnd - otherStart) return false;
     return this.bytes.compare(other.bytes, otherStart, otherEnd, start, end) === 0;
   }
 }
 
-function grown(array: Int32Array): Int32Array<ArrayBuffer> {
-  const next = new Int32Array(Math.max(48, array.length * 2));
+function grown(array: Int32Array, atLeast: number): Int32Array<ArrayBuffer> {
+  const next = new Int32Array(Math.max(STRIDE * 16, array.length * 2, atLeast));
   next.set(array);
   return next;
+}
+
+/**
+ * How many bytes from `aStart` in `a` and `bStart` in `b` agree, at most `length`: compared a
+ * chunk at a time, then by halves inside the chunk that differs.
+ */
+function firstDifference(a: Buffer, aStart: number, b: Buffer, bStart: number, length: number): number {
+  let n = 0;
+  while (n < length) {
+    const step = Math.min(CHUNK, length - n);
+    if (b.compare(a, aStart + n, aStart + n + step, bStart + n, bStart + n + step) === 0) {
+      n += step;
+      continue;
+    }
+    let low = n;
+    let high = n + step;
+    while (high - low > 64) {
+      const middle = low + ((high - low) >>> 1);
+      if (b.compare(a, aStart + low, aStart + middle, bStart + low, bStart + middle) === 0) low = middle;
+      else high = middle;
+    }
+    while (low < high && a[aStart + low] === b[bStart + low]) low++;
+    return low;
+  }
+  return length;
 }
 
 /** Whether two ranges of `bytes` hold the same bytes. */

@@ -76,7 +76,10 @@ export class SotwAdsClient implements StreamHandlers {
     let layout: ResponseLayout;
     let span: ChangedSpan;
     try {
-      layout = new ResponseLayout(message, this.spareOffsets);
+      // The kept responses of every type: the one this answers is read from there where it agrees.
+      const kept: ResponseLayout[] = [];
+      for (const previous of this.previous.values()) kept.push(previous.layout);
+      layout = new ResponseLayout(message, this.spareOffsets, kept);
       // Scratch until kept: a response that is not kept leaves its (maybe grown) array spare.
       this.spareOffsets = layout.offsets;
       span = changedSpan(layout, this.previous.get(layout.typeUrl));
