@@ -76,11 +76,18 @@ export class KindTable {
   private readonly suppressed = new Set<string>();
   /** Keys held by more than one source. */
   private readonly contested = new Set<string>();
-  private cachedConflicts: Conflict[] | undefined;
-  /** Same-key conflicts by key, rebuilt only for keys a change touched. */
+  /** The last list `conflicts()` returned; returned again while every conflict stays as it was. */
+  private cachedConflicts: readonly Conflict[] | undefined;
+  /** Whether a change since `cachedConflicts` may have altered a conflict. */
+  private conflictsStale = false;
+  /** Whether a key became or stopped being contested, or a group clashing, since `cachedConflicts`. */
+  private conflictSetChanged = false;
+  /** Same-key conflicts by key, rebuilt only for keys a change touched (`staleKeys`). */
   private readonly sameKeyConflicts = new Map<string, Conflict>();
-  /** Semantic clashes by group, rebuilt only for groups a change touched (a member re-decided). */
+  /** Semantic clashes by group, rebuilt only for groups a change touched (`staleGroups`). */
   private readonly groupConflicts = new Map<string, Conflict>();
+  private readonly staleKeys = new Set<string>();
+  private readonly staleGroups = new Set<string>();
   private generation = 0;
   private lastVersion = '';
   private cached: KindSnapshot | undefined;
@@ -110,8 +117,7 @@ export class KindTable {
       const list = (this.holders.get(key) ?? []).filter((h) => h.rank.name !== rank.name);
       if (list.length === 0) this.holders.delete(key);
       else this.holders.set(key, list);
-      if (list.length > 1) this.contested.add(key);
-      else this.contested.delete(key);
+      this.setContested(key, list.length > 1);
       touched.add(sortKey(r.namespace, r.name));
     };
     const hold = (key: string, r: ConfigResource): void => {
@@ -121,7 +127,7 @@ export class KindTable {
       // about 130 bytes more per object, for a list that nearly always keeps one holder.
       const list = others === undefined || others.length === 0 ? [held] : [...others, held].sort(compareRank);
       this.holders.set(key, list);
-      if (list.length > 1) this.contested.add(key);
+      if (list.length > 1) this.setContested(key, true);
       touched.add(sortKey(r.namespace, r.name));
     };
     if (hints.changed !== undefined) {
@@ -144,7 +150,7 @@ export class KindTable {
       this.revisions.set(rank.name, { order: rank.order, revision: hints.revision ?? previous });
     }
     this.cached = undefined;
-    this.cachedConflicts = undefined;
+    this.conflictsStale = true;
     const groups = new Set<string>();
     for (const sk of touched) {
       const winner = this.winner(sk);
@@ -158,11 +164,11 @@ export class KindTable {
     const bulk = recheck.size > 256 && recheck.size * 8 > this.order.length;
     for (const sk of recheck) {
       this.serve(sk, bulk);
-      this.sameKeyConflicts.delete(holderKey(sk));
+      this.staleKey(holderKey(sk));
       // What a clash says of a member (its holder, withheld or served) may have changed.
-      for (const g of this.semantic.groupsOf(sk)) this.groupConflicts.delete(g);
+      for (const g of this.semantic.groupsOf(sk)) this.staleGroup(g);
     }
-    for (const g of groups) this.groupConflicts.delete(g);
+    for (const g of groups) this.staleGroup(g);
     if (bulk) {
       this.pending = undefined;
       this.reorder();
@@ -229,54 +235,125 @@ export class KindTable {
     return Object.freeze({ from, removed: Object.freeze(removed), added: Object.freeze(added) });
   }
 
-  /** Keys held by several sources, and semantic clashes, as they stand now. */
+  /**
+   * Keys held by several sources, and semantic clashes, as they stand now. The same list (the
+   * same instance) as last time while no conflict changed: a change to an object in no conflict,
+   * or one that leaves its conflict as it was, costs a pass over the conflicts and no copy.
+   */
   conflicts(): readonly Conflict[] {
-    if (this.cachedConflicts !== undefined) return this.cachedConflicts;
-    const out: Conflict[] = [];
-    for (const key of this.contested) {
-      const known = this.sameKeyConflicts.get(key);
-      if (known !== undefined) {
-        out.push(known);
-        continue;
+    const previous = this.cachedConflicts;
+    if (previous !== undefined && !this.conflictsStale) return previous;
+    if (previous !== undefined && !this.conflictSetChanged && this.staleUnchanged()) return previous;
+    // Built only from the first conflict that differs from the last list.
+    let out: Conflict[] | undefined = previous === undefined ? [] : undefined;
+    let n = 0;
+    const take = (c: Conflict): void => {
+      if (out === undefined) {
+        if (previous?.[n] === c) {
+          n++;
+          return;
+        }
+        out = (previous ?? []).slice(0, n);
       }
-      const list = this.holders.get(key) ?? [];
-      if (list.length < 2) continue;
-      const [first, second] = list as [Holder, Holder];
-      const r = first.resource;
-      const conflict: Conflict = {
-        type: 'same-key',
-        subject: `${this.kind}|${r.namespace}/${r.name}`,
-        resolution: first.rank.priority === second.rank.priority ? 'config-order' : 'priority',
-        parties: list.map((h, i) => this.party(h, i === 0 && this.served.has(sortKey(r.namespace, r.name)))),
-      };
-      this.sameKeyConflicts.set(key, conflict);
-      out.push(conflict);
+      out.push(c);
+      n++;
+    };
+    for (const key of this.contested) {
+      const conflict = this.sameKeyConflict(key);
+      if (conflict !== undefined) take(conflict);
     }
     for (const group of this.clashing) {
-      if (this.semantic.sizeOf(group) < 2) continue;
-      const known = this.groupConflicts.get(group);
-      if (known !== undefined) {
-        out.push(known);
-        continue;
-      }
-      const members = this.semantic.membersOf(group);
-      const bar = group.indexOf('|');
-      const holders = [...members].map((sk) => this.winner(sk)).filter((h): h is Holder => h !== undefined);
-      const anySuppressed = [...members].some((sk) => this.suppressed.has(sk));
-      const conflict: Conflict = {
-        type: group.slice(0, bar) as ConflictType,
-        subject: group.slice(bar + 1),
-        resolution: anySuppressed ? 'priority' : 'served-all',
-        parties: holders.map((h) =>
-          this.party(h, this.served.has(sortKey(h.resource.namespace, h.resource.name))),
-        ),
-      };
-      this.groupConflicts.set(group, conflict);
-      out.push(conflict);
+      const conflict = this.groupConflict(group);
+      if (conflict !== undefined) take(conflict);
     }
-    // Kept until this kind next changes: every snapshot of the merge asks for it.
-    this.cachedConflicts = out;
-    return out;
+    if (out === undefined && n !== previous?.length) out = (previous ?? []).slice(0, n);
+    this.staleKeys.clear();
+    this.staleGroups.clear();
+    this.conflictsStale = false;
+    this.conflictSetChanged = false;
+    // Kept until a conflict changes: every snapshot of the merge asks for it.
+    this.cachedConflicts = out ?? previous ?? [];
+    return this.cachedConflicts;
+  }
+
+  /**
+   * With the same keys contested and groups clashing as in the last list: whether each conflict
+   * a change touched says what it said (then that list stands, found without a pass over every
+   * conflict). Marks them checked when so.
+   */
+  private staleUnchanged(): boolean {
+    for (const key of this.staleKeys) {
+      const known = this.sameKeyConflicts.get(key);
+      if (this.sameKeyConflict(key) !== known) return false;
+    }
+    for (const group of this.staleGroups) {
+      const known = this.groupConflicts.get(group);
+      if (this.groupConflict(group) !== known) return false;
+    }
+    this.staleKeys.clear();
+    this.staleGroups.clear();
+    this.conflictsStale = false;
+    return true;
+  }
+
+  private setContested(key: string, contested: boolean): void {
+    if (contested === this.contested.has(key)) return;
+    if (contested) this.contested.add(key);
+    else this.contested.delete(key);
+    this.conflictSetChanged = true;
+  }
+
+  /** A change touched `key`: its conflict is checked again, or forgotten if it has none now. */
+  private staleKey(key: string): void {
+    if (this.contested.has(key)) this.staleKeys.add(key);
+    else this.sameKeyConflicts.delete(key);
+  }
+
+  private staleGroup(group: string): void {
+    if (this.clashing.has(group)) this.staleGroups.add(group);
+    else this.groupConflicts.delete(group);
+  }
+
+  /** The conflict of a key held by several sources, rebuilt if a change touched it. */
+  private sameKeyConflict(key: string): Conflict | undefined {
+    const known = this.sameKeyConflicts.get(key);
+    if (known !== undefined && !this.staleKeys.has(key)) return known;
+    const list = this.holders.get(key) ?? [];
+    if (list.length < 2) return undefined;
+    const [first, second] = list as [Holder, Holder];
+    const r = first.resource;
+    const conflict: Conflict = {
+      type: 'same-key',
+      subject: `${this.kind}|${r.namespace}/${r.name}`,
+      resolution: first.rank.priority === second.rank.priority ? 'config-order' : 'priority',
+      parties: list.map((h, i) => this.party(h, i === 0 && this.served.has(sortKey(r.namespace, r.name)))),
+    };
+    // Unchanged (a new version of one of the objects): the instance the last list holds.
+    if (known !== undefined && sameConflict(known, conflict)) return known;
+    this.sameKeyConflicts.set(key, conflict);
+    return conflict;
+  }
+
+  /** The conflict of a semantic group with two or more members, rebuilt if a change touched it. */
+  private groupConflict(group: string): Conflict | undefined {
+    if (this.semantic.sizeOf(group) < 2) return undefined;
+    const known = this.groupConflicts.get(group);
+    if (known !== undefined && !this.staleGroups.has(group)) return known;
+    const members = this.semantic.membersOf(group);
+    const bar = group.indexOf('|');
+    const holders = [...members].map((sk) => this.winner(sk)).filter((h): h is Holder => h !== undefined);
+    const anySuppressed = [...members].some((sk) => this.suppressed.has(sk));
+    const conflict: Conflict = {
+      type: group.slice(0, bar) as ConflictType,
+      subject: group.slice(bar + 1),
+      resolution: anySuppressed ? 'priority' : 'served-all',
+      parties: holders.map((h) =>
+        this.party(h, this.served.has(sortKey(h.resource.namespace, h.resource.name))),
+      ),
+    };
+    if (known !== undefined && sameConflict(known, conflict)) return known;
+    this.groupConflicts.set(group, conflict);
+    return conflict;
   }
 
   private party(h: Holder, served: boolean): ConflictParty {
@@ -300,8 +377,14 @@ export class KindTable {
     if (this.semanticKeys === undefined) return [];
     const now = winner === undefined ? [] : this.semanticKeys(winner.resource);
     const old = this.semantic.move(sk, now);
-    for (const g of old) if (this.semantic.sizeOf(g) < 2) this.clashing.delete(g);
-    for (const g of now) if (this.semantic.sizeOf(g) > 1) this.clashing.add(g);
+    for (const g of old)
+      if (this.semantic.sizeOf(g) < 2 && this.clashing.delete(g)) this.conflictSetChanged = true;
+    for (const g of now) {
+      if (this.semantic.sizeOf(g) > 1 && !this.clashing.has(g)) {
+        this.clashing.add(g);
+        this.conflictSetChanged = true;
+      }
+    }
     return [...old, ...now];
   }
 
@@ -374,4 +457,24 @@ export class KindTable {
     }
     return lo;
   }
+}
+
+/** Whether two conflicts say the same: type, subject, resolution and every party. */
+function sameConflict(a: Conflict, b: Conflict): boolean {
+  if (a.type !== b.type || a.subject !== b.subject || a.resolution !== b.resolution) return false;
+  if (a.parties.length !== b.parties.length) return false;
+  for (let i = 0; i < a.parties.length; i++) {
+    const x = a.parties[i] as ConflictParty;
+    const y = b.parties[i] as ConflictParty;
+    if (
+      x.source !== y.source ||
+      x.priority !== y.priority ||
+      x.kind !== y.kind ||
+      x.namespace !== y.namespace ||
+      x.name !== y.name ||
+      x.served !== y.served
+    )
+      return false;
+  }
+  return true;
 }

@@ -95,6 +95,14 @@ export class MergeEngine implements SnapshotReader {
   private readonly scheduler: SchedulerLike;
   private generation = 0;
   private kindGeneration = 0;
+  /** The last snapshot's conflicts, and the tables' lists they were joined from. */
+  private joinedConflicts: {
+    readonly parts: readonly (readonly Conflict[])[];
+    readonly all: readonly Conflict[];
+  } = {
+    parts: [],
+    all: [],
+  };
   private timedOut = false;
   private started = false;
 
@@ -465,14 +473,27 @@ export class MergeEngine implements SnapshotReader {
     this.subject.next(snapshot);
   }
 
+  /**
+   * Every table's conflicts in one list: the last snapshot's list (the same instance) when every
+   * table returned the same list as then, so consumers can tell nothing changed without a walk.
+   */
+  private joinConflicts(parts: readonly (readonly Conflict[])[]): readonly Conflict[] {
+    if (sameParts(parts, this.joinedConflicts.parts)) return this.joinedConflicts.all;
+    const all: Conflict[] = [];
+    for (const part of parts) appendAll(all, part);
+    this.joinedConflicts = { parts, all };
+    return all;
+  }
+
   private build(): ConfigSnapshot {
     const kinds = new Map<string, KindSnapshot>();
-    const conflicts: Conflict[] = [];
+    const parts: (readonly Conflict[])[] = [];
     for (const [kind, table] of [...this.tables].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
       const k = table.snapshot();
       if (k !== undefined) kinds.set(kind, k);
-      appendAll(conflicts, table.conflicts());
+      parts.push(table.conflicts());
     }
+    const conflicts = this.joinConflicts(parts);
     const timedOut = this.timedOut;
     // Sources still waited for, with what each can serve, frozen with this snapshot.
     const waiting = this.ledgers
@@ -494,6 +515,10 @@ export class MergeEngine implements SnapshotReader {
       conflicts,
     });
   }
+}
+
+function sameParts(a: readonly (readonly Conflict[])[], b: readonly (readonly Conflict[])[]): boolean {
+  return a.length === b.length && a.every((part, i) => part === b[i]);
 }
 
 function sameReports(a: ConfigSnapshot, b: ConfigSnapshot): boolean {

@@ -286,10 +286,13 @@ export class Metrics {
 
     this.servedObjects.reset();
     for (const [kind, k] of snapshot.kinds) this.servedObjects.set({ kind }, k.resources.length);
-    this.conflicts.reset();
-    // Counted first, then set once per label set: a gauge call per object is an allocation per
-    // object (its labels), on every snapshot.
-    for (const [type, n] of countBy(snapshot.conflicts, (c) => c.type)) this.conflicts.set({ type }, n);
+    // The same list as the last snapshot's (the merge keeps it while no conflict changes): the
+    // gauges stand. Otherwise counted first, then set once per label set: a gauge call per object
+    // is an allocation per object (its labels), on every snapshot.
+    if (snapshot.conflicts !== previous?.conflicts) {
+      this.conflicts.reset();
+      for (const [type, n] of countBy(snapshot.conflicts, (c) => c.type)) this.conflicts.set({ type }, n);
+    }
     // Recomputed whole: a source removed by a reload disappears from every gauge.
     for (const g of [
       this.sourceUp,

@@ -148,4 +148,44 @@ describe('semantic conflicts istiod would resolve silently', () => {
         ]);
     });
   });
+
+  it('keeps the same conflict list across snapshots while no conflict changes', () => {
+    const a = new Subject<SourceEvent>();
+    const b = new Subject<SourceEvent>();
+    const engine = new MergeEngine(
+      [
+        {
+          descriptor: { name: 'high', type: 't', defaultNamespace: 'default' },
+          events$: a,
+          policy: { priority: 10 },
+        },
+        {
+          descriptor: { name: 'low', type: 't', defaultNamespace: 'default' },
+          events$: b,
+          policy: { priority: 1 },
+        },
+      ],
+      { scheduler: queueScheduler, syncTimeoutMs: 0, semanticKeys: semanticKeysOf },
+    );
+    engine.start();
+    a.next(state(SE_A + '---\n' + DR('reviews-a')));
+    b.next(state(SE_B));
+    const first = engine.current();
+    assert.equal(first.conflicts.length, 1);
+    // A new version of an object in no conflict, then of one in the conflict: the same parties.
+    a.next(state(SE_A + '---\n' + DR('reviews-a').replace('host: reviews', 'host: reviews2')));
+    const second = engine.current();
+    assert.notEqual(second.generation, first.generation);
+    assert.equal(second.conflicts, first.conflicts, 'an unrelated change keeps the list');
+    b.next(state(SE_B.replace('number: 443', 'number: 8443')));
+    const third = engine.current();
+    assert.notEqual(third.generation, second.generation);
+    assert.equal(third.conflicts, first.conflicts, 'a party changed in content only keeps the list');
+    // The clash ends: a new list.
+    b.next(state(SE_B.replace('api.example.com', 'other.example.com')));
+    const fourth = engine.current();
+    assert.notEqual(fourth.conflicts, first.conflicts);
+    assert.equal(fourth.conflicts.length, 0);
+    engine.stop();
+  });
 });

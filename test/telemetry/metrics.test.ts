@@ -62,6 +62,21 @@ describe('meshmux metrics', () => {
     assert.ok((sample(text, 'meshmux_source_last_sync_timestamp_seconds', { source: 'git' }) ?? 0) > 1.7e9);
   });
 
+  it('reports conflicts by type, and keeps the count while a change leaves them as they were', async () => {
+    const r = rig(['git', 'zk']);
+    await r.send('git', state(['a', 'b']));
+    await r.send('zk', state(['a']));
+    const conflicts = async (): Promise<number | undefined> =>
+      sample(await r.telemetry.metrics.registry.metrics(), 'meshmux_conflicts', { type: 'same-key' });
+    assert.equal(await conflicts(), 1);
+    await r.send('git', state(['a', 'c']));
+    assert.equal(await conflicts(), 1, 'an unrelated change');
+    await r.send('zk', state(['c', 'd']));
+    assert.equal(await conflicts(), 1, 'another key held twice');
+    await r.send('zk', state(['d']));
+    assert.equal(await conflicts(), undefined, 'none left');
+  });
+
   it('counts snapshot builds and how many kinds and objects each one changed', async () => {
     const r = rig(['git']);
     await r.send('git', state(['a', 'b'], { dr: ['d'] }));
