@@ -49,6 +49,10 @@ function holderKey(sk: string): string {
   return `${sk.slice(0, sep)}/${sk.slice(sep + 1)}`;
 }
 
+function isHolderList(held: Holder | readonly Holder[] | undefined): held is readonly Holder[] {
+  return Array.isArray(held);
+}
+
 function compareRank(a: Holder, b: Holder): number {
   return b.rank.priority - a.rank.priority || a.rank.order - b.rank.order;
 }
@@ -61,7 +65,11 @@ function compareRank(a: Holder, b: Holder): number {
  * replica for equal content.
  */
 export class KindTable {
-  private readonly holders = new Map<string, Holder[]>();
+  /**
+   * Per key, its holder, or its holders (two or more) in precedence order: a key nearly always has
+   * one, and a list of one would be two more heap objects per object for every marking to walk.
+   */
+  private readonly holders = new Map<string, Holder | readonly Holder[]>();
   private readonly served = new Map<string, Holder>();
   /** Served sort keys, kept sorted. */
   private readonly order: string[] = [];
@@ -114,20 +122,20 @@ export class KindTable {
   apply(rank: SourceRank, before: KindState, after: KindState, hints: ApplyHints = {}): void {
     const touched = new Set<string>();
     const drop = (key: string, r: ConfigResource): void => {
-      const list = (this.holders.get(key) ?? []).filter((h) => h.rank.name !== rank.name);
+      const list = this.holdersOf(key).filter((h) => h.rank.name !== rank.name);
       if (list.length === 0) this.holders.delete(key);
-      else this.holders.set(key, list);
+      else this.holders.set(key, list.length === 1 ? (list[0] as Holder) : list);
       this.setContested(key, list.length > 1);
       touched.add(sortKey(r.namespace, r.name));
     };
     const hold = (key: string, r: ConfigResource): void => {
       const held = { rank, resource: r };
-      const others = this.holders.get(key)?.filter((h) => h.rank.name !== rank.name);
-      // A list of exactly its holders: one pushed onto an empty array reserves seventeen slots,
-      // about 130 bytes more per object, for a list that nearly always keeps one holder.
-      const list = others === undefined || others.length === 0 ? [held] : [...others, held].sort(compareRank);
-      this.holders.set(key, list);
-      if (list.length > 1) this.setContested(key, true);
+      const others = this.holdersOf(key).filter((h) => h.rank.name !== rank.name);
+      if (others.length === 0) this.holders.set(key, held);
+      else {
+        this.holders.set(key, [...others, held].sort(compareRank));
+        this.setContested(key, true);
+      }
       touched.add(sortKey(r.namespace, r.name));
     };
     if (hints.changed !== undefined) {
@@ -318,7 +326,7 @@ export class KindTable {
   private sameKeyConflict(key: string): Conflict | undefined {
     const known = this.sameKeyConflicts.get(key);
     if (known !== undefined && !this.staleKeys.has(key)) return known;
-    const list = this.holders.get(key) ?? [];
+    const list = this.holdersOf(key);
     if (list.length < 2) return undefined;
     const [first, second] = list as [Holder, Holder];
     const r = first.resource;
@@ -369,7 +377,15 @@ export class KindTable {
   }
 
   private winner(sk: string): Holder | undefined {
-    return this.holders.get(holderKey(sk))?.[0];
+    const held = this.holders.get(holderKey(sk));
+    return isHolderList(held) ? held[0] : held;
+  }
+
+  /** The holders of `key`, in precedence order. */
+  private holdersOf(key: string): readonly Holder[] {
+    const held = this.holders.get(key);
+    if (held === undefined) return [];
+    return isHolderList(held) ? held : [held];
   }
 
   /** Moves a key's semantic-index entries to its current winner; returns the groups touched. */
