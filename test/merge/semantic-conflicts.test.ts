@@ -32,7 +32,8 @@ metadata: {name: ${name}, namespace: shop}
 spec: {host: reviews}
 `;
 
-function run(policy: SemanticConflictPolicy, high: string, low: string) {
+/** A started engine over two sources, `high` (priority 10) fed by `a` and `low` (1) by `b`. */
+function twoSources(policy: SemanticConflictPolicy) {
   const a = new Subject<SourceEvent>();
   const b = new Subject<SourceEvent>();
   const engine = new MergeEngine(
@@ -51,6 +52,11 @@ function run(policy: SemanticConflictPolicy, high: string, low: string) {
     { scheduler: queueScheduler, syncTimeoutMs: 0, semanticKeys: semanticKeysOf, semanticConflicts: policy },
   );
   engine.start();
+  return { engine, a, b };
+}
+
+function run(policy: SemanticConflictPolicy, high: string, low: string) {
+  const { engine, a, b } = twoSources(policy);
   a.next(state(high));
   b.next(state(low));
   const snapshot = engine.current();
@@ -150,24 +156,7 @@ describe('semantic conflicts istiod would resolve silently', () => {
   });
 
   it('keeps the same conflict list across snapshots while no conflict changes', () => {
-    const a = new Subject<SourceEvent>();
-    const b = new Subject<SourceEvent>();
-    const engine = new MergeEngine(
-      [
-        {
-          descriptor: { name: 'high', type: 't', defaultNamespace: 'default' },
-          events$: a,
-          policy: { priority: 10 },
-        },
-        {
-          descriptor: { name: 'low', type: 't', defaultNamespace: 'default' },
-          events$: b,
-          policy: { priority: 1 },
-        },
-      ],
-      { scheduler: queueScheduler, syncTimeoutMs: 0, semanticKeys: semanticKeysOf },
-    );
-    engine.start();
+    const { engine, a, b } = twoSources('serve-all');
     a.next(state(SE_A + '---\n' + DR('reviews-a')));
     b.next(state(SE_B));
     const first = engine.current();
