@@ -53,6 +53,14 @@ export interface McpResourceReaderOptions {
   readonly cacheBytes?: number;
 }
 
+/**
+ * A result as the reader keeps it, the one `read` hands out: with the envelope it was read from
+ * (to recognise the same bytes sent again) and its cache key (for {@link McpResourceReader.forget}).
+ * One object per upstream object, where a cache entry beside the result would be a second one for
+ * every marking of the heap to walk.
+ */
+type KeptRead = ReadResult & { readonly raw: Uint8Array; readonly cacheKey: string };
+
 const MCP_RESOURCE = messageType('istio.mcp.v1alpha1.Resource');
 const MCP_RESOURCE_FIELDS: ReadonlySet<number> = new Set([1, 2]);
 
@@ -83,9 +91,7 @@ const DRY_RUN_KINDS: ReadonlySet<string> = new Set(['security.istio.io/Authoriza
  */
 export class McpResourceReader {
   private readonly firstSeen = new Map<string, Timestamp>();
-  /** The cache key of each result read, for {@link forget}. */
-  private readonly keyOfResult = new WeakMap<ReadResult, string>();
-  private readonly cache: LRUCache<string, { raw: Uint8Array; result: ReadResult }>;
+  private readonly cache: LRUCache<string, KeptRead>;
   private readonly now: () => Date;
   private readonly origin: ResourceOrigin;
 
@@ -109,7 +115,7 @@ export class McpResourceReader {
     if (sentName !== undefined) {
       // peek: recency bookkeeping per object would cost more than the comparison itself.
       const seen = this.cache.peek(`${kind.key}|${sentName}`);
-      if (seen !== undefined && sameBytes(seen.raw, bytes)) return seen.result;
+      if (seen !== undefined && sameBytes(seen.raw, bytes)) return seen;
     }
     // A copy detaches the object from the (possibly huge) response buffer it arrived in; a plain
     // Uint8Array (not a Buffer) also makes protobufjs fail on overruns instead of truncating.
@@ -142,9 +148,9 @@ export class McpResourceReader {
       upstreamVersion: '',
       unknownEnvelopeFields: plain === undefined ? unknownFieldNumbers(raw, MCP_RESOURCE_FIELDS) : NONE,
     });
-    this.cache.set(cacheKey, { raw, result });
-    this.keyOfResult.set(result, cacheKey);
-    return result;
+    const kept: KeptRead = { ...result, raw, cacheKey };
+    this.cache.set(cacheKey, kept);
+    return kept;
   }
 
   /**
@@ -153,8 +159,8 @@ export class McpResourceReader {
    * reader has since read a newer version of the object under the same name.
    */
   forget(result: ReadResult): void {
-    const key = this.keyOfResult.get(result);
-    if (key !== undefined && this.cache.peek(key)?.result === result) this.cache.delete(key);
+    const key = (result as Partial<KeptRead>).cacheKey;
+    if (key !== undefined && this.cache.peek(key) === result) this.cache.delete(key);
   }
 
   /**

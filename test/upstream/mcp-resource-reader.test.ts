@@ -1,0 +1,46 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { McpResourceReader } from '../../src/upstream/mcp-resource-reader.js';
+import { encodeMcpResource, kindNamed } from '../support/fake-objects.js';
+
+const SE = kindNamed('ServiceEntry');
+
+function envelope(host: string): Uint8Array {
+  return encodeMcpResource(
+    SE,
+    { namespace: 'shop', name: 'payments', spec: { hosts: [host], location: 'MESH_EXTERNAL' } },
+    { createTime: { seconds: 1_700_000_000, nanos: 0 } },
+  );
+}
+
+function reader(): McpResourceReader {
+  return new McpResourceReader({ defaultNamespace: 'default', origin: 'xds://upstream:15010' });
+}
+
+describe('McpResourceReader', () => {
+  it('hands out the same result for the same bytes, wherever they arrive', () => {
+    const r = reader();
+    const first = r.read(SE, envelope('pay.example.com'), 'test');
+    assert.ok(first.ok);
+    // The same bytes in another buffer, as the next response of a stream brings them.
+    const again = r.read(SE, Buffer.from(envelope('pay.example.com')), 'test');
+    assert.equal(again, first);
+    const changed = r.read(SE, envelope('pay2.example.com'), 'test');
+    assert.notEqual(changed, first);
+    assert.ok(changed.ok && changed.resource.version !== first.resource.version);
+  });
+
+  it('reads an object again once it was forgotten, and only then', () => {
+    const r = reader();
+    const first = r.read(SE, envelope('pay.example.com'), 'test');
+    r.forget(first);
+    const fresh = r.read(SE, envelope('pay.example.com'), 'test');
+    assert.notEqual(fresh, first, 'decoded again');
+    assert.ok(fresh.ok && first.ok);
+    assert.equal(fresh.resource.version, first.resource.version, 'to the same content');
+    // Forgetting an older result of the name leaves the newer one kept.
+    const newer = r.read(SE, envelope('pay2.example.com'), 'test');
+    r.forget(fresh);
+    assert.equal(r.read(SE, envelope('pay2.example.com'), 'test'), newer);
+  });
+});
