@@ -245,8 +245,9 @@ export class KindTable {
 
   /**
    * Keys held by several sources, and semantic clashes, as they stand now. The same list (the
-   * same instance) as last time while no conflict changed: a change to an object in no conflict,
-   * or one that leaves its conflict as it was, costs a pass over the conflicts and no copy.
+   * same instance) as last time while no conflict changed: a change that leaves the same keys
+   * contested and every conflict it touched as it was costs a check of those conflicts; any other,
+   * a pass over the conflicts, copying the list only from the first that differs.
    */
   conflicts(): readonly Conflict[] {
     const previous = this.cachedConflicts;
