@@ -276,9 +276,7 @@ export class KindTable {
       if (conflict !== undefined) take(conflict);
     }
     if (out === undefined && n !== previous?.length) out = (previous ?? []).slice(0, n);
-    this.staleKeys.clear();
-    this.staleGroups.clear();
-    this.conflictsStale = false;
+    this.conflictsChecked();
     this.conflictSetChanged = false;
     // Kept until a conflict changes: every snapshot of the merge asks for it.
     this.cachedConflicts = out ?? previous ?? [];
@@ -299,9 +297,7 @@ export class KindTable {
       const known = this.groupConflicts.get(group);
       if (this.groupConflict(group) !== known) return false;
     }
-    this.staleKeys.clear();
-    this.staleGroups.clear();
-    this.conflictsStale = false;
+    this.conflictsChecked();
     return true;
   }
 
@@ -310,6 +306,20 @@ export class KindTable {
     if (contested) this.contested.add(key);
     else this.contested.delete(key);
     this.conflictSetChanged = true;
+  }
+
+  private setClashing(group: string, clashing: boolean): void {
+    if (clashing === this.clashing.has(group)) return;
+    if (clashing) this.clashing.add(group);
+    else this.clashing.delete(group);
+    this.conflictSetChanged = true;
+  }
+
+  /** Every conflict a change touched has been checked against the list about to be returned. */
+  private conflictsChecked(): void {
+    this.staleKeys.clear();
+    this.staleGroups.clear();
+    this.conflictsStale = false;
   }
 
   /** A change touched `key`: its conflict is checked again, or forgotten if it has none now. */
@@ -394,14 +404,8 @@ export class KindTable {
     if (this.semanticKeys === undefined) return [];
     const now = winner === undefined ? [] : this.semanticKeys(winner.resource);
     const old = this.semantic.move(sk, now);
-    for (const g of old)
-      if (this.semantic.sizeOf(g) < 2 && this.clashing.delete(g)) this.conflictSetChanged = true;
-    for (const g of now) {
-      if (this.semantic.sizeOf(g) > 1 && !this.clashing.has(g)) {
-        this.clashing.add(g);
-        this.conflictSetChanged = true;
-      }
-    }
+    for (const g of old) if (this.semantic.sizeOf(g) < 2) this.setClashing(g, false);
+    for (const g of now) if (this.semantic.sizeOf(g) > 1) this.setClashing(g, true);
     return [...old, ...now];
   }
 
