@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { until } from '../support/deadline.js';
@@ -20,9 +20,10 @@ describe('meshmux status and confirm against a running meshmux', () => {
 
   before(async () => {
     ({ dir, dispose } = await tempDir('meshmux-status-'));
-    await mkdir(path.join(dir, 'mesh'));
+    // Both objects in one folder of the scanned tree, so that one rename takes both away at once.
+    await mkdir(path.join(dir, 'mesh', 'shop'), { recursive: true });
     for (const name of ['cart', 'shop'])
-      await writeFile(path.join(dir, 'mesh', `${name}.yaml`), plainServiceEntry(name));
+      await writeFile(path.join(dir, 'mesh', 'shop', `${name}.yaml`), plainServiceEntry(name));
     await writeFile(
       path.join(dir, 'meshmux.yaml'),
       'state: { dir: none }\nsources:\n  - name: local\n    type: file\n    path: ./mesh\n    rescanInterval: 200ms\n    vanishGrace: 0s\n    settle: 0s\n',
@@ -60,7 +61,9 @@ describe('meshmux status and confirm against a running meshmux', () => {
   });
 
   it('confirms a held emptying after saying what it deletes, and refuses when nothing is held', async () => {
-    for (const name of ['cart', 'shop']) await rm(path.join(dir, 'mesh', `${name}.yaml`));
+    // Removed file by file, a rescan between the two would see one deletion (applied at once) and
+    // then an emptying of one object.
+    await rename(path.join(dir, 'mesh', 'shop'), path.join(dir, 'removed'));
     await until(
       async () =>
         / HELD: empty, 2 of 2 deleted/.test((await meshmuxCli(['status', '--admin', meshmux.admin])).stdout),
