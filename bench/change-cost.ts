@@ -97,6 +97,7 @@ try {
   const overhead = percentile(idle, 50);
   const cpu: number[] = [];
   const fromUs = monotonicUs();
+  const collectionsBefore = (await server.counters()).process;
   for (let round = 0; round < CHANGES; round++) {
     const before = cpuMs(await server.counters());
     const trackers = fleets.map((f) => new LatencyTracker(f));
@@ -117,6 +118,9 @@ try {
     cpu.push(cpuMs(await server.counters()) - before - overhead);
   }
   window = { fromUs, toUs: monotonicUs() };
+  // Read after a pause: node reports a collection a little after it ends.
+  await sleep(200);
+  const collectionsAfter = (await server.counters()).process;
   // The collections a change sets off land on whichever change comes next: the mean carries them.
   const mean = cpu.reduce((a, b) => a + b, 0) / cpu.length;
   for (const f of fleets) {
@@ -125,6 +129,9 @@ try {
   }
   console.log(
     `${CHANGES} one-object changes to the small view: server CPU per change p50 ${percentile(cpu, 50).toFixed(1)} ms, p90 ${percentile(cpu, 90).toFixed(1)} ms, max ${Math.max(...cpu).toFixed(1)} ms, mean ${mean.toFixed(1)} ms (reading counters: ${overhead.toFixed(1)} ms, taken off)`,
+  );
+  console.log(
+    `collections of the heap during the changes: ${collectionsAfter.fullCollections - collectionsBefore.fullCollections} full, ${collectionsAfter.youngCollections - collectionsBefore.youngCollections} young (${collectionsAfter.youngCollectionsAfterInput - collectionsBefore.youngCollectionsAfterInput} of them run after network input)`,
   );
   console.log(
     JSON.stringify({

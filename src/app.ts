@@ -25,6 +25,7 @@ import { StateMetrics } from './telemetry/state-metrics.js';
 import { hostOfAddress } from './core/loopback.js';
 import { openRecordStore } from './state/open-record-store.js';
 import { ReplicaDecisions } from './state/replica-decisions.js';
+import { CollectionCounts } from './telemetry/collection-counts.js';
 import { processCounters } from './telemetry/process-counters.js';
 import { Telemetry } from './telemetry/telemetry.js';
 import { tracingFromEnv, type TracingEnv } from './telemetry/tracing.js';
@@ -133,6 +134,7 @@ export async function startMeshmux(
   // Sampled every 10 ms for /debug/counters; the cost is one timer.
   const loopDelay = monitorEventLoopDelay({ resolution: 10 });
   loopDelay.enable();
+  const collections = new CollectionCounts().start();
   /** The running sources by name, with the configuration they run with. */
   const running = new Map<string, PlannedInput>();
   let connections = 0;
@@ -230,7 +232,7 @@ export async function startMeshmux(
   const sources: DebugPageSources = {
     snapshot: () => engine.current(),
     clients: () => ads.reports(),
-    counters: () => ({ ...ads.counters(), process: processCounters(loopDelay) }),
+    counters: () => ({ ...ads.counters(), process: processCounters(loopDelay, collections) }),
     resetCounters: () => loopDelay.reset(),
     state: () => ({
       dir: persisted.local?.dir ?? 'none',
@@ -384,6 +386,7 @@ export async function startMeshmux(
     },
     async stop() {
       loopDelay.disable();
+      collections.stop();
       await ads.close();
       await http.close();
       await admin.close();

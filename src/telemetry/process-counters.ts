@@ -1,4 +1,6 @@
 import type { IntervalHistogram } from 'node:perf_hooks';
+import { youngCollections } from '../core/young-collections.js';
+import type { CollectionCounts } from './collection-counts.js';
 
 /** What the process has spent: CPU and event-loop delay in milliseconds, memory in bytes. */
 export interface ProcessCounters {
@@ -11,10 +13,22 @@ export interface ProcessCounters {
   readonly eventLoopDelayP50Ms: number;
   readonly eventLoopDelayP99Ms: number;
   readonly eventLoopDelayMaxMs: number;
+  /** Full collections of the heap (markings of all of it) since the process started counting. */
+  readonly fullCollections: number;
+  /** Young-generation collections, V8's own and those run after network input. */
+  readonly youngCollections: number;
+  /** Of those, the ones run after network input (see `young-collections.ts`). */
+  readonly youngCollectionsAfterInput: number;
 }
 
-/** Reads the process's counters now; `loopDelay` is a running `monitorEventLoopDelay` histogram. */
-export function processCounters(loopDelay: IntervalHistogram): ProcessCounters {
+/**
+ * Reads the process's counters now; `loopDelay` is a running `monitorEventLoopDelay` histogram,
+ * `collections` running counts of the heap's collections.
+ */
+export function processCounters(
+  loopDelay: IntervalHistogram,
+  collections: CollectionCounts,
+): ProcessCounters {
   const cpu = process.cpuUsage();
   const memory = process.memoryUsage();
   const ms = (ns: number): number => Math.round(ns / 1e3) / 1e3;
@@ -28,5 +42,8 @@ export function processCounters(loopDelay: IntervalHistogram): ProcessCounters {
     eventLoopDelayP50Ms: ms(loopDelay.percentile(50)),
     eventLoopDelayP99Ms: ms(loopDelay.percentile(99)),
     eventLoopDelayMaxMs: ms(loopDelay.max),
+    fullCollections: collections.full,
+    youngCollections: collections.young,
+    youngCollectionsAfterInput: youngCollections().runs,
   };
 }

@@ -8,6 +8,7 @@ import {
   type GrpcHttp2StreamOptions,
   type GrpcStatus,
 } from '../../src/upstream/streaming/grpc-http2-stream.js';
+import { YoungCollections } from '../../src/core/young-collections.js';
 import { rawBidiMethod } from '../support/raw-grpc-method.js';
 
 const METHOD = '/meshmux.test.Chat/Talk';
@@ -87,6 +88,26 @@ describe('GrpcHttp2Stream against a grpc-js server', { timeout: 30_000 }, () => 
     assert.ok(messages[1]?.equals(big), 'the large message arrived byte for byte');
     assert.equal(messages[2]?.toString(), 'echo two');
     assert.equal(messages[3]?.toString(), 'echo done');
+  });
+
+  it('runs a young collection after every 4 MiB read, not one per chunk or per message', async () => {
+    const big = Buffer.alloc(5 * 1024 * 1024, 7);
+    server.handler = (call) => {
+      call.on('data', (m: Buffer) => {
+        if (m.toString() === 'done') call.end();
+        else call.write(big);
+      });
+    };
+    let runs = 0;
+    const opened = open(server.address, {
+      youngCollections: new YoungCollections(() => runs++, 4 * 1024 * 1024),
+    });
+    for (const m of ['a', 'b', 'c', 'done']) opened.stream.write(Buffer.from(m));
+    assert.deepEqual(await opened.ended, { code: grpc.status.OK, details: 'OK' });
+    assert.equal(opened.messages.length, 3);
+    assert.ok(opened.messages.every((m) => m.equals(big)));
+    // 15 MiB of messages and a few bytes of framing: three collections, not one per chunk.
+    assert.equal(runs, 3);
   });
 
   it('ends with the status and the percent-decoded message the server sent, after messages or alone', async () => {

@@ -9,6 +9,7 @@ import {
 } from 'node:http2';
 import type { ConnectionOptions } from 'node:tls';
 import { truncateForLog } from '../../core/truncate-for-log.js';
+import { youngCollections, type YoungCollections } from '../../core/young-collections.js';
 import { GrpcMessageReader, GrpcReadError } from './grpc-message-reader.js';
 
 /** How a gRPC stream ended: its status code and message. */
@@ -35,6 +36,8 @@ export interface GrpcHttp2StreamOptions {
   readonly keepalive: { readonly timeMs: number; readonly timeoutMs: number };
   /** Messages are lent (valid during `onMessage` only) instead of each given a buffer of its own. */
   readonly lendMessages: boolean;
+  /** Told of every chunk read once it is let go (default: the process's own). */
+  readonly youngCollections?: YoungCollections;
 }
 
 export interface GrpcHttp2StreamHandlers {
@@ -110,6 +113,7 @@ export class GrpcHttp2Stream {
   private readonly session: ClientHttp2Session;
   private readonly stream: ClientHttp2Stream;
   private readonly reader: GrpcMessageReader;
+  private readonly collections: YoungCollections;
   private ended = false;
   /** The status the response's headers or trailers carried. */
   private received: GrpcStatus | undefined;
@@ -126,6 +130,7 @@ export class GrpcHttp2Stream {
     private readonly handlers: GrpcHttp2StreamHandlers,
   ) {
     this.reader = new GrpcMessageReader(options.maxReceiveBytes, options.lendMessages);
+    this.collections = options.youngCollections ?? youngCollections();
     // Reused while responses keep coming (a change allocates nothing of their size), let go after
     // a quiet second: at rest a stream holds no copy of its largest response.
     this.quiet = setTimeout(() => this.reader.release(), QUIET_MS);
@@ -226,6 +231,8 @@ export class GrpcHttp2Stream {
         if (!this.ended) this.handlers.onMessage(message);
       });
       this.quiet.refresh();
+      // The reader copied what it keeps: the chunk's memory is garbage from here on.
+      this.collections.received(chunk.byteLength);
     } catch (err) {
       if (!(err instanceof GrpcReadError)) throw err;
       this.fail({ code: status[err.status], details: err.message });
