@@ -25,13 +25,15 @@ export class YoungCollections {
   ) {}
 
   /**
-   * Notes `bytes` read from the network and let go of by the caller; collects once the bytes
-   * noted since the last collection reach the threshold. Call it after the bytes are released.
+   * Notes `bytes` read from the network and let go of by the caller. Collects at the end of a
+   * message (`atBoundary`) once the bytes noted since the last collection reach the threshold, and
+   * inside a message only once they reach eight times it: a response of 10 MB costs one
+   * collection, after its last chunk, when all of its chunks are garbage.
    */
-  received(bytes: number): void {
+  received(bytes: number, atBoundary = true): void {
     if (this.collect === undefined) return;
     this.since += bytes;
-    if (this.since < this.everyBytes) return;
+    if (this.since < (atBoundary ? this.everyBytes : 8 * this.everyBytes)) return;
     this.since = 0;
     this.runs++;
     this.collect();

@@ -47,6 +47,19 @@ describe('YoungCollections', () => {
     assert.equal(collections.runs, 2);
   });
 
+  it('waits for the end of a message unless eight times the threshold went by inside one', () => {
+    let runs = 0;
+    const collections = new YoungCollections(() => runs++, 1000);
+    collections.received(5000, false);
+    assert.equal(runs, 0);
+    collections.received(100, true);
+    assert.equal(runs, 1);
+    collections.received(7999, false);
+    assert.equal(runs, 1);
+    collections.received(1, false);
+    assert.equal(runs, 2);
+  });
+
   it('does nothing where no collection can be asked for', () => {
     const collections = new YoungCollections(undefined, 1);
     collections.received(10);

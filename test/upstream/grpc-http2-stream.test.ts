@@ -90,12 +90,13 @@ describe('GrpcHttp2Stream against a grpc-js server', { timeout: 30_000 }, () => 
     assert.equal(messages[3]?.toString(), 'echo done');
   });
 
-  it('runs a young collection after every 4 MiB read, not one per chunk or per message', async () => {
+  it('runs a young collection after a message once 4 MiB were read, inside one only after 32 MiB', async () => {
     const big = Buffer.alloc(5 * 1024 * 1024, 7);
+    const huge = Buffer.alloc(40 * 1024 * 1024, 9);
     server.handler = (call) => {
       call.on('data', (m: Buffer) => {
         if (m.toString() === 'done') call.end();
-        else call.write(big);
+        else call.write(m.toString() === 'huge' ? huge : big);
       });
     };
     let runs = 0;
@@ -106,8 +107,18 @@ describe('GrpcHttp2Stream against a grpc-js server', { timeout: 30_000 }, () => 
     assert.deepEqual(await opened.ended, { code: grpc.status.OK, details: 'OK' });
     assert.equal(opened.messages.length, 3);
     assert.ok(opened.messages.every((m) => m.equals(big)));
-    // 15 MiB of messages and a few bytes of framing: three collections, not one per chunk.
+    // 15 MiB in three messages: one collection after each, none per chunk.
     assert.equal(runs, 3);
+
+    runs = 0;
+    const second = open(server.address, {
+      youngCollections: new YoungCollections(() => runs++, 4 * 1024 * 1024),
+    });
+    for (const m of ['huge', 'done']) second.stream.write(Buffer.from(m));
+    assert.deepEqual(await second.ended, { code: grpc.status.OK, details: 'OK' });
+    assert.ok(second.messages[0]?.equals(huge));
+    // 40 MiB in one message: one collection at 32 MiB inside it, one after it.
+    assert.equal(runs, 2);
   });
 
   it('ends with the status and the percent-decoded message the server sent, after messages or alone', async () => {

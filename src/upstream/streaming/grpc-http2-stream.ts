@@ -232,7 +232,7 @@ export class GrpcHttp2Stream {
       });
       this.quiet.refresh();
       // The reader copied what it keeps: the chunk's memory is garbage from here on.
-      this.collections.received(chunk.byteLength);
+      this.collections.received(chunk.byteLength, !this.reader.midMessage);
     } catch (err) {
       if (!(err instanceof GrpcReadError)) throw err;
       this.fail({ code: status[err.status], details: err.message });
