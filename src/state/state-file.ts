@@ -5,7 +5,7 @@ import { makeResource, restoreResource, type ConfigResource } from '../core/reso
 import type { HeldRecord, SourceRecord } from '../merge/source-record.js';
 import { HOLD_REASONS, type HoldReason } from '../merge/config-snapshot.js';
 import { messageType } from '../schema/proto-root.js';
-import { lengthDelimitedSize, SizedWriter, varintSize } from '../wire/sized-writer.js';
+import { lengthDelimitedSize, SizedWriter, utf8Length, varintSize } from '../wire/sized-writer.js';
 
 /**
  * A state file: a fixed header, then one `meshmux.state.v1.SourceRecord`.
@@ -60,7 +60,7 @@ function resourceMessage(r: ConfigResource): Record<string, unknown> {
 /** A string field's encoded size (tag of one byte: field numbers below 16), or 0 when it is empty. */
 function stringFieldSize(value: string): number {
   if (value === '') return 0;
-  return lengthDelimitedSize(Buffer.byteLength(value, 'utf8'));
+  return lengthDelimitedSize(utf8Length(value));
 }
 
 /** Size of one map<string, string> entry message, from the UTF-8 lengths of its key and value. */
@@ -71,9 +71,7 @@ function entrySize(k: number, v: number): number {
 function mapSize(map: Readonly<Record<string, string>>): number {
   let size = 0;
   for (const key in map) {
-    size += lengthDelimitedSize(
-      entrySize(Buffer.byteLength(key, 'utf8'), Buffer.byteLength(map[key] ?? '', 'utf8')),
-    );
+    size += lengthDelimitedSize(entrySize(utf8Length(key), utf8Length(map[key] ?? '')));
   }
   return size;
 }
@@ -81,8 +79,8 @@ function mapSize(map: Readonly<Record<string, string>>): number {
 function writeMap(w: SizedWriter, field: number, map: Readonly<Record<string, string>>): void {
   for (const key in map) {
     const value = map[key] ?? '';
-    const k = Buffer.byteLength(key, 'utf8');
-    const v = Buffer.byteLength(value, 'utf8');
+    const k = utf8Length(key);
+    const v = utf8Length(value);
     w.varint((field << 3) | 2);
     w.varint(entrySize(k, v));
     w.string(1, key, k);
@@ -139,7 +137,7 @@ function writeResource(w: SizedWriter, r: ConfigResource): void {
 
 /** A string field, left out when empty. */
 function writeText(w: SizedWriter, field: number, value: string): void {
-  if (value !== '') w.string(field, value, Buffer.byteLength(value, 'utf8'));
+  if (value !== '') w.string(field, value, utf8Length(value));
 }
 
 /** A varint field (a bool as 0 or 1), left out when zero or absent. */

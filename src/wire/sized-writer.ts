@@ -15,6 +15,18 @@ export function varintSize(n: number): number {
   return size;
 }
 
+/** Strings up to this many ASCII characters are copied in JavaScript rather than by node. */
+const SHORT_ASCII = 64;
+
+/**
+ * The UTF-8 length of `s`: its length when every character is ASCII, counted here (names, keys
+ * and versions nearly always are), else node's count.
+ */
+export function utf8Length(s: string): number {
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) >= 0x80) return Buffer.byteLength(s, 'utf8');
+  return s.length;
+}
+
 /** Bytes of a length-delimited field of a number below 16 whose payload is `length` bytes. */
 export function lengthDelimitedSize(length: number): number {
   return 1 + varintSize(length) + length;
@@ -52,9 +64,19 @@ export class SizedWriter {
     this.varint(length);
   }
 
+  /** A string field; `bytes` is its UTF-8 length (see {@link utf8Length}). */
   string(field: number, value: string, bytes: number): void {
     this.header(field, bytes);
-    this.pos += this.buf.write(value, this.pos, 'utf8');
+    if (bytes === value.length && bytes <= SHORT_ASCII) {
+      // ASCII (as many bytes as UTF-16 units) and short, as names and versions are: copied here,
+      // where a call into node per string costs more than the copy.
+      const buf = this.buf;
+      let at = this.pos;
+      for (let i = 0; i < bytes; i++) buf[at++] = value.charCodeAt(i);
+      this.pos = at;
+    } else {
+      this.pos += this.buf.write(value, this.pos, 'utf8');
+    }
   }
 
   bytes(field: number, value: Uint8Array): void {
