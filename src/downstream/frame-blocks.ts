@@ -24,17 +24,12 @@ export interface BlockCounters {
   bytesCopied: number;
 }
 
-/** Per object instance, whether a block ends after it (computed once). */
-const boundaries = new WeakMap<ConfigResource, boolean>();
-
+/**
+ * Whether a block ends after `r`, from an FNV-1a of `namespace/name`: where blocks end depends on
+ * names only, never on positions. Hashed on every call: a name hashes in about the time a kept
+ * answer is looked up, and nothing is kept per object.
+ */
 function endsBlock(r: ConfigResource): boolean {
-  let ends = boundaries.get(r);
-  if (ends === undefined) boundaries.set(r, (ends = nameEndsBlock(r)));
-  return ends;
-}
-
-/** FNV-1a of `namespace/name`: where blocks end depends on names only, never on positions. */
-function nameEndsBlock(r: ConfigResource): boolean {
   let h = 0x811c9dc5;
   const text = r.namespace;
   for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
