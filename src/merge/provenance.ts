@@ -1,10 +1,4 @@
-import {
-  makeResource,
-  resourceKey,
-  restoreResource,
-  type ConfigResource,
-  type Timestamp,
-} from '../core/resource.js';
+import { makeResource, restoreResource, type ConfigResource, type Timestamp } from '../core/resource.js';
 
 /** Annotation naming the source an object was served from. */
 export const SOURCE_ANNOTATION = 'meshmux.io/source';
@@ -23,12 +17,19 @@ export const SOURCE_VERSION_ANNOTATION = 'meshmux.io/source-version';
  * adopted from another replica's ({@link adoptCreateTime}), a new read of it keeps the held time.
  * Times an upstream gives (MCP `create_time`, `metadata.creationTimestamp`) pass as given.
  */
+/** An annotated object, with the version and source version it was built from. */
+interface Built {
+  readonly version: string;
+  readonly sourceVersion: string;
+  readonly out: ConfigResource;
+}
+
 export class Provenance {
-  /** Annotated objects by `kind|namespace/name`, with what they were built from. */
-  private readonly byName = new Map<
-    string,
-    { readonly version: string; readonly sourceVersion: string; readonly out: ConfigResource }
-  >();
+  /**
+   * Annotated objects by kind, then by `namespace/name`, with what they were built from. Keyed by
+   * the ledger's own key strings: a key per object built here would be a string per object more.
+   */
+  private readonly byName = new Map<string, Map<string, Built>>();
   /** Annotated objects by the instance they were built from; replaced whole when a creation time is adopted. */
   private byInput = new WeakMap<ConfigResource, ConfigResource>();
   /**
@@ -41,12 +42,16 @@ export class Provenance {
   /** `source` is the name written into `SOURCE_ANNOTATION`. */
   constructor(private readonly source: string) {}
 
-  /** The object as served: `r` with this source's provenance annotations. */
-  annotate(r: ConfigResource): ConfigResource {
+  /**
+   * The object as served: `r` with this source's provenance annotations. `key` is its
+   * `namespace/name`: the ledger passes the string it keeps the object under, which this then
+   * shares instead of building one per object.
+   */
+  annotate(r: ConfigResource, key = `${r.namespace}/${r.name}`): ConfigResource {
     // Sources that re-send unchanged objects usually re-send the same instances: a WeakMap hit is the cheap path.
     const same = this.byInput.get(r);
     if (same !== undefined) return same;
-    const out = this.build(r);
+    const out = this.build(r, key);
     this.byInput.set(r, out);
     return out;
   }
@@ -57,14 +62,13 @@ export class Provenance {
    * or undefined when nothing changes (not held, the upstream's own time, or the same time).
    */
   adopt(kind: string, key: string, time: Timestamp): ConfigResource | undefined {
-    const id = `${kind}|${key}`;
-    this.shared.set(id, time);
-    const held = this.byName.get(id);
+    this.shared.set(`${kind}|${key}`, time);
+    const held = this.byName.get(kind)?.get(key);
     if (held === undefined || held.out.origin.createTimeStamped !== true) return undefined;
     if (held.out.createTime.seconds === time.seconds && held.out.createTime.nanos === time.nanos)
       return undefined;
     const out = restoreResource({ ...held.out, createTime: time }, held.out.version);
-    this.byName.set(id, { ...held, out });
+    this.builtOf(kind).set(key, { ...held, out });
     // What was built before from the same instances is built again, with the adopted time.
     this.byInput = new WeakMap();
     return out;
@@ -78,7 +82,7 @@ export class Provenance {
   /** `r` (as the source sent it) with the creation time it is served under, for the persisted record. */
   withHeldTime(r: ConfigResource): ConfigResource {
     if (r.origin.createTimeStamped !== true) return r;
-    const held = this.byName.get(`${r.kind}|${r.namespace}/${r.name}`)?.out.createTime;
+    const held = this.byName.get(r.kind)?.get(`${r.namespace}/${r.name}`)?.out.createTime;
     if (held === undefined || (held.seconds === r.createTime.seconds && held.nanos === r.createTime.nanos))
       return r;
     return restoreResource({ ...r, createTime: held }, r.version);
@@ -86,7 +90,9 @@ export class Provenance {
 
   /** Forgets the object under `kind` and `key` (`namespace/name`): the source no longer holds it. */
   forget(kind: string, key: string): void {
-    this.byName.delete(`${kind}|${key}`);
+    const built = this.byName.get(kind);
+    built?.delete(key);
+    if (built?.size === 0) this.byName.delete(kind);
   }
 
   /** Forgets every object by name (the source's objects were dropped). */
@@ -94,17 +100,24 @@ export class Provenance {
     this.byName.clear();
   }
 
-  private build(r: ConfigResource): ConfigResource {
+  /** The built objects of a kind, by key. */
+  private builtOf(kind: string): Map<string, Built> {
+    let built = this.byName.get(kind);
+    if (built === undefined) this.byName.set(kind, (built = new Map<string, Built>()));
+    return built;
+  }
+
+  private build(r: ConfigResource, key: string): ConfigResource {
     // An object that already names its source came through another meshmux: its provenance is the
     // original source's, and passing it through keeps versions identical along a chain.
     if (r.annotations[SOURCE_ANNOTATION] !== undefined) return r;
     const sourceVersion = r.origin.upstreamVersion ?? r.version;
-    const id = resourceKey(r);
-    const cached = this.byName.get(id);
+    const built = this.builtOf(r.kind);
+    const cached = built.get(key);
     // A creation time meshmux stamped itself yields to the one already held for the object.
     const createTime =
       r.origin.createTimeStamped === true
-        ? (cached?.out.createTime ?? this.shared.get(id) ?? r.createTime)
+        ? (cached?.out.createTime ?? this.shared.get(`${r.kind}|${key}`) ?? r.createTime)
         : r.createTime;
     if (
       cached !== undefined &&
@@ -124,7 +137,7 @@ export class Provenance {
         [SOURCE_VERSION_ANNOTATION]: sourceVersion,
       },
     });
-    this.byName.set(id, { version: r.version, sourceVersion, out });
+    built.set(key, { version: r.version, sourceVersion, out });
     return out;
   }
 }

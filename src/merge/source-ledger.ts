@@ -542,7 +542,7 @@ export class SourceLedger {
             reason: 'duplicate-in-source',
           });
         }
-        state.set(key, this.provenance.annotate(r));
+        state.set(key, this.provenance.annotate(r, key));
       }
       next.set(kind, state);
     }
@@ -575,7 +575,7 @@ export class SourceLedger {
       const key = keyOf(r);
       // Two objects under one key: the full path reports the duplicate.
       if (upserts.has(key) || (before.has(key) && !removed.has(key))) return undefined;
-      upserts.set(key, this.provenance.annotate(r));
+      upserts.set(key, this.provenance.annotate(r, key));
     }
     return { removed, upserts };
   }
