@@ -97,6 +97,18 @@ export function contentVersion(fields: Omit<ResourceFields, 'createTime' | 'orig
   return digest.toString('base64url', 0, 15);
 }
 
+/** Characters of a content version: 20 base64url digits. */
+const CONTENT_VERSION = /^[A-Za-z0-9_-]{20}$/;
+
+/**
+ * Whether `version` has the shape of a {@link contentVersion} (every version meshmux derives or
+ * persists does; hand-built objects may carry any). Such a version names its object: kind,
+ * namespace and name are hashed into it with the rest of its content.
+ */
+export function isContentVersion(version: string): boolean {
+  return version.length === 20 && CONTENT_VERSION.test(version);
+}
+
 /** Where {@link contentVersion} lays out an object's text and body to hash them in one call. */
 const scratch = Buffer.allocUnsafeSlow(32 * 1024);
 

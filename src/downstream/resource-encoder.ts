@@ -1,10 +1,11 @@
 import { LRUCache } from 'lru-cache';
 import protobuf from 'protobufjs';
 import { compactString } from '../core/compact-string.js';
-import type { ConfigResource } from '../core/resource.js';
+import { isContentVersion, type ConfigResource, type Timestamp } from '../core/resource.js';
 import { anyTypeUrl } from '../schema/proto-root.js';
 import type { KindRegistry } from '../schema/kinds.js';
 import { lengthDelimitedSize, SizedWriter } from '../wire/sized-writer.js';
+import { WireCursor } from '../wire/wire-cursor.js';
 import { lengthDelimitedTag } from '../wire/wire-writer.js';
 import { MCP_RESOURCE_TYPE_URL } from '../wire/type-urls.js';
 
@@ -19,11 +20,51 @@ export interface ResourceEncoderOptions {
   readonly maxCacheBytes?: number;
 }
 
-/** What the encoding of an object depends on: its identity, content version and creation time. */
+/**
+ * The key an object's bytes are kept under across instances: its version when that is a content
+ * version, which stands for everything the encoding depends on but the creation time (checked
+ * against the bytes on a hit), so no key is built per object; else every input spelled out.
+ */
 function contentKey(resource: ConfigResource): string {
+  if (isContentVersion(resource.version)) return resource.version;
   return compactString(
     `${resource.kind}|${resource.namespace}/${resource.name}|${resource.version}|${resource.createTime.seconds}.${resource.createTime.nanos}`,
   );
+}
+
+/** The encoded `create_time` of an object: its Timestamp message. */
+function timestampBytes(createTime: Timestamp): Uint8Array {
+  const ts = protobuf.Writer.create();
+  if (createTime.seconds !== 0) ts.uint32(1 << 3).int64(createTime.seconds);
+  if (createTime.nanos !== 0) ts.uint32(2 << 3).int32(createTime.nanos);
+  return ts.finish();
+}
+
+/**
+ * Whether `framed` (bytes this encoder wrote) carries `createTime`: its Timestamp follows the
+ * type URL, the envelope's and the metadata's headers and the name, in the order `encode` writes them.
+ */
+function carriesCreateTime(framed: Uint8Array, createTime: Timestamp): boolean {
+  const c = new WireCursor(framed);
+  const end = framed.byteLength;
+  c.uint32(end); // resources (2)
+  c.uint32(end);
+  c.uint32(end); // Any.type_url (1)
+  const url = c.uint32(end);
+  c.pos += url;
+  c.uint32(end); // Any.value (2): the Resource
+  c.uint32(end);
+  c.uint32(end); // Resource.metadata (1)
+  c.uint32(end);
+  c.uint32(end); // Metadata.name (1)
+  const name = c.uint32(end);
+  c.pos += name;
+  c.uint32(end); // Metadata.create_time (2)
+  const length = c.uint32(end);
+  const expected = timestampBytes(createTime);
+  if (length !== expected.byteLength || c.pos + length > end) return false;
+  for (let i = 0; i < length; i++) if (framed[c.pos + i] !== expected[i]) return false;
+  return true;
 }
 
 /**
@@ -80,7 +121,8 @@ export class ResourceEncoder {
   private framedByKey(resource: ConfigResource): Uint8Array {
     const key = contentKey(resource);
     const hit = this.cache.get(key);
-    if (hit !== undefined) return hit;
+    if (hit !== undefined && (key !== resource.version || carriesCreateTime(hit, resource.createTime)))
+      return hit;
     const bytes = this.encode(resource);
     this.cache.set(key, bytes);
     return bytes;
@@ -97,11 +139,8 @@ export class ResourceEncoder {
     if (kind === undefined) throw new Error(`no kind ${resource.kind} in the registry`);
     const metadata = protobuf.Writer.create();
     metadata.uint32(lengthDelimitedTag(1)).string(`${resource.namespace}/${resource.name}`);
-    const ts = protobuf.Writer.create();
-    if (resource.createTime.seconds !== 0) ts.uint32(1 << 3).int64(resource.createTime.seconds);
-    if (resource.createTime.nanos !== 0) ts.uint32(2 << 3).int32(resource.createTime.nanos);
     // create_time is always present, even at the epoch: istiod ≤1.13 drops objects without it.
-    metadata.uint32(lengthDelimitedTag(2)).bytes(ts.finish());
+    metadata.uint32(lengthDelimitedTag(2)).bytes(timestampBytes(resource.createTime));
     metadata.uint32(lengthDelimitedTag(3)).string(resource.version);
     writeStringMap(metadata, 4, resource.labels);
     writeStringMap(metadata, 5, resource.annotations);

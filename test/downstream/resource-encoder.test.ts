@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { makeResource, type ConfigResource } from '../../src/core/resource.js';
+import { makeResource, restoreResource, type ConfigResource } from '../../src/core/resource.js';
 import { ResourceEncoder } from '../../src/downstream/resource-encoder.js';
 import { MCP_RESOURCE_TYPE_URL } from '../../src/wire/type-urls.js';
 import { KINDS } from '../../src/schema/kinds.js';
@@ -209,7 +209,26 @@ describe('resource encoder', () => {
       assert.equal(encoder.encodes, before + 1, `a different ${what} is encoded anew`);
       assert.equal(got.version, r.version, what);
       assert.equal(got.name, `${r.namespace}/${r.name}`, what);
+      assert.deepEqual(got.createTime, r.createTime, what);
     }
+    // Back to the first creation time: the bytes kept under the version carry another one.
+    const again = resource({ name: 'x', createTime: { seconds: 10, nanos: 1 } });
+    assert.deepEqual(decode(encoder.framed(again)).createTime, { seconds: 10, nanos: 1 });
+    // An epoch creation time (an empty Timestamp) is told apart from any other.
+    const epoch = resource({ name: 'x', createTime: { seconds: 0, nanos: 0 } });
+    assert.equal(decode(encoder.framed(epoch)).createTime?.seconds ?? 0, 0);
+    assert.deepEqual(decode(encoder.framed(again)).createTime, { seconds: 10, nanos: 1 });
+  });
+
+  it('keeps hand-made versions apart: a version not derived from content names nothing', () => {
+    const encoder = new ResourceEncoder(KINDS);
+    const a = restoreResource({ ...resource({ name: 'a' }) }, 'v1');
+    const b = restoreResource({ ...resource({ name: 'b', body: new Uint8Array([7]) }) }, 'v1');
+    assert.equal(decode(encoder.framed(a)).name, 'shop/a');
+    const got = decode(encoder.framed(b));
+    assert.equal(got.name, 'shop/b');
+    assert.deepEqual([...got.body], [7]);
+    assert.equal(encoder.encodes, 2);
   });
 
   it('encodes again once the byte cap has pushed an object out, and keeps serving the same bytes', () => {
