@@ -2,7 +2,8 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
 /**
- * Runs a collection of V8's young generation once every `everyBytes` of network input.
+ * Runs a collection of V8's young generation after network input: at the end of a message once
+ * `everyBytes` were read since the last one (see {@link YoungCollections.received}).
  *
  * Why: node's HTTP/2 reads each socket read into a new 64 KiB ArrayBuffer, and a large upstream
  * response is hundreds of them. They die as soon as their bytes are copied out, but only a young
@@ -10,7 +11,7 @@ import { runInNewContext } from 'node:vm';
  * goes many responses without one. Meanwhile V8 counts the external memory allocated since its
  * last full collection against the old generation's limit, so every response of 10 MB eats 10 MB
  * of the headroom and starts a marking of the whole heap (100–200 ms of main thread on a heap of
- * 150 MB) every change or two. A young collection right after the bytes are read costs under a
+ * 150 MB) every change or two. A young collection right after the bytes are read costs about a
  * millisecond and gives the headroom back.
  */
 export class YoungCollections {
