@@ -5,6 +5,13 @@ export const SOURCE_ANNOTATION = 'meshmux.io/source';
 /** Annotation carrying the source's own version of the object (upstream version, or content hash). */
 export const SOURCE_VERSION_ANNOTATION = 'meshmux.io/source-version';
 
+/** An annotated object, with the version and source version it was built from. */
+interface Built {
+  readonly version: string;
+  readonly sourceVersion: string;
+  readonly out: ConfigResource;
+}
+
 /**
  * The provenance annotations of one source's objects, built once per object version. An object
  * the source re-sends as the same instance gets the same annotated instance back, and an object
@@ -17,13 +24,6 @@ export const SOURCE_VERSION_ANNOTATION = 'meshmux.io/source-version';
  * adopted from another replica's ({@link adoptCreateTime}), a new read of it keeps the held time.
  * Times an upstream gives (MCP `create_time`, `metadata.creationTimestamp`) pass as given.
  */
-/** An annotated object, with the version and source version it was built from. */
-interface Built {
-  readonly version: string;
-  readonly sourceVersion: string;
-  readonly out: ConfigResource;
-}
-
 export class Provenance {
   /**
    * Annotated objects by kind, then by `namespace/name`, with what they were built from. Keyed by
