@@ -1,5 +1,5 @@
 import { createHash, hash } from 'node:crypto';
-import type { ConfigResource } from './resource.js';
+import { CONTENT_VERSION_LENGTH, type ConfigResource } from './resource.js';
 
 /**
  * An order-independent digest of a set of objects: the XOR of a 128-bit digest per object (of
@@ -47,9 +47,6 @@ for (const [i, c] of [...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
   DIGITS[c.charCodeAt(0)] = i;
 }
 
-/** Length of a content version (`contentVersion`): 20 base64url digits, 120 bits of SHA-256. */
-const CONTENT_VERSION_DIGITS = 20;
-
 /**
  * Toggles the digest of an object whose version is a content version: its 120 bits, which already
  * name the object (its namespace and name are hashed into them), in four words of 30, each mixed
@@ -59,7 +56,7 @@ const CONTENT_VERSION_DIGITS = 20;
  */
 function toggleByVersion(xor: Uint32Array, r: ConfigResource): boolean {
   const v = r.version;
-  if (v.length !== CONTENT_VERSION_DIGITS) return false;
+  if (v.length !== CONTENT_VERSION_LENGTH) return false;
   const words = WORDS;
   for (let w = 0; w < 4; w++) {
     let word = 0;

@@ -97,8 +97,9 @@ export function contentVersion(fields: Omit<ResourceFields, 'createTime' | 'orig
   return digest.toString('base64url', 0, 15);
 }
 
-/** Characters of a content version: 20 base64url digits. */
-const CONTENT_VERSION = /^[A-Za-z0-9_-]{20}$/;
+/** Characters of a {@link contentVersion}: base64url digits of its first 15 bytes (120 bits). */
+export const CONTENT_VERSION_LENGTH = 20;
+const CONTENT_VERSION = /^[A-Za-z0-9_-]+$/;
 
 /**
  * Whether `version` has the shape of a {@link contentVersion} (every version meshmux derives or
@@ -106,7 +107,7 @@ const CONTENT_VERSION = /^[A-Za-z0-9_-]{20}$/;
  * namespace and name are hashed into it with the rest of its content.
  */
 export function isContentVersion(version: string): boolean {
-  return version.length === 20 && CONTENT_VERSION.test(version);
+  return version.length === CONTENT_VERSION_LENGTH && CONTENT_VERSION.test(version);
 }
 
 /** Where {@link contentVersion} lays out an object's text and body to hash them in one call. */
