@@ -53,26 +53,27 @@ export function youngCollections(): YoungCollections {
 }
 
 /**
- * A function that runs a young collection, or undefined when V8 offers none. V8 exposes its
- * collector only to contexts created while `--expose-gc` is set: the flag is set for the time it
- * takes to create one context and read its `gc`, then cleared, so no other context gets it (and
- * a process started with the flag keeps its own `gc`).
+ * V8's collector, or undefined when it offers none: called bare it runs a full collection, with
+ * `{ type: 'minor' }` a young one. V8 exposes it only to contexts created while `--expose-gc` is
+ * set: the flag is set for the time it takes to create one context and read its `gc`, then
+ * cleared, so no other context gets it (and a process started with the flag keeps its own `gc`).
  */
-export function youngCollectionFunction(): (() => void) | undefined {
+export function heapCollector(): ((options?: { type: 'minor' }) => void) | undefined {
   const existing = (globalThis as { gc?: unknown }).gc;
-  let gc = typeof existing === 'function' ? existing : undefined;
-  if (gc === undefined) {
-    try {
-      setFlagsFromString('--expose-gc');
-      const exposed: unknown = runInNewContext('gc');
-      if (typeof exposed === 'function') gc = exposed;
-    } catch {
-      gc = undefined;
-    } finally {
-      setFlagsFromString('--no-expose-gc');
-    }
+  if (typeof existing === 'function') return existing as (options?: { type: 'minor' }) => void;
+  try {
+    setFlagsFromString('--expose-gc');
+    const exposed: unknown = runInNewContext('gc');
+    return typeof exposed === 'function' ? (exposed as (options?: { type: 'minor' }) => void) : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    setFlagsFromString('--no-expose-gc');
   }
-  if (gc === undefined) return undefined;
-  const run = gc as (options: { type: 'minor' }) => void;
-  return () => run({ type: 'minor' });
+}
+
+/** A function that runs a young collection, or undefined when V8 offers none. */
+export function youngCollectionFunction(): (() => void) | undefined {
+  const gc = heapCollector();
+  return gc === undefined ? undefined : () => gc({ type: 'minor' });
 }

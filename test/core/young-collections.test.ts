@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import { describe, it } from 'node:test';
-import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { YoungCollections, youngCollectionFunction } from '../../src/core/young-collections.js';
+import {
+  heapCollector,
+  YoungCollections,
+  youngCollectionFunction,
+} from '../../src/core/young-collections.js';
 import { CollectionCounts } from '../../src/telemetry/collection-counts.js';
 
 /**
@@ -95,8 +98,10 @@ describe('CollectionCounts', () => {
       assert.ok(counts.young >= 1, `young ${counts.young}`);
       const fullBefore = counts.full;
       const full = nextCollection([constants.NODE_PERFORMANCE_GC_MAJOR]);
-      // A full collection, asked for the way the flag allows.
-      fullCollection();
+      // A full collection: the collector called bare.
+      const gc = heapCollector();
+      assert.ok(gc !== undefined);
+      gc();
       await full;
       await new Promise((resolve) => setImmediate(resolve));
       assert.ok(counts.full > fullBefore, `full ${counts.full}, before ${fullBefore}`);
@@ -105,18 +110,3 @@ describe('CollectionCounts', () => {
     }
   });
 });
-
-/** Runs a full collection through a context created while `--expose-gc` is set. */
-function fullCollection(): void {
-  const own = (globalThis as { gc?: () => void }).gc;
-  if (own !== undefined) {
-    own();
-    return;
-  }
-  setFlagsFromString('--expose-gc');
-  try {
-    (runInNewContext('gc') as () => void)();
-  } finally {
-    setFlagsFromString('--no-expose-gc');
-  }
-}
