@@ -5,6 +5,7 @@
  * client's session.
  */
 import { createHash } from 'node:crypto';
+import type { Socket } from 'node:net';
 import { ACL, CreateMode, createClient, Exception, Id, Permission, type Client } from 'node-zookeeper-client';
 
 export interface ProviderSpec {
@@ -57,11 +58,38 @@ function settle<T>(
   return (err, v) => (err === null ? resolve(v) : reject(new Error(String(err))));
 }
 
+/** How long a connection may go without ZooKeeper's answer to its handshake before it is dialled again. */
+const HANDSHAKE_MS = 2_000;
+
+/**
+ * ZooKeeper can accept a connection while it starts and never answer its handshake, and the
+ * library then waits on that socket for good (it times out the TCP connect only). Like the
+ * connection timeout of the clients Dubbo providers use, a socket that has stayed unconnected
+ * for a whole period is destroyed, and the library dials again on the same session. Returns the
+ * function that stops the watch.
+ */
+function redialSilentHandshakes(client: Client): () => void {
+  // The library's connection manager is not part of its typed surface; its socket is.
+  const manager = (client as unknown as { connectionManager?: { socket?: Socket } }).connectionManager;
+  let connected = false;
+  client.on('connected', () => (connected = true));
+  client.on('disconnected', () => (connected = false));
+  let waitingOn: Socket | undefined;
+  const timer = setInterval(() => {
+    const socket = connected ? undefined : manager?.socket;
+    if (socket !== undefined && socket === waitingOn) socket.destroy();
+    waitingOn = socket;
+  }, HANDSHAKE_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
 /** A provider-side ZooKeeper client. */
 export class DubboRegistry {
   private constructor(
     private readonly client: Client,
     readonly root: string,
+    private readonly stopWatch: () => void,
   ) {}
 
   /** Connects with its own session (`sessionTimeoutMs`, default 5 s); `digest` = `user:password`. */
@@ -71,17 +99,29 @@ export class DubboRegistry {
   ): Promise<DubboRegistry> {
     const client = createClient(connectString, { sessionTimeout: options.sessionTimeoutMs ?? 5_000 });
     if (options.digest !== undefined) client.addAuthInfo('digest', Buffer.from(options.digest));
+    const stopWatch = redialSilentHandshakes(client);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
+        stopWatch();
         client.close();
         reject(new Error(`cannot connect to ZooKeeper at ${connectString}`));
       }, 15_000);
       client.once('connected', () => {
         clearTimeout(timer);
-        resolve(new DubboRegistry(client, options.root ?? '/dubbo'));
+        resolve(new DubboRegistry(client, options.root ?? '/dubbo', stopWatch));
       });
       client.connect();
     });
+  }
+
+  /** The session's id in hex: the providers registered live as long as it does. */
+  get sessionId(): string {
+    return this.client.getSessionId().toString('hex');
+  }
+
+  /** Resolves when the client next loses its connection. */
+  disconnected(): Promise<void> {
+    return new Promise((resolve) => this.client.once('disconnected', () => resolve()));
   }
 
   /** The znode path a provider is registered at. */
@@ -158,6 +198,7 @@ export class DubboRegistry {
 
   /** Ends the session: every provider it registered disappears. */
   close(): Promise<void> {
+    this.stopWatch();
     return new Promise((resolve) => {
       this.client.once('disconnected', () => resolve());
       this.client.close();
