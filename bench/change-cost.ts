@@ -1,16 +1,18 @@
 /**
  * What one changed object costs meshmux, in CPU:
  *
- *   npm run build && node dist/bench/change-cost.js [--shape L] [--changes 40] [--views edge|all] [--profile]
+ *   npm run build && node dist/bench/change-cost.js [--shape L] [--changes 40] [--views edge|all]
+ *     [--clients 1] [--profile]
  *
  * The benchmark's three upstreams hold a shape's objects (L: 50k ServiceEntries + 2k
  * VirtualServices) and meshmux runs as shipped in a process of its own, pinned to one core. The
  * istiods are one of the small (edge) view (`--views all`: one per policy, so the large views
- * exist too). Each round changes one ServiceEntry of the edge view and waits until the istiods
- * hold what the model says. Measured per change: the server's CPU for the whole change (reading
- * the upstream's new state, merging, building and writing the small view's response), less the
- * cost of reading its counters. With only the small view, everything but a few kilobytes of
- * writing comes before the first byte, so this is the CPU before the first byte.
+ * exist too; `--clients N`: N per view, for the cost of serving many). Each round changes one
+ * ServiceEntry of the edge view and waits until the istiods hold what the model says. Measured
+ * per change: the server's CPU for the whole change (reading the upstream's new state, merging,
+ * building and writing the small view's response), less the cost of reading its counters. With
+ * one istiod of the small view only, everything but a few kilobytes of writing comes before the
+ * first byte, so this is the CPU before the first byte.
  * `--profile` also prints where the server spent the rounds' CPU (self time per function).
  */
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -25,6 +27,7 @@ import { cpuMs, pinSelf, ServerProcess } from './server-process.js';
 const shape = SHAPES[option('shape', 'L') === 'S' ? 'S' : 'L'];
 const CHANGES = Number(option('changes', '40'));
 const ALL_VIEWS = option('views', 'edge') === 'all';
+const CLIENTS = Number(option('clients', '1'));
 const PROFILE = process.argv.includes('--profile');
 
 interface CpuProfile {
@@ -76,7 +79,9 @@ const rig = new ShapeRig(shape);
 await rig.start();
 const server = await ServerProcess.start({ mode: 'meshmux', shape: shape.name, upstreams: rig.addresses });
 const policies: PolicyName[] = ALL_VIEWS ? ['edge', 'core', 'east'] : ['edge'];
-const fleets = policies.map((policy, i) => new Fleet(server.xdsAddress, 1, { first: i, policy }).start());
+const fleets = policies.map((policy, i) =>
+  new Fleet(server.xdsAddress, CLIENTS, { first: i * CLIENTS, policy }).start(),
+);
 const { model } = rig;
 let window: { fromUs: number; toUs: number } | undefined;
 try {
@@ -131,7 +136,7 @@ try {
     `${CHANGES} one-object changes to the small view: server CPU per change p50 ${percentile(cpu, 50).toFixed(1)} ms, p90 ${percentile(cpu, 90).toFixed(1)} ms, max ${Math.max(...cpu).toFixed(1)} ms, mean ${mean.toFixed(1)} ms (reading counters: ${overhead.toFixed(1)} ms, taken off)`,
   );
   console.log(
-    `collections of the heap during the changes: ${collectionsAfter.fullCollections - collectionsBefore.fullCollections} full, ${collectionsAfter.youngCollections - collectionsBefore.youngCollections} young (${collectionsAfter.youngCollectionsAfterInput - collectionsBefore.youngCollectionsAfterInput} of them run after network input)`,
+    `collections of the heap during the changes: ${collectionsAfter.fullCollections - collectionsBefore.fullCollections} full, ${collectionsAfter.youngCollections - collectionsBefore.youngCollections} young (${collectionsAfter.youngCollectionsAfterInput - collectionsBefore.youngCollectionsAfterInput} of them run after network input, ${collectionsAfter.youngCollectionsSkippedWhileMarking - collectionsBefore.youngCollectionsSkippedWhileMarking} more left out during markings)`,
   );
   console.log(
     JSON.stringify({

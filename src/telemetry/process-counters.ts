@@ -19,6 +19,8 @@ export interface ProcessCounters {
   readonly youngCollections: number;
   /** Of those, the ones run after network input (see `young-collections.ts`). */
   readonly youngCollectionsAfterInput: number;
+  /** Young collections after network input left out because V8 was marking the old generation. */
+  readonly youngCollectionsSkippedWhileMarking: number;
 }
 
 /**
@@ -45,5 +47,6 @@ export function processCounters(
     fullCollections: collections.full,
     youngCollections: collections.young,
     youngCollectionsAfterInput: youngCollections().runs,
+    youngCollectionsSkippedWhileMarking: youngCollections().skipped,
   };
 }

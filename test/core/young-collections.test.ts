@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import { runInNewContext } from 'node:vm';
 import {
   heapCollector,
+  MarkingWatch,
   YoungCollections,
   youngCollectionFunction,
 } from '../../src/core/young-collections.js';
@@ -63,6 +64,27 @@ describe('YoungCollections', () => {
     assert.equal(runs, 2);
   });
 
+  it('leaves a collection out while V8 is marking, and starts counting again', () => {
+    let runs = 0;
+    let marking = true;
+    const collections = new YoungCollections(
+      () => runs++,
+      1000,
+      () => marking,
+    );
+    collections.received(1500);
+    assert.equal(runs, 0);
+    assert.equal(collections.skipped, 1);
+    // The full collection that ends the marking freed those bytes: they are not counted again.
+    marking = false;
+    collections.received(999);
+    assert.equal(runs, 0);
+    collections.received(1);
+    assert.equal(runs, 1);
+    assert.equal(collections.runs, 1);
+    assert.equal(collections.skipped, 1);
+  });
+
   it('does nothing where no collection can be asked for', () => {
     const collections = new YoungCollections(undefined, 1);
     collections.received(10);
@@ -81,6 +103,34 @@ describe('youngCollectionFunction', () => {
     assert.equal(typeof (globalThis as { gc?: unknown }).gc, hadOwn);
     // Only a process started with --expose-gc gives every context a collector.
     assert.equal(runInNewContext('typeof gc'), hadOwn === 'function' ? 'function' : 'undefined');
+  });
+});
+
+describe('MarkingWatch', () => {
+  it('reports a marking of the old generation from its start to the full collection that ends it', async () => {
+    const watch = new MarkingWatch().start();
+    const held: object[][] = [];
+    try {
+      assert.equal(watch.marking, false);
+      // Objects that stay alive grow the old generation until V8 starts marking it.
+      const deadline = Date.now() + 20_000;
+      let seen = false;
+      while (!seen && Date.now() < deadline) {
+        held.push(Array.from({ length: 20_000 }, (_, i) => ({ i, text: `object ${i}` })));
+        await new Promise((resolve) => setImmediate(resolve));
+        seen = watch.marking;
+      }
+      assert.ok(seen, 'no marking reported while the old generation grew');
+      const full = nextCollection([constants.NODE_PERFORMANCE_GC_MAJOR]);
+      // Finishes the marking: the collector called bare runs a full collection.
+      heapCollector()?.();
+      await full;
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(watch.marking, false);
+    } finally {
+      watch.stop();
+      held.length = 0;
+    }
   });
 });
 
