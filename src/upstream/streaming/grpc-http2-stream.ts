@@ -47,8 +47,14 @@ export interface GrpcHttp2StreamHandlers {
   onEnd(end: GrpcStatus): void;
 }
 
-/** How long a stream goes without a message before its reassembly buffer is let go. */
-const QUIET_MS = 1000;
+/**
+ * How long a stream goes without a message before its reassembly buffer is let go. Not shorter:
+ * the buffer has lived long enough to be in V8's old generation, where only a full collection
+ * frees it, and V8 counts its size against the old generation's headroom until one runs. A stream
+ * that let its 10 MB buffer go after each change and took a new one for the next started a
+ * marking of the whole heap every few changes.
+ */
+const QUIET_MS = 10_000;
 
 /** gRPC's mapping of HTTP statuses of a response that is not gRPC. */
 const HTTP_STATUS_CODES: ReadonlyMap<number, status> = new Map([
@@ -132,7 +138,7 @@ export class GrpcHttp2Stream {
     this.reader = new GrpcMessageReader(options.maxReceiveBytes, options.lendMessages);
     this.collections = options.youngCollections ?? youngCollections();
     // Reused while responses keep coming (a change allocates nothing of their size), let go after
-    // a quiet second: at rest a stream holds no copy of its largest response.
+    // a quiet while: at rest a stream holds no copy of its largest response.
     this.quiet = setTimeout(() => this.reader.release(), QUIET_MS);
     this.quiet.unref();
     const scheme = options.tls === undefined ? 'http' : 'https';
