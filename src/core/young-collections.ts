@@ -15,10 +15,10 @@ import { runInNewContext } from 'node:vm';
  * 150 MB) every change or two. A young collection right after the bytes are read costs about a
  * millisecond and gives the headroom back.
  *
- * Not while V8 marks the old generation: from V8 12 on (node 22), young and full collections do
- * not overlap, and a young collection asked for during a marking finishes that marking at once,
- * in one pause of the main thread (80–160 ms on a heap of 150 MB) instead of in steps beside it.
- * The full collection that ends the marking frees the young generation too.
+ * Not while V8 marks the old generation: in node 24's V8, young and full collections do not
+ * overlap, and a young collection asked for during a marking finishes that marking at once, in one
+ * pause of the main thread (80–160 ms on a heap of 150 MB) instead of in steps beside it (node 20's
+ * runs a scavenge). The full collection that ends the marking frees the young generation too.
  */
 export class YoungCollections {
   private since = 0;
