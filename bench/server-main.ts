@@ -9,8 +9,8 @@ import path from 'node:path';
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { startMeshmux, type RunningMeshmux } from '../src/app.js';
+import { heapCollections } from '../src/core/heap-collections.js';
 import { MergeEngine } from '../src/merge/merge-engine.js';
-import { CollectionCounts } from '../src/telemetry/collection-counts.js';
 import { processCounters, type ProcessCounters } from '../src/telemetry/process-counters.js';
 import { semanticKeysOf } from '../src/schema/semantic-keys.js';
 import { parseMeshmuxConfig, type MeshmuxConfig } from '../src/settings/meshmux-config.js';
@@ -94,7 +94,8 @@ async function main(): Promise<void> {
         );
   const loopDelay = monitorEventLoopDelay({ resolution: 10 });
   loopDelay.enable();
-  const collections = new CollectionCounts().start();
+  // The heap's collections are counted from here on, for the same counters.
+  heapCollections();
   let counters: () => unknown;
   let push: (policy: PolicyName | 'all', seq: number, byCount: boolean) => void = () => undefined;
   let stop: () => Promise<void>;
@@ -130,7 +131,7 @@ async function main(): Promise<void> {
     xdsPort = await raw.listen();
     counters = (): BaselineCounters & { process: ProcessCounters } => ({
       ...raw.counters,
-      process: processCounters(loopDelay, collections),
+      process: processCounters(loopDelay),
     });
     push = (policy, seq, byCount) => raw.push(policy, seq, byCount);
     stop = () => raw.close();
@@ -148,7 +149,7 @@ async function main(): Promise<void> {
     const server = new EmulatedServer(engine, config, STRATEGIES[args.mode]);
     await waitReady(engine);
     xdsPort = await server.listen();
-    counters = () => ({ ...server.counters, process: processCounters(loopDelay, collections) });
+    counters = () => ({ ...server.counters, process: processCounters(loopDelay) });
     stop = async () => {
       await server.close();
       engine.stop();

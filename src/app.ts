@@ -1,6 +1,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { isDeepStrictEqual } from 'node:util';
 import { MeshmuxError, toMeshmuxError } from './core/errors.js';
+import { heapCollections } from './core/heap-collections.js';
 import { componentLogger, type Logger } from './core/logger.js';
 import { AdsServer } from './downstream/ads-server.js';
 import { anonymousIdentity, withNode } from './downstream/client-identity.js';
@@ -25,7 +26,6 @@ import { StateMetrics } from './telemetry/state-metrics.js';
 import { hostOfAddress } from './core/loopback.js';
 import { openRecordStore } from './state/open-record-store.js';
 import { ReplicaDecisions } from './state/replica-decisions.js';
-import { CollectionCounts } from './telemetry/collection-counts.js';
 import { processCounters } from './telemetry/process-counters.js';
 import { Telemetry } from './telemetry/telemetry.js';
 import { tracingFromEnv, type TracingEnv } from './telemetry/tracing.js';
@@ -134,7 +134,8 @@ export async function startMeshmux(
   // Sampled every 10 ms for /debug/counters; the cost is one timer.
   const loopDelay = monitorEventLoopDelay({ resolution: 10 });
   loopDelay.enable();
-  const collections = new CollectionCounts().start();
+  // The heap's collections are counted from here on, for the same counters.
+  heapCollections();
   /** The running sources by name, with the configuration they run with. */
   const running = new Map<string, PlannedInput>();
   let connections = 0;
@@ -232,7 +233,7 @@ export async function startMeshmux(
   const sources: DebugPageSources = {
     snapshot: () => engine.current(),
     clients: () => ads.reports(),
-    counters: () => ({ ...ads.counters(), process: processCounters(loopDelay, collections) }),
+    counters: () => ({ ...ads.counters(), process: processCounters(loopDelay) }),
     resetCounters: () => loopDelay.reset(),
     state: () => ({
       dir: persisted.local?.dir ?? 'none',
@@ -386,7 +387,6 @@ export async function startMeshmux(
     },
     async stop() {
       loopDelay.disable();
-      collections.stop();
       await ads.close();
       await http.close();
       await admin.close();

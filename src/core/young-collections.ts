@@ -1,6 +1,6 @@
-import { constants, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { heapCollections } from './heap-collections.js';
 
 /**
  * Runs a collection of V8's young generation after network input: at the end of a message once
@@ -55,46 +55,6 @@ export class YoungCollections {
   }
 }
 
-/** A marking reported longer ago than this is taken as ended, should its end go unreported. */
-const MARKING_STALE_MS = 10_000;
-
-/**
- * Whether V8 is marking the old generation incrementally, as node reports it: from the report that
- * a marking started to the report of the full collection that ends it. Node reports collections a
- * few milliseconds after they happen (to observers, between turns of the event loop), so the first
- * moments of a marking go unseen.
- */
-export class MarkingWatch {
-  private startedAt: number | undefined;
-  private observer: PerformanceObserver | undefined;
-
-  /** Starts watching (once); returns this. */
-  start(): this {
-    if (this.observer !== undefined) return this;
-    this.observer = new PerformanceObserver((list) => {
-      for (const entry of list.getEntries()) this.note(entry);
-    });
-    this.observer.observe({ entryTypes: ['gc'] });
-    return this;
-  }
-
-  stop(): void {
-    this.observer?.disconnect();
-    this.observer = undefined;
-    this.startedAt = undefined;
-  }
-
-  get marking(): boolean {
-    return this.startedAt !== undefined && performance.now() - this.startedAt < MARKING_STALE_MS;
-  }
-
-  private note(entry: PerformanceEntry): void {
-    const kind = (entry as { readonly detail?: { readonly kind?: number } }).detail?.kind;
-    if (kind === constants.NODE_PERFORMANCE_GC_INCREMENTAL) this.startedAt = entry.startTime;
-    else if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) this.startedAt = undefined;
-  }
-}
-
 /** Network input between two young collections, bytes: a few times node's 64 KiB reads. */
 const EVERY_BYTES = 4 * 1024 * 1024;
 
@@ -104,7 +64,7 @@ let shared: YoungCollections | undefined;
 export function youngCollections(): YoungCollections {
   if (shared === undefined) {
     const collect = youngCollectionFunction();
-    const watch = collect === undefined ? undefined : new MarkingWatch().start();
+    const watch = collect === undefined ? undefined : heapCollections();
     shared = new YoungCollections(collect, EVERY_BYTES, () => watch?.marking === true);
   }
   return shared;

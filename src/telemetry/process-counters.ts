@@ -1,6 +1,6 @@
 import type { IntervalHistogram } from 'node:perf_hooks';
+import { heapCollections } from '../core/heap-collections.js';
 import { youngCollections } from '../core/young-collections.js';
-import type { CollectionCounts } from './collection-counts.js';
 
 /** What the process has spent: CPU and event-loop delay in milliseconds, memory in bytes. */
 export interface ProcessCounters {
@@ -24,13 +24,11 @@ export interface ProcessCounters {
 }
 
 /**
- * Reads the process's counters now; `loopDelay` is a running `monitorEventLoopDelay` histogram,
- * `collections` running counts of the heap's collections.
+ * Reads the process's counters now; `loopDelay` is a running `monitorEventLoopDelay` histogram.
+ * The heap's collections are counted from the first read (or the first upstream stream) on.
  */
-export function processCounters(
-  loopDelay: IntervalHistogram,
-  collections: CollectionCounts,
-): ProcessCounters {
+export function processCounters(loopDelay: IntervalHistogram): ProcessCounters {
+  const collections = heapCollections();
   const cpu = process.cpuUsage();
   const memory = process.memoryUsage();
   const ms = (ns: number): number => Math.round(ns / 1e3) / 1e3;
