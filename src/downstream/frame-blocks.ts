@@ -84,6 +84,19 @@ export class FrameBlocks {
     let start = 0;
     for (let i = 0; i < resources.length; i++) {
       const r = resources[i] as ConfigResource;
+      if (i === start) {
+        // A block kept for the objects from here on is taken whole, its members compared by
+        // identity instead of hashing each one's name again: any cut into runs of consecutive
+        // objects frames the same bytes, and this one keeps the blocks of an unchanged stretch.
+        const known = blocks.get(r);
+        const end = known === undefined ? 0 : i + known.members.length;
+        if (known !== undefined && end <= resources.length && sameMembers(known.members, resources, i, end)) {
+          out.push(known.bytes);
+          start = end;
+          i = end - 1;
+          continue;
+        }
+      }
       if (r.body.byteLength >= ALONE_BYTES) {
         if (start < i) out.push(this.block(blocks, resources, start, i, framed));
         const bytes = framed(r);

@@ -43,6 +43,44 @@ describe('FrameBlocks', () => {
     );
   });
 
+  it('chunks concatenate to every framed object after any sequence of changes to the list', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.stringMatching(/^[a-z][a-z0-9-]{0,12}$/), { minLength: 1, maxLength: 400 }),
+        fc.array(fc.tuple(fc.nat(), fc.constantFrom('add', 'remove', 'replace', 'grow')), {
+          maxLength: 12,
+        }),
+        (raw, edits) => {
+          const blocks = new FrameBlocks();
+          let list = raw.map((n) => resource(n)).sort(compareByName);
+          assert.equal(Buffer.concat(blocks.chunks('v|k', list, framed)).toString(), joined(list));
+          for (const [at, edit] of edits) {
+            const i = at % Math.max(list.length, 1);
+            const r = list[i];
+            if (edit === 'add') list = [...list, resource(`zz-added-${at}`)].sort(compareByName);
+            else if (edit === 'remove') list = list.filter((_, k) => k !== i);
+            else if (edit === 'replace' && r !== undefined)
+              list = list.map((x, k) => (k === i ? resource(x.name, `${x.name}-v${at}`) : x));
+            else if (edit === 'grow' && r !== undefined)
+              list = list.map((x, k) => (k === i ? resource(x.name, `${LARGE}${at}`) : x));
+            assert.equal(Buffer.concat(blocks.chunks('v|k', list, framed)).toString(), joined(list));
+          }
+        },
+      ),
+    );
+  });
+
+  it('copies only the objects appended after the last block, not the block before them', () => {
+    const blocks = new FrameBlocks();
+    const list = names(300).map((n) => resource(n));
+    blocks.chunks('v|k', list, framed);
+    const copied = blocks.counters.bytesCopied;
+    const added = resource('zzz-last');
+    const next = [...list, added];
+    assert.equal(Buffer.concat(blocks.chunks('v|k', next, framed)).toString(), joined(next));
+    assert.equal(blocks.counters.bytesCopied - copied, framed(added).byteLength);
+  });
+
   it('serves an object with a large body as a chunk of its own, never copied, whatever changes beside it', () => {
     const blocks = new FrameBlocks();
     const list = names(40).map((n, i) => resource(n, i % 10 === 3 ? `${LARGE}${i}` : n));
