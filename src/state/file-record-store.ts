@@ -2,16 +2,31 @@ import { mkdir, open, readdir, readFile, rename, unlink, writeFile, type FileHan
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
+import type { ConfigResource } from '../core/resource.js';
 import type { SourceRecord, SourceRecordStore } from '../merge/source-record.js';
 import {
   RecordWriteQueue,
   type RecordWriteQueueOptions,
   type RecordWriteStatus,
 } from './record-write-queue.js';
+import { journalEntry, listChange, replayJournal } from './record-journal.js';
 import { decodeStateFile, STATE_HEADER_BYTES, streamStateFile } from './state-file.js';
 
 const SUFFIX = '.state';
+const JOURNAL_SUFFIX = '.journal';
 const LOCK = 'lock';
+/** A journal grows to half its state file (at least this) before the record is written whole again. */
+const JOURNAL_MIN_BYTES = 64 * 1024;
+
+/** What a store knows of a source's files since it last wrote the record whole. */
+interface Written {
+  /** The state file's checksum, which journal entries name. */
+  readonly base: Buffer;
+  readonly baseBytes: number;
+  journalBytes: number;
+  /** The resources of the last record written (whole or as a change). */
+  resources: readonly ConfigResource[];
+}
 
 /** Where a {@link FileRecordStore} keeps its records, and how often it writes them. */
 export interface FileRecordStoreOptions extends RecordWriteQueueOptions {
@@ -28,15 +43,19 @@ export interface LoadedRecords {
 /**
  * The merge's records in a local folder, one file per source (`<name>.state`), written atomically
  * (temporary file, fsync, rename, fsync of the folder) so a crash leaves the old file or the new
- * one, never a mix. Writes happen later than the change, one at a time, and a source that writes
- * slowly is written less often (at least ten times its last write's duration apart), so the disk
- * work stays bounded whatever the churn. A failing disk is reported and retried; serving goes on.
+ * one, never a mix. A change of a few objects is appended to the source's journal instead
+ * (`<name>.journal`, see `record-journal.ts`; fsynced), until the journal reaches half the file's
+ * size and the record is written whole again; a record with a held update is always written
+ * whole. Writes happen later than the change, one at a time, and a source that writes slowly is
+ * written less often (at least ten times its last write's duration apart), so the disk work stays
+ * bounded whatever the churn. A failing disk is reported and retried; serving goes on.
  *
  * One process owns a folder: a `lock` file names its pid, and a second live process on the same
  * folder gets an error instead of overwriting the first one's state.
  */
 export class FileRecordStore implements SourceRecordStore {
   private readonly queue: RecordWriteQueue;
+  private readonly written = new Map<string, Written>();
 
   private constructor(private readonly options: FileRecordStoreOptions) {
     this.queue = new RecordWriteQueue(
@@ -81,10 +100,13 @@ export class FileRecordStore implements SourceRecordStore {
 
   removed(source: string): void {
     this.queue.forget(source);
-    unlink(this.fileOf(source)).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== 'ENOENT')
-        this.options.log.warn({ source, err: err.message }, 'could not remove a state file');
-    });
+    this.written.delete(source);
+    for (const file of [this.fileOf(source), this.journalOf(source)]) {
+      unlink(file).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOENT')
+          this.options.log.warn({ source, file, err: err.message }, 'could not remove a state file');
+      });
+    }
   }
 
   /** Per source, its last write or error. */
@@ -102,11 +124,69 @@ export class FileRecordStore implements SourceRecordStore {
     return path.join(this.options.dir, `${source}${SUFFIX}`);
   }
 
+  private journalOf(source: string): string {
+    return path.join(this.options.dir, `${source}${JOURNAL_SUFFIX}`);
+  }
+
   private async write(source: string, record: SourceRecord): Promise<number> {
+    const last = this.written.get(source);
+    const change =
+      last === undefined || record.held !== undefined
+        ? undefined
+        : listChange(last.resources, record.resources);
+    if (last !== undefined && change !== undefined) {
+      const entry = journalEntry(last.base, record, change);
+      if (last.journalBytes + entry.byteLength <= Math.max(last.baseBytes / 2, JOURNAL_MIN_BYTES)) {
+        try {
+          await this.append(source, entry, last.journalBytes === 0);
+        } catch (err) {
+          // Part of the entry may be in the journal: entries after it would not be read back.
+          this.written.delete(source);
+          throw err;
+        }
+        last.journalBytes += entry.byteLength;
+        last.resources = record.resources;
+        return entry.byteLength;
+      }
+    }
+    // Forgotten first: should the whole write fail, the next one is whole too.
+    this.written.delete(source);
+    const { bytes, base } = await this.writeWhole(source, record);
+    // The journal named the previous file: a crash before it is emptied leaves entries passed over.
+    await unlink(this.journalOf(source)).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err;
+    });
+    this.written.set(source, { base, baseBytes: bytes, journalBytes: 0, resources: record.resources });
+    return bytes;
+  }
+
+  /** Appends one entry to the source's journal and fsyncs it (and the folder, for a new journal). */
+  private async append(source: string, entry: Buffer, created: boolean): Promise<void> {
+    const handle = await open(this.journalOf(source), 'a', 0o600);
+    try {
+      await writeAll(handle, entry, null);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    if (created) await this.syncFolder();
+  }
+
+  private async syncFolder(): Promise<void> {
+    const folder = await open(this.options.dir, 'r');
+    try {
+      await folder.sync();
+    } finally {
+      await folder.close();
+    }
+  }
+
+  private async writeWhole(source: string, record: SourceRecord): Promise<{ bytes: number; base: Buffer }> {
     const file = this.fileOf(source);
     const temporary = `${file}.${process.pid}.tmp`;
     const handle = await open(temporary, 'w', 0o600);
     let bytes = 0;
+    let base = Buffer.alloc(0);
     try {
       // The payload as it is encoded, after room for the header, then the header.
       let position = STATE_HEADER_BYTES;
@@ -116,6 +196,7 @@ export class FileRecordStore implements SourceRecordStore {
       });
       await writeAll(handle, header, 0);
       bytes = position;
+      base = Buffer.from(header.subarray(24, 56));
       await handle.sync();
     } catch (err) {
       await handle.close().catch(() => undefined);
@@ -124,13 +205,8 @@ export class FileRecordStore implements SourceRecordStore {
     }
     await handle.close();
     await rename(temporary, file);
-    const folder = await open(this.options.dir, 'r');
-    try {
-      await folder.sync();
-    } finally {
-      await folder.close();
-    }
-    return bytes;
+    await this.syncFolder();
+    return { bytes, base };
   }
 
   private async load(): Promise<LoadedRecords> {
@@ -147,13 +223,14 @@ export class FileRecordStore implements SourceRecordStore {
       if (!name.endsWith(SUFFIX)) continue;
       const expected = name.slice(0, -SUFFIX.length);
       try {
-        const record = decodeStateFile(await readFile(file), file);
+        const bytes = await readFile(file);
+        const record = decodeStateFile(bytes, file);
         if (record.source !== expected) {
           throw new MeshmuxError('STATE', `holds the state of source "${record.source}", not "${expected}"`, {
             file,
           });
         }
-        records.set(record.source, record);
+        records.set(record.source, await this.replay(expected, record, bytes.subarray(24, 56), problems));
       } catch (err) {
         const error = toMeshmuxError(err, 'STATE', { file });
         problems.push(error);
@@ -162,6 +239,39 @@ export class FileRecordStore implements SourceRecordStore {
       }
     }
     return { records, problems };
+  }
+
+  /** `record` with the source's journal replayed onto it; a corrupt entry is reported in `problems`. */
+  private async replay(
+    source: string,
+    record: SourceRecord,
+    base: Buffer,
+    problems: MeshmuxError[],
+  ): Promise<SourceRecord> {
+    const file = this.journalOf(source);
+    let journal: Buffer;
+    try {
+      journal = await readFile(file);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return record;
+      throw toMeshmuxError(err, 'STATE', { file });
+    }
+    const replayed = replayJournal(journal, base, record, file);
+    if (replayed.problem !== undefined) {
+      problems.push(replayed.problem);
+      this.options.log.error(
+        { err: replayed.problem.describe() },
+        'a state journal is corrupt past an entry',
+      );
+      this.options.hooks?.onLoadError?.(file, replayed.problem);
+    } else if (replayed.cutAt !== undefined) {
+      // The write of its last entry was interrupted: the changes before it are the state written.
+      this.options.log.warn(
+        { file, entries: replayed.entries, cutAt: replayed.cutAt },
+        'a state journal ends in a cut entry',
+      );
+    }
+    return replayed.record;
   }
 }
 
@@ -219,11 +329,15 @@ export function fallbackStateDir(): string {
   return path.join(tmpdir(), 'meshmux-state');
 }
 
-/** Writes all of `bytes` at `position` (a write may take fewer bytes than it was given). */
-async function writeAll(handle: FileHandle, bytes: Buffer, position: number): Promise<void> {
+/**
+ * Writes all of `bytes` at `position`, or at the end of a file opened to append (`null`): a write
+ * may take fewer bytes than it was given.
+ */
+async function writeAll(handle: FileHandle, bytes: Buffer, position: number | null): Promise<void> {
   let done = 0;
   while (done < bytes.byteLength) {
-    const { bytesWritten } = await handle.write(bytes, done, bytes.byteLength - done, position + done);
+    const at = position === null ? null : position + done;
+    const { bytesWritten } = await handle.write(bytes, done, bytes.byteLength - done, at);
     done += bytesWritten;
   }
 }

@@ -31,6 +31,7 @@ export const STATE_HEADER_BYTES = 56;
 const ENCODE_SLICE = 250;
 
 const RECORD = messageType('meshmux.state.v1.SourceRecord');
+const RECORD_CHANGE = messageType('meshmux.state.v1.RecordChange');
 /** Field 8 of SourceRecord (`resources`), length-delimited. */
 const RESOURCES_TAG = (8 << 3) | 2;
 
@@ -241,6 +242,20 @@ function heldMessage(h: HeldRecord): Record<string, unknown> {
   };
 }
 
+/** A record's fields but its resources, as a SourceRecord message. */
+function recordFields(record: SourceRecord): Record<string, unknown> {
+  return {
+    source: record.source,
+    type: record.type,
+    revision: record.revision,
+    last_sync_ms: record.lastSyncMs ?? 0,
+    saved_ms: record.savedMs,
+    complete: record.complete,
+    answered_kinds: record.answeredKinds,
+    ...(record.held === undefined ? {} : { held: heldMessage(record.held) }),
+  };
+}
+
 /**
  * Encodes a record as a state file, handing the payload to `write` a part at a time, in order.
  * Unless `reuse` is false, a part's memory is reused for the next once `write` resolves: a
@@ -264,18 +279,7 @@ export async function streamStateFile(
     length += buf.byteLength;
     await write(buf);
   };
-  await put(
-    RECORD.encode({
-      source: record.source,
-      type: record.type,
-      revision: record.revision,
-      last_sync_ms: record.lastSyncMs ?? 0,
-      saved_ms: record.savedMs,
-      complete: record.complete,
-      answered_kinds: record.answeredKinds,
-      ...(record.held === undefined ? {} : { held: heldMessage(record.held) }),
-    }).finish(),
-  );
+  await put(RECORD.encode(recordFields(record)).finish());
   // Concatenated fields of one message merge: each object is appended as its own field 8, a
   // slice of objects at a time, written into one buffer reused from slice to slice.
   const scratch: { buf: Buffer | undefined } = { buf: undefined };
@@ -335,32 +339,40 @@ export function decodeStateFile(bytes: Uint8Array, file: string): SourceRecord {
   }
   const digest = createHash('sha256').update(payload).digest();
   if (!digest.equals(buf.subarray(24, 56))) fail('checksum mismatch: the file is corrupt');
-  let o: {
-    source: string;
-    type: string;
-    revision: string;
-    last_sync_ms: number | { toNumber(): number };
-    saved_ms: number | { toNumber(): number };
-    complete: boolean;
-    answered_kinds: string[];
-    resources: ResourceObject[];
-    held?: null | {
-      reason: string;
-      since_ms: number | { toNumber(): number };
-      deletions: number;
-      total: number;
-      kinds: string[];
-      full: boolean;
-      resources: ResourceObject[];
-      revision: string;
-    };
-  };
+  let o: RecordObject;
   try {
     // The decoded message itself (defaults on its prototype): no second, plain copy of 50k objects.
-    o = RECORD.decode(payload) as unknown as typeof o;
+    o = RECORD.decode(payload) as unknown as RecordObject;
   } catch (err) {
     return fail(`payload does not decode: ${(err as Error).message}`, err);
   }
+  return recordFrom(o, fail);
+}
+
+/** A decoded SourceRecord (int64 fields may arrive as Long). */
+interface RecordObject {
+  source: string;
+  type: string;
+  revision: string;
+  last_sync_ms: number | { toNumber(): number };
+  saved_ms: number | { toNumber(): number };
+  complete: boolean;
+  answered_kinds: string[];
+  resources: ResourceObject[];
+  held?: null | {
+    reason: string;
+    since_ms: number | { toNumber(): number };
+    deletions: number;
+    total: number;
+    kinds: string[];
+    full: boolean;
+    resources: ResourceObject[];
+    revision: string;
+  };
+}
+
+/** A decoded SourceRecord as a record, or `fail` naming what cannot be believed. */
+function recordFrom(o: RecordObject, fail: (why: string) => never): SourceRecord {
   if (o.source === '' || o.type === '') fail('the record names no source');
   const held = o.held ?? undefined;
   if (held !== undefined && !KNOWN_HOLD_REASONS.has(held.reason)) fail(`unknown hold reason ${held.reason}`);
@@ -387,4 +399,50 @@ export function decodeStateFile(bytes: Uint8Array, file: string): SourceRecord {
           },
         }),
   };
+}
+
+/**
+ * Where a list of resources changed: at position `at` of the list before, `removed` objects gave
+ * way to `inserted` objects.
+ */
+export interface ListSplice {
+  readonly at: number;
+  readonly removed: number;
+  readonly inserted: number;
+}
+
+/**
+ * A change to a record: the record as it now is but for its resources, which hold only the objects
+ * the splices insert, in order. Never with a held update (one is written whole).
+ */
+export interface RecordChange {
+  readonly record: SourceRecord;
+  readonly splices: readonly ListSplice[];
+}
+
+/** Encodes a change to a record (`meshmux.state.v1.RecordChange`). */
+export function encodeRecordChange(change: RecordChange): Buffer {
+  if (change.record.held !== undefined) throw new Error('a record with a held update is written whole');
+  const message = RECORD_CHANGE.encode({
+    record: { ...recordFields(change.record), resources: change.record.resources.map(resourceMessage) },
+    splices: change.splices,
+  }).finish();
+  return Buffer.from(message.buffer, message.byteOffset, message.byteLength);
+}
+
+/** Decodes a change to a record, or `fail` naming what cannot be believed. */
+export function decodeRecordChange(
+  payload: Uint8Array,
+  fail: (why: string, cause?: unknown) => never,
+): RecordChange {
+  let o: { record?: RecordObject | null; splices: { at: number; removed: number; inserted: number }[] };
+  try {
+    o = RECORD_CHANGE.decode(payload) as unknown as typeof o;
+  } catch (err) {
+    return fail(`a change does not decode: ${(err as Error).message}`, err);
+  }
+  if (o.record === undefined || o.record === null) return fail('a change holds no record');
+  const record = recordFrom(o.record, fail);
+  if (record.held !== undefined) fail('a change carries a held update');
+  return { record, splices: o.splices.map((x) => ({ at: x.at, removed: x.removed, inserted: x.inserted })) };
 }

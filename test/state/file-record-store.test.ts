@@ -7,6 +7,7 @@ import { pino } from 'pino';
 import type { SourceRecord } from '../../src/merge/source-record.js';
 import { FileRecordStore } from '../../src/state/file-record-store.js';
 import { encodeStateFile } from '../../src/state/state-file.js';
+import type { ConfigResource } from '../../src/core/resource.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { fakeResource } from '../support/resources.js';
 
@@ -23,6 +24,21 @@ function record(source: string, names: string[]): SourceRecord {
     resources: names.map((n) => fakeResource(n)),
   };
 }
+
+const names = (n: number): string[] => Array.from({ length: n }, (_, i) => `object-${i}`);
+
+/** `r` with the objects at `positions` replaced by new versions of themselves. */
+function withChanged(r: SourceRecord, positions: readonly number[]): SourceRecord {
+  const at = new Set(positions);
+  const resources = r.resources.map((x, i): ConfigResource =>
+    at.has(i) ? fakeResource(x.name, { body: `${x.name}-${r.revision.length}-${i}-${Math.random()}` }) : x,
+  );
+  return { ...r, revision: `${r.revision}+`, resources };
+}
+
+/** What a record holds, comparable across a round trip through bytes. */
+const contentOf = (r: SourceRecord | undefined): string[] =>
+  r === undefined ? [] : [r.revision, ...r.resources.map((x) => `${x.name} ${x.version}`)];
 
 /** Waits until `check` holds, polling; fails naming `what` after `ms`. */
 async function until(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
@@ -77,6 +93,170 @@ describe('FileRecordStore', () => {
       assert.deepEqual(loaded.problems, []);
       await again.close();
     } finally {
+      await t.dispose();
+    }
+  });
+
+  it('appends a change of a few objects to the journal, the state file as it was, and reads the latest back', async () => {
+    const t = await tempDir();
+    try {
+      let writes = 0;
+      const { store } = await FileRecordStore.open({
+        dir: t.dir,
+        log,
+        delayMs: 1,
+        hooks: { onWrite: () => writes++ },
+      });
+      const first = record('mesh', names(300));
+      store.changed('mesh', () => first);
+      await until(() => Promise.resolve(writes === 1), 5_000, 'the first write');
+      const second = withChanged(first, [7, 200]);
+      store.changed('mesh', () => second);
+      await store.close();
+      assert.ok(
+        (await readFile(path.join(t.dir, 'mesh.state'))).equals(Buffer.concat(await encodeStateFile(first))),
+      );
+      const journal = await readFile(path.join(t.dir, 'mesh.journal'));
+      const state = (await readFile(path.join(t.dir, 'mesh.state'))).byteLength;
+      // Two objects and the record's fields (its revision names all 300 here), not 300 objects.
+      assert.ok(journal.byteLength < state / 4, `journal ${journal.byteLength} bytes, state file ${state}`);
+      const { store: again, loaded } = await FileRecordStore.open({ dir: t.dir, log });
+      assert.deepEqual(contentOf(loaded.records.get('mesh')), contentOf(second));
+      assert.deepEqual(loaded.problems, []);
+      await again.close();
+    } finally {
+      await t.dispose();
+    }
+  });
+
+  it('writes the record whole again once the journal reaches half the state file, and empties the journal', async () => {
+    const t = await tempDir();
+    try {
+      let writes = 0;
+      const sizes: number[] = [];
+      const { store } = await FileRecordStore.open({
+        dir: t.dir,
+        log,
+        delayMs: 1,
+        hooks: { onWrite: (_s, bytes) => (writes++, sizes.push(bytes)) },
+      });
+      let current = record('mesh', names(2_000));
+      for (let i = 0; i < 120; i++) {
+        if (i > 0) current = withChanged(current, [(i * 37) % 2_000, (i * 53) % 2_000]);
+        const next = current;
+        store.changed('mesh', () => next);
+        await until(() => Promise.resolve(writes === i + 1), 5_000, `write ${i}`);
+      }
+      await store.close();
+      const whole = sizes.filter((b) => b > 100_000).length;
+      assert.ok(whole >= 2, `whole writes ${whole} of ${sizes.length}: ${sizes.slice(0, 5).join(', ')}…`);
+      const state = (await readFile(path.join(t.dir, 'mesh.state'))).byteLength;
+      const journal = await readFile(path.join(t.dir, 'mesh.journal')).catch(() => Buffer.alloc(0));
+      assert.ok(journal.byteLength <= state / 2, `journal ${journal.byteLength} bytes, state file ${state}`);
+      const { store: again, loaded } = await FileRecordStore.open({ dir: t.dir, log });
+      assert.deepEqual(contentOf(loaded.records.get('mesh')), contentOf(current));
+      await again.close();
+    } finally {
+      await t.dispose();
+    }
+  });
+
+  it('writes a record holding a held update whole, and the change that drops it to the journal', async () => {
+    const t = await tempDir();
+    try {
+      let writes = 0;
+      const { store } = await FileRecordStore.open({
+        dir: t.dir,
+        log,
+        delayMs: 1,
+        hooks: { onWrite: () => writes++ },
+      });
+      const first = record('mesh', names(50));
+      store.changed('mesh', () => first);
+      await until(() => Promise.resolve(writes === 1), 5_000, 'the first write');
+      const held: SourceRecord = {
+        ...withChanged(first, [3]),
+        held: { reason: 'empty', sinceMs: 5, deletions: 50, total: 50, resources: [], revision: 'h' },
+      };
+      store.changed('mesh', () => held);
+      await until(() => Promise.resolve(writes === 2), 5_000, 'the held write');
+      assert.ok(
+        (await readFile(path.join(t.dir, 'mesh.state'))).equals(Buffer.concat(await encodeStateFile(held))),
+      );
+      const released = withChanged(first, [4]);
+      store.changed('mesh', () => released);
+      await store.close();
+      const { store: again, loaded } = await FileRecordStore.open({ dir: t.dir, log });
+      assert.equal(loaded.records.get('mesh')?.held, undefined);
+      assert.deepEqual(contentOf(loaded.records.get('mesh')), contentOf(released));
+      await again.close();
+    } finally {
+      await t.dispose();
+    }
+  });
+
+  it('restores a record written by a process killed while it appended, as one it wrote', async () => {
+    const t = await tempDir();
+    const script = `
+      const [storeUrl, resourcesUrl, dir] = process.argv.slice(1);
+      const { FileRecordStore } = await import(storeUrl);
+      const { fakeResource } = await import(resourcesUrl);
+      const { pino } = await import('pino');
+      let writes = 0;
+      const { store } = await FileRecordStore.open({
+        dir, log: pino({ level: 'silent' }), delayMs: 0,
+        hooks: { onWrite: () => { writes++; process.stdout.write('wrote ' + writes + '\\n'); } },
+      });
+      let resources = Array.from({ length: 3000 }, (_, i) => fakeResource('obj-' + i));
+      for (let n = 1; ; n++) {
+        const i = (n * 7919) % resources.length;
+        resources = resources.map((r, k) => (k === i ? fakeResource(r.name, { body: 'v' + n }) : r));
+        const rec = { source: 'mesh', type: 'file', revision: 'r' + n, savedMs: n, complete: true, answeredKinds: [], resources };
+        store.changed('mesh', () => rec);
+        while (writes < n) await new Promise((r) => setImmediate(r));
+      }
+    `;
+    const child = spawn(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        script,
+        new URL('../../src/state/file-record-store.js', import.meta.url).href,
+        new URL('../support/resources.js', import.meta.url).href,
+        t.dir,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    try {
+      let acknowledged = 0;
+      child.stdout.on('data', (d: Buffer) => {
+        for (const m of d.toString().matchAll(/wrote (\d+)/g)) acknowledged = Number(m[1]);
+      });
+      await until(() => Promise.resolve(acknowledged >= 40), 20_000, '40 writes by the child');
+      child.kill('SIGKILL');
+      await new Promise((r) => child.once('exit', r));
+      const { store, loaded } = await FileRecordStore.open({ dir: t.dir, log });
+      const restored = loaded.records.get('mesh');
+      const n = Number(restored?.revision.slice(1));
+      assert.ok(
+        n >= acknowledged && n <= acknowledged + 1,
+        `restored r${n}, the child had written r${acknowledged}`,
+      );
+      // The restored objects are exactly those of that record: one object changed per revision.
+      let resources = Array.from({ length: 3000 }, (_, i) => fakeResource(`obj-${i}`));
+      for (let k = 1; k <= n; k++) {
+        const i = (k * 7919) % resources.length;
+        resources = resources.map((r, j) => (j === i ? fakeResource(r.name, { body: `v${k}` }) : r));
+      }
+      assert.deepEqual(
+        restored?.resources.map((r) => r.version),
+        resources.map((r) => r.version),
+      );
+      assert.deepEqual(loaded.problems, []);
+      await store.close();
+    } finally {
+      child.kill('SIGKILL');
       await t.dispose();
     }
   });
