@@ -181,6 +181,54 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
     }
   });
 
+  it('serves the changes written to the state journal after the state file, once restarted during an outage', async () => {
+    const dir = await tempDir('meshmux-fault-restart-journal-');
+    const fake = await upstream();
+    const configFile = await persistedXdsConfig(dir.dir, fake.address);
+    const xds = `127.0.0.1:${await freePort()}`;
+    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+    const client = connectIstiod(xds);
+    try {
+      await client.waitFor(holdsTheUpstream, WAIT_MS, () => 'the first run served everything');
+      await persisted(meshmux, 'mesh', Date.now() - 1);
+      // One object moves to another host and one is added: a change of two objects among 15.
+      const changedAt = Date.now();
+      fake.set('VirtualService', [
+        fakeVirtualService('svc-0', 'moved.example'),
+        ...[1, 2, 3, 4, 5].map((i) => fakeVirtualService(`svc-${i}`)),
+      ]);
+      fake.push();
+      const host = (c: IstiodClient): unknown =>
+        (c.configs(VS).get('shop/svc-0')?.body['hosts'] as unknown[] | undefined)?.[0];
+      await client.waitFor(
+        (c) => c.configs(VS).has('shop/svc-5') && host(c) === 'moved.example',
+        WAIT_MS,
+        () => 'the change',
+      );
+      await persisted(meshmux, 'mesh', changedAt);
+      const journal = await readFile(path.join(dir.dir, 'state', 'mesh.journal'));
+      assert.ok(journal.byteLength > 0, 'the change went to the journal');
+      const held = inventory(client);
+      await meshmux.kill('SIGKILL');
+      await fake.stop();
+      const streamsBefore = client.streams;
+      meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+      await answeredAfter(client, streamsBefore, 'every type answered by the restarted meshmux');
+      assert.deepEqual(lost(held, inventory(client)), [], 'objects lost');
+      assert.equal(inventory(client).size, 16);
+      assert.equal(host(client), 'moved.example', 'the changed object as changed');
+      report('restart during an outage after changes written to the journal', {
+        'objects lost': 0,
+        'journal bytes': journal.byteLength,
+      });
+    } finally {
+      client.close();
+      await meshmux.kill();
+      await fake.stop();
+      await dir.dispose();
+    }
+  });
+
   it('serves the ServiceEntries of a ZooKeeper that is down from the persisted state', async () => {
     const zk = await ZookeeperServer.start();
     const dir = await tempDir('meshmux-fault-restart-zk-');
