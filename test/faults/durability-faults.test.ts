@@ -114,21 +114,23 @@ function holdsTheUpstream(c: IstiodClient): boolean {
 }
 
 /**
- * Runs meshmux until the stand-in holds everything and the state is on disk, SIGKILLs it, lets
- * `outage` take the upstream away, and restarts it on the same port. Returns what the stand-in
- * held before, and the restarted process.
+ * Runs meshmux until the stand-in holds everything and the state is on disk (and `beforeKill`,
+ * if given, is done), SIGKILLs it, lets `outage` take the upstream away, and restarts it on the
+ * same port. Returns what the stand-in held before, and the restarted process.
  */
 async function restartDuringOutage(
   configFile: string,
   cwd: string,
   hasEverything: (c: IstiodClient) => boolean,
   outage: () => Promise<void>,
+  beforeKill?: (meshmux: MeshmuxProcess, client: IstiodClient) => Promise<void>,
 ): Promise<{ client: IstiodClient; meshmux: MeshmuxProcess; held: Set<string>; servedMs: number }> {
   const xds = `127.0.0.1:${await freePort()}`;
   let meshmux = await MeshmuxProcess.start(configFile, { cwd, xds });
   const client = connectIstiod(xds);
   await client.waitFor(hasEverything, WAIT_MS, () => 'the first run served everything');
   await persisted(meshmux, 'mesh', Date.now() - 1);
+  await beforeKill?.(meshmux, client);
   const held = inventory(client);
   await meshmux.kill('SIGKILL');
   await outage();
@@ -185,45 +187,43 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
     const dir = await tempDir('meshmux-fault-restart-journal-');
     const fake = await upstream();
     const configFile = await persistedXdsConfig(dir.dir, fake.address);
-    const xds = `127.0.0.1:${await freePort()}`;
-    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
-    const client = connectIstiod(xds);
+    const host = (c: IstiodClient): unknown =>
+      (c.configs(VS).get('shop/svc-0')?.body['hosts'] as unknown[] | undefined)?.[0];
+    let journalBytes = 0;
+    const run = await restartDuringOutage(
+      configFile,
+      dir.dir,
+      holdsTheUpstream,
+      () => fake.stop(),
+      async (meshmux, client) => {
+        // One object moves to another host and one is added: a change of two objects among 15.
+        const changedAt = Date.now();
+        fake.set('VirtualService', [
+          fakeVirtualService('svc-0', 'moved.example'),
+          ...[1, 2, 3, 4, 5].map((i) => fakeVirtualService(`svc-${i}`)),
+        ]);
+        fake.push();
+        await client.waitFor(
+          (c) => c.configs(VS).has('shop/svc-5') && host(c) === 'moved.example',
+          WAIT_MS,
+          () => 'the change',
+        );
+        await persisted(meshmux, 'mesh', changedAt);
+        journalBytes = (await readFile(path.join(dir.dir, 'state', 'mesh.journal'))).byteLength;
+      },
+    );
     try {
-      await client.waitFor(holdsTheUpstream, WAIT_MS, () => 'the first run served everything');
-      await persisted(meshmux, 'mesh', Date.now() - 1);
-      // One object moves to another host and one is added: a change of two objects among 15.
-      const changedAt = Date.now();
-      fake.set('VirtualService', [
-        fakeVirtualService('svc-0', 'moved.example'),
-        ...[1, 2, 3, 4, 5].map((i) => fakeVirtualService(`svc-${i}`)),
-      ]);
-      fake.push();
-      const host = (c: IstiodClient): unknown =>
-        (c.configs(VS).get('shop/svc-0')?.body['hosts'] as unknown[] | undefined)?.[0];
-      await client.waitFor(
-        (c) => c.configs(VS).has('shop/svc-5') && host(c) === 'moved.example',
-        WAIT_MS,
-        () => 'the change',
-      );
-      await persisted(meshmux, 'mesh', changedAt);
-      const journal = await readFile(path.join(dir.dir, 'state', 'mesh.journal'));
-      assert.ok(journal.byteLength > 0, 'the change went to the journal');
-      const held = inventory(client);
-      await meshmux.kill('SIGKILL');
-      await fake.stop();
-      const streamsBefore = client.streams;
-      meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
-      await answeredAfter(client, streamsBefore, 'every type answered by the restarted meshmux');
-      assert.deepEqual(lost(held, inventory(client)), [], 'objects lost');
-      assert.equal(inventory(client).size, 16);
-      assert.equal(host(client), 'moved.example', 'the changed object as changed');
+      assert.ok(journalBytes > 0, 'the change went to the journal');
+      assert.deepEqual(lost(run.held, inventory(run.client)), [], 'objects lost');
+      assert.equal(run.held.size, 16);
+      assert.equal(host(run.client), 'moved.example', 'the changed object as changed');
       report('restart during an outage after changes written to the journal', {
         'objects lost': 0,
-        'journal bytes': journal.byteLength,
+        'journal bytes': journalBytes,
       });
     } finally {
-      client.close();
-      await meshmux.kill();
+      run.client.close();
+      await run.meshmux.kill();
       await fake.stop();
       await dir.dispose();
     }

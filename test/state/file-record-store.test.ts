@@ -49,6 +49,28 @@ async function until(check: () => Promise<boolean>, ms: number, what: string): P
   }
 }
 
+/** A store that writes at once, and a wait for its `n`th write; `onBytes` hears each write's size. */
+async function countingStore(
+  dir: string,
+  onBytes?: (bytes: number) => void,
+): Promise<{ store: FileRecordStore; written: (n: number) => Promise<void> }> {
+  let writes = 0;
+  const { store } = await FileRecordStore.open({
+    dir,
+    log,
+    delayMs: 1,
+    hooks: {
+      onWrite: (_source, bytes) => {
+        writes++;
+        onBytes?.(bytes);
+      },
+    },
+  });
+  const written = (n: number): Promise<void> =>
+    until(() => Promise.resolve(writes >= n), 5_000, `write ${n}`);
+  return { store, written };
+}
+
 describe('FileRecordStore', () => {
   it('writes a record of several slices, a reused buffer at a time, byte for byte the encoded state file', async () => {
     const t = await tempDir();
@@ -100,16 +122,10 @@ describe('FileRecordStore', () => {
   it('appends a change of a few objects to the journal, the state file as it was, and reads the latest back', async () => {
     const t = await tempDir();
     try {
-      let writes = 0;
-      const { store } = await FileRecordStore.open({
-        dir: t.dir,
-        log,
-        delayMs: 1,
-        hooks: { onWrite: () => writes++ },
-      });
+      const { store, written } = await countingStore(t.dir);
       const first = record('mesh', names(300));
       store.changed('mesh', () => first);
-      await until(() => Promise.resolve(writes === 1), 5_000, 'the first write');
+      await written(1);
       const second = withChanged(first, [7, 200]);
       store.changed('mesh', () => second);
       await store.close();
@@ -132,20 +148,14 @@ describe('FileRecordStore', () => {
   it('writes the record whole again once the journal reaches half the state file, and empties the journal', async () => {
     const t = await tempDir();
     try {
-      let writes = 0;
       const sizes: number[] = [];
-      const { store } = await FileRecordStore.open({
-        dir: t.dir,
-        log,
-        delayMs: 1,
-        hooks: { onWrite: (_s, bytes) => (writes++, sizes.push(bytes)) },
-      });
+      const { store, written } = await countingStore(t.dir, (bytes) => sizes.push(bytes));
       let current = record('mesh', names(2_000));
       for (let i = 0; i < 120; i++) {
         if (i > 0) current = withChanged(current, [(i * 37) % 2_000, (i * 53) % 2_000]);
         const next = current;
         store.changed('mesh', () => next);
-        await until(() => Promise.resolve(writes === i + 1), 5_000, `write ${i}`);
+        await written(i + 1);
       }
       await store.close();
       const whole = sizes.filter((b) => b > 100_000).length;
@@ -164,22 +174,16 @@ describe('FileRecordStore', () => {
   it('writes a record holding a held update whole, and the change that drops it to the journal', async () => {
     const t = await tempDir();
     try {
-      let writes = 0;
-      const { store } = await FileRecordStore.open({
-        dir: t.dir,
-        log,
-        delayMs: 1,
-        hooks: { onWrite: () => writes++ },
-      });
+      const { store, written } = await countingStore(t.dir);
       const first = record('mesh', names(50));
       store.changed('mesh', () => first);
-      await until(() => Promise.resolve(writes === 1), 5_000, 'the first write');
+      await written(1);
       const held: SourceRecord = {
         ...withChanged(first, [3]),
         held: { reason: 'empty', sinceMs: 5, deletions: 50, total: 50, resources: [], revision: 'h' },
       };
       store.changed('mesh', () => held);
-      await until(() => Promise.resolve(writes === 2), 5_000, 'the held write');
+      await written(2);
       assert.ok(
         (await readFile(path.join(t.dir, 'mesh.state'))).equals(Buffer.concat(await encodeStateFile(held))),
       );
