@@ -31,29 +31,87 @@ export function diffByIdentity(
       j++;
       continue;
     }
-    let aligned = false;
-    for (let d = 1; d <= REALIGN_WINDOW && !aligned; d++) {
-      for (let a = 0; a <= d; a++) {
-        const b = d - a;
-        if (i + a < after.length && j + b < before.length && after[i + a] === before[j + b]) {
-          for (let k = 0; k < a; k++) added.push(after[i + k] as ConfigResource);
-          for (let k = 0; k < b; k++) vanished.push(before[j + k] as ConfigResource);
-          i += a;
-          j += b;
-          aligned = true;
-          break;
-        }
-      }
+    const skip = realign(before, after, j, i);
+    if (skip !== undefined) {
+      const [b, a] = skip;
+      for (let k = 0; k < a; k++) added.push(after[i + k] as ConfigResource);
+      for (let k = 0; k < b; k++) vanished.push(before[j + k] as ConfigResource);
+      i += a;
+      j += b;
+      continue;
     }
-    if (!aligned) {
-      const was = new Set(before.slice(j));
-      const now = new Set(after.slice(i));
-      for (const r of after.slice(i)) if (!was.has(r)) added.push(r);
-      for (const r of before.slice(j)) if (!now.has(r)) vanished.push(r);
-      return { added, vanished };
-    }
+    const was = new Set(before.slice(j));
+    const now = new Set(after.slice(i));
+    for (const r of after.slice(i)) if (!was.has(r)) added.push(r);
+    for (const r of before.slice(j)) if (!now.has(r)) vanished.push(r);
+    return { added, vanished };
   }
   for (; i < after.length; i++) added.push(after[i] as ConfigResource);
   for (; j < before.length; j++) vanished.push(before[j] as ConfigResource);
   return { added, vanished };
+}
+
+/**
+ * After `before[j]` and `after[i]` differ: how many objects of each to skip (`[fromBefore,
+ * fromAfter]`, fewest in all first) for the two to agree again, looking at most
+ * {@link REALIGN_WINDOW} ahead; undefined when they do not agree within it.
+ */
+function realign(
+  before: readonly ConfigResource[],
+  after: readonly ConfigResource[],
+  j: number,
+  i: number,
+): readonly [number, number] | undefined {
+  for (let d = 1; d <= REALIGN_WINDOW; d++) {
+    for (let a = 0; a <= d; a++) {
+      const b = d - a;
+      if (i + a < after.length && j + b < before.length && after[i + a] === before[j + b]) return [b, a];
+    }
+  }
+  return undefined;
+}
+
+/** At position `at` of a list, `removed` objects give way to `inserted` others. */
+export interface ListSplice {
+  readonly at: number;
+  readonly removed: number;
+  readonly inserted: number;
+}
+
+/**
+ * The splices that turn `before` into `after`, compared by identity, in ascending order, and the
+ * objects they insert, in order: the walk of {@link diffByIdentity}, keeping positions. Undefined
+ * when the lists do not re-align after a difference, or when more than `most` objects would be
+ * inserted.
+ */
+export function identitySplices(
+  before: readonly ConfigResource[],
+  after: readonly ConfigResource[],
+  most: number,
+): { readonly splices: ListSplice[]; readonly inserted: ConfigResource[] } | undefined {
+  const splices: ListSplice[] = [];
+  const inserted: ConfigResource[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < after.length && j < before.length) {
+    if (after[i] === before[j]) {
+      i++;
+      j++;
+      continue;
+    }
+    const skip = realign(before, after, j, i);
+    if (skip === undefined) return undefined;
+    const [b, a] = skip;
+    splices.push({ at: j, removed: b, inserted: a });
+    for (let k = 0; k < a; k++) inserted.push(after[i + k] as ConfigResource);
+    if (inserted.length > most) return undefined;
+    i += a;
+    j += b;
+  }
+  if (i < after.length || j < before.length) {
+    splices.push({ at: j, removed: before.length - j, inserted: after.length - i });
+    for (; i < after.length; i++) inserted.push(after[i] as ConfigResource);
+    if (inserted.length > most) return undefined;
+  }
+  return { splices, inserted };
 }

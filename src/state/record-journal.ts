@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { MeshmuxError } from '../core/errors.js';
 import type { ConfigResource } from '../core/resource.js';
+import { identitySplices, type ListSplice } from '../merge/identity-diff.js';
 import type { SourceRecord } from '../merge/source-record.js';
-import { decodeRecordChange, encodeRecordChange, type ListSplice } from './state-file.js';
+import { decodeRecordChange, encodeRecordChange } from './state-file.js';
 
 /**
  * The journal beside a state file: the changes written since the file, one entry each, so a change
@@ -31,43 +32,15 @@ export interface ListChange {
 }
 
 /**
- * The splices that turn `before` into `after`, compared by identity: per position when both have
- * the same length, else one span between their common start and end. Undefined when more than an
- * eighth of `after` (at least 16 objects) would be inserted: the record is written whole then.
+ * The splices that turn `before` into `after` (see {@link identitySplices}); undefined when more
+ * than an eighth of `after` (at least 16 objects) would be inserted, or the lists do not re-align:
+ * the record is written whole then.
  */
 export function listChange(
   before: readonly ConfigResource[],
   after: readonly ConfigResource[],
 ): ListChange | undefined {
-  const most = Math.max(16, Math.floor(after.length * MOST_CHANGED));
-  const splices: ListSplice[] = [];
-  const inserted: ConfigResource[] = [];
-  if (before.length === after.length) {
-    let i = 0;
-    while (i < after.length) {
-      if (before[i] === after[i]) {
-        i++;
-        continue;
-      }
-      const at = i;
-      while (i < after.length && before[i] !== after[i]) inserted.push(after[i++] as ConfigResource);
-      if (inserted.length > most) return undefined;
-      splices.push({ at, removed: i - at, inserted: i - at });
-    }
-    return { splices, inserted };
-  }
-  const shortest = Math.min(before.length, after.length);
-  let start = 0;
-  while (start < shortest && before[start] === after[start]) start++;
-  let end = 0;
-  while (end < shortest - start && before[before.length - 1 - end] === after[after.length - 1 - end]) {
-    end++;
-  }
-  const count = after.length - start - end;
-  if (count > most) return undefined;
-  for (let i = start; i < start + count; i++) inserted.push(after[i] as ConfigResource);
-  splices.push({ at: start, removed: before.length - start - end, inserted: count });
-  return { splices, inserted };
+  return identitySplices(before, after, Math.max(16, Math.floor(after.length * MOST_CHANGED)));
 }
 
 /**

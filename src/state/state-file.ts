@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { MeshmuxError } from '../core/errors.js';
 import { makeResource, restoreResource, type ConfigResource } from '../core/resource.js';
+import type { ListSplice } from '../merge/identity-diff.js';
 import type { HeldRecord, SourceRecord } from '../merge/source-record.js';
 import { HOLD_REASONS, type HoldReason } from '../merge/config-snapshot.js';
 import { messageType } from '../schema/proto-root.js';
@@ -399,16 +400,6 @@ function recordFrom(o: RecordObject, fail: (why: string) => never): SourceRecord
           },
         }),
   };
-}
-
-/**
- * Where a list of resources changed: at position `at` of the list before, `removed` objects gave
- * way to `inserted` objects.
- */
-export interface ListSplice {
-  readonly at: number;
-  readonly removed: number;
-  readonly inserted: number;
 }
 
 /**

@@ -128,6 +128,18 @@ describe('record journal', () => {
     assert.deepEqual(removed, { splices: [{ at: 10, removed: 1, inserted: 0 }], inserted: [] });
   });
 
+  it('keeps an addition and a removal far apart as two splices, not a span of everything between', () => {
+    const added = fakeResource('obj-000a');
+    const after = [start[0] as ConfigResource, added, ...start.slice(1, 50), ...start.slice(51)];
+    assert.deepEqual(listChange(start, after), {
+      splices: [
+        { at: 1, removed: 0, inserted: 1 },
+        { at: 50, removed: 1, inserted: 0 },
+      ],
+      inserted: [added],
+    });
+  });
+
   it('gives up, for a whole write, when more than an eighth of the objects change', () => {
     const big = Array.from({ length: 400 }, (_, i) => fakeResource(`o-${i}`));
     const some = big.map((r, i) => (i % 10 === 0 ? fakeResource(r.name, { body: 'x' }) : r));
