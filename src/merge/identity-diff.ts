@@ -23,6 +23,33 @@ export function diffByIdentity(
 ): IdentityDiff {
   const added: ConfigResource[] = [];
   const vanished: ConfigResource[] = [];
+  const stuck = walkInStep(before, after, (j, removed, i, inserted) => {
+    for (let k = 0; k < inserted; k++) added.push(after[i + k] as ConfigResource);
+    for (let k = 0; k < removed; k++) vanished.push(before[j + k] as ConfigResource);
+    return true;
+  });
+  if (stuck !== undefined) {
+    const [j, i] = stuck;
+    const was = new Set(before.slice(j));
+    const now = new Set(after.slice(i));
+    for (const r of after.slice(i)) if (!was.has(r)) added.push(r);
+    for (const r of before.slice(j)) if (!now.has(r)) vanished.push(r);
+  }
+  return { added, vanished };
+}
+
+/**
+ * Walks both lists in step, re-aligning within {@link REALIGN_WINDOW} after each difference, and
+ * calls `differ(j, removed, i, inserted)` for each run that differs: `removed` objects of `before`
+ * from `j`, `inserted` of `after` from `i` (the last run: what is left of either list). `differ`
+ * returns false to stop the walk. Returns where the lists stopped agreeing for good (`[j, i]`), or
+ * undefined when the walk reached both ends or was stopped.
+ */
+function walkInStep(
+  before: readonly ConfigResource[],
+  after: readonly ConfigResource[],
+  differ: (j: number, removed: number, i: number, inserted: number) => boolean,
+): readonly [number, number] | undefined {
   let i = 0;
   let j = 0;
   while (i < after.length && j < before.length) {
@@ -32,23 +59,14 @@ export function diffByIdentity(
       continue;
     }
     const skip = realign(before, after, j, i);
-    if (skip !== undefined) {
-      const [b, a] = skip;
-      for (let k = 0; k < a; k++) added.push(after[i + k] as ConfigResource);
-      for (let k = 0; k < b; k++) vanished.push(before[j + k] as ConfigResource);
-      i += a;
-      j += b;
-      continue;
-    }
-    const was = new Set(before.slice(j));
-    const now = new Set(after.slice(i));
-    for (const r of after.slice(i)) if (!was.has(r)) added.push(r);
-    for (const r of before.slice(j)) if (!now.has(r)) vanished.push(r);
-    return { added, vanished };
+    if (skip === undefined) return [j, i];
+    const [b, a] = skip;
+    if (!differ(j, b, i, a)) return undefined;
+    i += a;
+    j += b;
   }
-  for (; i < after.length; i++) added.push(after[i] as ConfigResource);
-  for (; j < before.length; j++) vanished.push(before[j] as ConfigResource);
-  return { added, vanished };
+  if (i < after.length || j < before.length) differ(j, before.length - j, i, after.length - i);
+  return undefined;
 }
 
 /**
@@ -91,27 +109,12 @@ export function identitySplices(
 ): { readonly splices: ListSplice[]; readonly inserted: ConfigResource[] } | undefined {
   const splices: ListSplice[] = [];
   const inserted: ConfigResource[] = [];
-  let i = 0;
-  let j = 0;
-  while (i < after.length && j < before.length) {
-    if (after[i] === before[j]) {
-      i++;
-      j++;
-      continue;
-    }
-    const skip = realign(before, after, j, i);
-    if (skip === undefined) return undefined;
-    const [b, a] = skip;
-    splices.push({ at: j, removed: b, inserted: a });
-    for (let k = 0; k < a; k++) inserted.push(after[i + k] as ConfigResource);
-    if (inserted.length > most) return undefined;
-    i += a;
-    j += b;
-  }
-  if (i < after.length || j < before.length) {
-    splices.push({ at: j, removed: before.length - j, inserted: after.length - i });
-    for (; i < after.length; i++) inserted.push(after[i] as ConfigResource);
-    if (inserted.length > most) return undefined;
-  }
-  return { splices, inserted };
+  let tooMany = false;
+  const stuck = walkInStep(before, after, (j, removed, i, count) => {
+    splices.push({ at: j, removed, inserted: count });
+    for (let k = 0; k < count; k++) inserted.push(after[i + k] as ConfigResource);
+    tooMany = inserted.length > most;
+    return !tooMany;
+  });
+  return stuck !== undefined || tooMany ? undefined : { splices, inserted };
 }
