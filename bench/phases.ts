@@ -404,6 +404,10 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     );
     const afterFleet = await server.memory();
     const steady = await server.counters();
+    const per10k = (bytes: number): string => ((bytes / 1e6 / model.servedCount()) * 10_000).toFixed(1);
+    log(
+      `  memory with the istiods synced, above the idle process: RSS ${per10k(afterFleet.rssBytes - server.base.rssBytes)} MB per 10k objects, heap and external ${per10k(retainedBytes(afterFleet) - retainedBytes(server.base))} MB`,
+    );
 
     // Memory per client: more clients of the same views, whose responses are already built.
     const extraCount = Math.max(5, Math.round(shape.clients / 10));
