@@ -16,6 +16,17 @@ const MAX_OBJECTS = 1024;
  */
 const ALONE_BYTES = 64 * 1024;
 
+/** Where the framed bytes of objects come from (the encoder). */
+export interface FramedSource {
+  /** The framed `resources` entry of an object; must not be altered. */
+  framed(r: ConfigResource): Uint8Array;
+  /**
+   * Told that a block just built holds `r`'s framed bytes at `bytes` (a slice of the block, equal
+   * to `framed(r)` byte for byte), so the source can keep that slice instead of bytes of their own.
+   */
+  rehome?(r: ConfigResource, bytes: Uint8Array): void;
+}
+
 /** Counters for benchmarks and the debug endpoint. */
 export interface BlockCounters {
   /** Blocks concatenated (each copies the bytes of its objects once). */
@@ -73,11 +84,7 @@ export class FrameBlocks {
   }
 
   /** The buffers whose concatenation is every framed object of `resources`, in order. */
-  chunks(
-    listKey: string,
-    resources: readonly ConfigResource[],
-    framed: (r: ConfigResource) => Uint8Array,
-  ): Buffer[] {
+  chunks(listKey: string, resources: readonly ConfigResource[], source: FramedSource): Buffer[] {
     let blocks = this.byList.get(listKey);
     if (blocks === undefined) this.byList.set(listKey, (blocks = new WeakMap()));
     const out: Buffer[] = [];
@@ -98,15 +105,15 @@ export class FrameBlocks {
         }
       }
       if (r.body.byteLength >= ALONE_BYTES) {
-        if (start < i) out.push(this.block(blocks, resources, start, i, framed));
-        const bytes = framed(r);
+        if (start < i) out.push(this.block(blocks, resources, start, i, source));
+        const bytes = source.framed(r);
         out.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
         start = i + 1;
         continue;
       }
       const last = i === resources.length - 1 || i + 1 - start >= MAX_OBJECTS || endsBlock(r);
       if (!last) continue;
-      out.push(this.block(blocks, resources, start, i + 1, framed));
+      out.push(this.block(blocks, resources, start, i + 1, source));
       start = i + 1;
     }
     return out;
@@ -118,15 +125,33 @@ export class FrameBlocks {
     resources: readonly ConfigResource[],
     from: number,
     to: number,
-    framed: (r: ConfigResource) => Uint8Array,
+    source: FramedSource,
   ): Buffer {
     const first = resources[from] as ConfigResource;
     const known = blocks.get(first);
     if (known !== undefined && sameMembers(known.members, resources, from, to)) return known.bytes;
     const members = resources.slice(from, to);
-    const bytes = Buffer.concat(members.map(framed));
+    const parts = members.map((r) => source.framed(r));
+    let size = 0;
+    for (const p of parts) size += p.byteLength;
+    // Memory of its own, not a slice of Node's shared pool: the slices handed to `rehome` keep
+    // whatever they are cut from alive.
+    const bytes = Buffer.allocUnsafeSlow(size);
+    let at = 0;
+    for (const p of parts) {
+      bytes.set(p, at);
+      at += p.byteLength;
+    }
+    if (source.rehome !== undefined) {
+      at = 0;
+      for (let k = 0; k < members.length; k++) {
+        const length = (parts[k] as Uint8Array).byteLength;
+        source.rehome(members[k] as ConfigResource, bytes.subarray(at, at + length));
+        at += length;
+      }
+    }
     this.counters.blocksBuilt++;
-    this.counters.bytesCopied += bytes.byteLength;
+    this.counters.bytesCopied += size;
     blocks.set(first, { members, bytes });
     return bytes;
   }

@@ -103,6 +103,21 @@ export class ResourceEncoder {
   }
 
   /**
+   * Keeps `resource`'s framed bytes at `bytes` from now on: the same bytes, copied into a block of
+   * a served list (see `FrameBlocks`), so each object's bytes are held once, in the block that
+   * last took them, instead of also in memory of their own. A block rebuilt copies its members
+   * from where they are and takes them over in turn, so an older block is let go once its
+   * objects have moved on. Bytes of another instance or another length are left alone.
+   */
+  rehome(resource: ConfigResource, bytes: Uint8Array): void {
+    const known = this.byInstance.get(resource);
+    if (known === undefined || known === bytes || known.byteLength !== bytes.byteLength) return;
+    this.byInstance.set(resource, bytes);
+    const key = contentKey(resource);
+    if (this.cache.peek(key) === known) this.cache.set(key, bytes);
+  }
+
+  /**
    * Drops the bytes kept by content for objects the configuration no longer serves (`removed`),
    * unless one of `added` has the same content: the cache then holds what is served, not every
    * object ever seen, and a shrinking configuration shrinks what is held. Bytes of an instance still

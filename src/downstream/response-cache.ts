@@ -151,7 +151,7 @@ export class ResponseCache {
     const chunks =
       kind === undefined
         ? []
-        : this.blocks.chunks(`${view.id}|${kind.kind}`, content.resources, (r) => this.encoder.framed(r));
+        : this.blocks.chunks(`${view.id}|${kind.kind}`, content.resources, this.encoder);
     const built = this.assemble(typeUrl, content.version, chunks, content.resources.length);
     if (byType === undefined) {
       byType = new Map<string, LatestResponse>();

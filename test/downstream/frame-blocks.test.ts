@@ -36,7 +36,7 @@ describe('FrameBlocks', () => {
         (raw, large) => {
           const big = new Set(large.map((i) => raw[i % Math.max(raw.length, 1)]));
           const list = raw.map((n) => resource(n, big.has(n) ? LARGE : n)).sort(compareByName);
-          const chunks = new FrameBlocks().chunks('v|k', list, framed);
+          const chunks = new FrameBlocks().chunks('v|k', list, { framed });
           assert.equal(Buffer.concat(chunks).toString(), joined(list));
         },
       ),
@@ -53,7 +53,7 @@ describe('FrameBlocks', () => {
         (raw, edits) => {
           const blocks = new FrameBlocks();
           let list = raw.map((n) => resource(n)).sort(compareByName);
-          assert.equal(Buffer.concat(blocks.chunks('v|k', list, framed)).toString(), joined(list));
+          assert.equal(Buffer.concat(blocks.chunks('v|k', list, { framed })).toString(), joined(list));
           for (const [at, edit] of edits) {
             const i = at % Math.max(list.length, 1);
             const r = list[i];
@@ -63,7 +63,7 @@ describe('FrameBlocks', () => {
               list = list.map((x, k) => (k === i ? resource(x.name, `${x.name}-v${at}`) : x));
             else if (edit === 'grow' && r !== undefined)
               list = list.map((x, k) => (k === i ? resource(x.name, `${LARGE}${at}`) : x));
-            assert.equal(Buffer.concat(blocks.chunks('v|k', list, framed)).toString(), joined(list));
+            assert.equal(Buffer.concat(blocks.chunks('v|k', list, { framed })).toString(), joined(list));
           }
         },
       ),
@@ -73,11 +73,11 @@ describe('FrameBlocks', () => {
   it('copies only the objects appended after the last block, not the block before them', () => {
     const blocks = new FrameBlocks();
     const list = names(300).map((n) => resource(n));
-    blocks.chunks('v|k', list, framed);
+    blocks.chunks('v|k', list, { framed });
     const copied = blocks.counters.bytesCopied;
     const added = resource('zzz-last');
     const next = [...list, added];
-    assert.equal(Buffer.concat(blocks.chunks('v|k', next, framed)).toString(), joined(next));
+    assert.equal(Buffer.concat(blocks.chunks('v|k', next, { framed })).toString(), joined(next));
     assert.equal(blocks.counters.bytesCopied - copied, framed(added).byteLength);
   });
 
@@ -86,7 +86,7 @@ describe('FrameBlocks', () => {
     const list = names(40).map((n, i) => resource(n, i % 10 === 3 ? `${LARGE}${i}` : n));
     const bytes = new Map(list.map((r) => [r, framed(r)]));
     const own = (r: ConfigResource): Uint8Array => bytes.get(r) ?? framed(r);
-    const first = blocks.chunks('v|k', list, own);
+    const first = blocks.chunks('v|k', list, { framed: own });
     assert.equal(Buffer.concat(first).toString(), joined(list));
     for (const r of list.filter((_, i) => i % 10 === 3)) {
       const chunk = first.find((c) => c.buffer === bytes.get(r)?.buffer);
@@ -95,7 +95,7 @@ describe('FrameBlocks', () => {
     assert.ok(blocks.counters.bytesCopied < 2000, `${blocks.counters.bytesCopied} bytes copied into blocks`);
     const next = list.map((r, i) => (i === 4 ? resource(r.name, 'changed') : r));
     const copied = blocks.counters.bytesCopied;
-    assert.equal(Buffer.concat(blocks.chunks('v|k', next, own)).toString(), joined(next));
+    assert.equal(Buffer.concat(blocks.chunks('v|k', next, { framed: own })).toString(), joined(next));
     assert.ok(
       blocks.counters.bytesCopied - copied < 2000,
       'the change beside a large object copies the small ones only',
@@ -105,10 +105,10 @@ describe('FrameBlocks', () => {
   it('a second call with the same objects copies nothing', () => {
     const blocks = new FrameBlocks();
     const list = names(5000).map((n) => resource(n));
-    const first = blocks.chunks('v|k', list, framed);
+    const first = blocks.chunks('v|k', list, { framed });
     const built = blocks.counters.blocksBuilt;
     assert.ok(first.length > 10 && first.length < 200, `${first.length} blocks for 5000 objects`);
-    const second = blocks.chunks('v|k', list, framed);
+    const second = blocks.chunks('v|k', list, { framed });
     assert.equal(blocks.counters.blocksBuilt, built);
     assert.deepEqual(second, first);
     second.forEach((c, i) => assert.equal(c, first[i], 'the same buffers'));
@@ -123,10 +123,10 @@ describe('FrameBlocks', () => {
     ];
     for (const [what, edit] of edits) {
       const blocks = new FrameBlocks();
-      blocks.chunks('v|k', base, framed);
+      blocks.chunks('v|k', base, { framed });
       const before = blocks.counters.blocksBuilt;
       const next = edit(base);
-      const chunks = blocks.chunks('v|k', next, framed);
+      const chunks = blocks.chunks('v|k', next, { framed });
       assert.ok(
         blocks.counters.blocksBuilt - before <= 2,
         `${what}: ${blocks.counters.blocksBuilt - before} blocks rebuilt`,
@@ -136,12 +136,43 @@ describe('FrameBlocks', () => {
     }
   });
 
+  it('tells the source where each member of a block it builds lives, and only then', () => {
+    const blocks = new FrameBlocks();
+    const moved = new Map<ConfigResource, Uint8Array>();
+    const source = {
+      framed: (r: ConfigResource): Uint8Array => moved.get(r) ?? framed(r),
+      rehome: (r: ConfigResource, bytes: Uint8Array): void => void moved.set(r, bytes),
+    };
+    const list = names(1000).map((n, i) => resource(n, i === 500 ? `${LARGE}${i}` : n));
+    const chunks = blocks.chunks('v|k', list, source);
+    assert.equal(Buffer.concat(chunks).toString(), joined(list));
+    assert.equal(moved.size, list.length - 1, 'every member of a block, not the object framed alone');
+    for (const [r, bytes] of moved) {
+      assert.equal(Buffer.from(bytes).toString(), Buffer.from(framed(r)).toString(), r.name);
+      assert.ok(
+        chunks.some((c) => c.buffer === bytes.buffer),
+        `${r.name} lives in a chunk`,
+      );
+    }
+    // Blocks taken whole tell nothing; a change tells the members of the blocks rebuilt, copied
+    // from where they live now.
+    const calls = (): number => moved.size;
+    moved.clear();
+    blocks.chunks('v|k', list, source);
+    assert.equal(calls(), 0);
+    const next = list.map((r, i) => (i === 200 ? resource(r.name, 'changed') : r));
+    const after = blocks.chunks('v|k', next, source);
+    assert.equal(Buffer.concat(after).toString(), joined(next));
+    assert.ok(moved.has(next[200] as ConfigResource), 'the changed object');
+    assert.ok(moved.size > 1 && moved.size <= 2 * 1024, `${moved.size} objects moved`);
+  });
+
   it('keeps separate lists apart', () => {
     const blocks = new FrameBlocks();
     const all = names(300).map((n) => resource(n));
     const some = all.filter((_, i) => i % 2 === 0);
-    assert.equal(Buffer.concat(blocks.chunks('a|k', all, framed)).toString(), joined(all));
-    assert.equal(Buffer.concat(blocks.chunks('b|k', some, framed)).toString(), joined(some));
-    assert.equal(Buffer.concat(blocks.chunks('a|k', all, framed)).toString(), joined(all));
+    assert.equal(Buffer.concat(blocks.chunks('a|k', all, { framed })).toString(), joined(all));
+    assert.equal(Buffer.concat(blocks.chunks('b|k', some, { framed })).toString(), joined(some));
+    assert.equal(Buffer.concat(blocks.chunks('a|k', all, { framed })).toString(), joined(all));
   });
 });

@@ -286,6 +286,26 @@ describe('resource encoder', () => {
     assert.equal(framed.buffer.byteLength, framed.byteLength);
   });
 
+  it("keeps an object's bytes where a block took them, for its instance and for equal content", () => {
+    const encoder = new ResourceEncoder(KINDS);
+    const r = resource({ name: 'moved' });
+    const own = encoder.framed(r);
+    const block = Buffer.alloc(own.byteLength + 10);
+    block.set(own, 4);
+    const slice = block.subarray(4, 4 + own.byteLength);
+    encoder.rehome(r, slice);
+    assert.equal(encoder.framed(r), slice, 'the instance now answers with the slice of the block');
+    assert.equal(encoder.framed(resource({ name: 'moved' })), slice, 'and so does equal content');
+    assert.equal(encoder.encodes, 1);
+    // A slice of another length is not the object's bytes; an instance never framed is not known.
+    encoder.rehome(r, block.subarray(0, own.byteLength + 1));
+    assert.equal(encoder.framed(r), slice);
+    const stranger = resource({ name: 'stranger' });
+    encoder.rehome(stranger, slice);
+    assert.notEqual(encoder.framed(stranger), slice);
+    assert.deepEqual(Buffer.from(encoder.framed(r)), Buffer.from(own));
+  });
+
   it('forgets the bytes of objects no longer served, unless an object now served has the same content', () => {
     const encoder = new ResourceEncoder(KINDS);
     const gone = resource({ name: 'gone' });

@@ -1,0 +1,83 @@
+/**
+ * Each served object's framed bytes are held once: in the block of the served list that last took
+ * them, not also in memory of their own, and a block rebuilt lets the one it replaces go. Checked
+ * with the real encoder and blocks, and weak references across full collections.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { makeResource, type ConfigResource } from '../../src/core/resource.js';
+import { FrameBlocks } from '../../src/downstream/frame-blocks.js';
+import { ResourceEncoder } from '../../src/downstream/resource-encoder.js';
+import { KINDS } from '../../src/schema/kinds.js';
+
+// A full collection on demand, without starting the test process with --expose-gc.
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+function serviceEntry(name: string, body: string): ConfigResource {
+  return makeResource({
+    kind: 'networking.istio.io/ServiceEntry',
+    namespace: 'shop',
+    name,
+    labels: { app: name },
+    annotations: {},
+    createTime: { seconds: 1_700_000_000, nanos: 0 },
+    body: Buffer.from(body),
+    origin: { file: 'test' },
+  });
+}
+
+/** How many of `refs` survive full collections (a WeakRef's target lives at least until the turn ends). */
+async function survivors(refs: readonly WeakRef<object>[]): Promise<number> {
+  for (let i = 0; i < 3; i++) {
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+  }
+  return refs.filter((r) => r.deref() !== undefined).length;
+}
+
+const names = (n: number): string[] =>
+  Array.from({ length: n }, (_, i) => `svc-${String(i).padStart(5, '0')}`);
+
+describe('framed bytes held once', () => {
+  it("lets an object's own encoding go once a block holds it", async () => {
+    const encoder = new ResourceEncoder(KINDS);
+    const blocks = new FrameBlocks();
+    const list = names(2000).map((n) => serviceEntry(n, `body of ${n}`));
+    const own = list.map((r) => new WeakRef(encoder.framed(r).buffer));
+    const expected = Buffer.concat(list.map((r) => encoder.framed(r)));
+    const chunks = blocks.chunks('v|k', list, encoder);
+    assert.ok(chunks.length > 3, `${chunks.length} blocks`);
+    assert.deepEqual(Buffer.concat(chunks), expected);
+    assert.equal(await survivors(own), 0, 'no object keeps bytes of its own beside the blocks');
+    // What the encoder hands out now is the blocks' bytes, equal to what it encoded.
+    assert.deepEqual(Buffer.concat(list.map((r) => encoder.framed(r))), expected);
+    assert.equal(encoder.encodes, list.length);
+  });
+
+  it('lets a block go once a change has rebuilt it and the replaced object is forgotten', async () => {
+    const encoder = new ResourceEncoder(KINDS);
+    const blocks = new FrameBlocks();
+    let list = names(2000).map((n) => serviceEntry(n, `body of ${n}`));
+    const first = blocks.chunks('v|k', list, encoder);
+    let replaced = list.find((r) => r.name === 'svc-01000');
+    assert.ok(replaced !== undefined);
+    const gone = ((r: ConfigResource): Array<WeakRef<object>> => {
+      const where = encoder.framed(r).buffer;
+      const block = first.find((c) => c.buffer === where);
+      assert.ok(block !== undefined, 'the object lives in a block');
+      return [new WeakRef(block.buffer)];
+    })(replaced);
+    first.length = 0;
+    const changed = serviceEntry(replaced.name, 'changed');
+    list = list.map((r) => (r === replaced ? changed : r));
+    const next = blocks.chunks('v|k', list, encoder);
+    assert.deepEqual(Buffer.concat(next), Buffer.concat(list.map((r) => Buffer.from(encoder.framed(r)))));
+    encoder.forget([replaced], [changed]);
+    replaced = undefined;
+    assert.equal(await survivors(gone), 0, 'the block before the change is let go');
+    assert.equal(encoder.encodes, list.length + 1);
+  });
+});
