@@ -8,6 +8,7 @@ import path from 'node:path';
  * with every upstream), then answers `counters`, `memory` and `push` requests until `stop`.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { writeHeapSnapshot } from 'node:v8';
 import { startMeshmux, type RunningMeshmux } from '../src/app.js';
 import { heapCollections } from '../src/core/heap-collections.js';
 import { MergeEngine } from '../src/merge/merge-engine.js';
@@ -44,7 +45,9 @@ export type ParentMessage =
   /** meshmux only: remember this process's CPU now; the next push records its CPU too (see `firstPush`). */
   | { readonly type: 'mark'; readonly id: number }
   /** meshmux only: CPU milliseconds from the last `mark` to the first push after it (null: none yet). */
-  | { readonly type: 'firstPush'; readonly id: number };
+  | { readonly type: 'firstPush'; readonly id: number }
+  /** Writes a heap snapshot of the server to `file` (after a full collection) and replies when done. */
+  | { readonly type: 'heapSnapshot'; readonly id: number; readonly file: string };
 
 /** Memory retained by the process after a full collection. */
 export interface RetainedMemory {
@@ -171,6 +174,9 @@ async function main(): Promise<void> {
         return;
       case 'firstPush':
         reply(marked?.firstPushCpuMs === undefined ? null : marked.firstPushCpuMs - marked.cpuMs);
+        return;
+      case 'heapSnapshot':
+        reply(writeHeapSnapshot(message.file));
         return;
       case 'push':
         push(message.policy, message.seq, message.byCount === true);

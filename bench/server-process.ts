@@ -144,6 +144,11 @@ export class ServerProcess {
     return (await this.request({ type: 'memory' })) as RetainedMemory;
   }
 
+  /** Writes a heap snapshot of the server to `file` (the server collects first); resolves with its path. */
+  async heapSnapshot(file: string): Promise<string> {
+    return (await this.request({ type: 'heapSnapshot', file })) as string;
+  }
+
   /** meshmux only: the server notes its CPU now, and again at its next push. */
   async mark(): Promise<void> {
     await this.request({ type: 'mark' });
