@@ -57,9 +57,18 @@ export interface McpResourceReaderOptions {
  * A result as the reader keeps it, the one `read` hands out: with the envelope it was read from
  * (to recognise the same bytes sent again) and its cache key (for {@link McpResourceReader.forget}).
  * One object per upstream object, where a cache entry beside the result would be a second one for
- * every marking of the heap to walk.
+ * every marking of the heap to walk. The envelope of a resource whose body lies in it (nearly
+ * all) is the whole of the body's buffer, so it is not kept beside it (see {@link envelopeOf}).
  */
-type KeptRead = ReadResult & { readonly raw: Uint8Array; readonly cacheKey: string };
+type KeptRead = ReadResult & { readonly raw?: Uint8Array; readonly cacheKey: string };
+
+/** The envelope a kept result was read from. */
+function envelopeOf(kept: KeptRead): Uint8Array {
+  if (kept.raw !== undefined) return kept.raw;
+  if (!kept.ok) throw new Error('a failed read keeps its envelope');
+  const { buffer } = kept.resource.body;
+  return new Uint8Array(buffer, 0, buffer.byteLength);
+}
 
 const MCP_RESOURCE = messageType('istio.mcp.v1alpha1.Resource');
 const MCP_RESOURCE_FIELDS: ReadonlySet<number> = new Set([1, 2]);
@@ -100,7 +109,7 @@ export class McpResourceReader {
     this.origin = { file: options.origin };
     this.cache = new LRUCache({
       maxSize: options.cacheBytes ?? 256 * 1024 * 1024,
-      sizeCalculation: (entry) => entry.raw.byteLength + 256,
+      sizeCalculation: (entry) => envelopeOf(entry).byteLength + 256,
     });
   }
 
@@ -115,7 +124,7 @@ export class McpResourceReader {
     if (sentName !== undefined) {
       // peek: recency bookkeeping per object would cost more than the comparison itself.
       const seen = this.cache.peek(`${kind.key}|${sentName}`);
-      if (seen !== undefined && sameBytes(seen.raw, bytes)) return seen;
+      if (seen !== undefined && sameBytes(envelopeOf(seen), bytes)) return seen;
     }
     // A copy detaches the object from the (possibly huge) response buffer it arrived in; a plain
     // Uint8Array (not a Buffer) also makes protobufjs fail on overruns instead of truncating.
@@ -365,16 +374,32 @@ const NONE: readonly never[] = Object.freeze([]);
  */
 function keptRead(result: ReadResult, raw: Uint8Array, cacheKey: string): KeptRead {
   if (result.ok) {
-    return {
-      ok: true,
-      name: result.name,
-      resource: result.resource,
-      unknownEnvelopeFields: result.unknownEnvelopeFields,
-      unknownBodyFields: result.unknownBodyFields,
-      warnings: result.warnings ?? NONE,
-      raw,
-      cacheKey,
-    };
+    const body = result.resource.body;
+    // `raw` is a buffer of its own: when the body is a view of it, the body's buffer is the envelope.
+    const inBody =
+      body.buffer === raw.buffer && raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength;
+    // Written out field by field, one literal per shape: V8 gives objects built by spreading a
+    // shape of their own each.
+    return inBody
+      ? {
+          ok: true,
+          name: result.name,
+          resource: result.resource,
+          unknownEnvelopeFields: result.unknownEnvelopeFields,
+          unknownBodyFields: result.unknownBodyFields,
+          warnings: result.warnings ?? NONE,
+          cacheKey,
+        }
+      : {
+          ok: true,
+          name: result.name,
+          resource: result.resource,
+          unknownEnvelopeFields: result.unknownEnvelopeFields,
+          unknownBodyFields: result.unknownBodyFields,
+          warnings: result.warnings ?? NONE,
+          raw,
+          cacheKey,
+        };
   }
   return result.name === undefined
     ? { ok: false, error: result.error, raw, cacheKey }

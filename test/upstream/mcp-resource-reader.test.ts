@@ -30,6 +30,26 @@ describe('McpResourceReader', () => {
     assert.ok(changed.ok && changed.resource.version !== first.resource.version);
   });
 
+  it('keeps one buffer per object: the envelope read, its body a view of it', () => {
+    const r = reader();
+    const bytes = envelope('pay.example.com');
+    const first = r.read(SE, bytes, 'test');
+    assert.ok(first.ok);
+    const { body } = first.resource;
+    assert.deepEqual(Buffer.from(body.buffer), Buffer.from(bytes), "the body's buffer is the envelope");
+    assert.equal(Object.keys(first).includes('raw'), false, 'no second view of it');
+    // An envelope whose body is not a view of it (an empty body read through the full decoder,
+    // for an unknown field) keeps its bytes beside the result, and is recognised again as well.
+    const empty = encodeMcpResource(
+      SE,
+      { namespace: 'shop', name: 'empty', spec: {} },
+      { createTime: { seconds: 1_700_000_000, nanos: 0 }, extra100: true },
+    );
+    const kept = r.read(SE, empty, 'test');
+    assert.ok(kept.ok, kept.ok ? '' : kept.error.message);
+    assert.equal(r.read(SE, Buffer.from(empty), 'test'), kept);
+  });
+
   it('reads an object again once it was forgotten, and only then', () => {
     const r = reader();
     const first = r.read(SE, envelope('pay.example.com'), 'test');
