@@ -68,18 +68,27 @@ function carriesCreateTime(framed: Uint8Array, createTime: Timestamp): boolean {
 }
 
 /**
+ * An object's framed bytes where they lie now: memory of their own when encoded, a slice of a
+ * block once one holds them ({@link ResourceEncoder.rehome}). One per content, shared by every
+ * instance with that content and by the cache, so moving the bytes is one assignment.
+ */
+interface Framed {
+  bytes: Uint8Array;
+}
+
+/**
  * Encodes each object once per version into the exact bytes of one `resources` entry of a
  * DiscoveryResponse (tag, length, `Any(istio.mcp.v1alpha1.Resource)`), so responses are
  * assembled by concatenation and never re-encode an unchanged object. Output is deterministic
  * (map entries sorted), so replicas emit identical bytes for identical content.
  */
 export class ResourceEncoder {
-  private readonly cache: LRUCache<string, Uint8Array>;
+  private readonly cache: LRUCache<string, Framed>;
   /**
    * The same bytes by object instance: the merge hands out one instance per object version, so
    * assembling a response is a weak-map lookup per object, no key to build. Entries go with the objects.
    */
-  private readonly byInstance = new WeakMap<ConfigResource, Uint8Array>();
+  private readonly byInstance = new WeakMap<ConfigResource, Framed>();
   /** Objects encoded since start; a benchmark counter. */
   encodes = 0;
 
@@ -87,19 +96,19 @@ export class ResourceEncoder {
     private readonly kinds: KindRegistry,
     options: ResourceEncoderOptions = {},
   ) {
-    this.cache = new LRUCache<string, Uint8Array>({
+    this.cache = new LRUCache<string, Framed>({
       maxSize: options.maxCacheBytes ?? 512 * 1024 * 1024,
-      sizeCalculation: (v) => v.byteLength + 64,
+      sizeCalculation: (v) => v.bytes.byteLength + 64,
     });
   }
 
   /** The framed `resources` entry of an object. The returned bytes must not be altered. */
   framed(resource: ConfigResource): Uint8Array {
     const known = this.byInstance.get(resource);
-    if (known !== undefined) return known;
-    const bytes = this.framedByKey(resource);
-    this.byInstance.set(resource, bytes);
-    return bytes;
+    if (known !== undefined) return known.bytes;
+    const framed = this.framedByKey(resource);
+    this.byInstance.set(resource, framed);
+    return framed.bytes;
   }
 
   /**
@@ -107,14 +116,13 @@ export class ResourceEncoder {
    * a served list (see `FrameBlocks`), so each object's bytes are held once, in the block that
    * last took them, instead of also in memory of their own. A block rebuilt copies its members
    * from where they are and takes them over in turn, so an older block is let go once its
-   * objects have moved on. Bytes of another instance or another length are left alone.
+   * objects have moved on. Bytes of another instance or another length are left alone. Every
+   * instance sharing the bytes (equal content) follows, and so does the cache by content.
    */
   rehome(resource: ConfigResource, bytes: Uint8Array): void {
     const known = this.byInstance.get(resource);
-    if (known === undefined || known === bytes || known.byteLength !== bytes.byteLength) return;
-    this.byInstance.set(resource, bytes);
-    const key = contentKey(resource);
-    if (this.cache.peek(key) === known) this.cache.set(key, bytes);
+    if (known === undefined || known.bytes.byteLength !== bytes.byteLength) return;
+    known.bytes = bytes;
   }
 
   /**
@@ -133,14 +141,14 @@ export class ResourceEncoder {
     }
   }
 
-  private framedByKey(resource: ConfigResource): Uint8Array {
+  private framedByKey(resource: ConfigResource): Framed {
     const key = contentKey(resource);
     const hit = this.cache.get(key);
-    if (hit !== undefined && (key !== resource.version || carriesCreateTime(hit, resource.createTime)))
+    if (hit !== undefined && (key !== resource.version || carriesCreateTime(hit.bytes, resource.createTime)))
       return hit;
-    const bytes = this.encode(resource);
-    this.cache.set(key, bytes);
-    return bytes;
+    const framed: Framed = { bytes: this.encode(resource) };
+    this.cache.set(key, framed);
+    return framed;
   }
 
   /**
