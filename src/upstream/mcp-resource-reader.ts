@@ -71,6 +71,9 @@ function envelopeOf(kept: KeptRead): Uint8Array {
 }
 
 const MCP_RESOURCE = messageType('istio.mcp.v1alpha1.Resource');
+/** Strings shared between objects (namespaces, label values): at most this many, this long. */
+const MAX_SHARED_STRINGS = 4096;
+const MAX_SHARED_CHARS = 64;
 const MCP_RESOURCE_FIELDS: ReadonlySet<number> = new Set([1, 2]);
 
 /** Annotations istiod's metadata validation refuses on every kind; it would drop the object. */
@@ -100,6 +103,8 @@ const DRY_RUN_KINDS: ReadonlySet<string> = new Set(['security.istio.io/Authoriza
  */
 export class McpResourceReader {
   private readonly firstSeen = new Map<string, Timestamp>();
+  /** See {@link shared}. */
+  private readonly repeated = new Map<string, string>();
   private readonly cache: LRUCache<string, KeptRead>;
   private readonly now: () => Date;
   private readonly origin: ResourceOrigin;
@@ -149,7 +154,7 @@ export class McpResourceReader {
     const result = this.build(kind, named.namespace, named.shortName, where, {
       bodyTypeUrl: decoded.body?.type_url,
       body: decoded.body?.value,
-      labels: metadata.labels ?? {},
+      labels: this.sharedValues(metadata.labels ?? {}),
       annotations: metadata.annotations ?? {},
       createTime: metadata.create_time,
       // The upstream's metadata.version is not carried: behind istiod it is a Kubernetes resourceVersion,
@@ -243,7 +248,26 @@ export class McpResourceReader {
         }),
       };
     }
-    return { ok: true, namespace, shortName };
+    return { ok: true, namespace: this.shared(namespace), shortName };
+  }
+
+  /**
+   * One instance of a string many objects repeat (a namespace, a label value such as a zone),
+   * instead of one per object as each is decoded. Bounded: once the table is full, strings not in
+   * it stay as decoded.
+   */
+  private shared(text: string): string {
+    if (text.length > MAX_SHARED_CHARS) return text;
+    const known = this.repeated.get(text);
+    if (known !== undefined) return known;
+    if (this.repeated.size < MAX_SHARED_STRINGS) this.repeated.set(text, text);
+    return text;
+  }
+
+  /** `labels` (decoded for this object alone) with its values shared. */
+  private sharedValues(labels: Record<string, string>): Record<string, string> {
+    for (const key of Object.keys(labels)) labels[key] = this.shared(labels[key] as string);
+    return labels;
   }
 
   private build(
