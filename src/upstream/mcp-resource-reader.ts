@@ -402,28 +402,17 @@ function keptRead(result: ReadResult, raw: Uint8Array, cacheKey: string): KeptRe
     // `raw` is a buffer of its own: when the body is a view of it, the body's buffer is the envelope.
     const inBody =
       body.buffer === raw.buffer && raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength;
-    // Written out field by field, one literal per shape: V8 gives objects built by spreading a
-    // shape of their own each.
-    return inBody
-      ? {
-          ok: true,
-          name: result.name,
-          resource: result.resource,
-          unknownEnvelopeFields: result.unknownEnvelopeFields,
-          unknownBodyFields: result.unknownBodyFields,
-          warnings: result.warnings ?? NONE,
-          cacheKey,
-        }
-      : {
-          ok: true,
-          name: result.name,
-          resource: result.resource,
-          unknownEnvelopeFields: result.unknownEnvelopeFields,
-          unknownBodyFields: result.unknownBodyFields,
-          warnings: result.warnings ?? NONE,
-          raw,
-          cacheKey,
-        };
+    const kept: KeptRead = {
+      ok: true,
+      name: result.name,
+      resource: result.resource,
+      unknownEnvelopeFields: result.unknownEnvelopeFields,
+      unknownBodyFields: result.unknownBodyFields,
+      warnings: result.warnings ?? NONE,
+      cacheKey,
+    };
+    // A field added to the literal's shape: one shared shape more, not one per object.
+    return inBody ? kept : Object.assign(kept, { raw });
   }
   return result.name === undefined
     ? { ok: false, error: result.error, raw, cacheKey }
