@@ -116,8 +116,8 @@ export class ResourceEncoder {
    * a served list (see `FrameBlocks`), so each object's bytes are held once, in the block that
    * last took them, instead of also in memory of their own. A block rebuilt copies its members
    * from where they are and takes them over in turn, so an older block is let go once its
-   * objects have moved on. Bytes of another instance or another length are left alone. Every
-   * instance sharing the bytes (equal content) follows, and so does the cache by content.
+   * objects have moved on. An instance never framed, or bytes of another length, are left alone.
+   * Every instance sharing the bytes (equal content) follows, and so does the cache by content.
    */
   rehome(resource: ConfigResource, bytes: Uint8Array): void {
     const known = this.byInstance.get(resource);
