@@ -20,6 +20,7 @@ import {
   configJsonSchema,
   configProblems,
   loadMeshmuxConfig,
+  readMeshmuxConfig,
   type MeshmuxConfig,
 } from './settings/meshmux-config.js';
 import { ByteSize, Duration } from './settings/sources/common.js';
@@ -50,7 +51,7 @@ async function serve(options: {
 }): Promise<void> {
   const log = componentLogger('cli');
   const location = configLocation(options.config);
-  const config = loadMeshmuxConfig(location.file, location.baseDir);
+  const { config, text: startedFrom } = readMeshmuxConfig(location.file, location.baseDir);
   // The signals are taken before anything starts: one that arrives while meshmux starts (a pod
   // deleted as it comes up) is a clean shutdown once the start is done, never the default action,
   // which kills the process in the middle of whatever it was doing.
@@ -109,6 +110,14 @@ async function serve(options: {
     log.warn({ err: String(err) }, 'cannot watch the configuration file; reload with SIGHUP');
   }
   process.on('SIGHUP', () => reload('SIGHUP'));
+  // An edit made while meshmux started came before the folder was watched: applied now.
+  let now: string | undefined;
+  try {
+    now = readFileSync(location.file, 'utf8');
+  } catch {
+    now = undefined;
+  }
+  if (now !== startedFrom) reload('file changed while starting');
 }
 
 /** Starts the sources and the merge of a configuration, waits for it to be served, and prints what a client would get. */

@@ -340,13 +340,21 @@ export function parseMeshmuxConfig(text: string, origin: string, baseDir: string
 
 /** Reads a configuration file; relative paths in it resolve against `baseDir` (default: the file's own folder). */
 export function loadMeshmuxConfig(file: string, baseDir = path.dirname(path.resolve(file))): MeshmuxConfig {
+  return readMeshmuxConfig(file, baseDir).config;
+}
+
+/** {@link loadMeshmuxConfig}, with the text the configuration was read from. */
+export function readMeshmuxConfig(
+  file: string,
+  baseDir = path.dirname(path.resolve(file)),
+): { config: MeshmuxConfig; text: string } {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
     throw new MeshmuxError('CONFIG', `cannot read: ${(err as Error).message}`, { file }, { cause: err });
   }
-  return parseMeshmuxConfig(text, file, baseDir);
+  return { config: parseMeshmuxConfig(text, file, baseDir), text };
 }
 
 function formatPath(p: readonly PropertyKey[]): string {

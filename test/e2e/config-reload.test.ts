@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
@@ -133,6 +134,49 @@ describe('configuration reloads', () => {
     } finally {
       client.close();
       await meshmux.stop();
+      await dispose();
+    }
+  });
+
+  it('applies an edit written while it starts, before the file is watched', async () => {
+    const { dir, dispose } = await tempDir('meshmux-config-reload-');
+    const configFile = path.join(dir, 'meshmux.yaml');
+    await mkdir(path.join(dir, 'mesh'));
+    await mkdir(path.join(dir, 'extra'));
+    await writeFile(path.join(dir, 'mesh', 'a.yaml'), plainServiceEntry('cart'));
+    await writeFile(path.join(dir, 'extra', 'b.yaml'), plainServiceEntry('ledger'));
+    // An etcd endpoint that takes connections and never answers holds the start (meshmux reads
+    // the shared state first) for its request timeout: a window to edit the file in.
+    const held: Socket[] = [];
+    const silent = createServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as AddressInfo).port;
+    const state = `state: {dir: none, etcd: {endpoints: ["http://127.0.0.1:${port}"]}}\n`;
+    await writeFile(configFile, `${state}${config()}`);
+    const dialled = new Promise((resolve) => silent.once('connection', resolve));
+    const starting = MeshmuxProcess.start(configFile, { cwd: dir });
+    let meshmux: MeshmuxProcess | undefined;
+    let client: IstiodClient | undefined;
+    try {
+      await dialled;
+      await writeFile(
+        `${configFile}.tmp`,
+        `${state}${config(undefined, '  - {name: extra, type: file, path: ./extra}')}`,
+      );
+      await rename(`${configFile}.tmp`, configFile);
+      meshmux = await starting;
+      await meshmux.waitForLog((l) => l.msg === 'configuration reloaded', 0, 20_000, 'the reload');
+      client = new IstiodClient({ address: meshmux.xds }).start();
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/ledger') && c.configs(SE).has('shop/cart'),
+        20_000,
+        () => 'the source the edit added',
+      );
+    } finally {
+      client?.close();
+      await (meshmux ?? (await starting.catch(() => undefined)))?.stop();
+      for (const socket of held) socket.destroy();
+      silent.close();
       await dispose();
     }
   });
