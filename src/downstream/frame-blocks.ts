@@ -138,18 +138,11 @@ export class FrameBlocks {
     // whatever they are cut from alive.
     const bytes = Buffer.allocUnsafeSlow(size);
     let at = 0;
-    for (const p of parts) {
+    parts.forEach((p, k) => {
       bytes.set(p, at);
+      source.rehome?.(members[k] as ConfigResource, bytes.subarray(at, at + p.byteLength));
       at += p.byteLength;
-    }
-    if (source.rehome !== undefined) {
-      at = 0;
-      for (let k = 0; k < members.length; k++) {
-        const length = (parts[k] as Uint8Array).byteLength;
-        source.rehome(members[k] as ConfigResource, bytes.subarray(at, at + length));
-        at += length;
-      }
-    }
+    });
     this.counters.blocksBuilt++;
     this.counters.bytesCopied += size;
     blocks.set(first, { members, bytes });

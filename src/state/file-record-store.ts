@@ -10,7 +10,7 @@ import {
   type RecordWriteStatus,
 } from './record-write-queue.js';
 import { journalEntry, listChange, replayJournal } from './record-journal.js';
-import { decodeStateFile, STATE_HEADER_BYTES, streamStateFile } from './state-file.js';
+import { decodeStateFile, STATE_HEADER_BYTES, stateFileChecksum, streamStateFile } from './state-file.js';
 
 const SUFFIX = '.state';
 const JOURNAL_SUFFIX = '.journal';
@@ -186,7 +186,7 @@ export class FileRecordStore implements SourceRecordStore {
     const temporary = `${file}.${process.pid}.tmp`;
     const handle = await open(temporary, 'w', 0o600);
     let bytes = 0;
-    let base = Buffer.alloc(0);
+    let base: Buffer = Buffer.alloc(0);
     try {
       // The payload as it is encoded, after room for the header, then the header.
       let position = STATE_HEADER_BYTES;
@@ -196,7 +196,7 @@ export class FileRecordStore implements SourceRecordStore {
       });
       await writeAll(handle, header, 0);
       bytes = position;
-      base = Buffer.from(header.subarray(24, 56));
+      base = stateFileChecksum(header);
       await handle.sync();
     } catch (err) {
       await handle.close().catch(() => undefined);
@@ -230,7 +230,7 @@ export class FileRecordStore implements SourceRecordStore {
             file,
           });
         }
-        records.set(record.source, await this.replay(expected, record, bytes.subarray(24, 56), problems));
+        records.set(record.source, await this.replay(expected, record, stateFileChecksum(bytes), problems));
       } catch (err) {
         const error = toMeshmuxError(err, 'STATE', { file });
         problems.push(error);

@@ -25,6 +25,13 @@ export const STATE_FILE_MAGIC = Buffer.from('MMXSTATE', 'ascii');
 export const STATE_FORMAT_VERSION = 1;
 /** Bytes before the payload: magic, format version, reserved, payload length, SHA-256. */
 export const STATE_HEADER_BYTES = 56;
+/** Where the header's SHA-256 of the payload starts. */
+const CHECKSUM_AT = 24;
+
+/** The checksum a state file's header carries (a view of `file`, which may be the header alone). */
+export function stateFileChecksum(file: Buffer): Buffer {
+  return file.subarray(CHECKSUM_AT, STATE_HEADER_BYTES);
+}
 /**
  * Resources encoded between two turns of the event loop while a record is written: a few
  * milliseconds of work. Slices of 2,000 were among the longest tasks of the loop under churn.
@@ -300,7 +307,7 @@ export async function streamStateFile(
   header.writeUInt32BE(STATE_FORMAT_VERSION, 8);
   header.writeUInt32BE(0, 12);
   header.writeBigUInt64BE(BigInt(length), 16);
-  hash.digest().copy(header, 24);
+  hash.digest().copy(header, CHECKSUM_AT);
   return header;
 }
 
@@ -339,7 +346,7 @@ export function decodeStateFile(bytes: Uint8Array, file: string): SourceRecord {
     fail(`truncated or extended: ${payload.byteLength} payload bytes, the header says ${length}`);
   }
   const digest = createHash('sha256').update(payload).digest();
-  if (!digest.equals(buf.subarray(24, 56))) fail('checksum mismatch: the file is corrupt');
+  if (!digest.equals(stateFileChecksum(buf))) fail('checksum mismatch: the file is corrupt');
   let o: RecordObject;
   try {
     // The decoded message itself (defaults on its prototype): no second, plain copy of 50k objects.
