@@ -1,4 +1,3 @@
-import { LRUCache } from 'lru-cache';
 import protobuf from 'protobufjs';
 import { compactString } from '../core/compact-string.js';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
@@ -20,6 +19,7 @@ import { findUnknownFields, isPlainBody } from '../schema/unknown-fields.js';
 import { StrictReader } from '../wire/strict-reader.js';
 import { sameBytes, unknownFieldNumbers } from '../wire/wire-fields.js';
 import { readPlainEnvelope, type McpEnvelope } from './mcp-envelope.js';
+import { ReadCache } from './read-cache.js';
 
 /** What one upstream object became: a resource, or the reason it was dropped. */
 export type ReadResult =
@@ -60,7 +60,12 @@ export interface McpResourceReaderOptions {
  * every marking of the heap to walk. The envelope of a resource whose body lies in it (nearly
  * all) is the whole of the body's buffer, so it is not kept beside it (see {@link envelopeOf}).
  */
-type KeptRead = ReadResult & { readonly raw?: Uint8Array; readonly cacheKey: string };
+type KeptRead = ReadResult & {
+  readonly raw?: Uint8Array;
+  /** The kind's registry key and the name as sent: where the cache keeps the result. */
+  readonly cacheKind: string;
+  readonly cacheName: string;
+};
 
 /** The envelope a kept result was read from. */
 function envelopeOf(kept: KeptRead): Uint8Array {
@@ -105,17 +110,14 @@ export class McpResourceReader {
   private readonly firstSeen = new Map<string, Timestamp>();
   /** See {@link shared}. */
   private readonly repeated = new Map<string, string>();
-  private readonly cache: LRUCache<string, KeptRead>;
+  private readonly cache: ReadCache<KeptRead>;
   private readonly now: () => Date;
   private readonly origin: ResourceOrigin;
 
   constructor(private readonly options: McpResourceReaderOptions) {
     this.now = options.now ?? (() => new Date());
     this.origin = { file: options.origin };
-    this.cache = new LRUCache({
-      maxSize: options.cacheBytes ?? 256 * 1024 * 1024,
-      sizeCalculation: (entry) => envelopeOf(entry).byteLength + 256,
-    });
+    this.cache = new ReadCache(options.cacheBytes ?? 256 * 1024 * 1024, keptSize);
   }
 
   /**
@@ -127,8 +129,7 @@ export class McpResourceReader {
     // state-of-the-world response of 50k objects with one change decodes one.
     const sentName = metadataName(bytes);
     if (sentName !== undefined) {
-      // peek: recency bookkeeping per object would cost more than the comparison itself.
-      const seen = this.cache.peek(`${kind.key}|${sentName}`);
+      const seen = this.cache.get(kind.key, sentName);
       if (seen !== undefined && sameBytes(envelopeOf(seen), bytes)) return seen;
     }
     // A copy detaches the object from the (possibly huge) response buffer it arrived in; a plain
@@ -149,7 +150,6 @@ export class McpResourceReader {
     const metadata = decoded.metadata ?? {};
     const named = this.parseName(metadata.name ?? '', kind, where);
     if (!named.ok) return named;
-    const cacheKey = compactString(`${kind.key}|${metadata.name ?? ''}`);
 
     const result = this.build(kind, named.namespace, named.shortName, where, {
       bodyTypeUrl: decoded.body?.type_url,
@@ -162,8 +162,11 @@ export class McpResourceReader {
       upstreamVersion: '',
       unknownEnvelopeFields: plain === undefined ? unknownFieldNumbers(raw, MCP_RESOURCE_FIELDS) : NONE,
     });
-    const kept = keptRead(result, raw, cacheKey);
-    this.cache.set(cacheKey, kept);
+    // The name as sent is the result's own `namespace/name` string nearly always: shared, not built again.
+    const sent = metadata.name ?? '';
+    const cacheName = result.name === sent ? result.name : compactString(sent);
+    const kept = keptRead(result, raw, kind.key, cacheName);
+    this.cache.set(kind.key, cacheName, kept);
     return kept;
   }
 
@@ -173,8 +176,9 @@ export class McpResourceReader {
    * reader has since read a newer version of the object under the same name.
    */
   forget(result: ReadResult): void {
-    const key = (result as Partial<KeptRead>).cacheKey;
-    if (key !== undefined && this.cache.peek(key) === result) this.cache.delete(key);
+    const { cacheKind, cacheName } = result as Partial<KeptRead>;
+    if (cacheKind !== undefined && cacheName !== undefined)
+      this.cache.deleteIf(cacheKind, cacheName, result as KeptRead);
   }
 
   /**
@@ -396,7 +400,7 @@ const NONE: readonly never[] = Object.freeze([]);
  * `result` with its bytes and key, written out field by field: a spread copy of the result takes
  * a hidden class of its own per object in V8 (two heap objects more per object, measured).
  */
-function keptRead(result: ReadResult, raw: Uint8Array, cacheKey: string): KeptRead {
+function keptRead(result: ReadResult, raw: Uint8Array, cacheKind: string, cacheName: string): KeptRead {
   if (result.ok) {
     const body = result.resource.body;
     // `raw` is a buffer of its own: when the body is a view of it, the body's buffer is the envelope.
@@ -409,14 +413,21 @@ function keptRead(result: ReadResult, raw: Uint8Array, cacheKey: string): KeptRe
       unknownEnvelopeFields: result.unknownEnvelopeFields,
       unknownBodyFields: result.unknownBodyFields,
       warnings: result.warnings ?? NONE,
-      cacheKey,
+      cacheKind,
+      cacheName,
     };
     // A field added to the literal's shape: one shared shape more, not one per object.
     return inBody ? kept : Object.assign(kept, { raw });
   }
   return result.name === undefined
-    ? { ok: false, error: result.error, raw, cacheKey }
-    : { ok: false, name: result.name, error: result.error, raw, cacheKey };
+    ? { ok: false, error: result.error, raw, cacheKind, cacheName }
+    : { ok: false, name: result.name, error: result.error, raw, cacheKind, cacheName };
+}
+
+/** What a kept result stands for in the cache's bound: its envelope and about as much again of objects. */
+function keptSize(kept: KeptRead): number {
+  if (kept.raw !== undefined) return kept.raw.byteLength + 256;
+  return (kept.ok ? kept.resource.body.buffer.byteLength : 0) + 256;
 }
 
 /** `list`, or one shared empty list: a result is kept per object, and most of these lists are empty. */
