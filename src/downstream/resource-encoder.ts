@@ -1,5 +1,5 @@
-import { LRUCache } from 'lru-cache';
 import protobuf from 'protobufjs';
+import { ByteBoundedMap } from '../core/byte-bounded-map.js';
 import { compactString } from '../core/compact-string.js';
 import { isContentVersion, type ConfigResource, type Timestamp } from '../core/resource.js';
 import { anyTypeUrl } from '../schema/proto-root.js';
@@ -83,7 +83,7 @@ interface Framed {
  * (map entries sorted), so replicas emit identical bytes for identical content.
  */
 export class ResourceEncoder {
-  private readonly cache: LRUCache<string, Framed>;
+  private readonly cache: ByteBoundedMap<string, Framed>;
   /**
    * The same bytes by object instance: the merge hands out one instance per object version, so
    * assembling a response is a weak-map lookup per object, no key to build. Entries go with the objects.
@@ -96,10 +96,11 @@ export class ResourceEncoder {
     private readonly kinds: KindRegistry,
     options: ResourceEncoderOptions = {},
   ) {
-    this.cache = new LRUCache<string, Framed>({
-      maxSize: options.maxCacheBytes ?? 512 * 1024 * 1024,
-      sizeCalculation: (v) => v.bytes.byteLength + 64,
-    });
+    // A rehome keeps the bytes' length, so a value's size never changes while it is kept.
+    this.cache = new ByteBoundedMap(
+      options.maxCacheBytes ?? 512 * 1024 * 1024,
+      (v) => v.bytes.byteLength + 64,
+    );
   }
 
   /** The framed `resources` entry of an object. The returned bytes must not be altered. */
