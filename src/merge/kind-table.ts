@@ -1,7 +1,6 @@
 import { SemanticGroups } from './semantic-groups.js';
-import { compactString } from '../core/compact-string.js';
 import { ContentDigest } from '../core/content-digest.js';
-import type { ConfigResource } from '../core/resource.js';
+import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { Conflict, ConflictParty, ConflictType, KindChanges, KindSnapshot } from './config-snapshot.js';
 import type { KindState } from './source-ledger.js';
 
@@ -38,17 +37,6 @@ export interface ApplyHints {
 /** The next kind snapshot's `serial`: unique in the process, whichever table builds it. */
 let nextSerial = 0;
 
-/** Namespace first, then name: a key that sorts the way responses list objects. */
-function sortKey(namespace: string, name: string): string {
-  return compactString(`${namespace}\u0000${name}`);
-}
-
-/** The holder key (`namespace/name`) of a sort key. */
-function holderKey(sk: string): string {
-  const sep = sk.indexOf('\u0000');
-  return `${sk.slice(0, sep)}/${sk.slice(sep + 1)}`;
-}
-
 function isHolderList(held: Holder | readonly Holder[] | undefined): held is readonly Holder[] {
   return Array.isArray(held);
 }
@@ -70,10 +58,13 @@ export class KindTable {
    * one, and a list of one would be two more heap objects per object for every marking to walk.
    */
   private readonly holders = new Map<string, Holder | readonly Holder[]>();
+  /**
+   * The served holder of each key. Every map and set of the table is keyed by the sources' own
+   * `namespace/name` strings: a key of its own per object (one that sorts as responses list
+   * objects, say) would be a string more per object, and a string built per look-up.
+   */
   private readonly served = new Map<string, Holder>();
-  /** Served sort keys, kept sorted. */
-  private readonly order: string[] = [];
-  /** The served objects in `order`, maintained alongside it so a snapshot is one array copy. */
+  /** The served objects by namespace, then name (the order of responses), so a snapshot is one array copy. */
   private readonly orderedResources: ConfigResource[] = [];
   /** Per source holding objects of this kind: its position and the revision of its last effective change. */
   private readonly revisions = new Map<string, { readonly order: number; readonly revision: string }>();
@@ -121,12 +112,12 @@ export class KindTable {
    */
   apply(rank: SourceRank, before: KindState, after: KindState, hints: ApplyHints = {}): void {
     const touched = new Set<string>();
-    const drop = (key: string, r: ConfigResource): void => {
+    const drop = (key: string): void => {
       const list = this.holdersOf(key).filter((h) => h.rank.name !== rank.name);
       if (list.length === 0) this.holders.delete(key);
       else this.holders.set(key, list.length === 1 ? (list[0] as Holder) : list);
       this.setContested(key, list.length > 1);
-      touched.add(sortKey(r.namespace, r.name));
+      touched.add(key);
     };
     const hold = (key: string, r: ConfigResource): void => {
       const held = { rank, resource: r };
@@ -136,7 +127,7 @@ export class KindTable {
         this.holders.set(key, [...others, held].sort(compareRank));
         this.setContested(key, true);
       }
-      touched.add(sortKey(r.namespace, r.name));
+      touched.add(key);
     };
     if (hints.changed !== undefined) {
       for (const key of hints.changed) {
@@ -144,10 +135,10 @@ export class KindTable {
         const a = after.get(key);
         if (a === b) continue;
         if (a !== undefined) hold(key, a);
-        else if (b !== undefined) drop(key, b);
+        else if (b !== undefined) drop(key);
       }
     } else {
-      for (const [key, r] of before) if (!after.has(key)) drop(key, r);
+      for (const key of before.keys()) if (!after.has(key)) drop(key);
       for (const [key, r] of after) if (before.get(key) !== r) hold(key, r);
     }
     if (touched.size === 0) return;
@@ -160,21 +151,21 @@ export class KindTable {
     this.cached = undefined;
     this.conflictsStale = true;
     const groups = new Set<string>();
-    for (const sk of touched) {
-      const winner = this.winner(sk);
-      for (const g of this.reindex(sk, winner)) groups.add(g);
+    for (const key of touched) {
+      const winner = this.winner(key);
+      for (const g of this.reindex(key, winner)) groups.add(g);
     }
     const recheck = new Set(touched);
-    for (const g of groups) for (const sk of this.semantic.membersOf(g)) recheck.add(sk);
+    for (const g of groups) for (const key of this.semantic.membersOf(g)) recheck.add(key);
     if (this.policy === 'highest-priority') this.suppress(groups, touched);
     // Many keys at once (a first sync, a restore): insert them unordered and sort once, instead of
     // one splice each, which is quadratic in the kind's size.
-    const bulk = recheck.size > 256 && recheck.size * 8 > this.order.length;
-    for (const sk of recheck) {
-      this.serve(sk, bulk);
-      this.staleKey(holderKey(sk));
+    const bulk = recheck.size > 256 && recheck.size * 8 > this.orderedResources.length;
+    for (const key of recheck) {
+      this.serve(key, bulk);
+      this.staleKey(key);
       // What a clash says of a member (its holder, withheld or served) may have changed.
-      for (const g of this.semantic.groupsOf(sk)) this.staleGroup(g);
+      for (const g of this.semantic.groupsOf(key)) this.staleGroup(g);
     }
     for (const g of groups) this.staleGroup(g);
     if (bulk) {
@@ -185,13 +176,9 @@ export class KindTable {
 
   /** Rebuilds the served order from `served` (after a bulk change). */
   private reorder(): void {
-    const keys = [...this.served.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-    this.order.length = 0;
     this.orderedResources.length = 0;
-    for (const sk of keys) {
-      this.order.push(sk);
-      this.orderedResources.push((this.served.get(sk) as Holder).resource);
-    }
+    for (const h of this.served.values()) this.orderedResources.push(h.resource);
+    this.orderedResources.sort(compareByName);
   }
 
   /** The served objects, or undefined when there are none. Reused until the next change. */
@@ -233,10 +220,18 @@ export class KindTable {
     if (pending === undefined) return undefined;
     const removed: ConfigResource[] = [];
     const added: ConfigResource[] = [];
-    for (const sk of [...pending.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) {
-      const before = pending.get(sk);
-      const after = this.served.get(sk)?.resource;
-      if (before === after) continue;
+    const moved: {
+      readonly before: ConfigResource | undefined;
+      readonly after: ConfigResource | undefined;
+    }[] = [];
+    for (const [key, before] of pending) {
+      const after = this.served.get(key)?.resource;
+      if (before !== after) moved.push({ before, after });
+    }
+    // Both name the key's object, so either tells its place.
+    const of = (m: (typeof moved)[number]): ConfigResource => (m.before ?? m.after) as ConfigResource;
+    moved.sort((a, b) => compareByName(of(a), of(b)));
+    for (const { before, after } of moved) {
       if (before !== undefined) removed.push(before);
       if (after !== undefined) added.push(after);
     }
@@ -345,7 +340,7 @@ export class KindTable {
       type: 'same-key',
       subject: `${this.kind}|${r.namespace}/${r.name}`,
       resolution: first.rank.priority === second.rank.priority ? 'config-order' : 'priority',
-      parties: list.map((h, i) => this.party(h, i === 0 && this.served.has(sortKey(r.namespace, r.name)))),
+      parties: list.map((h, i) => this.party(h, i === 0 && this.served.has(key))),
     };
     // Unchanged (a new version of one of the objects): the instance the last list holds.
     if (known !== undefined && sameConflict(known, conflict)) return known;
@@ -360,15 +355,18 @@ export class KindTable {
     if (known !== undefined && !this.staleGroups.has(group)) return known;
     const members = this.semantic.membersOf(group);
     const bar = group.indexOf('|');
-    const holders = [...members].map((sk) => this.winner(sk)).filter((h): h is Holder => h !== undefined);
-    const anySuppressed = [...members].some((sk) => this.suppressed.has(sk));
+    const parties: ConflictParty[] = [];
+    let anySuppressed = false;
+    for (const key of members) {
+      const h = this.winner(key);
+      if (h !== undefined) parties.push(this.party(h, this.served.has(key)));
+      if (this.suppressed.has(key)) anySuppressed = true;
+    }
     const conflict: Conflict = {
       type: group.slice(0, bar) as ConflictType,
       subject: group.slice(bar + 1),
       resolution: anySuppressed ? 'priority' : 'served-all',
-      parties: holders.map((h) =>
-        this.party(h, this.served.has(sortKey(h.resource.namespace, h.resource.name))),
-      ),
+      parties,
     };
     if (known !== undefined && sameConflict(known, conflict)) return known;
     this.groupConflicts.set(group, conflict);
@@ -387,8 +385,8 @@ export class KindTable {
     };
   }
 
-  private winner(sk: string): Holder | undefined {
-    const held = this.holders.get(holderKey(sk));
+  private winner(key: string): Holder | undefined {
+    const held = this.holders.get(key);
     return isHolderList(held) ? held[0] : held;
   }
 
@@ -400,10 +398,10 @@ export class KindTable {
   }
 
   /** Moves a key's semantic-index entries to its current winner; returns the groups touched. */
-  private reindex(sk: string, winner: Holder | undefined): string[] {
+  private reindex(key: string, winner: Holder | undefined): string[] {
     if (this.semanticKeys === undefined) return [];
     const now = winner === undefined ? [] : this.semanticKeys(winner.resource);
-    const old = this.semantic.move(sk, now);
+    const old = this.semantic.move(key, now);
     for (const g of old) if (this.semantic.sizeOf(g) < 2) this.setClashing(g, false);
     for (const g of now) if (this.semantic.sizeOf(g) > 1) this.setClashing(g, true);
     return [...old, ...now];
@@ -416,64 +414,62 @@ export class KindTable {
    */
   private suppress(groups: ReadonlySet<string>, touched: ReadonlySet<string>): void {
     const affected = new Set<string>(touched);
-    for (const g of groups) for (const sk of this.semantic.membersOf(g)) affected.add(sk);
-    for (const sk of affected) {
-      const me = this.winner(sk);
+    for (const g of groups) for (const key of this.semantic.membersOf(g)) affected.add(key);
+    for (const key of affected) {
+      const me = this.winner(key);
       let beaten = false;
-      for (const g of this.semantic.groupsOf(sk)) {
+      for (const g of this.semantic.groupsOf(key)) {
         for (const other of this.semantic.membersOf(g)) {
-          const rival = other === sk ? undefined : this.winner(other);
+          const rival = other === key ? undefined : this.winner(other);
           if (rival !== undefined && me !== undefined && rival.rank.priority > me.rank.priority)
             beaten = true;
         }
       }
-      if (beaten) this.suppressed.add(sk);
-      else this.suppressed.delete(sk);
+      if (beaten) this.suppressed.add(key);
+      else this.suppressed.delete(key);
     }
   }
 
-  /** Brings the served set, its order and its digest in line with the key's winner. */
-  /** Serves the winner of `sk`; with `unordered`, the served order is left to `reorder()`. */
-  private serve(sk: string, unordered = false): void {
-    const winner = this.suppressed.has(sk) ? undefined : this.winner(sk);
-    const current = this.served.get(sk);
+  /**
+   * Brings the served set, its order and its digest in line with the winner of `key`; with
+   * `unordered`, the served order is left to `reorder()`.
+   */
+  private serve(key: string, unordered = false): void {
+    const winner = this.suppressed.has(key) ? undefined : this.winner(key);
+    const current = this.served.get(key);
     if (current?.resource === winner?.resource && current !== undefined) return;
-    if (this.pending !== undefined && !this.pending.has(sk)) this.pending.set(sk, current?.resource);
+    if (this.pending !== undefined && !this.pending.has(key)) this.pending.set(key, current?.resource);
     if (unordered) {
       if (current !== undefined) this.digest.remove(current.resource);
       if (winner !== undefined) {
         this.digest.add(winner.resource);
-        this.served.set(sk, winner);
-      } else this.served.delete(sk);
+        this.served.set(key, winner);
+      } else this.served.delete(key);
       return;
     }
     if (current !== undefined) {
       this.digest.remove(current.resource);
       if (winner === undefined) {
-        const at = this.indexOf(sk);
-        this.served.delete(sk);
-        this.order.splice(at, 1);
-        this.orderedResources.splice(at, 1);
+        this.served.delete(key);
+        this.orderedResources.splice(this.indexOf(current.resource), 1);
       }
     }
     if (winner !== undefined) {
       this.digest.add(winner.resource);
-      const at = this.indexOf(sk);
-      if (current === undefined) {
-        this.order.splice(at, 0, sk);
-        this.orderedResources.splice(at, 0, winner.resource);
-      } else this.orderedResources[at] = winner.resource;
-      this.served.set(sk, winner);
+      const at = this.indexOf(winner.resource);
+      if (current === undefined) this.orderedResources.splice(at, 0, winner.resource);
+      else this.orderedResources[at] = winner.resource;
+      this.served.set(key, winner);
     }
   }
 
-  /** Binary search: the position of `sk` in the served order, or where it would go. */
-  private indexOf(sk: string): number {
+  /** Binary search: the position of `r`'s name in the served order, or where it would go. */
+  private indexOf(r: ConfigResource): number {
     let lo = 0;
-    let hi = this.order.length;
+    let hi = this.orderedResources.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if ((this.order[mid] ?? '') < sk) lo = mid + 1;
+      if (compareByName(this.orderedResources[mid] as ConfigResource, r) < 0) lo = mid + 1;
       else hi = mid;
     }
     return lo;
