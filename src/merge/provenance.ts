@@ -14,9 +14,11 @@ interface Built {
 
 /**
  * The provenance annotations of one source's objects, built once per object version. An object
- * the source re-sends as the same instance gets the same annotated instance back, and an object
- * re-sent as a new instance with the same version, source version and creation time gets the
- * previous annotated instance: what a source did not change keeps its identity downstream.
+ * re-sent, as the same instance or a new one, with the same version, source version and creation
+ * time gets the previous annotated instance back: what a source did not change keeps its identity
+ * downstream. Found by kind and name, not by instance: a weak map from every object read to its
+ * annotated copy was one more table entry per object, and an ephemeron for every marking of the
+ * heap to visit.
  * An object that already names a source (it came through another meshmux) passes unchanged.
  *
  * Creation times that meshmux stamped (`origin.createTimeStamped`: files, git, ZooKeeper) are
@@ -30,8 +32,6 @@ export class Provenance {
    * the ledger's own key strings: a key per object built here would be a string per object more.
    */
   private readonly byName = new Map<string, Map<string, Built>>();
-  /** Annotated objects by the instance they were built from; replaced whole when a creation time is adopted. */
-  private byInput = new WeakMap<ConfigResource, ConfigResource>();
   /**
    * Creation times another replica serves objects under, by `kind|namespace/name` (its latest
    * record of this source): an object this replica reads only after that record arrived takes
@@ -48,11 +48,36 @@ export class Provenance {
    * shares instead of building one per object.
    */
   annotate(r: ConfigResource, key = `${r.namespace}/${r.name}`): ConfigResource {
-    // Sources that re-send unchanged objects usually re-send the same instances: a WeakMap hit is the cheap path.
-    const same = this.byInput.get(r);
-    if (same !== undefined) return same;
-    const out = this.build(r, key);
-    this.byInput.set(r, out);
+    // An object that already names its source came through another meshmux: its provenance is the
+    // original source's, and passing it through keeps versions identical along a chain.
+    if (r.annotations[SOURCE_ANNOTATION] !== undefined) return r;
+    const sourceVersion = r.origin.upstreamVersion ?? r.version;
+    const built = this.builtOf(r.kind);
+    const cached = built.get(key);
+    // A creation time meshmux stamped itself yields to the one already held for the object.
+    const createTime =
+      r.origin.createTimeStamped === true
+        ? (cached?.out.createTime ?? this.shared.get(`${r.kind}|${key}`) ?? r.createTime)
+        : r.createTime;
+    if (
+      cached !== undefined &&
+      cached.version === r.version &&
+      cached.sourceVersion === sourceVersion &&
+      cached.out.createTime.seconds === createTime.seconds &&
+      cached.out.createTime.nanos === createTime.nanos
+    ) {
+      return cached.out;
+    }
+    const out = makeResource({
+      ...r,
+      createTime,
+      annotations: {
+        ...r.annotations,
+        [SOURCE_ANNOTATION]: this.source,
+        [SOURCE_VERSION_ANNOTATION]: sourceVersion,
+      },
+    });
+    built.set(key, { version: r.version, sourceVersion, out });
     return out;
   }
 
@@ -69,8 +94,6 @@ export class Provenance {
       return undefined;
     const out = restoreResource({ ...held.out, createTime: time }, held.out.version);
     this.builtOf(kind).set(key, { ...held, out });
-    // What was built before from the same instances is built again, with the adopted time.
-    this.byInput = new WeakMap();
     return out;
   }
 
@@ -105,39 +128,5 @@ export class Provenance {
     let built = this.byName.get(kind);
     if (built === undefined) this.byName.set(kind, (built = new Map<string, Built>()));
     return built;
-  }
-
-  private build(r: ConfigResource, key: string): ConfigResource {
-    // An object that already names its source came through another meshmux: its provenance is the
-    // original source's, and passing it through keeps versions identical along a chain.
-    if (r.annotations[SOURCE_ANNOTATION] !== undefined) return r;
-    const sourceVersion = r.origin.upstreamVersion ?? r.version;
-    const built = this.builtOf(r.kind);
-    const cached = built.get(key);
-    // A creation time meshmux stamped itself yields to the one already held for the object.
-    const createTime =
-      r.origin.createTimeStamped === true
-        ? (cached?.out.createTime ?? this.shared.get(`${r.kind}|${key}`) ?? r.createTime)
-        : r.createTime;
-    if (
-      cached !== undefined &&
-      cached.version === r.version &&
-      cached.sourceVersion === sourceVersion &&
-      cached.out.createTime.seconds === createTime.seconds &&
-      cached.out.createTime.nanos === createTime.nanos
-    ) {
-      return cached.out;
-    }
-    const out = makeResource({
-      ...r,
-      createTime,
-      annotations: {
-        ...r.annotations,
-        [SOURCE_ANNOTATION]: this.source,
-        [SOURCE_VERSION_ANNOTATION]: sourceVersion,
-      },
-    });
-    built.set(key, { version: r.version, sourceVersion, out });
-    return out;
   }
 }
