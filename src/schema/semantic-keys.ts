@@ -51,11 +51,7 @@ const EXTRACTORS: ReadonlyMap<string, Extractor> = new Map<string, Extractor>([
   ],
 ]);
 
-/**
- * Keys by body bytes, which the object as a source read it and as meshmux serves it share, with
- * the namespace they were derived in (the keys of some kinds name it).
- */
-const cache = new WeakMap<Uint8Array, { readonly namespace: string; readonly keys: readonly string[] }>();
+const NONE: readonly string[] = Object.freeze([]);
 
 /**
  * The fields the extractors read, from a decoded body message: proto3 leaves a string that was
@@ -73,48 +69,34 @@ function bodyFields(message: object): Body {
   };
 }
 
-/** The semantic keys of an object (empty for kinds without clash rules or undecodable bodies). Cached per body. */
+/**
+ * The semantic keys of an object (none for kinds without clash rules, or a body whose top level
+ * is not well-formed), read from the top level of its body's bytes each time they are asked for.
+ * The merge asks when an object starts or stops being a key's winner, once per change of it;
+ * keeping them per body instead was a weak-map entry, an object and a list per object, for as
+ * long as it is served.
+ */
 export function semanticKeysOf(resource: ConfigResource): readonly string[] {
-  const hit = cache.get(resource.body);
-  if (hit?.namespace === resource.namespace) return hit.keys;
-  let keys: readonly string[] = [];
   const extract = EXTRACTORS.get(resource.kind);
   const kind = KINDS.get(resource.kind);
-  if (extract !== undefined && kind !== undefined) {
-    try {
-      keys = extract(resource.namespace, bodyFields(messageType(kind.bodyType).decode(resource.body)));
-    } catch {
-      keys = [];
-    }
+  if (extract === undefined || kind === undefined) return NONE;
+  let fields: Body;
+  try {
+    fields = topLevelFields(messageType(kind.bodyType), resource.body);
+  } catch {
+    return NONE;
   }
-  cache.set(resource.body, { namespace: resource.namespace, keys });
-  return keys;
+  const keys = extract(resource.namespace, fields);
+  return keys.length === 0 ? NONE : keys;
 }
 
 /**
- * Derives and keeps the semantic keys of an object of `kind` in `namespace` whose `body` a reader
- * has just decoded into `message`, so the merge does not decode it again. Without `message`, the
- * fields are read from the body's top level itself, which must be plain (`isPlainBody`).
+ * The semantic keys of a body of `kind` in `namespace` already decoded into `message`: what
+ * {@link semanticKeysOf} reads from the body's bytes, for a body that decodes.
  */
-export function rememberSemanticKeys(
-  kind: string,
-  namespace: string,
-  body: Uint8Array,
-  message?: object,
-): void {
+export function semanticKeysOfMessage(kind: string, namespace: string, message: object): readonly string[] {
   const extract = EXTRACTORS.get(kind);
-  let keys: readonly string[] = [];
-  if (extract !== undefined) {
-    const descriptor = KINDS.get(kind);
-    const fields =
-      message !== undefined
-        ? bodyFields(message)
-        : descriptor === undefined
-          ? {}
-          : topLevelFields(messageType(descriptor.bodyType), body);
-    keys = extract(namespace, fields);
-  }
-  cache.set(body, { namespace, keys });
+  return extract === undefined ? NONE : extract(namespace, bodyFields(message));
 }
 
 /**

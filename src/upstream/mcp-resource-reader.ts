@@ -14,7 +14,6 @@ import type { KindDescriptor } from '../schema/kinds.js';
 import { checkUpstreamObject } from '../schema/object-checks.js';
 import { jsonRoundTripCanFail } from '../schema/proto-json.js';
 import { messageType } from '../schema/proto-root.js';
-import { rememberSemanticKeys } from '../schema/semantic-keys.js';
 import { findUnknownFields, isPlainBody } from '../schema/unknown-fields.js';
 import { StrictReader } from '../wire/strict-reader.js';
 import { sameBytes, unknownFieldNumbers } from '../wire/wire-fields.js';
@@ -357,8 +356,6 @@ export class McpResourceReader {
         `metadata.annotations.${refused}`,
       );
     }
-    // The merge looks up the hosts an object claims; they are read here, from the message at hand.
-    rememberSemanticKeys(kind.key, namespace, parts.body, message);
     const resource = makeResource({
       kind: kind.key,
       namespace,
