@@ -151,6 +151,7 @@ try {
 
   const byKind = new Map<string, { count: number; bytes: number }>();
   const buffers = new Map<string, { count: number; bytes: number }>();
+  const arrays = new Map<string, { count: number; bytes: number }>();
   const strings = new Map<string, number>();
   let stringBytes = 0;
   let repeatedBytes = 0;
@@ -173,6 +174,7 @@ try {
     }
     add(byKind, type === 'object' || type === 'native' ? `${type} ${graph.name(i)}` : type, size);
     if (graph.name(i) === 'system / JSArrayBufferData') add(buffers, graph.holder(i), size);
+    else if (type === 'array') add(arrays, graph.holder(i), size);
   }
   const table = (title: string, map: Map<string, { count: number; bytes: number }>, rows: number): void => {
     console.log(`\n${title}\n      MB    count  per object`);
@@ -183,6 +185,7 @@ try {
   };
   table('heap and external memory by kind of node (self sizes)', byKind, 25);
   table('array buffer memory by the property holding it', buffers, 15);
+  table('arrays (hash tables, elements, property stores) by the property holding them', arrays, 20);
   console.log(
     `\nstrings: ${MB(stringBytes).trim()} MB, of which ${MB(repeatedBytes).trim()} MB repeat the content of another string`,
   );
