@@ -125,8 +125,9 @@ export class McpResourceReader {
    */
   read(kind: KindDescriptor, bytes: Uint8Array, where: string): ReadResult {
     // Unchanged objects are recognised by their bytes before anything is decoded or copied: a
-    // state-of-the-world response of 50k objects with one change decodes one.
-    const sentName = metadataName(bytes);
+    // state-of-the-world response of 50k objects with one change decodes one. Nothing of a kind
+    // kept yet (the first state, a start): the name is not read out twice.
+    const sentName = this.cache.holds(kind.key) ? metadataName(bytes) : undefined;
     if (sentName !== undefined) {
       const seen = this.cache.get(kind.key, sentName);
       if (seen !== undefined && sameBytes(envelopeOf(seen), bytes)) return seen;

@@ -21,21 +21,23 @@ export class ReadCache<V> {
     private readonly sizeOf: (value: V) => number,
   ) {}
 
+  /** Whether anything of `kind` is kept. */
+  holds(kind: string): boolean {
+    return this.byKind.has(kind);
+  }
+
   get(kind: string, name: string): V | undefined {
     return this.byKind.get(kind)?.get(name);
   }
 
   /** Keeps `value` under `kind` and `name`, the newest entry now; a value larger than the bound is not kept. */
   set(kind: string, name: string, value: V): void {
-    let names = this.byKind.get(kind);
-    if (names === undefined) this.byKind.set(kind, (names = new Map<string, V>()));
-    const before = names.get(name);
-    if (before !== undefined) {
-      this.bytes -= this.sizeOf(before);
-      names.delete(name);
-    }
+    const before = this.get(kind, name);
+    if (before !== undefined) this.deleteIf(kind, name, before);
     const size = this.sizeOf(value);
     if (size > this.maxBytes) return;
+    let names = this.byKind.get(kind);
+    if (names === undefined) this.byKind.set(kind, (names = new Map<string, V>()));
     names.set(name, value);
     this.bytes += size;
     if (this.bytes > this.maxBytes) this.evict(kind);

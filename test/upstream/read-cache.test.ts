@@ -17,6 +17,12 @@ describe('ReadCache', () => {
     assert.equal(cache.get('vs', 'shop/a'), 'vs-a');
     assert.equal(cache.get('dr', 'shop/a'), undefined);
     assert.equal(cache.size, 2);
+    assert.deepEqual(
+      ['se', 'vs', 'dr'].map((k) => cache.holds(k)),
+      [true, true, false],
+    );
+    cache.deleteIf('vs', 'shop/a', 'vs-a');
+    assert.equal(cache.holds('vs'), false, 'a kind whose last entry went');
   });
 
   it('drops the oldest entries, of other kinds first, once the sizes pass the bound', () => {
