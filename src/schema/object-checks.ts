@@ -5,7 +5,7 @@
  */
 import type protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
-import { readObjectMeta } from './object-meta.js';
+import { checkTypedMeta } from './object-meta.js';
 import { checkDecodedAsJson, jsonRoundTripCanFail, type MessageList } from './proto-json.js';
 
 /** The metadata an upstream envelope carries, as it was sent. */
@@ -24,7 +24,7 @@ export interface ObjectCheckResult {
 
 /**
  * Checks an upstream object as a file object is checked: its metadata with the Kubernetes rules
- * of `readObjectMeta` (DNS-1123 name and namespace, label and annotation keys and values), and its
+ * of `checkTypedMeta` (DNS-1123 name and namespace, label and annotation keys and values), and its
  * body, through its proto3 JSON form, with the schema checks of `fromProtoJson` (ranges, durations,
  * alternatives set together, `null` list elements ...), unless no message of its type decoded
  * from bytes can fail them (`jsonRoundTripCanFail`). `message` is the decoded body, without the
@@ -40,12 +40,7 @@ export function checkUpstreamObject(
 ): ObjectCheckResult {
   const errors: MeshmuxError[] = [];
   const warnings: MeshmuxError[] = [];
-  readObjectMeta(
-    { name: meta.name, namespace: meta.namespace, labels: meta.labels, annotations: meta.annotations },
-    meta.namespace,
-    errors,
-    warnings,
-  );
+  checkTypedMeta(meta, errors, warnings);
   // Most kinds' messages cannot fail them at all (ServiceEntry, WorkloadEntry ...): not walked.
   if (!jsonRoundTripCanFail(bodyType)) return { errors, warnings };
   if (message === undefined) throw new TypeError(`a ${bodyType.fullName} body must be decoded to be checked`);

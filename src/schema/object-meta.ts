@@ -56,6 +56,81 @@ function stringMap(
   return out;
 }
 
+function checkName(name: string, errors: MeshmuxError[], warnings: MeshmuxError[]): void {
+  const bad = checkDns1123Subdomain(name);
+  if (bad !== undefined && checkDns1123Subdomain(name.toLowerCase()) === undefined) {
+    // Istio reads upper-case names from files (its own test data has them) and istiod serves
+    // them, but the Kubernetes API server would refuse them: accept, and say so.
+    warnings.push(metaError('metadata.name', `${bad}; accepted because Istio tolerates upper case in names`));
+  } else if (bad !== undefined) {
+    errors.push(metaError('metadata.name', bad));
+  }
+}
+
+function checkNamespace(namespace: string, errors: MeshmuxError[]): void {
+  const bad = checkDns1123Label(namespace);
+  if (bad !== undefined) errors.push(metaError('metadata.namespace', bad));
+}
+
+function labelProblem(key: string, value: string): string | undefined {
+  return checkQualifiedName(key) ?? checkLabelValue(value);
+}
+
+function annotationKeyProblem(key: string): string | undefined {
+  return checkQualifiedName(key.toLowerCase());
+}
+
+/** The annotations' keys and values together within the API server's bound. */
+function checkAnnotationsSize(annotations: Readonly<Record<string, string>>, errors: MeshmuxError[]): void {
+  let bytes = 0;
+  for (const key of Object.keys(annotations))
+    bytes += Buffer.byteLength(key) + Buffer.byteLength(annotations[key] as string);
+  if (bytes > MAX_ANNOTATIONS_BYTES) {
+    errors.push(
+      metaError('metadata.annotations', `annotations total ${bytes} bytes, more than the 256 KiB allowed`),
+    );
+  }
+}
+
+/**
+ * The checks of {@link readObjectMeta} on metadata that is typed already (an upstream envelope's
+ * name, namespace and string maps): the same rules and the same errors, with nothing built on the
+ * way (no maps copied, no field paths) unless something fails.
+ */
+export function checkTypedMeta(
+  meta: {
+    readonly name: string;
+    readonly namespace: string;
+    readonly labels: Readonly<Record<string, string>>;
+    readonly annotations: Readonly<Record<string, string>>;
+  },
+  errors: MeshmuxError[],
+  warnings: MeshmuxError[],
+): void {
+  if (meta.name === '') errors.push(metaError('metadata.name', 'metadata.name is required'));
+  else checkName(meta.name, errors, warnings);
+  checkNamespace(meta.namespace, errors);
+  for (const key of Object.keys(meta.labels)) {
+    const bad = labelProblem(key, meta.labels[key] as string);
+    if (bad !== undefined) errors.push(metaError(childPath('metadata.labels', key), bad));
+  }
+  let refused: Set<string> | undefined;
+  for (const key of Object.keys(meta.annotations)) {
+    const bad = annotationKeyProblem(key);
+    if (bad === undefined) continue;
+    errors.push(metaError(childPath('metadata.annotations', key), bad));
+    (refused ??= new Set()).add(key);
+  }
+  // Counted over the annotations that passed, as readObjectMeta counts the map it keeps.
+  if (refused === undefined) checkAnnotationsSize(meta.annotations, errors);
+  else {
+    const kept: Record<string, string> = {};
+    for (const key of Object.keys(meta.annotations))
+      if (!refused.has(key)) setJsonKey(kept, key, meta.annotations[key] as string);
+    checkAnnotationsSize(kept, errors);
+  }
+}
+
 /**
  * Reads and validates `metadata`. `name` is required and must be a DNS-1123 subdomain (upper-case
  * letters only earn a warning, as Istio itself accepts them from files); `namespace`
@@ -83,16 +158,7 @@ export function readObjectMeta(
   } else if (typeof name !== 'string') {
     errors.push(metaError('metadata.name', `expected a string, got ${describeJsonType(name)}`));
   } else {
-    const bad = checkDns1123Subdomain(name);
-    if (bad !== undefined && checkDns1123Subdomain(name.toLowerCase()) === undefined) {
-      // Istio reads upper-case names from files (its own test data has them) and istiod serves
-      // them, but the Kubernetes API server would refuse them: accept, and say so.
-      warnings.push(
-        metaError('metadata.name', `${bad}; accepted because Istio tolerates upper case in names`),
-      );
-    } else if (bad !== undefined) {
-      errors.push(metaError('metadata.name', bad));
-    }
+    checkName(name, errors, warnings);
   }
 
   let namespace = ownValue(meta, 'namespace');
@@ -100,28 +166,14 @@ export function readObjectMeta(
   if (typeof namespace !== 'string') {
     errors.push(metaError('metadata.namespace', `expected a string, got ${describeJsonType(namespace)}`));
   } else {
-    const bad = checkDns1123Label(namespace);
-    if (bad !== undefined) errors.push(metaError('metadata.namespace', bad));
+    checkNamespace(namespace, errors);
   }
 
-  const labels = stringMap(ownValue(meta, 'labels'), 'metadata.labels', errors, (k, v) => {
-    return checkQualifiedName(k) ?? checkLabelValue(v);
-  });
+  const labels = stringMap(ownValue(meta, 'labels'), 'metadata.labels', errors, labelProblem);
   const annotations = stringMap(ownValue(meta, 'annotations'), 'metadata.annotations', errors, (k) =>
-    checkQualifiedName(k.toLowerCase()),
+    annotationKeyProblem(k),
   );
-  const annotationBytes = Object.entries(annotations).reduce(
-    (sum, [k, v]) => sum + Buffer.byteLength(k) + Buffer.byteLength(v),
-    0,
-  );
-  if (annotationBytes > MAX_ANNOTATIONS_BYTES) {
-    errors.push(
-      metaError(
-        'metadata.annotations',
-        `annotations total ${annotationBytes} bytes, more than the 256 KiB allowed`,
-      ),
-    );
-  }
+  checkAnnotationsSize(annotations, errors);
 
   let creationTimestamp: Timestamp | undefined;
   const created = ownValue(meta, 'creationTimestamp');
