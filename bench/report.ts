@@ -89,6 +89,7 @@ export function summarize(m: ShapeMeasurements): Record<string, unknown> {
       resyncBytes: mm.identicalResync.bytes,
       resyncPushes: mm.identicalResync.pushes,
       resyncCpuVsFullPush: round(mm.identicalResync.cpuMs / mm.warm.delta.cpuMs, 3),
+      resyncGrossCpuVsFullPush: round(mm.identicalResync.grossCpuMs / mm.warm.delta.cpuMs, 3),
       bytesOverMinimal: {
         cold: round(mm.cold.bytesOverMinimal, 3),
         changedResync: round(mm.changedResync.bytesOverMinimal, 3),
@@ -166,6 +167,9 @@ export function summarize(m: ShapeMeasurements): Record<string, unknown> {
       bytesSentColdMb: round(mb(mm.cold.delta.bytesSent), 0),
       churnBytesMb: round(mb(mm.churn.delta.bytesSent), 0),
       identicalResyncCpuMs: round(mm.identicalResync.cpuMs, 0),
+      identicalResyncGrossCpuMs: round(mm.identicalResync.grossCpuMs, 0),
+      idleCpuMsPerSecond: round(mm.identicalResync.idle.cpuMsPerSecond, 1),
+      counterReadCpuMs: round(mm.identicalResync.idle.cpuMsPerRead, 2),
     },
     baselines:
       b === undefined
@@ -351,6 +355,12 @@ const GOALS: readonly GoalRow[] = [
     goal: '≤ 0.05',
     path: 'counters.resyncCpuVsFullPush',
     met: (v) => v <= 0.05,
+  },
+  {
+    metric: '… with what the idle server costs over as long',
+    goal: '(reference)',
+    path: 'counters.resyncGrossCpuVsFullPush',
+    met: () => true,
   },
   {
     metric: 'encodes per changed resource (churn)',
@@ -545,6 +555,10 @@ export function markdownTable(
     ['istiod-like / Nacos-like churn p99 (ms)', 'latency.istiodChurnP99Ms|latency.nacosChurnP99Ms'],
     ['1%-changed resync to every client (ms)', 'latency.changedResyncMs'],
     ['server CPU: cold / warm / churn (ms)', 'meshmux.coldCpuMs|meshmux.warmCpuMs|meshmux.churnCpuMs'],
+    [
+      'identical resync CPU: net / measured (ms); idle server: ms per s / per counters read',
+      'meshmux.identicalResyncCpuMs|meshmux.identicalResyncGrossCpuMs|meshmux.idleCpuMsPerSecond|meshmux.counterReadCpuMs',
+    ],
     ['raw transport cost (CPU ms per MB)', 'raw.cpuMsPerMb'],
     [
       'naive per-client encoder: sync (ms) / CPU (ms) / encodes',
