@@ -5,11 +5,33 @@ export const SOURCE_ANNOTATION = 'meshmux.io/source';
 /** Annotation carrying the source's own version of the object (upstream version, or content hash). */
 export const SOURCE_VERSION_ANNOTATION = 'meshmux.io/source-version';
 
-/** An annotated object, with the version and source version it was built from. */
+/**
+ * An annotated object, with the version and source version it was built from, where the two
+ * differ (the upstream versions its objects: git's commit). Where they are the same (most
+ * sources), the annotated object alone is kept: its source-version annotation tells both, and a
+ * record beside it would be a heap object more per object.
+ */
 interface Built {
   readonly version: string;
   readonly sourceVersion: string;
   readonly out: ConfigResource;
+}
+
+type Held = Built | ConfigResource;
+
+function isBuilt(held: Held): held is Built {
+  return 'out' in held;
+}
+
+function outOf(held: Held): ConfigResource {
+  return isBuilt(held) ? held.out : held;
+}
+
+/** Whether `held` was built from an object of `version` whose source version is `sourceVersion`. */
+function builtFrom(held: Held, version: string, sourceVersion: string): boolean {
+  if (isBuilt(held)) return held.version === version && held.sourceVersion === sourceVersion;
+  const annotated = held.annotations[SOURCE_VERSION_ANNOTATION];
+  return annotated === version && annotated === sourceVersion;
 }
 
 /**
@@ -31,7 +53,7 @@ export class Provenance {
    * Annotated objects by kind, then by `namespace/name`, with what they were built from. Keyed by
    * the ledger's own key strings: a key per object built here would be a string per object more.
    */
-  private readonly byName = new Map<string, Map<string, Built>>();
+  private readonly byName = new Map<string, Map<string, Held>>();
   /**
    * Creation times another replica serves objects under, by `kind|namespace/name` (its latest
    * record of this source): an object this replica reads only after that record arrived takes
@@ -57,16 +79,14 @@ export class Provenance {
     // A creation time meshmux stamped itself yields to the one already held for the object.
     const createTime =
       r.origin.createTimeStamped === true
-        ? (cached?.out.createTime ?? this.shared.get(`${r.kind}|${key}`) ?? r.createTime)
+        ? ((cached === undefined ? undefined : outOf(cached).createTime) ??
+          this.shared.get(`${r.kind}|${key}`) ??
+          r.createTime)
         : r.createTime;
-    if (
-      cached !== undefined &&
-      cached.version === r.version &&
-      cached.sourceVersion === sourceVersion &&
-      cached.out.createTime.seconds === createTime.seconds &&
-      cached.out.createTime.nanos === createTime.nanos
-    ) {
-      return cached.out;
+    if (cached !== undefined && builtFrom(cached, r.version, sourceVersion)) {
+      const held = outOf(cached);
+      if (held.createTime.seconds === createTime.seconds && held.createTime.nanos === createTime.nanos)
+        return held;
     }
     const out = makeResource({
       ...r,
@@ -77,7 +97,7 @@ export class Provenance {
         [SOURCE_VERSION_ANNOTATION]: sourceVersion,
       },
     });
-    built.set(key, { version: r.version, sourceVersion, out });
+    built.set(key, sourceVersion === r.version ? out : { version: r.version, sourceVersion, out });
     return out;
   }
 
@@ -89,11 +109,13 @@ export class Provenance {
   adopt(kind: string, key: string, time: Timestamp): ConfigResource | undefined {
     this.shared.set(`${kind}|${key}`, time);
     const held = this.byName.get(kind)?.get(key);
-    if (held === undefined || held.out.origin.createTimeStamped !== true) return undefined;
-    if (held.out.createTime.seconds === time.seconds && held.out.createTime.nanos === time.nanos)
+    if (held === undefined) return undefined;
+    const before = outOf(held);
+    if (before.origin.createTimeStamped !== true) return undefined;
+    if (before.createTime.seconds === time.seconds && before.createTime.nanos === time.nanos)
       return undefined;
-    const out = restoreResource({ ...held.out, createTime: time }, held.out.version);
-    this.builtOf(kind).set(key, { ...held, out });
+    const out = restoreResource({ ...before, createTime: time }, before.version);
+    this.builtOf(kind).set(key, isBuilt(held) ? { ...held, out } : out);
     return out;
   }
 
@@ -105,7 +127,8 @@ export class Provenance {
   /** `r` (as the source sent it) with the creation time it is served under, for the persisted record. */
   withHeldTime(r: ConfigResource): ConfigResource {
     if (r.origin.createTimeStamped !== true) return r;
-    const held = this.byName.get(r.kind)?.get(`${r.namespace}/${r.name}`)?.out.createTime;
+    const entry = this.byName.get(r.kind)?.get(`${r.namespace}/${r.name}`);
+    const held = entry === undefined ? undefined : outOf(entry).createTime;
     if (held === undefined || (held.seconds === r.createTime.seconds && held.nanos === r.createTime.nanos))
       return r;
     return restoreResource({ ...r, createTime: held }, r.version);
@@ -124,9 +147,9 @@ export class Provenance {
   }
 
   /** The built objects of a kind, by key. */
-  private builtOf(kind: string): Map<string, Built> {
+  private builtOf(kind: string): Map<string, Held> {
     let built = this.byName.get(kind);
-    if (built === undefined) this.byName.set(kind, (built = new Map<string, Built>()));
+    if (built === undefined) this.byName.set(kind, (built = new Map<string, Held>()));
     return built;
   }
 }

@@ -56,6 +56,18 @@ describe('Provenance', () => {
     assert.equal(otherVersion.annotations[SOURCE_VERSION_ANNOTATION], 'v2');
     const otherBody = p.annotate(upstream(2, 5, 'v2', 'changed'));
     assert.notEqual(otherBody.version, otherVersion.version);
+    assert.equal(
+      p.annotate(upstream(2, 5, 'v2', 'changed')),
+      otherBody,
+      'kept under its upstream version too',
+    );
+    // The upstream stops versioning the object: the content's version is its source version again.
+    const unversioned = upstream(2, 5, undefined, 'changed');
+    const back = p.annotate(unversioned);
+    assert.notEqual(back, otherBody);
+    assert.equal(back.annotations[SOURCE_VERSION_ANNOTATION], unversioned.version);
+    assert.equal(p.annotate(upstream(2, 5, undefined, 'changed')), back);
+    assert.notEqual(p.annotate(upstream(2, 5, undefined, 'other')).version, back.version, 'a new body');
   });
 
   it('keeps a stamped creation time while the object is held, and stamps anew after forget or clear', () => {
