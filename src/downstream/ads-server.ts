@@ -272,7 +272,7 @@ export class AdsServer {
       while (list < lists.length && performance.now() < until) {
         const resources = lists[list] as readonly ConfigResource[];
         const end = Math.min(at + 64, resources.length);
-        for (; at < end; at++) this.encoder.prepare(resources[at] as ConfigResource);
+        for (; at < end; at++) this.encoder.framed(resources[at] as ConfigResource);
         if (at === resources.length) {
           const done = kinds[list];
           if (done !== undefined) this.prewarmed.set(done.kind, done.generation);

@@ -68,20 +68,12 @@ function carriesCreateTime(framed: Uint8Array, createTime: Timestamp): boolean {
 }
 
 /**
- * An object's framed bytes where they lie now: memory of their own when encoded, part of a block
- * once one holds them ({@link ResourceEncoder.rehome}). One per content, shared by every instance
- * with that content and by the cache, so moving the bytes is two assignments. Kept as the memory
- * and where in it, not as a view: a view per served object is a heap object more per object.
+ * An object's framed bytes where they lie now: memory of their own when encoded, a slice of a
+ * block once one holds them ({@link ResourceEncoder.rehome}). One per content, shared by every
+ * instance with that content and by the cache, so moving the bytes is one assignment.
  */
 interface Framed {
-  memory: ArrayBufferLike;
-  at: number;
-  readonly length: number;
-}
-
-/** The bytes of `f`, as a view made for the caller. */
-function bytesOf(f: Framed): Buffer {
-  return Buffer.from(f.memory, f.at, f.length);
+  bytes: Uint8Array;
 }
 
 /**
@@ -105,25 +97,19 @@ export class ResourceEncoder {
     options: ResourceEncoderOptions = {},
   ) {
     // A rehome keeps the bytes' length, so a value's size never changes while it is kept.
-    this.cache = new ByteBoundedMap(options.maxCacheBytes ?? 512 * 1024 * 1024, (v) => v.length + 64);
+    this.cache = new ByteBoundedMap(
+      options.maxCacheBytes ?? 512 * 1024 * 1024,
+      (v) => v.bytes.byteLength + 64,
+    );
   }
 
   /** The framed `resources` entry of an object. The returned bytes must not be altered. */
   framed(resource: ConfigResource): Uint8Array {
-    return bytesOf(this.held(resource));
-  }
-
-  /** Encodes an object ahead of the responses that will carry it, if it was not encoded yet. */
-  prepare(resource: ConfigResource): void {
-    this.held(resource);
-  }
-
-  private held(resource: ConfigResource): Framed {
     const known = this.byInstance.get(resource);
-    if (known !== undefined) return known;
+    if (known !== undefined) return known.bytes;
     const framed = this.framedByKey(resource);
     this.byInstance.set(resource, framed);
-    return framed;
+    return framed.bytes;
   }
 
   /**
@@ -136,9 +122,8 @@ export class ResourceEncoder {
    */
   rehome(resource: ConfigResource, bytes: Uint8Array): void {
     const known = this.byInstance.get(resource);
-    if (known === undefined || known.length !== bytes.byteLength) return;
-    known.memory = bytes.buffer;
-    known.at = bytes.byteOffset;
+    if (known === undefined || known.bytes.byteLength !== bytes.byteLength) return;
+    known.bytes = bytes;
   }
 
   /**
@@ -160,13 +145,9 @@ export class ResourceEncoder {
   private framedByKey(resource: ConfigResource): Framed {
     const key = contentKey(resource);
     const hit = this.cache.get(key);
-    if (
-      hit !== undefined &&
-      (key !== resource.version || carriesCreateTime(bytesOf(hit), resource.createTime))
-    )
+    if (hit !== undefined && (key !== resource.version || carriesCreateTime(hit.bytes, resource.createTime)))
       return hit;
-    const bytes = this.encode(resource);
-    const framed: Framed = { memory: bytes.buffer, at: bytes.byteOffset, length: bytes.byteLength };
+    const framed: Framed = { bytes: this.encode(resource) };
     this.cache.set(key, framed);
     return framed;
   }
