@@ -80,11 +80,13 @@ function annotationKeyProblem(key: string): string | undefined {
   return checkQualifiedName(key.toLowerCase());
 }
 
-/** The annotations' keys and values together within the API server's bound. */
-function checkAnnotationsSize(annotations: Readonly<Record<string, string>>, errors: MeshmuxError[]): void {
-  let bytes = 0;
-  for (const key of Object.keys(annotations))
-    bytes += Buffer.byteLength(key) + Buffer.byteLength(annotations[key] as string);
+/** The bytes an annotation counts toward the API server's bound: its key and its value. */
+function annotationBytes(key: string, value: string): number {
+  return Buffer.byteLength(key) + Buffer.byteLength(value);
+}
+
+/** `bytes` of annotations within the API server's bound. */
+function checkAnnotationsSize(bytes: number, errors: MeshmuxError[]): void {
   if (bytes > MAX_ANNOTATIONS_BYTES) {
     errors.push(
       metaError('metadata.annotations', `annotations total ${bytes} bytes, more than the 256 KiB allowed`),
@@ -114,21 +116,15 @@ export function checkTypedMeta(
     const bad = labelProblem(key, meta.labels[key] as string);
     if (bad !== undefined) errors.push(metaError(childPath('metadata.labels', key), bad));
   }
-  let refused: Set<string> | undefined;
+  // Counted over the annotations that pass, as readObjectMeta counts the map it keeps.
+  let bytes = 0;
   for (const key of Object.keys(meta.annotations)) {
+    const value = meta.annotations[key] as string;
     const bad = annotationKeyProblem(key);
-    if (bad === undefined) continue;
-    errors.push(metaError(childPath('metadata.annotations', key), bad));
-    (refused ??= new Set()).add(key);
+    if (bad === undefined) bytes += annotationBytes(key, value);
+    else errors.push(metaError(childPath('metadata.annotations', key), bad));
   }
-  // Counted over the annotations that passed, as readObjectMeta counts the map it keeps.
-  if (refused === undefined) checkAnnotationsSize(meta.annotations, errors);
-  else {
-    const kept: Record<string, string> = {};
-    for (const key of Object.keys(meta.annotations))
-      if (!refused.has(key)) setJsonKey(kept, key, meta.annotations[key] as string);
-    checkAnnotationsSize(kept, errors);
-  }
+  checkAnnotationsSize(bytes, errors);
 }
 
 /**
@@ -173,7 +169,9 @@ export function readObjectMeta(
   const annotations = stringMap(ownValue(meta, 'annotations'), 'metadata.annotations', errors, (k) =>
     annotationKeyProblem(k),
   );
-  checkAnnotationsSize(annotations, errors);
+  let bytes = 0;
+  for (const key of Object.keys(annotations)) bytes += annotationBytes(key, annotations[key] as string);
+  checkAnnotationsSize(bytes, errors);
 
   let creationTimestamp: Timestamp | undefined;
   const created = ownValue(meta, 'creationTimestamp');
