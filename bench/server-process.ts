@@ -4,14 +4,26 @@
  * counters: meshmux's from its own `/debug/counters` endpoint, a baseline's over IPC.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ChildMessage, ParentMessage, RetainedMemory, ServerArgs } from './server-main.js';
 import type { ProcessCounters } from '../src/telemetry/process-counters.js';
 import type { PolicyName } from './fixtures.js';
+import { PACKAGE_ROOT } from '../src/core/paths.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
+
+/** The young generation's bound `npm start` (and the image) gives node, so the server runs as shipped. */
+const SEMI_SPACE_FLAG = ((): string => {
+  const pkg = JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as {
+    scripts: Record<string, string>;
+  };
+  const flag = /--max-semi-space-size=\d+/.exec(pkg.scripts['start'] ?? '')?.[0];
+  if (flag === undefined) throw new Error('npm start gives node no --max-semi-space-size');
+  return flag;
+})();
 
 /** Whether processes can be pinned to cores here. */
 export const CAN_PIN = availableParallelism() >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0;
@@ -74,8 +86,7 @@ export class ServerProcess {
       process.execPath,
       '--expose-gc',
       '--max-old-space-size=8192',
-      // As the image and `npm start` run meshmux (Node 20's own bound; Node 24 would grow it 4x).
-      '--max-semi-space-size=16',
+      SEMI_SPACE_FLAG,
       ...flags,
       script,
       JSON.stringify(args),
