@@ -1,7 +1,40 @@
-import { linesDigest } from '../../core/content-digest.js';
-import type { ConfigResource } from '../../core/resource.js';
+import { hash } from 'node:crypto';
+import { isContentVersion, type ConfigResource } from '../../core/resource.js';
 
-/** A content hash over a set of objects, independent of their order. */
+/** Characters of a revision: base64url of a SHA-256 digest, cut (96 bits). */
+const REVISION_LENGTH = 16;
+
+/**
+ * What names an object and its content in a revision: its version when that is a content version
+ * (a hash of kind, namespace, name and content already), else its `kind|namespace/name@version`
+ * line, which no content version can equal (those hold neither `|` nor `@`).
+ */
+function idsOf(resources: readonly ConfigResource[]): string[] {
+  const ids = new Array<string>(resources.length);
+  for (let i = 0; i < resources.length; i++) {
+    const r = resources[i] as ConfigResource;
+    ids[i] = isContentVersion(r.version) ? r.version : `${r.kind}|${r.namespace}/${r.name}@${r.version}`;
+  }
+  return ids;
+}
+
+/** The digest of `lines`, joined, in one call. */
+export function digestOfLines(lines: readonly string[]): string {
+  return hash('sha256', lines.join('\n'), 'base64url').slice(0, REVISION_LENGTH);
+}
+
+/**
+ * A content hash over a set of objects, independent of their order: the same objects give the
+ * same revision on every replica and after every restart.
+ */
 export function revisionOf(resources: readonly ConfigResource[]): string {
-  return linesDigest(resources.map((r) => `${r.kind}|${r.namespace}/${r.name}@${r.version}`).sort());
+  return digestOfLines(idsOf(resources).sort());
+}
+
+/**
+ * A content hash over a list of objects in its order: for a list whose order decides what is
+ * served (a file defining one object twice serves the later).
+ */
+export function sequenceRevision(resources: readonly ConfigResource[]): string {
+  return digestOfLines(idsOf(resources));
 }
