@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { SourceSnapshotEvent } from '../../src/core/source-event.js';
@@ -148,5 +148,38 @@ describe('the file source', () => {
       recorder.events.slice(lost).every((e) => e.type !== 'snapshot'),
       'the unchanged state is not served again',
     );
+  });
+
+  it('announces synced again when its path is moved away and back with every file untouched', async () => {
+    const { dir, recorder } = await start({ 'a.yaml': serviceEntry('cart'), 'b.yaml': serviceEntry('shoe') });
+    const from = recorder.count;
+    await rename(dir, `${dir}.away`);
+    await recorder.next((e) => e.type === 'status' && e.state === 'stale', from);
+    const lost = recorder.count;
+    // The files keep their times and sizes: the rescans find each as it was read before.
+    await rename(`${dir}.away`, dir);
+    const back = await recorder.next((e) => e.type === 'status' && e.state === 'synced', lost);
+    assert.equal(back.type, 'status');
+    assert.ok(
+      recorder.events.slice(lost).every((e) => e.type !== 'snapshot'),
+      'the unchanged state is not served again',
+    );
+  });
+
+  it('serves the later of two definitions in one file, and the other once they swap places', async () => {
+    const one = serviceEntry('cart', 'one.example.com');
+    const two = serviceEntry('cart', 'two.example.com');
+    const { dir, recorder, first } = await start({ 'a.yaml': `${one}---\n${two}` });
+    const host = (snapshot: SourceSnapshotEvent): string =>
+      Buffer.from(snapshot.resources[0]?.body ?? []).toString('latin1');
+    assert.match(host(first), /two\.example\.com/);
+    const from = recorder.count;
+    // The same documents, the same size: only their order tells what is served.
+    await writeFile(path.join(dir, 'a.yaml'), `${two}---\n${one}`);
+    const next = (await recorder.next(
+      (e) => e.type === 'snapshot' && /one\.example\.com/.test(host(e)),
+      from,
+    )) as SourceSnapshotEvent;
+    assert.equal(next.resources.length, 1);
   });
 });

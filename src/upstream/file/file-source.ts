@@ -4,7 +4,7 @@ import { Observable, type SchedulerLike } from 'rxjs';
 import { toMeshmuxError } from '../../core/errors.js';
 import { componentLogger, type Logger } from '../../core/logger.js';
 import type { Timestamp } from '../../core/resource.js';
-import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
+import type { SourceDescriptor, SourceEvent, SourceSnapshotEvent } from '../../core/source-event.js';
 import { DEFAULT_MAX_FILE_BYTES } from '../runtime/input-limits.js';
 import { FirstSeenTimes } from '../runtime/first-seen-times.js';
 import { sourceClock, type SourceClock } from '../runtime/source-clock.js';
@@ -13,10 +13,10 @@ import { listYamlFiles, readYamlBytes, shownPath } from '../runtime/yaml-file-re
 import {
   EMPTY_YAML_FILE_SET,
   nextYamlFileSet,
+  yamlFileSetRevision,
   type YamlFileRead,
   type YamlFileSet,
 } from '../runtime/yaml-file-set.js';
-import { revisionOf } from '../runtime/source-revision.js';
 import type { UpstreamSource } from '../upstream-source.js';
 
 export interface FileSourceOptions {
@@ -91,6 +91,8 @@ class FileSourceRun {
   /** When each file that held objects was first seen empty or absent. */
   private readonly vanishedSince = new Map<string, number>();
   private loggedErrors: ReadonlySet<string> = new Set();
+  /** The state last handed to the tracker, built from {@link set}. */
+  private lastState: SourceSnapshotEvent | undefined;
   private watcher: FSWatcher | undefined;
   private cancelSettle: (() => void) | undefined;
   private cancelRescan: (() => void) | undefined;
@@ -211,6 +213,12 @@ class FileSourceRun {
       else this.vanishedSince.delete(file);
     }
     reads.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    if (this.lastState !== undefined && sameFiles(this.set, reads)) {
+      // Every file as it was (a rescan that found nothing new): the set and its state are the
+      // last ones, not rebuilt over every object. Served again all the same, for its status.
+      this.tracker.serve(this.lastState);
+      return;
+    }
     this.set = nextYamlFileSet(this.set, reads);
     this.emitState();
   }
@@ -264,10 +272,11 @@ class FileSourceRun {
   /** Serves the current set, unless it is what was served last. */
   private emitState(): void {
     const { resources, errors, warnings } = this.set;
-    const revision = revisionOf(resources);
+    const revision = yamlFileSetRevision(this.set);
     const described = errors.map((e) => e.describe());
     const fresh = described.filter((d) => !this.loggedErrors.has(d));
-    if (!this.tracker.serve({ type: 'snapshot', resources, revision, errors, warnings })) return;
+    this.lastState = { type: 'snapshot', resources, revision, errors, warnings };
+    if (!this.tracker.serve(this.lastState)) return;
     // Each problem is logged once, when it appears. A hostile file can hold thousands of bad
     // documents: the log gets the first few new ones and a count; /debug/sources and the
     // status page list them all.
@@ -281,6 +290,13 @@ class FileSourceRun {
     this.loggedErrors = new Set(described);
     this.log.info({ objects: resources.length, errors: errors.length, revision }, 'state read');
   }
+}
+
+/** Whether `reads` are the entries of `set`'s files, each the very same, and no others. */
+function sameFiles(set: YamlFileSet, reads: ReadonlyArray<readonly [string, YamlFileRead]>): boolean {
+  if (reads.length !== set.files.size) return false;
+  for (const [file, read] of reads) if (set.files.get(file) !== read) return false;
+  return true;
 }
 
 /**

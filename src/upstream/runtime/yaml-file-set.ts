@@ -1,6 +1,7 @@
 import { MeshmuxError } from '../../core/errors.js';
 import { resourceKey, type ConfigResource } from '../../core/resource.js';
 import { appendAll } from '../../core/append-all.js';
+import { digestOfLines, sequenceRevision } from './source-revision.js';
 
 /**
  * What one YAML file yields: its valid objects, the documents it rejected, what was skipped or
@@ -58,7 +59,11 @@ export function nextYamlFileSet<R extends YamlFileRead>(
   reads: Iterable<readonly [string, R]>,
 ): YamlFileSet<R> {
   const files = new Map<string, R>();
-  const byKey = new Map<string, ConfigResource>();
+  // Served objects in the order first defined, and where each is, by kind, namespace and name:
+  // nested maps look up the strings each object has, where one key per object would be a string
+  // built for every object of every file on every change.
+  const served: ConfigResource[] = [];
+  const at = new Map<string, Map<string, Map<string, number>>>();
   const errors: MeshmuxError[] = [];
   const warnings: MeshmuxError[] = [];
   for (const [file, read] of reads) {
@@ -73,9 +78,18 @@ export function nextYamlFileSet<R extends YamlFileRead>(
     }
     files.set(file, resources === read.resources ? read : { ...read, resources });
     for (const r of resources) {
-      const key = resourceKey(r);
-      const earlier = byKey.get(key);
-      if (earlier !== undefined && earlier.origin.file !== r.origin.file) {
+      let namespaces = at.get(r.kind);
+      if (namespaces === undefined) at.set(r.kind, (namespaces = new Map<string, Map<string, number>>()));
+      let names = namespaces.get(r.namespace);
+      if (names === undefined) namespaces.set(r.namespace, (names = new Map<string, number>()));
+      const index = names.get(r.name);
+      if (index === undefined) {
+        names.set(r.name, served.length);
+        served.push(r);
+        continue;
+      }
+      const earlier = served[index] as ConfigResource;
+      if (earlier.origin.file !== r.origin.file) {
         warnings.push(
           new MeshmuxError(
             'METADATA',
@@ -84,8 +98,28 @@ export function nextYamlFileSet<R extends YamlFileRead>(
           ),
         );
       }
-      byKey.set(key, r);
+      served[index] = r;
     }
   }
-  return { files, resources: [...byKey.values()], errors, warnings };
+  return { files, resources: served, errors, warnings };
+}
+
+/** Each file entry's {@link sequenceRevision}, computed once per entry. */
+const fileRevisions = new WeakMap<YamlFileRead, string>();
+
+/**
+ * A content hash of a set: every file's path and the revision of the objects its entry holds, in
+ * their order (a file defining one object twice serves the later), those a later file redefines
+ * included, in the set's file order. What is served follows from these alone, so the same
+ * revision is the same served state. Only entries not seen before are hashed object by object: a
+ * change to one file costs that file and a line per file, not a pass over every object.
+ */
+export function yamlFileSetRevision(set: YamlFileSet): string {
+  const lines: string[] = [];
+  for (const [file, entry] of set.files) {
+    let revision = fileRevisions.get(entry);
+    if (revision === undefined) fileRevisions.set(entry, (revision = sequenceRevision(entry.resources)));
+    lines.push(`${file}\0${revision}`);
+  }
+  return digestOfLines(lines);
 }

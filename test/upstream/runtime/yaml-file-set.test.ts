@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import { MeshmuxError } from '../../../src/core/errors.js';
-import type { ConfigResource } from '../../../src/core/resource.js';
+import { resourceKey, type ConfigResource } from '../../../src/core/resource.js';
 import {
   nextYamlFileSet,
+  yamlFileSetRevision,
   type YamlFileRead,
   type YamlFileSet,
 } from '../../../src/upstream/runtime/yaml-file-set.js';
@@ -73,5 +75,61 @@ describe('a set of YAML files', () => {
     nextYamlFileSet(before, [read('a.yaml', ['y']), read('b.yaml', ['z'])]);
     assert.deepEqual(served(before), ['x@a.yaml']);
     assert.deepEqual([...before.files.keys()], ['a.yaml']);
+  });
+
+  it('serves what one map by kind, namespace and name would, in the order each object is first defined', () => {
+    // The reference: every object under its `kind|namespace/name` key in one map, the later
+    // file's value where two define one, at the place the first definition took.
+    const reference = (reads: ReadonlyArray<readonly [string, YamlFileRead]>): ConfigResource[] => {
+      const byKey = new Map<string, ConfigResource>();
+      for (const [, r] of reads) for (const x of r.resources) byKey.set(resourceKey(x), x);
+      return [...byKey.values()];
+    };
+    const object = fc.record({
+      kind: fc.constantFrom('networking.istio.io/VirtualService', 'networking.istio.io/ServiceEntry'),
+      namespace: fc.constantFrom('shop', 'default', 'shop/'),
+      name: fc.constantFrom('a', 'b', 'shop/a', 'c'),
+    });
+    const files = fc.array(fc.array(object, { maxLength: 6 }), { maxLength: 5 });
+    fc.assert(
+      fc.property(files, (contents) => {
+        const reads = contents.map((objects, i): readonly [string, YamlFileRead] => {
+          const file = `f${i}.yaml`;
+          const resources = objects.map((o) => {
+            const r = fakeResource(o.name, { kind: o.kind, namespace: o.namespace, body: file });
+            return { ...r, origin: { file } };
+          });
+          return [file, { resources, errors: [], warnings: [] }];
+        });
+        const set = nextYamlFileSet(undefined, reads);
+        assert.deepEqual(set.resources, reference(reads));
+        const shadowed = reads.reduce((n, [, r]) => n + r.resources.length, 0) - set.resources.length;
+        // One warning per object defined again by another file (a file defining one twice: none).
+        assert.ok(set.warnings.length <= shadowed);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('has a revision that moves with what any file holds, its order and its path, and only then', () => {
+    const x1 = obj('x', 'a.yaml', 'one');
+    const x2 = obj('x', 'a.yaml', 'two');
+    const y = obj('y', 'b.yaml');
+    const entry = (resources: ConfigResource[]): YamlFileRead => ({ resources, errors: [], warnings: [] });
+    const revision = (...reads: Array<readonly [string, YamlFileRead]>): string =>
+      yamlFileSetRevision(nextYamlFileSet(undefined, reads));
+    const base = revision(['a.yaml', entry([x1, x2])], ['b.yaml', entry([y])]);
+    // Rebuilt from reads of the same content: the same revision.
+    assert.equal(revision(['a.yaml', entry([x1, x2])], ['b.yaml', entry([y])]), base);
+    // One file defining x twice serves the later: swapping them serves other content.
+    const swapped = nextYamlFileSet(undefined, [
+      ['a.yaml', entry([x2, x1])],
+      ['b.yaml', entry([y])],
+    ]);
+    assert.equal(swapped.resources[0], x1);
+    assert.notEqual(yamlFileSetRevision(swapped), base);
+    assert.notEqual(revision(['a.yaml', entry([x1, x2])]), base);
+    assert.notEqual(revision(['a.yaml', entry([x1, x2])], ['c.yaml', entry([y])]), base);
+    assert.notEqual(revision(['a.yaml', entry([x1, x2])], ['b.yaml', entry([y, obj('z', 'b.yaml')])]), base);
   });
 });
