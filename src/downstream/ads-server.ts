@@ -156,8 +156,8 @@ export class AdsServer {
   private lastSnapshotAtMs = 0;
   /** Bumped by every background encoding run; a run stops when it is no longer the latest. */
   private prewarmRun = 0;
-  /** Per kind, the generation a background run last encoded to the end. */
-  private readonly prewarmed = new Map<string, number>();
+  /** Per kind, the snapshot a background run last encoded to the end (its numbers, not its objects). */
+  private readonly prewarmed = new Map<string, { generation: number; serial: number | undefined }>();
 
   constructor(private readonly options: AdsServerOptions) {
     this.encoder = new ResourceEncoder(options.kinds);
@@ -261,9 +261,17 @@ export class AdsServer {
    */
   private prewarm(snapshot: ConfigSnapshot): void {
     const run = ++this.prewarmRun;
-    // Only kinds whose generation moved since they were last walked to the end.
-    const kinds = [...snapshot.kinds.values()].filter((k) => this.prewarmed.get(k.kind) !== k.generation);
-    const lists = kinds.map((k) => k.resources);
+    // Only kinds whose generation moved since they were last walked to the end; of a kind whose
+    // change since then the merge knows, only the objects it added.
+    const kinds = [...snapshot.kinds.values()].filter(
+      (k) => this.prewarmed.get(k.kind)?.generation !== k.generation,
+    );
+    const lists = kinds.map((k) => {
+      const done = this.prewarmed.get(k.kind);
+      return k.changes !== undefined && done?.serial !== undefined && k.changes.from === done.serial
+        ? k.changes.added
+        : k.resources;
+    });
     let list = 0;
     let at = 0;
     const step = (): void => {
@@ -275,7 +283,8 @@ export class AdsServer {
         for (; at < end; at++) this.encoder.framed(resources[at] as ConfigResource);
         if (at === resources.length) {
           const done = kinds[list];
-          if (done !== undefined) this.prewarmed.set(done.kind, done.generation);
+          if (done !== undefined)
+            this.prewarmed.set(done.kind, { generation: done.generation, serial: done.serial });
           list++;
           at = 0;
         }

@@ -52,4 +52,25 @@ describe('encoding ahead of the first istiod (meshmux in process, a real gRPC up
     await until(() => meshmux.engine.current().ready, 10_000, 'the snapshot to be ready');
     await until(() => meshmux.ads.counters().encodes === 3, 10_000, 'the three objects encoded');
   });
+
+  it('encodes what a later change adds, before anyone connects', async () => {
+    await until(() => meshmux.ads.counters().encodes === 3, 10_000, 'the first three objects encoded');
+    fake.set('VirtualService', [
+      fakeVirtualService('reviews'),
+      fakeVirtualService('ratings'),
+      fakeVirtualService('details'),
+    ]);
+    fake.push();
+    await until(() => meshmux.ads.counters().encodes === 4, 10_000, 'the added object encoded');
+    fake.set('VirtualService', [
+      fakeVirtualService('reviews', 'reviews.other.svc.cluster.local'),
+      fakeVirtualService('ratings'),
+      fakeVirtualService('details'),
+    ]);
+    fake.push();
+    await until(() => meshmux.ads.counters().encodes === 5, 10_000, 'the changed object encoded');
+    // Nothing else: the objects already encoded are not encoded again.
+    await delay(200);
+    assert.equal(meshmux.ads.counters().encodes, 5);
+  });
 });
