@@ -182,4 +182,17 @@ describe('the file source', () => {
     )) as SourceSnapshotEvent;
     assert.equal(next.resources.length, 1);
   });
+
+  it('serves the objects of an edited file that did not change as the instances it served before', async () => {
+    const docs = (host: string): string =>
+      [serviceEntry('cart'), serviceEntry('shoe', host), serviceEntry('sock')].join('---\n');
+    const { dir, recorder, first } = await start({ 'a.yaml': docs('shoe.example.com') });
+    const from = recorder.count;
+    await writeFile(path.join(dir, 'a.yaml'), docs('boot.example.com'));
+    const next = (await recorder.next((e) => e.type === 'snapshot', from)) as SourceSnapshotEvent;
+    const byName = (s: SourceSnapshotEvent, name: string) => s.resources.find((r) => r.name === name);
+    assert.equal(byName(next, 'cart'), byName(first, 'cart'));
+    assert.equal(byName(next, 'sock'), byName(first, 'sock'));
+    assert.notEqual(byName(next, 'shoe')?.version, byName(first, 'shoe')?.version);
+  });
 });

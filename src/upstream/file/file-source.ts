@@ -13,6 +13,7 @@ import { listYamlFiles, readYamlBytes, shownPath } from '../runtime/yaml-file-re
 import {
   EMPTY_YAML_FILE_SET,
   nextYamlFileSet,
+  withInstancesOf,
   yamlFileSetRevision,
   type YamlFileRead,
   type YamlFileSet,
@@ -252,7 +253,7 @@ class FileSourceRun {
       this.vanishedSince.delete(file);
     }
     this.stamps.set(file, { mtimeMs: info.mtimeMs, size: info.size });
-    return result;
+    return withInstancesOf(prev, result);
   }
 
   /** Whether a file that held objects and now yields none is still within its grace period. */

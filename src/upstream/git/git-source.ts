@@ -11,7 +11,7 @@ import { FirstSeenTimes } from '../runtime/first-seen-times.js';
 import { sourceClock, type SourceClock } from '../runtime/source-clock.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { readYamlBytes } from '../runtime/yaml-file-reader.js';
-import { nextYamlFileSet, type YamlFileRead } from '../runtime/yaml-file-set.js';
+import { nextYamlFileSet, type YamlFileRead, type YamlFileSet } from '../runtime/yaml-file-set.js';
 import type { PushAnswer, PushNotification, UpstreamSource } from '../upstream-source.js';
 import { handleGitWebhook } from './git-webhook.js';
 import { RecentDeliveries } from './recent-deliveries.js';
@@ -98,6 +98,8 @@ interface FileResult extends YamlFileRead {
 /** The state one commit yields once its files are combined. */
 interface CommitState {
   readonly commit: CommitInfo;
+  /** The commit's files as one set, which the next commit's is built from. */
+  readonly set: YamlFileSet<FileResult>;
   readonly files: ReadonlyMap<string, FileResult>;
   readonly resources: readonly ConfigResource[];
   readonly errors: readonly MeshmuxError[];
@@ -229,8 +231,6 @@ class GitSourceRun {
   private lastRead: CommitState | undefined;
   private served: { state: CommitState; at: Date } | undefined;
   private held: { state: CommitState; at: Date } | undefined;
-  /** The served objects by identity, built on first use for each served commit. */
-  private servedIndex: { state: CommitState; byKey: Map<string, ConfigResource> } | undefined;
 
   constructor(
     private readonly options: GitSourceOptions,
@@ -497,7 +497,7 @@ class GitSourceRun {
         // A file parsed for a held commit was never served: its objects take this commit's id.
         file = cached.served
           ? cached.file
-          : { ...cached.file, resources: cached.file.resources.map((r) => this.withCommit(r, commit.sha)) };
+          : { ...cached.file, resources: this.withCommit(f.path, cached.file.resources, commit.sha) };
       } else {
         const read = await readYamlBytes({
           file: f.path,
@@ -510,7 +510,7 @@ class GitSourceRun {
         file = {
           path: f.path,
           oid: f.oid,
-          resources: read.resources.map((r) => this.withCommit(r, commit.sha)),
+          resources: this.withCommit(f.path, read.resources, commit.sha),
           errors: read.errors,
           warnings: read.warnings,
         };
@@ -519,12 +519,13 @@ class GitSourceRun {
       reads.push([f.path, file]);
     }
     // A file with invalid documents keeps what it held in the served commit: a broken edit never deletes.
-    const set = nextYamlFileSet(this.served?.state, reads);
+    const set = nextYamlFileSet(this.served?.state.set, reads);
     const symlinks = listing.symlinks.map(
       (p) => new MeshmuxError('DECODE', 'symbolic link skipped: only regular files are read', { file: p }),
     );
     return {
       commit,
+      set,
       files: set.files,
       resources: set.resources,
       errors: set.errors,
@@ -534,31 +535,28 @@ class GitSourceRun {
   }
 
   /**
-   * The object with its provenance: the repository path (set by the reader) and the commit. An
-   * object equal to the served one (same content, same place) keeps the served one's commit.
+   * The objects `file` yields with their provenance: the repository path (set by the reader) and
+   * the commit. An object equal to the one the file held in the served commit (same content, same
+   * place) is that instance, with the served one's commit.
    */
-  private withCommit(r: ConfigResource, sha: string): ConfigResource {
-    const prev = this.servedObject(r);
-    if (
-      prev !== undefined &&
-      prev.version === r.version &&
-      prev.origin.file === r.origin.file &&
-      prev.origin.doc === r.origin.doc &&
-      prev.origin.line === r.origin.line &&
-      prev.createTime.seconds === r.createTime.seconds &&
-      prev.createTime.nanos === r.createTime.nanos
-    ) {
-      return prev;
-    }
-    return { ...r, origin: { ...r.origin, upstreamVersion: sha } };
-  }
-
-  private servedObject(r: ConfigResource): ConfigResource | undefined {
-    const state = this.served?.state;
-    if (state === undefined) return undefined;
-    if (this.servedIndex?.state !== state) {
-      this.servedIndex = { state, byKey: new Map(state.resources.map((x) => [resourceKey(x), x])) };
-    }
-    return this.servedIndex.byKey.get(resourceKey(r));
+  private withCommit(file: string, objects: readonly ConfigResource[], sha: string): ConfigResource[] {
+    const before = this.served?.state.files.get(file)?.resources ?? [];
+    const held = new Map<string, ConfigResource>();
+    for (const r of before) held.set(resourceKey(r), r);
+    return objects.map((r) => {
+      const prev = held.get(resourceKey(r));
+      if (
+        prev !== undefined &&
+        prev.version === r.version &&
+        prev.origin.file === r.origin.file &&
+        prev.origin.doc === r.origin.doc &&
+        prev.origin.line === r.origin.line &&
+        prev.createTime.seconds === r.createTime.seconds &&
+        prev.createTime.nanos === r.createTime.nanos
+      ) {
+        return prev;
+      }
+      return { ...r, origin: { ...r.origin, upstreamVersion: sha } };
+    });
   }
 }

@@ -59,13 +59,12 @@ export function nextYamlFileSet<R extends YamlFileRead>(
   reads: Iterable<readonly [string, R]>,
 ): YamlFileSet<R> {
   const files = new Map<string, R>();
-  // Served objects in the order first defined, and where each is, by kind, namespace and name:
-  // nested maps look up the strings each object has, where one key per object would be a string
-  // built for every object of every file on every change.
-  const served: ConfigResource[] = [];
-  const at = new Map<string, Map<string, Map<string, number>>>();
   const errors: MeshmuxError[] = [];
   const warnings: MeshmuxError[] = [];
+  // The previous set's index moves to this one (a set built from it again counts afresh).
+  const inherited = previous === undefined ? undefined : indexes.get(previous);
+  if (inherited !== undefined) indexes.delete(previous as YamlFileSet);
+  const index = inherited ?? { definers: new ObjectNumbers(), shared: 0 };
   for (const [file, read] of reads) {
     appendAll(errors, read.errors);
     appendAll(warnings, read.warnings);
@@ -76,32 +75,178 @@ export function nextYamlFileSet<R extends YamlFileRead>(
       const kept = before.resources.filter((r) => !now.has(resourceKey(r)));
       if (kept.length > 0) resources = [...resources, ...kept];
     }
-    files.set(file, resources === read.resources ? read : { ...read, resources });
-    for (const r of resources) {
-      let namespaces = at.get(r.kind);
-      if (namespaces === undefined) at.set(r.kind, (namespaces = new Map<string, Map<string, number>>()));
-      let names = namespaces.get(r.namespace);
-      if (names === undefined) namespaces.set(r.namespace, (names = new Map<string, number>()));
-      const index = names.get(r.name);
-      if (index === undefined) {
-        names.set(r.name, served.length);
-        served.push(r);
-        continue;
-      }
-      const earlier = served[index] as ConfigResource;
-      if (earlier.origin.file !== r.origin.file) {
-        warnings.push(
-          new MeshmuxError(
-            'METADATA',
-            `${r.kind} ${r.namespace}/${r.name} is also defined in ${earlier.origin.file ?? '?'}; this later file wins`,
-            { file: r.origin.file ?? file, ...(r.origin.doc === undefined ? {} : { doc: r.origin.doc }) },
-          ),
-        );
-      }
-      served[index] = r;
+    const entry = resources === read.resources ? read : { ...read, resources };
+    files.set(file, entry);
+    if (inherited === undefined) count(index, contribution(entry), 1);
+    else if (before !== entry) {
+      if (before !== undefined) count(index, contribution(before), -1);
+      count(index, contribution(entry), 1);
     }
   }
-  return { files, resources: served, errors, warnings };
+  if (inherited !== undefined && previous !== undefined) {
+    for (const [file, before] of previous.files) if (!files.has(file)) count(index, contribution(before), -1);
+  }
+  let resources: ConfigResource[];
+  if (index.shared === 0) {
+    // No object in two files: each file's objects in file order are the served ones.
+    resources = [];
+    for (const entry of files.values()) appendAll(resources, contribution(entry));
+  } else {
+    resources = servedAcrossFiles(files, warnings);
+  }
+  const set = { files, resources, errors, warnings };
+  indexes.set(set, index);
+  return set;
+}
+
+/**
+ * `read` with each object that one of `before`'s equals (the same content version, read from the
+ * same document at the same line, with the same creation time) replaced by that instance. A
+ * file edited in one place then yields its other objects as the very instances served before,
+ * so what comes after (the merge, the encoder) finds them unchanged by identity, without
+ * comparing them.
+ */
+export function withInstancesOf<R extends YamlFileRead>(before: YamlFileRead | undefined, read: R): R {
+  if (before === undefined || before.resources.length === 0 || read.resources.length === 0) return read;
+  const held = new Map<string, ConfigResource>();
+  for (const r of before.resources) held.set(resourceKey(r), r);
+  let same = 0;
+  const resources = read.resources.map((r) => {
+    const p = held.get(resourceKey(r));
+    if (p === undefined || !sameObject(p, r)) return r;
+    same++;
+    return p;
+  });
+  return same === 0 ? read : { ...read, resources };
+}
+
+function sameObject(a: ConfigResource, b: ConfigResource): boolean {
+  return (
+    a.version === b.version &&
+    a.origin.file === b.origin.file &&
+    a.origin.doc === b.origin.doc &&
+    a.origin.line === b.origin.line &&
+    a.origin.upstreamVersion === b.origin.upstreamVersion &&
+    a.origin.createTimeStamped === b.origin.createTimeStamped &&
+    a.createTime.seconds === b.createTime.seconds &&
+    a.createTime.nanos === b.createTime.nanos
+  );
+}
+
+/**
+ * What a set keeps so that the next one, built from it, looks only at the files that changed:
+ * how many file entries define each object, by kind, namespace and name.
+ */
+interface SetIndex {
+  readonly definers: ObjectNumbers;
+  /** Objects defined by more than one entry. */
+  shared: number;
+}
+
+const indexes = new WeakMap<YamlFileSet, SetIndex>();
+
+/**
+ * How many objects more than one file of `set` defines, as the index it carries counts them
+ * (undefined once a set was built from it, which took the index over). What decides whether the
+ * next set is the files' objects laid end to end or needs a pass over every object.
+ */
+export function objectsInSeveralFiles(set: YamlFileSet): number | undefined {
+  return indexes.get(set)?.shared;
+}
+
+/** Adds (`delta` 1) or takes away (-1) one entry's objects from the index's counts. */
+function count(index: SetIndex, objects: readonly ConfigResource[], delta: 1 | -1): void {
+  for (const r of objects) {
+    const was = index.definers.get(r) ?? 0;
+    const now = was + delta;
+    index.definers.set(r, now);
+    if (was === 1 && now === 2) index.shared++;
+    else if (was === 2 && now === 1) index.shared--;
+  }
+}
+
+/**
+ * A number per object, by its kind, namespace and name in nested maps: each look-up reads the
+ * strings the object has, where one key per object would be a string built for each. A number
+ * set to 0 is removed.
+ */
+class ObjectNumbers {
+  private readonly kinds = new Map<string, Map<string, Map<string, number>>>();
+
+  get(r: ConfigResource): number | undefined {
+    return this.kinds.get(r.kind)?.get(r.namespace)?.get(r.name);
+  }
+
+  set(r: ConfigResource, n: number): void {
+    let namespaces = this.kinds.get(r.kind);
+    if (namespaces === undefined)
+      this.kinds.set(r.kind, (namespaces = new Map<string, Map<string, number>>()));
+    let names = namespaces.get(r.namespace);
+    if (names === undefined) namespaces.set(r.namespace, (names = new Map<string, number>()));
+    if (n === 0) names.delete(r.name);
+    else names.set(r.name, n);
+  }
+}
+
+/** Each entry's objects once, the later where it defines one twice, computed once per entry. */
+const contributions = new WeakMap<YamlFileRead, readonly ConfigResource[]>();
+
+function contribution(entry: YamlFileRead): readonly ConfigResource[] {
+  let objects = contributions.get(entry);
+  if (objects === undefined) {
+    const into = { at: new ObjectNumbers(), served: [] as ConfigResource[] };
+    addServed(into, entry.resources, '', []);
+    // Nearly always: no object twice, and the entry's own list is its contribution.
+    objects = into.served.length === entry.resources.length ? entry.resources : into.served;
+    contributions.set(entry, objects);
+  }
+  return objects;
+}
+
+/**
+ * Adds `objects` (of `file`) to what is served: each object once, at the place of its first
+ * definition, with its last; `warnings` gets one for each object defined again from another file.
+ */
+function addServed(
+  into: { readonly at: ObjectNumbers; readonly served: ConfigResource[] },
+  objects: readonly ConfigResource[],
+  file: string,
+  warnings: MeshmuxError[],
+): void {
+  const { at, served } = into;
+  for (const r of objects) {
+    // Positions are kept plus one (0 is no entry).
+    const i = at.get(r);
+    if (i === undefined) {
+      served.push(r);
+      at.set(r, served.length);
+      continue;
+    }
+    const earlier = served[i - 1] as ConfigResource;
+    if (earlier.origin.file !== r.origin.file) {
+      warnings.push(
+        new MeshmuxError(
+          'METADATA',
+          `${r.kind} ${r.namespace}/${r.name} is also defined in ${earlier.origin.file ?? '?'}; this later file wins`,
+          { file: r.origin.file ?? file, ...(r.origin.doc === undefined ? {} : { doc: r.origin.doc }) },
+        ),
+      );
+    }
+    served[i - 1] = r;
+  }
+}
+
+/**
+ * The served objects of files some of which define the same object: each once, in the order
+ * first defined, the later file's where two define it, with a warning naming both.
+ */
+function servedAcrossFiles(
+  files: ReadonlyMap<string, YamlFileRead>,
+  warnings: MeshmuxError[],
+): ConfigResource[] {
+  const into = { at: new ObjectNumbers(), served: [] as ConfigResource[] };
+  for (const [file, entry] of files) addServed(into, entry.resources, file, warnings);
+  return into.served;
 }
 
 /** Each file entry's {@link sequenceRevision}, computed once per entry. */

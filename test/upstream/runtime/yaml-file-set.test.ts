@@ -5,6 +5,8 @@ import { MeshmuxError } from '../../../src/core/errors.js';
 import { resourceKey, type ConfigResource } from '../../../src/core/resource.js';
 import {
   nextYamlFileSet,
+  objectsInSeveralFiles,
+  withInstancesOf,
   yamlFileSetRevision,
   type YamlFileRead,
   type YamlFileSet,
@@ -77,37 +79,98 @@ describe('a set of YAML files', () => {
     assert.deepEqual([...before.files.keys()], ['a.yaml']);
   });
 
+  // The reference: every object under its `kind|namespace/name` key in one map, the later file's
+  // value where two define one, at the place the first definition took.
+  const reference = (entries: Iterable<YamlFileRead>): ConfigResource[] => {
+    const byKey = new Map<string, ConfigResource>();
+    for (const r of entries) for (const x of r.resources) byKey.set(resourceKey(x), x);
+    return [...byKey.values()];
+  };
+  const object = fc.record({
+    kind: fc.constantFrom('networking.istio.io/VirtualService', 'networking.istio.io/ServiceEntry'),
+    namespace: fc.constantFrom('shop', 'default', 'shop/'),
+    name: fc.constantFrom('a', 'b', 'shop/a', 'c'),
+    body: fc.constantFrom('one', 'two'),
+  });
+  const contents = fc.array(object, { maxLength: 6 });
+  const readOf = (
+    file: string,
+    objects: ReadonlyArray<{ kind: string; namespace: string; name: string; body: string }>,
+    broken = false,
+  ): YamlFileRead => ({
+    resources: objects.map((o) => {
+      const r = fakeResource(o.name, { kind: o.kind, namespace: o.namespace, body: `${file} ${o.body}` });
+      return { ...r, origin: { file } };
+    }),
+    errors: broken ? [new MeshmuxError('SCHEMA', 'a document is invalid', { file })] : [],
+    warnings: [],
+  });
+
   it('serves what one map by kind, namespace and name would, in the order each object is first defined', () => {
-    // The reference: every object under its `kind|namespace/name` key in one map, the later
-    // file's value where two define one, at the place the first definition took.
-    const reference = (reads: ReadonlyArray<readonly [string, YamlFileRead]>): ConfigResource[] => {
-      const byKey = new Map<string, ConfigResource>();
-      for (const [, r] of reads) for (const x of r.resources) byKey.set(resourceKey(x), x);
-      return [...byKey.values()];
-    };
-    const object = fc.record({
-      kind: fc.constantFrom('networking.istio.io/VirtualService', 'networking.istio.io/ServiceEntry'),
-      namespace: fc.constantFrom('shop', 'default', 'shop/'),
-      name: fc.constantFrom('a', 'b', 'shop/a', 'c'),
-    });
-    const files = fc.array(fc.array(object, { maxLength: 6 }), { maxLength: 5 });
     fc.assert(
-      fc.property(files, (contents) => {
-        const reads = contents.map((objects, i): readonly [string, YamlFileRead] => {
-          const file = `f${i}.yaml`;
-          const resources = objects.map((o) => {
-            const r = fakeResource(o.name, { kind: o.kind, namespace: o.namespace, body: file });
-            return { ...r, origin: { file } };
-          });
-          return [file, { resources, errors: [], warnings: [] }];
-        });
+      fc.property(fc.array(contents, { maxLength: 5 }), (files) => {
+        const reads = files.map((objects, i): readonly [string, YamlFileRead] => [
+          `f${i}.yaml`,
+          readOf(`f${i}.yaml`, objects),
+        ]);
         const set = nextYamlFileSet(undefined, reads);
-        assert.deepEqual(set.resources, reference(reads));
+        assert.deepEqual(set.resources, reference(reads.map(([, r]) => r)));
         const shadowed = reads.reduce((n, [, r]) => n + r.resources.length, 0) - set.resources.length;
         // One warning per object defined again by another file (a file defining one twice: none).
         assert.ok(set.warnings.length <= shadowed);
       }),
       { numRuns: 500 },
+    );
+  });
+
+  it('built from the last set, file changes one after another, serves what a set built afresh from its files would', () => {
+    // Each step, per file: kept as read before (the same entry), read anew (maybe broken: it
+    // keeps what it served), or gone.
+    const step = fc.array(
+      fc.oneof(
+        fc.constant('same' as const),
+        fc.constant('gone' as const),
+        fc.record({ objects: contents, broken: fc.boolean() }),
+      ),
+      { minLength: 4, maxLength: 4 },
+    );
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 6 }), (steps) => {
+        let set: YamlFileSet | undefined;
+        for (const files of steps) {
+          const reads: Array<readonly [string, YamlFileRead]> = [];
+          files.forEach((change, i) => {
+            const file = `f${i}.yaml`;
+            const before = set?.files.get(file);
+            if (change === 'gone') return;
+            if (change === 'same') {
+              if (before !== undefined) reads.push([file, before]);
+              return;
+            }
+            reads.push([file, readOf(file, change.objects, change.broken)]);
+          });
+          const next = nextYamlFileSet(set, reads);
+          // Afresh: the same file entries (what each serves, kept objects included) and no past.
+          const fresh = nextYamlFileSet(undefined, [...next.files]);
+          assert.deepEqual(next.resources, reference(next.files.values()));
+          assert.deepEqual(next.resources, fresh.resources);
+          assert.deepEqual(
+            next.warnings.map((w) => w.describe()),
+            fresh.warnings.map((w) => w.describe()),
+          );
+          // Its count of objects several files define, carried from set to set, is the true one.
+          const definers = new Map<string, number>();
+          for (const entry of next.files.values()) {
+            for (const key of new Set(entry.resources.map(resourceKey)))
+              definers.set(key, (definers.get(key) ?? 0) + 1);
+          }
+          const several = [...definers.values()].filter((n) => n > 1).length;
+          assert.equal(objectsInSeveralFiles(next), several);
+          if (set !== undefined) assert.equal(objectsInSeveralFiles(set), undefined);
+          set = next;
+        }
+      }),
+      { numRuns: 400 },
     );
   });
 
@@ -131,5 +194,31 @@ describe('a set of YAML files', () => {
     assert.notEqual(revision(['a.yaml', entry([x1, x2])]), base);
     assert.notEqual(revision(['a.yaml', entry([x1, x2])], ['c.yaml', entry([y])]), base);
     assert.notEqual(revision(['a.yaml', entry([x1, x2])], ['b.yaml', entry([y, obj('z', 'b.yaml')])]), base);
+  });
+
+  it('reads a file again with the instances it held where an object is the same, in the same place', () => {
+    const at = (name: string, body: string, doc: number, line: number): ConfigResource => {
+      const r = fakeResource(name, { body });
+      return { ...r, origin: { file: 'a.yaml', doc, line } };
+    };
+    const held: YamlFileRead = {
+      resources: [at('x', 'one', 0, 1), at('y', 'one', 1, 5), at('z', 'one', 2, 9)],
+      errors: [],
+      warnings: [],
+    };
+    const again: YamlFileRead = {
+      resources: [at('x', 'one', 0, 1), at('y', 'two', 1, 5), at('z', 'one', 2, 10), at('w', 'one', 3, 14)],
+      errors: [],
+      warnings: [],
+    };
+    const read = withInstancesOf(held, again);
+    // x as it was; y changed; z moved to another line; w new.
+    assert.equal(read.resources[0], held.resources[0]);
+    assert.equal(read.resources[1], again.resources[1]);
+    assert.equal(read.resources[2], again.resources[2]);
+    assert.equal(read.resources[3], again.resources[3]);
+    assert.equal(withInstancesOf(undefined, again), again);
+    const unrelated: YamlFileRead = { resources: [at('v', 'one', 0, 1)], errors: [], warnings: [] };
+    assert.equal(withInstancesOf(held, unrelated), unrelated);
   });
 });
