@@ -67,6 +67,8 @@ interface KindWatch {
   listed: boolean;
   resourceVersion: string;
   readonly objects: Map<string, KubernetesObject>;
+  /** What each of `objects` was read as, at its resourceVersion, by the same key. */
+  readonly reads: Map<string, { rv: string; read: YamlFileRead }>;
   abort: AbortController | undefined;
 }
 
@@ -130,10 +132,10 @@ export class KubernetesSource implements UpstreamSource {
           listed: false,
           resourceVersion: '',
           objects: new Map(),
+          reads: new Map(),
           abort: undefined,
         })),
       );
-      const reads = new Map<string, { rv: string; read: YamlFileRead }>();
       let stopped = false;
       let cancelDebounce: (() => void) | undefined;
       let cancelRetry: (() => void) | undefined;
@@ -326,13 +328,10 @@ export class KubernetesSource implements UpstreamSource {
         const resources: ConfigResource[] = [];
         const errors: MeshmuxError[] = [];
         const warnings: MeshmuxError[] = [];
-        const live = new Set<string>();
         for (const w of watches) {
           for (const [key, object] of w.objects) {
-            const id = `${w.kind.kind}/${key}`;
-            live.add(id);
             const rv = object.metadata?.resourceVersion ?? '';
-            let cached = reads.get(id);
+            let cached = w.reads.get(key);
             if (cached?.rv !== rv) {
               const bytes = new TextEncoder().encode(JSON.stringify(configDocument(object)));
               const read = await readYamlBytes({
@@ -344,14 +343,16 @@ export class KubernetesSource implements UpstreamSource {
                 createTimeFor: () => ({ seconds: Math.floor(clock.now() / 1000), nanos: 0 }),
               });
               cached = { rv, read };
-              reads.set(id, cached);
+              w.reads.set(key, cached);
             }
             appendAll(resources, cached.read.resources);
             appendAll(errors, cached.read.errors);
             appendAll(warnings, cached.read.warnings);
           }
+          // Reads of objects since deleted: looked for only when there are some.
+          if (w.reads.size > w.objects.size)
+            for (const key of w.reads.keys()) if (!w.objects.has(key)) w.reads.delete(key);
         }
-        for (const id of reads.keys()) if (!live.has(id)) reads.delete(id);
         return { resources, errors, warnings };
       };
 
