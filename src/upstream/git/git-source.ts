@@ -11,7 +11,7 @@ import { FirstSeenTimes } from '../runtime/first-seen-times.js';
 import { sourceClock, type SourceClock } from '../runtime/source-clock.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { readYamlBytes } from '../runtime/yaml-file-reader.js';
-import { nextYamlFileSet, type YamlFileRead, type YamlFileSet } from '../runtime/yaml-file-set.js';
+import { nextYamlFileSet, sameRead, type YamlFileRead, type YamlFileSet } from '../runtime/yaml-file-set.js';
 import type { PushAnswer, PushNotification, UpstreamSource } from '../upstream-source.js';
 import { handleGitWebhook } from './git-webhook.js';
 import { RecentDeliveries } from './recent-deliveries.js';
@@ -545,18 +545,9 @@ class GitSourceRun {
     for (const r of before) held.set(resourceKey(r), r);
     return objects.map((r) => {
       const prev = held.get(resourceKey(r));
-      if (
-        prev !== undefined &&
-        prev.version === r.version &&
-        prev.origin.file === r.origin.file &&
-        prev.origin.doc === r.origin.doc &&
-        prev.origin.line === r.origin.line &&
-        prev.createTime.seconds === r.createTime.seconds &&
-        prev.createTime.nanos === r.createTime.nanos
-      ) {
-        return prev;
-      }
-      return { ...r, origin: { ...r.origin, upstreamVersion: sha } };
+      return prev !== undefined && sameRead(prev, r)
+        ? prev
+        : { ...r, origin: { ...r.origin, upstreamVersion: sha } };
     });
   }
 }

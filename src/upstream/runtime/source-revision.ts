@@ -1,8 +1,5 @@
-import { hash } from 'node:crypto';
+import { linesDigest } from '../../core/content-digest.js';
 import { isContentVersion, type ConfigResource } from '../../core/resource.js';
-
-/** Characters of a revision: base64url of a SHA-256 digest, cut (96 bits). */
-const REVISION_LENGTH = 16;
 
 /**
  * What names an object and its content in a revision: its version when that is a content version
@@ -18,17 +15,12 @@ function idsOf(resources: readonly ConfigResource[]): string[] {
   return ids;
 }
 
-/** The digest of `lines`, joined, in one call. */
-export function digestOfLines(lines: readonly string[]): string {
-  return hash('sha256', lines.join('\n'), 'base64url').slice(0, REVISION_LENGTH);
-}
-
 /**
  * A content hash over a set of objects, independent of their order: the same objects give the
  * same revision on every replica and after every restart.
  */
 export function revisionOf(resources: readonly ConfigResource[]): string {
-  return digestOfLines(idsOf(resources).sort());
+  return linesDigest(idsOf(resources).sort());
 }
 
 /**
@@ -36,5 +28,5 @@ export function revisionOf(resources: readonly ConfigResource[]): string {
  * served (a file defining one object twice serves the later).
  */
 export function sequenceRevision(resources: readonly ConfigResource[]): string {
-  return digestOfLines(idsOf(resources));
+  return linesDigest(idsOf(resources));
 }

@@ -1,7 +1,8 @@
 import { MeshmuxError } from '../../core/errors.js';
 import { resourceKey, type ConfigResource } from '../../core/resource.js';
 import { appendAll } from '../../core/append-all.js';
-import { digestOfLines, sequenceRevision } from './source-revision.js';
+import { linesDigest } from '../../core/content-digest.js';
+import { sequenceRevision } from './source-revision.js';
 
 /**
  * What one YAML file yields: its valid objects, the documents it rejected, what was skipped or
@@ -113,20 +114,24 @@ export function withInstancesOf<R extends YamlFileRead>(before: YamlFileRead | u
   let same = 0;
   const resources = read.resources.map((r) => {
     const p = held.get(resourceKey(r));
-    if (p === undefined || !sameObject(p, r)) return r;
+    if (p === undefined || !sameRead(p, r)) return r;
     same++;
     return p;
   });
   return same === 0 ? read : { ...read, resources };
 }
 
-function sameObject(a: ConfigResource, b: ConfigResource): boolean {
+/**
+ * Whether `b`, read again, is `a`: the same content version, read from the same document at the
+ * same line of the same file, with the same creation time (its provenance beyond that, such as
+ * the commit it was read at, is the caller's).
+ */
+export function sameRead(a: ConfigResource, b: ConfigResource): boolean {
   return (
     a.version === b.version &&
     a.origin.file === b.origin.file &&
     a.origin.doc === b.origin.doc &&
     a.origin.line === b.origin.line &&
-    a.origin.upstreamVersion === b.origin.upstreamVersion &&
     a.origin.createTimeStamped === b.origin.createTimeStamped &&
     a.createTime.seconds === b.createTime.seconds &&
     a.createTime.nanos === b.createTime.nanos
@@ -266,5 +271,5 @@ export function yamlFileSetRevision(set: YamlFileSet): string {
     if (revision === undefined) fileRevisions.set(entry, (revision = sequenceRevision(entry.resources)));
     lines.push(`${file}\0${revision}`);
   }
-  return digestOfLines(lines);
+  return linesDigest(lines);
 }
