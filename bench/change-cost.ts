@@ -2,7 +2,7 @@
  * What one changed object costs meshmux, in CPU:
  *
  *   npm run build && node dist/bench/change-cost.js [--shape L] [--changes 40] [--views edge|all]
- *     [--clients 1] [--profile]
+ *     [--clients 1] [--resync] [--profile]
  *
  * The benchmark's three upstreams hold a shape's objects (L: 50k ServiceEntries + 2k
  * VirtualServices) and meshmux runs as shipped in a process of its own, pinned to one core. The
@@ -13,6 +13,8 @@
  * building and writing the small view's response), less the cost of reading its counters. With
  * one istiod of the small view only, everything but a few kilobytes of writing comes before the
  * first byte, so this is the CPU before the first byte.
+ * `--resync`: each round restarts every upstream's streams with the same content instead (an
+ * identical resync), measured from the restart until the server's CPU use is flat again.
  * `--profile` also prints where the server spent the rounds' CPU (self time per function).
  */
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -21,7 +23,7 @@ import path from 'node:path';
 import { SE, SE_URL, SHAPES, VS_URL, type PolicyName } from './fixtures.js';
 import { Fleet, LatencyTracker, percentile } from './fleet.js';
 import { option } from './in-process.js';
-import { ShapeRig } from './phases.js';
+import { quiesce, ShapeRig } from './phases.js';
 import { cpuMs, pinSelf, ServerProcess } from './server-process.js';
 
 const shape = SHAPES[option('shape', 'L') === 'S' ? 'S' : 'L'];
@@ -29,6 +31,7 @@ const CHANGES = Number(option('changes', '40'));
 const ALL_VIEWS = option('views', 'edge') === 'all';
 const CLIENTS = Number(option('clients', '1'));
 const PROFILE = process.argv.includes('--profile');
+const RESYNC = process.argv.includes('--resync');
 
 interface CpuProfile {
   readonly startTime: number;
@@ -105,6 +108,18 @@ try {
   const collectionsBefore = (await server.counters()).process;
   for (let round = 0; round < CHANGES; round++) {
     const before = cpuMs(await server.counters());
+    if (RESYNC) {
+      const started = performance.now();
+      for (const sim of rig.simulators) sim.dropStreams();
+      while (!rig.simulators.every((s) => s.answeredTypes >= 2)) {
+        if (performance.now() - started > 30_000)
+          throw new Error(`resync ${round}: upstreams not asked again`);
+        await sleep(20);
+      }
+      const reads = await quiesce(server, 10_000);
+      cpu.push(cpuMs(await server.counters()) - before - overhead * (reads + 1));
+      continue;
+    }
     const trackers = fleets.map((f) => new LatencyTracker(f));
     const pick = model.servedInZone('edge');
     const change = model.change('endpoints', pick.upstream, pick);
@@ -133,7 +148,7 @@ try {
     if (wrong.length > 0) throw new Error(`after the changes: ${wrong.slice(0, 3).join('; ')}`);
   }
   console.log(
-    `${CHANGES} one-object changes to the small view: server CPU per change p50 ${percentile(cpu, 50).toFixed(1)} ms, p90 ${percentile(cpu, 90).toFixed(1)} ms, max ${Math.max(...cpu).toFixed(1)} ms, mean ${mean.toFixed(1)} ms (reading counters: ${overhead.toFixed(1)} ms, taken off)`,
+    `${CHANGES} ${RESYNC ? 'identical resyncs' : 'one-object changes to the small view'}: server CPU per change p50 ${percentile(cpu, 50).toFixed(1)} ms, p90 ${percentile(cpu, 90).toFixed(1)} ms, max ${Math.max(...cpu).toFixed(1)} ms, mean ${mean.toFixed(1)} ms (reading counters: ${overhead.toFixed(1)} ms, taken off)`,
   );
   console.log(
     `collections of the heap during the changes: ${collectionsAfter.fullCollections - collectionsBefore.fullCollections} full, ${collectionsAfter.youngCollections - collectionsBefore.youngCollections} young (${collectionsAfter.youngCollectionsAfterInput - collectionsBefore.youngCollectionsAfterInput} of them run after network input, ${collectionsAfter.youngCollectionsSkippedWhileMarking - collectionsBefore.youngCollectionsSkippedWhileMarking} more left out during markings)`,

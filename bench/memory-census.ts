@@ -7,8 +7,9 @@
  * own with one istiod of each view, and once they hold what the model says, a heap snapshot of the
  * server is taken (after a full collection) and read here. Printed: the heap's objects by kind and
  * constructor, with their count per served object; the memory of array buffers (upstream bytes,
- * blocks of framed objects, kept responses) by the property that holds their views; and how much
- * of the strings' memory repeats content another string already has. `--keep` leaves the snapshot
+ * blocks of framed objects, kept responses) by the property that holds their views; arrays,
+ * strings and objects by the property holding them; and how much of the strings' memory repeats
+ * content another string already has. `--keep` leaves the snapshot
  * file for a closer look in a browser's developer tools.
  */
 import { readFile, mkdtemp, rm } from 'node:fs/promises';
@@ -152,6 +153,8 @@ try {
   const byKind = new Map<string, { count: number; bytes: number }>();
   const buffers = new Map<string, { count: number; bytes: number }>();
   const arrays = new Map<string, { count: number; bytes: number }>();
+  const stringHolders = new Map<string, { count: number; bytes: number }>();
+  const objectHolders = new Map<string, { count: number; bytes: number }>();
   const strings = new Map<string, number>();
   let stringBytes = 0;
   let repeatedBytes = 0;
@@ -170,11 +173,13 @@ try {
       if (strings.has(text)) repeatedBytes += size;
       else strings.set(text, size);
       add(byKind, type, size);
+      add(stringHolders, graph.holder(i), size);
       continue;
     }
     add(byKind, type === 'object' || type === 'native' ? `${type} ${graph.name(i)}` : type, size);
     if (graph.name(i) === 'system / JSArrayBufferData') add(buffers, graph.holder(i), size);
     else if (type === 'array') add(arrays, graph.holder(i), size);
+    else if (type === 'object') add(objectHolders, `${graph.name(i)} in ${graph.holder(i)}`, size);
   }
   const table = (title: string, map: Map<string, { count: number; bytes: number }>, rows: number): void => {
     console.log(`\n${title}\n      MB    count  per object`);
@@ -186,6 +191,8 @@ try {
   table('heap and external memory by kind of node (self sizes)', byKind, 25);
   table('array buffer memory by the property holding it', buffers, 15);
   table('arrays (hash tables, elements, property stores) by the property holding them', arrays, 20);
+  table('strings by the property holding them', stringHolders, 20);
+  table('objects by constructor and the property holding them', objectHolders, 20);
   console.log(
     `\nstrings: ${MB(stringBytes).trim()} MB, of which ${MB(repeatedBytes).trim()} MB repeat the content of another string`,
   );

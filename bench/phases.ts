@@ -357,7 +357,7 @@ async function measureSync(server: ServerProcess, fleet: Fleet): Promise<SyncRes
  * Waits until the server's CPU use stays flat (its work is done), at most `maxMs`. Returns how
  * many times it read the server's counters.
  */
-async function quiesce(server: ServerProcess, maxMs: number): Promise<number> {
+export async function quiesce(server: ServerProcess, maxMs: number): Promise<number> {
   const end = performance.now() + maxMs;
   let last = cpuMs(await server.counters());
   let reads = 1;
