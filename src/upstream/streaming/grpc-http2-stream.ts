@@ -10,7 +10,7 @@ import {
 import type { ConnectionOptions } from 'node:tls';
 import { truncateForLog } from '../../core/truncate-for-log.js';
 import { youngCollections, type YoungCollections } from '../../core/young-collections.js';
-import { GrpcMessageReader, GrpcReadError } from './grpc-message-reader.js';
+import { GrpcMessageReader, GrpcReadError, type MessageMatcher } from './grpc-message-reader.js';
 
 /** How a gRPC stream ended: its status code and message. */
 export interface GrpcStatus {
@@ -43,6 +43,11 @@ export interface GrpcHttp2StreamOptions {
 export interface GrpcHttp2StreamHandlers {
   /** One message, synchronously; when lent, a view valid only during the call. */
   onMessage(message: Uint8Array): void;
+  /**
+   * A matcher for a lent message of `size` bytes the reader would need a new buffer for (see
+   * {@link GrpcMessageReader}); a message it matches whole it hands on itself, in place of `onMessage`.
+   */
+  expectMessage?(size: number): MessageMatcher | undefined;
   /** The stream ended, once, with the status a gRPC client reports (after `cancel()`: never). */
   onEnd(end: GrpcStatus): void;
 }
@@ -135,7 +140,9 @@ export class GrpcHttp2Stream {
     options: GrpcHttp2StreamOptions,
     private readonly handlers: GrpcHttp2StreamHandlers,
   ) {
-    this.reader = new GrpcMessageReader(options.maxReceiveBytes, options.lendMessages);
+    this.reader = new GrpcMessageReader(options.maxReceiveBytes, options.lendMessages, (size) =>
+      this.handlers.expectMessage?.(size),
+    );
     this.collections = options.youngCollections ?? youngCollections();
     // Reused while responses keep coming (a change allocates nothing of their size), let go after
     // a quiet while: at rest a stream holds no copy of its largest response.
@@ -233,9 +240,15 @@ export class GrpcHttp2Stream {
   private onData(chunk: Buffer): void {
     if (this.ended) return;
     try {
-      this.reader.push(chunk, (message) => {
-        if (!this.ended) this.handlers.onMessage(message);
-      });
+      this.reader.push(
+        chunk,
+        (message) => {
+          if (!this.ended) this.handlers.onMessage(message);
+        },
+        (matcher) => {
+          if (!this.ended) matcher.deliver();
+        },
+      );
       this.quiet.refresh();
       // The reader copied what it keeps: the chunk's memory is garbage from here on.
       this.collections.received(chunk.byteLength, !this.reader.midMessage);

@@ -14,6 +14,29 @@ export class GrpcReadError extends Error {
 const PREFIX_BYTES = 5;
 
 /**
+ * Takes a message's bytes as they arrive instead of the reader copying them, for a receiver that
+ * expects the message to repeat bytes it already holds (a state sent again, say): when it does,
+ * the message needs no buffer at all. See {@link GrpcMessageReader}.
+ */
+export interface MessageMatcher {
+  /**
+   * Takes `chunk[from, to)`, the message's next bytes, as far as they are what the matcher
+   * expects, and returns how many it took. Taking fewer ends the matching: the reader copies the
+   * message from there on, after {@link copyTaken}.
+   */
+  take(chunk: Uint8Array, from: number, to: number): number;
+  /** Writes the bytes taken so far, as they came, into `target` from its start. */
+  copyTaken(target: Uint8Array): void;
+  /**
+   * Once every byte of the message was taken: whether the matcher can hand it on ({@link deliver})
+   * in its own form; otherwise the reader copies it and delivers the bytes.
+   */
+  complete(): boolean;
+  /** Hands the message on, in the matcher's own form (after {@link complete} said it can). */
+  deliver(): void;
+}
+
+/**
  * Reassembles the length-prefixed messages of one gRPC stream from the chunks HTTP/2 delivers,
  * copying each chunk's bytes where they belong as it arrives. No chunk is kept: a chunk that
  * outlived the message it carried would keep its memory past the young generation, and the bytes
@@ -26,6 +49,11 @@ const PREFIX_BYTES = 5;
  * {@link release}), or in
  * the chunk itself when it arrived whole. The receiver copies whatever it keeps, or adopts the
  * reader's buffer ({@link adopt}). Without lending, each message is a buffer of its own.
+ *
+ * A lent message that would need a new buffer (the reader holds none, or none large enough) is
+ * first offered to a matcher (`expect`): while its bytes are what the matcher expects, nothing is
+ * copied or allocated, and a message matched to its end is handed on by the matcher. Where they
+ * stop agreeing, the reader takes a buffer, has the matcher write what it took, and copies the rest.
  */
 export class GrpcMessageReader {
   private readonly prefix = Buffer.alloc(PREFIX_BYTES);
@@ -38,11 +66,15 @@ export class GrpcMessageReader {
   private scratch: Buffer | undefined;
   /** While a message assembled in `scratch` is being delivered: it may be adopted. */
   private delivering = false;
+  /** Taking the current message's bytes in place of `target`. */
+  private matcher: MessageMatcher | undefined;
 
   constructor(
     /** The largest message accepted, in bytes. */
     private readonly maxBytes: number,
     private readonly lend: boolean,
+    /** A matcher for a lent message of `size` bytes that would need a new buffer, or none. */
+    private readonly expect?: (size: number) => MessageMatcher | undefined,
   ) {}
 
   /**
@@ -82,14 +114,20 @@ export class GrpcMessageReader {
   }
 
   /**
-   * Reads one chunk, delivering every message it completes. Throws {@link GrpcReadError} for a
-   * compressed message (meshmux asks for none) or one over the limit, before its bytes are held.
+   * Reads one chunk, delivering every message it completes: as bytes to `deliver`, or, matched
+   * whole, as its matcher to `delivered` (which by default has it hand the message on). Throws
+   * {@link GrpcReadError} for a compressed message (meshmux asks for none) or one over the limit,
+   * before its bytes are held.
    */
-  push(chunk: Uint8Array, deliver: (message: Uint8Array) => void): void {
+  push(
+    chunk: Uint8Array,
+    deliver: (message: Uint8Array) => void,
+    delivered: (matcher: MessageMatcher) => void = (matcher) => matcher.deliver(),
+  ): void {
     let at = 0;
     const end = chunk.byteLength;
     while (at < end) {
-      if (this.target === undefined) {
+      if (this.target === undefined && this.matcher === undefined) {
         if (this.prefixRead === 0 && end - at >= PREFIX_BYTES) {
           // The usual case: the prefix whole in this chunk.
           const size = this.begin(chunk[at] ?? 0, readUint32(chunk, at + 1));
@@ -111,8 +149,38 @@ export class GrpcMessageReader {
           this.startTarget(this.begin(this.prefix[0] ?? 0, this.prefix.readUInt32BE(1)));
         }
       }
-      at = this.fill(chunk, at, end, deliver);
+      at =
+        this.matcher === undefined
+          ? this.fill(chunk, at, end, deliver)
+          : this.match(chunk, at, end, deliver, delivered);
     }
+  }
+
+  /** Offers what `chunk` holds of the current message from `at` to its matcher. */
+  private match(
+    chunk: Uint8Array,
+    at: number,
+    end: number,
+    deliver: (message: Uint8Array) => void,
+    delivered: (matcher: MessageMatcher) => void,
+  ): number {
+    const matcher = this.matcher as MessageMatcher;
+    const offered = Math.min(this.size - this.filled, end - at);
+    const took = matcher.take(chunk, at, at + offered);
+    this.filled += took;
+    if (took === offered && this.filled < this.size) return at + took;
+    this.matcher = undefined;
+    if (took === offered && matcher.complete()) {
+      this.prefixRead = 0;
+      delivered(matcher);
+      return at + took;
+    }
+    // The bytes stopped agreeing (or the whole does not): copied from here on, as any message.
+    const target = this.allocateTarget(this.size);
+    matcher.copyTaken(target);
+    this.target = target;
+    if (this.filled === this.size) this.deliverTarget(target, deliver);
+    return at + took;
   }
 
   /** Copies what `chunk` holds of the current message from `at`; delivers it once whole. */
@@ -122,17 +190,19 @@ export class GrpcMessageReader {
     const take = Math.min(this.size - this.filled, end - at);
     if (take > 0) target.set(chunk.subarray(at, at + take), this.filled);
     this.filled += take;
-    if (this.filled === this.size) {
-      this.target = undefined;
-      this.prefixRead = 0;
-      this.delivering = this.lend;
-      try {
-        deliver(target.subarray(0, this.size));
-      } finally {
-        this.delivering = false;
-      }
-    }
+    if (this.filled === this.size) this.deliverTarget(target, deliver);
     return at + take;
+  }
+
+  private deliverTarget(target: Buffer, deliver: (message: Uint8Array) => void): void {
+    this.target = undefined;
+    this.prefixRead = 0;
+    this.delivering = this.lend;
+    try {
+      deliver(target.subarray(0, this.size));
+    } finally {
+      this.delivering = false;
+    }
   }
 
   /** Checks a message's prefix; returns its size. */
@@ -158,15 +228,25 @@ export class GrpcMessageReader {
   private startTarget(size: number): void {
     this.size = size;
     this.filled = 0;
-    if (!this.lend) {
-      this.target = Buffer.allocUnsafeSlow(size);
-    } else {
-      if (this.scratch === undefined || this.scratch.byteLength < size) {
-        // A little room, so a response that grows by a few objects does not allocate again.
-        this.scratch = Buffer.allocUnsafeSlow(Math.min(this.maxBytes, size + (size >>> 4)));
-      }
-      this.target = this.scratch;
+    if (
+      this.lend &&
+      this.expect !== undefined &&
+      (this.scratch === undefined || this.scratch.byteLength < size)
+    ) {
+      this.matcher = this.expect(size);
+      if (this.matcher !== undefined) return;
     }
+    this.target = this.allocateTarget(size);
+  }
+
+  /** The buffer a message of `size` bytes is assembled in. */
+  private allocateTarget(size: number): Buffer {
+    if (!this.lend) return Buffer.allocUnsafeSlow(size);
+    if (this.scratch === undefined || this.scratch.byteLength < size) {
+      // A little room, so a response that grows by a few objects does not allocate again.
+      this.scratch = Buffer.allocUnsafeSlow(Math.min(this.maxBytes, size + (size >>> 4)));
+    }
+    return this.scratch;
   }
 }
 

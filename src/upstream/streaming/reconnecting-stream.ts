@@ -5,6 +5,7 @@ import { sourceClock, type SourceClock, type SourceTiming } from '../runtime/sou
 import type { StreamTransport } from './dial-settings.js';
 import { ExponentialBackoff, type BackoffPolicy } from './exponential-backoff.js';
 import { GrpcHttp2Stream, type GrpcStatus } from './grpc-http2-stream.js';
+import type { MessageMatcher } from './grpc-message-reader.js';
 import { clientTls, type TlsSettings } from './tls-credentials.js';
 
 /** One open stream, handed to the handlers. Calls after the stream ended are ignored. */
@@ -30,6 +31,11 @@ export interface StreamHandlers {
    * `lendMessages` the bytes are valid during the call only: what the protocol keeps, it copies.
    */
   onMessage(stream: OpenStream, message: Uint8Array): void;
+  /**
+   * With `lendMessages`: a matcher for a message of `size` bytes that would need a new buffer
+   * (see `GrpcMessageReader`), which hands a message it matches whole on itself.
+   */
+  expectMessage?(stream: OpenStream, size: number): MessageMatcher | undefined;
   /** The stream ended or could not be created; a new attempt follows after the backoff. */
   onClose(error: MeshmuxError): void;
 }
@@ -136,6 +142,8 @@ export class ReconnectingStream {
         onMessage: (message) => {
           if (this.call === call) this.handlers.onMessage(stream, message);
         },
+        expectMessage: (size) =>
+          this.call === call ? this.handlers.expectMessage?.(stream, size) : undefined,
         onEnd: (end) => {
           if (this.call !== call) return;
           this.call = undefined;

@@ -246,6 +246,42 @@ export class ResponseLayout {
     return buffer;
   }
 
+  /** Where entry `k` (0 ≤ k < count) begins: its tag, in the layout's bytes. */
+  entryStart(k: number): number {
+    return this.offsets[STRIDE * k] as number;
+  }
+
+  /** Where entry `k` ends. */
+  entryEnd(k: number): number {
+    return this.offsets[STRIDE * k + 2] as number;
+  }
+
+  /** Bytes of entry `k`'s tag and length. */
+  entryHeaderLength(k: number): number {
+    return (this.offsets[STRIDE * k + 1] as number) - (this.offsets[STRIDE * k] as number);
+  }
+
+  /**
+   * The entries from `k` on that follow one another with nothing between them: the entry after
+   * the last of them (or `count`), and where that last one ends.
+   */
+  runFrom(k: number): { readonly next: number; readonly end: number } {
+    let next = k + 1;
+    while (next < this.count && this.offsets[STRIDE * next] === this.offsets[STRIDE * (next - 1) + 2]) next++;
+    return { next, end: this.offsets[STRIDE * (next - 1) + 2] as number };
+  }
+
+  /** Whether the layout's bytes from `at` are those of `chunk` from `from` to `to`. */
+  holds(at: number, chunk: Uint8Array, from: number, to: number): boolean {
+    if (at + (to - from) > this.bytes.byteLength) return false;
+    return this.bytes.compare(chunk, from, to, at, at + (to - from)) === 0;
+  }
+
+  /** Copies the layout's bytes from `start` to `end` into `target` at `at`. */
+  copyRange(start: number, end: number, target: Uint8Array, at: number): void {
+    target.set(this.bytes.subarray(start, end), at);
+  }
+
   /**
    * Entry `i` (0 ≤ i < count), its `Any` walked in place. Throws when the `Any` is not well formed;
    * its fields other than 1 and 2 are skipped.

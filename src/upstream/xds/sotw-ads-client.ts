@@ -5,6 +5,8 @@ import type { ReadResult } from '../mcp-resource-reader.js';
 import type { ChannelPatch } from '../streaming/subscription-state.js';
 import type { ConfigResource } from '../../core/resource.js';
 import { ResponseLayout, type ResponseEntry } from './discovery-response.js';
+import { ResentResponseMatcher, type ResponseHead } from './resent-response-matcher.js';
+import type { MessageMatcher } from '../streaming/grpc-message-reader.js';
 import { INVALID_ARGUMENT, reportUndecodable, type AdsClientContext } from './ads-client-context.js';
 import { MCP_RESOURCE_SUFFIX } from '../../wire/type-urls.js';
 import { encodeDiscoveryRequest, type DiscoveryRequestFields } from '../../wire/discovery-requests.js';
@@ -29,6 +31,12 @@ interface ChangedSpan {
   /** The entries in between, read. */
   readonly entries: readonly ResponseEntry[];
 }
+
+/**
+ * Responses at least this large, arriving when the transport would need a new buffer for them,
+ * are first compared with the kept ones as they come (see {@link SotwAdsClient.expectMessage}).
+ */
+const MATCH_FROM_BYTES = 64 * 1024;
 
 /** Errors of entries that are not MCP Resources, which name their position in the response. */
 const WRONG_TYPE_RESULTS = new WeakSet<ReadResult>();
@@ -72,6 +80,23 @@ export class SotwAdsClient implements StreamHandlers {
     }
   }
 
+  /**
+   * A large response the transport has no buffer for (a stream just opened, or quiet for a while:
+   * an upstream that restarted, say) is compared with the kept responses as it arrives: one that
+   * repeats a kept response's entries needs no copy, nor the buffer a copy would go in, and is
+   * judged as that response sent again. Any other is copied and read as usual.
+   */
+  expectMessage(stream: OpenStream, size: number): MessageMatcher | undefined {
+    if (size < MATCH_FROM_BYTES || this.previous.size === 0) return undefined;
+    const kept: ResponseLayout[] = [];
+    for (const previous of this.previous.values()) if (previous.layout.count > 0) kept.push(previous.layout);
+    return new ResentResponseMatcher(kept, {
+      isKept: (layout) => this.previous.get(layout.typeUrl)?.layout === layout,
+      resent: (layout, head) =>
+        this.onResponse(stream, layout, head, { prefix: layout.count, suffix: 0, entries: [] }),
+    });
+  }
+
   onMessage(stream: OpenStream, message: Uint8Array): void {
     let layout: ResponseLayout;
     let span: ChangedSpan;
@@ -87,8 +112,21 @@ export class SotwAdsClient implements StreamHandlers {
       this.undecodable(stream, message, err);
       return;
     }
+    this.onResponse(stream, layout, layout, span);
+  }
+
+  /**
+   * A response read: its top-level strings (`head`), the layout of its entries (a kept one's, for
+   * a response that repeats them) and what it shares with the last one of its type.
+   */
+  private onResponse(
+    stream: OpenStream,
+    layout: ResponseLayout,
+    head: ResponseHead,
+    span: ChangedSpan,
+  ): void {
     this.ctx.onAnswer();
-    const { typeUrl, nonce, versionInfo: version } = layout;
+    const { typeUrl, nonce, versionInfo: version } = head;
     const kind = this.ctx.state.kindOf(typeUrl);
     if (kind === undefined) {
       // Not ours to apply, and a sign the upstream mixed its types up: refused, so it can tell.
@@ -199,9 +237,9 @@ export class SotwAdsClient implements StreamHandlers {
   ): void {
     if (before !== undefined && resent) {
       // The same entries as the last response (a resent state): its bytes and offsets stay kept,
-      // nothing is copied, and the new layout's offsets become the spare ones.
+      // nothing is copied, and the new layout's offsets (if it has its own) become the spare ones.
       this.previous.set(next.layout.typeUrl, { ...next, layout: before.layout });
-      this.spareOffsets = next.layout.offsets;
+      if (next.layout !== before.layout) this.spareOffsets = next.layout.offsets;
       return;
     }
     const store = before?.layout.releaseBytes();

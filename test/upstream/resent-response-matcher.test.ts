@@ -1,0 +1,416 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import fc from 'fast-check';
+import protobuf from 'protobufjs';
+import { GrpcMessageReader } from '../../src/upstream/streaming/grpc-message-reader.js';
+import { ResponseLayout } from '../../src/upstream/xds/discovery-response.js';
+import { ResentResponseMatcher, type ResponseHead } from '../../src/upstream/xds/resent-response-matcher.js';
+import { XdsSource } from '../../src/upstream/xds/xds-source.js';
+import { FakeAdsServer } from '../support/fake-ads-server.js';
+import { fakeVirtualService } from '../support/fake-objects.js';
+import { SourceEventRecorder } from '../support/source-event-recorder.js';
+
+const MCP = 'type.googleapis.com/istio.mcp.v1alpha1.Resource';
+const VS_V1 = 'networking.istio.io/v1/VirtualService';
+
+/** A top-level field of a response, in the order written. */
+type Part =
+  | { readonly field: 'version' | 'type' | 'nonce'; readonly text: string }
+  | { readonly field: 'entry'; readonly value: Uint8Array }
+  | { readonly field: 'other'; readonly bytes: Uint8Array };
+
+function encode(parts: readonly Part[]): Buffer {
+  return Buffer.concat(
+    parts.map((p) => {
+      if (p.field === 'other') return p.bytes;
+      const w = protobuf.Writer.create();
+      if (p.field === 'entry') {
+        const any = protobuf.Writer.create()
+          .uint32((1 << 3) | 2)
+          .string(MCP)
+          .uint32((2 << 3) | 2)
+          .bytes(p.value);
+        return w
+          .uint32((2 << 3) | 2)
+          .bytes(any.finish())
+          .finish();
+      }
+      const field = p.field === 'version' ? 1 : p.field === 'type' ? 4 : 5;
+      return w
+        .uint32((field << 3) | 2)
+        .string(p.text)
+        .finish();
+    }),
+  );
+}
+
+/**
+ * Fields the schema knows but the matcher only copies (canary, control plane), or does not know;
+ * groups (which the matcher leaves to the layout) where asked for.
+ */
+const otherField = (groups: boolean): fc.Arbitrary<Part> =>
+  fc
+    .record({
+      field: fc.constantFrom(3, 6, 9, 300),
+      kind: fc.constantFrom('varint', 'fixed64', 'fixed32', 'bytes', ...(groups ? ['group'] : [])),
+      number: fc.integer({ min: 0, max: 2 ** 31 }),
+      payload: fc.uint8Array({ maxLength: 40 }),
+    })
+    .map(({ field, kind, number, payload }) => {
+      const w = protobuf.Writer.create();
+      if (kind === 'varint') w.uint32(field << 3).uint64(number);
+      else if (kind === 'fixed64') w.uint32((field << 3) | 1).fixed64(number);
+      else if (kind === 'fixed32') w.uint32((field << 3) | 5).fixed32(number);
+      else if (kind === 'bytes') w.uint32((field << 3) | 2).bytes(payload);
+      else
+        w.uint32((field << 3) | 3)
+          .uint32((1 << 3) | 2)
+          .bytes(payload)
+          .uint32((field << 3) | 4);
+      return { field: 'other' as const, bytes: w.finish() };
+    });
+
+const headField = (groups: boolean): fc.Arbitrary<Part> =>
+  fc.oneof(
+    fc.record({
+      field: fc.constantFrom('version' as const, 'nonce' as const),
+      text: fc.string({ maxLength: 12 }),
+    }),
+    otherField(groups),
+  );
+const head = headField(false);
+const anyHead = headField(true);
+
+/** Entry values, some of equal length so entries of two kept responses can share their headers. */
+const value = fc.oneof(fc.uint8Array({ minLength: 20, maxLength: 20 }), fc.uint8Array({ maxLength: 200 }));
+
+const TYPES = ['networking.istio.io/v1/ServiceEntry', 'networking.istio.io/v1/VirtualService'];
+
+/** A kept response: strings, then entries (one after another, or with a field between), then strings. */
+function keptParts(
+  typeUrl: string,
+  values: readonly Uint8Array[],
+  before: readonly Part[],
+  gap?: readonly [number, Part],
+): Part[] {
+  const entries: Part[] = values.map((v) => ({ field: 'entry' as const, value: v }));
+  if (gap !== undefined) entries.splice(gap[0] % (entries.length + 1), 0, gap[1]);
+  return [...before, ...entries, { field: 'type', text: typeUrl }, { field: 'nonce', text: 'kept' }];
+}
+
+/** `bytes` framed as one gRPC message and cut at `cuts`. */
+function framedChunks(bytes: Buffer, cuts: readonly number[]): Buffer[] {
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(bytes.byteLength, 1);
+  const all = Buffer.concat([prefix, bytes]);
+  const at = [...new Set(cuts.map((c) => c % (all.byteLength + 1)))].sort((a, b) => a - b);
+  const chunks: Buffer[] = [];
+  let from = 0;
+  for (const cut of [...at, all.byteLength]) {
+    chunks.push(Buffer.from(all.subarray(from, cut)));
+    from = cut;
+  }
+  return chunks;
+}
+
+type Outcome =
+  | { readonly as: 'bytes'; readonly bytes: Buffer }
+  | { readonly as: 'resent'; readonly layout: ResponseLayout; readonly head: ResponseHead };
+
+/** What the reader hands on for `message`, cut at `cuts`, its matcher comparing with `kept`. */
+function receive(message: Buffer, cuts: readonly number[], kept: readonly ResponseLayout[]): Outcome[] {
+  const out: Outcome[] = [];
+  const reader = new GrpcMessageReader(1 << 24, true, () => {
+    return new ResentResponseMatcher(kept, {
+      isKept: (layout) => kept.includes(layout),
+      resent: (layout, h) => out.push({ as: 'resent', layout, head: h }),
+    });
+  });
+  for (const chunk of framedChunks(message, cuts)) {
+    reader.push(chunk, (m) => out.push({ as: 'bytes', bytes: Buffer.from(m) }));
+  }
+  assert.equal(reader.midMessage, false);
+  return out;
+}
+
+function entriesOf(layout: ResponseLayout): string[] {
+  return Array.from({ length: layout.count }, (_, i) => Buffer.from(layout.entry(i).value).toString('hex'));
+}
+
+/** An edit of a kept response's entries: a change, a removal, a name twice, a swap, an insertion, a field between. */
+interface Edit {
+  readonly op: 'change' | 'remove' | 'truncate' | 'duplicate' | 'swap' | 'insert' | 'between';
+  readonly at: number;
+  readonly value?: Uint8Array;
+  readonly part?: Part;
+}
+
+const edit: fc.Arbitrary<Edit> = fc.oneof(
+  fc.record({ op: fc.constant('change' as const), at: fc.nat(), value }),
+  fc.record({
+    op: fc.constantFrom('remove' as const, 'truncate' as const, 'duplicate' as const, 'swap' as const),
+    at: fc.nat(),
+  }),
+  fc.record({ op: fc.constant('insert' as const), at: fc.nat(), value }),
+  fc.record({ op: fc.constant('between' as const), at: fc.nat(), part: anyHead }),
+);
+
+function edited(values: readonly Uint8Array[], edits: readonly Edit[]): Part[] {
+  const parts: Part[] = values.map((v) => ({ field: 'entry', value: v }));
+  for (const e of edits) {
+    const at = e.at % Math.max(1, parts.length);
+    if (e.op === 'change' && e.value !== undefined && parts.length > 0)
+      parts[at] = { field: 'entry', value: e.value };
+    else if (e.op === 'remove') parts.splice(at, 1);
+    else if (e.op === 'truncate') parts.splice(at);
+    else if (e.op === 'duplicate' && parts[at] !== undefined) parts.splice(at, 0, parts[at]);
+    else if (e.op === 'swap' && parts.length > 1) {
+      const next = (at + 1) % parts.length;
+      [parts[at], parts[next]] = [parts[next] as Part, parts[at] as Part];
+    } else if (e.op === 'insert' && e.value !== undefined)
+      parts.splice(at, 0, { field: 'entry', value: e.value });
+    else if (e.op === 'between' && e.part !== undefined) parts.splice(at, 0, e.part);
+  }
+  return parts;
+}
+
+describe('ResentResponseMatcher', () => {
+  it('takes a response that repeats a kept one’s entries whole, whatever else it carries and however it is cut', () => {
+    fc.assert(
+      fc.property(
+        fc.array(value, { minLength: 1, maxLength: 12 }),
+        fc.array(value, { minLength: 1, maxLength: 12 }),
+        fc.array(head, { maxLength: 3 }),
+        fc.array(head, { maxLength: 3 }),
+        fc.array(head, { maxLength: 3 }),
+        fc.array(fc.nat(), { maxLength: 10 }),
+        fc.boolean(),
+        (firsts, seconds, keptHead, newHead, newTail, cuts, second) => {
+          // Two kept responses, their entries told apart by their first byte (their headers may be
+          // the same): which one is sent again is the matcher's to find.
+          const values = firsts.map((v) => Buffer.concat([Buffer.from([1]), v]));
+          const others = seconds.map((v) => Buffer.concat([Buffer.from([2]), v]));
+          const keptBytes = [
+            encode(keptParts(TYPES[0] as string, values, keptHead)),
+            encode(keptParts(TYPES[1] as string, others, [])),
+          ];
+          const kept = keptBytes.map((b) => new ResponseLayout(b));
+          const typeUrl = TYPES[second ? 1 : 0] as string;
+          const message = encode([
+            ...newHead,
+            ...(second ? others : values).map((v) => ({ field: 'entry' as const, value: v })),
+            ...newTail,
+            { field: 'type', text: typeUrl },
+            { field: 'nonce', text: 'again' },
+          ]);
+          // Cut inside the message at least once: a message that arrives whole is read where it lies.
+          const got = receive(message, [6, ...cuts], kept);
+          assert.equal(got.length, 1);
+          const outcome = got[0] as Outcome;
+          assert.equal(outcome.as, 'resent', 'taken whole, without a copy');
+          if (outcome.as !== 'resent') return;
+          const read = new ResponseLayout(message);
+          assert.equal(outcome.layout, kept[second ? 1 : 0]);
+          assert.deepEqual(outcome.head, {
+            versionInfo: read.versionInfo,
+            typeUrl: read.typeUrl,
+            nonce: read.nonce,
+          });
+        },
+      ),
+      { numRuns: 400 },
+    );
+  });
+
+  it('hands on exactly the bytes sent, or a kept response they repeat, for any other response', () => {
+    fc.assert(
+      fc.property(
+        fc.array(value, { minLength: 1, maxLength: 12 }),
+        fc.array(edit, { maxLength: 3 }),
+        fc.array(anyHead, { maxLength: 2 }),
+        fc.constantFrom(...TYPES, 'networking.istio.io/v1/Gateway'),
+        fc.array(fc.nat(), { maxLength: 10 }),
+        fc.option(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { nil: undefined }),
+        fc.option(fc.tuple(fc.nat(), anyHead), { nil: undefined }),
+        (values, edits, newHead, typeUrl, cuts, flip, gap) => {
+          const keptLayout = new ResponseLayout(encode(keptParts(TYPES[0] as string, values, [], gap)));
+          const message = encode([
+            ...newHead,
+            ...edited(values, edits),
+            { field: 'type', text: typeUrl },
+            { field: 'nonce', text: 'n' },
+          ]);
+          // A byte changed anywhere: the response may not even be well formed.
+          if (flip !== undefined) message[flip[0] % message.byteLength] = flip[1];
+          const got = receive(message, cuts, [keptLayout]);
+          assert.equal(got.length, 1);
+          const outcome = got[0] as Outcome;
+          if (outcome.as === 'bytes') {
+            assert.equal(outcome.bytes.toString('hex'), message.toString('hex'));
+            return;
+          }
+          // Taken whole: the response is well formed and is the kept state sent again.
+          const read = new ResponseLayout(message);
+          assert.deepEqual(entriesOf(read), entriesOf(keptLayout));
+          assert.equal(read.typeUrl, keptLayout.typeUrl);
+          assert.deepEqual(outcome.head, {
+            versionInfo: read.versionInfo,
+            typeUrl: read.typeUrl,
+            nonce: read.nonce,
+          });
+        },
+      ),
+      {
+        numRuns: 1500,
+        examples: [
+          // The entries before a field the kept response has between its entries, and no more.
+          [
+            [Buffer.alloc(30, 1), Buffer.alloc(30, 2), Buffer.alloc(30, 3)],
+            [{ op: 'truncate', at: 2 }],
+            [],
+            TYPES[0] as string,
+            [6],
+            undefined,
+            [2, { field: 'other', bytes: Buffer.from([0x18, 0x01]) }],
+          ],
+        ],
+      },
+    );
+  });
+
+  it('leaves to the layout a response that ends inside a field', () => {
+    const values = Array.from({ length: 5 }, (_, i) => Buffer.alloc(40, i));
+    const kept = new ResponseLayout(encode(keptParts(TYPES[0] as string, values, [])));
+    const whole = encode(keptParts(TYPES[0] as string, values, [{ field: 'version', text: 'v2' }]));
+    // A tag going on past the end, a length missing, a value cut short, a varint missing.
+    for (const tail of [[0x92], [0x2a], [0x2a, 0x05, 0x61], [0x18], [0x18, 0x80]]) {
+      const message = Buffer.concat([whole, Buffer.from(tail)]);
+      const got = receive(message, [6, 200], [kept]);
+      assert.deepEqual(
+        got.map((o) => (o.as === 'bytes' ? o.bytes.toString('hex') : 'resent')),
+        [message.toString('hex')],
+        `ending with ${Buffer.from(tail).toString('hex')}`,
+      );
+    }
+  });
+
+  it('leaves a response to be copied when its kept response was replaced while it arrived', () => {
+    const values = Array.from({ length: 50 }, (_, i) => Buffer.alloc(100, i));
+    const layout = new ResponseLayout(encode(keptParts(TYPES[0] as string, values, [])));
+    const message = encode(keptParts(TYPES[0] as string, values, [{ field: 'version', text: 'v2' }]));
+    const out: Outcome[] = [];
+    let kept = true;
+    const reader = new GrpcMessageReader(1 << 20, true, () => {
+      return new ResentResponseMatcher([layout], {
+        isKept: () => kept,
+        resent: (l, h) => out.push({ as: 'resent', layout: l, head: h }),
+      });
+    });
+    const chunks = framedChunks(message, [1000, 3000]);
+    reader.push(chunks[0] as Buffer, () => assert.fail('not whole yet'));
+    kept = false;
+    for (const chunk of chunks.slice(1))
+      reader.push(chunk, (m) => out.push({ as: 'bytes', bytes: Buffer.from(m) }));
+    assert.deepEqual(
+      out.map((o) => (o.as === 'bytes' ? o.bytes.toString('hex') : 'resent')),
+      [message.toString('hex')],
+    );
+  });
+});
+
+describe('an xds source whose upstream sends its state again on a new stream (real gRPC)', () => {
+  const calls = { resent: 0, copied: 0 };
+  const deliver = Object.getOwnPropertyDescriptor(ResentResponseMatcher.prototype, 'deliver')?.value as (
+    this: ResentResponseMatcher,
+  ) => void;
+  const copyTaken = Object.getOwnPropertyDescriptor(ResentResponseMatcher.prototype, 'copyTaken')?.value as (
+    this: ResentResponseMatcher,
+    target: Uint8Array,
+  ) => void;
+  let fake: FakeAdsServer;
+  let recorder: SourceEventRecorder;
+
+  before(async () => {
+    // Counts which way each response the matcher was offered went.
+    ResentResponseMatcher.prototype.deliver = function (this: ResentResponseMatcher): void {
+      calls.resent++;
+      deliver.call(this);
+    };
+    ResentResponseMatcher.prototype.copyTaken = function (
+      this: ResentResponseMatcher,
+      target: Uint8Array,
+    ): void {
+      calls.copied++;
+      copyTaken.call(this, target);
+    };
+    fake = await FakeAdsServer.start({ peer: 'istiod' });
+    // About 100 KB of VirtualServices: large enough to be compared as it arrives.
+    fake.set(
+      'VirtualService',
+      Array.from({ length: 800 }, (_, i) => fakeVirtualService(`vs-${i}`, `host-${i}.example.com`)),
+    );
+    recorder = new SourceEventRecorder(
+      new XdsSource({
+        name: 'upstream',
+        namespace: 'default',
+        address: fake.address,
+        kinds: ['VirtualService'],
+        apiVersions: 'current',
+        reconnect: { initialDelay: 50, maxDelay: 400 },
+      }).events$,
+    );
+    await recorder.status('synced');
+  });
+  after(async () => {
+    ResentResponseMatcher.prototype.deliver = deliver;
+    ResentResponseMatcher.prototype.copyTaken = copyTaken;
+    recorder.close();
+    await fake.stop();
+  });
+
+  /** Ends the stream and waits for the ACK of the first response on the next one. */
+  async function reconnect(): Promise<void> {
+    const streams = fake.streams;
+    fake.disconnectAll();
+    await fake.waitFor(
+      () => {
+        const sent = fake.sent.find((s) => s.stream > streams && s.typeUrl === VS_V1);
+        return sent !== undefined && fake.requests.some((r) => r.nonce === sent.nonce);
+      },
+      10_000,
+      'the ACK of the state sent on the new stream',
+    );
+  }
+
+  function served(): string[] {
+    return (recorder.lastSnapshot()?.resources ?? []).map((r) => `${r.name}@${r.version}`).sort();
+  }
+
+  it('ACKs a state sent again without copying it, and reads one with a change', async () => {
+    const before = served();
+    assert.equal(before.length, 800);
+    await reconnect();
+    assert.deepEqual(calls, { resent: 1, copied: 0 }, 'taken as the kept state, nothing copied');
+    const ack = fake.requests.at(-1);
+    assert.equal(ack?.errorDetail, null, 'an ACK');
+    assert.equal(ack?.versionInfo, fake.sent.at(-1)?.versionInfo, 'of the version sent on the new stream');
+    assert.deepEqual(served(), before, 'the same objects served');
+
+    fake.set(
+      'VirtualService',
+      Array.from({ length: 800 }, (_, i) =>
+        fakeVirtualService(`vs-${i}`, i === 400 ? 'moved.example.com' : `host-${i}.example.com`),
+      ),
+    );
+    const from = recorder.events.length;
+    await reconnect();
+    assert.deepEqual(calls, { resent: 1, copied: 1 }, 'compared up to the change, then copied');
+    const snapshot = await recorder.snapshot(from);
+    const moved = snapshot.resources.find((r) => r.name === 'vs-400');
+    assert.ok(
+      moved !== undefined && before.every((line) => line !== `vs-400@${moved.version}`),
+      'vs-400 changed',
+    );
+    assert.equal(snapshot.resources.length, 800);
+  });
+});
