@@ -2,7 +2,7 @@
  * What one changed object costs meshmux, in CPU:
  *
  *   npm run build && node dist/bench/change-cost.js [--shape L] [--changes 40] [--views edge|all]
- *     [--clients 1] [--resync] [--profile]
+ *     [--clients 1] [--resync] [--pause 0] [--profile]
  *
  * The benchmark's three upstreams hold a shape's objects (L: 50k ServiceEntries + 2k
  * VirtualServices) and meshmux runs as shipped in a process of its own, pinned to one core. The
@@ -15,6 +15,8 @@
  * first byte, so this is the CPU before the first byte.
  * `--resync`: each round restarts every upstream's streams with the same content instead (an
  * identical resync), measured from the restart until the server's CPU use is flat again.
+ * `--pause MS`: each round waits that long first, unmeasured (past 10 s, a stream has let its
+ * reassembly buffer go, as it does between the sporadic changes of a quiet mesh).
  * `--profile` also prints where the server spent the rounds' CPU (self time per function).
  */
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -32,6 +34,7 @@ const ALL_VIEWS = option('views', 'edge') === 'all';
 const CLIENTS = Number(option('clients', '1'));
 const PROFILE = process.argv.includes('--profile');
 const RESYNC = process.argv.includes('--resync');
+const PAUSE_MS = Number(option('pause', '0'));
 
 interface CpuProfile {
   readonly startTime: number;
@@ -107,6 +110,7 @@ try {
   const fromUs = monotonicUs();
   const collectionsBefore = (await server.counters()).process;
   for (let round = 0; round < CHANGES; round++) {
+    if (PAUSE_MS > 0) await sleep(PAUSE_MS);
     const before = cpuMs(await server.counters());
     if (RESYNC) {
       const started = performance.now();
