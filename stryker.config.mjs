@@ -56,6 +56,8 @@ const MODULES = {
     'dist/test/downstream/resource-encoder.test.js',
     'dist/test/downstream/policy-views.test.js',
   ],
+  // Whether an upstream's response is its kept state sent again, and the bytes it hands on if not.
+  'src/upstream/xds/resent-response-matcher.ts': ['dist/test/upstream/resent-response-matcher.test.js'],
 };
 
 const selected = (process.env.MUTATE ?? Object.keys(MODULES).join(','))

@@ -44,6 +44,28 @@ function encode(parts: readonly Part[]): Buffer {
   );
 }
 
+/** A top-level varint field. */
+function varintField(field: number, n: number): Part {
+  return {
+    field: 'other',
+    bytes: protobuf.Writer.create()
+      .uint32(field << 3)
+      .uint64(n)
+      .finish(),
+  };
+}
+
+/** A top-level length-delimited field. */
+function bytesField(field: number, payload: Uint8Array): Part {
+  return {
+    field: 'other',
+    bytes: protobuf.Writer.create()
+      .uint32((field << 3) | 2)
+      .bytes(payload)
+      .finish(),
+  };
+}
+
 /**
  * Fields the schema knows but the matcher only copies (canary, control plane), or does not know;
  * groups (which the matcher leaves to the layout) where asked for.
@@ -54,7 +76,7 @@ const otherField = (groups: boolean): fc.Arbitrary<Part> =>
       field: fc.constantFrom(3, 6, 9, 300),
       kind: fc.constantFrom('varint', 'fixed64', 'fixed32', 'bytes', ...(groups ? ['group'] : [])),
       number: fc.integer({ min: 0, max: 2 ** 31 }),
-      payload: fc.uint8Array({ maxLength: 40 }),
+      payload: fc.uint8Array({ maxLength: 300 }),
     })
     .map(({ field, kind, number, payload }) => {
       const w = protobuf.Writer.create();
@@ -174,34 +196,64 @@ function edited(values: readonly Uint8Array[], edits: readonly Edit[]): Part[] {
   return parts;
 }
 
+/**
+ * The reader handed `message` on once: as exactly its bytes, or, taken whole, as a kept response
+ * whose entries and type URL are the message's, with the head a layout reads from it.
+ */
+function assertExact(message: Buffer, got: readonly Outcome[]): void {
+  assert.equal(got.length, 1);
+  const outcome = got[0] as Outcome;
+  if (outcome.as === 'bytes') {
+    assert.equal(outcome.bytes.toString('hex'), message.toString('hex'));
+    return;
+  }
+  // Taken whole: the response is well formed and is the kept state sent again.
+  const read = new ResponseLayout(message);
+  assert.deepEqual(entriesOf(read), entriesOf(outcome.layout));
+  assert.equal(read.typeUrl, outcome.layout.typeUrl);
+  assert.deepEqual(outcome.head, { versionInfo: read.versionInfo, typeUrl: read.typeUrl, nonce: read.nonce });
+}
+
 describe('ResentResponseMatcher', () => {
   it('takes a response that repeats a kept one’s entries whole, whatever else it carries and however it is cut', () => {
     fc.assert(
       fc.property(
         fc.array(value, { minLength: 1, maxLength: 12 }),
         fc.array(value, { minLength: 1, maxLength: 12 }),
+        fc.boolean(),
         fc.array(head, { maxLength: 3 }),
         fc.array(head, { maxLength: 3 }),
         fc.array(head, { maxLength: 3 }),
+        fc.option(fc.tuple(fc.nat(), head, fc.option(head, { nil: undefined })), { nil: undefined }),
+        fc.option(fc.string({ maxLength: 8 }), { nil: undefined }),
         fc.array(fc.nat(), { maxLength: 10 }),
         fc.boolean(),
-        (firsts, seconds, keptHead, newHead, newTail, cuts, second) => {
+        (firsts, seconds, sameFirst, keptHead, newHead, newTail, gap, nonce, cuts, sendSecond) => {
           // Two kept responses, their entries told apart by their first byte (their headers may be
-          // the same): which one is sent again is the matcher's to find.
+          // the same): which one is sent again is the matcher's to find. Or with the same first
+          // entry, the first of them sent again (the first kept response whose first entry agrees
+          // is taken). The first may have a field between its entries, where the response has
+          // another field or none.
+          const second = sendSecond && !sameFirst;
           const values = firsts.map((v) => Buffer.concat([Buffer.from([1]), v]));
-          const others = seconds.map((v) => Buffer.concat([Buffer.from([2]), v]));
-          const keptBytes = [
-            encode(keptParts(TYPES[0] as string, values, keptHead)),
-            encode(keptParts(TYPES[1] as string, others, [])),
+          const others = seconds.map((v, i) =>
+            sameFirst && i === 0 ? (values[0] as Buffer) : Buffer.concat([Buffer.from([2]), v]),
+          );
+          const keptGap = gap === undefined ? undefined : ([gap[0], gap[1]] as const);
+          const kept = [
+            new ResponseLayout(encode(keptParts(TYPES[0] as string, values, keptHead, keptGap))),
+            new ResponseLayout(encode(keptParts(TYPES[1] as string, others, []))),
           ];
-          const kept = keptBytes.map((b) => new ResponseLayout(b));
-          const typeUrl = TYPES[second ? 1 : 0] as string;
+          const entries: Part[] = (second ? others : values).map((v) => ({ field: 'entry', value: v }));
+          if (!second && gap !== undefined && gap[2] !== undefined) {
+            entries.splice(gap[0] % (entries.length + 1), 0, gap[2]);
+          }
           const message = encode([
             ...newHead,
-            ...(second ? others : values).map((v) => ({ field: 'entry' as const, value: v })),
+            ...entries,
             ...newTail,
-            { field: 'type', text: typeUrl },
-            { field: 'nonce', text: 'again' },
+            { field: 'type', text: TYPES[second ? 1 : 0] as string },
+            ...(nonce === undefined ? [] : [{ field: 'nonce' as const, text: nonce }]),
           ]);
           // Cut inside the message at least once: a message that arrives whole is read where it lies.
           const got = receive(message, [6, ...cuts], kept);
@@ -218,7 +270,24 @@ describe('ResentResponseMatcher', () => {
           });
         },
       ),
-      { numRuns: 400 },
+      {
+        numRuns: 400,
+        examples: [
+          // Varints and lengths with a byte of 0x80 in them, before the entries.
+          [
+            [Buffer.alloc(20, 5)],
+            [Buffer.alloc(20, 6)],
+            false,
+            [],
+            [varintField(3, 128), bytesField(9, Buffer.alloc(128, 7)), bytesField(300, Buffer.alloc(300, 8))],
+            [],
+            undefined,
+            '',
+            [7, 40],
+            false,
+          ],
+        ],
+      },
     );
   });
 
@@ -234,6 +303,17 @@ describe('ResentResponseMatcher', () => {
         fc.option(fc.tuple(fc.nat(), anyHead), { nil: undefined }),
         (values, edits, newHead, typeUrl, cuts, flip, gap) => {
           const keptLayout = new ResponseLayout(encode(keptParts(TYPES[0] as string, values, [], gap)));
+          // Another kept response whose entries have the same headers (lengths) as the first's and
+          // other bytes: its first entry is compared too until the bytes tell them apart.
+          const sibling = new ResponseLayout(
+            encode(
+              keptParts(
+                TYPES[1] as string,
+                values.map((v) => Buffer.from(v).map((b) => b ^ 0xff)),
+                [],
+              ),
+            ),
+          );
           const message = encode([
             ...newHead,
             ...edited(values, edits),
@@ -242,22 +322,7 @@ describe('ResentResponseMatcher', () => {
           ]);
           // A byte changed anywhere: the response may not even be well formed.
           if (flip !== undefined) message[flip[0] % message.byteLength] = flip[1];
-          const got = receive(message, cuts, [keptLayout]);
-          assert.equal(got.length, 1);
-          const outcome = got[0] as Outcome;
-          if (outcome.as === 'bytes') {
-            assert.equal(outcome.bytes.toString('hex'), message.toString('hex'));
-            return;
-          }
-          // Taken whole: the response is well formed and is the kept state sent again.
-          const read = new ResponseLayout(message);
-          assert.deepEqual(entriesOf(read), entriesOf(keptLayout));
-          assert.equal(read.typeUrl, keptLayout.typeUrl);
-          assert.deepEqual(outcome.head, {
-            versionInfo: read.versionInfo,
-            typeUrl: read.typeUrl,
-            nonce: read.nonce,
-          });
+          assertExact(message, receive(message, cuts, [keptLayout, sibling]));
         },
       ),
       {
@@ -291,6 +356,47 @@ describe('ResentResponseMatcher', () => {
         [message.toString('hex')],
         `ending with ${Buffer.from(tail).toString('hex')}`,
       );
+    }
+  });
+
+  it('leaves to the layout a field it cannot tell is well formed, wherever it stands', () => {
+    const values = Array.from({ length: 5 }, (_, i) => Buffer.alloc(40, i));
+    const kept = new ResponseLayout(encode(keptParts(TYPES[0] as string, values, [])));
+    const malformed = [
+      [0x08, 0x01], // version_info as a varint
+      [0x10, 0x01], // an entry as a varint
+      [0x20, 0x01], // type_url as a varint
+      [0x28, 0x01], // nonce as a varint
+      [0x00, 0x01], // field 0
+      [0x80, 0x80, 0x80, 0x80, 0x80, 0x08, 0x01], // a tag of more than five bytes
+      [0xff, 0xff, 0xff, 0xff, 0x7f, 0x01], // a tag over 32 bits
+      [0x1a, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00], // a length of more than five bytes
+      [0x1b, 0x0a, 0x00, 0x1c], // a group
+      [0x1e, 0x01], // wire type 6
+      [0x1f, 0x01], // wire type 7
+    ];
+    for (const field of malformed) {
+      for (const at of ['before', 'after'] as const) {
+        const other: Part = { field: 'other', bytes: Buffer.from(field) };
+        const entries = values.map((v): Part => ({ field: 'entry', value: v }));
+        const message = encode([
+          ...(at === 'before' ? [other] : []),
+          ...entries,
+          ...(at === 'after' ? [other] : []),
+          { field: 'type', text: TYPES[0] as string },
+          { field: 'nonce', text: 'n' },
+        ]);
+        let read = 'well formed';
+        try {
+          new ResponseLayout(message);
+        } catch {
+          read = 'refused';
+        }
+        const got = receive(message, [6, 60, 61, 62], [kept]);
+        assertExact(message, got);
+        if (read === 'refused')
+          assert.equal(got[0]?.as, 'bytes', `${Buffer.from(field).toString('hex')} ${at}`);
+      }
     }
   });
 

@@ -40,7 +40,7 @@ const KEPT = 1;
  * checked against the kept entry at its place, and from there the bytes are compared with the kept
  * response's a chunk at a time, over every entry that follows with nothing between them. The kept
  * response is the one whose first entry the response's first agrees with (copied while it agrees
- * with several). Nothing of the size of the response is allocated, so a state sent again costs a
+ * with several; the first of them when their first entries are the same). Nothing of the size of the response is allocated, so a state sent again costs a
  * comparison of its bytes.
  *
  * The first byte that is not what the kept response holds at its place ends the matching: the
