@@ -328,6 +328,18 @@ describe('ResentResponseMatcher', () => {
       {
         numRuns: 1500,
         examples: [
+          // An entry no kept response begins with, its header's last byte the chunk's last: the
+          // matcher must take nothing after it (it once read on inside the entry as top-level
+          // fields, and took the next entry for the kept one's first).
+          [
+            [Buffer.alloc(7)],
+            [{ op: 'insert', at: 0, value: Buffer.from([57, 0, 0, 0, 0, 0, 0, 0, 0]) }],
+            [{ field: 'other', bytes: Buffer.from([25, 0, 0, 0, 0, 0, 0, 0, 0]) }],
+            TYPES[0] as string,
+            [16, 67],
+            undefined,
+            undefined,
+          ],
           // The entries before a field the kept response has between its entries, and no more.
           [
             [Buffer.alloc(30, 1), Buffer.alloc(30, 2), Buffer.alloc(30, 3)],
@@ -374,9 +386,10 @@ describe('ResentResponseMatcher', () => {
       [0x1b, 0x0a, 0x00, 0x1c], // a group
       [0x1e, 0x01], // wire type 6
       [0x1f, 0x01], // wire type 7
+      [0x12, 0x00], // one more entry, empty, no kept response's
     ];
     for (const field of malformed) {
-      for (const at of ['before', 'after'] as const) {
+      for (const at of ['before', 'after', 'last'] as const) {
         const other: Part = { field: 'other', bytes: Buffer.from(field) };
         const entries = values.map((v): Part => ({ field: 'entry', value: v }));
         const message = encode([
@@ -385,6 +398,7 @@ describe('ResentResponseMatcher', () => {
           ...(at === 'after' ? [other] : []),
           { field: 'type', text: TYPES[0] as string },
           { field: 'nonce', text: 'n' },
+          ...(at === 'last' ? [other] : []),
         ]);
         let read = 'well formed';
         try {

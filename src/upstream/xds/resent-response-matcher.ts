@@ -80,6 +80,11 @@ export class ResentResponseMatcher implements MessageMatcher {
   private versionInfo = '';
   private typeUrl = '';
   private nonce = '';
+  /**
+   * Set once the bytes stopped being what the matcher reads (a field it leaves to the layout, an
+   * entry no kept response has): it takes nothing more, and the response is not complete.
+   */
+  private stopped = false;
 
   constructor(
     /** The stream's kept responses, any of which this one may repeat. */
@@ -89,10 +94,13 @@ export class ResentResponseMatcher implements MessageMatcher {
 
   take(chunk: Uint8Array, from: number, to: number): number {
     let at = from;
-    while (at < to) {
+    while (at < to && !this.stopped) {
       if (this.mode === ENTRIES) {
         const n = this.agreeing(chunk, at, to);
-        if (n === 0) break;
+        if (n === 0) {
+          this.stopped = true;
+          break;
+        }
         this.piece(KEPT, this.at, this.at + n);
         this.at += n;
         at += n;
@@ -103,23 +111,34 @@ export class ResentResponseMatcher implements MessageMatcher {
           c.holds(firstValueStart(c) + this.chosen, chunk, at, at + n),
         );
         // Copied, as they agree with more than one kept response at different places.
-        if (agree.length === 0 || !this.copy(chunk, at, at + n)) break;
+        if (agree.length === 0 || !this.copy(chunk, at, at + n)) {
+          this.stopped = true;
+          break;
+        }
         at += n;
         this.chosen += n;
         this.choices = agree;
         if (agree.length === 1 || this.chosen === this.firstLength) this.choose(agree[0] as ResponseLayout);
       } else if (this.mode === VALUE) {
         const n = this.varint ? varintBytes(chunk, at, to) : Math.min(to - at, this.valueLeft);
-        if (!this.copy(chunk, at, at + n)) break;
+        if (!this.copy(chunk, at, at + n)) {
+          this.stopped = true;
+          break;
+        }
         at += n;
         this.valueLeft -= n;
         const ended = this.varint ? (chunk[at - 1] as number) < 0x80 : this.valueLeft === 0;
         if (ended) this.endValue();
       } else {
         if (this.headerStart < 0) this.headerStart = this.ownLength;
-        if (!this.copy(chunk, at, at + 1)) break;
+        if (!this.copy(chunk, at, at + 1)) {
+          this.stopped = true;
+          break;
+        }
         at++;
-        if (!this.header()) return at - from;
+        // The byte that shows the field is left to the layout is taken (and written back by
+        // `copyTaken`); the matcher takes nothing after it.
+        if (!this.header()) this.stopped = true;
       }
     }
     return at - from;
@@ -129,6 +148,7 @@ export class ResentResponseMatcher implements MessageMatcher {
     const base = this.base;
     return (
       base !== undefined &&
+      !this.stopped &&
       this.mode === HEADER &&
       this.headerStart < 0 &&
       this.entries === base.count &&
