@@ -1,5 +1,6 @@
 import type { Observable, Subscription } from 'rxjs';
 import type { SourceEvent, SourceSnapshotEvent, SourceStatusEvent } from '../../src/core/source-event.js';
+import { XdsSource } from '../../src/upstream/xds/xds-source.js';
 
 interface Waiter {
   readonly from: number;
@@ -101,4 +102,20 @@ function describe(e: SourceEvent): string {
   return e.type === 'snapshot'
     ? `snapshot ${e.revision} (${e.resources.length} objects, ${e.errors.length} errors)`
     : `status ${e.state}${e.error === undefined ? '' : `: ${e.error.describe()}`}`;
+}
+
+/** The events of an xds source named `upstream` reading `kinds` from `address`, once it is synced. */
+export async function syncedXdsSource(address: string, kinds: string[]): Promise<SourceEventRecorder> {
+  const recorder = new SourceEventRecorder(
+    new XdsSource({
+      name: 'upstream',
+      namespace: 'default',
+      address,
+      kinds,
+      apiVersions: 'current',
+      reconnect: { initialDelay: 50, maxDelay: 400 },
+    }).events$,
+  );
+  await recorder.status('synced');
+  return recorder;
 }

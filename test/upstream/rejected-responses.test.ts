@@ -15,7 +15,7 @@ import {
   mcpAny,
 } from '../support/faulty-responses.js';
 import { deltaResponse, ScriptedDeltaUpstream } from '../support/scripted-delta-upstream.js';
-import { SourceEventRecorder } from '../support/source-event-recorder.js';
+import { SourceEventRecorder, syncedXdsSource } from '../support/source-event-recorder.js';
 import { fakeDestinationRule, fakeServiceEntry, fakeVirtualService } from '../support/fake-objects.js';
 import { foldSourceEvents, servedKeys } from '../support/folded-source-state.js';
 
@@ -32,22 +32,6 @@ function snapshotsOf(events: readonly SourceEvent[], kind: string): SourceSnapsh
   );
 }
 
-/** The events of an xds source named `upstream` reading `kinds` from `address`, once it is synced. */
-async function syncedSource(address: string, kinds: string[]): Promise<SourceEventRecorder> {
-  const recorder = new SourceEventRecorder(
-    new XdsSource({
-      name: 'upstream',
-      namespace: 'default',
-      address,
-      kinds,
-      apiVersions: 'current',
-      reconnect: { initialDelay: 50, maxDelay: 400 },
-    }).events$,
-  );
-  await recorder.status('synced');
-  return recorder;
-}
-
 describe('an xds source refusing responses whose objects cannot all be named', () => {
   let fake: FakeAdsServer;
   let recorder: SourceEventRecorder;
@@ -58,7 +42,7 @@ describe('an xds source refusing responses whose objects cannot all be named', (
     fake
       .set('VirtualService', [fakeVirtualService('reviews'), fakeVirtualService('ratings')])
       .set('DestinationRule', [fakeDestinationRule('reviews')]);
-    recorder = await syncedSource(fake.address, ['VirtualService', 'DestinationRule']);
+    recorder = await syncedXdsSource(fake.address, ['VirtualService', 'DestinationRule']);
   });
   after(async () => {
     recorder.close();
@@ -304,7 +288,7 @@ describe('an xds source reading ServiceEntries, whose plain bodies it does not d
       fakeServiceEntry('cart', 'cart.example'),
       fakeServiceEntry('pay', 'pay.example'),
     ]);
-    recorder = await syncedSource(fake.address, ['ServiceEntry']);
+    recorder = await syncedXdsSource(fake.address, ['ServiceEntry']);
   });
   after(async () => {
     recorder.close();

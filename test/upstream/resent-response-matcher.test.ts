@@ -5,10 +5,9 @@ import protobuf from 'protobufjs';
 import { GrpcMessageReader } from '../../src/upstream/streaming/grpc-message-reader.js';
 import { ResponseLayout } from '../../src/upstream/xds/discovery-response.js';
 import { ResentResponseMatcher, type ResponseHead } from '../../src/upstream/xds/resent-response-matcher.js';
-import { XdsSource } from '../../src/upstream/xds/xds-source.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { fakeVirtualService } from '../support/fake-objects.js';
-import { SourceEventRecorder } from '../support/source-event-recorder.js';
+import { syncedXdsSource, type SourceEventRecorder } from '../support/source-event-recorder.js';
 
 const MCP = 'type.googleapis.com/istio.mcp.v1alpha1.Resource';
 const VS_V1 = 'networking.istio.io/v1/VirtualService';
@@ -469,17 +468,7 @@ describe('an xds source whose upstream sends its state again on a new stream (re
       'VirtualService',
       Array.from({ length: 800 }, (_, i) => fakeVirtualService(`vs-${i}`, `host-${i}.example.com`)),
     );
-    recorder = new SourceEventRecorder(
-      new XdsSource({
-        name: 'upstream',
-        namespace: 'default',
-        address: fake.address,
-        kinds: ['VirtualService'],
-        apiVersions: 'current',
-        reconnect: { initialDelay: 50, maxDelay: 400 },
-      }).events$,
-    );
-    await recorder.status('synced');
+    recorder = await syncedXdsSource(fake.address, ['VirtualService']);
   });
   after(async () => {
     ResentResponseMatcher.prototype.deliver = deliver;

@@ -5,11 +5,10 @@ import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { messageType } from '../../src/schema/proto-root.js';
 import { SubscriptionState } from '../../src/upstream/streaming/subscription-state.js';
-import { XdsSource } from '../../src/upstream/xds/xds-source.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { fakeVirtualService, kindNamed } from '../support/fake-objects.js';
 import { bareBodyAny, discoveryResponse, mcpAny, type RawAny } from '../support/faulty-responses.js';
-import { SourceEventRecorder } from '../support/source-event-recorder.js';
+import { syncedXdsSource, type SourceEventRecorder } from '../support/source-event-recorder.js';
 
 const VS_V1 = 'networking.istio.io/v1/VirtualService';
 const VS = 'networking.istio.io/VirtualService';
@@ -169,17 +168,7 @@ describe('an xds source reading state-of-the-world responses by what changed', (
     };
     fake = await FakeAdsServer.start({ peer: 'istiod' });
     fake.set('VirtualService', []);
-    recorder = new SourceEventRecorder(
-      new XdsSource({
-        name: 'upstream',
-        namespace: 'default',
-        address: fake.address,
-        kinds: ['VirtualService'],
-        apiVersions: 'current',
-        reconnect: { initialDelay: 50, maxDelay: 400 },
-      }).events$,
-    );
-    await recorder.status('synced');
+    recorder = await syncedXdsSource(fake.address, ['VirtualService']);
   });
   after(async () => {
     SubscriptionState.prototype.applyPatch = applyPatch;
