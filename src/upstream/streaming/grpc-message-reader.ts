@@ -21,8 +21,9 @@ const PREFIX_BYTES = 5;
 export interface MessageMatcher {
   /**
    * Takes `chunk[from, to)`, the message's next bytes, as far as they are what the matcher
-   * expects, and returns how many it took. Taking fewer ends the matching: the reader copies the
-   * message from there on, after {@link copyTaken}.
+   * expects, and returns how many it took. Taking fewer (none, once a byte it took showed that the
+   * message is not what it expects) ends the matching: the reader copies the message from there
+   * on, after {@link copyTaken}.
    */
   take(chunk: Uint8Array, from: number, to: number): number;
   /** Writes the bytes taken so far, as they came, into `target` from its start. */
