@@ -2,31 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { GrpcMessageReader, GrpcReadError } from '../../src/upstream/streaming/grpc-message-reader.js';
-
-/** `messages` framed as gRPC sends them: flag 0, big-endian length, bytes. */
-function framed(messages: readonly Uint8Array[], flag = 0): Buffer {
-  return Buffer.concat(
-    messages.flatMap((m) => {
-      const prefix = Buffer.alloc(5);
-      prefix[0] = flag;
-      prefix.writeUInt32BE(m.byteLength, 1);
-      return [prefix, Buffer.from(m)];
-    }),
-  );
-}
-
-/** `bytes` cut at the given offsets (sorted, deduplicated, within range). */
-function chunked(bytes: Buffer, cuts: readonly number[]): Buffer[] {
-  const at = [...new Set(cuts.map((c) => c % (bytes.byteLength + 1)))].sort((a, b) => a - b);
-  const chunks: Buffer[] = [];
-  let from = 0;
-  for (const cut of [...at, bytes.byteLength]) {
-    // Copies: a chunk is memory of its own, as HTTP/2 delivers it.
-    chunks.push(Buffer.from(bytes.subarray(from, cut)));
-    from = cut;
-  }
-  return chunks;
-}
+import { chunked, framed } from '../support/grpc-frames.js';
 
 /** What a reader delivers from `chunks`, each message copied inside the call (a lent view dies after it). */
 function readAll(reader: GrpcMessageReader, chunks: readonly Buffer[]): Buffer[] {

@@ -7,6 +7,7 @@ import { ResponseLayout } from '../../src/upstream/xds/discovery-response.js';
 import { ResentResponseMatcher, type ResponseHead } from '../../src/upstream/xds/resent-response-matcher.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { fakeVirtualService } from '../support/fake-objects.js';
+import { chunked, framed } from '../support/grpc-frames.js';
 import { syncedXdsSource, type SourceEventRecorder } from '../support/source-event-recorder.js';
 
 const MCP = 'type.googleapis.com/istio.mcp.v1alpha1.Resource';
@@ -119,21 +120,6 @@ function keptParts(
   return [...before, ...entries, { field: 'type', text: typeUrl }, { field: 'nonce', text: 'kept' }];
 }
 
-/** `bytes` framed as one gRPC message and cut at `cuts`. */
-function framedChunks(bytes: Buffer, cuts: readonly number[]): Buffer[] {
-  const prefix = Buffer.alloc(5);
-  prefix.writeUInt32BE(bytes.byteLength, 1);
-  const all = Buffer.concat([prefix, bytes]);
-  const at = [...new Set(cuts.map((c) => c % (all.byteLength + 1)))].sort((a, b) => a - b);
-  const chunks: Buffer[] = [];
-  let from = 0;
-  for (const cut of [...at, all.byteLength]) {
-    chunks.push(Buffer.from(all.subarray(from, cut)));
-    from = cut;
-  }
-  return chunks;
-}
-
 type Outcome =
   | { readonly as: 'bytes'; readonly bytes: Buffer }
   | { readonly as: 'resent'; readonly layout: ResponseLayout; readonly head: ResponseHead };
@@ -147,7 +133,7 @@ function receive(message: Buffer, cuts: readonly number[], kept: readonly Respon
       resent: (layout, h) => out.push({ as: 'resent', layout, head: h }),
     });
   });
-  for (const chunk of framedChunks(message, cuts)) {
+  for (const chunk of chunked(framed([message]), cuts)) {
     reader.push(chunk, (m) => out.push({ as: 'bytes', bytes: Buffer.from(m) }));
   }
   assert.equal(reader.midMessage, false);
@@ -425,7 +411,7 @@ describe('ResentResponseMatcher', () => {
         resent: (l, h) => out.push({ as: 'resent', layout: l, head: h }),
       });
     });
-    const chunks = framedChunks(message, [1000, 3000]);
+    const chunks = chunked(framed([message]), [1000, 3000]);
     reader.push(chunks[0] as Buffer, () => assert.fail('not whole yet'));
     kept = false;
     for (const chunk of chunks.slice(1))
