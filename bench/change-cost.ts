@@ -2,7 +2,7 @@
  * What one changed object costs meshmux, in CPU:
  *
  *   npm run build && node dist/bench/change-cost.js [--shape L] [--changes 40] [--views edge|all]
- *     [--clients 1] [--resync] [--pause 0] [--profile]
+ *     [--clients 1] [--resync] [--pause 0] [--collect] [--profile]
  *
  * The benchmark's three upstreams hold a shape's objects (L: 50k ServiceEntries + 2k
  * VirtualServices) and meshmux runs as shipped in a process of its own, pinned to one core. The
@@ -17,6 +17,8 @@
  * identical resync), measured from the restart until the server's CPU use is flat again.
  * `--pause MS`: each round waits that long first, unmeasured (past 10 s, a stream has let its
  * reassembly buffer go, as it does between the sporadic changes of a quiet mesh).
+ * `--collect`: the server runs a full collection of its heap before the rounds, as it does before
+ * the benchmark's identical resyncs (where it reads the memory retained).
  * `--profile` also prints where the server spent the rounds' CPU (self time per function).
  */
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -35,6 +37,7 @@ const CLIENTS = Number(option('clients', '1'));
 const PROFILE = process.argv.includes('--profile');
 const RESYNC = process.argv.includes('--resync');
 const PAUSE_MS = Number(option('pause', '0'));
+const COLLECT = process.argv.includes('--collect');
 
 interface CpuProfile {
   readonly startTime: number;
@@ -98,6 +101,10 @@ try {
     `${shape.name}: ${shape.serviceEntries} ServiceEntries + ${shape.virtualServices} VirtualServices; istiods of ${policies.join(', ')}`,
   );
   await sleep(1_000);
+  if (COLLECT) {
+    await server.memory();
+    await quiesce(server, 2_000);
+  }
   // What reading the counters costs the server, to take off each round's figure.
   const idle: number[] = [];
   for (let i = 0; i < 10; i++) {
@@ -107,11 +114,14 @@ try {
   }
   const overhead = percentile(idle, 50);
   const cpu: number[] = [];
+  // The kernel's share (network, page faults), of the same rounds, not net of the counters' reads.
+  const system: number[] = [];
   const fromUs = monotonicUs();
   const collectionsBefore = (await server.counters()).process;
   for (let round = 0; round < CHANGES; round++) {
     if (PAUSE_MS > 0) await sleep(PAUSE_MS);
-    const before = cpuMs(await server.counters());
+    const start = await server.counters();
+    const before = cpuMs(start);
     if (RESYNC) {
       const started = performance.now();
       for (const sim of rig.simulators) sim.dropStreams();
@@ -121,7 +131,9 @@ try {
         await sleep(20);
       }
       const reads = await quiesce(server, 10_000);
-      cpu.push(cpuMs(await server.counters()) - before - overhead * (reads + 1));
+      const end = await server.counters();
+      cpu.push(cpuMs(end) - before - overhead * (reads + 1));
+      system.push(end.process.cpuSystemMs - start.process.cpuSystemMs);
       continue;
     }
     const trackers = fleets.map((f) => new LatencyTracker(f));
@@ -139,7 +151,9 @@ try {
     rig.track(undefined);
     for (const t of trackers) t.close();
     await sleep(50);
-    cpu.push(cpuMs(await server.counters()) - before - overhead);
+    const end = await server.counters();
+    cpu.push(cpuMs(end) - before - overhead);
+    system.push(end.process.cpuSystemMs - start.process.cpuSystemMs);
   }
   window = { fromUs, toUs: monotonicUs() };
   // Read after a pause: node reports a collection a little after it ends.
@@ -152,7 +166,7 @@ try {
     if (wrong.length > 0) throw new Error(`after the changes: ${wrong.slice(0, 3).join('; ')}`);
   }
   console.log(
-    `${CHANGES} ${RESYNC ? 'identical resyncs' : 'one-object changes to the small view'}: server CPU per change p50 ${percentile(cpu, 50).toFixed(1)} ms, p90 ${percentile(cpu, 90).toFixed(1)} ms, max ${Math.max(...cpu).toFixed(1)} ms, mean ${mean.toFixed(1)} ms (reading counters: ${overhead.toFixed(1)} ms, taken off)`,
+    `${CHANGES} ${RESYNC ? 'identical resyncs' : 'one-object changes to the small view'}: server CPU per change p50 ${percentile(cpu, 50).toFixed(1)} ms, p90 ${percentile(cpu, 90).toFixed(1)} ms, max ${Math.max(...cpu).toFixed(1)} ms, mean ${mean.toFixed(1)} ms (reading counters: ${overhead.toFixed(1)} ms, taken off; system CPU p50 ${percentile(system, 50).toFixed(1)} ms)`,
   );
   console.log(
     `collections of the heap during the changes: ${collectionsAfter.fullCollections - collectionsBefore.fullCollections} full, ${collectionsAfter.youngCollections - collectionsBefore.youngCollections} young (${collectionsAfter.youngCollectionsAfterInput - collectionsBefore.youngCollectionsAfterInput} of them run after network input, ${collectionsAfter.youngCollectionsSkippedWhileMarking - collectionsBefore.youngCollectionsSkippedWhileMarking} more left out during markings)`,
