@@ -63,7 +63,6 @@ let shared: YoungCollections | undefined;
 /** The process's one {@link YoungCollections}, created on first use. */
 export function youngCollections(): YoungCollections {
   if (shared === undefined) {
-    sweepArrayBuffersInCollections();
     const collect = youngCollectionFunction();
     const watch = collect === undefined ? undefined : heapCollections();
     shared = new YoungCollections(collect, EVERY_BYTES, () => watch?.marking === true);
@@ -91,31 +90,41 @@ export function heapCollector(): ((options?: { type: 'minor' }) => void) | undef
   }
 }
 
+/** Whether node was started with V8 sweeping array buffers within each collection already. */
+const SWEEPS_WITHIN = process.execArgv.includes('--no-concurrent-array-buffer-sweeping');
+
 /**
- * Has V8 free the array buffers a collection found dead within that collection, instead of on a
- * helper thread some milliseconds later.
+ * A function that runs a young collection, or undefined when V8 offers none. The array buffers the
+ * collection finds dead are freed before it returns, instead of on a helper thread some
+ * milliseconds later.
  *
  * Why: V8 counts the array-buffer bytes allocated since its last full collection against the old
- * generation's limit, and only takes them off once their sweep is finalized. Right after each
- * collection it checks that limit: with the sweep still running, the HTTP/2 chunks the collection
- * has just found dead (a whole upstream state, 17 MB on a large mesh) still count, and after a full
- * collection of a heap that grows slowly V8 leaves only a tenth of the live heap under its limit,
- * so the first state received afterwards starts the next marking of the whole heap (on a heap of
- * 110 MB some 200 ms of CPU, for a resync that costs 40 ms without it). Swept within the
- * collection, the chunks are off the count before the check. The sweep itself is a walk of the
- * buffers allocated since the last collection (a young one), or of all of them (a full one: some
- * 100k on a large mesh, a few milliseconds in that collection's pause).
+ * generation's limit until their sweep is finalized, and checks that limit as each collection
+ * ends. After a full collection of a heap that grows slowly it leaves room for a tenth of the live
+ * heap, and the HTTP/2 chunks of a whole upstream state (17 MB on a large mesh), found dead by
+ * this collection but not yet swept, would fill it: the check would start a marking of the whole
+ * heap (some 200 ms of CPU on a heap of 110 MB, for a resync that costs 40 ms without it). The
+ * setting is V8's, for the process: it is on for this collection only, so V8's own collections
+ * keep sweeping beside the main thread (a full collection's sweep of every buffer would add some 6
+ * ms to its pause on a large mesh).
  */
-export function sweepArrayBuffersInCollections(): void {
-  try {
-    setFlagsFromString('--no-concurrent-array-buffer-sweeping');
-  } catch {
-    // A V8 without the flag sweeps as it does; nothing depends on it but the collections' cost.
-  }
-}
-
-/** A function that runs a young collection, or undefined when V8 offers none. */
 export function youngCollectionFunction(): (() => void) | undefined {
   const gc = heapCollector();
-  return gc === undefined ? undefined : () => gc({ type: 'minor' });
+  if (gc === undefined) return undefined;
+  return () => {
+    if (!SWEEPS_WITHIN) sweepWithin(true);
+    try {
+      gc({ type: 'minor' });
+    } finally {
+      if (!SWEEPS_WITHIN) sweepWithin(false);
+    }
+  };
+}
+
+function sweepWithin(on: boolean): void {
+  try {
+    setFlagsFromString(on ? '--no-concurrent-array-buffer-sweeping' : '--concurrent-array-buffer-sweeping');
+  } catch {
+    // A V8 without the setting sweeps as it does: only the collections' cost depends on it.
+  }
 }
