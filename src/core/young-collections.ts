@@ -38,13 +38,20 @@ export class YoungCollections {
   /**
    * Notes `bytes` read from the network and let go of by the caller. Collects at the end of a
    * message (`atBoundary`) once the bytes noted since the last collection reach the threshold, and
-   * inside a message only once they reach eight times it: a response of 10 MB costs one
-   * collection, after its last chunk, when all of its chunks are garbage.
+   * inside a message once they reach twice it: with a threshold of 4 MB, a response of 6 MB costs
+   * one collection, after its last chunk, and one of 17 MB two, inside it (its last MB is counted
+   * towards the next).
+   *
+   * Why inside a message at all: node 24's V8 can schedule a marking of the whole heap while the
+   * chunks arrive (a task that starts it as soon as the main thread is free, inside the message).
+   * The chunks of a whole state allocated since the last collection (17 MB on a large mesh, when an
+   * upstream sends its state again) are enough to fill the room V8 leaves after a full collection
+   * of a heap that grows slowly; a collection every 8 MB keeps them under it.
    */
   received(bytes: number, atBoundary = true): void {
     if (this.collect === undefined) return;
     this.since += bytes;
-    if (this.since < (atBoundary ? this.everyBytes : 8 * this.everyBytes)) return;
+    if (this.since < (atBoundary ? this.everyBytes : 2 * this.everyBytes)) return;
     this.since = 0;
     if (this.marking()) {
       this.skipped++;
@@ -106,8 +113,8 @@ const SWEEPS_WITHIN = process.execArgv.includes('--no-concurrent-array-buffer-sw
  * heap (some 200 ms of CPU on a heap of 110 MB, for a resync that costs 40 ms without it). The
  * setting is V8's, for the process: it is on for this collection only, so V8's own collections
  * keep sweeping beside the main thread (a full collection's sweep of every buffer would add some 6
- * ms to its pause on a large mesh). Node 24's V8 can also start a marking from a task it schedules
- * while the bytes arrive, before this collection runs; that path is left as it is.
+ * ms to its pause on a large mesh). Node 24's V8 can also schedule a marking while the bytes
+ * arrive, before any collection at the end of a message: see {@link YoungCollections.received}.
  */
 export function youngCollectionFunction(): (() => void) | undefined {
   const gc = heapCollector();

@@ -90,7 +90,7 @@ describe('GrpcHttp2Stream against a grpc-js server', { timeout: 30_000 }, () => 
     assert.equal(messages[3]?.toString(), 'echo done');
   });
 
-  it('runs a young collection after a message once 4 MiB were read, inside one only after 32 MiB', async () => {
+  it('runs a young collection after a message once 4 MiB were read, inside one once 8 MiB were', async () => {
     const big = Buffer.alloc(5 * 1024 * 1024, 7);
     const huge = Buffer.alloc(40 * 1024 * 1024, 9);
     server.handler = (call) => {
@@ -117,8 +117,8 @@ describe('GrpcHttp2Stream against a grpc-js server', { timeout: 30_000 }, () => 
     for (const m of ['huge', 'done']) second.stream.write(Buffer.from(m));
     assert.deepEqual(await second.ended, { code: grpc.status.OK, details: 'OK' });
     assert.ok(second.messages[0]?.equals(huge));
-    // 40 MiB in one message: one collection at 32 MiB inside it, one after it.
-    assert.equal(runs, 2);
+    // 40 MiB in one message: four collections inside it (every 8 MiB), one after it.
+    assert.equal(runs, 5);
   });
 
   it('ends with the status and the percent-decoded message the server sent, after messages or alone', async () => {
