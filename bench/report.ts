@@ -446,6 +446,29 @@ export interface RunFigures {
 /** Per shape, per goal path: the lowest and highest figure over the runs kept. */
 export type Ranges = Record<string, Record<string, readonly [number, number]>>;
 
+/** How a run was asked for, as far as whether it is a full run goes. */
+export interface RunScope {
+  readonly quick: boolean;
+  readonly slowClientsOnly: boolean;
+  readonly withBaselines: boolean;
+  readonly shapes: readonly string[];
+}
+
+/**
+ * Whether a run is a full one, the only kind that rewrites `results.json` and BENCHMARKS.md: both
+ * shapes, with the baselines, not quick. A run of one shape would leave the other's column and the
+ * published ranges describing runs that did not happen.
+ */
+export function isFullRun(scope: RunScope): boolean {
+  return (
+    !scope.quick &&
+    !scope.slowClientsOnly &&
+    scope.withBaselines &&
+    scope.shapes.includes('S') &&
+    scope.shapes.includes('L')
+  );
+}
+
 /** How many full runs `results.json` keeps the goal figures of. */
 const RUNS_KEPT = 7;
 

@@ -32,6 +32,7 @@ import {
 } from './phases.js';
 import {
   goalsMet,
+  isFullRun,
   markdownTable,
   summarize,
   updateBenchmarksMd,
@@ -46,12 +47,12 @@ const args = new Set(process.argv.slice(2));
 const quick = args.has('--quick');
 const slowClientsOnly = args.has('--slow-clients-only');
 const withBaselines = !args.has('--no-baselines') && !slowClientsOnly;
-/** Only full runs are recorded. */
-const recorded = !quick && !slowClientsOnly && withBaselines;
 const shapes = (process.env['BENCH_SHAPES'] ?? (quick ? 'S' : 'S,L'))
   .split(',')
   .map((s) => s.trim().toUpperCase())
   .filter((s): s is 'S' | 'L' => s === 'S' || s === 'L');
+/** Only full runs are recorded. */
+const recorded = isFullRun({ quick, slowClientsOnly, withBaselines, shapes });
 const budgetArg = process.argv.find((a) => a.startsWith('--write-budget-mb='));
 const writeBudgetMb = budgetArg === undefined ? undefined : Number(budgetArg.split('=')[1]);
 const timingOf = (shape: 'S' | 'L'): Timing => ({
