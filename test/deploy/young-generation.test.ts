@@ -11,20 +11,11 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
+import { imageEnv } from '../support/image-env.js';
 
 const run = promisify(execFile);
 
 const SEMI_SPACE_FLAG = /--max-semi-space-size=(\d+)\b/;
-
-/** The value of `ENV NODE_OPTIONS=` in the Containerfile's last stage. */
-async function imageNodeOptions(): Promise<string> {
-  const text = await readFile(path.join(PACKAGE_ROOT, 'Containerfile'), 'utf8');
-  const stages = text.split(/^FROM /m);
-  const last = stages.at(-1) ?? '';
-  const match = /^ENV NODE_OPTIONS=(.+)$/m.exec(last);
-  assert.ok(match?.[1] !== undefined, 'the image sets NODE_OPTIONS');
-  return match[1].replace(/^"|"$/g, '').trim();
-}
 
 /**
  * Allocates short-lived objects with a few survivors per round, as reading large responses does,
@@ -46,7 +37,7 @@ console.log(JSON.stringify({ largest, kept: kept.length }));
 
 describe('the young generation of the shipped launch commands', () => {
   it('the image and npm start bound it alike', async () => {
-    const image = await imageNodeOptions();
+    const image = await imageEnv('NODE_OPTIONS');
     const pkg = JSON.parse(await readFile(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as {
       scripts: Record<string, string>;
     };
@@ -58,15 +49,16 @@ describe('the young generation of the shipped launch commands', () => {
   });
 
   it('holds under an allocation churn, with the image NODE_OPTIONS', async () => {
-    const options = await imageNodeOptions();
+    const options = await imageEnv('NODE_OPTIONS');
     const semiSpaceMb = Number(SEMI_SPACE_FLAG.exec(options)?.[1]);
     const { stdout } = await run(process.execPath, ['-e', CHURN], {
       env: { ...process.env, NODE_OPTIONS: options },
       timeout: 120_000,
     });
     const { largest } = JSON.parse(stdout) as { largest: number };
-    // Two semi-spaces, and V8 counts a page or so beside them.
-    const bound = 2 * semiSpaceMb * 1024 * 1024 * 1.1 + 1024 * 1024;
+    // Two semi-spaces, and V8 counts some pages beside them (node 24's up to a quarter more: 19.9
+    // MB seen for 2 x 8 MB); half as much again still tells the bound from twice it, node 20's own.
+    const bound = 2 * semiSpaceMb * 1024 * 1024 * 1.5;
     console.log(
       `# young generation at its largest: ${(largest / 1e6).toFixed(1)} MB (semi-spaces of ${semiSpaceMb} MB)`,
     );
