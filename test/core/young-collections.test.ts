@@ -27,21 +27,21 @@ describe('YoungCollections', () => {
   it('waits for the end of a message unless twice the threshold went by inside one', () => {
     let runs = 0;
     const collections = new YoungCollections(() => runs++, 1000);
-    collections.received(1500, false);
-    assert.equal(runs, 0);
-    collections.received(100, true);
-    assert.equal(runs, 1);
-    collections.received(1999, false);
-    assert.equal(runs, 1);
-    collections.received(1, false);
-    assert.equal(runs, 2);
-    // A message's last 1000 bytes after that collection are counted towards the next.
-    collections.received(999, true);
-    assert.equal(runs, 2);
-    collections.received(1, false);
-    assert.equal(runs, 2);
-    collections.received(0, true);
-    assert.equal(runs, 3);
+    // Bytes read, whether they end a message, and the collections run after them.
+    const steps: Array<[number, boolean, number]> = [
+      [1500, false, 0],
+      [100, true, 1],
+      [1999, false, 1],
+      [1, false, 2],
+      // A message's last bytes after a collection inside it are counted towards the next.
+      [999, true, 2],
+      [1, false, 2],
+      [0, true, 3],
+    ];
+    for (const [i, [bytes, atBoundary, expected]] of steps.entries()) {
+      collections.received(bytes, atBoundary);
+      assert.equal(runs, expected, `after step ${i}`);
+    }
   });
 
   it('leaves a collection out while V8 is marking, and starts counting again', () => {
