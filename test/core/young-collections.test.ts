@@ -131,15 +131,17 @@ for (let message = 0; message < 3; message++) {
 console.log(JSON.stringify({ most, runs: collections.runs }));
 `;
 
+/** Runs `source` as an ES module in a node process of its own; resolves to what it printed. */
+async function runModule(source: string): Promise<string> {
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', source]);
+  return stdout;
+}
+
 describe('youngCollections', () => {
   it('keeps the chunks of a large message allocated at once under 8 MiB', async () => {
     // Node 24's V8 can start a marking of the whole heap while a state's chunks arrive; 17 MiB of
     // them, allocated since the last collection, are enough on a large mesh.
-    const { stdout } = await promisify(execFile)(process.execPath, [
-      '--input-type=module',
-      '-e',
-      HELD_INSIDE_A_MESSAGE,
-    ]);
+    const stdout = await runModule(HELD_INSIDE_A_MESSAGE);
     const { most, runs } = JSON.parse(stdout) as { most: number; runs: number };
     assert.ok(most <= 8 * 1024 * 1024 + 64 * 1024, `${most} bytes of chunks let go were allocated at once`);
     // Two collections inside each message; with the tails carried over, one more in all.
@@ -150,11 +152,7 @@ describe('youngCollections', () => {
     // V8 counts array-buffer bytes against the old generation's limit until their sweep is
     // finalized, and checks the limit as the collection ends: swept later, on a helper thread,
     // a whole upstream state's chunks would still count then.
-    const { stdout } = await promisify(execFile)(process.execPath, [
-      '--input-type=module',
-      '-e',
-      LEFT_AFTER_COLLECTION,
-    ]);
+    const stdout = await runModule(LEFT_AFTER_COLLECTION);
     const left = JSON.parse(stdout) as number[];
     assert.equal(left.length, 5);
     for (const [round, bytes] of left.entries())
