@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import protobuf from 'protobufjs';
 import { GrpcMessageReader } from '../../src/upstream/streaming/grpc-message-reader.js';
-import { ResponseLayout } from '../../src/upstream/xds/discovery-response.js';
+import { ResponseLayout, type ResponseSplice } from '../../src/upstream/xds/discovery-response.js';
 import { ResentResponseMatcher, type ResponseHead } from '../../src/upstream/xds/resent-response-matcher.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { fakeVirtualService } from '../support/fake-objects.js';
@@ -122,16 +122,58 @@ function keptParts(
 
 type Outcome =
   | { readonly as: 'bytes'; readonly bytes: Buffer }
-  | { readonly as: 'resent'; readonly layout: ResponseLayout; readonly head: ResponseHead };
+  | { readonly as: 'resent'; readonly layout: ResponseLayout; readonly head: ResponseHead }
+  | {
+      readonly as: 'spliced';
+      readonly base: ResponseLayout;
+      /** The kept response's bytes as they were before the splice was written over them. */
+      readonly before: Buffer;
+      readonly layout: ResponseLayout;
+      /** The buffer the splice was written in. */
+      readonly buffer: Buffer;
+    };
 
-/** What the reader hands on for `message`, cut at `cuts`, its matcher comparing with `kept`. */
+/** The message each layout made by {@link keptLayout} was read from. */
+const keptMessages = new WeakMap<ResponseLayout, Buffer>();
+
+/** A layout of `message` that keeps its bytes in a buffer of its own, as a kept response does. */
+function keptLayout(message: Buffer): ResponseLayout {
+  const layout = new ResponseLayout(message);
+  layout.keepBytes(undefined);
+  keptMessages.set(layout, message);
+  return layout;
+}
+
+/** The bytes `layout` holds (its buffer handed back: `layout` is not used afterwards). */
+function bytesOf(layout: ResponseLayout, size: number): Buffer {
+  return (layout.releaseBytes() as Buffer).subarray(0, size);
+}
+
+/**
+ * What the reader hands on for `message`, cut at `cuts`, its matcher comparing with `kept`; a
+ * splice is written over its kept layout, as the xds client does.
+ */
 function receive(message: Buffer, cuts: readonly number[], kept: readonly ResponseLayout[]): Outcome[] {
   const out: Outcome[] = [];
-  const reader = new GrpcMessageReader(1 << 24, true, () => {
-    return new ResentResponseMatcher(kept, {
-      isKept: (layout) => kept.includes(layout),
-      resent: (layout, h) => out.push({ as: 'resent', layout, head: h }),
-    });
+  const reader = new GrpcMessageReader(1 << 24, true, (size) => {
+    return new ResentResponseMatcher(
+      kept,
+      {
+        isKept: (layout) => kept.includes(layout),
+        resent: (layout, h) => out.push({ as: 'resent', layout, head: h }),
+        spliced: (base, splice) => {
+          const layout = base.rewrite(splice);
+          out.push({
+            as: 'spliced',
+            base,
+            before: keptMessages.get(base) as Buffer,
+            layout,
+            buffer: bytesOf(layout, splice.size),
+          });
+        },
+      },
+      size,
+    );
   });
   for (const chunk of chunked(framed([message]), cuts)) {
     reader.push(chunk, (m) => out.push({ as: 'bytes', bytes: Buffer.from(m) }));
@@ -182,14 +224,40 @@ function edited(values: readonly Uint8Array[], edits: readonly Edit[]): Part[] {
 }
 
 /**
- * The reader handed `message` on once: as exactly its bytes, or, taken whole, as a kept response
- * whose entries and type URL are the message's, with the head a layout reads from it.
+ * The reader handed `message` on once: as exactly its bytes; as a splice that wrote exactly them
+ * over the kept response's buffer, with the layout a walk finds and each entry it names the kept
+ * one's the same bytes; or, taken whole, as a kept response whose entries and type URL are the
+ * message's, with the head a layout reads from it.
  */
 function assertExact(message: Buffer, got: readonly Outcome[]): void {
   assert.equal(got.length, 1);
   const outcome = got[0] as Outcome;
   if (outcome.as === 'bytes') {
     assert.equal(outcome.bytes.toString('hex'), message.toString('hex'));
+    return;
+  }
+  if (outcome.as === 'spliced') {
+    assert.equal(
+      outcome.buffer.toString('hex'),
+      message.toString('hex'),
+      'the splice written is the message',
+    );
+    const read = new ResponseLayout(message);
+    const got = outcome.layout;
+    assert.deepEqual(
+      { version: got.versionInfo, type: got.typeUrl, nonce: got.nonce, count: got.count },
+      { version: read.versionInfo, type: read.typeUrl, nonce: read.nonce, count: read.count },
+    );
+    const kept = new ResponseLayout(outcome.before);
+    for (let i = 0; i < read.count; i++) {
+      assert.deepEqual(
+        [got.entryStart(i), got.entryHeaderLength(i), got.entryEnd(i)],
+        [read.entryStart(i), read.entryHeaderLength(i), read.entryEnd(i)],
+        `the offsets of entry ${i}`,
+      );
+      const k = got.offsets[4 * i + 3] as number;
+      if (k >= 0) assert.ok(read.sameEntry(i, kept, k), `entry ${i} is the kept entry ${k}`);
+    }
     return;
   }
   // Taken whole: the response is well formed and is the kept state sent again.
@@ -226,8 +294,8 @@ describe('ResentResponseMatcher', () => {
           );
           const keptGap = gap === undefined ? undefined : ([gap[0], gap[1]] as const);
           const kept = [
-            new ResponseLayout(encode(keptParts(TYPES[0] as string, values, keptHead, keptGap))),
-            new ResponseLayout(encode(keptParts(TYPES[1] as string, others, []))),
+            keptLayout(encode(keptParts(TYPES[0] as string, values, keptHead, keptGap))),
+            keptLayout(encode(keptParts(TYPES[1] as string, others, []))),
           ];
           const entries: Part[] = (second ? others : values).map((v) => ({ field: 'entry', value: v }));
           if (!second && gap !== undefined && gap[2] !== undefined) {
@@ -287,10 +355,10 @@ describe('ResentResponseMatcher', () => {
         fc.option(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { nil: undefined }),
         fc.option(fc.tuple(fc.nat(), anyHead), { nil: undefined }),
         (values, edits, newHead, typeUrl, cuts, flip, gap) => {
-          const keptLayout = new ResponseLayout(encode(keptParts(TYPES[0] as string, values, [], gap)));
+          const kept = keptLayout(encode(keptParts(TYPES[0] as string, values, [], gap)));
           // Another kept response whose entries have the same headers (lengths) as the first's and
           // other bytes: its first entry is compared too until the bytes tell them apart.
-          const sibling = new ResponseLayout(
+          const sibling = keptLayout(
             encode(
               keptParts(
                 TYPES[1] as string,
@@ -307,7 +375,7 @@ describe('ResentResponseMatcher', () => {
           ]);
           // A byte changed anywhere: the response may not even be well formed.
           if (flip !== undefined) message[flip[0] % message.byteLength] = flip[1];
-          assertExact(message, receive(message, cuts, [keptLayout, sibling]));
+          assertExact(message, receive(message, cuts, [kept, sibling]));
         },
       ),
       {
@@ -340,9 +408,73 @@ describe('ResentResponseMatcher', () => {
     );
   });
 
+  it('writes a response that differs in a few entries over its kept response’s buffer', () => {
+    // Entries of one length (their headers all alike) and of many.
+    for (const lengths of ['same', 'varied'] as const) {
+      const values = Array.from({ length: 300 }, (_, i) =>
+        Buffer.alloc(lengths === 'same' ? 120 : 60 + ((i * 37) % 200), i % 251),
+      );
+      const edits: Record<string, readonly Edit[]> = {
+        'one entry changed, same length': [
+          { op: 'change', at: 150, value: Buffer.alloc(values[150]?.length ?? 0, 7) },
+        ],
+        'one entry changed, longer': [{ op: 'change', at: 150, value: Buffer.alloc(400, 7) }],
+        'the first entry changed': [{ op: 'change', at: 0, value: Buffer.alloc(30, 9) }],
+        'the last entry changed': [{ op: 'change', at: 299, value: Buffer.alloc(30, 9) }],
+        'one removed': [{ op: 'remove', at: 10 }],
+        'one added': [{ op: 'insert', at: 200, value: Buffer.alloc(90, 3) }],
+        'two swapped': [{ op: 'swap', at: 40 }],
+        'changes far apart': [
+          { op: 'change', at: 5, value: Buffer.alloc(10, 1) },
+          { op: 'remove', at: 100 },
+          { op: 'insert', at: 250, value: Buffer.alloc(300, 2) },
+        ],
+        'the last ones cut off': [{ op: 'truncate', at: 280 }],
+      };
+      for (const [name, edit] of Object.entries(edits)) {
+        for (const version of ['v1', 'a much longer version'] as const) {
+          const kept = keptLayout(
+            encode(keptParts(TYPES[0] as string, values, [{ field: 'version', text: 'v0' }])),
+          );
+          const buffer = kept.releaseBytes() as Buffer;
+          kept.keepBytes(buffer);
+          const message = encode([
+            { field: 'version', text: version },
+            ...edited(values, edit),
+            { field: 'type', text: TYPES[0] as string },
+            { field: 'nonce', text: 'n' },
+          ]);
+          const got = receive(message, [6, 1000, 1001, 7000, 20_000, 20_001, 33_000], [kept]);
+          assertExact(message, got);
+          const outcome = got[0] as Outcome;
+          assert.equal(outcome.as, 'spliced', `${lengths}, ${name}, version ${version}`);
+          if (outcome.as === 'spliced')
+            assert.equal(outcome.buffer.buffer, buffer.buffer, 'in the kept buffer');
+        }
+      }
+    }
+  });
+
+  it('copies a response that differs in more entries than it is worth comparing', () => {
+    const values = Array.from({ length: 400 }, (_, i) => Buffer.alloc(200, i % 251));
+    const kept = keptLayout(encode(keptParts(TYPES[0] as string, values, [])));
+    // Every entry changed: more than an eighth of the response (and 64 KiB) would be copied.
+    const message = encode(
+      keptParts(
+        TYPES[0] as string,
+        // None of them a kept one's: each kept value is one byte repeated.
+        values.map((v, i) => Buffer.concat([Buffer.from([i % 256, 0xee]), v.subarray(2)])),
+        [],
+      ),
+    );
+    const got = receive(message, [6, 5000, 50_000], [kept]);
+    assertExact(message, got);
+    assert.equal(got[0]?.as, 'bytes');
+  });
+
   it('leaves to the layout a response that ends inside a field', () => {
     const values = Array.from({ length: 5 }, (_, i) => Buffer.alloc(40, i));
-    const kept = new ResponseLayout(encode(keptParts(TYPES[0] as string, values, [])));
+    const kept = keptLayout(encode(keptParts(TYPES[0] as string, values, [])));
     const whole = encode(keptParts(TYPES[0] as string, values, [{ field: 'version', text: 'v2' }]));
     // A tag going on past the end, a length missing, a value cut short, a varint missing.
     for (const tail of [[0x92], [0x2a], [0x2a, 0x05, 0x61], [0x18], [0x18, 0x80]]) {
@@ -358,7 +490,6 @@ describe('ResentResponseMatcher', () => {
 
   it('leaves to the layout a field it cannot tell is well formed, wherever it stands', () => {
     const values = Array.from({ length: 5 }, (_, i) => Buffer.alloc(40, i));
-    const kept = new ResponseLayout(encode(keptParts(TYPES[0] as string, values, [])));
     const malformed = [
       [0x08, 0x01], // version_info as a varint
       [0x10, 0x01], // an entry as a varint
@@ -391,6 +522,8 @@ describe('ResentResponseMatcher', () => {
         } catch {
           read = 'refused';
         }
+        // Kept anew: a response written over it would leave it gone.
+        const kept = keptLayout(encode(keptParts(TYPES[0] as string, values, [])));
         const got = receive(message, [6, 60, 61, 62], [kept]);
         assertExact(message, got);
         if (read === 'refused')
@@ -406,10 +539,15 @@ describe('ResentResponseMatcher', () => {
     const out: Outcome[] = [];
     let kept = true;
     const reader = new GrpcMessageReader(1 << 20, true, () => {
-      return new ResentResponseMatcher([layout], {
-        isKept: () => kept,
-        resent: (l, h) => out.push({ as: 'resent', layout: l, head: h }),
-      });
+      return new ResentResponseMatcher(
+        [layout],
+        {
+          isKept: () => kept,
+          resent: (l, h) => out.push({ as: 'resent', layout: l, head: h }),
+          spliced: () => assert.fail('not kept'),
+        },
+        message.byteLength,
+      );
     });
     const chunks = chunked(framed([message]), [1000, 3000]);
     reader.push(chunks[0] as Buffer, () => assert.fail('not whole yet'));
@@ -424,7 +562,7 @@ describe('ResentResponseMatcher', () => {
 });
 
 describe('an xds source whose upstream sends its state again on a new stream (real gRPC)', () => {
-  const calls = { resent: 0, copied: 0 };
+  const calls = { resent: 0, spliced: 0, copied: 0 };
   const deliver = Object.getOwnPropertyDescriptor(ResentResponseMatcher.prototype, 'deliver')?.value as (
     this: ResentResponseMatcher,
   ) => void;
@@ -432,6 +570,10 @@ describe('an xds source whose upstream sends its state again on a new stream (re
     this: ResentResponseMatcher,
     target: Uint8Array,
   ) => void;
+  const rewrite = Object.getOwnPropertyDescriptor(ResponseLayout.prototype, 'rewrite')?.value as (
+    this: ResponseLayout,
+    splice: ResponseSplice,
+  ) => ResponseLayout;
   let fake: FakeAdsServer;
   let recorder: SourceEventRecorder;
 
@@ -440,6 +582,14 @@ describe('an xds source whose upstream sends its state again on a new stream (re
     ResentResponseMatcher.prototype.deliver = function (this: ResentResponseMatcher): void {
       calls.resent++;
       deliver.call(this);
+    };
+    ResponseLayout.prototype.rewrite = function (
+      this: ResponseLayout,
+      splice: ResponseSplice,
+    ): ResponseLayout {
+      calls.resent--;
+      calls.spliced++;
+      return rewrite.call(this, splice);
     };
     ResentResponseMatcher.prototype.copyTaken = function (
       this: ResentResponseMatcher,
@@ -459,6 +609,7 @@ describe('an xds source whose upstream sends its state again on a new stream (re
   after(async () => {
     ResentResponseMatcher.prototype.deliver = deliver;
     ResentResponseMatcher.prototype.copyTaken = copyTaken;
+    ResponseLayout.prototype.rewrite = rewrite;
     recorder.close();
     await fake.stop();
   });
@@ -485,7 +636,7 @@ describe('an xds source whose upstream sends its state again on a new stream (re
     const before = served();
     assert.equal(before.length, 800);
     await reconnect();
-    assert.deepEqual(calls, { resent: 1, copied: 0 }, 'taken as the kept state, nothing copied');
+    assert.deepEqual(calls, { resent: 1, spliced: 0, copied: 0 }, 'taken as the kept state, nothing copied');
     const ack = fake.requests.at(-1);
     assert.equal(ack?.errorDetail, null, 'an ACK');
     assert.equal(ack?.versionInfo, fake.sent.at(-1)?.versionInfo, 'of the version sent on the new stream');
@@ -499,7 +650,11 @@ describe('an xds source whose upstream sends its state again on a new stream (re
     );
     const from = recorder.events.length;
     await reconnect();
-    assert.deepEqual(calls, { resent: 1, copied: 1 }, 'compared up to the change, then copied');
+    assert.deepEqual(
+      calls,
+      { resent: 1, spliced: 1, copied: 0 },
+      'compared with the kept state, the change written over it',
+    );
     const snapshot = await recorder.snapshot(from);
     const moved = snapshot.resources.find((r) => r.name === 'vs-400');
     assert.ok(
@@ -507,5 +662,50 @@ describe('an xds source whose upstream sends its state again on a new stream (re
       'vs-400 changed',
     );
     assert.equal(snapshot.resources.length, 800);
+  });
+
+  it('serves what a fresh read serves after changes written over the kept state on one stream', async () => {
+    const hosts = Array.from({ length: 800 }, (_, i) => `host-${i}.example.com`);
+    const objects = (): ReturnType<typeof fakeVirtualService>[] =>
+      hosts.flatMap((host, i) => (host === '' ? [] : [fakeVirtualService(`vs-${i}`, host)]));
+    // A host of the same length (the entry's length unchanged), one removed, one added.
+    const steps: readonly { readonly step: () => void; readonly gone: number; readonly came: number }[] = [
+      { step: () => (hosts[401] = 'hosx-401.example.com'), gone: 1, came: 1 },
+      { step: () => (hosts[10] = ''), gone: 1, came: 0 },
+      { step: () => hosts.push('new-800.example.com'), gone: 0, came: 1 },
+    ];
+    const start = recorder.events.length;
+    fake.set('VirtualService', objects()).push();
+    await recorder.snapshot(start);
+    for (const { step, gone, came } of steps) {
+      const spliced = calls.spliced;
+      const copied = calls.copied;
+      const before = served();
+      step();
+      const from = recorder.events.length;
+      fake.set('VirtualService', objects()).push();
+      const snapshot = await recorder.snapshot(from);
+      assert.equal(calls.spliced, spliced + 1, 'written over the kept state');
+      assert.equal(calls.copied, copied, 'not copied');
+      assert.equal(snapshot.resources.length, hosts.filter((h) => h !== '').length);
+      const after = served();
+      assert.deepEqual(
+        {
+          gone: before.filter((line) => !after.includes(line)).length,
+          came: after.filter((line) => !before.includes(line)).length,
+        },
+        { gone, came },
+        'only the object edited changed',
+      );
+    }
+    // A source that reads the same state on a stream of its own serves the same objects, versions
+    // (hashes of their content) included.
+    const fresh = await syncedXdsSource(fake.address, ['VirtualService']);
+    try {
+      const theirs = (fresh.lastSnapshot()?.resources ?? []).map((r) => `${r.name}@${r.version}`).sort();
+      assert.deepEqual(served(), theirs);
+    } finally {
+      fresh.close();
+    }
   });
 });

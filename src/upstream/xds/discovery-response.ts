@@ -7,6 +7,34 @@ export interface ResponseEntry {
   readonly value: Uint8Array;
 }
 
+/** A piece of a {@link ResponseSplice} taken from the splice's own bytes. */
+export const PIECE_OWN = 0;
+/** A piece of a {@link ResponseSplice} taken from the bytes of the layout it is written over. */
+export const PIECE_KEPT = 1;
+
+/**
+ * A response described as pieces of a kept layout's bytes and of bytes of its own, with the
+ * layout a walk of those bytes would find, for {@link ResponseLayout.rewrite} to write over that
+ * layout's buffer.
+ */
+export interface ResponseSplice {
+  /** Bytes of the response. */
+  readonly size: number;
+  /**
+   * The response in order, as triples: {@link PIECE_OWN} or {@link PIECE_KEPT}, then where the
+   * piece starts and ends in `own` or in the kept layout's bytes. Kept pieces come from strictly
+   * later places of the kept bytes as the response goes on (none overlaps another).
+   */
+  readonly pieces: readonly number[];
+  readonly own: Uint8Array;
+  /** Entries of `resources`, and their offsets as {@link ResponseLayout.offsets} holds them. */
+  readonly count: number;
+  readonly offsets: Int32Array<ArrayBuffer>;
+  readonly versionInfo: string;
+  readonly typeUrl: string;
+  readonly nonce: string;
+}
+
 function expectLengthDelimited(field: number, wireType: number, where: string): void {
   if (wireType !== WIRE_LENGTH_DELIMITED) {
     throw new Error(`${where} field ${field} has wire type ${wireType}, expected ${WIRE_LENGTH_DELIMITED}`);
@@ -62,6 +90,11 @@ export class ResponseLayout {
   /** Whether `bytes` is the layout's own buffer, not the message it was read from. */
   private owned = false;
   /**
+   * Set once the layout's buffer was written over with the next response ({@link rewrite}): its
+   * offsets and entries' numbers stay readable, its bytes are no one's to compare any more.
+   */
+  private gone = false;
+  /**
    * Per entry `i`, at `4i` to `4i + 3`: where its tag begins, where the `Any` it carries begins
    * and ends, and the entry of {@link base} it was found equal to without a walk (-1 when it was
    * walked). May be longer than needed (reused between layouts).
@@ -85,8 +118,21 @@ export class ResponseLayout {
     message: Uint8Array,
     offsets: Int32Array<ArrayBuffer> = new Int32Array(STRIDE * 64),
     earlier: readonly ResponseLayout[] = [],
+    /** The layout, already known (see {@link rewrite}): the bytes are not walked, and are owned. */
+    known?: { readonly splice: ResponseSplice; readonly base: ResponseLayout },
   ) {
     this.bytes = Buffer.from(message.buffer, message.byteOffset, message.byteLength);
+    if (known !== undefined) {
+      const { splice, base } = known;
+      this.versionInfo = splice.versionInfo;
+      this.typeUrl = splice.typeUrl;
+      this.nonce = splice.nonce;
+      this.count = splice.count;
+      this.offsets = splice.offsets;
+      this.base = base;
+      this.owned = true;
+      return;
+    }
     const bytes = this.bytes;
     const cursor = new WireCursor(bytes);
     const limit = bytes.byteLength;
@@ -179,6 +225,7 @@ export class ResponseLayout {
   }
 
   private entryAt(k: number, bytes: Buffer, at: number): boolean {
+    if (this.gone) return false;
     const start = this.offsets[STRIDE * k] as number;
     const end = this.offsets[STRIDE * k + 2] as number;
     if (at + (end - start) > bytes.byteLength) return false;
@@ -273,13 +320,73 @@ export class ResponseLayout {
 
   /** Whether the layout's bytes from `at` are those of `chunk` from `from` to `to`. */
   holds(at: number, chunk: Uint8Array, from: number, to: number): boolean {
-    if (at + (to - from) > this.bytes.byteLength) return false;
+    if (this.gone || at + (to - from) > this.bytes.byteLength) return false;
     return this.bytes.compare(chunk, from, to, at, at + (to - from)) === 0;
+  }
+
+  /** How many bytes of `chunk` from `from` (before `to`) are the layout's from `at` on. */
+  agreeing(at: number, chunk: Uint8Array, from: number, to: number): number {
+    if (this.gone) return 0;
+    const n = Math.min(to - from, this.bytes.byteLength - at);
+    return n > 0 ? firstDifference(chunk, from, this.bytes, at, n) : 0;
   }
 
   /** Copies the layout's bytes from `start` to `end` into `target` at `at`. */
   copyRange(start: number, end: number, target: Uint8Array, at: number): void {
+    if (this.gone) throw new Error("the layout's bytes were written over");
     target.set(this.bytes.subarray(start, end), at);
+  }
+
+  /**
+   * Bytes the layout's own buffer can hold from where its bytes begin: 0 while it reads the
+   * message it was read from.
+   */
+  get capacity(): number {
+    return this.owned && !this.gone ? this.bytes.buffer.byteLength - this.bytes.byteOffset : 0;
+  }
+
+  /**
+   * Writes `splice` (a response made of this layout's bytes and others) over this layout's own
+   * buffer, in place, and returns its layout, which owns that buffer from then on: a response that
+   * differs from the kept one in a few entries needs no buffer of its size. This layout keeps its
+   * offsets and count, and takes its entries for equal to the new layout's where that one's
+   * offsets say so (see {@link sameEntry}), but compares no bytes any more. Throws, changing
+   * nothing, when the buffer cannot hold the splice.
+   */
+  rewrite(splice: ResponseSplice): ResponseLayout {
+    if (this.capacity < splice.size) {
+      throw new Error(`a response of ${splice.size} bytes does not fit a kept buffer of ${this.capacity}`);
+    }
+    const buffer = Buffer.from(this.bytes.buffer, this.bytes.byteOffset, this.capacity);
+    const p = splice.pieces;
+    const to: number[] = [];
+    let at = 0;
+    for (let i = 0; i < p.length; i += 3) {
+      to.push(at);
+      at += (p[i + 2] as number) - (p[i + 1] as number);
+    }
+    // Kept pieces only ever move towards the end or the start of the buffer; those that move
+    // towards the start are moved first, in order, then the others from the last: no piece is
+    // written over one not moved yet. Own pieces go last.
+    for (let i = 0; i < p.length; i += 3) {
+      const dest = to[i / 3] as number;
+      if (p[i] === PIECE_KEPT && dest <= (p[i + 1] as number)) {
+        buffer.copyWithin(dest, p[i + 1] as number, p[i + 2]);
+      }
+    }
+    for (let i = p.length - 3; i >= 0; i -= 3) {
+      const dest = to[i / 3] as number;
+      if (p[i] === PIECE_KEPT && dest > (p[i + 1] as number)) {
+        buffer.copyWithin(dest, p[i + 1] as number, p[i + 2]);
+      }
+    }
+    for (let i = 0; i < p.length; i += 3) {
+      if (p[i] === PIECE_OWN) buffer.set(splice.own.subarray(p[i + 1], p[i + 2]), to[i / 3]);
+    }
+    this.bytes = EMPTY;
+    this.owned = false;
+    this.gone = true;
+    return new ResponseLayout(buffer.subarray(0, splice.size), splice.offsets, [], { splice, base: this });
   }
 
   /**
@@ -288,33 +395,19 @@ export class ResponseLayout {
    */
   entry(i: number): ResponseEntry {
     const bytes = this.bytes;
-    const end = this.offsets[STRIDE * i + 2] as number;
-    const cursor = new WireCursor(bytes);
-    cursor.pos = this.offsets[STRIDE * i + 1] as number;
-    let valueStart = 0;
-    let valueEnd = 0;
-    let typeUrl = '';
-    while (cursor.pos < end) {
-      const tag = cursor.uint32(end);
-      const field = tag >>> 3;
-      if (field !== 1 && field !== 2) {
-        if (field === 0) throw new Error(`invalid field number 0 at byte ${cursor.pos}`);
-        cursor.skip(tag & 7, end, field);
-        continue;
-      }
-      expectLengthDelimited(field, tag & 7, 'Any');
-      cursor.lengthDelimited(end);
-      if (field === 2) {
-        valueStart = cursor.start;
-        valueEnd = cursor.end;
-      } else if (sameRange(bytes, cursor.start, cursor.end, this.lastType.start, this.lastType.end)) {
-        typeUrl = this.lastType.text;
-      } else {
-        typeUrl = bytes.toString('utf8', cursor.start, cursor.end);
-        this.lastType = { start: cursor.start, end: cursor.end, text: typeUrl };
-      }
+    const any = walkAny(
+      bytes,
+      this.offsets[STRIDE * i + 1] as number,
+      this.offsets[STRIDE * i + 2] as number,
+    );
+    let typeUrl: string;
+    if (sameRange(bytes, any.typeStart, any.typeEnd, this.lastType.start, this.lastType.end)) {
+      typeUrl = this.lastType.text;
+    } else {
+      typeUrl = bytes.toString('utf8', any.typeStart, any.typeEnd);
+      this.lastType = { start: any.typeStart, end: any.typeEnd, text: typeUrl };
     }
-    return { typeUrl, value: bytes.subarray(valueStart, valueEnd) };
+    return { typeUrl, value: bytes.subarray(any.valueStart, any.valueEnd) };
   }
 
   /** Whether entry `i` of this response and entry `j` of `other` are the same bytes. */
@@ -374,6 +467,7 @@ export class ResponseLayout {
    * two entries is compared too, which can only make the answer more cautious).
    */
   private sameRun(i: number, other: ResponseLayout, j: number, run: number): boolean {
+    if (this.gone || other.gone) return false;
     const start = this.offsets[STRIDE * i] as number;
     const end = this.offsets[STRIDE * (i + run - 1) + 2] as number;
     const otherStart = other.offsets[STRIDE * j] as number;
@@ -382,6 +476,48 @@ export class ResponseLayout {
     return this.bytes.compare(other.bytes, otherStart, otherEnd, start, end) === 0;
   }
 }
+
+/** Where the type URL and the value of an `Any` lie. */
+interface AnyParts {
+  readonly typeStart: number;
+  readonly typeEnd: number;
+  readonly valueStart: number;
+  readonly valueEnd: number;
+}
+
+/**
+ * Walks the `Any` in `bytes` from `start` to `end` (fields other than 1 and 2 skipped; the last of
+ * each taken). Throws when it is not well formed.
+ */
+export function walkAny(bytes: Uint8Array, start: number, end: number): AnyParts {
+  const cursor = new WireCursor(bytes);
+  cursor.pos = start;
+  let typeStart = 0;
+  let typeEnd = 0;
+  let valueStart = 0;
+  let valueEnd = 0;
+  while (cursor.pos < end) {
+    const tag = cursor.uint32(end);
+    const field = tag >>> 3;
+    if (field !== 1 && field !== 2) {
+      if (field === 0) throw new Error(`invalid field number 0 at byte ${cursor.pos}`);
+      cursor.skip(tag & 7, end, field);
+      continue;
+    }
+    expectLengthDelimited(field, tag & 7, 'Any');
+    cursor.lengthDelimited(end);
+    if (field === 2) {
+      valueStart = cursor.start;
+      valueEnd = cursor.end;
+    } else {
+      typeStart = cursor.start;
+      typeEnd = cursor.end;
+    }
+  }
+  return { typeStart, typeEnd, valueStart, valueEnd };
+}
+
+const EMPTY = Buffer.alloc(0);
 
 function grown(array: Int32Array, atLeast: number): Int32Array<ArrayBuffer> {
   const next = new Int32Array(Math.max(STRIDE * 16, array.length * 2, atLeast));
@@ -393,7 +529,7 @@ function grown(array: Int32Array, atLeast: number): Int32Array<ArrayBuffer> {
  * How many bytes from `aStart` in `a` and `bStart` in `b` agree, at most `length`: compared a
  * chunk at a time, then by halves inside the chunk that differs.
  */
-function firstDifference(a: Buffer, aStart: number, b: Buffer, bStart: number, length: number): number {
+function firstDifference(a: Uint8Array, aStart: number, b: Buffer, bStart: number, length: number): number {
   let n = 0;
   while (n < length) {
     const step = Math.min(CHUNK, length - n);

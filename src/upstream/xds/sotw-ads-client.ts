@@ -4,7 +4,7 @@ import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-strea
 import type { ReadResult } from '../mcp-resource-reader.js';
 import type { ChannelPatch } from '../streaming/subscription-state.js';
 import type { ConfigResource } from '../../core/resource.js';
-import { ResponseLayout, type ResponseEntry } from './discovery-response.js';
+import { ResponseLayout, type ResponseEntry, type ResponseSplice } from './discovery-response.js';
 import { ResentResponseMatcher, type ResponseHead } from './resent-response-matcher.js';
 import type { MessageMatcher } from '../streaming/grpc-message-reader.js';
 import { INVALID_ARGUMENT, reportUndecodable, type AdsClientContext } from './ads-client-context.js';
@@ -81,20 +81,51 @@ export class SotwAdsClient implements StreamHandlers {
   }
 
   /**
-   * A large response the transport has no buffer for (a stream just opened, or quiet for a while:
-   * an upstream that restarted, say) is compared with the kept responses as it arrives: one that
-   * repeats a kept response's entries needs no copy, nor the buffer a copy would go in, and is
-   * judged as that response sent again. Any other is copied and read as usual.
+   * A large response the transport has no buffer for (a stream just opened, quiet for a while, or
+   * whose last response was written over its kept one) is compared with the kept responses as it
+   * arrives: one that repeats a kept response's entries needs no copy, nor the buffer a copy would
+   * go in, and is judged as that response sent again; one that differs from the kept response of
+   * its type in a few entries is written over that response's buffer, and read as any other. The
+   * rest is copied and read as usual.
    */
   expectMessage(stream: OpenStream, size: number): MessageMatcher | undefined {
     if (size < MATCH_FROM_BYTES || this.previous.size === 0) return undefined;
     const kept: ResponseLayout[] = [];
     for (const previous of this.previous.values()) if (previous.layout.count > 0) kept.push(previous.layout);
-    return new ResentResponseMatcher(kept, {
-      isKept: (layout) => this.previous.get(layout.typeUrl)?.layout === layout,
-      resent: (layout, head) =>
-        this.onResponse(stream, layout, head, { prefix: layout.count, suffix: 0, entries: [] }),
-    });
+    return new ResentResponseMatcher(
+      kept,
+      {
+        isKept: (layout) =>
+          this.previous.get(layout.typeUrl)?.layout === layout &&
+          this.ctx.state.kindOf(layout.typeUrl) !== undefined,
+        resent: (layout, head) =>
+          this.onResponse(stream, layout, head, { prefix: layout.count, suffix: 0, entries: [] }),
+        spliced: (layout, splice) => this.onSplice(stream, layout, splice),
+      },
+      size,
+      this.spareOffsets,
+    );
+  }
+
+  /**
+   * A response that differs from `base`, the kept response of its type, in a few entries: written
+   * over `base`'s buffer, then read against it as any response, the entries it shares with `base`
+   * known from the splice (`base`'s bytes are gone). Its entries were all read before or walked by
+   * the matcher, so reading them cannot fail; were it to, the type would keep no response, and the
+   * next one would be read whole.
+   */
+  private onSplice(stream: OpenStream, base: ResponseLayout, splice: ResponseSplice): void {
+    const layout = base.rewrite(splice);
+    // The splice's offsets are the layout's now; the kept one's become spare once it is replaced.
+    if (this.spareOffsets === splice.offsets) this.spareOffsets = undefined;
+    let span: ChangedSpan;
+    try {
+      span = changedSpan(layout, this.previous.get(layout.typeUrl));
+    } catch (err) {
+      this.previous.delete(layout.typeUrl);
+      throw err;
+    }
+    this.onResponse(stream, layout, layout, span);
   }
 
   onMessage(stream: OpenStream, message: Uint8Array): void {
