@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import protobuf from 'protobufjs';
-import { GrpcMessageReader } from '../../src/upstream/streaming/grpc-message-reader.js';
+import { GrpcMessageReader, GrpcReadError } from '../../src/upstream/streaming/grpc-message-reader.js';
 import { ResponseLayout, type ResponseSplice } from '../../src/upstream/xds/discovery-response.js';
 import { ResentResponseMatcher, type ResponseHead } from '../../src/upstream/xds/resent-response-matcher.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
@@ -557,6 +557,40 @@ describe('ResentResponseMatcher', () => {
     assert.deepEqual(
       out.map((o) => (o.as === 'bytes' ? o.bytes.toString('hex') : 'resent')),
       [message.toString('hex')],
+    );
+  });
+
+  it('ends the stream, rather than hand on other bytes, when its kept response was written over while it arrived', () => {
+    const values = Array.from({ length: 50 }, (_, i) => Buffer.alloc(100, i));
+    const kept = keptLayout(encode(keptParts(TYPES[0] as string, values, [])));
+    const changed = (at: number): Buffer =>
+      encode([
+        ...edited(values, [{ op: 'change', at, value: Buffer.alloc(100, 99) }]),
+        { field: 'type', text: TYPES[0] as string },
+      ]);
+    const reader = (): GrpcMessageReader =>
+      new GrpcMessageReader(1 << 20, true, (size) => {
+        return new ResentResponseMatcher(
+          [kept],
+          {
+            isKept: (layout) => layout === kept,
+            resent: () => assert.fail('not resent'),
+            spliced: (base, splice) => base.rewrite(splice),
+          },
+          size,
+        );
+      });
+    // One response arrives halfway; another, read whole meanwhile, is written over the kept one.
+    const first = reader();
+    const chunks = chunked(framed([changed(40)]), [2000]);
+    first.push(chunks[0] as Buffer, () => assert.fail('not whole yet'));
+    const second = reader();
+    for (const chunk of chunked(framed([changed(10)]), [3000]))
+      second.push(chunk, () => assert.fail('spliced'));
+    assert.equal(kept.readable, false);
+    assert.throws(
+      () => first.push(chunks[1] as Buffer, () => assert.fail('no bytes handed on')),
+      (err: unknown) => err instanceof GrpcReadError && err.status === 'INTERNAL',
     );
   });
 });

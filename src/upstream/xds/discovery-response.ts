@@ -337,6 +337,11 @@ export class ResponseLayout {
     target.set(this.bytes.subarray(start, end), at);
   }
 
+  /** Whether the layout's bytes can be read: not once written over ({@link rewrite}). */
+  get readable(): boolean {
+    return !this.gone;
+  }
+
   /**
    * Bytes the layout's own buffer can hold from where its bytes begin: 0 while it reads the
    * message it was read from.

@@ -1,4 +1,4 @@
-import type { MessageMatcher } from '../streaming/grpc-message-reader.js';
+import { GrpcReadError, type MessageMatcher } from '../streaming/grpc-message-reader.js';
 import { WIRE_LENGTH_DELIMITED } from '../../wire/wire-types.js';
 import {
   PIECE_KEPT,
@@ -257,6 +257,11 @@ export class ResentResponseMatcher implements MessageMatcher {
   copyTaken(target: Uint8Array): void {
     let at = 0;
     const p = this.pieces;
+    // Messages on a stream come one at a time, so the kept response compared with is not written
+    // over while this one arrives; were it, the bytes taken from it are lost, and the stream with them.
+    if (this.base !== undefined && !this.base.readable) {
+      throw new GrpcReadError('INTERNAL', 'a response was compared with a kept one written over meanwhile');
+    }
     for (let i = 0; i < p.length; i += 3) {
       const start = p[i + 1] as number;
       const end = p[i + 2] as number;
@@ -395,6 +400,11 @@ export class ResentResponseMatcher implements MessageMatcher {
    */
   private diverge(): void {
     const base = this.base as ResponseLayout;
+    if (!base.readable) {
+      // Written over meanwhile (see copyTaken).
+      this.stopped = true;
+      return;
+    }
     const e = entryHolding(base, this.runFirst, this.runNext, this.at);
     const start = base.entryStart(e);
     const headerEnd = start + base.entryHeaderLength(e);
