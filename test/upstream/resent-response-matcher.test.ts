@@ -136,10 +136,13 @@ type Outcome =
 /** The message each layout made by {@link keptLayout} was read from. */
 const keptMessages = new WeakMap<ResponseLayout, Buffer>();
 
-/** A layout of `message` that keeps its bytes in a buffer of its own, as a kept response does. */
-function keptLayout(message: Buffer): ResponseLayout {
+/**
+ * A layout of `message` that keeps its bytes in a buffer of its own (`store`, when it fits), as a
+ * kept response does.
+ */
+function keptLayout(message: Buffer, store?: Buffer): ResponseLayout {
   const layout = new ResponseLayout(message);
-  layout.keepBytes(undefined);
+  layout.keepBytes(store);
   keptMessages.set(layout, message);
   return layout;
 }
@@ -433,11 +436,11 @@ describe('ResentResponseMatcher', () => {
       };
       for (const [name, edit] of Object.entries(edits)) {
         for (const version of ['v1', 'a much longer version'] as const) {
-          const kept = keptLayout(
-            encode(keptParts(TYPES[0] as string, values, [{ field: 'version', text: 'v0' }])),
+          const keptMessage = encode(
+            keptParts(TYPES[0] as string, values, [{ field: 'version', text: 'v0' }]),
           );
-          const buffer = kept.releaseBytes() as Buffer;
-          kept.keepBytes(buffer);
+          const buffer = Buffer.allocUnsafeSlow(keptMessage.byteLength + 1000);
+          const kept = keptLayout(keptMessage, buffer);
           const message = encode([
             { field: 'version', text: version },
             ...edited(values, edit),
@@ -499,6 +502,7 @@ describe('ResentResponseMatcher', () => {
       [0x80, 0x80, 0x80, 0x80, 0x80, 0x08, 0x01], // a tag of more than five bytes
       [0xff, 0xff, 0xff, 0xff, 0x7f, 0x01], // a tag over 32 bits
       [0x1a, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00], // a length of more than five bytes
+      [0x18, ...Array<number>(10).fill(0x80), 0x01], // a varint of more than ten bytes
       [0x1b, 0x0a, 0x00, 0x1c], // a group
       [0x1e, 0x01], // wire type 6
       [0x1f, 0x01], // wire type 7
@@ -560,38 +564,46 @@ describe('ResentResponseMatcher', () => {
     );
   });
 
-  it('ends the stream, rather than hand on other bytes, when its kept response was written over while it arrived', () => {
+  it('ends the stream, rather than hand on other bytes, when its kept response was written over or handed back while it arrived', () => {
     const values = Array.from({ length: 50 }, (_, i) => Buffer.alloc(100, i));
-    const kept = keptLayout(encode(keptParts(TYPES[0] as string, values, [])));
     const changed = (at: number): Buffer =>
       encode([
         ...edited(values, [{ op: 'change', at, value: Buffer.alloc(100, 99) }]),
         { field: 'type', text: TYPES[0] as string },
       ]);
-    const reader = (): GrpcMessageReader =>
-      new GrpcMessageReader(1 << 20, true, (size) => {
-        return new ResentResponseMatcher(
-          [kept],
-          {
-            isKept: (layout) => layout === kept,
-            resent: () => assert.fail('not resent'),
-            spliced: (base, splice) => base.rewrite(splice),
-          },
-          size,
-        );
-      });
-    // One response arrives halfway; another, read whole meanwhile, is written over the kept one.
-    const first = reader();
-    const chunks = chunked(framed([changed(40)]), [2000]);
-    first.push(chunks[0] as Buffer, () => assert.fail('not whole yet'));
-    const second = reader();
-    for (const chunk of chunked(framed([changed(10)]), [3000]))
-      second.push(chunk, () => assert.fail('spliced'));
-    assert.equal(kept.readable, false);
-    assert.throws(
-      () => first.push(chunks[1] as Buffer, () => assert.fail('no bytes handed on')),
-      (err: unknown) => err instanceof GrpcReadError && err.status === 'INTERNAL',
-    );
+    for (const meanwhile of ['written over', 'handed back'] as const) {
+      const kept = keptLayout(encode(keptParts(TYPES[0] as string, values, [])));
+      const reader = (): GrpcMessageReader =>
+        new GrpcMessageReader(1 << 20, true, (size) => {
+          return new ResentResponseMatcher(
+            [kept],
+            {
+              isKept: (layout) => layout === kept,
+              resent: () => assert.fail('not resent'),
+              spliced: (base, splice) => base.rewrite(splice),
+            },
+            size,
+          );
+        });
+      // One response arrives halfway; meanwhile another, read whole, is written over the kept one,
+      // or the kept one's buffer goes back to the transport (as when a copied response replaces it).
+      const first = reader();
+      const chunks = chunked(framed([changed(40)]), [2000]);
+      first.push(chunks[0] as Buffer, () => assert.fail('not whole yet'));
+      if (meanwhile === 'written over') {
+        const second = reader();
+        for (const chunk of chunked(framed([changed(10)]), [3000]))
+          second.push(chunk, () => assert.fail('spliced'));
+      } else {
+        kept.releaseBytes();
+      }
+      assert.equal(kept.readable, false);
+      assert.throws(
+        () => first.push(chunks[1] as Buffer, () => assert.fail('no bytes handed on')),
+        (err: unknown) => err instanceof GrpcReadError && err.status === 'INTERNAL',
+        meanwhile,
+      );
+    }
   });
 });
 

@@ -90,8 +90,9 @@ export class ResponseLayout {
   /** Whether `bytes` is the layout's own buffer, not the message it was read from. */
   private owned = false;
   /**
-   * Set once the layout's buffer was written over with the next response ({@link rewrite}): its
-   * offsets and entries' numbers stay readable, its bytes are no one's to compare any more.
+   * Set once the layout's buffer was written over with the next response ({@link rewrite}) or
+   * handed back ({@link releaseBytes}): its offsets and entries' numbers stay readable, its bytes
+   * are no one's to compare any more.
    */
   private gone = false;
   /**
@@ -105,6 +106,8 @@ export class ResponseLayout {
    * read after that: they go back to the transport).
    */
   private base: ResponseLayout | undefined;
+  /** Per entry, the entry after the run of entries with nothing between them it is in (see {@link runFrom}). */
+  private runs: Int32Array | undefined;
   /** The last type URL read by {@link entry}, by its bytes' position, to share one string. */
   private lastType = { start: 0, end: -1, text: '' };
 
@@ -290,7 +293,15 @@ export class ResponseLayout {
     if (!this.owned) return undefined;
     const buffer = Buffer.from(this.bytes.buffer);
     this.owned = false;
+    // Its bytes are the transport's, or the next layout's, from here on.
+    this.bytes = EMPTY;
+    this.gone = true;
     return buffer;
+  }
+
+  /** The response's bytes, to be read only while the layout is kept (or during its reading). */
+  get message(): Uint8Array {
+    return this.bytes;
   }
 
   /** Where entry `k` (0 ≤ k < count) begins: its tag, in the layout's bytes. */
@@ -313,8 +324,18 @@ export class ResponseLayout {
    * the last of them (or `count`), and where that last one ends.
    */
   runFrom(k: number): { readonly next: number; readonly end: number } {
-    let next = k + 1;
-    while (next < this.count && this.offsets[STRIDE * next] === this.offsets[STRIDE * (next - 1) + 2]) next++;
+    // Found once per layout, from the last entry back: a response compared with this one may ask
+    // from many places of one long run.
+    let runs = this.runs;
+    if (runs === undefined) {
+      runs = new Int32Array(this.count);
+      for (let i = this.count - 1; i >= 0; i--) {
+        const joined = i + 1 < this.count && this.offsets[STRIDE * (i + 1)] === this.offsets[STRIDE * i + 2];
+        runs[i] = joined ? (runs[i + 1] as number) : i + 1;
+      }
+      this.runs = runs;
+    }
+    const next = runs[k] as number;
     return { next, end: this.offsets[STRIDE * (next - 1) + 2] as number };
   }
 
@@ -337,7 +358,7 @@ export class ResponseLayout {
     target.set(this.bytes.subarray(start, end), at);
   }
 
-  /** Whether the layout's bytes can be read: not once written over ({@link rewrite}). */
+  /** Whether the layout's bytes can be read: not once written over ({@link rewrite}) or handed back ({@link releaseBytes}). */
   get readable(): boolean {
     return !this.gone;
   }

@@ -42,12 +42,15 @@ const CHOOSING = 3;
 /** Copying an entry that is not the kept response's at its place (maybe one a little further on). */
 const ENTRY = 4;
 
+/** Bytes of the longest varint a well-formed message holds. */
+const MAX_VARINT_BYTES = 10;
+
 /** Wire types of values the matcher copies: varint, 64-bit, 32-bit (groups are left to the layout). */
 const PLAIN_WIRE_TYPES: ReadonlySet<number> = new Set([0, 1, 5]);
 
 /** Numbers kept per entry in a layout's offsets (see {@link ResponseLayout.offsets}). */
 const STRIDE = 4;
-/** How far past the expected entry of the kept response a copied entry is looked for. */
+/** A copied entry is looked for among the expected entry of the kept response and this many after it. */
 const AHEAD = 8;
 /** Entries copied, none of them a kept response's, before the matcher gives up. */
 const PROBES = 8;
@@ -68,7 +71,8 @@ const PROBES = 8;
  * goes on after it; not found, it stands in for none of them (a changed or added entry), and the
  * next entry is expected where it was. The kept response is the one whose first entry the
  * response's first agrees with (copied while it agrees with several; the first of them when their
- * first entries are the same). Nothing of the size of the response is allocated.
+ * first entries are the same). The matcher copies at most an eighth of the response (64 KiB at
+ * least) and records 16 bytes per entry; nothing of the response's size is allocated.
  *
  * The matching ends, and the reader copies the response as any other (the bytes taken so far
  * written from the kept response and from what was copied here), at anything the matcher does not
@@ -191,7 +195,8 @@ export class ResentResponseMatcher implements MessageMatcher {
         }
       } else if (this.mode === VALUE) {
         const n = this.varint ? varintBytes(chunk, at, to) : Math.min(to - at, this.valueLeft);
-        if (!this.copy(chunk, at, at + n)) {
+        // A varint longer than ten bytes is left to the layout, which refuses it.
+        if ((this.varint && n > this.valueLeft) || !this.copy(chunk, at, at + n)) {
           this.stopped = true;
           break;
         }
@@ -304,7 +309,8 @@ export class ResentResponseMatcher implements MessageMatcher {
     this.field = field;
     this.valueStart = this.ownLength;
     this.varint = wireType === 0;
-    this.valueLeft = wireType === 1 ? 8 : wireType === 5 ? 4 : length;
+    // For a varint: the bytes it may still take.
+    this.valueLeft = wireType === 0 ? MAX_VARINT_BYTES : wireType === 1 ? 8 : wireType === 5 ? 4 : length;
     if (!this.varint && this.ownLength + this.valueLeft > this.maxOwnBytes) return false;
     this.mode = VALUE;
     if (!this.varint && this.valueLeft === 0) this.endValue();

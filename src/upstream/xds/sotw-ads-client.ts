@@ -112,7 +112,7 @@ export class SotwAdsClient implements StreamHandlers {
    * over `base`'s buffer, then read against it as any response, the entries it shares with `base`
    * known from the splice (`base`'s bytes are gone). Its entries were all read before or walked by
    * the matcher, so reading them cannot fail; were it to, the type would keep no response, and the
-   * next one would be read whole.
+   * next one would be read whole (this one NACKed, as any undecodable response).
    */
   private onSplice(stream: OpenStream, base: ResponseLayout, splice: ResponseSplice): void {
     const layout = base.rewrite(splice);
@@ -123,7 +123,8 @@ export class SotwAdsClient implements StreamHandlers {
       span = changedSpan(layout, this.previous.get(layout.typeUrl));
     } catch (err) {
       this.previous.delete(layout.typeUrl);
-      throw err;
+      this.undecodable(stream, layout.message, err);
+      return;
     }
     this.onResponse(stream, layout, layout, span);
   }
@@ -257,7 +258,8 @@ export class SotwAdsClient implements StreamHandlers {
   /**
    * Keeps `next` as its type's last response, in place of `before`: the transport's buffer the
    * response lies in is taken over in exchange for `before`'s, or the bytes are copied into
-   * `before`'s; `before`'s offsets become the spare ones. `before` is not used afterwards.
+   * `before`'s (a response written over `before` owns its buffer already: nothing is exchanged or
+   * copied); `before`'s offsets become the spare ones. `before` is not used afterwards.
    * `resent`: `next` holds exactly `before`'s entries, byte for byte.
    */
   private keep(
