@@ -53,8 +53,9 @@ export interface MessageMatcher {
  *
  * A lent message that would need a new buffer (the reader holds none, or none large enough) is
  * first offered to a matcher (`expect`): while its bytes are what the matcher expects, nothing of
- * the message's size is allocated, and a message matched to its end is handed on by the matcher. Where they
- * stop agreeing, the reader takes a buffer, has the matcher write what it took, and copies the rest.
+ * the message's size is allocated, and a message matched to its end is handed on by the matcher.
+ * Where they stop agreeing, the reader takes a buffer, has the matcher write what it took, and
+ * copies the rest.
  */
 export class GrpcMessageReader {
   private readonly prefix = Buffer.alloc(PREFIX_BYTES);

@@ -45,7 +45,8 @@ function expectLengthDelimited(field: number, wireType: number, where: string): 
 const RUN = 512;
 
 /** Numbers kept per entry in `offsets`: see {@link ResponseLayout.offsets}. */
-const STRIDE = 4;
+export const OFFSETS_PER_ENTRY = 4;
+const STRIDE = OFFSETS_PER_ENTRY;
 /** The tag of a `resources` entry (field 2, length-delimited): one byte. */
 const ENTRY_TAG = (2 << 3) | WIRE_LENGTH_DELIMITED;
 /** Bytes compared in one call when looking for where two responses stop agreeing. */
@@ -106,7 +107,7 @@ export class ResponseLayout {
    * read after that: they go back to the transport).
    */
   private base: ResponseLayout | undefined;
-  /** Per entry, the entry after the run of entries with nothing between them it is in (see {@link runFrom}). */
+  /** Per entry, the entry after the run it is in (entries with nothing between them; see {@link runFrom}). */
   private runs: Int32Array | undefined;
   /** The last type URL read by {@link entry}, by its bytes' position, to share one string. */
   private lastType = { start: 0, end: -1, text: '' };
@@ -354,11 +355,11 @@ export class ResponseLayout {
 
   /** Copies the layout's bytes from `start` to `end` into `target` at `at`. */
   copyRange(start: number, end: number, target: Uint8Array, at: number): void {
-    if (this.gone) throw new Error("the layout's bytes were written over");
+    if (this.gone) throw new Error("the layout's bytes were written over or handed back");
     target.set(this.bytes.subarray(start, end), at);
   }
 
-  /** Whether the layout's bytes can be read: not once written over ({@link rewrite}) or handed back ({@link releaseBytes}). */
+  /** Whether the layout's bytes can be read: not once written over ({@link rewrite}) or handed back. */
   get readable(): boolean {
     return !this.gone;
   }

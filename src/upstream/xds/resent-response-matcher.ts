@@ -1,6 +1,7 @@
 import { GrpcReadError, type MessageMatcher } from '../streaming/grpc-message-reader.js';
 import { WIRE_LENGTH_DELIMITED } from '../../wire/wire-types.js';
 import {
+  OFFSETS_PER_ENTRY,
   PIECE_KEPT,
   PIECE_OWN,
   walkAny,
@@ -48,8 +49,7 @@ const MAX_VARINT_BYTES = 10;
 /** Wire types of values the matcher copies: varint, 64-bit, 32-bit (groups are left to the layout). */
 const PLAIN_WIRE_TYPES: ReadonlySet<number> = new Set([0, 1, 5]);
 
-/** Numbers kept per entry in a layout's offsets (see {@link ResponseLayout.offsets}). */
-const STRIDE = 4;
+const STRIDE = OFFSETS_PER_ENTRY;
 /** A copied entry is looked for among the expected entry of the kept response and this many after it. */
 const AHEAD = 8;
 /** Entries copied, none of them a kept response's, before the matcher gives up. */
@@ -119,7 +119,7 @@ export class ResentResponseMatcher implements MessageMatcher {
   private runFirst = 0;
   /** What the response's offsets are past `base`'s in the run compared. */
   private shift = 0;
-  /** The entry being read: where it begins in the response and in `own` (while copied), where its `Any` begins. */
+  /** The entry being read: where it begins in the response and in `own` (while copied), and its `Any`. */
   private entryAt = 0;
   private entryOwn = 0;
   private entryAny = 0;
