@@ -24,7 +24,7 @@
  * the transport's own cost, so what meshmux adds to it shows apart.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { writeHeapSnapshot } from 'node:v8';
 import * as grpc from '@grpc/grpc-js';
@@ -32,6 +32,7 @@ import { startMeshmux } from '../src/app.js';
 import { KINDS, typeUrlOf, type KindDescriptor } from '../src/schema/kinds.js';
 import { anyTypeUrl, messageType } from '../src/schema/proto-root.js';
 import { parseMeshmuxConfig } from '../src/settings/meshmux-config.js';
+import { peakRssBytes } from '../src/telemetry/process-counters.js';
 import { DEFAULT_MAX_RECEIVE_BYTES } from '../src/upstream/streaming/dial-settings.js';
 import {
   assembleResponse,
@@ -88,15 +89,6 @@ async function collect(): Promise<void> {
     const { heapUsed, external } = process.memoryUsage();
     if (heapUsed + external >= last) return;
     last = heapUsed + external;
-  }
-}
-
-function peakRss(): number | undefined {
-  try {
-    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'));
-    return m === null ? undefined : Number(m[1]) * 1024;
-  } catch {
-    return undefined;
   }
 }
 
@@ -225,13 +217,13 @@ function serveParent(xdsPort: number, versionOf: (kind: string) => string, stop:
         // Whatever the snapshot sets off (views, encodes ahead of istiods) runs in the turns that
         // follow: the step ends once the process is idle, so none of it lands in the next step.
         await quiet();
-        const peak = peakRss();
+        const peak = peakRssBytes();
         await collect();
         // BENCH_HEAP_SNAPSHOT=<folder> writes a heap snapshot after each step there (development aid).
         const snapshots = process.env['BENCH_HEAP_SNAPSHOT'];
         if (snapshots !== undefined)
           writeHeapSnapshot(`${snapshots}/upstream-memory-${process.pid}-${++snapshotCount}.heapsnapshot`);
-        send({ type: 'settled', ...(peak === undefined ? {} : { peakRss: peak }), after: reading() });
+        send({ type: 'settled', peakRss: peak, after: reading() });
       })();
     } else if (m.type === 'read') {
       void collect().then(() => send({ type: 'read', now: reading() }));
