@@ -3,9 +3,8 @@ import { runInNewContext } from 'node:vm';
 import { heapCollections } from './heap-collections.js';
 
 /**
- * Runs a collection of V8's young generation after network input: once `everyBytes` were read
- * since the last one, after the message that reached it has been handled (see
- * {@link YoungCollections.received}).
+ * Runs a collection of V8's young generation after network input: at the end of a message once
+ * `everyBytes` were read since the last one (see {@link YoungCollections.received}).
  *
  * Why: node's HTTP/2 reads each socket read into a new 64 KiB ArrayBuffer, and a large upstream
  * response is hundreds of them. They die as soon as their bytes are copied out, but only a young
@@ -13,8 +12,8 @@ import { heapCollections } from './heap-collections.js';
  * goes many responses without one. Meanwhile V8 counts the external memory allocated since its
  * last full collection against the old generation's limit, so every response of 10 MB eats 10 MB
  * of the headroom and starts a marking of the whole heap (100–200 ms of main thread on a heap of
- * 150 MB) every change or two. A young collection soon after the bytes are read costs a
- * millisecond or two and gives the headroom back.
+ * 150 MB) every change or two. A young collection right after the bytes are read costs about a
+ * millisecond and gives the headroom back.
  *
  * Not while V8 marks the old generation: in node 24's V8, young and full collections do not
  * overlap, and a young collection asked for during a marking finishes that marking at once, in one
@@ -23,8 +22,6 @@ import { heapCollections } from './heap-collections.js';
  */
 export class YoungCollections {
   private since = 0;
-  /** Whether a collection waits for the turn of the event loop after a message. */
-  private deferred = false;
   /** Collections run so far; a benchmark counter. */
   runs = 0;
   /** Collections left out because V8 was marking; a benchmark counter. */
@@ -36,50 +33,32 @@ export class YoungCollections {
     private readonly everyBytes: number,
     /** Whether V8 is marking the old generation now. */
     private readonly marking: () => boolean = () => false,
-    /** Runs `task` once the work queued so far has run (the event loop's next check phase). */
-    private readonly later: (task: () => void) => void = (task) => void setImmediate(task),
   ) {}
 
   /**
-   * Notes `bytes` read from the network and let go of by the caller. At the end of a message
-   * (`atBoundary`), once the bytes noted since the last collection reach the threshold, one
-   * collection is run after the work the message started (its handlers and the promises they
-   * settle): a change an upstream sends reaches the istiods before the collection, which only
-   * gives memory back. Inside a message, or with twice the threshold noted, it runs at once: with
-   * a threshold of 4 MB, a response of 6 MB costs one collection, after it, and one of 17 MB two,
-   * inside it (its last MB is counted towards the next).
+   * Notes `bytes` read from the network and let go of by the caller. Collects at the end of a
+   * message (`atBoundary`) once the bytes noted since the last collection reach the threshold, and
+   * inside a message once they reach twice it: with a threshold of 4 MB, a response of 6 MB costs
+   * one collection, after its last chunk, and one of 17 MB two, inside it (its last MB is counted
+   * towards the next).
    *
    * Why inside a message at all: node 24's V8 can schedule a marking of the whole heap while the
    * chunks arrive (a task that starts it as soon as the main thread is free, inside the message).
    * The chunks of a whole state allocated since the last collection (17 MB on a large mesh, when an
    * upstream sends its state again) are enough to fill the room V8 leaves after a full collection
-   * of a heap that grows slowly; a collection every 8 MB keeps them under it, and a collection put
-   * off to the end of a message never leaves more than that allocated.
+   * of a heap that grows slowly; a collection every 8 MB keeps them under it.
    */
   received(bytes: number, atBoundary = true): void {
     if (this.collect === undefined) return;
     this.since += bytes;
-    if (this.since >= 2 * this.everyBytes) {
-      this.run();
-      return;
-    }
-    if (!atBoundary || this.since < this.everyBytes || this.deferred) return;
-    this.deferred = true;
-    this.later(() => {
-      this.deferred = false;
-      // Unless one ran meanwhile (the bytes it freed are not counted again).
-      if (this.since >= this.everyBytes) this.run();
-    });
-  }
-
-  private run(): void {
+    if (this.since < (atBoundary ? this.everyBytes : 2 * this.everyBytes)) return;
     this.since = 0;
     if (this.marking()) {
       this.skipped++;
       return;
     }
     this.runs++;
-    (this.collect as () => void)();
+    this.collect();
   }
 }
 

@@ -7,117 +7,68 @@ import { runInNewContext } from 'node:vm';
 import { YoungCollections, youngCollectionFunction } from '../../src/core/young-collections.js';
 import { nextCollection } from '../support/gc-reports.js';
 
-/** A {@link YoungCollections} over a counting collector whose put-off collections run on `flush()`. */
-function counted(everyBytes: number, marking: () => boolean = () => false) {
-  const queued: Array<() => void> = [];
-  const state = { runs: 0, queued: () => queued.length };
-  const collections = new YoungCollections(
-    () => state.runs++,
-    everyBytes,
-    marking,
-    (task) => queued.push(task),
-  );
-  const flush = (): void => {
-    for (const task of queued.splice(0)) task();
-  };
-  return { collections, state, flush };
-}
-
 describe('YoungCollections', () => {
   it('runs one collection each time the bytes noted since the last reach the threshold', () => {
-    const { collections, state, flush } = counted(1000);
+    let runs = 0;
+    const collections = new YoungCollections(() => runs++, 1000);
     collections.received(400);
     collections.received(599);
-    flush();
-    assert.equal(state.runs, 0);
+    assert.equal(runs, 0);
     collections.received(1);
-    // Put off until the work the message started has run.
-    assert.equal(state.runs, 0);
-    flush();
-    assert.equal(state.runs, 1);
+    assert.equal(runs, 1);
     // What went past the threshold does not carry over: the collection freed it.
-    collections.received(1500);
-    flush();
-    assert.equal(state.runs, 2);
+    collections.received(2500);
+    assert.equal(runs, 2);
     collections.received(999);
-    flush();
-    assert.equal(state.runs, 2);
+    assert.equal(runs, 2);
     assert.equal(collections.runs, 2);
   });
 
-  it('puts off a collection due at the end of a message, once, and runs one at once inside a message or at twice the threshold', () => {
-    const { collections, state, flush } = counted(1000);
-    // Bytes read, whether they end a message, whether the put-off collections run then, and the
-    // collections run and waiting after each step.
-    const steps: Array<[number, boolean, boolean, number, number]> = [
-      [1500, false, false, 0, 0],
-      [100, true, false, 0, 1],
-      // Another message before the first's collection ran: still one waiting.
-      [100, true, false, 0, 1],
-      [0, true, true, 1, 0],
-      [1999, false, false, 1, 0],
-      [1, false, false, 2, 0],
+  it('waits for the end of a message unless twice the threshold went by inside one', () => {
+    let runs = 0;
+    const collections = new YoungCollections(() => runs++, 1000);
+    // Bytes read, whether they end a message, and the collections run after them.
+    const steps: Array<[number, boolean, number]> = [
+      [1500, false, 0],
+      [100, true, 1],
+      [1999, false, 1],
+      [1, false, 2],
       // A message's last bytes after a collection inside it are counted towards the next.
-      [999, true, true, 2, 0],
-      [1, false, false, 2, 0],
-      [0, true, false, 2, 1],
-      // Twice the threshold before the waiting one ran: run at once, and the waiting one finds
-      // nothing left to free.
-      [1000, true, false, 3, 1],
-      [0, true, true, 3, 0],
-      [2500, true, false, 4, 0],
+      [999, true, 2],
+      [1, false, 2],
+      [0, true, 3],
     ];
-    for (const [i, [bytes, atBoundary, flushed, expected, waiting]] of steps.entries()) {
+    for (const [i, [bytes, atBoundary, expected]] of steps.entries()) {
       collections.received(bytes, atBoundary);
-      if (flushed) flush();
-      assert.equal(state.runs, expected, `runs after step ${i}`);
-      assert.equal(state.queued(), waiting, `waiting after step ${i}`);
+      assert.equal(runs, expected, `after step ${i}`);
     }
   });
 
-  it('runs the collection a message made due after the promises its handling settled, in the next check phase', async () => {
+  it('leaves a collection out while V8 is marking, and starts counting again', () => {
     let runs = 0;
-    const collections = new YoungCollections(() => runs++, 1000);
-    const seen: number[] = [];
-    // What a message's handler starts (the merge and the pushes run in promise callbacks).
-    void Promise.resolve()
-      .then(() => seen.push(runs))
-      .then(() => seen.push(runs));
+    let marking = true;
+    const collections = new YoungCollections(
+      () => runs++,
+      1000,
+      () => marking,
+    );
     collections.received(1500);
     assert.equal(runs, 0);
-    await new Promise((resolve) => setImmediate(resolve));
-    assert.deepEqual(seen, [0, 0]);
-    assert.equal(runs, 1);
-  });
-
-  it('leaves a collection out while V8 is marking, and starts counting again', () => {
-    let marking = true;
-    const { collections, state, flush } = counted(1000, () => marking);
-    collections.received(1500);
-    flush();
-    assert.equal(state.runs, 0);
     assert.equal(collections.skipped, 1);
     // The full collection that ends the marking freed those bytes: they are not counted again.
     marking = false;
     collections.received(999);
-    flush();
-    assert.equal(state.runs, 0);
+    assert.equal(runs, 0);
     collections.received(1);
-    flush();
-    assert.equal(state.runs, 1);
+    assert.equal(runs, 1);
     assert.equal(collections.runs, 1);
     assert.equal(collections.skipped, 1);
   });
 
   it('does nothing where no collection can be asked for', () => {
-    const { collections, state, flush } = counted(1);
-    const none = new YoungCollections(undefined, 1);
-    none.received(10);
-    flush();
-    assert.equal(none.runs, 0);
-    assert.equal(state.queued(), 0);
-    collections.received(1);
-    assert.equal(state.queued(), 1);
+    const collections = new YoungCollections(undefined, 1);
+    collections.received(10);
+    assert.equal(collections.runs, 0);
   });
 });
 
