@@ -98,23 +98,31 @@ export class ViewContents {
       content = kind.version;
     } else if (last !== undefined) {
       const { removed, added } = changesSince(last.serial, last.from, kind);
-      const list = last.resources.slice();
-      digest = last.digest.clone();
+      // Copied only once a change is the view's: a change to objects it does not admit (most
+      // changes, for a small view; the small view's, for the large ones) leaves its list and
+      // digest as they were, with no copy of a list as long as the view.
+      let list: ConfigResource[] | undefined;
+      let changed: ContentDigest | undefined;
       for (const r of removed) {
         if (!view.admits(r)) continue;
-        const at = positionOf(list, r);
-        if (list[at] === r) {
-          list.splice(at, 1);
-          digest.remove(r);
-        }
+        const from = list ?? last.resources;
+        const at = positionOf(from, r);
+        if (from[at] !== r) continue;
+        list ??= last.resources.slice();
+        changed ??= last.digest.clone();
+        list.splice(at, 1);
+        changed.remove(r);
       }
       for (const r of added) {
         if (!view.admits(r)) continue;
+        list ??= last.resources.slice();
+        changed ??= last.digest.clone();
         list.splice(positionOf(list, r), 0, r);
-        digest.add(r);
+        changed.add(r);
       }
-      resources = list;
-      content = digest.version();
+      resources = list ?? last.resources;
+      digest = changed ?? last.digest;
+      content = changed === undefined ? last.content : changed.version();
     } else {
       const list = kind.resources.filter((r) => view.admits(r));
       digest = new ContentDigest();

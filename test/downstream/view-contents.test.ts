@@ -149,6 +149,39 @@ describe('view contents', () => {
     );
   });
 
+  it('keeps a view list as it was, no copy, through changes to objects the view does not admit', () => {
+    let counter = 0;
+    const table = new KindTable(KIND, undefined, 'serve-all', () => ++counter);
+    const rank = { name: 'git', priority: 0, order: 0 };
+    const contents = new ViewContents();
+    const blue = object('a', '1', { team: 'blue' });
+    const before = new Map([
+      ['a/1', blue],
+      ['a/2', object('a', '2', { team: 'red' })],
+    ]);
+    table.apply(rank, new Map(), before);
+    const first = contents.of(RED_TEAM_DENIED, table.snapshot() as KindSnapshot);
+
+    // The red object changes, and another red one arrives: nothing this view serves moved.
+    const reds = new Map(before);
+    reds.set('a/2', object('a', '2', { team: 'red' }, 'edited'));
+    reds.set('b/1', object('b', '1', { team: 'red' }));
+    table.apply(rank, before, reds);
+    const second = contents.of(RED_TEAM_DENIED, table.snapshot() as KindSnapshot);
+    assert.equal(second.resources, first.resources, 'the same list, not a copy of it');
+    assert.equal(second.version, first.version);
+
+    // A blue object arrives: a new list, the one handed out before untouched.
+    const blues = new Map(reds);
+    const blue2 = object('b', '2', { team: 'blue' });
+    blues.set('b/2', blue2);
+    table.apply(rank, reds, blues);
+    const third = contents.of(RED_TEAM_DENIED, table.snapshot() as KindSnapshot);
+    assert.notEqual(third.resources, first.resources);
+    assert.deepEqual(first.resources, [blue]);
+    assert.deepEqual(third.resources, [blue, blue2]);
+    assert.equal(third.version.split('~')[0], contentVersion([blue, blue2]));
+  });
   it('serves an absent kind as empty, under the empty version', () => {
     const got = new ViewContents().of(RED_TEAM_DENIED, undefined);
     assert.equal(got.version, EMPTY_KIND_VERSION);
