@@ -338,12 +338,16 @@ function changedSpan(layout: ResponseLayout, before: PreviousResponse | undefine
   return { prefix, suffix, entries };
 }
 
+/** Entries read anew up to which an added or removed one is spliced into the last response's array. */
+const SPLICED_IN_PLACE = 1024;
+
 /**
  * What each entry of a response was read as: the last response's results from `prefix` to
- * `beforeEnd` replaced by `middle`. The last response's array is reused when the counts match
- * (it is replaced by the new response and not read again), so a change of a few objects among
- * tens of thousands allocates no array as large as the response: such arrays live in V8's
- * large-object space, which only a full collection of the heap frees.
+ * `beforeEnd` replaced by `middle`. The last response's array is reused (it is replaced by the new
+ * response, and only its entries before `prefix` are read again), written over where the counts
+ * match and spliced where a few entries came or went, so a change of a few objects among tens of
+ * thousands allocates no array as large as the response: such arrays live in V8's large-object
+ * space, which only a full collection of the heap frees.
  */
 function spliced(
   before: PreviousResponse | undefined,
@@ -352,12 +356,16 @@ function spliced(
   middle: ReadResult[],
 ): readonly ReadResult[] {
   if (before === undefined) return middle;
+  const results = before.results as ReadResult[];
   if (middle.length === beforeEnd - prefix) {
-    const results = before.results as ReadResult[];
     for (let k = 0; k < middle.length; k++) results[prefix + k] = middle[k] as ReadResult;
     return results;
   }
-  return [...before.results.slice(0, prefix), ...middle, ...before.results.slice(beforeEnd)];
+  if (middle.length <= SPLICED_IN_PLACE) {
+    results.splice(prefix, beforeEnd - prefix, ...middle);
+    return results;
+  }
+  return [...results.slice(0, prefix), ...middle, ...results.slice(beforeEnd)];
 }
 
 function wrongType(index: number, typeUrl: string, where: string): ReadResult {
