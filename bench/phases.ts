@@ -703,6 +703,9 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       `  1-client floor: ${floorMs.toFixed(2)} ms (${floorServingMs.toFixed(2)} ms after the snapshot reached the ADS server)`,
     );
     const last = await server.counters();
+    log(
+      `  peak RSS ${(last.process.maxRssBytes / 1e6).toFixed(0)} MB, steady (the istiods synced) ${(steady.process.rssBytes / 1e6).toFixed(0)} MB`,
+    );
     return {
       cold,
       warm,
