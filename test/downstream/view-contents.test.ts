@@ -160,14 +160,14 @@ describe('view contents', () => {
       ['a/2', object('a', '2', { team: 'red' })],
     ]);
     table.apply(rank, new Map(), before);
-    const first = contents.of(RED_TEAM_DENIED, table.snapshot() as KindSnapshot);
+    const first = contents.of(RED_TEAM_DENIED, table.snapshot());
 
     // The red object changes, and another red one arrives: nothing this view serves moved.
     const reds = new Map(before);
     reds.set('a/2', object('a', '2', { team: 'red' }, 'edited'));
     reds.set('b/1', object('b', '1', { team: 'red' }));
     table.apply(rank, before, reds);
-    const second = contents.of(RED_TEAM_DENIED, table.snapshot() as KindSnapshot);
+    const second = contents.of(RED_TEAM_DENIED, table.snapshot());
     assert.equal(second.resources, first.resources, 'the same list, not a copy of it');
     assert.equal(second.version, first.version);
 
@@ -176,7 +176,7 @@ describe('view contents', () => {
     const blue2 = object('b', '2', { team: 'blue' });
     blues.set('b/2', blue2);
     table.apply(rank, reds, blues);
-    const third = contents.of(RED_TEAM_DENIED, table.snapshot() as KindSnapshot);
+    const third = contents.of(RED_TEAM_DENIED, table.snapshot());
     assert.notEqual(third.resources, first.resources);
     assert.deepEqual(first.resources, [blue]);
     assert.deepEqual(third.resources, [blue, blue2]);
