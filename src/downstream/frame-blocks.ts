@@ -27,6 +27,12 @@ export interface FramedSource {
   rehome?(r: ConfigResource, bytes: Uint8Array): void;
 }
 
+/** A served list read by place: an array, or a list kept in chunks (`ChunkedList`). */
+export interface ServedList {
+  readonly length: number;
+  at(index: number): ConfigResource | undefined;
+}
+
 /** Counters for benchmarks and the debug endpoint. */
 export interface BlockCounters {
   /** Blocks concatenated (each copies the bytes of its objects once). */
@@ -52,12 +58,12 @@ function endsBlock(r: ConfigResource): boolean {
 
 function sameMembers(
   members: readonly ConfigResource[],
-  list: readonly ConfigResource[],
+  list: ServedList,
   from: number,
   to: number,
 ): boolean {
   if (members.length !== to - from) return false;
-  for (let i = from; i < to; i++) if (members[i - from] !== list[i]) return false;
+  for (let i = from; i < to; i++) if (members[i - from] !== list.at(i)) return false;
   return true;
 }
 
@@ -84,13 +90,13 @@ export class FrameBlocks {
   }
 
   /** The buffers whose concatenation is every framed object of `resources`, in order. */
-  chunks(listKey: string, resources: readonly ConfigResource[], source: FramedSource): Buffer[] {
+  chunks(listKey: string, resources: ServedList, source: FramedSource): Buffer[] {
     let blocks = this.byList.get(listKey);
     if (blocks === undefined) this.byList.set(listKey, (blocks = new WeakMap()));
     const out: Buffer[] = [];
     let start = 0;
     for (let i = 0; i < resources.length; i++) {
-      const r = resources[i] as ConfigResource;
+      const r = resources.at(i) as ConfigResource;
       if (i === start) {
         // A block kept for the objects from here on is taken whole, its members compared by
         // identity instead of hashing each one's name again: any cut into runs of consecutive
@@ -122,15 +128,16 @@ export class FrameBlocks {
   /** The block of `resources[from..to)`: the one kept for them, or a new one. */
   private block(
     blocks: WeakMap<ConfigResource, Block>,
-    resources: readonly ConfigResource[],
+    resources: ServedList,
     from: number,
     to: number,
     source: FramedSource,
   ): Buffer {
-    const first = resources[from] as ConfigResource;
+    const first = resources.at(from) as ConfigResource;
     const known = blocks.get(first);
     if (known !== undefined && sameMembers(known.members, resources, from, to)) return known.bytes;
-    const members = resources.slice(from, to);
+    const members: ConfigResource[] = [];
+    for (let i = from; i < to; i++) members.push(resources.at(i) as ConfigResource);
     const parts = members.map((r) => source.framed(r));
     let size = 0;
     for (const p of parts) size += p.byteLength;

@@ -149,10 +149,8 @@ export class ResponseCache {
     if (hit?.generation === generation) return hit.built;
     const content = this.contents.of(view, kind);
     const chunks =
-      kind === undefined
-        ? []
-        : this.blocks.chunks(`${view.id}|${kind.kind}`, content.resources, this.encoder);
-    const built = this.assemble(typeUrl, content.version, chunks, content.resources.length);
+      kind === undefined ? [] : this.blocks.chunks(`${view.id}|${kind.kind}`, content.list, this.encoder);
+    const built = this.assemble(typeUrl, content.version, chunks, content.list.length);
     if (byType === undefined) {
       byType = new Map<string, LatestResponse>();
       this.latest.set(view.id, byType);

@@ -1,3 +1,4 @@
+import { ChunkedList } from '../core/chunked-list.js';
 import { ContentDigest } from '../core/content-digest.js';
 import { compareByName as compare, type ConfigResource } from '../core/resource.js';
 import { EMPTY_KIND_VERSION, type KindSnapshot } from '../merge/config-snapshot.js';
@@ -11,35 +12,51 @@ export const REVISIONS_SEPARATOR = '~';
 export interface ViewContent {
   /** `<content version>[~<revisions>]`. */
   readonly version: string;
-  /** Sorted by namespace, then name. Must not be altered. */
+  /**
+   * Sorted by namespace, then name. A view's list shares all but the chunks a change touched
+   * with the list before it.
+   */
+  readonly list: ChunkedList<ConfigResource>;
+  /** The same objects in an array, built when first asked for. Must not be altered. */
   readonly resources: readonly ConfigResource[];
 }
 
 /** What is kept per (view, kind) between generations of the kind. */
-interface ViewState extends ViewContent {
-  readonly generation: number;
-  /** The kind's objects this state was derived from, to diff the next generation against. */
-  readonly from: readonly ConfigResource[];
-  /** The `serial` of the kind snapshot those objects came from. */
-  readonly serial: number | undefined;
-  /** The digest of `resources`: the content version, maintained per change. */
-  readonly digest: ContentDigest;
-  readonly content: string;
-}
+class ViewState implements ViewContent {
+  private array: readonly ConfigResource[] | undefined;
 
-const EMPTY: ViewContent = Object.freeze({ version: EMPTY_KIND_VERSION, resources: Object.freeze([]) });
-
-/** Position of `r`'s key in a sorted list, or where it would go. */
-function positionOf(list: readonly ConfigResource[], r: ConfigResource): number {
-  let lo = 0;
-  let hi = list.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (compare(list[mid] as ConfigResource, r) < 0) lo = mid + 1;
-    else hi = mid;
+  constructor(
+    readonly generation: number,
+    /** The kind's objects this state was derived from, to diff the next generation against. */
+    readonly from: readonly ConfigResource[],
+    /** The `serial` of the kind snapshot those objects came from. */
+    readonly serial: number | undefined,
+    readonly list: ChunkedList<ConfigResource>,
+    /** The digest of `list`: the content version, maintained per change. */
+    readonly digest: ContentDigest,
+    readonly content: string,
+    readonly version: string,
+    /** The objects in an array already (the kind's own, for a view that admits everything). */
+    array?: readonly ConfigResource[],
+  ) {
+    this.array = array;
   }
-  return lo;
+
+  get resources(): readonly ConfigResource[] {
+    return (this.array ??= Object.freeze(this.list.toArray()));
+  }
+
+  /** The array of {@link resources} if it was built, for a state with the same list to share. */
+  get builtArray(): readonly ConfigResource[] | undefined {
+    return this.array;
+  }
 }
+
+const EMPTY: ViewContent = Object.freeze({
+  version: EMPTY_KIND_VERSION,
+  list: ChunkedList.empty<ConfigResource>(),
+  resources: Object.freeze([]),
+});
 
 /**
  * What each view holds of each kind, maintained from one kind generation to the next by the
@@ -88,46 +105,44 @@ export class ViewContents {
     if (kinds === undefined) this.states.set(view.id, (kinds = new Map<string, ViewState>()));
     const last = kinds.get(kind.kind);
     if (last?.generation === kind.generation) return last;
-    let resources: readonly ConfigResource[];
+    let list: ChunkedList<ConfigResource>;
+    let array: readonly ConfigResource[] | undefined;
     let digest: ContentDigest;
     let content: string;
     if (view.admitsAll) {
       // The kind's own version is already a content digest of exactly these objects.
-      resources = kind.resources;
+      array = kind.resources;
+      list = ChunkedList.wrapping(array);
       digest = new ContentDigest();
       content = kind.version;
     } else if (last !== undefined) {
       const { removed, added } = changesSince(last.serial, last.from, kind);
-      // Copied only once a change is the view's: a change to objects it does not admit (most
-      // changes, for a small view; the small view's, for the large ones) leaves its list and
-      // digest as they were, with no copy of a list as long as the view.
-      let list: ConfigResource[] | undefined;
+      // A change to objects the view does not admit (most changes, for a small view; the small
+      // view's, for the large ones) leaves its list and digest as they were; one it admits copies
+      // the chunk it falls in, not the list.
+      list = last.list;
       let changed: ContentDigest | undefined;
       for (const r of removed) {
         if (!view.admits(r)) continue;
-        const from = list ?? last.resources;
-        const at = positionOf(from, r);
-        if (from[at] !== r) continue;
-        list ??= last.resources.slice();
+        const at = list.position(r, compare);
+        if (list.at(at) !== r) continue;
+        list = list.removed(at);
         changed ??= last.digest.clone();
-        list.splice(at, 1);
         changed.remove(r);
       }
       for (const r of added) {
         if (!view.admits(r)) continue;
-        list ??= last.resources.slice();
+        list = list.inserted(list.position(r, compare), r);
         changed ??= last.digest.clone();
-        list.splice(positionOf(list, r), 0, r);
         changed.add(r);
       }
-      resources = list ?? last.resources;
+      if (changed === undefined) array = last.builtArray;
       digest = changed ?? last.digest;
       content = changed === undefined ? last.content : changed.version();
     } else {
-      const list = kind.resources.filter((r) => view.admits(r));
+      list = ChunkedList.filtered(kind.resources, (r) => view.admits(r));
       digest = new ContentDigest();
       for (const r of list) digest.add(r);
-      resources = list;
       content = digest.version();
     }
     // The revisions move with the content only: an unchanged view keeps its version.
@@ -136,15 +151,16 @@ export class ViewContents {
       const revisions = kind.sourceRevisions ?? [];
       version = revisions.length === 0 ? content : `${content}${REVISIONS_SEPARATOR}${revisions.join(',')}`;
     }
-    const state: ViewState = {
-      generation: kind.generation,
-      from: kind.resources,
-      serial: kind.serial,
-      resources,
+    const state = new ViewState(
+      kind.generation,
+      kind.resources,
+      kind.serial,
+      list,
       digest,
       content,
       version,
-    };
+      array,
+    );
     kinds.set(kind.kind, state);
     return state;
   }

@@ -168,7 +168,7 @@ describe('view contents', () => {
     reds.set('b/1', object('b', '1', { team: 'red' }));
     table.apply(rank, before, reds);
     const second = contents.of(RED_TEAM_DENIED, table.snapshot());
-    assert.equal(second.resources, first.resources, 'the same list, not a copy of it');
+    assert.equal(second.list, first.list, 'the same list, not a copy of it');
     assert.equal(second.version, first.version);
 
     // A blue object arrives: a new list, the one handed out before untouched.

@@ -1,0 +1,175 @@
+/** Items a chunk is cut to when a list is built, and the most an insertion lets one grow to. */
+const CHUNK = 512;
+const MAX_CHUNK = 2 * CHUNK;
+
+const EMPTY_CHUNKS: readonly (readonly never[])[] = Object.freeze([]);
+const NO_STARTS = new Int32Array(0);
+
+/**
+ * An immutable list kept as chunks of a few hundred items, so that a list one item apart from
+ * another shares every chunk but one with it: inserting or removing an item copies that chunk
+ * and the chunks' index (some 8 KB for a list of 50k), where an array would be copied whole.
+ * A list of tens of thousands of items copied at every change of one of them is as many large
+ * arrays, which V8 keeps in its large-object space until a full collection of the heap.
+ *
+ * Reading by index is cheapest in order: the chunk last read is looked at first.
+ */
+export class ChunkedList<T> {
+  /** The chunk {@link at} read last (a cache; the list does not change). */
+  private last = 0;
+
+  private constructor(
+    private readonly chunks: readonly (readonly T[])[],
+    /** Where each chunk starts in the list. */
+    private readonly starts: Int32Array,
+    readonly length: number,
+  ) {}
+
+  /** The list with nothing in it. */
+  static empty<T>(): ChunkedList<T> {
+    return new ChunkedList<T>(EMPTY_CHUNKS, NO_STARTS, 0);
+  }
+
+  /** `items` as one chunk, not copied: the caller hands over an array it never changes. */
+  static wrapping<T>(items: readonly T[]): ChunkedList<T> {
+    return items.length === 0
+      ? ChunkedList.empty()
+      : new ChunkedList([items], Int32Array.of(0), items.length);
+  }
+
+  /** The items of `items` that `keep` accepts, in order, cut into chunks. */
+  static filtered<T>(items: Iterable<T>, keep: (item: T) => boolean = () => true): ChunkedList<T> {
+    const chunks: T[][] = [];
+    let chunk: T[] = [];
+    for (const item of items) {
+      if (!keep(item)) continue;
+      chunk.push(item);
+      if (chunk.length === CHUNK) {
+        chunks.push(chunk);
+        chunk = [];
+      }
+    }
+    if (chunk.length > 0) chunks.push(chunk);
+    return ChunkedList.ofChunks(chunks);
+  }
+
+  private static ofChunks<T>(chunks: readonly (readonly T[])[]): ChunkedList<T> {
+    const starts = new Int32Array(chunks.length);
+    let length = 0;
+    chunks.forEach((c, i) => {
+      starts[i] = length;
+      length += c.length;
+    });
+    return new ChunkedList(chunks, starts, length);
+  }
+
+  /** The item at `index`, or undefined outside the list. */
+  at(index: number): T | undefined {
+    if (index < 0 || index >= this.length) return undefined;
+    let c = this.last;
+    const start = this.starts[c] as number;
+    if (index < start || index >= start + (this.chunks[c] as readonly T[]).length) {
+      c = this.chunkOf(index);
+      this.last = c;
+    }
+    return (this.chunks[c] as readonly T[])[index - (this.starts[c] as number)];
+  }
+
+  /**
+   * Where `item` is, or would go, in a list sorted by `compare`: the first index whose item is not
+   * before it.
+   */
+  position(item: T, compare: (a: T, b: T) => number): number {
+    const chunks = this.chunks;
+    // The first chunk whose last item is not before `item`.
+    let lo = 0;
+    let hi = chunks.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const chunk = chunks[mid] as readonly T[];
+      if (compare(chunk[chunk.length - 1] as T, item) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo === chunks.length) return this.length;
+    const chunk = chunks[lo] as readonly T[];
+    let a = 0;
+    let b = chunk.length;
+    while (a < b) {
+      const mid = (a + b) >>> 1;
+      if (compare(chunk[mid] as T, item) < 0) a = mid + 1;
+      else b = mid;
+    }
+    return (this.starts[lo] as number) + a;
+  }
+
+  /** The list with `item` inserted at `index` (0 ≤ index ≤ length). */
+  inserted(index: number, item: T): ChunkedList<T> {
+    if (index < 0 || index > this.length) throw new RangeError(`index ${index} outside 0..${this.length}`);
+    if (this.chunks.length === 0) return ChunkedList.ofChunks([[item]]);
+    // At the end of a chunk rather than the start of the next: appending stays in the last one.
+    const c = index === this.length ? this.chunks.length - 1 : this.chunkOf(index);
+    const chunk = this.chunks[c] as readonly T[];
+    const at = index - (this.starts[c] as number);
+    return this.replaced(c, cut([...chunk.slice(0, at), item, ...chunk.slice(at)]), 1);
+  }
+
+  /** The list without the item at `index` (0 ≤ index < length). */
+  removed(index: number): ChunkedList<T> {
+    if (index < 0 || index >= this.length)
+      throw new RangeError(`index ${index} outside 0..${this.length - 1}`);
+    const c = this.chunkOf(index);
+    const chunk = this.chunks[c] as readonly T[];
+    const at = index - (this.starts[c] as number);
+    return this.replaced(c, cut([...chunk.slice(0, at), ...chunk.slice(at + 1)]), -1);
+  }
+
+  /** Every item, in order, in an array of their own. */
+  toArray(): T[] {
+    const out: T[] = [];
+    for (const chunk of this.chunks) for (const item of chunk) out.push(item);
+    return out;
+  }
+
+  *[Symbol.iterator](): Iterator<T> {
+    for (const chunk of this.chunks) yield* chunk;
+  }
+
+  /** The list with chunk `c` replaced by `by`, its length moved by `delta`. */
+  private replaced(c: number, by: readonly (readonly T[])[], delta: number): ChunkedList<T> {
+    const chunks = [...this.chunks.slice(0, c), ...by, ...this.chunks.slice(c + 1)];
+    const starts = new Int32Array(chunks.length);
+    starts.set(this.starts.subarray(0, c));
+    let at = c === 0 ? 0 : (this.starts[c] as number);
+    for (let i = c; i < chunks.length; i++) {
+      starts[i] = at;
+      at += (chunks[i] as readonly T[]).length;
+    }
+    return new ChunkedList(chunks, starts, this.length + delta);
+  }
+
+  /** The chunk holding `index` (0 ≤ index < length). */
+  private chunkOf(index: number): number {
+    const starts = this.starts;
+    let lo = 0;
+    let hi = starts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >>> 1;
+      if ((starts[mid] as number) <= index) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+}
+
+/**
+ * `items` as the chunks that replace an edited one: itself while it is no longer than
+ * {@link MAX_CHUNK} (none when empty), else cut into chunks of {@link CHUNK} (an edit to a list
+ * wrapped whole, or a chunk grown past its bound).
+ */
+function cut<T>(items: T[]): T[][] {
+  if (items.length === 0) return [];
+  if (items.length <= MAX_CHUNK) return [items];
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += CHUNK) out.push(items.slice(i, i + CHUNK));
+  return out;
+}

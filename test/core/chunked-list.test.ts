@@ -1,0 +1,96 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { ChunkedList } from '../../src/core/chunked-list.js';
+
+const byValue = (a: number, b: number): number => a - b;
+
+/** An edit: insert a value where it sorts, or remove the item at a place (modulo the length). */
+const editArb = fc.oneof(
+  fc.record({ op: fc.constant('insert' as const), value: fc.integer({ min: 0, max: 100_000 }) }),
+  fc.record({ op: fc.constant('remove' as const), at: fc.nat() }),
+);
+
+/** A list as built three ways: wrapped whole, cut from an iterable, or filtered. */
+const startArb = fc.record({
+  values: fc.array(fc.integer({ min: 0, max: 100_000 }), { maxLength: 3000, size: 'max' }),
+  how: fc.constantFrom('wrapping' as const, 'filtered' as const, 'odd' as const),
+});
+
+function start(
+  values: number[],
+  how: 'wrapping' | 'filtered' | 'odd',
+): { list: ChunkedList<number>; model: number[] } {
+  const sorted = [...values].sort(byValue);
+  if (how === 'wrapping') return { list: ChunkedList.wrapping(sorted), model: [...sorted] };
+  if (how === 'filtered') return { list: ChunkedList.filtered(sorted), model: [...sorted] };
+  const odd = (v: number): boolean => v % 2 === 1;
+  return { list: ChunkedList.filtered(sorted, odd), model: sorted.filter(odd) };
+}
+
+function assertSame(list: ChunkedList<number>, model: readonly number[], where: string): void {
+  assert.equal(list.length, model.length, `${where}: length`);
+  assert.deepEqual(list.toArray(), model, `${where}: items`);
+  assert.deepEqual([...list], model, `${where}: iteration`);
+  // In order (the cached chunk), then at random places, then outside.
+  for (let i = 0; i < model.length; i++) if (list.at(i) !== model[i]) assert.fail(`${where}: at(${i})`);
+  for (let k = 0; k < 50 && model.length > 0; k++) {
+    const i = (k * 7919) % model.length;
+    assert.equal(list.at(i), model[i], `${where}: at(${i}) out of order`);
+  }
+  assert.equal(list.at(-1), undefined);
+  assert.equal(list.at(model.length), undefined);
+}
+
+describe('ChunkedList', () => {
+  it('holds what an array edited the same way holds, and leaves every earlier list as it was', () => {
+    fc.assert(
+      fc.property(startArb, fc.array(editArb, { maxLength: 60 }), ({ values, how }, edits) => {
+        const built = start(values, how);
+        const model = built.model;
+        let list = built.list;
+        assertSame(list, model, 'built');
+        const earlier: Array<{ list: ChunkedList<number>; model: number[] }> = [{ list, model: [...model] }];
+        for (const e of edits) {
+          if (e.op === 'insert') {
+            const at = list.position(e.value, byValue);
+            const want = model.findIndex((v) => v >= e.value);
+            assert.equal(at, want < 0 ? model.length : want, `position of ${e.value}`);
+            list = list.inserted(at, e.value);
+            model.splice(at, 0, e.value);
+          } else {
+            if (model.length === 0) continue;
+            const at = e.at % model.length;
+            list = list.removed(at);
+            model.splice(at, 1);
+          }
+          earlier.push({ list, model: [...model] });
+        }
+        assertSame(list, model, 'after the edits');
+        for (const [n, e] of earlier.entries()) assert.deepEqual(e.list.toArray(), e.model, `list ${n} kept`);
+      }),
+      // Shrinking lists of thousands takes minutes: the first counterexample is reported as found.
+      { numRuns: 200, endOnFailure: true },
+    );
+  });
+
+  it('grows a list by inserting at the end and at the front, one item at a time, past many chunks', () => {
+    let list = ChunkedList.empty<number>();
+    const model: number[] = [];
+    for (let i = 0; i < 3000; i++) {
+      const at = i % 3 === 0 ? 0 : list.length;
+      list = list.inserted(at, i);
+      model.splice(at, 0, i);
+    }
+    assertSame(list, model, 'grown');
+    while (list.length > 0) list = list.removed(list.length >>> 1);
+    assert.deepEqual(list.toArray(), []);
+  });
+
+  it('refuses places outside the list', () => {
+    const list = ChunkedList.filtered([1, 2, 3]);
+    assert.throws(() => list.inserted(4, 9), RangeError);
+    assert.throws(() => list.removed(3), RangeError);
+    assert.throws(() => ChunkedList.empty<number>().removed(0), RangeError);
+  });
+});
