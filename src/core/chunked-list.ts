@@ -110,7 +110,7 @@ export class ChunkedList<T> {
     const c = index === this.length ? this.chunks.length - 1 : this.chunkOf(index);
     const chunk = this.chunks[c] as readonly T[];
     const at = index - (this.starts[c] as number);
-    return this.replaced(c, cut([...chunk.slice(0, at), item, ...chunk.slice(at)]), 1);
+    return this.spliceChunk(c, cut([...chunk.slice(0, at), item, ...chunk.slice(at)]), 1);
   }
 
   /** The list without the item at `index` (0 ≤ index < length). */
@@ -120,7 +120,42 @@ export class ChunkedList<T> {
     const c = this.chunkOf(index);
     const chunk = this.chunks[c] as readonly T[];
     const at = index - (this.starts[c] as number);
-    return this.replaced(c, cut([...chunk.slice(0, at), ...chunk.slice(at + 1)]), -1);
+    return this.spliceChunk(c, cut([...chunk.slice(0, at), ...chunk.slice(at + 1)]), -1);
+  }
+
+  /** The list with the item at `index` (0 ≤ index < length) replaced by `item`. */
+  replaced(index: number, item: T): ChunkedList<T> {
+    if (index < 0 || index >= this.length)
+      throw new RangeError(`index ${index} outside 0..${this.length - 1}`);
+    const c = this.chunkOf(index);
+    const chunk = [...(this.chunks[c] as readonly T[])];
+    chunk[index - (this.starts[c] as number)] = item;
+    return this.spliceChunk(c, cut(chunk), 0);
+  }
+
+  /**
+   * The items of `a` and of `b` outside the chunks both share at their starts and at their ends
+   * (the same chunk instances, in the same order): where two lists one derived from the other
+   * differ, found without reading the chunks a change left alone.
+   */
+  static unshared<T>(a: ChunkedList<T>, b: ChunkedList<T>): [T[], T[]] {
+    const most = Math.min(a.chunks.length, b.chunks.length);
+    let head = 0;
+    while (head < most && a.chunks[head] === b.chunks[head]) head++;
+    let tail = 0;
+    while (
+      tail < most - head &&
+      a.chunks[a.chunks.length - 1 - tail] === b.chunks[b.chunks.length - 1 - tail]
+    ) {
+      tail++;
+    }
+    const items = (list: ChunkedList<T>): T[] => {
+      const out: T[] = [];
+      for (let c = head; c < list.chunks.length - tail; c++)
+        for (const item of list.chunks[c] as readonly T[]) out.push(item);
+      return out;
+    };
+    return [items(a), items(b)];
   }
 
   /** Every item, in order, in an array of their own. */
@@ -135,7 +170,7 @@ export class ChunkedList<T> {
   }
 
   /** The list with chunk `c` replaced by `by`, its length moved by `delta`. */
-  private replaced(c: number, by: readonly (readonly T[])[], delta: number): ChunkedList<T> {
+  private spliceChunk(c: number, by: readonly (readonly T[])[], delta: number): ChunkedList<T> {
     const chunks = [...this.chunks.slice(0, c), ...by, ...this.chunks.slice(c + 1)];
     const starts = new Int32Array(chunks.length);
     starts.set(this.starts.subarray(0, c));

@@ -2,7 +2,7 @@ import { ChunkedList } from '../core/chunked-list.js';
 import { ContentDigest } from '../core/content-digest.js';
 import { compareByName as compare, type ConfigResource } from '../core/resource.js';
 import { EMPTY_KIND_VERSION, type KindSnapshot } from '../merge/config-snapshot.js';
-import { changesSince } from '../merge/kind-changes.js';
+import { changesBetween } from '../merge/kind-changes.js';
 import type { ClientView } from './client-view.js';
 
 /** Separates a served version's content part from the upstream revisions it names. */
@@ -27,23 +27,23 @@ class ViewState implements ViewContent {
 
   constructor(
     readonly generation: number,
-    /** The kind's objects this state was derived from, to diff the next generation against. */
-    readonly from: readonly ConfigResource[],
-    /** The `serial` of the kind snapshot those objects came from. */
-    readonly serial: number | undefined,
+    /** The kind's snapshot this state was derived from, to diff the next generation against. */
+    readonly from: KindSnapshot,
     readonly list: ChunkedList<ConfigResource>,
     /** The digest of `list`: the content version, maintained per change. */
     readonly digest: ContentDigest,
     readonly content: string,
     readonly version: string,
-    /** The objects in an array already (the kind's own, for a view that admits everything). */
+    /** The objects in an array already, if built. */
     array?: readonly ConfigResource[],
+    /** For a view that admits everything: the kind, whose own array is the view's. */
+    private readonly whole?: KindSnapshot,
   ) {
     this.array = array;
   }
 
   get resources(): readonly ConfigResource[] {
-    return (this.array ??= Object.freeze(this.list.toArray()));
+    return (this.array ??= this.whole?.resources ?? Object.freeze(this.list.toArray()));
   }
 
   /** The array of {@link resources} if it was built, for a state with the same list to share. */
@@ -109,14 +109,15 @@ export class ViewContents {
     let array: readonly ConfigResource[] | undefined;
     let digest: ContentDigest;
     let content: string;
+    let whole: KindSnapshot | undefined;
     if (view.admitsAll) {
       // The kind's own version is already a content digest of exactly these objects.
-      array = kind.resources;
-      list = ChunkedList.wrapping(array);
+      whole = kind;
+      list = kind.list ?? ChunkedList.wrapping(kind.resources);
       digest = new ContentDigest();
       content = kind.version;
     } else if (last !== undefined) {
-      const { removed, added } = changesSince(last.serial, last.from, kind);
+      const { removed, added } = changesBetween(last.from, kind);
       // A change to objects the view does not admit (most changes, for a small view; the small
       // view's, for the large ones) leaves its list and digest as they were; one it admits copies
       // the chunk it falls in, not the list.
@@ -140,7 +141,7 @@ export class ViewContents {
       digest = changed ?? last.digest;
       content = changed === undefined ? last.content : changed.version();
     } else {
-      list = ChunkedList.filtered(kind.resources, (r) => view.admits(r));
+      list = ChunkedList.filtered(kind.list ?? kind.resources, (r) => view.admits(r));
       digest = new ContentDigest();
       for (const r of list) digest.add(r);
       content = digest.version();
@@ -151,16 +152,7 @@ export class ViewContents {
       const revisions = kind.sourceRevisions ?? [];
       version = revisions.length === 0 ? content : `${content}${REVISIONS_SEPARATOR}${revisions.join(',')}`;
     }
-    const state = new ViewState(
-      kind.generation,
-      kind.resources,
-      kind.serial,
-      list,
-      digest,
-      content,
-      version,
-      array,
-    );
+    const state = new ViewState(kind.generation, kind, list, digest, content, version, array, whole);
     kinds.set(kind.kind, state);
     return state;
   }

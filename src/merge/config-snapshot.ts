@@ -1,5 +1,6 @@
 import type { Observable } from 'rxjs';
 import type { MeshmuxError } from '../core/errors.js';
+import type { ChunkedList } from '../core/chunked-list.js';
 import type { ConfigResource } from '../core/resource.js';
 import type { SourceState } from '../core/source-event.js';
 import type { RejectionReason } from './source-rules.js';
@@ -20,6 +21,12 @@ export interface KindSnapshot {
   readonly generation: number;
   /** Sorted by namespace, then name. Must not be altered. */
   readonly resources: readonly ConfigResource[];
+  /**
+   * The same objects in chunks (the merge's snapshots carry them; `resources` is then built from
+   * them when first read): what reads a kind after every change reads this, which the snapshot
+   * before shares except where the change fell.
+   */
+  readonly list?: ChunkedList<ConfigResource>;
   /**
    * The revision of each source holding objects of this kind, in configuration order, as of that
    * source's last event that changed what it holds of this kind (an event that re-sends the same

@@ -1,3 +1,4 @@
+import { ChunkedList } from '../core/chunked-list.js';
 import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { KindSnapshot } from './config-snapshot.js';
 
@@ -21,22 +22,22 @@ export function changesBetween(
   if (before === after) return NOTHING;
   if (before === undefined) return { removed: [], added: after?.resources ?? [] };
   if (after === undefined) return { removed: before.resources, added: [] };
-  return changesSince(before.serial, before.resources, after);
+  if (sameList(before, after)) return NOTHING;
+  const changes = after.changes;
+  if (changes !== undefined && before.serial !== undefined && changes.from === before.serial) return changes;
+  // Lists in chunks are compared only where their chunks differ: a change leaves the others shared.
+  if (before.list !== undefined && after.list !== undefined) {
+    const [was, now] = ChunkedList.unshared(before.list, after.list);
+    return diffSorted(was, now);
+  }
+  return diffSorted(before.resources, after.resources);
 }
 
-/**
- * What changed in `after` since the snapshot numbered `serial` (absent: unknown), whose objects
- * were `resources`.
- */
-export function changesSince(
-  serial: number | undefined,
-  resources: readonly ConfigResource[],
-  after: KindSnapshot,
-): KindDifference {
-  if (resources === after.resources) return NOTHING;
-  const changes = after.changes;
-  if (changes !== undefined && serial !== undefined && changes.from === serial) return changes;
-  return diffSorted(resources, after.resources);
+/** Whether two snapshots of a kind hold the same list (compared by identity, never walked). */
+function sameList(a: KindSnapshot, b: KindSnapshot): boolean {
+  // The chunked lists when both have them: their arrays are built only when asked for.
+  if (a.list !== undefined && b.list !== undefined) return a.list === b.list;
+  return a.resources === b.resources;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { SemanticGroups } from './semantic-groups.js';
+import { ChunkedList } from '../core/chunked-list.js';
 import { ContentDigest } from '../core/content-digest.js';
 import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { Conflict, ConflictParty, ConflictType, KindChanges, KindSnapshot } from './config-snapshot.js';
@@ -64,8 +65,11 @@ export class KindTable {
    * objects, say) would be a string more per object, and a string built per look-up.
    */
   private readonly served = new Map<string, Holder>();
-  /** The served objects by namespace, then name (the order of responses), so a snapshot is one array copy. */
-  private readonly orderedResources: ConfigResource[] = [];
+  /**
+   * The served objects by namespace, then name (the order of responses), in chunks: a snapshot
+   * takes the list as it stands, and a change copies the chunks it touches, not the kind.
+   */
+  private ordered = ChunkedList.empty<ConfigResource>();
   /** Per source holding objects of this kind: its position and the revision of its last effective change. */
   private readonly revisions = new Map<string, { readonly order: number; readonly revision: string }>();
   /** Semantic groups with two or more members: the only ones `conflicts()` has to look at. */
@@ -160,7 +164,7 @@ export class KindTable {
     if (this.policy === 'highest-priority') this.suppress(groups, touched);
     // Many keys at once (a first sync, a restore): insert them unordered and sort once, instead of
     // one splice each, which is quadratic in the kind's size.
-    const bulk = recheck.size > 256 && recheck.size * 8 > this.orderedResources.length;
+    const bulk = recheck.size > 256 && recheck.size * 8 > this.ordered.length;
     for (const key of recheck) {
       this.serve(key, bulk);
       this.staleKey(key);
@@ -176,9 +180,9 @@ export class KindTable {
 
   /** Rebuilds the served order from `served` (after a bulk change). */
   private reorder(): void {
-    this.orderedResources.length = 0;
-    for (const h of this.served.values()) this.orderedResources.push(h.resource);
-    this.orderedResources.sort(compareByName);
+    const sorted: ConfigResource[] = [];
+    for (const h of this.served.values()) sorted.push(h.resource);
+    this.ordered = ChunkedList.filtered(sorted.sort(compareByName));
   }
 
   /** The served objects, or undefined when there are none. Reused until the next change. */
@@ -202,15 +206,15 @@ export class KindTable {
     const changes = from === undefined ? undefined : this.takeChanges(from);
     this.pending = new Map();
     this.lastSerial = ++nextSerial;
-    this.cached = Object.freeze({
-      kind: this.kind,
+    this.cached = new TableSnapshot(
+      this.kind,
       version,
-      generation: this.generation,
-      serial: this.lastSerial,
-      resources: Object.freeze(this.orderedResources.slice()),
-      sourceRevisions: Object.freeze(sourceRevisions),
-      ...(changes === undefined ? {} : { changes }),
-    });
+      this.generation,
+      this.lastSerial,
+      this.ordered,
+      Object.freeze(sourceRevisions),
+      changes,
+    );
     return this.cached;
   }
 
@@ -451,28 +455,50 @@ export class KindTable {
       this.digest.remove(current.resource);
       if (winner === undefined) {
         this.served.delete(key);
-        this.orderedResources.splice(this.indexOf(current.resource), 1);
+        this.ordered = this.ordered.removed(this.indexOf(current.resource));
       }
     }
     if (winner !== undefined) {
       this.digest.add(winner.resource);
       const at = this.indexOf(winner.resource);
-      if (current === undefined) this.orderedResources.splice(at, 0, winner.resource);
-      else this.orderedResources[at] = winner.resource;
+      this.ordered =
+        current === undefined
+          ? this.ordered.inserted(at, winner.resource)
+          : this.ordered.replaced(at, winner.resource);
       this.served.set(key, winner);
     }
   }
 
   /** Binary search: the position of `r`'s name in the served order, or where it would go. */
   private indexOf(r: ConfigResource): number {
-    let lo = 0;
-    let hi = this.orderedResources.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (compareByName(this.orderedResources[mid] as ConfigResource, r) < 0) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    return this.ordered.position(r, compareByName);
+  }
+}
+
+/**
+ * A table's snapshot of its kind: the served list in chunks, shared with the table's later
+ * lists where a change left them alone, and as an array only for those who ask for one (built
+ * once): views, metrics and change sets read the chunks, so a change to a kind of 50k objects
+ * copies no list of its size.
+ */
+class TableSnapshot implements KindSnapshot {
+  private array: readonly ConfigResource[] | undefined;
+  readonly changes?: KindChanges;
+
+  constructor(
+    readonly kind: string,
+    readonly version: string,
+    readonly generation: number,
+    readonly serial: number,
+    readonly list: ChunkedList<ConfigResource>,
+    readonly sourceRevisions: readonly string[],
+    changes: KindChanges | undefined,
+  ) {
+    if (changes !== undefined) this.changes = changes;
+  }
+
+  get resources(): readonly ConfigResource[] {
+    return (this.array ??= Object.freeze(this.list.toArray()));
   }
 }
 

@@ -285,7 +285,7 @@ export class Metrics {
     this.batchObjects.observe(objects);
 
     this.servedObjects.reset();
-    for (const [kind, k] of snapshot.kinds) this.servedObjects.set({ kind }, k.resources.length);
+    for (const [kind, k] of snapshot.kinds) this.servedObjects.set({ kind }, (k.list ?? k.resources).length);
     // The same list as the last snapshot's (the merge keeps it while no conflict changes): the
     // gauges stand. Otherwise counted first, then set once per label set: a gauge call per object
     // is an allocation per object (its labels), on every snapshot.

@@ -9,6 +9,7 @@ const byValue = (a: number, b: number): number => a - b;
 const editArb = fc.oneof(
   fc.record({ op: fc.constant('insert' as const), value: fc.integer({ min: 0, max: 100_000 }) }),
   fc.record({ op: fc.constant('remove' as const), at: fc.nat() }),
+  fc.record({ op: fc.constant('replace' as const), at: fc.nat() }),
 );
 
 /** A list as built three ways: wrapped whole, cut from an iterable, or filtered. */
@@ -58,11 +59,17 @@ describe('ChunkedList', () => {
             assert.equal(at, want < 0 ? model.length : want, `position of ${e.value}`);
             list = list.inserted(at, e.value);
             model.splice(at, 0, e.value);
-          } else {
+          } else if (e.op === 'remove') {
             if (model.length === 0) continue;
             const at = e.at % model.length;
             list = list.removed(at);
             model.splice(at, 1);
+          } else {
+            if (model.length === 0) continue;
+            // The same value again (the order stands), as a new object replaces an old one.
+            const at = e.at % model.length;
+            list = list.replaced(at, model[at] as number);
+            assert.equal(list.at(at), model[at]);
           }
           earlier.push({ list, model: [...model] });
         }
@@ -91,6 +98,7 @@ describe('ChunkedList', () => {
     const list = ChunkedList.filtered([1, 2, 3]);
     assert.throws(() => list.inserted(4, 9), RangeError);
     assert.throws(() => list.removed(3), RangeError);
+    assert.throws(() => list.replaced(3, 9), RangeError);
     assert.throws(() => ChunkedList.empty<number>().removed(0), RangeError);
   });
 });
