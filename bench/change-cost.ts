@@ -2,13 +2,14 @@
  * What one changed object costs meshmux, in CPU:
  *
  *   npm run build && node dist/bench/change-cost.js [--shape L] [--changes 40] [--views edge|all]
- *     [--clients 1] [--resync] [--pause 0] [--collect] [--profile]
+ *     [--zone edge|east|west] [--clients 1] [--resync] [--pause 0] [--collect] [--profile]
  *
  * The benchmark's three upstreams hold a shape's objects (L: 50k ServiceEntries + 2k
  * VirtualServices) and meshmux runs as shipped in a process of its own, pinned to one core. The
  * istiods are one of the small (edge) view (`--views all`: one per policy, so the large views
  * exist too; `--clients N`: N per view, for the cost of serving many). Each round changes one
- * ServiceEntry of the edge view and waits until the istiods hold what the model says. Measured
+ * ServiceEntry of the edge view (`--zone`: of that zone; a west object is the core view's only, an
+ * east one the east and core views') and waits until the istiods hold what the model says. Measured
  * per change: the server's CPU for the whole change (reading the upstream's new state, merging,
  * building and writing the small view's response), less the cost of reading its counters. With
  * one istiod of the small view only, everything but a few kilobytes of writing comes before the
@@ -38,6 +39,9 @@ const PROFILE = process.argv.includes('--profile');
 const RESYNC = process.argv.includes('--resync');
 const PAUSE_MS = Number(option('pause', '0'));
 const COLLECT = process.argv.includes('--collect');
+const ZONE = option('zone', 'edge');
+if (ZONE !== 'edge' && ZONE !== 'east' && ZONE !== 'west')
+  throw new Error(`--zone ${ZONE}: edge, east or west`);
 
 interface CpuProfile {
   readonly startTime: number;
@@ -137,7 +141,7 @@ try {
       continue;
     }
     const trackers = fleets.map((f) => new LatencyTracker(f));
-    const pick = model.servedInZone('edge');
+    const pick = model.servedInZone(ZONE);
     const change = model.change('endpoints', pick.upstream, pick);
     const sim = rig.simulators[change.upstream];
     if (sim === undefined) throw new Error(`no upstream ${change.upstream}`);
