@@ -92,7 +92,7 @@ export function renderStatusPage(
   const invalid = snapshot.sources.flatMap((s) =>
     s.errors.map((e) => ({ source: s.name, error: e.describe() })),
   );
-  const objects = [...snapshot.kinds.values()].reduce((n, k) => n + k.resources.length, 0);
+  const objects = [...snapshot.kinds.values()].reduce((n, k) => n + (k.list ?? k.resources).length, 0);
   return `<!doctype html>
 <html lang="en">
 <head>

@@ -163,7 +163,7 @@ export class KindTable {
     for (const g of groups) for (const key of this.semantic.membersOf(g)) recheck.add(key);
     if (this.policy === 'highest-priority') this.suppress(groups, touched);
     // Many keys at once (a first sync, a restore): insert them unordered and sort once, instead of
-    // one splice each, which is quadratic in the kind's size.
+    // one insertion into the ordered list each (a chunk copied per key).
     const bulk = recheck.size > 256 && recheck.size * 8 > this.ordered.length;
     for (const key of recheck) {
       this.serve(key, bulk);
