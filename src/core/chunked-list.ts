@@ -8,7 +8,7 @@ const NO_STARTS = new Int32Array(0);
 /**
  * An immutable list kept as chunks of a few hundred items, so that a list one item apart from
  * another shares every chunk but one with it: inserting or removing an item copies that chunk
- * and the chunks' index (some 8 KB for a list of 50k), where an array would be copied whole.
+ * and the chunks' index (some 5 KB for a list of 50k), where an array would be copied whole.
  * A list of tens of thousands of items copied at every change of one of them is as many large
  * arrays, which V8 keeps in its large-object space until a full collection of the heap.
  *
@@ -174,7 +174,7 @@ export class ChunkedList<T> {
     const chunks = [...this.chunks.slice(0, c), ...by, ...this.chunks.slice(c + 1)];
     const starts = new Int32Array(chunks.length);
     starts.set(this.starts.subarray(0, c));
-    let at = c === 0 ? 0 : (this.starts[c] as number);
+    let at = this.starts[c] as number;
     for (let i = c; i < chunks.length; i++) {
       starts[i] = at;
       at += (chunks[i] as readonly T[]).length;
