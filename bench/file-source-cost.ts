@@ -85,10 +85,11 @@ async function sourceAlone(): Promise<Probe> {
   let current = await events.snapshot(0, 300_000);
   return {
     objects: current.resources.length,
-    versionOf: (name) => current.resources.find((r) => r.name === name)?.version,
+    versionOf: (name) => [...current.resources].find((r) => r.name === name)?.version,
     changed: async (name, before) => {
       current = (await events.next(
-        (ev) => ev.type === 'snapshot' && ev.resources.some((r) => r.name === name && r.version !== before),
+        (ev) =>
+          ev.type === 'snapshot' && [...ev.resources].some((r) => r.name === name && r.version !== before),
         events.count,
         60_000,
       )) as SourceSnapshotEvent;

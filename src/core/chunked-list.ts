@@ -6,6 +6,16 @@ const EMPTY_CHUNKS: readonly (readonly never[])[] = Object.freeze([]);
 const NO_STARTS = new Int32Array(0);
 
 /**
+ * A list read by place and in order, whatever keeps it: an array, or a {@link ChunkedList}. Must
+ * not be altered by whoever reads it.
+ */
+export interface ReadList<T> extends Iterable<T> {
+  readonly length: number;
+  /** The item at `index`, or undefined outside the list. */
+  at(index: number): T | undefined;
+}
+
+/**
  * An immutable list kept as chunks of a few hundred items, so that a list one item apart from
  * another shares every chunk but one with it: inserting or removing an item copies that chunk
  * and the chunks' index (some 5 KB for a list of 50k), where an array would be copied whole.
@@ -53,6 +63,21 @@ export class ChunkedList<T> {
     return ChunkedList.ofChunks(chunks);
   }
 
+  /**
+   * The items of `lists`, one list after the other, sharing their chunks (an array among them is
+   * taken as one chunk, not copied: the caller hands over arrays it never changes).
+   */
+  static joined<T>(lists: readonly ReadList<T>[]): ChunkedList<T> {
+    if (lists.length === 1 && lists[0] instanceof ChunkedList) return lists[0] as ChunkedList<T>;
+    const chunks: (readonly T[])[] = [];
+    for (const list of lists) {
+      if (list instanceof ChunkedList)
+        for (const chunk of (list as ChunkedList<T>).chunks) chunks.push(chunk);
+      else if (list.length > 0) chunks.push(list as readonly T[]);
+    }
+    return ChunkedList.ofChunks(chunks);
+  }
+
   private static ofChunks<T>(chunks: readonly (readonly T[])[]): ChunkedList<T> {
     const starts = new Int32Array(chunks.length);
     let length = 0;
@@ -73,6 +98,16 @@ export class ChunkedList<T> {
       this.last = c;
     }
     return (this.chunks[c] as readonly T[])[index - (this.starts[c] as number)];
+  }
+
+  /** Where `item` itself (this instance) is in the list, or -1: a walk of the chunks, no copy. */
+  indexOf(item: T): number {
+    const chunks = this.chunks;
+    for (let c = 0; c < chunks.length; c++) {
+      const at = (chunks[c] as readonly T[]).indexOf(item);
+      if (at >= 0) return (this.starts[c] as number) + at;
+    }
+    return -1;
   }
 
   /**
@@ -135,10 +170,11 @@ export class ChunkedList<T> {
 
   /**
    * The items of `a` and of `b` outside the chunks both share at their starts and at their ends
-   * (the same chunk instances, in the same order): where two lists one derived from the other
-   * differ, found without reading the chunks a change left alone.
+   * (the same chunk instances, in the same order), and where in both lists those items start:
+   * where two lists one derived from the other differ, found without reading the chunks a change
+   * left alone.
    */
-  static unshared<T>(a: ChunkedList<T>, b: ChunkedList<T>): [T[], T[]] {
+  static unshared<T>(a: ChunkedList<T>, b: ChunkedList<T>): [T[], T[], number] {
     const most = Math.min(a.chunks.length, b.chunks.length);
     let head = 0;
     while (head < most && a.chunks[head] === b.chunks[head]) head++;
@@ -155,7 +191,11 @@ export class ChunkedList<T> {
         for (const item of list.chunks[c] as readonly T[]) out.push(item);
       return out;
     };
-    return [items(a), items(b)];
+    return [
+      items(a),
+      items(b),
+      head === 0 ? 0 : (a.starts[head - 1] as number) + (a.chunks[head - 1] as readonly T[]).length,
+    ];
   }
 
   /** Every item, in order, in an array of their own. */

@@ -1,4 +1,5 @@
 import type { MeshmuxError } from './errors.js';
+import type { ReadList } from './chunked-list.js';
 import type { ConfigResource } from './resource.js';
 
 /** Where a source stands; transitions are reported as `status` events. */
@@ -28,8 +29,12 @@ export interface SourceSnapshotEvent {
   readonly type: 'snapshot';
   /** Kinds (registry keys) this event replaces; absent means every kind. */
   readonly kinds?: ReadonlySet<string>;
-  /** The objects, each already validated and encoded. Must not be altered. */
-  readonly resources: readonly ConfigResource[];
+  /**
+   * The objects, each already validated and encoded: an array, or chunks a streaming source edits
+   * change by change (a list of one kind one object apart from the last shares all chunks but one
+   * with it). Must not be altered.
+   */
+  readonly resources: ReadList<ConfigResource>;
   /** The upstream's version of this state (content hash, commit, MCP version_info). */
   readonly revision: string;
   /** Objects rejected in this state; each names where and why. */

@@ -1,3 +1,4 @@
+import { ChunkedList, type ReadList } from '../core/chunked-list.js';
 import { compactString } from '../core/compact-string.js';
 import type { MeshmuxError } from '../core/errors.js';
 import type { ConfigResource } from '../core/resource.js';
@@ -57,12 +58,12 @@ const EMPTY: KindState = new Map();
 /** An event after the access rules: admitted objects and what was sent, per covered kind. */
 interface Admitted {
   readonly next: Map<string, Map<string, ConfigResource>>;
-  readonly raw: Map<string, readonly ConfigResource[]>;
+  readonly raw: Map<string, ReadList<ConfigResource>>;
   readonly full: boolean;
   /** Kinds admitted by the fast path, as deltas of the committed state (absent from `next`). */
   readonly deltas: Map<string, KindDelta>;
   /** Per kind: the instances sent, in order, for the next event's fast path. */
-  readonly sent: Map<string, readonly ConfigResource[]>;
+  readonly sent: Map<string, ReadList<ConfigResource>>;
 }
 
 const NO_KINDS: ReadonlySet<string> = new Set();
@@ -104,7 +105,7 @@ export class SourceLedger {
   private recordChanges = 0;
   private acl: SourceAcl;
   /** What the source last sent per kind, before its rules: re-admitted when the rules change. */
-  private readonly raw = new Map<string, readonly ConfigResource[]>();
+  private readonly raw = new Map<string, ReadList<ConfigResource>>();
   private readonly provenance: Provenance;
   /**
    * Per kind, the instances the committed state was admitted from. Sources re-send unchanged
@@ -112,7 +113,7 @@ export class SourceLedger {
    * only what differs is touched (see `admitByIdentity`): a one-object change to a 50k-object
    * source costs set lookups, not a rebuilt map. Cleared whenever the rules change.
    */
-  private readonly sentByKind = new Map<string, readonly ConfigResource[]>();
+  private readonly sentByKind = new Map<string, ReadList<ConfigResource>>();
   /** Kinds with rejections in the committed state; the fast path leaves those to the full path. */
   private rejectedKinds: ReadonlySet<string> = new Set();
 
@@ -140,7 +141,7 @@ export class SourceLedger {
     this.acl = new SourceAcl(policy);
     // Identity says nothing about admission under new rules: re-admit everything the full way.
     this.sentByKind.clear();
-    const resources = [...this.raw.values()].flat();
+    const resources = this.sentObjects((r) => r);
     return this.commit(
       this.admit({
         type: 'snapshot',
@@ -320,7 +321,7 @@ export class SourceLedger {
       savedMs: now.getTime(),
       ...this.readiness.coverage(this.descriptor.kinds),
       // Under the creation times served, which may be another replica's (see Provenance).
-      resources: [...this.raw.values()].flat().map((r) => this.provenance.withHeldTime(r)),
+      resources: this.sentWithHeldTimes(),
       ...(held === undefined
         ? {}
         : {
@@ -466,6 +467,32 @@ export class SourceLedger {
     };
   }
 
+  /**
+   * What the source last sent, under the creation times served: the lists it sent joined by their
+   * chunks while no time differs (upstreams that give their own times never do), else a copy.
+   */
+  private sentWithHeldTimes(): ReadList<ConfigResource> {
+    for (const list of this.raw.values()) {
+      for (let i = 0; i < list.length; i++) {
+        const r = list.at(i) as ConfigResource;
+        if (this.provenance.withHeldTime(r) !== r)
+          return this.sentObjects((o) => this.provenance.withHeldTime(o));
+      }
+    }
+    return ChunkedList.joined([...this.raw.values()]);
+  }
+
+  /** What the source last sent, every kind in one array, each object as `map` gives it. */
+  private sentObjects(map: (r: ConfigResource) => ConfigResource): ConfigResource[] {
+    let length = 0;
+    for (const list of this.raw.values()) length += list.length;
+    const out = new Array<ConfigResource>(length);
+    let i = 0;
+    for (const list of this.raw.values())
+      for (let k = 0; k < list.length; k++) out[i++] = map(list.at(k) as ConfigResource);
+    return out;
+  }
+
   /** The committed objects of one kind, as the ledger itself reads them. */
   private stateOf(kind: string): KindState {
     return this.byKind.get(kind)?.state ?? EMPTY;
@@ -475,8 +502,8 @@ export class SourceLedger {
   private admit(event: SourceSnapshotEvent, byIdentity = true): Admitted {
     const next = new Map<string, Map<string, ConfigResource>>();
     const deltas = new Map<string, KindDelta>();
-    const sent = new Map<string, readonly ConfigResource[]>();
-    const raw = new Map<string, readonly ConfigResource[]>();
+    const sent = new Map<string, ReadList<ConfigResource>>();
+    const raw = new Map<string, ReadList<ConfigResource>>();
     const single = event.kinds?.size === 1 ? event.kinds.values().next().value : undefined;
     if (single !== undefined && byIdentity) {
       // The common case, one kind per upstream response: the source's own list is kept as is and
@@ -493,7 +520,7 @@ export class SourceLedger {
     // their last lists stand, and no list as large as the kind is built for them.
     const resent = byIdentity && event.kinds !== undefined ? this.resentKinds(event) : NO_KINDS;
     for (const kind of resent) {
-      const list = this.sentByKind.get(kind) as readonly ConfigResource[];
+      const list = this.sentByKind.get(kind) as ReadList<ConfigResource>;
       raw.set(kind, list);
       sent.set(kind, list);
       deltas.set(kind, { removed: new Set(), upserts: new Map() });
@@ -503,7 +530,7 @@ export class SourceLedger {
     // Indexed loops over the objects here and below: a loop this rarely run is not optimized, and
     // an unoptimized for-of allocates an iterator result per object.
     for (let k = 0; k < event.resources.length; k++) {
-      const r = event.resources[k] as ConfigResource;
+      const r = event.resources.at(k) as ConfigResource;
       if (event.kinds !== undefined && (!event.kinds.has(r.kind) || resent.has(r.kind))) continue;
       const rawList = raw.get(r.kind) as ConfigResource[] | undefined;
       if (rawList === undefined) raw.set(r.kind, [r]);
@@ -561,10 +588,15 @@ export class SourceLedger {
    * so a walk in step finds the few that differ with pointer comparisons alone. Returns undefined
    * when the full path must decide (first state, rules, duplicates).
    */
-  private admitByIdentity(kind: string, list: readonly ConfigResource[]): KindDelta | undefined {
+  private admitByIdentity(kind: string, list: ReadList<ConfigResource>): KindDelta | undefined {
     const previous = this.sentByKind.get(kind);
     if (previous === undefined || !this.acl.unrestricted || this.rejectedKinds.has(kind)) return undefined;
-    const diff = diffByIdentity(previous, list);
+    // Lists kept in chunks (a streaming source's) are compared only where their chunks differ.
+    const [was, now] =
+      previous instanceof ChunkedList && list instanceof ChunkedList
+        ? ChunkedList.unshared(previous, list)
+        : [arrayOf(previous), arrayOf(list)];
+    const diff = diffByIdentity(was, now);
     const before = this.stateOf(kind);
     const removed = new Set<string>();
     for (const r of diff.vanished) removed.add(keyOf(r));
@@ -595,10 +627,10 @@ export class SourceLedger {
     if (same.size === 0) return same;
     // Objects of one kind usually come in one run: the kind's list and place are looked up per run.
     let kind = '';
-    let list: readonly ConfigResource[] = [];
+    let list: ReadList<ConfigResource> = [];
     let i = 0;
     for (let k = 0; k < event.resources.length; k++) {
-      const r = event.resources[k] as ConfigResource;
+      const r = event.resources.at(k) as ConfigResource;
       if (r.kind !== kind) {
         if (same.has(kind)) at.set(kind, i);
         kind = r.kind;
@@ -606,7 +638,7 @@ export class SourceLedger {
         i = at.get(kind) ?? 0;
       }
       if (!same.has(kind)) continue;
-      if (list[i] === r) i++;
+      if (list.at(i) === r) i++;
       else same.delete(kind);
     }
     if (same.has(kind)) at.set(kind, i);
@@ -703,4 +735,9 @@ function sameState(a: KindState, b: KindState): boolean {
   if (a.size !== b.size) return false;
   for (const [key, r] of a) if (b.get(key) !== r) return false;
   return true;
+}
+
+/** `list` as an array: itself when it is one. */
+function arrayOf(list: ReadList<ConfigResource>): readonly ConfigResource[] {
+  return Array.isArray(list) ? (list as readonly ConfigResource[]) : [...list];
 }

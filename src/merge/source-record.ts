@@ -1,3 +1,4 @@
+import type { ReadList } from '../core/chunked-list.js';
 import type { ConfigResource } from '../core/resource.js';
 import type { HoldReason } from './config-snapshot.js';
 
@@ -20,8 +21,12 @@ export interface SourceRecord {
   /** True once the upstream answered every kind; otherwise only `answeredKinds` are known. */
   readonly complete: boolean;
   readonly answeredKinds: readonly string[];
-  /** What the source sent, as it sent it (before its rules and provenance). Must not be altered. */
-  readonly resources: readonly ConfigResource[];
+  /**
+   * What the source sent, as it sent it (before its rules and provenance). Must not be altered.
+   * The ledger's records share the chunks of the lists the source sent: two records a change
+   * apart share all but the chunks it fell in.
+   */
+  readonly resources: ReadList<ConfigResource>;
   readonly held?: HeldRecord;
 }
 

@@ -1,6 +1,7 @@
 import { mkdir, open, readdir, readFile, rename, unlink, writeFile, type FileHandle } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
+import type { ReadList } from '../core/chunked-list.js';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import type { ConfigResource } from '../core/resource.js';
 import type { SourceRecord, SourceRecordStore } from '../merge/source-record.js';
@@ -25,7 +26,7 @@ interface Written {
   readonly baseBytes: number;
   journalBytes: number;
   /** The resources of the last record written (whole or as a change). */
-  resources: readonly ConfigResource[];
+  resources: ReadList<ConfigResource>;
 }
 
 /** Where a {@link FileRecordStore} keeps its records, and how often it writes them. */

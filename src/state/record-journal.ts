@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { ChunkedList, type ReadList } from '../core/chunked-list.js';
 import { MeshmuxError } from '../core/errors.js';
 import type { ConfigResource } from '../core/resource.js';
 import { identitySplices, type ListSplice } from '../merge/identity-diff.js';
@@ -37,10 +38,23 @@ export interface ListChange {
  * the record is written whole then.
  */
 export function listChange(
-  before: readonly ConfigResource[],
-  after: readonly ConfigResource[],
+  before: ReadList<ConfigResource>,
+  after: ReadList<ConfigResource>,
 ): ListChange | undefined {
-  return identitySplices(before, after, Math.max(16, Math.floor(after.length * MOST_CHANGED)));
+  const most = Math.max(16, Math.floor(after.length * MOST_CHANGED));
+  if (!(before instanceof ChunkedList && after instanceof ChunkedList))
+    return identitySplices(arrayOf(before), arrayOf(after), most);
+  // Records a change apart share their chunks but those it fell in: only those are walked, and the
+  // splices found there are placed after the chunks both start with.
+  const [was, now, offset] = ChunkedList.unshared(before, after);
+  const change = identitySplices(was, now, most);
+  if (change === undefined || offset === 0) return change;
+  return { splices: change.splices.map((s) => ({ ...s, at: s.at + offset })), inserted: change.inserted };
+}
+
+/** `list` as an array: itself when it is one. */
+function arrayOf(list: ReadList<ConfigResource>): readonly ConfigResource[] {
+  return Array.isArray(list) ? (list as readonly ConfigResource[]) : [...list];
 }
 
 /**
@@ -117,7 +131,7 @@ export function replayJournal(journal: Buffer, base: Buffer, record: SourceRecor
 
 /** `list` with a change's splices applied, or `fail` when they do not fit it. */
 function applySplices(
-  list: readonly ConfigResource[],
+  list: ReadList<ConfigResource>,
   change: { readonly record: SourceRecord; readonly splices: readonly ListSplice[] },
   fail: (why: string) => never,
 ): ConfigResource[] {
@@ -129,11 +143,11 @@ function applySplices(
     if (s.at < from || s.at + s.removed > list.length || next + s.inserted > inserted.length) {
       fail('its changes do not fit the record');
     }
-    for (let i = from; i < s.at; i++) out.push(list[i] as ConfigResource);
-    for (let i = 0; i < s.inserted; i++) out.push(inserted[next++] as ConfigResource);
+    for (let i = from; i < s.at; i++) out.push(list.at(i) as ConfigResource);
+    for (let i = 0; i < s.inserted; i++) out.push(inserted.at(next++) as ConfigResource);
     from = s.at + s.removed;
   }
   if (next !== inserted.length) fail('it carries objects none of its changes place');
-  for (let i = from; i < list.length; i++) out.push(list[i] as ConfigResource);
+  for (let i = from; i < list.length; i++) out.push(list.at(i) as ConfigResource);
   return out;
 }

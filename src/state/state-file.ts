@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { ReadList } from '../core/chunked-list.js';
 import { MeshmuxError } from '../core/errors.js';
 import { makeResource, restoreResource, type ConfigResource } from '../core/resource.js';
 import type { ListSplice } from '../merge/identity-diff.js';
@@ -164,7 +165,7 @@ function writeNumber(w: SizedWriter, field: number, value: number | undefined): 
  * allows; `decodeStateFile` reads them back as defaults.
  */
 function encodeResourceSlice(
-  resources: readonly ConfigResource[],
+  resources: ReadList<ConfigResource>,
   from: number,
   to: number,
   scratch: { buf: Buffer | undefined },
@@ -172,7 +173,7 @@ function encodeResourceSlice(
   const sizes = new Int32Array(to - from);
   let total = 0;
   for (let i = from; i < to; i++) {
-    const size = resourceSize(resources[i] as ConfigResource);
+    const size = resourceSize(resources.at(i) as ConfigResource);
     sizes[i - from] = size;
     total += lengthDelimitedSize(size);
   }
@@ -184,7 +185,7 @@ function encodeResourceSlice(
     w.varint(RESOURCES_TAG);
     w.varint(sizes[i - from] as number);
     const start = w.pos;
-    writeResource(w, resources[i] as ConfigResource);
+    writeResource(w, resources.at(i) as ConfigResource);
     if (w.pos - start !== sizes[i - from])
       throw new Error('a persisted object was not written at its computed size');
   }
@@ -422,7 +423,10 @@ export interface RecordChange {
 export function encodeRecordChange(change: RecordChange): Buffer {
   if (change.record.held !== undefined) throw new Error('a record with a held update is written whole');
   const message = RECORD_CHANGE.encode({
-    record: { ...recordFields(change.record), resources: change.record.resources.map(resourceMessage) },
+    record: {
+      ...recordFields(change.record),
+      resources: Array.from(change.record.resources, resourceMessage),
+    },
     splices: change.splices,
   }).finish();
   return Buffer.from(message.buffer, message.byteOffset, message.byteLength);

@@ -61,7 +61,7 @@ export class ChangeTracing {
   /** A source's state reached the merge. */
   received(change: UpstreamChange, event: SourceSnapshotEvent): void {
     const parent = remoteParent(change.traceparent);
-    const kinds = event.kinds ?? new Set(event.resources.map((r) => r.kind));
+    const kinds = event.kinds ?? new Set(Array.from(event.resources, (r) => r.kind));
     const at = epochMs(change.arrivedAt);
     const span = this.tracer.startSpan(
       SPAN_RECEIVE,

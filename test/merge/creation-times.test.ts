@@ -103,7 +103,7 @@ describe('creation times meshmux stamped', () => {
       new Date(3_000),
     );
     assert.deepEqual(timeOf(follower, 'reviews'), { seconds: 1_000, nanos: 0 });
-    const recorded = follower.record(new Date(3_000)).resources.find((r) => r.name === 'reviews');
+    const recorded = [...follower.record(new Date(3_000)).resources].find((r) => r.name === 'reviews');
     assert.deepEqual(recorded?.createTime, { seconds: 1_000, nanos: 0 });
     assert.equal(recorded?.origin.createTimeStamped, true);
   });

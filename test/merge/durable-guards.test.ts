@@ -268,7 +268,7 @@ describe('a restart from persisted records', () => {
     });
     const record = store.latest.get('mesh')?.();
     assert.ok(record !== undefined, 'the drop was recorded');
-    assert.deepEqual(record.resources, []);
+    assert.deepEqual([...record.resources], []);
   });
 
   it('keeps a held update across a restart, with the time it was first held', () => {

@@ -231,7 +231,7 @@ describe('the fold of updates not applied yet', () => {
   const event = snapshotEvent;
   const view = (e: SourceSnapshotEvent) => ({
     kinds: e.kinds === undefined ? undefined : [...e.kinds].sort(),
-    names: e.resources.map((r) => r.name),
+    names: [...e.resources].map((r) => r.name),
     revision: e.revision,
   });
 

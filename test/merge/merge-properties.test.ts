@@ -175,7 +175,7 @@ describe('merge properties over random interleavings of 3–5 sources', () => {
             const holders = [...lastSent].filter(
               ([i, ev]) =>
                 ev.type === 'snapshot' &&
-                ev.resources.some(
+                [...ev.resources].some(
                   (x) => x.kind === r.kind && x.namespace === r.namespace && x.name === r.name,
                 ) &&
                 admits(policies[i] ?? { allowNs: [], denyKinds: undefined }, r) &&

@@ -83,8 +83,8 @@ describe('EtcdRecordStore, with a real etcd', { skip: suiteSkip(etcdMissing()) }
     assert.equal(back?.resources.length, 12_000);
     assert.equal(back?.revision, big.revision);
     assert.deepEqual(
-      back?.resources.map((r) => r.version),
-      big.resources.map((r) => r.version),
+      [...(back?.resources ?? [])].map((r) => r.version),
+      [...big.resources].map((r) => r.version),
       'every object, byte for byte (versions are content digests)',
     );
   });

@@ -30,7 +30,7 @@ const names = (n: number): string[] => Array.from({ length: n }, (_, i) => `obje
 /** `r` with the objects at `positions` replaced by new versions of themselves. */
 function withChanged(r: SourceRecord, positions: readonly number[]): SourceRecord {
   const at = new Set(positions);
-  const resources = r.resources.map((x, i): ConfigResource =>
+  const resources = [...r.resources].map((x, i): ConfigResource =>
     at.has(i) ? fakeResource(x.name, { body: `${x.name}-${r.revision.length}-${i}-${Math.random()}` }) : x,
   );
   return { ...r, revision: `${r.revision}+`, resources };
@@ -38,7 +38,7 @@ function withChanged(r: SourceRecord, positions: readonly number[]): SourceRecor
 
 /** What a record holds, comparable across a round trip through bytes. */
 const contentOf = (r: SourceRecord | undefined): string[] =>
-  r === undefined ? [] : [r.revision, ...r.resources.map((x) => `${x.name} ${x.version}`)];
+  r === undefined ? [] : [r.revision, ...[...r.resources].map((x) => `${x.name} ${x.version}`)];
 
 /** Waits until `check` holds, polling; fails naming `what` after `ms`. */
 async function until(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
@@ -85,7 +85,7 @@ describe('FileRecordStore', () => {
       const written = await readFile(path.join(t.dir, 'big.state'));
       assert.ok(written.equals(Buffer.concat(await encodeStateFile(big))));
       const { store: again, loaded } = await FileRecordStore.open({ dir: t.dir, log });
-      const names = loaded.records.get('big')?.resources.map((r) => r.name) ?? [];
+      const names = [...(loaded.records.get('big')?.resources ?? [])].map((r) => r.name);
       assert.equal(names.length, 7_001);
       assert.equal(names[6_999], 'object-6999');
       await again.close();
@@ -109,7 +109,7 @@ describe('FileRecordStore', () => {
       assert.equal(reads, 1, 'one write for the burst');
       const { store: again, loaded } = await FileRecordStore.open({ dir: t.dir, log });
       assert.deepEqual(
-        loaded.records.get('files')?.resources.map((r) => r.name),
+        [...(loaded.records.get('files')?.resources ?? [])].map((r) => r.name),
         ['a', 'b', 'c'],
       );
       assert.deepEqual(loaded.problems, []);
@@ -254,7 +254,7 @@ describe('FileRecordStore', () => {
         resources = resources.map((r, j) => (j === i ? fakeResource(r.name, { body: `v${k}` }) : r));
       }
       assert.deepEqual(
-        restored?.resources.map((r) => r.version),
+        [...(restored?.resources ?? [])].map((r) => r.version),
         resources.map((r) => r.version),
       );
       assert.deepEqual(loaded.problems, []);

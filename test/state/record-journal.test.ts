@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import { ChunkedList, type ReadList } from '../../src/core/chunked-list.js';
 import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceRecord } from '../../src/merge/source-record.js';
 import {
@@ -14,14 +15,14 @@ import { fakeResource } from '../support/resources.js';
 const BASE = Buffer.alloc(32, 7);
 const OTHER_BASE = Buffer.alloc(32, 9);
 
-function record(resources: readonly ConfigResource[], revision: string): SourceRecord {
+function record(resources: ReadList<ConfigResource>, revision: string): SourceRecord {
   return { source: 'mesh', type: 'xds', revision, savedMs: 1, complete: true, answeredKinds: [], resources };
 }
 
 /** What a record holds, comparable across a round trip through bytes. */
 const content = (r: SourceRecord): string[] => [
   `${r.revision} ${String(r.complete)} ${r.answeredKinds.join(',')}`,
-  ...r.resources.map((x) => `${x.namespace}/${x.name} ${x.version}`),
+  ...[...r.resources].map((x) => `${x.namespace}/${x.name} ${x.version}`),
 ];
 
 /** An edit of a list, drawn by fast-check. */
@@ -43,13 +44,33 @@ function edited(list: readonly ConfigResource[], changes: readonly Edit[], round
   return out;
 }
 
+/** `edited`, on a list kept in chunks: the list it gives shares the chunks no edit fell in. */
+function editedChunks(
+  list: ChunkedList<ConfigResource>,
+  changes: readonly Edit[],
+  round: number,
+): ChunkedList<ConfigResource> {
+  let out = list;
+  changes.forEach(([what, at], k) => {
+    const i = at % Math.max(out.length, 1);
+    const fresh = fakeResource(`obj-${round}-${k}`, { body: `${round}-${k}` });
+    if (what === 'insert' || out.length === 0) out = out.inserted(i, fresh);
+    else if (what === 'remove') out = out.removed(i);
+    else {
+      const name = (out.at(i) as ConfigResource).name;
+      out = out.replaced(i, fakeResource(name, { body: `changed-${round}-${k}` }));
+    }
+  });
+  return out;
+}
+
 /** A journal of `rounds` of edits onto `start`: the records written and the entries' bytes. */
 function journalOf(start: readonly ConfigResource[], rounds: readonly (readonly Edit[])[]) {
   const records = [record(start, 'r0')];
   const entries: Buffer[] = [];
   for (const [n, changes] of rounds.entries()) {
     const before = records[records.length - 1] as SourceRecord;
-    const next = record(edited(before.resources, changes, n), `r${n + 1}`);
+    const next = record(edited([...before.resources], changes, n), `r${n + 1}`);
     const change = listChange(before.resources, next.resources);
     if (change === undefined) break;
     entries.push(journalEntry(BASE, next, change));
@@ -57,6 +78,11 @@ function journalOf(start: readonly ConfigResource[], rounds: readonly (readonly 
   }
   return { records, entries };
 }
+
+/** 3000 objects in chunks of a few hundred: records a change apart share all chunks but one. */
+const chunkedStart = ChunkedList.filtered(
+  Array.from({ length: 3000 }, (_, i) => fakeResource(`obj-${String(i).padStart(4, '0')}`)),
+);
 
 const start = Array.from({ length: 60 }, (_, i) => fakeResource(`obj-${String(i).padStart(3, '0')}`));
 
@@ -70,6 +96,32 @@ describe('record journal', () => {
         assert.equal(replayed.problem, undefined);
         assert.deepEqual(content(replayed.record), content(records[records.length - 1] as SourceRecord));
       }),
+    );
+  });
+
+  it('replays to the last record written when records keep their objects in chunks, each entry carrying only the objects its edits inserted', () => {
+    fc.assert(
+      fc.property(fc.array(edits, { minLength: 1, maxLength: 8 }), (rounds) => {
+        const records = [record(chunkedStart, 'r0')];
+        const entries: Buffer[] = [];
+        for (const [n, changes] of rounds.entries()) {
+          const before = records[records.length - 1] as SourceRecord;
+          const next = record(
+            editedChunks(before.resources as ChunkedList<ConfigResource>, changes, n),
+            `r${n + 1}`,
+          );
+          const change = listChange(before.resources, next.resources);
+          assert.ok(change !== undefined, 'a few edits among 3000 objects are a change');
+          assert.ok(change.inserted.length <= changes.length, 'only what the edits inserted');
+          entries.push(journalEntry(BASE, next, change));
+          records.push(next);
+        }
+        const replayed = replayJournal(Buffer.concat(entries), BASE, records[0] as SourceRecord, 'j');
+        assert.equal(replayed.entries, entries.length);
+        assert.equal(replayed.problem, undefined);
+        assert.deepEqual(content(replayed.record), content(records[records.length - 1] as SourceRecord));
+      }),
+      { endOnFailure: true },
     );
   });
 

@@ -60,8 +60,8 @@ describe('state files', () => {
     const original = record(5000);
     const back = decodeStateFile(await fileOf(original), 'gitops.state');
     assert.equal(back.resources.length, original.resources.length);
-    original.resources.forEach((r, i) => {
-      const b = back.resources[i];
+    [...original.resources].forEach((r, i) => {
+      const b = back.resources.at(i);
       assert.ok(b !== undefined);
       assert.equal(b.version, r.version, `${r.name} keeps its content version`);
       assert.deepEqual(b.createTime, r.createTime);
@@ -173,7 +173,7 @@ describe('state files', () => {
         const { held: _held, ...rest } = record(0);
         const back = decodeStateFile(await fileOf({ ...rest, resources }), 'gitops.state');
         assert.deepEqual(
-          back.resources.map((r) => ({ ...r, body: [...r.body] })),
+          [...back.resources].map((r) => ({ ...r, body: [...r.body] })),
           resources.map((r) => ({ ...r, body: [...r.body] })),
         );
       }),

@@ -10,7 +10,7 @@ export function foldSourceEvents(events: readonly SourceEvent[]): Map<string, Ma
   const state = new Map<string, Map<string, ConfigResource>>();
   for (const e of events) {
     if (e.type !== 'snapshot') continue;
-    for (const kind of e.kinds ?? new Set(e.resources.map((r) => r.kind))) state.set(kind, new Map());
+    for (const kind of e.kinds ?? new Set([...e.resources].map((r) => r.kind))) state.set(kind, new Map());
     for (const r of e.resources) state.get(r.kind)?.set(`${r.namespace}/${r.name}`, r);
   }
   return state;

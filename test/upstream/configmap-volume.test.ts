@@ -72,7 +72,7 @@ describe('a file source on a ConfigMap volume', () => {
     );
     try {
       const first = await recorder.snapshot();
-      assert.deepEqual(first.resources.map((r) => r.name).sort(), ['cart', 'shop']);
+      assert.deepEqual([...first.resources].map((r) => r.name).sort(), ['cart', 'shop']);
       assert.deepEqual(first.warnings, []);
       await projectConfigMap(dir, 2, {
         'cart.yaml': plainServiceEntry('cart', 'cart.new.example.com'),
@@ -81,11 +81,11 @@ describe('a file source on a ConfigMap volume', () => {
       const next = (await recorder.next(
         (e) =>
           e.type === 'snapshot' &&
-          e.resources.some(
+          [...e.resources].some(
             (r) => r.name === 'cart' && new TextDecoder().decode(r.body).includes('cart.new.example.com'),
           ),
       )) as SourceSnapshotEvent;
-      assert.deepEqual(next.resources.map((r) => r.name).sort(), ['cart', 'shop']);
+      assert.deepEqual([...next.resources].map((r) => r.name).sort(), ['cart', 'shop']);
       assert.deepEqual(
         next.warnings.map((w) => w.message),
         [],

@@ -15,7 +15,7 @@ function serviceEntry(name: string, host = `${name}.example.com`): string {
 }
 
 function names(snapshot: SourceSnapshotEvent): string[] {
-  return snapshot.resources.map((r) => r.name).sort();
+  return [...snapshot.resources].map((r) => r.name).sort();
 }
 
 describe('the file source', () => {
@@ -61,7 +61,7 @@ describe('the file source', () => {
     from: number,
   ): Promise<SourceSnapshotEvent> {
     return recorder.next(
-      (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === name),
+      (e) => e.type === 'snapshot' && [...e.resources].some((r) => r.name === name),
       from,
     ) as Promise<SourceSnapshotEvent>;
   }
@@ -115,7 +115,7 @@ describe('the file source', () => {
     const back = (await recorder.next(
       (e) =>
         e.type === 'snapshot' &&
-        e.resources.some((r) => r.name === 'ledger' && Buffer.from(r.body).includes('ledger.internal')),
+        [...e.resources].some((r) => r.name === 'ledger' && Buffer.from(r.body).includes('ledger.internal')),
       from,
     )) as SourceSnapshotEvent;
     assert.deepEqual(names(back), ['cart', 'ledger', 'marker']);
@@ -127,7 +127,7 @@ describe('the file source', () => {
     from = recorder.count;
     await rm(path.join(dir, 'a.yaml'));
     const gone = (await recorder.next(
-      (e) => e.type === 'snapshot' && !e.resources.some((r) => r.name === 'cart'),
+      (e) => e.type === 'snapshot' && ![...e.resources].some((r) => r.name === 'cart'),
       from,
     )) as SourceSnapshotEvent;
     assert.deepEqual(names(gone), ['ledger', 'marker']);
@@ -171,7 +171,7 @@ describe('the file source', () => {
     const two = serviceEntry('cart', 'two.example.com');
     const { dir, recorder, first } = await start({ 'a.yaml': `${one}---\n${two}` });
     const host = (snapshot: SourceSnapshotEvent): string =>
-      Buffer.from(snapshot.resources[0]?.body ?? []).toString('latin1');
+      Buffer.from(snapshot.resources.at(0)?.body ?? []).toString('latin1');
     assert.match(host(first), /two\.example\.com/);
     const from = recorder.count;
     // The same documents, the same size: only their order tells what is served.
@@ -190,7 +190,7 @@ describe('the file source', () => {
     const from = recorder.count;
     await writeFile(path.join(dir, 'a.yaml'), docs('boot.example.com'));
     const next = (await recorder.next((e) => e.type === 'snapshot', from)) as SourceSnapshotEvent;
-    const byName = (s: SourceSnapshotEvent, name: string) => s.resources.find((r) => r.name === name);
+    const byName = (s: SourceSnapshotEvent, name: string) => [...s.resources].find((r) => r.name === name);
     assert.equal(byName(next, 'cart'), byName(first, 'cart'));
     assert.equal(byName(next, 'sock'), byName(first, 'sock'));
     assert.notEqual(byName(next, 'shoe')?.version, byName(first, 'shoe')?.version);

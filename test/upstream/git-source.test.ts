@@ -27,11 +27,11 @@ const SE = 'networking.istio.io/ServiceEntry';
 const NO_POLLING_MS = 3_600_000;
 
 function object(snapshot: SourceSnapshotEvent, kind: string, id: string): ConfigResource | undefined {
-  return snapshot.resources.find((r) => r.kind === kind && `${r.namespace}/${r.name}` === id);
+  return [...snapshot.resources].find((r) => r.kind === kind && `${r.namespace}/${r.name}` === id);
 }
 
 function ids(snapshot: SourceSnapshotEvent): string[] {
-  return snapshot.resources.map((r) => `${r.kind.split('/')[1] ?? ''} ${r.namespace}/${r.name}`).sort();
+  return [...snapshot.resources].map((r) => `${r.kind.split('/')[1] ?? ''} ${r.namespace}/${r.name}`).sort();
 }
 
 describe('the git source', () => {

@@ -10,7 +10,7 @@ import { tempDir } from '../support/meshmux-harness.js';
 import { SourceEventRecorder } from '../support/source-event-recorder.js';
 
 function names(snapshot: SourceSnapshotEvent): string[] {
-  return snapshot.resources.map((r) => r.name).sort();
+  return [...snapshot.resources].map((r) => r.name).sort();
 }
 
 /** Bytes of `text` with one byte that is not UTF-8 put at the start of `line` (1-based). */
@@ -82,7 +82,7 @@ describe('bounded inputs', () => {
       /a\.yaml: file too large: \d+ bytes is more than the limit of 4 KiB \(maxFileSize\)/,
     );
     assert.deepEqual(names(refused), ['cart', 'ledger']);
-    const cart = refused.resources.find((r) => r.name === 'cart');
+    const cart = [...refused.resources].find((r) => r.name === 'cart');
     assert.ok(
       cart !== undefined && Buffer.from(cart.body).includes('cart.example.com'),
       'the old cart is served',
@@ -95,7 +95,7 @@ describe('bounded inputs', () => {
       (e) => e.type === 'snapshot' && e.errors.length === 0,
       fixed,
     )) as SourceSnapshotEvent;
-    const newCart = read.resources.find((r) => r.name === 'cart');
+    const newCart = [...read.resources].find((r) => r.name === 'cart');
     assert.ok(newCart !== undefined && Buffer.from(newCart.body).includes('cart.internal'));
   });
 
@@ -116,7 +116,7 @@ describe('bounded inputs', () => {
       refused.errors[0]?.describe() ?? '',
       /a\.yaml line 3: invalid UTF-8: byte 0xef at column 1 \(byte offset \d+\)/,
     );
-    const cart = refused.resources.find((r) => r.name === 'cart');
+    const cart = [...refused.resources].find((r) => r.name === 'cart');
     assert.ok(
       cart !== undefined && Buffer.from(cart.body).includes('cart.example.com'),
       'the old cart is served',
@@ -161,8 +161,8 @@ describe('bounded inputs', () => {
       next.errors[0]?.describe() ?? '',
       /^a\.yaml: file too large: \d+ bytes is more than the limit of 4 KiB/,
     );
-    const cart = next.resources.find((r) => r.name === 'cart');
-    const ledger = next.resources.find((r) => r.name === 'ledger');
+    const cart = [...next.resources].find((r) => r.name === 'cart');
+    const ledger = [...next.resources].find((r) => r.name === 'ledger');
     assert.ok(
       cart !== undefined && Buffer.from(cart.body).includes('cart.example.com'),
       'the old cart stays',

@@ -27,7 +27,7 @@ function vs(namespace: string, name: string, host = `${name}.example.com`): Kube
 }
 
 function names(snapshot: SourceEvent): string[] {
-  return (snapshot as SourceSnapshotEvent).resources.map((r) => `${r.namespace}/${r.name}`).sort();
+  return [...(snapshot as SourceSnapshotEvent).resources].map((r) => `${r.namespace}/${r.name}`).sort();
 }
 
 async function kubeconfigFor(url: string): Promise<string> {
@@ -107,7 +107,7 @@ describe('Kubernetes source', () => {
     const snapshot = (await events.next(
       (e) => e.type === 'snapshot' && names(e).includes('shop/cart'),
     )) as SourceSnapshotEvent;
-    const cart = snapshot.resources.find((r) => r.name === 'cart')!;
+    const cart = [...snapshot.resources].find((r) => r.name === 'cart')!;
     assert.equal(cart.kind, 'networking.istio.io/VirtualService');
     assert.deepEqual(cart.labels, { app: 'cart' });
     assert.deepEqual(cart.annotations, { team: 'a' });

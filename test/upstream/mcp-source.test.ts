@@ -38,7 +38,7 @@ function names(events: readonly SourceEvent[], kind: string): string[] {
   let out: string[] = [];
   for (const e of events) {
     if (e.type === 'snapshot' && (e.kinds?.has(kind) ?? true)) {
-      out = e.resources.filter((r) => r.kind === kind).map((r) => `${r.namespace}/${r.name}`);
+      out = [...e.resources].filter((r) => r.kind === kind).map((r) => `${r.namespace}/${r.name}`);
     }
   }
   return out.sort();
@@ -102,12 +102,16 @@ describe('mcp source against a legacy Galley', () => {
     try {
       await recorder.status('synced');
       assert.ok(galley.requests.filter((r) => r.nonce === '').every((r) => r.incremental));
-      const before = recorder.lastSnapshot()?.resources.find((r) => r.name === 'reviews')?.version;
+      const before = [...(recorder.lastSnapshot()?.resources ?? [])].find(
+        (r) => r.name === 'reviews',
+      )?.version;
       let from = recorder.count;
       galley.set('VirtualService', [vs('reviews', 'reviews-v2'), vs('details')]).push();
       await recorder.snapshot(from);
       assert.deepEqual(names(recorder.events, VS), ['shop/details', 'shop/reviews']);
-      const after = recorder.lastSnapshot()?.resources.find((r) => r.name === 'reviews')?.version;
+      const after = [...(recorder.lastSnapshot()?.resources ?? [])].find(
+        (r) => r.name === 'reviews',
+      )?.version;
       assert.ok(
         before !== undefined && after !== undefined && before !== after,
         'the updated object has a new version',
@@ -131,14 +135,14 @@ describe('mcp source against a legacy Galley', () => {
     const recorder = new SourceEventRecorder(galleySource(galley.address).events$);
     try {
       await recorder.status('synced');
-      const before = recorder.lastSnapshot()?.resources.find((r) => r.name === 'ratings');
+      const before = [...(recorder.lastSnapshot()?.resources ?? [])].find((r) => r.name === 'ratings');
       const from = recorder.count;
       galley
         .set('VirtualService', [vs('details'), { ...vs('ratings'), rawBody: Uint8Array.of(0x12, 0x30) }])
         .push();
       const snapshot = await recorder.snapshot(from);
       assert.deepEqual(names(recorder.events, VS), ['shop/details', 'shop/ratings']);
-      assert.equal(snapshot.resources.find((r) => r.name === 'ratings')?.version, before?.version);
+      assert.equal([...snapshot.resources].find((r) => r.name === 'ratings')?.version, before?.version);
       await galley.waitFor(() => galley.requests.some((r) => r.errorDetail !== null), 5_000, 'a NACK');
       const nack = galley.requests.find((r) => r.errorDetail !== null);
       assert.equal(nack?.collection, VS_COLLECTION);

@@ -64,7 +64,7 @@ describe('an xds source refusing responses whose objects cannot all be named', (
     const from = recorder.count;
     fake.set('DestinationRule', [fakeDestinationRule('reviews'), fakeDestinationRule(name)]);
     fake.push();
-    await recorder.next((e) => e.type === 'snapshot' && e.resources.some((r) => r.name === name), from);
+    await recorder.next((e) => e.type === 'snapshot' && [...e.resources].some((r) => r.name === name), from);
   }
 
   it('NACKs a response of bare bodies instead of MCP Resources and keeps every object it held', async () => {
@@ -147,7 +147,7 @@ describe('an xds source refusing responses whose objects cannot all be named', (
     ]);
     fake.push();
     const snapshot = (await recorder.next(
-      (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'details'),
+      (e) => e.type === 'snapshot' && [...e.resources].some((r) => r.name === 'details'),
       from,
     )) as SourceSnapshotEvent;
     assert.deepEqual(servedKeys(recorder.events, VS), ['shop/details', 'shop/ratings', 'shop/reviews']);
@@ -181,7 +181,7 @@ describe('an xds source refusing responses whose objects cannot all be named', (
     fake.set('VirtualService', [...objects]);
     fake.push();
     const snapshot = (await recorder.next(
-      (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'details'),
+      (e) => e.type === 'snapshot' && [...e.resources].some((r) => r.name === 'details'),
       from,
     )) as SourceSnapshotEvent;
     assert.equal(foldSourceEvents(recorder.events).get(VS)?.get(`shop/${name}`), good);
@@ -234,7 +234,7 @@ describe('an xds source refusing responses whose objects cannot all be named', (
     await recorder.next(
       (e) =>
         e.type === 'snapshot' &&
-        e.resources.some((r) => r.name === 'ratings' && r.body.length === body.length),
+        [...e.resources].some((r) => r.name === 'ratings' && r.body.length === body.length),
       from,
     );
     const served = foldSourceEvents(recorder.events).get(VS)?.get('shop/ratings')?.body;
@@ -315,7 +315,7 @@ describe('an xds source reading ServiceEntries, whose plain bodies it does not d
     ]);
     fake.push();
     const snapshot = (await recorder.next(
-      (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'ship'),
+      (e) => e.type === 'snapshot' && [...e.resources].some((r) => r.name === 'ship'),
       from,
     )) as SourceSnapshotEvent;
     const served = foldSourceEvents(recorder.events).get(SE);
@@ -407,7 +407,7 @@ describe('a legacy MCP source refusing what it cannot name', () => {
       ]);
       galley.push();
       await recorder.next(
-        (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'details'),
+        (e) => e.type === 'snapshot' && [...e.resources].some((r) => r.name === 'details'),
         from,
       );
       const between = recorder.events.slice(from).filter((e) => e.type === 'snapshot');

@@ -675,7 +675,7 @@ describe('an xds source whose upstream sends its state again on a new stream (re
   }
 
   function served(): string[] {
-    return (recorder.lastSnapshot()?.resources ?? []).map((r) => `${r.name}@${r.version}`).sort();
+    return [...(recorder.lastSnapshot()?.resources ?? [])].map((r) => `${r.name}@${r.version}`).sort();
   }
 
   it('ACKs a state sent again without copying it, and reads one with a change', async () => {
@@ -702,7 +702,7 @@ describe('an xds source whose upstream sends its state again on a new stream (re
       'compared with the kept state, the change written over it',
     );
     const snapshot = await recorder.snapshot(from);
-    const moved = snapshot.resources.find((r) => r.name === 'vs-400');
+    const moved = [...snapshot.resources].find((r) => r.name === 'vs-400');
     assert.ok(
       moved !== undefined && before.every((line) => line !== `vs-400@${moved.version}`),
       'vs-400 changed',
@@ -748,7 +748,7 @@ describe('an xds source whose upstream sends its state again on a new stream (re
     // (hashes of their content) included.
     const fresh = await syncedXdsSource(fake.address, ['VirtualService']);
     try {
-      const theirs = (fresh.lastSnapshot()?.resources ?? []).map((r) => `${r.name}@${r.version}`).sort();
+      const theirs = [...(fresh.lastSnapshot()?.resources ?? [])].map((r) => `${r.name}@${r.version}`).sort();
       assert.deepEqual(served(), theirs);
     } finally {
       fresh.close();

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { ChunkedList } from '../../src/core/chunked-list.js';
 import { MeshmuxError } from '../../src/core/errors.js';
 import { rootLogger } from '../../src/core/logger.js';
 import type { ConfigResource } from '../../src/core/resource.js';
@@ -86,7 +88,7 @@ function served(events: readonly SourceEvent[], k: string): string[] {
   let names: string[] = [];
   for (const s of snapshots(events)) {
     if (s.kinds?.has(k) ?? true)
-      names = s.resources.filter((r) => r.kind === k).map((r) => `${r.name}:${r.version}`);
+      names = [...s.resources].filter((r) => r.kind === k).map((r) => `${r.name}:${r.version}`);
   }
   return names;
 }
@@ -103,7 +105,7 @@ describe('subscription state', () => {
     assert.equal(all.length, 1);
     assert.deepEqual([...(all[0]?.kinds ?? [])].sort(), [SE, VS]);
     assert.deepEqual(
-      all[0]?.resources.map((r) => r.name),
+      [...(all[0]?.resources ?? [])].map((r) => r.name),
       ['a', 's'],
     );
     assert.deepEqual(
@@ -227,10 +229,76 @@ describe('subscription state', () => {
     const changed = snapshots(events).at(-1);
     assert.notEqual(changed?.resources, first?.resources);
     assert.deepEqual(
-      changed?.resources.map((r) => r.name),
+      [...(changed?.resources ?? [])].map((r) => r.name),
       ['a', 'b', 'c'],
     );
     state.stop();
+  });
+
+  it("serves a kind patched response after response in its state's order, each list sharing with the one before every chunk no patch fell in, and leaves the lists it served before as they were", () => {
+    const objects = Array.from({ length: 2000 }, (_, i) => se(`se-${String(i).padStart(4, '0')}`));
+    // A patch: objects replaced or removed (by place in the state) and new ones added.
+    const patchArb = fc.array(
+      fc.tuple(fc.constantFrom('replace' as const, 'remove' as const, 'add' as const), fc.nat()),
+      { minLength: 1, maxLength: 3 },
+    );
+    fc.assert(
+      fc.property(fc.array(patchArb, { minLength: 1, maxLength: 10 }), (patches) => {
+        const { state, events } = setup(new ManualTimer(), [{ id: SE_V1, kind: kind(SE) }]);
+        state.streamOpened();
+        const reference = new Map(objects.map((r) => [`${r.namespace}/${r.name}`, r]));
+        state.apply(SE_V1, { ...update(objects), keyedByName: true });
+        const served: { list: ChunkedList<ConfigResource>; names: string[] }[] = [];
+        const remember = (): void => {
+          const last = snapshots(events).at(-1)?.resources;
+          assert.ok(last instanceof ChunkedList, 'a streaming kind is served in chunks');
+          const list = last as ChunkedList<ConfigResource>;
+          served.push({ list, names: [...list].map((r) => `${r.name}@${r.version}`) });
+        };
+        remember();
+        patches.forEach((edits, n) => {
+          const removed: string[] = [];
+          const upserted = new Map<string, ConfigResource>();
+          edits.forEach(([what, at], k) => {
+            const keys = [...reference.keys()].filter((key) => !upserted.has(key) && !removed.includes(key));
+            const key = keys[at % Math.max(keys.length, 1)];
+            if (what === 'add' || key === undefined) {
+              const fresh = se(`new-${n}-${k}`);
+              upserted.set(`${fresh.namespace}/${fresh.name}`, fresh);
+            } else {
+              removed.push(key);
+              if (what === 'replace') {
+                const old = reference.get(key) as ConfigResource;
+                upserted.set(key, fakeResource(old.name, { kind: SE, body: `changed-${n}-${k}` }));
+              }
+            }
+          });
+          for (const key of removed) if (!upserted.has(key)) reference.delete(key);
+          for (const [key, r] of upserted) reference.set(key, r);
+          assert.ok(state.applyPatch(SE_V1, { removed, upserted }, `v${n}`));
+          remember();
+          const [before, after] = served.slice(-2) as [(typeof served)[0], (typeof served)[0]];
+          assert.deepEqual(
+            [...after.list].map((r) => r.name),
+            [...reference.values()].map((r) => r.name),
+            "the state's order: a replaced object in its place, a new one last",
+          );
+          const [was, now] = ChunkedList.unshared(before.list, after.list);
+          assert.ok(
+            was.length + now.length <= 4 * 1024,
+            `a patch of ${edits.length} objects among ${after.list.length} left ${was.length} objects unshared`,
+          );
+        });
+        for (const { list, names } of served)
+          assert.deepEqual(
+            [...list].map((r) => `${r.name}@${r.version}`),
+            names,
+            'a list served before is as it was',
+          );
+        state.stop();
+      }),
+      { numRuns: 40, endOnFailure: true },
+    );
   });
 
   it('emits nothing for a response that changes nothing', () => {

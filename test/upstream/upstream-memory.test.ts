@@ -51,7 +51,7 @@ class LastSnapshot {
   /** Resolves once a snapshot holds `count` ServiceEntries. */
   serviceEntries(count: number): Promise<void> {
     return this.until(
-      (e) => e.resources.filter((r) => r.kind === SE).length === count,
+      (e) => [...e.resources].filter((r) => r.kind === SE).length === count,
       `${count} ServiceEntries`,
     );
   }
@@ -78,7 +78,9 @@ class LastSnapshot {
 
 /** Weak references to the ServiceEntries of the last snapshot for which `pick` holds. */
 function weakly(snapshot: LastSnapshot, pick: (r: ConfigResource) => boolean): WeakRef<ConfigResource>[] {
-  return (snapshot.last?.resources ?? []).filter((r) => r.kind === SE && pick(r)).map((r) => new WeakRef(r));
+  return [...(snapshot.last?.resources ?? [])]
+    .filter((r) => r.kind === SE && pick(r))
+    .map((r) => new WeakRef(r));
 }
 
 /** How many of `refs` survive full collections (a WeakRef's target lives at least until the turn ends). */
@@ -114,7 +116,7 @@ describe('memory held by an xds source', () => {
   });
 
   it('keeps of each object only its own bytes, never a view into the response it arrived in', () => {
-    const bodies = (snapshot.last?.resources ?? []).filter((r) => r.kind === SE).map((r) => r.body);
+    const bodies = [...(snapshot.last?.resources ?? [])].filter((r) => r.kind === SE).map((r) => r.body);
     assert.equal(bodies.length, 1000);
     const largest = Math.max(...bodies.map((b) => b.buffer.byteLength));
     // The response is about 100 bytes per object; an object's own envelope is a few hundred.
@@ -135,7 +137,7 @@ describe('memory held by an xds source', () => {
     const old = weakly(snapshot, () => true);
     fake.set('ServiceEntry', serviceEntries(10, 2)).push();
     await snapshot.until(
-      (e) => e.resources.some((r) => r.kind === SE && !old.some((w) => w.deref() === r)),
+      (e) => [...e.resources].some((r) => r.kind === SE && !old.some((w) => w.deref() === r)),
       'the changed objects',
     );
     assert.equal(await survivors(old), 0, 'previous versions still held after a full collection');

@@ -107,7 +107,10 @@ describe('xds source against an istiod api generator', () => {
       fakeVirtualService('details'),
     ]);
     fake.push();
-    await recorder.next((e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'details'), from);
+    await recorder.next(
+      (e) => e.type === 'snapshot' && [...e.resources].some((r) => r.name === 'details'),
+      from,
+    );
     fake.push();
     fake.push();
     await fake.waitFor(
@@ -128,7 +131,10 @@ describe('xds source against an istiod api generator', () => {
     const from = recorder.count;
     fake.set('VirtualService', [fakeVirtualService('reviews'), fakeVirtualService('ratings')]);
     fake.push();
-    await recorder.next((e) => e.type === 'snapshot' && !e.resources.some((r) => r.name === 'details'), from);
+    await recorder.next(
+      (e) => e.type === 'snapshot' && ![...e.resources].some((r) => r.name === 'details'),
+      from,
+    );
     assert.deepEqual(servedKeys(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
   });
 
@@ -204,7 +210,7 @@ describe('xds source against an istiod api generator', () => {
       ])
       .push();
     await recorder.next(
-      (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === 'after-garbage'),
+      (e) => e.type === 'snapshot' && [...e.resources].some((r) => r.name === 'after-garbage'),
       next,
     );
   });
@@ -272,7 +278,7 @@ describe('xds source across upstream outages', () => {
         .slice(from)
         .filter((e): e is SourceSnapshotEvent => e.type === 'snapshot');
       assert.ok(
-        snapshots.every((s) => s.resources.some((r) => r.name === 'reviews')),
+        snapshots.every((s) => [...s.resources].some((r) => r.name === 'reviews')),
         'never served without it',
       );
     } finally {
@@ -501,10 +507,10 @@ describe('xds source against other peers', () => {
     try {
       const h = await fromHigress.snapshot();
       const i = await fromIstiod.snapshot();
-      const hv = h.resources[0];
+      const hv = h.resources.at(0);
       assert.ok(hv !== undefined && hv.version.length > 0);
       assert.equal(hv.origin.upstreamVersion, undefined);
-      assert.equal(hv.version, i.resources[0]?.version, 'content versions do not depend on the peer');
+      assert.equal(hv.version, i.resources.at(0)?.version, 'content versions do not depend on the peer');
       assert.match(h.warnings.map((w) => w.message).join('\n'), /1 objects carried fields .* \(100\)/);
       assert.deepEqual(h.errors, []);
     } finally {

@@ -164,7 +164,7 @@ describe('the zookeeper source', { skip: suiteSkip(zookeeperMissing()) }, () => 
     const log = watch({ root: '/', interfaces: { include: ['com.top.*', 'zookeeper'] } });
     const first = await log.next(isSnapshot);
     assert.deepEqual(
-      first.resources.map((r) => r.name),
+      [...first.resources].map((r) => r.name),
       ['com.top.svc'],
     );
     assert.deepEqual(first.errors, []);
@@ -181,7 +181,7 @@ describe('the zookeeper source', { skip: suiteSkip(zookeeperMissing()) }, () => 
     });
     const first = await log.next(isSnapshot);
     assert.deepEqual(
-      first.resources.map((r) => r.name),
+      [...first.resources].map((r) => r.name),
       ['com.shop.cart'],
     );
   });

@@ -1,4 +1,5 @@
 import { linesDigest } from '../../core/content-digest.js';
+import type { ReadList } from '../../core/chunked-list.js';
 import { isContentVersion, type ConfigResource } from '../../core/resource.js';
 
 /**
@@ -6,10 +7,10 @@ import { isContentVersion, type ConfigResource } from '../../core/resource.js';
  * (a hash of kind, namespace, name and content already), else its `kind|namespace/name@version`
  * line, which no content version can equal (those hold neither `|` nor `@`).
  */
-function idsOf(resources: readonly ConfigResource[]): string[] {
+function idsOf(resources: ReadList<ConfigResource>): string[] {
   const ids = new Array<string>(resources.length);
   for (let i = 0; i < resources.length; i++) {
-    const r = resources[i] as ConfigResource;
+    const r = resources.at(i) as ConfigResource;
     ids[i] = isContentVersion(r.version) ? r.version : `${r.kind}|${r.namespace}/${r.name}@${r.version}`;
   }
   return ids;
@@ -19,7 +20,7 @@ function idsOf(resources: readonly ConfigResource[]): string[] {
  * A content hash over a set of objects, independent of their order: the same objects give the
  * same revision on every replica and after every restart.
  */
-export function revisionOf(resources: readonly ConfigResource[]): string {
+export function revisionOf(resources: ReadList<ConfigResource>): string {
   return linesDigest(idsOf(resources).sort());
 }
 

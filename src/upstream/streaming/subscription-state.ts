@@ -8,6 +8,7 @@ import { revisionOf } from '../runtime/source-revision.js';
 import { sourceClock, type SourceTiming } from '../runtime/source-clock.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { appendAll } from '../../core/append-all.js';
+import { ChunkedList, type ReadList } from '../../core/chunked-list.js';
 
 /**
  * One subscription of a source: a type URL (xDS) or a collection (legacy MCP). A kind may be
@@ -86,9 +87,10 @@ interface ChannelState {
   refusal: MeshmuxError | undefined;
   /**
    * The objects of `resources` in its order, listed when first served and kept until they change:
-   * a state sent again as it was is served as the same list.
+   * a state sent again as it was is served as the same list. A patch edits it in place of a new
+   * listing: the list it gives shares every chunk but those the patch fell in with the one before.
    */
-  listed: readonly ConfigResource[] | undefined;
+  listed: ChunkedList<ConfigResource> | undefined;
 }
 
 /**
@@ -122,7 +124,7 @@ export class SubscriptionState {
   /** Per kind, the channel it was served from last time (for stickiness between spellings). */
   private readonly servedFrom = new Map<string, string>();
   /** Per kind, what was served last time. */
-  private readonly served = new Map<string, readonly ConfigResource[]>();
+  private readonly served = new Map<string, ReadList<ConfigResource>>();
   private servedProblems = '';
   /** Status rules (stale or failing, emit only on change) shared with every other source. */
   private readonly tracker: SourceStatusTracker;
@@ -243,10 +245,29 @@ export class SubscriptionState {
       const replaced = new Set(patch.removed);
       for (const key of patch.upserted.keys()) if (resources.has(key) && !replaced.has(key)) return false;
     }
-    for (const key of patch.removed) if (!patch.upserted.has(key)) resources.delete(key);
-    // A replaced object keeps its place; a new one goes last (what is served is sorted by name).
-    for (const [key, resource] of patch.upserted) resources.set(key, resource);
-    if (patch.removed.length > 0 || patch.upserted.size > 0) state.listed = undefined;
+    // The listing follows the map: a removed object leaves its place, a replaced one keeps it, a
+    // new one goes last (what is served is sorted by name). Found by instance, which a walk of the
+    // list's chunks finds without copying them.
+    let listed = state.listed;
+    const at = (old: ConfigResource): number => (listed === undefined ? -1 : listed.indexOf(old));
+    for (const key of patch.removed) {
+      if (patch.upserted.has(key)) continue;
+      const old = resources.get(key);
+      if (old === undefined) continue;
+      const i = at(old);
+      listed = i < 0 ? undefined : listed?.removed(i);
+      resources.delete(key);
+    }
+    for (const [key, resource] of patch.upserted) {
+      const old = resources.get(key);
+      if (old === undefined) listed = listed?.inserted(listed.length, resource);
+      else {
+        const i = at(old);
+        listed = i < 0 ? undefined : listed?.replaced(i, resource);
+      }
+      resources.set(key, resource);
+    }
+    state.listed = listed;
     this.settle(state, version);
     return true;
   }
@@ -323,19 +344,16 @@ export class SubscriptionState {
 
   /** Serves `kinds` in one snapshot. */
   private serveTogether(kinds: ReadonlySet<string>): void {
-    const parts: (readonly ConfigResource[])[] = [];
+    const parts: ReadList<ConfigResource>[] = [];
     for (const kind of kinds) {
       const served = this.effective(kind);
       this.served.set(kind, served);
       parts.push(served);
     }
-    // Joined in one allocation of the final size (a kind of many objects is too long to be spread
-    // as arguments, and an array grown step by step leaves each step's copy behind).
+    // The kinds' lists joined by their chunks, none copied.
     this.emitSnapshot(
       kinds,
-      parts.length === 1
-        ? (parts[0] as readonly ConfigResource[])
-        : ([] as ConfigResource[]).concat(...parts),
+      parts.length === 1 ? (parts[0] as ReadList<ConfigResource>) : ChunkedList.joined(parts),
     );
   }
 
@@ -379,7 +397,7 @@ export class SubscriptionState {
     this.emitSnapshot(new Set([kind]), served);
   }
 
-  private emitSnapshot(kinds: ReadonlySet<string>, resources: readonly ConfigResource[]): void {
+  private emitSnapshot(kinds: ReadonlySet<string>, resources: ReadList<ConfigResource>): void {
     const errors: MeshmuxError[] = [];
     const warnings: MeshmuxError[] = [];
     for (const c of this.channels.values()) {
@@ -411,7 +429,7 @@ export class SubscriptionState {
   }
 
   /** What a kind is served as: the objects of its preferred non-empty channel. */
-  private effective(kind: string): readonly ConfigResource[] {
+  private effective(kind: string): ReadList<ConfigResource> {
     const list = this.kindChannels.get(kind) ?? [];
     const holding = list.filter((c) => c.resources.size > 0);
     const sticky = this.servedFrom.get(kind);
@@ -429,7 +447,7 @@ export class SubscriptionState {
     this.servedFrom.set(kind, chosen.channel.id);
     // In the upstream's order: the merge compares lists by identity and sorts what it serves, and
     // upstreams keep their order, so an unchanged state is the same list, pointer for pointer.
-    if (chosen.keyedByName) return (chosen.listed ??= [...chosen.resources.values()]);
+    if (chosen.keyedByName) return (chosen.listed ??= ChunkedList.filtered(chosen.resources.values()));
     // Two upstream names may denote one object (delta names vs. MCP names): the later one wins.
     const byName = new Map<string, ConfigResource>();
     for (const r of chosen.resources.values()) byName.set(compactString(`${r.namespace}/${r.name}`), r);
@@ -467,11 +485,13 @@ export class SubscriptionState {
  * Whether two lists serve the same objects, in the same order: same names, versions and creation times. The
  * reader hands out one instance per unchanged object, so this is mostly pointer comparisons.
  */
-function sameObjects(a: readonly ConfigResource[], b: readonly ConfigResource[]): boolean {
+function sameObjects(a: ReadList<ConfigResource>, b: ReadList<ConfigResource>): boolean {
   if (a.length !== b.length) return false;
+  // Lists of one channel share the chunks no patch fell in: only the others are compared.
+  if (a instanceof ChunkedList && b instanceof ChunkedList) [a, b] = ChunkedList.unshared(a, b);
   for (let i = 0; i < a.length; i++) {
-    const x = a[i] as ConfigResource;
-    const y = b[i] as ConfigResource;
+    const x = a.at(i) as ConfigResource;
+    const y = b.at(i) as ConfigResource;
     if (x === y) continue;
     if (
       compareByName(x, y) !== 0 ||

@@ -126,10 +126,10 @@ describe('source timing on virtual time', () => {
       }).events$,
     );
     try {
-      const names = (s: SourceSnapshotEvent): string[] => s.resources.map((r) => r.name).sort();
+      const names = (s: SourceSnapshotEvent): string[] => [...s.resources].map((r) => r.name).sort();
       const snapshotWith = async (name: string, from: number): Promise<SourceSnapshotEvent> =>
         (await recorder.next(
-          (e) => e.type === 'snapshot' && e.resources.some((r) => r.name === name),
+          (e) => e.type === 'snapshot' && [...e.resources].some((r) => r.name === name),
           from,
         )) as SourceSnapshotEvent;
       assert.deepEqual(names(await recorder.snapshot()), ['cart', 'ledger', 'stock']);
@@ -151,7 +151,7 @@ describe('source timing on virtual time', () => {
       from = recorder.count;
       runUntil(11_000);
       const gone = (await recorder.next(
-        (e) => e.type === 'snapshot' && !e.resources.some((r) => r.name === 'cart'),
+        (e) => e.type === 'snapshot' && ![...e.resources].some((r) => r.name === 'cart'),
         from,
       )) as SourceSnapshotEvent;
       assert.equal(scheduler.now(), 11_000, 'deleted when the grace period ends');
@@ -367,7 +367,7 @@ describe('source timing on virtual time', () => {
         const published = recorder.events.slice(from).find((e) => e.type === 'snapshot');
         assert.ok(published !== undefined, 'published when the debounce passed');
         const hosts = (s: SourceSnapshotEvent): string =>
-          s.resources.map((r) => Buffer.from(r.body).toString('latin1')).join();
+          [...s.resources].map((r) => Buffer.from(r.body).toString('latin1')).join();
         assert.ok(hosts(published).includes('10.0.0.2'), 'with the new provider');
       } finally {
         recorder.close();
