@@ -5,6 +5,7 @@ import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { messageType } from '../../src/schema/proto-root.js';
 import { SubscriptionState } from '../../src/upstream/streaming/subscription-state.js';
+import { ResponseLayout } from '../../src/upstream/xds/discovery-response.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { fakeVirtualService, kindNamed } from '../support/fake-objects.js';
 import { bareBodyAny, discoveryResponse, mcpAny, type RawAny } from '../support/faulty-responses.js';
@@ -224,5 +225,47 @@ describe('an xds source reading state-of-the-world responses by what changed', (
     );
     assert.ok(patches.taken > 20, `applied as changes ${patches.taken} times`);
     assert.ok(patches.declined > 0, `declined ${patches.declined} times`);
+  });
+
+  it('reads only the entries a response changed, however far apart they lie', async () => {
+    const entry = Object.getOwnPropertyDescriptor(ResponseLayout.prototype, 'entry')?.value as (
+      ...args: unknown[]
+    ) => unknown;
+    let read = 0;
+    ResponseLayout.prototype.entry = function (this: ResponseLayout, ...args: unknown[]) {
+      read++;
+      return entry.apply(this, args);
+    } as typeof ResponseLayout.prototype.entry;
+    try {
+      const size = 1500;
+      let base: Entry[] = names(size).map((name) => ({ is: 'good', name, generation: 0 }));
+      await send(base);
+      for (const [n, edits] of [
+        [
+          { op: 'change', at: 0 },
+          { op: 'change', at: size - 1 },
+        ],
+        [
+          { op: 'change', at: 10 },
+          { op: 'change', at: 700 },
+          { op: 'change', at: 1400 },
+        ],
+        [
+          { op: 'remove', at: 5 },
+          { op: 'change', at: 1200 },
+        ],
+      ].entries() as IterableIterator<[number, Edit[]]>) {
+        const step = applyEdits(base, edits, 100 + n);
+        base = step.base;
+        read = 0;
+        const got = await send(step.sent);
+        assert.ok(got.acked);
+        assert.equal(got.served.size, base.length);
+        const changed = edits.filter((e) => e.op === 'change').length;
+        assert.equal(read, changed, `entries read for ${JSON.stringify(edits)}`);
+      }
+    } finally {
+      ResponseLayout.prototype.entry = entry as typeof ResponseLayout.prototype.entry;
+    }
   });
 });

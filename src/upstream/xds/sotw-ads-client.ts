@@ -28,8 +28,13 @@ interface ChangedSpan {
   readonly prefix: number;
   /** Entries from the end that are the last response's at the same places from its end. */
   readonly suffix: number;
-  /** The entries in between, read. */
-  readonly entries: readonly ResponseEntry[];
+  /**
+   * Per entry in between: the index of the last response's entry it re-sends as it was, or -1 for
+   * an entry read anew (one of `fresh`, in order).
+   */
+  readonly sameAs: Int32Array;
+  /** The entries in between that re-send none of the last response's, read. */
+  readonly fresh: readonly ResponseEntry[];
 }
 
 /**
@@ -99,7 +104,12 @@ export class SotwAdsClient implements StreamHandlers {
           this.previous.get(layout.typeUrl)?.layout === layout &&
           this.ctx.state.kindOf(layout.typeUrl) !== undefined,
         resent: (layout, head) =>
-          this.onResponse(stream, layout, head, { prefix: layout.count, suffix: 0, entries: [] }),
+          this.onResponse(stream, layout, head, {
+            prefix: layout.count,
+            suffix: 0,
+            sameAs: NO_ENTRIES,
+            fresh: [],
+          }),
         spliced: (layout, splice) => this.onSplice(stream, layout, splice),
       },
       size,
@@ -174,7 +184,7 @@ export class SotwAdsClient implements StreamHandlers {
     }
     const where = `${this.ctx.describe} ${typeUrl}`;
     const before = this.previous.get(typeUrl);
-    const { prefix, suffix, entries } = span;
+    const { prefix, suffix, sameAs } = span;
     const beforeEnd = (before?.layout.count ?? 0) - suffix;
     // Every entry the last response's, at the same places: a state sent again as it was.
     const resent = before !== undefined && prefix === layout.count && before.layout.count === layout.count;
@@ -182,30 +192,23 @@ export class SotwAdsClient implements StreamHandlers {
     const reused = new Uint8Array(Math.max(0, beforeEnd - prefix));
     const middle: ReadResult[] = [];
     const fresh: boolean[] = [];
-    let cursor = prefix;
+    let next = 0;
     let wrongTypes = 0;
-    entries.forEach((any, k) => {
-      const i = prefix + k;
+    for (let k = 0; k < sameAs.length; k++) {
+      const j = sameAs[k] as number;
+      if (j >= 0 && before !== undefined) {
+        middle.push(before.results[j] as ReadResult);
+        fresh.push(false);
+        reused[j - prefix] = 1;
+        continue;
+      }
+      const any = span.fresh[next++] as ResponseEntry;
       if (!any.typeUrl.endsWith(MCP_RESOURCE_SUFFIX)) {
         wrongTypes++;
-        middle.push(wrongType(i, any.typeUrl, where));
-        fresh.push(true);
-        return;
-      }
-      // The entry at the cursor, or the one after it (the cursor's was removed or changed).
-      for (let skip = 0; skip < 2 && before !== undefined; skip++) {
-        const j = cursor + skip;
-        if (j < beforeEnd && layout.sameEntry(i, before.layout, j)) {
-          middle.push(before.results[j] as ReadResult);
-          fresh.push(false);
-          reused[j - prefix] = 1;
-          cursor = j + 1;
-          return;
-        }
-      }
-      middle.push(this.ctx.reader.read(kind, any.value, where));
+        middle.push(wrongType(prefix + k, any.typeUrl, where));
+      } else middle.push(this.ctx.reader.read(kind, any.value, where));
       fresh.push(true);
-    });
+    }
     const removed: ReadResult[] = [];
     for (let j = prefix; j < beforeEnd; j++)
       if (reused[j - prefix] === 0) removed.push(before?.results[j] as ReadResult);
@@ -321,9 +324,16 @@ export class SotwAdsClient implements StreamHandlers {
 }
 
 /**
- * Finds what `layout` shares with `before` at both ends and reads the entries in between. Throws
- * when one of those entries is not a well-formed `Any` (the shared ones were read before). The
- * shared end is not taken when the last response had entries whose errors name their position.
+ * Finds what `layout` shares with `before` at both ends, which entries in between re-send one of
+ * `before`'s as it was (the one at a cursor moving through `before`'s, or the one after it), and
+ * reads the others. Throws when one of those is not a well-formed `Any` (the shared ones were read
+ * before). The shared end is not taken when the last response had entries whose errors name their
+ * position, and then every entry in between is read (a wrong type is never taken as re-sent).
+ *
+ * A response with changes spread through a kind (an upstream batching its changes) re-sends most
+ * entries between its first and its last change: those are recognised without being read (for a
+ * response written over the last one, from where its pieces came), and only the changed ones
+ * cost an object.
  */
 function changedSpan(layout: ResponseLayout, before: PreviousResponse | undefined): ChangedSpan {
   let prefix = 0;
@@ -333,10 +343,33 @@ function changedSpan(layout: ResponseLayout, before: PreviousResponse | undefine
     prefix = layout.commonPrefix(before.layout, most);
     if (before.wrongTypes === 0) suffix = layout.commonSuffix(before.layout, most - prefix);
   }
-  const entries: ResponseEntry[] = [];
-  for (let i = prefix; i < layout.count - suffix; i++) entries.push(layout.entry(i));
-  return { prefix, suffix, entries };
+  const end = layout.count - suffix;
+  const beforeEnd = (before?.layout.count ?? 0) - suffix;
+  const sameAs = new Int32Array(Math.max(0, end - prefix));
+  const fresh: ResponseEntry[] = [];
+  const eager = before === undefined || before.wrongTypes > 0;
+  let cursor = prefix;
+  for (let i = prefix; i < end; i++) {
+    const read = eager ? layout.entry(i) : undefined;
+    let same = -1;
+    if (before !== undefined && (read === undefined || read.typeUrl.endsWith(MCP_RESOURCE_SUFFIX))) {
+      for (let skip = 0; skip < 2; skip++) {
+        const j = cursor + skip;
+        if (j < beforeEnd && layout.sameEntry(i, before.layout, j)) {
+          same = j;
+          cursor = j + 1;
+          break;
+        }
+      }
+    }
+    sameAs[i - prefix] = same;
+    if (same < 0) fresh.push(read ?? layout.entry(i));
+  }
+  return { prefix, suffix, sameAs, fresh };
 }
+
+/** The entries between the shared ends of a response that re-sends the last one whole: none. */
+const NO_ENTRIES = new Int32Array(0);
 
 /** Entries read anew up to which an added or removed one is spliced into the last response's array. */
 const SPLICED_IN_PLACE = 1024;
