@@ -301,6 +301,31 @@ describe('subscription state', () => {
     );
   });
 
+  it("serves a patch of many objects in the state's order too, listing the kind anew", () => {
+    const { state, events } = setup(new ManualTimer(), [{ id: SE_V1, kind: kind(SE) }]);
+    state.streamOpened();
+    const objects = Array.from({ length: 2000 }, (_, i) => se(`se-${String(i).padStart(4, '0')}`));
+    const reference = new Map(objects.map((r) => [`${r.namespace}/${r.name}`, r]));
+    state.apply(SE_V1, { ...update(objects), keyedByName: true });
+    const removed: string[] = [];
+    const upserted = new Map<string, ConfigResource>();
+    for (let i = 0; i < 2000; i += 13) {
+      const old = objects[i] as ConfigResource;
+      const key = `${old.namespace}/${old.name}`;
+      removed.push(key);
+      if (i % 2 === 0) upserted.set(key, fakeResource(old.name, { kind: SE, body: `changed-${i}` }));
+    }
+    for (let n = 0; n < 10; n++) upserted.set(`default/late-${n}`, se(`late-${n}`));
+    for (const key of removed) if (!upserted.has(key)) reference.delete(key);
+    for (const [key, r] of upserted) reference.set(key, r);
+    assert.ok(state.applyPatch(SE_V1, { removed, upserted }, 'v2'));
+    assert.deepEqual(
+      [...(snapshots(events).at(-1)?.resources ?? [])].map((r) => `${r.name}@${r.version}`),
+      [...reference.values()].map((r) => `${r.name}@${r.version}`),
+    );
+    state.stop();
+  });
+
   it('emits nothing for a response that changes nothing', () => {
     const { state, events } = setup();
     state.streamOpened();

@@ -10,6 +10,9 @@ import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { appendAll } from '../../core/append-all.js';
 import { ChunkedList, type ReadList } from '../../core/chunked-list.js';
 
+/** Objects a patch may change for the channel's listing to be edited rather than listed anew. */
+const EDITED_IN_PLACE = 32;
+
 /**
  * One subscription of a source: a type URL (xDS) or a collection (legacy MCP). A kind may be
  * read through several channels (both spellings of its type URL); listed first is preferred.
@@ -248,7 +251,8 @@ export class SubscriptionState {
     // The listing follows the map: a removed object leaves its place, a replaced one keeps it, a
     // new one goes last (what is served is sorted by name). Found by instance, which a walk of the
     // list's chunks finds without copying them.
-    let listed = state.listed;
+    // Each edit finds its object by a walk of the listing: past a few dozen, listing anew is cheaper.
+    let listed = patch.removed.length + patch.upserted.size <= EDITED_IN_PLACE ? state.listed : undefined;
     const at = (old: ConfigResource): number => (listed === undefined ? -1 : listed.indexOf(old));
     for (const key of patch.removed) {
       if (patch.upserted.has(key)) continue;
