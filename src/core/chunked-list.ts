@@ -172,9 +172,14 @@ export class ChunkedList<T> {
    * The items of `a` and of `b` outside the chunks both share at their starts and at their ends
    * (the same chunk instances, in the same order), and where in both lists those items start:
    * where two lists one derived from the other differ, found without reading the chunks a change
-   * left alone.
+   * left alone. Lists not both in chunks share nothing: each is given whole, from 0.
    */
-  static unshared<T>(a: ChunkedList<T>, b: ChunkedList<T>): [T[], T[], number] {
+  static unshared<T>(a: ReadList<T>, b: ReadList<T>): [readonly T[], readonly T[], number] {
+    if (!(a instanceof ChunkedList && b instanceof ChunkedList)) return [asArray(a), asArray(b), 0];
+    return ChunkedList.unsharedChunks(a as ChunkedList<T>, b as ChunkedList<T>);
+  }
+
+  private static unsharedChunks<T>(a: ChunkedList<T>, b: ChunkedList<T>): [T[], T[], number] {
     const most = Math.min(a.chunks.length, b.chunks.length);
     let head = 0;
     while (head < most && a.chunks[head] === b.chunks[head]) head++;
@@ -234,6 +239,11 @@ export class ChunkedList<T> {
     }
     return lo;
   }
+}
+
+/** `list`'s items in an array: the list itself when it is one. */
+export function asArray<T>(list: ReadList<T>): readonly T[] {
+  return Array.isArray(list) ? (list as readonly T[]) : [...list];
 }
 
 /**

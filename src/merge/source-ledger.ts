@@ -592,10 +592,7 @@ export class SourceLedger {
     const previous = this.sentByKind.get(kind);
     if (previous === undefined || !this.acl.unrestricted || this.rejectedKinds.has(kind)) return undefined;
     // Lists kept in chunks (a streaming source's) are compared only where their chunks differ.
-    const [was, now] =
-      previous instanceof ChunkedList && list instanceof ChunkedList
-        ? ChunkedList.unshared(previous, list)
-        : [arrayOf(previous), arrayOf(list)];
+    const [was, now] = ChunkedList.unshared(previous, list);
     const diff = diffByIdentity(was, now);
     const before = this.stateOf(kind);
     const removed = new Set<string>();
@@ -735,9 +732,4 @@ function sameState(a: KindState, b: KindState): boolean {
   if (a.size !== b.size) return false;
   for (const [key, r] of a) if (b.get(key) !== r) return false;
   return true;
-}
-
-/** `list` as an array: itself when it is one. */
-function arrayOf(list: ReadList<ConfigResource>): readonly ConfigResource[] {
-  return Array.isArray(list) ? (list as readonly ConfigResource[]) : [...list];
 }

@@ -41,20 +41,12 @@ export function listChange(
   before: ReadList<ConfigResource>,
   after: ReadList<ConfigResource>,
 ): ListChange | undefined {
-  const most = Math.max(16, Math.floor(after.length * MOST_CHANGED));
-  if (!(before instanceof ChunkedList && after instanceof ChunkedList))
-    return identitySplices(arrayOf(before), arrayOf(after), most);
   // Records a change apart share their chunks but those it fell in: only those are walked, and the
   // splices found there are placed after the chunks both start with.
   const [was, now, offset] = ChunkedList.unshared(before, after);
-  const change = identitySplices(was, now, most);
+  const change = identitySplices(was, now, Math.max(16, Math.floor(after.length * MOST_CHANGED)));
   if (change === undefined || offset === 0) return change;
   return { splices: change.splices.map((s) => ({ ...s, at: s.at + offset })), inserted: change.inserted };
-}
-
-/** `list` as an array: itself when it is one. */
-function arrayOf(list: ReadList<ConfigResource>): readonly ConfigResource[] {
-  return Array.isArray(list) ? (list as readonly ConfigResource[]) : [...list];
 }
 
 /**

@@ -492,7 +492,7 @@ export class SubscriptionState {
 function sameObjects(a: ReadList<ConfigResource>, b: ReadList<ConfigResource>): boolean {
   if (a.length !== b.length) return false;
   // Lists of one channel share the chunks no patch fell in: only the others are compared.
-  if (a instanceof ChunkedList && b instanceof ChunkedList) [a, b] = ChunkedList.unshared(a, b);
+  [a, b] = ChunkedList.unshared(a, b);
   for (let i = 0; i < a.length; i++) {
     const x = a.at(i) as ConfigResource;
     const y = b.at(i) as ConfigResource;
