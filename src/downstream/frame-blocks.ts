@@ -1,3 +1,4 @@
+import type { ReadList } from '../core/chunked-list.js';
 import type { ConfigResource } from '../core/resource.js';
 
 /** A run of consecutive objects of a served list and their framed bytes, concatenated. */
@@ -27,12 +28,6 @@ export interface FramedSource {
   rehome?(r: ConfigResource, bytes: Uint8Array): void;
 }
 
-/** A served list read by place: an array, or a list kept in chunks (`ChunkedList`). */
-export interface ServedList {
-  readonly length: number;
-  at(index: number): ConfigResource | undefined;
-}
-
 /** Counters for benchmarks and the debug endpoint. */
 export interface BlockCounters {
   /** Blocks concatenated (each copies the bytes of its objects once). */
@@ -58,7 +53,7 @@ function endsBlock(r: ConfigResource): boolean {
 
 function sameMembers(
   members: readonly ConfigResource[],
-  list: ServedList,
+  list: ReadList<ConfigResource>,
   from: number,
   to: number,
 ): boolean {
@@ -90,7 +85,7 @@ export class FrameBlocks {
   }
 
   /** The buffers whose concatenation is every framed object of `resources`, in order. */
-  chunks(listKey: string, resources: ServedList, source: FramedSource): Buffer[] {
+  chunks(listKey: string, resources: ReadList<ConfigResource>, source: FramedSource): Buffer[] {
     let blocks = this.byList.get(listKey);
     if (blocks === undefined) this.byList.set(listKey, (blocks = new WeakMap()));
     const out: Buffer[] = [];
@@ -128,7 +123,7 @@ export class FrameBlocks {
   /** The block of `resources[from..to)`: the one kept for them, or a new one. */
   private block(
     blocks: WeakMap<ConfigResource, Block>,
-    resources: ServedList,
+    resources: ReadList<ConfigResource>,
     from: number,
     to: number,
     source: FramedSource,

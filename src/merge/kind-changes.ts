@@ -26,11 +26,8 @@ export function changesBetween(
   const changes = after.changes;
   if (changes !== undefined && before.serial !== undefined && changes.from === before.serial) return changes;
   // Lists in chunks are compared only where their chunks differ: a change leaves the others shared.
-  if (before.list !== undefined && after.list !== undefined) {
-    const [was, now] = ChunkedList.unshared(before.list, after.list);
-    return diffSorted(was, now);
-  }
-  return diffSorted(before.resources, after.resources);
+  const [was, now] = ChunkedList.unshared(before.list ?? before.resources, after.list ?? after.resources);
+  return diffSorted(was, now);
 }
 
 /** Whether two snapshots of a kind hold the same list (compared by identity, never walked). */
