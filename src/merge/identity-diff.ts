@@ -72,7 +72,8 @@ function walkInStep(
 /**
  * After `before[j]` and `after[i]` differ: how many objects of each to skip (`[fromBefore,
  * fromAfter]`, fewest in all first) for the two to agree again, looking at most
- * {@link REALIGN_WINDOW} ahead; undefined when they do not agree within it.
+ * {@link REALIGN_WINDOW} ahead; undefined when they do not agree within it. Both lists ending
+ * counts as agreeing: a difference in their last objects is one last run, not a walk stuck.
  */
 function realign(
   before: readonly ConfigResource[],
@@ -83,6 +84,7 @@ function realign(
   for (let d = 1; d <= REALIGN_WINDOW; d++) {
     for (let a = 0; a <= d; a++) {
       const b = d - a;
+      if (i + a === after.length && j + b === before.length) return [b, a];
       if (i + a < after.length && j + b < before.length && after[i + a] === before[j + b]) return [b, a];
     }
   }

@@ -121,7 +121,22 @@ describe('record journal', () => {
         assert.equal(replayed.problem, undefined);
         assert.deepEqual(content(replayed.record), content(records[records.length - 1] as SourceRecord));
       }),
-      { endOnFailure: true },
+      {
+        endOnFailure: true,
+        // Always among the runs: a change to the last object of a chunk, where the chunks two
+        // records do not share end.
+        examples: [
+          [
+            [
+              [
+                ['replace', 2211],
+                ['replace', 2559],
+                ['replace', 2455],
+              ],
+            ],
+          ],
+        ],
+      },
     );
   });
 
