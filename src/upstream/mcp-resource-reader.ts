@@ -120,14 +120,24 @@ export class McpResourceReader {
   }
 
   /**
-   * Reads one encoded `istio.mcp.v1alpha1.Resource` of `kind`. `where` names the stream and type
-   * (for error locations). The bytes are copied; the caller may reuse its buffer.
+   * Whether objects of `kind` read before are remembered: a caller reading a whole response asks
+   * once, before its first entry, and passes the answer to each {@link read}.
    */
-  read(kind: KindDescriptor, bytes: Uint8Array, where: string): ReadResult {
+  remembers(kind: KindDescriptor): boolean {
+    return this.cache.holds(kind.key);
+  }
+
+  /**
+   * Reads one encoded `istio.mcp.v1alpha1.Resource` of `kind`. `where` names the stream and type
+   * (for error locations). The bytes are copied; the caller may reuse its buffer. `lookUp` false
+   * says nothing of the kind was remembered when the caller's response began (see
+   * {@link remembers}): its objects are read without a look-up that cannot find them.
+   */
+  read(kind: KindDescriptor, bytes: Uint8Array, where: string, lookUp = true): ReadResult {
     // Unchanged objects are recognised by their bytes before anything is decoded or copied: a
     // state-of-the-world response of 50k objects with one change decodes one. Nothing of a kind
     // kept yet (the first state, a start): the name is not read out twice.
-    const sentName = this.cache.holds(kind.key) ? metadataName(bytes) : undefined;
+    const sentName = lookUp && this.cache.holds(kind.key) ? metadataName(bytes) : undefined;
     if (sentName !== undefined) {
       const seen = this.cache.get(kind.key, sentName);
       if (seen !== undefined && sameBytes(envelopeOf(seen), bytes)) return seen;

@@ -102,9 +102,10 @@ export class McpSinkSession {
       : new Map<string, ConfigResource>();
     const update = new ChannelUpdateBuilder(where, base);
     if (incremental) for (const name of resources.removed_resources) update.remove(this.fullName(name));
+    const lookUp = this.ctx.reader.remembers(kind);
     for (const field of readTopLevelFields(bytes).fields) {
       if (field.field === RESOURCES_FIELD && field.bytes !== undefined) {
-        update.add(this.ctx.reader.read(kind, field.bytes, where));
+        update.add(this.ctx.reader.read(kind, field.bytes, where, lookUp));
       }
     }
     const kept = this.ctx.state.apply(collection, update.build(resources.system_version_info));

@@ -82,6 +82,7 @@ export class DeltaAdsClient implements StreamHandlers {
     const update = new ChannelUpdateBuilder(where, base);
     for (const name of response.removed_resources) update.remove(name);
     for (const { name } of response.removed_resource_names) update.remove(name);
+    const lookUp = this.ctx.reader.remembers(kind);
     response.resources.forEach((r, i) => {
       const any = r.resource;
       if (any === null) {
@@ -90,7 +91,7 @@ export class DeltaAdsClient implements StreamHandlers {
         return;
       }
       if (any.type_url.endsWith(MCP_RESOURCE_SUFFIX)) {
-        const result = this.ctx.reader.read(kind, any.value, where);
+        const result = this.ctx.reader.read(kind, any.value, where, lookUp);
         update.add(result, r.name === '' ? undefined : r.name);
         return;
       }

@@ -194,6 +194,8 @@ export class SotwAdsClient implements StreamHandlers {
     const fresh: boolean[] = [];
     let next = 0;
     let wrongTypes = 0;
+    // A first state (a start): nothing of the kind to look up while its entries are read.
+    const lookUp = this.ctx.reader.remembers(kind);
     for (let k = 0; k < sameAs.length; k++) {
       const j = sameAs[k] as number;
       if (j >= 0 && before !== undefined) {
@@ -206,7 +208,7 @@ export class SotwAdsClient implements StreamHandlers {
       if (!any.typeUrl.endsWith(MCP_RESOURCE_SUFFIX)) {
         wrongTypes++;
         middle.push(wrongType(prefix + k, any.typeUrl, where));
-      } else middle.push(this.ctx.reader.read(kind, any.value, where));
+      } else middle.push(this.ctx.reader.read(kind, any.value, where, lookUp));
       fresh.push(true);
     }
     const removed: ReadResult[] = [];
