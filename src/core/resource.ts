@@ -1,5 +1,6 @@
 import { createHash, hash } from 'node:crypto';
 import { compactString } from './compact-string.js';
+import { sortedKeys } from './sorted-keys.js';
 
 /** A protobuf Timestamp in plain numbers. */
 export interface Timestamp {
@@ -67,7 +68,7 @@ export function compareByName(
 
 /** A map's part of the hashed text: its size, then each entry in key order. */
 function stringMapText(map: Readonly<Record<string, string>>): string {
-  const keys = Object.keys(map).sort();
+  const keys = sortedKeys(map);
   let text = String(keys.length);
   for (const k of keys) text += `\0${k}\0${map[k] ?? ''}`;
   return text;

@@ -2,6 +2,7 @@ import protobuf from 'protobufjs';
 import { ByteBoundedMap } from '../core/byte-bounded-map.js';
 import { compactString } from '../core/compact-string.js';
 import { isContentVersion, type ConfigResource, type Timestamp } from '../core/resource.js';
+import { sortedKeys } from '../core/sorted-keys.js';
 import { anyTypeUrl } from '../schema/proto-root.js';
 import type { KindRegistry } from '../schema/kinds.js';
 import { lengthDelimitedSize, SizedWriter } from '../wire/sized-writer.js';
@@ -198,7 +199,7 @@ function typeUrlBytes(url: string): Buffer {
 }
 
 function writeStringMap(writer: protobuf.Writer, field: number, map: Readonly<Record<string, string>>): void {
-  for (const key of Object.keys(map).sort()) {
+  for (const key of sortedKeys(map)) {
     const entry = protobuf.Writer.create();
     if (key.length > 0) entry.uint32(lengthDelimitedTag(1)).string(key);
     const value = map[key] ?? '';
