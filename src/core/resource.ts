@@ -74,11 +74,86 @@ function stringMapText(map: Readonly<Record<string, string>>): string {
   return text;
 }
 
+/** Annotation naming the source an object was served from. */
+export const SOURCE_ANNOTATION = 'meshmux.io/source';
+/** Annotation carrying the source's own version of the object (upstream version, or content hash). */
+export const SOURCE_VERSION_ANNOTATION = 'meshmux.io/source-version';
+
 /**
  * The content version of a resource: the same on every replica for the same content, and
  * independent of createTime and origin (which do not reach istiod's version check).
+ *
+ * An object carrying both provenance annotations (as meshmux serves every object) is versioned
+ * from the version of its content without them, mixed with what they say (see
+ * {@link annotatedVersion}): whoever adds them to an object whose version it holds derives the
+ * annotated object's version without hashing the object again, and any reader of the annotated
+ * object (a meshmux one tier down, a restart reading its record) derives the same version.
  */
 export function contentVersion(fields: Omit<ResourceFields, 'createTime' | 'origin'>): string {
+  const source = fields.annotations[SOURCE_ANNOTATION];
+  const sourceVersion = fields.annotations[SOURCE_VERSION_ANNOTATION];
+  if (source !== undefined && sourceVersion !== undefined) {
+    const annotations: Record<string, string> = {};
+    for (const key in fields.annotations)
+      if (key !== SOURCE_ANNOTATION && key !== SOURCE_VERSION_ANNOTATION)
+        annotations[key] = fields.annotations[key] as string;
+    return annotatedVersion(hashedVersion({ ...fields, annotations }), source, sourceVersion);
+  }
+  return hashedVersion(fields);
+}
+
+/**
+ * The content version of an object whose version is `version` once `SOURCE_ANNOTATION: source`
+ * and `SOURCE_VERSION_ANNOTATION: sourceVersion` are added to it (it carries neither). `version`
+ * must be a content version ({@link isContentVersion}).
+ *
+ * Its 120 bits XORed with 120 bits of SHA-256 over the two annotations: for one source and source
+ * version a one-to-one map of the object's version, so the annotated version changes exactly when
+ * the object or an annotation does; two objects of different content under different annotations
+ * meet only where two SHA-256 digests differ by a given 120 bits, as unlikely as any collision of
+ * the versions themselves. A source version equal to the object's own version (a source that
+ * versions objects by content, nearly all) is hashed as that fact, so the mask is one per source.
+ */
+export function annotatedVersion(version: string, source: string, sourceVersion: string): string {
+  const ownVersion = sourceVersion === version;
+  const maskKey = ownVersion ? `=${source}` : `~${source}\0${sourceVersion}`;
+  let mask = masks.get(maskKey);
+  if (mask === undefined) {
+    // The source's length first: no two pairs of source and source version hash the same text.
+    const text = `meshmux provenance\0${source.length}\0${source}${ownVersion ? '\x01' : `\x02${sourceVersion}`}`;
+    const digest = hash('sha256', text, 'buffer');
+    mask = new Uint8Array(CONTENT_VERSION_LENGTH);
+    // Base64url digits of the digest's first 15 bytes: 6 bits each, the same bits as XORing bytes.
+    const digits = digest.toString('base64url', 0, 15);
+    for (let i = 0; i < CONTENT_VERSION_LENGTH; i++) mask[i] = DIGIT_VALUES[digits.charCodeAt(i)] as number;
+    if (masks.size >= MAX_MASKS) masks.clear();
+    masks.set(maskKey, mask);
+  }
+  // Written into bytes and read out as one flat string: a string grown a digit at a time would
+  // be kept as a chain of pieces.
+  for (let i = 0; i < CONTENT_VERSION_LENGTH; i++) {
+    const value = DIGIT_VALUES[version.charCodeAt(i)] as number;
+    digitScratch[i] = DIGITS.charCodeAt(value ^ (mask[i] as number));
+  }
+  return digitScratch.toString('latin1', 0, CONTENT_VERSION_LENGTH);
+}
+
+const digitScratch = Buffer.alloc(20);
+
+/** Masks of {@link annotatedVersion} by source (and source version where it is not the object's own). */
+const masks = new Map<string, Uint8Array>();
+/** Sources times the source versions in use at once (git: a commit per source); cleared past this. */
+const MAX_MASKS = 1024;
+const DIGITS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+/** The value of each base64url digit by its character code. */
+const DIGIT_VALUES = ((): Uint8Array => {
+  const values = new Uint8Array(128);
+  for (let i = 0; i < DIGITS.length; i++) values[DIGITS.charCodeAt(i)] = i;
+  return values;
+})();
+
+/** SHA-256 over the object's text and body: the content version of an object without provenance. */
+function hashedVersion(fields: Omit<ResourceFields, 'createTime' | 'origin'>): string {
   // The text (every part after the first starts with a digit or a control character, so its
   // UTF-8 is the parts' UTF-8 in a row, byte for byte), then the body.
   const text = `${fields.kind}\0${fields.namespace}\0${fields.name}\0${stringMapText(fields.labels)}\x01${stringMapText(fields.annotations)}\x02`;

@@ -1,9 +1,16 @@
-import { makeResource, restoreResource, type ConfigResource, type Timestamp } from '../core/resource.js';
+import {
+  annotatedVersion,
+  isContentVersion,
+  makeResource,
+  restoreResource,
+  SOURCE_ANNOTATION,
+  SOURCE_VERSION_ANNOTATION,
+  type ConfigResource,
+  type ResourceFields,
+  type Timestamp,
+} from '../core/resource.js';
 
-/** Annotation naming the source an object was served from. */
-export const SOURCE_ANNOTATION = 'meshmux.io/source';
-/** Annotation carrying the source's own version of the object (upstream version, or content hash). */
-export const SOURCE_VERSION_ANNOTATION = 'meshmux.io/source-version';
+export { SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION };
 
 /**
  * An annotated object, with the version and source version it was built from, where the two
@@ -88,7 +95,7 @@ export class Provenance {
       if (held.createTime.seconds === createTime.seconds && held.createTime.nanos === createTime.nanos)
         return held;
     }
-    const out = makeResource({
+    const fields: ResourceFields = {
       ...r,
       createTime,
       annotations: {
@@ -96,7 +103,13 @@ export class Provenance {
         [SOURCE_ANNOTATION]: this.source,
         [SOURCE_VERSION_ANNOTATION]: sourceVersion,
       },
-    });
+    };
+    // The annotated version follows from the object's own (see `annotatedVersion`): the object is
+    // not hashed a second time. Not so for an object that wrote a source version of its own.
+    const out =
+      isContentVersion(r.version) && r.annotations[SOURCE_VERSION_ANNOTATION] === undefined
+        ? restoreResource(fields, annotatedVersion(r.version, this.source, sourceVersion))
+        : makeResource(fields);
     built.set(key, sourceVersion === r.version ? out : { version: r.version, sourceVersion, out });
     return out;
   }

@@ -1,14 +1,21 @@
 /**
  * The content version is served to istiod, persisted in state files and shared through etcd, and
  * objects keep it along a chain of meshmux tiers: the same content must give the same version in
- * every release. These versions were derived when the format was set; a change of the algorithm,
- * of the hashed text or of its encoding fails here.
+ * every release. These versions were derived when the format was set (the last two when objects
+ * carrying both provenance annotations came to be versioned from their content without them); a
+ * change of the algorithm, of the hashed text or of its encoding fails here.
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { contentVersion, makeResource } from '../../src/core/resource.js';
+import {
+  annotatedVersion,
+  contentVersion,
+  makeResource,
+  SOURCE_ANNOTATION,
+  SOURCE_VERSION_ANNOTATION,
+} from '../../src/core/resource.js';
 
 const CASES = [
   {
@@ -45,6 +52,38 @@ const CASES = [
     },
     version: '_Q-8IlDxH_HknI7nZXfK',
   },
+  {
+    // Served as meshmux serves it: the source version is the content version without the two.
+    fields: {
+      kind: 'networking.istio.io/ServiceEntry',
+      namespace: 'ns-1',
+      name: 'svc-1',
+      labels: { app: 'svc-1' },
+      annotations: {
+        note: 'x',
+        'meshmux.io/source': 'cluster-a',
+        'meshmux.io/source-version': 'bRjdg5DNrmbzfAVDygwx',
+      },
+      body: new Uint8Array([10, 3, 97, 98, 99]),
+    },
+    version: '-uQfMXc-As16gTKqMryo',
+  },
+  {
+    // A source version of the upstream's own (a git commit, say).
+    fields: {
+      kind: 'networking.istio.io/ServiceEntry',
+      namespace: 'ns-1',
+      name: 'svc-1',
+      labels: { app: 'svc-1' },
+      annotations: {
+        note: 'x',
+        'meshmux.io/source': 'cluster-a',
+        'meshmux.io/source-version': 'hjYBW0CmwdJu6ZZwIBBe',
+      },
+      body: new Uint8Array([10, 3, 97, 98, 99]),
+    },
+    version: 'XGXg1FIW4lQbvNLho5n1',
+  },
 ];
 
 describe('content versions', () => {
@@ -63,6 +102,69 @@ describe('content versions', () => {
     assert.equal(contentVersion(reordered), second.version);
     const resource = makeResource({ ...reordered, createTime: { seconds: 1, nanos: 0 }, origin: {} });
     assert.equal(resource.version, second.version);
+  });
+
+  it('of an object with provenance follow from its version without it, and differ whenever anything does', () => {
+    const text = fc.string({ maxLength: 12 });
+    const object = fc.record({
+      name: fc.stringMatching(/^[a-z][a-z0-9-]{0,8}$/),
+      labels: fc.dictionary(text, text, { maxKeys: 2 }),
+      annotations: fc.dictionary(text, text, { maxKeys: 2 }),
+      body: fc.uint8Array({ maxLength: 40 }),
+    });
+    // The source version: the object's own content version, or one the upstream gave.
+    const provenance = fc.record({ source: text, upstreamVersion: fc.option(text, { nil: undefined }) });
+    const annotated = (
+      o: {
+        name: string;
+        labels: Record<string, string>;
+        annotations: Record<string, string>;
+        body: Uint8Array;
+      },
+      p: { source: string; upstreamVersion: string | undefined },
+    ): {
+      plain: string;
+      source: string;
+      sourceVersion: string;
+      fields: Parameters<typeof contentVersion>[0];
+    } => {
+      const annotations = { ...o.annotations };
+      delete annotations[SOURCE_ANNOTATION];
+      delete annotations[SOURCE_VERSION_ANNOTATION];
+      const plainFields = { kind: 'networking.istio.io/ServiceEntry', namespace: 'ns', ...o, annotations };
+      const plain = contentVersion(plainFields);
+      const sourceVersion = p.upstreamVersion ?? plain;
+      const fields = {
+        ...plainFields,
+        annotations: {
+          ...annotations,
+          [SOURCE_ANNOTATION]: p.source,
+          [SOURCE_VERSION_ANNOTATION]: sourceVersion,
+        },
+      };
+      return { plain, source: p.source, sourceVersion, fields };
+    };
+    fc.assert(
+      fc.property(
+        object,
+        object,
+        provenance,
+        provenance,
+        fc.boolean(),
+        fc.boolean(),
+        (o1, o2, p1, p2, o, p) => {
+          const a = annotated(o1, p1);
+          // Half the pairs share the object, half the provenance: equal versions are tried too.
+          const b = annotated(o ? o1 : o2, p ? p1 : p2);
+          const va = contentVersion(a.fields);
+          // What the one adding the annotations derives equals what any reader of the result derives.
+          assert.equal(annotatedVersion(a.plain, a.source, a.sourceVersion), va);
+          const same = a.plain === b.plain && a.source === b.source && a.sourceVersion === b.sourceVersion;
+          assert.equal(contentVersion(b.fields) === va, same);
+        },
+      ),
+      { numRuns: 500 },
+    );
   });
 
   it('are the same for small and large objects alike (hashed in one call, or streamed)', () => {
