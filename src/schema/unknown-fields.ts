@@ -223,82 +223,150 @@ export function findUnknownFields(type: protobuf.Type, bytes: Uint8Array): strin
  */
 export function isPlainBody(type: protobuf.Type, bytes: Uint8Array): boolean {
   try {
-    return plainMessage(type, new WireCursor(bytes), bytes, bytes.length);
+    return plainMessage(planOf(type), new WireCursor(bytes), bytes, bytes.length);
   } catch {
     return false;
   }
 }
 
-function plainMessage(type: protobuf.Type, cursor: WireCursor, bytes: Uint8Array, limit: number): boolean {
+/** How a plain message's field is read past, decided once per field of the schema. */
+const enum ValueKind {
+  /** A scalar of `wire`; a repeated one may also come packed. */
+  Scalar,
+  String,
+  Bytes,
+  Message,
+  Map,
+}
+
+interface ValuePlan {
+  readonly kind: ValueKind;
+  /** The wire type a single value arrives with. */
+  readonly wire: number;
+  /** A list of scalars, which may arrive packed. */
+  readonly packable: boolean;
+  /** A message's fields, or a map entry's value (a message's when the value is one). */
+  readonly message?: MessagePlan;
+  readonly mapKey?: ValuePlan;
+  readonly mapValue?: ValuePlan;
+}
+
+/** A message's fields by number: undefined for numbers it does not declare. */
+interface MessagePlan {
+  readonly fields: (ValuePlan | undefined)[];
+  /** `google.protobuf.Any`, whose payload is never plain: a field of it is not. */
+  readonly any: boolean;
+}
+
+/**
+ * The plan of every type walked, built on first use: a walk then looks a field up by number in an
+ * array, where reading the schema per value asked protobufjs for the field, its resolved type
+ * and that type's name, and matched each against the kinds of values.
+ */
+const plans = new WeakMap<protobuf.Type, MessagePlan>();
+
+function planOf(type: protobuf.Type): MessagePlan {
+  let plan = plans.get(type);
+  if (plan !== undefined) return plan;
+  const fields: (ValuePlan | undefined)[] = [];
+  plan = { fields, any: fullNameOf(type) === '.google.protobuf.Any' };
+  // Set before the fields are planned: a message may contain itself.
+  plans.set(type, plan);
+  for (const field of type.fieldsArray) {
+    field.resolve();
+    if (field instanceof protobuf.MapField) {
+      fields[field.id] = {
+        kind: ValueKind.Map,
+        wire: WIRE_LENGTH_DELIMITED,
+        packable: false,
+        mapKey: valuePlan(field.keyType, null, false),
+        mapValue: valuePlan(field.type, field.resolvedType, false),
+      };
+    } else fields[field.id] = valuePlan(field.type, field.resolvedType, field.repeated);
+  }
+  return plan;
+}
+
+function valuePlan(
+  typeName: string,
+  resolved: protobuf.ReflectionObject | null,
+  repeated: boolean,
+): ValuePlan {
+  if (resolved instanceof protobuf.Type)
+    return {
+      kind: ValueKind.Message,
+      wire: WIRE_LENGTH_DELIMITED,
+      packable: false,
+      message: planOf(resolved),
+    };
+  const wire = wireTypeOf(typeName, resolved);
+  if (typeName === 'string') return { kind: ValueKind.String, wire, packable: false };
+  if (wire === WIRE_LENGTH_DELIMITED) return { kind: ValueKind.Bytes, wire, packable: false };
+  return { kind: ValueKind.Scalar, wire, packable: repeated };
+}
+
+function plainMessage(plan: MessagePlan, cursor: WireCursor, bytes: Uint8Array, limit: number): boolean {
+  const fields = plan.fields;
   while (cursor.pos < limit) {
     const tag = cursor.uint32(limit);
-    const wire = tag & 7;
-    const field = type.fieldsById[tag >>> 3];
+    const field = fields[tag >>> 3];
     if (field === undefined) return false;
-    if (field instanceof protobuf.MapField) {
-      if (wire !== WIRE_LENGTH_DELIMITED) return false;
-      cursor.lengthDelimited(limit);
-      const end = cursor.end;
-      cursor.pos = cursor.start;
-      if (!plainMapEntry(field, cursor, bytes, end)) return false;
-      continue;
-    }
-    if (!plainValue(field.type, field.resolvedType, wire, field.repeated, cursor, bytes, limit)) return false;
+    if (!plainValue(field, tag & 7, cursor, bytes, limit)) return false;
   }
   return cursor.pos === limit;
 }
 
-function plainMapEntry(
-  field: protobuf.MapField,
-  cursor: WireCursor,
-  bytes: Uint8Array,
-  end: number,
-): boolean {
-  while (cursor.pos < end) {
-    const tag = cursor.uint32(end);
-    const id = tag >>> 3;
-    const wire = tag & 7;
-    if (id === 1) {
-      if (!plainValue(field.keyType, null, wire, false, cursor, bytes, end)) return false;
-    } else if (id === 2) {
-      if (!plainValue(field.type, field.resolvedType, wire, false, cursor, bytes, end)) return false;
-    } else return false;
-  }
-  return cursor.pos === end;
-}
-
-/** One value of a field of `typeName` at the cursor, read past when plain. */
+/** One value of `plan` arriving with wire type `wire` at the cursor, read past when plain. */
 function plainValue(
-  typeName: string,
-  resolved: protobuf.ReflectionObject | null,
+  plan: ValuePlan,
   wire: number,
-  repeated: boolean,
   cursor: WireCursor,
   bytes: Uint8Array,
   limit: number,
 ): boolean {
-  const expected = wireTypeOf(typeName, resolved);
-  if (resolved instanceof protobuf.Type) {
-    if (wire !== WIRE_LENGTH_DELIMITED || fullNameOf(resolved) === '.google.protobuf.Any') return false;
-    cursor.lengthDelimited(limit);
-    const end = cursor.end;
-    cursor.pos = cursor.start;
-    return plainMessage(resolved, cursor, bytes, end);
-  }
-  if (wire === expected) {
-    if (typeName !== 'string') cursor.skip(wire, limit, 0);
-    else {
-      cursor.lengthDelimited(limit);
-      if (!isUtf8Range(bytes, cursor.start, cursor.end)) return false;
+  if (wire === plan.wire) {
+    switch (plan.kind) {
+      case ValueKind.Scalar:
+        cursor.skip(wire, limit, 0);
+        return true;
+      case ValueKind.String:
+        cursor.lengthDelimited(limit);
+        return isUtf8Range(bytes, cursor.start, cursor.end);
+      case ValueKind.Bytes:
+        cursor.lengthDelimited(limit);
+        return true;
+      case ValueKind.Message: {
+        const message = plan.message as MessagePlan;
+        if (message.any) return false;
+        cursor.lengthDelimited(limit);
+        const end = cursor.end;
+        cursor.pos = cursor.start;
+        return plainMessage(message, cursor, bytes, end);
+      }
+      case ValueKind.Map: {
+        cursor.lengthDelimited(limit);
+        const end = cursor.end;
+        cursor.pos = cursor.start;
+        return plainMapEntry(plan, cursor, bytes, end);
+      }
     }
-    return true;
   }
-  if (!repeated || wire !== WIRE_LENGTH_DELIMITED || expected === WIRE_LENGTH_DELIMITED) return false;
+  if (!plan.packable || wire !== WIRE_LENGTH_DELIMITED) return false;
   // A packed list: whole values of the element's wire type, nothing left over.
   cursor.lengthDelimited(limit);
   const end = cursor.end;
-  if (expected !== WIRE_VARINT) return (end - cursor.start) % (expected === WIRE_FIXED64 ? 8 : 4) === 0;
+  if (plan.wire !== WIRE_VARINT) return (end - cursor.start) % (plan.wire === WIRE_FIXED64 ? 8 : 4) === 0;
   cursor.pos = cursor.start;
   while (cursor.pos < end) cursor.skip(WIRE_VARINT, end, 0);
   return true;
+}
+
+function plainMapEntry(plan: ValuePlan, cursor: WireCursor, bytes: Uint8Array, end: number): boolean {
+  while (cursor.pos < end) {
+    const tag = cursor.uint32(end);
+    const id = tag >>> 3;
+    const value = id === 1 ? plan.mapKey : id === 2 ? plan.mapValue : undefined;
+    if (value === undefined || !plainValue(value, tag & 7, cursor, bytes, end)) return false;
+  }
+  return cursor.pos === end;
 }
