@@ -35,6 +35,8 @@ export interface ApplyHints {
   readonly revision?: string | undefined;
 }
 
+const NO_GROUPS: readonly string[] = Object.freeze([]);
+
 /** The next kind snapshot's `serial`: unique in the process, whichever table builds it. */
 let nextSerial = 0;
 
@@ -125,6 +127,13 @@ export class KindTable {
     };
     const hold = (key: string, r: ConfigResource): void => {
       const held = { rank, resource: r };
+      const current = this.holders.get(key);
+      // Held by nobody, or by this source alone (nearly every key): no lists to build.
+      if (current === undefined || (!isHolderList(current) && current.rank.name === rank.name)) {
+        this.holders.set(key, held);
+        touched.add(key);
+        return;
+      }
       const others = this.holdersOf(key).filter((h) => h.rank.name !== rank.name);
       if (others.length === 0) this.holders.set(key, held);
       else {
@@ -157,10 +166,10 @@ export class KindTable {
     const groups = new Set<string>();
     for (const key of touched) {
       const winner = this.winner(key);
-      for (const g of this.reindex(key, winner)) groups.add(g);
+      this.reindex(key, winner, groups);
     }
     const recheck = new Set(touched);
-    for (const g of groups) for (const key of this.semantic.membersOf(g)) recheck.add(key);
+    for (const g of groups) this.semantic.addMembersTo(g, recheck);
     if (this.policy === 'highest-priority') this.suppress(groups, touched);
     // Many keys at once (a first sync, a restore): insert them unordered and sort once, instead of
     // one insertion into the ordered list each (a chunk copied per key).
@@ -169,7 +178,7 @@ export class KindTable {
       this.serve(key, bulk);
       this.staleKey(key);
       // What a clash says of a member (its holder, withheld or served) may have changed.
-      for (const g of this.semantic.groupsOf(key)) this.staleGroup(g);
+      this.semantic.forEachGroupOf(key, this.staleGroupOf);
     }
     for (const g of groups) this.staleGroup(g);
     if (bulk) {
@@ -327,6 +336,9 @@ export class KindTable {
     else this.sameKeyConflicts.delete(key);
   }
 
+  /** {@link staleGroup}, bound once for the walks that call it per key. */
+  private readonly staleGroupOf = (group: string): void => this.staleGroup(group);
+
   private staleGroup(group: string): void {
     if (this.clashing.has(group)) this.staleGroups.add(group);
     else this.groupConflicts.delete(group);
@@ -401,14 +413,19 @@ export class KindTable {
     return isHolderList(held) ? held : [held];
   }
 
-  /** Moves a key's semantic-index entries to its current winner; returns the groups touched. */
-  private reindex(key: string, winner: Holder | undefined): string[] {
-    if (this.semanticKeys === undefined) return [];
-    const now = winner === undefined ? [] : this.semanticKeys(winner.resource);
+  /** Moves a key's semantic-index entries to its current winner; adds the groups touched to `touched`. */
+  private reindex(key: string, winner: Holder | undefined, touched: Set<string>): void {
+    if (this.semanticKeys === undefined) return;
+    const now = winner === undefined ? NO_GROUPS : this.semanticKeys(winner.resource);
     const old = this.semantic.move(key, now);
-    for (const g of old) if (this.semantic.sizeOf(g) < 2) this.setClashing(g, false);
-    for (const g of now) if (this.semantic.sizeOf(g) > 1) this.setClashing(g, true);
-    return [...old, ...now];
+    for (const g of old) {
+      if (this.semantic.sizeOf(g) < 2) this.setClashing(g, false);
+      touched.add(g);
+    }
+    for (const g of now) {
+      if (this.semantic.sizeOf(g) > 1) this.setClashing(g, true);
+      touched.add(g);
+    }
   }
 
   /**
@@ -418,7 +435,7 @@ export class KindTable {
    */
   private suppress(groups: ReadonlySet<string>, touched: ReadonlySet<string>): void {
     const affected = new Set<string>(touched);
-    for (const g of groups) for (const key of this.semantic.membersOf(g)) affected.add(key);
+    for (const g of groups) this.semantic.addMembersTo(g, affected);
     for (const key of affected) {
       const me = this.winner(key);
       let beaten = false;

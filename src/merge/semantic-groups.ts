@@ -23,15 +23,33 @@ export class SemanticGroups {
     return m === undefined ? 0 : typeof m === 'string' ? 1 : m.size;
   }
 
+  /** Adds the keys in `group` to `into`: {@link membersOf} without a list for a group of one. */
+  addMembersTo(group: string, into: Set<string>): void {
+    const m = this.members.get(group);
+    if (m === undefined) return;
+    if (typeof m === 'string') into.add(m);
+    else for (const key of m) into.add(key);
+  }
+
   /** The groups `key` claims. Must not be altered. */
   groupsOf(key: string): readonly string[] {
     const g = this.groups.get(key);
     return g === undefined ? NONE : typeof g === 'string' ? [g] : g;
   }
 
+  /** Calls `each` with every group `key` claims: {@link groupsOf} without a list for a key of one. */
+  forEachGroupOf(key: string, each: (group: string) => void): void {
+    const g = this.groups.get(key);
+    if (g === undefined) return;
+    if (typeof g === 'string') each(g);
+    else for (const group of g) each(group);
+  }
+
   /** Makes `key` claim exactly `now`; returns the groups it claimed before. */
   move(key: string, now: readonly string[]): readonly string[] {
-    const old = this.groupsOf(key);
+    const held = this.groups.get(key);
+    // A key claiming nothing yet (every key of a first sync) has nothing to leave.
+    const old = held === undefined ? NONE : typeof held === 'string' ? [held] : held;
     for (const g of old) this.remove(g, key);
     for (const g of now) this.add(g, key);
     if (now.length === 0) this.groups.delete(key);
