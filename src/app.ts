@@ -1,5 +1,6 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { isDeepStrictEqual } from 'node:util';
+import { fitMarkingToCpu } from './core/concurrent-marking.js';
 import { MeshmuxError, toMeshmuxError } from './core/errors.js';
 import { heapCollections } from './core/heap-collections.js';
 import { componentLogger, type Logger } from './core/logger.js';
@@ -123,6 +124,13 @@ export async function startMeshmux(
   } = {},
 ): Promise<RunningMeshmux> {
   const log = overrides.log ?? componentLogger('app');
+  const marking = fitMarkingToCpu();
+  if (!marking.concurrent && !marking.explicit) {
+    log.info(
+      { cpus: marking.budget.cpus, boundBy: marking.budget.boundBy },
+      'fewer than two CPUs: V8 marks the heap on the main thread only (node --concurrent-marking keeps its threads)',
+    );
+  }
   const tracing = await tracingFromEnv(overrides.env ?? process.env, componentLogger('tracing'));
   const telemetry: Telemetry = new Telemetry({
     kindOf: (typeUrl) => KINDS.resolveTypeUrl(typeUrl)?.kind.key,
