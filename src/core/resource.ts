@@ -93,10 +93,12 @@ export function contentVersion(fields: Omit<ResourceFields, 'createTime' | 'orig
   const source = fields.annotations[SOURCE_ANNOTATION];
   const sourceVersion = fields.annotations[SOURCE_VERSION_ANNOTATION];
   if (source !== undefined && sourceVersion !== undefined) {
-    const annotations: Record<string, string> = {};
-    for (const key in fields.annotations)
-      if (key !== SOURCE_ANNOTATION && key !== SOURCE_VERSION_ANNOTATION)
-        annotations[key] = fields.annotations[key] as string;
+    // Entries defined as own properties, whatever their key (an assignment to `__proto__` is not one).
+    const annotations = Object.fromEntries(
+      Object.entries(fields.annotations).filter(
+        ([key]) => key !== SOURCE_ANNOTATION && key !== SOURCE_VERSION_ANNOTATION,
+      ),
+    );
     return annotatedVersion(hashedVersion({ ...fields, annotations }), source, sourceVersion);
   }
   return hashedVersion(fields);

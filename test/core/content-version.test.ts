@@ -163,7 +163,25 @@ describe('content versions', () => {
           assert.equal(contentVersion(b.fields) === va, same);
         },
       ),
-      { numRuns: 500 },
+      {
+        numRuns: 500,
+        // An annotation keyed `__proto__`, dropped once when the annotations were copied.
+        examples: [
+          [
+            {
+              name: 'a',
+              labels: {},
+              annotations: JSON.parse('{"__proto__":""}') as Record<string, string>,
+              body: new Uint8Array(0),
+            },
+            { name: 'a', labels: {}, annotations: {}, body: new Uint8Array(0) },
+            { source: '', upstreamVersion: undefined },
+            { source: '', upstreamVersion: undefined },
+            false,
+            false,
+          ],
+        ],
+      },
     );
   });
 
