@@ -26,27 +26,22 @@ describe('cpuBudget', () => {
     file('v2/kubepods/pod1/ctr/cpu.max', 'max 100000\n');
     file('v2/kubepods/pod1/cpu.max', '150000 100000\n');
     file('v2/kubepods/cpu.max', 'max 100000\n');
-    const membership = '0::/kubepods/pod1/ctr\n';
-    assert.deepEqual(cpuBudget({ cpus: 8, cgroupRoot: path.join(dir, 'v2'), procSelfCgroup: membership }), {
-      cpus: 1.5,
-      boundBy: '/kubepods/pod1',
-    });
+    const budget = (cpus: number, root: string) =>
+      cpuBudget({ cpus, cgroupRoot: path.join(dir, root), procSelfCgroup: '0::/kubepods/pod1/ctr\n' });
+    assert.deepEqual(budget(8, 'v2'), { cpus: 1.5, boundBy: '/kubepods/pod1' });
     // Fewer CPUs to run on than the quota allows: the affinity binds.
-    assert.deepEqual(cpuBudget({ cpus: 1, cgroupRoot: path.join(dir, 'v2'), procSelfCgroup: membership }), {
-      cpus: 1,
-      boundBy: 'affinity',
-    });
-    assert.deepEqual(cpuBudget({ cpus: 4, cgroupRoot: path.join(dir, 'none'), procSelfCgroup: membership }), {
-      cpus: 4,
-      boundBy: 'affinity',
-    });
+    assert.deepEqual(budget(1, 'v2'), { cpus: 1, boundBy: 'affinity' });
+    assert.deepEqual(budget(4, 'none'), { cpus: 4, boundBy: 'affinity' });
   });
 
   it('reads a cgroup v1 quota of the cpu controller, -1 being none', () => {
-    file('v1/cpu,cpuacct/docker/abc/cpu.cfs_quota_us', '50000\n');
-    file('v1/cpu,cpuacct/docker/abc/cpu.cfs_period_us', '100000\n');
-    file('v1/cpu,cpuacct/docker/cpu.cfs_quota_us', '-1\n');
-    file('v1/cpu,cpuacct/docker/cpu.cfs_period_us', '100000\n');
+    for (const [cgroup, quota] of [
+      ['docker/abc', '50000'],
+      ['docker', '-1'],
+    ]) {
+      file(`v1/cpu,cpuacct/${cgroup}/cpu.cfs_quota_us`, `${quota}\n`);
+      file(`v1/cpu,cpuacct/${cgroup}/cpu.cfs_period_us`, '100000\n');
+    }
     const membership = '12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n1:name=systemd:/docker/abc\n';
     assert.deepEqual(cpuBudget({ cpus: 2, cgroupRoot: path.join(dir, 'v1'), procSelfCgroup: membership }), {
       cpus: 0.5,

@@ -17,6 +17,25 @@ import {
   SOURCE_VERSION_ANNOTATION,
 } from '../../src/core/resource.js';
 
+/** A ServiceEntry served from source `cluster-a` under `sourceVersion`, and its pinned version. */
+function annotatedCase(sourceVersion: string, version: string) {
+  return {
+    fields: {
+      kind: 'networking.istio.io/ServiceEntry',
+      namespace: 'ns-1',
+      name: 'svc-1',
+      labels: { app: 'svc-1' },
+      annotations: {
+        note: 'x',
+        'meshmux.io/source': 'cluster-a',
+        'meshmux.io/source-version': sourceVersion,
+      },
+      body: new Uint8Array([10, 3, 97, 98, 99]),
+    },
+    version,
+  };
+}
+
 const CASES = [
   {
     fields: {
@@ -52,38 +71,10 @@ const CASES = [
     },
     version: '_Q-8IlDxH_HknI7nZXfK',
   },
-  {
-    // Served as meshmux serves it: the source version is the content version without the two.
-    fields: {
-      kind: 'networking.istio.io/ServiceEntry',
-      namespace: 'ns-1',
-      name: 'svc-1',
-      labels: { app: 'svc-1' },
-      annotations: {
-        note: 'x',
-        'meshmux.io/source': 'cluster-a',
-        'meshmux.io/source-version': 'bRjdg5DNrmbzfAVDygwx',
-      },
-      body: new Uint8Array([10, 3, 97, 98, 99]),
-    },
-    version: '-uQfMXc-As16gTKqMryo',
-  },
-  {
-    // A source version of the upstream's own (a git commit, say).
-    fields: {
-      kind: 'networking.istio.io/ServiceEntry',
-      namespace: 'ns-1',
-      name: 'svc-1',
-      labels: { app: 'svc-1' },
-      annotations: {
-        note: 'x',
-        'meshmux.io/source': 'cluster-a',
-        'meshmux.io/source-version': 'hjYBW0CmwdJu6ZZwIBBe',
-      },
-      body: new Uint8Array([10, 3, 97, 98, 99]),
-    },
-    version: 'XGXg1FIW4lQbvNLho5n1',
-  },
+  // Served as meshmux serves it: the source version is the content version without the two.
+  annotatedCase('bRjdg5DNrmbzfAVDygwx', '-uQfMXc-As16gTKqMryo'),
+  // A source version of the upstream's own (a git commit, say).
+  annotatedCase('hjYBW0CmwdJu6ZZwIBBe', 'XGXg1FIW4lQbvNLho5n1'),
 ];
 
 describe('content versions', () => {
