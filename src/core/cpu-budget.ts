@@ -6,7 +6,7 @@ import path from 'node:path';
 export interface CpuBudgetSources {
   /** CPUs the process may run on (its affinity). Default `os.availableParallelism()`. */
   readonly cpus?: number;
-  /** The cgroup v2 mount. Default `/sys/fs/cgroup`. */
+  /** Where cgroups are mounted: the v2 hierarchy, and v1's controllers under it. Default `/sys/fs/cgroup`. */
   readonly cgroupRoot?: string;
   /** The text of `/proc/self/cgroup`. Default read from there. */
   readonly procSelfCgroup?: string;

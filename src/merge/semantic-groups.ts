@@ -47,9 +47,7 @@ export class SemanticGroups {
 
   /** Makes `key` claim exactly `now`; returns the groups it claimed before. */
   move(key: string, now: readonly string[]): readonly string[] {
-    const held = this.groups.get(key);
-    // A key claiming nothing yet (every key of a first sync) has nothing to leave.
-    const old = held === undefined ? NONE : typeof held === 'string' ? [held] : held;
+    const old = this.groupsOf(key);
     for (const g of old) this.remove(g, key);
     for (const g of now) this.add(g, key);
     if (now.length === 0) this.groups.delete(key);
