@@ -108,7 +108,12 @@ describe('fitMarkingToCpu', () => {
     'leaves a process on one CPU marking on its main thread only',
     { skip: !CAN_PIN && 'taskset cannot pin here' },
     () => {
-      assert.ok(concurrentlyMarkedKb(false) > 0, 'V8 marks concurrently on one CPU by default');
+      // On a loaded machine the marker threads may not get the CPU before the main thread is done
+      // marking: the default is tried a few times, and has to show concurrent marking once.
+      let byDefault = 0;
+      for (let attempt = 0; attempt < 5 && byDefault === 0; attempt++)
+        byDefault = concurrentlyMarkedKb(false);
+      assert.ok(byDefault > 0, 'V8 marks concurrently on one CPU by default');
       assert.equal(concurrentlyMarkedKb(true), 0);
     },
   );
