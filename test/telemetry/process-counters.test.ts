@@ -11,9 +11,11 @@ const MiB = 1024 * 1024;
  */
 const CHILD = `
 import { peakRssBytes } from ${JSON.stringify(new URL('../../src/telemetry/process-counters.js', import.meta.url).href)};
+// The resident size first: the high-water mark read after it is at least that (read before, the
+// reads in between could grow the resident size past it).
+const rss = process.memoryUsage().rss;
 const peak = peakRssBytes();
 const rusage = process.resourceUsage().maxRSS * 1024;
-const rss = process.memoryUsage().rss;
 const held = Buffer.alloc(64 * 1024 * 1024, 1);
 console.log(JSON.stringify({ peak, rusage, rss, grown: peakRssBytes(), held: held[0] }));
 `;
