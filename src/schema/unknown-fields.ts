@@ -245,8 +245,9 @@ interface ValuePlan {
   readonly wire: number;
   /** A list of scalars, which may arrive packed. */
   readonly packable: boolean;
-  /** A message's fields, or a map entry's value (a message's when the value is one). */
+  /** `Message`: the message's fields. */
   readonly message?: MessagePlan;
+  /** `Map`: how an entry's key and value are read past. */
   readonly mapKey?: ValuePlan;
   readonly mapValue?: ValuePlan;
 }
