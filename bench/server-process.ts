@@ -15,14 +15,17 @@ import { PACKAGE_ROOT } from '../src/core/paths.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
-/** The young generation's bound `npm start` (and the image) gives node, so the server runs as shipped. */
-const SEMI_SPACE_FLAG = ((): string => {
+/** What `npm start` (and the image) gives node: its young generation's bound and malloc's tunables. */
+const SHIPPED = ((): { readonly semiSpaceFlag: string; readonly tunables: string } => {
   const pkg = JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as {
     scripts: Record<string, string>;
   };
-  const flag = /--max-semi-space-size=\d+/.exec(pkg.scripts['start'] ?? '')?.[0];
-  if (flag === undefined) throw new Error('npm start gives node no --max-semi-space-size');
-  return flag;
+  const start = pkg.scripts['start'] ?? '';
+  const semiSpaceFlag = /--max-semi-space-size=\d+/.exec(start)?.[0];
+  if (semiSpaceFlag === undefined) throw new Error('npm start gives node no --max-semi-space-size');
+  const tunables = /^GLIBC_TUNABLES=(\S+) /.exec(start)?.[1];
+  if (tunables === undefined) throw new Error('npm start sets no GLIBC_TUNABLES');
+  return { semiSpaceFlag, tunables };
 })();
 
 /** Whether processes can be pinned to cores here. */
@@ -86,7 +89,7 @@ export class ServerProcess {
       process.execPath,
       '--expose-gc',
       '--max-old-space-size=8192',
-      SEMI_SPACE_FLAG,
+      SHIPPED.semiSpaceFlag,
       ...flags,
       script,
       JSON.stringify(args),
@@ -94,7 +97,11 @@ export class ServerProcess {
     const [command, ...argv] = CAN_PIN ? ['taskset', '-c', '0', ...node] : node;
     const child = spawn(command as string, argv, {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      env: { ...process.env, MESHMUX_LOG_LEVEL: process.env['BENCH_SERVER_LOG'] ?? 'silent' },
+      env: {
+        ...process.env,
+        GLIBC_TUNABLES: SHIPPED.tunables,
+        MESHMUX_LOG_LEVEL: process.env['BENCH_SERVER_LOG'] ?? 'silent',
+      },
     });
     const ready = await new Promise<Extract<ChildMessage, { type: 'ready' }>>((resolve, reject) => {
       const timer = setTimeout(
