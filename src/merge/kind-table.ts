@@ -168,7 +168,8 @@ export class KindTable {
       const winner = this.winner(key);
       this.reindex(key, winner, groups);
     }
-    const recheck = new Set(touched);
+    // Keys of other sources in the groups touched are looked at again too.
+    const recheck = groups.size === 0 ? touched : new Set(touched);
     for (const g of groups) this.semantic.addMembersTo(g, recheck);
     if (this.policy === 'highest-priority') this.suppress(groups, touched);
     // Many keys at once (a first sync, a restore): insert them unordered and sort once, instead of
@@ -413,19 +414,21 @@ export class KindTable {
     return isHolderList(held) ? held : [held];
   }
 
-  /** Moves a key's semantic-index entries to its current winner; adds the groups touched to `touched`. */
+  /**
+   * Moves a key's semantic-index entries to its current winner, and adds to `touched` the groups
+   * whose members other than `key` must be looked at again: one it left that still has members,
+   * one of two or more it claims. A group it alone claims says nothing of anyone else, and it
+   * held no conflict before (a group clashes only with two members, and one that stops clashing
+   * is touched when it does), so at a first sync, where nearly every group has one member, next
+   * to no group is touched.
+   */
   private reindex(key: string, winner: Holder | undefined, touched: Set<string>): void {
     if (this.semanticKeys === undefined) return;
     const now = winner === undefined ? NO_GROUPS : this.semanticKeys(winner.resource);
-    const old = this.semantic.move(key, now);
-    for (const g of old) {
-      if (this.semantic.sizeOf(g) < 2) this.setClashing(g, false);
-      touched.add(g);
-    }
-    for (const g of now) {
-      if (this.semantic.sizeOf(g) > 1) this.setClashing(g, true);
-      touched.add(g);
-    }
+    this.semantic.move(key, now, (group, size, claims) => {
+      this.setClashing(group, size > 1);
+      if (claims ? size > 1 : size > 0) touched.add(group);
+    });
   }
 
   /**

@@ -45,14 +45,36 @@ export class SemanticGroups {
     else for (const group of g) each(group);
   }
 
-  /** Makes `key` claim exactly `now`; returns the groups it claimed before. */
-  move(key: string, now: readonly string[]): readonly string[] {
-    const old = this.groupsOf(key);
-    for (const g of old) this.remove(g, key);
-    for (const g of now) this.add(g, key);
+  /**
+   * Makes `key` claim exactly `now`, then calls `each` with every group it left (`claims` false)
+   * and every group it claims now (`claims` true), and the group's size after the move. A group
+   * it claimed before and claims still is neither left nor joined again, nor listed twice.
+   */
+  move(
+    key: string,
+    now: readonly string[],
+    each: (group: string, size: number, claims: boolean) => void,
+  ): void {
+    const old = this.groups.get(key);
+    if (typeof old === 'string') this.leave(old, key, now, each);
+    else if (old !== undefined) for (const g of old) this.leave(g, key, now, each);
+    for (const g of now) {
+      this.add(g, key);
+      each(g, this.sizeOf(g), true);
+    }
     if (now.length === 0) this.groups.delete(key);
     else this.groups.set(key, now.length === 1 ? (now[0] as string) : now);
-    return old;
+  }
+
+  private leave(
+    group: string,
+    key: string,
+    now: readonly string[],
+    each: (group: string, size: number, claims: boolean) => void,
+  ): void {
+    if (now.includes(group)) return;
+    this.remove(group, key);
+    each(group, this.sizeOf(group), false);
   }
 
   private add(group: string, key: string): void {

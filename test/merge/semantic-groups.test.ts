@@ -12,10 +12,22 @@ describe('semantic groups', () => {
       fc.property(fc.array(step, { maxLength: 40 }), (steps) => {
         const index = new SemanticGroups();
         const model = new Map<string, readonly string[]>();
-        for (const { key: k, now } of steps) {
-          const before = index.move(k, now);
-          assert.deepEqual([...before], [...(model.get(k) ?? [])]);
+        for (const { key: k, now: claimed } of steps) {
+          const now: readonly string[] = claimed;
+          const before = model.get(k) ?? [];
+          assert.deepEqual([...index.groupsOf(k)], [...before]);
+          const reported: [string, number, boolean][] = [];
+          index.move(k, now, (g, size, claims) => reported.push([g, size, claims]));
           model.set(k, now);
+          const sizeOf = (g: string): number => [...model.values()].filter((gs) => gs.includes(g)).length;
+          // Each group left or claimed once, with its size after the move.
+          const expected: [string, number, boolean][] = [
+            ...before
+              .filter((g) => !now.includes(g))
+              .map((g): [string, number, boolean] => [g, sizeOf(g), false]),
+            ...now.map((g): [string, number, boolean] => [g, sizeOf(g), true]),
+          ];
+          assert.deepEqual(reported, expected);
         }
         for (const g of ['host|x', 'host|y', 'host|z', 'host|none']) {
           const expected = [...model]
