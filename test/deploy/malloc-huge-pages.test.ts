@@ -7,11 +7,9 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
-import { PACKAGE_ROOT } from '../../src/core/paths.js';
-import { imageEnv } from '../support/image-env.js';
+import { imageEnv, npmStartScript } from '../support/image-env.js';
 
 const run = promisify(execFile);
 
@@ -57,10 +55,7 @@ async function hugePageMode(): Promise<string | undefined> {
 describe("malloc's tunables in the shipped launch commands", () => {
   it('the image and npm start set the same ones', async () => {
     const image = await imageEnv('GLIBC_TUNABLES');
-    const pkg = JSON.parse(await readFile(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as {
-      scripts: Record<string, string>;
-    };
-    const start = pkg.scripts['start'] ?? '';
+    const start = await npmStartScript();
     assert.match(image, /\bglibc\.malloc\.hugetlb=1\b/);
     assert.ok(start.startsWith(`GLIBC_TUNABLES=${image} node `), `npm start sets the image's: ${start}`);
   });

@@ -6,12 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
-import { PACKAGE_ROOT } from '../../src/core/paths.js';
-import { imageEnv } from '../support/image-env.js';
+import { imageEnv, npmStartScript } from '../support/image-env.js';
 
 const run = promisify(execFile);
 
@@ -38,10 +35,7 @@ console.log(JSON.stringify({ largest, kept: kept.length }));
 describe('the young generation of the shipped launch commands', () => {
   it('the image and npm start bound it alike', async () => {
     const image = await imageEnv('NODE_OPTIONS');
-    const pkg = JSON.parse(await readFile(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as {
-      scripts: Record<string, string>;
-    };
-    const start = pkg.scripts['start'] ?? '';
+    const start = await npmStartScript();
     const fromImage = SEMI_SPACE_FLAG.exec(image)?.[1];
     const fromStart = SEMI_SPACE_FLAG.exec(start)?.[1];
     assert.ok(fromImage !== undefined, `NODE_OPTIONS bounds the semi-spaces: ${image}`);

@@ -11,3 +11,11 @@ export async function imageEnv(name: string): Promise<string> {
   assert.ok(match?.[1] !== undefined, `the image sets ${name}`);
   return match[1].replace(/^"|"$/g, '').trim();
 }
+
+/** The command `npm start` runs (the package's `start` script). */
+export async function npmStartScript(): Promise<string> {
+  const pkg = JSON.parse(await readFile(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as {
+    scripts: Record<string, string>;
+  };
+  return pkg.scripts['start'] ?? '';
+}
