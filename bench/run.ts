@@ -81,7 +81,7 @@ async function main(): Promise<void> {
     // Start to ready at 100k objects, measured with shape L (the large deployment), before the
     // shape's rig exists: the upstreams the starts read from run in this process, and timed after
     // the shape's phases, beside its fleet of 200 clients, the same starts took 5.30-5.43 s where
-    // they took 4.73-4.84 s in a process of their own just after (4.59-4.75 s timed here first).
+    // they took 4.73-4.84 s in a process of their own just after (4.50-4.75 s timed here first).
     // Three timed starts: the median (nearest rank) is the middle one, where of two it would be
     // the faster.
     let startup: StartupResults | undefined;

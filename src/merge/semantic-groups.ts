@@ -46,9 +46,10 @@ export class SemanticGroups {
   }
 
   /**
-   * Makes `key` claim exactly `now`, then calls `each` with every group it left (`claims` false)
-   * and every group it claims now (`claims` true), and the group's size after the move. A group
-   * it claimed before and claims still is neither left nor joined again, nor listed twice.
+   * Makes `key` claim exactly `now` (groups without repeats), calling `each` as it goes with
+   * every group it leaves (`claims` false) and every group it claims now (`claims` true), and
+   * the group's size once `key` left or joined it. A group it claimed before and claims still is
+   * not left and joined again, and is reported once.
    */
   move(
     key: string,
