@@ -18,6 +18,14 @@ interface Holder {
   readonly resource: ConfigResource;
 }
 
+/** What a bulk change did to the served set, for `reorder()`. */
+interface BulkChange {
+  /** Objects no longer served (removed, or replaced by another of their key). */
+  readonly left: Set<ConfigResource>;
+  /** Objects served since, in no order. */
+  readonly came: ConfigResource[];
+}
+
 /** What to serve when objects clash semantically (two ServiceEntries for one host, ...). */
 export type SemanticConflictPolicy = 'serve-all' | 'highest-priority';
 
@@ -104,6 +112,8 @@ export class KindTable {
    * bulk change (then a walk is as cheap as anything).
    */
   private pending: Map<string, ConfigResource | undefined> | undefined;
+  /** During a bulk change: what it did to the served set (see {@link reorder}). */
+  private bulk: BulkChange | undefined;
 
   constructor(
     readonly kind: string,
@@ -175,6 +185,7 @@ export class KindTable {
     // Many keys at once (a first sync, a restore): insert them unordered and sort once, instead of
     // one insertion into the ordered list each (a chunk copied per key).
     const bulk = recheck.size > 256 && recheck.size * 8 > this.ordered.length;
+    if (bulk) this.bulk = { left: new Set(), came: [] };
     for (const key of recheck) {
       this.serve(key, bulk);
       this.staleKey(key);
@@ -188,11 +199,20 @@ export class KindTable {
     }
   }
 
-  /** Rebuilds the served order from `served` (after a bulk change). */
+  /**
+   * Brings the served order in line with a bulk change: the objects still served keep their order
+   * and go first, those that came after them. The sort finds the first part already in order and
+   * merges the second into it, so a first sync from a second source sorts its own objects, not
+   * every object served.
+   */
   private reorder(): void {
-    const sorted: ConfigResource[] = [];
-    for (const h of this.served.values()) sorted.push(h.resource);
-    this.ordered = ChunkedList.filtered(sorted.sort(compareByName));
+    const bulk = this.bulk;
+    this.bulk = undefined;
+    if (bulk === undefined) return;
+    const items: ConfigResource[] = [];
+    for (const r of this.ordered) if (!bulk.left.has(r)) items.push(r);
+    for (const r of bulk.came) items.push(r);
+    this.ordered = ChunkedList.filtered(items.sort(compareByName));
   }
 
   /** The served objects, or undefined when there are none. Reused until the next change. */
@@ -464,10 +484,15 @@ export class KindTable {
     if (current?.resource === winner?.resource && current !== undefined) return;
     if (this.pending !== undefined && !this.pending.has(key)) this.pending.set(key, current?.resource);
     if (unordered) {
-      if (current !== undefined) this.digest.remove(current.resource);
+      const bulk = this.bulk as BulkChange;
+      if (current !== undefined) {
+        this.digest.remove(current.resource);
+        bulk.left.add(current.resource);
+      }
       if (winner !== undefined) {
         this.digest.add(winner.resource);
         this.served.set(key, winner);
+        bulk.came.push(winner.resource);
       } else this.served.delete(key);
       return;
     }
