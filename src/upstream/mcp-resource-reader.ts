@@ -57,10 +57,15 @@ export interface McpResourceReaderOptions {
  * (to recognise the same bytes sent again) and its cache key (for {@link McpResourceReader.forget}).
  * One object per upstream object, where a cache entry beside the result would be a second one for
  * every marking of the heap to walk. The envelope of a resource whose body lies in it (nearly
- * all) is the whole of the body's buffer, so it is not kept beside it (see {@link envelopeOf}).
+ * all) is not kept beside it: it is the whole of the body's buffer, or where `envelopeAt` and
+ * `envelopeEnd` say in a slab (see {@link envelopeOf}).
  */
 type KeptRead = ReadResult & {
+  /** The envelope, when the body does not lie in it. */
   readonly raw?: Uint8Array;
+  /** Where the envelope lies in the body's buffer, when that is a slab. */
+  readonly envelopeAt?: number;
+  readonly envelopeEnd?: number;
   /** The kind's registry key and the name as sent: where the cache keeps the result. */
   readonly cacheKind: string;
   readonly cacheName: string;
@@ -71,7 +76,8 @@ function envelopeOf(kept: KeptRead): Uint8Array {
   if (kept.raw !== undefined) return kept.raw;
   if (!kept.ok) throw new Error('a failed read keeps its envelope');
   const { buffer } = kept.resource.body;
-  return new Uint8Array(buffer, 0, buffer.byteLength);
+  if (kept.envelopeAt === undefined) return new Uint8Array(buffer, 0, buffer.byteLength);
+  return new Uint8Array(buffer, kept.envelopeAt, (kept.envelopeEnd as number) - kept.envelopeAt);
 }
 
 const MCP_RESOURCE = messageType('istio.mcp.v1alpha1.Resource');
@@ -110,6 +116,7 @@ export class McpResourceReader {
   /** See {@link shared}. */
   private readonly repeated = new Map<string, string>();
   private readonly cache: ReadCache<KeptRead>;
+  private readonly slabs = new SlabCopier();
   private readonly now: () => Date;
   private readonly origin: ResourceOrigin;
 
@@ -143,8 +150,9 @@ export class McpResourceReader {
       if (seen !== undefined && sameBytes(envelopeOf(seen), bytes)) return seen;
     }
     // A copy detaches the object from the (possibly huge) response buffer it arrived in; a plain
-    // Uint8Array (not a Buffer) also makes protobufjs fail on overruns instead of truncating.
-    const raw = new Uint8Array(bytes);
+    // Uint8Array (not a Buffer) also makes protobufjs fail on overruns instead of truncating. The
+    // objects of a first state share slabs (see {@link SlabCopier}); any other is a buffer of its own.
+    const raw = lookUp ? new Uint8Array(bytes) : this.slabs.copy(bytes);
     // Envelopes in the plain shape (nearly all) are read from their bytes; any other through the
     // schema, which names what is wrong with it.
     const plain = readPlainEnvelope(raw);
@@ -411,31 +419,94 @@ const NONE: readonly never[] = Object.freeze([]);
 function keptRead(result: ReadResult, raw: Uint8Array, cacheKind: string, cacheName: string): KeptRead {
   if (result.ok) {
     const body = result.resource.body;
-    // `raw` is a buffer of its own: when the body is a view of it, the body's buffer is the envelope.
-    const inBody =
-      body.buffer === raw.buffer && raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength;
-    const kept: KeptRead = {
+    const start = raw.byteOffset;
+    const end = start + raw.byteLength;
+    const inRaw =
+      body.buffer === raw.buffer && body.byteOffset >= start && body.byteOffset + body.byteLength <= end;
+    const { name, resource, unknownEnvelopeFields, unknownBodyFields } = result;
+    const warnings = result.warnings ?? NONE;
+    // Each case one literal with every field in the object: a field added afterwards would take a
+    // property store of its own per object.
+    if (!inRaw) {
+      return {
+        ok: true,
+        name,
+        resource,
+        unknownEnvelopeFields,
+        unknownBodyFields,
+        warnings,
+        cacheKind,
+        cacheName,
+        raw,
+      };
+    }
+    if (start === 0 && end === raw.buffer.byteLength) {
+      return {
+        ok: true,
+        name,
+        resource,
+        unknownEnvelopeFields,
+        unknownBodyFields,
+        warnings,
+        cacheKind,
+        cacheName,
+      };
+    }
+    return {
       ok: true,
-      name: result.name,
-      resource: result.resource,
-      unknownEnvelopeFields: result.unknownEnvelopeFields,
-      unknownBodyFields: result.unknownBodyFields,
-      warnings: result.warnings ?? NONE,
+      name,
+      resource,
+      unknownEnvelopeFields,
+      unknownBodyFields,
+      warnings,
       cacheKind,
       cacheName,
+      envelopeAt: start,
+      envelopeEnd: end,
     };
-    // A field added to the literal's shape: one shared shape more, not one per object.
-    return inBody ? kept : Object.assign(kept, { raw });
   }
   return result.name === undefined
     ? { ok: false, error: result.error, raw, cacheKind, cacheName }
     : { ok: false, name: result.name, error: result.error, raw, cacheKind, cacheName };
 }
 
+/** Bytes of one slab of {@link SlabCopier}. */
+const SLAB_BYTES = 256 * 1024;
+/** Envelopes from this size on are copied into a buffer of their own. */
+const SLAB_MAX_ENTRY = SLAB_BYTES / 16;
+
+/**
+ * Copies of the objects of a first state, side by side in slabs: one allocation per 256 KiB
+ * instead of one per object, which at a start of 100k objects cost more than the copies (a
+ * buffer of its own is an allocation outside V8's heap and an object more for every collection
+ * to sweep). A slab lives as long as any object in it, so the memory it can hold beyond the objects
+ * served is bounded by one copy of each kind's first state; objects read later, a few at a time,
+ * each get a buffer of their own, and keep no slab alive.
+ */
+class SlabCopier {
+  private slab = new Uint8Array(0);
+  private used = 0;
+
+  copy(bytes: Uint8Array): Uint8Array {
+    const size = bytes.byteLength;
+    if (size >= SLAB_MAX_ENTRY) return new Uint8Array(bytes);
+    if (this.used + size > this.slab.byteLength) {
+      this.slab = new Uint8Array(SLAB_BYTES);
+      this.used = 0;
+    }
+    const at = this.used;
+    this.slab.set(bytes, at);
+    this.used = at + size;
+    return this.slab.subarray(at, at + size);
+  }
+}
+
 /** What a kept result stands for in the cache's bound: its envelope and about as much again of objects. */
 function keptSize(kept: KeptRead): number {
   if (kept.raw !== undefined) return kept.raw.byteLength + 256;
-  return (kept.ok ? kept.resource.body.buffer.byteLength : 0) + 256;
+  if (!kept.ok) return 256;
+  if (kept.envelopeAt !== undefined) return (kept.envelopeEnd as number) - kept.envelopeAt + 256;
+  return kept.resource.body.buffer.byteLength + 256;
 }
 
 /** `list`, or one shared empty list: a result is kept per object, and most of these lists are empty. */

@@ -50,6 +50,42 @@ describe('McpResourceReader', () => {
     assert.equal(r.read(SE, Buffer.from(empty), 'test'), kept);
   });
 
+  it('copies the objects of a first state side by side, and recognises each again by its own bytes', () => {
+    // A bound that holds the 300 objects by their own size, not by the slabs they lie in.
+    const r = new McpResourceReader({ defaultNamespace: 'default', origin: 'test', cacheBytes: 1024 * 1024 });
+    const hosts = Array.from({ length: 300 }, (_, i) => `pay-${i}.example.com`);
+    const first = hosts.map((h, i) => {
+      const bytes = encodeMcpResource(
+        SE,
+        { namespace: 'shop', name: `payments-${i}`, spec: { hosts: [h], location: 'MESH_EXTERNAL' } },
+        { createTime: { seconds: 1_700_000_000, nanos: 0 } },
+      );
+      // Read as a first state is: nothing of the kind remembered when its response began.
+      const result = r.read(SE, bytes, 'test', false);
+      assert.ok(result.ok);
+      return { bytes, result };
+    });
+    const buffers = new Set(first.map(({ result }) => (result.ok ? result.resource.body.buffer : undefined)));
+    assert.ok(buffers.size < 3, `${buffers.size} buffers for 300 objects`);
+    for (const { bytes, result } of first) {
+      assert.equal(r.read(SE, Buffer.from(bytes), 'test'), result, 'the same bytes, the same result');
+    }
+    // A changed object is read anew, into a buffer of its own.
+    const changed = encodeMcpResource(
+      SE,
+      {
+        namespace: 'shop',
+        name: 'payments-7',
+        spec: { hosts: ['moved.example.com'], location: 'MESH_EXTERNAL' },
+      },
+      { createTime: { seconds: 1_700_000_000, nanos: 0 } },
+    );
+    const next = r.read(SE, changed, 'test');
+    assert.ok(next.ok);
+    assert.notEqual(next, first[7]?.result);
+    assert.deepEqual(Buffer.from(next.resource.body.buffer), Buffer.from(changed));
+  });
+
   it('reads an object again once it was forgotten, and only then', () => {
     const r = reader();
     const first = r.read(SE, envelope('pay.example.com'), 'test');

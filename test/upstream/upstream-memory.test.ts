@@ -14,6 +14,8 @@ setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
 const SE = 'networking.istio.io/ServiceEntry';
+/** The slab the reader copies a first state's objects into (`SlabCopier`). */
+const SLAB_BYTES = 256 * 1024;
 
 function serviceEntries(count: number, generation = 1): FakeObject[] {
   return Array.from({ length: count }, (_, i) => ({
@@ -115,12 +117,39 @@ describe('memory held by an xds source', () => {
     await fake.stop();
   });
 
-  it('keeps of each object only its own bytes, never a view into the response it arrived in', () => {
+  it('keeps the objects of a first state in slabs of their own, never in the response they arrived in', () => {
     const bodies = [...(snapshot.last?.resources ?? [])].filter((r) => r.kind === SE).map((r) => r.body);
     assert.equal(bodies.length, 1000);
-    const largest = Math.max(...bodies.map((b) => b.buffer.byteLength));
-    // The response is about 100 bytes per object; an object's own envelope is a few hundred.
-    assert.ok(largest < 4096, `an object's body lives in a buffer of ${largest} bytes`);
+    const buffers = new Set(bodies.map((b) => b.buffer));
+    const largest = Math.max(...[...buffers].map((b) => b.byteLength));
+    assert.ok(largest <= SLAB_BYTES, `an object's body lives in a buffer of ${largest} bytes`);
+    // Each envelope is its body and a name: well under twice the body here.
+    const bound = bodies.reduce((n, b) => n + 2 * b.byteLength, 0);
+    const slabs = Math.ceil(bound / SLAB_BYTES) + 1;
+    assert.ok(buffers.size <= slabs, `${buffers.size} buffers hold the bodies, expected at most ${slabs}`);
+  });
+
+  it('reads later objects into buffers of their own, and the first state stays as it was read', async () => {
+    const first = [...(snapshot.last?.resources ?? [])].filter((r) => r.kind === SE);
+    const copies = new Map(first.map((r) => [r, Buffer.from(r.body)]));
+    const changed = serviceEntries(1000);
+    changed.splice(0, 5, ...serviceEntries(5, 2));
+    fake.set('ServiceEntry', changed).push();
+    await snapshot.until(
+      (e) => [...e.resources].filter((r) => r.kind === SE && !copies.has(r)).length === 5,
+      'five changed ServiceEntries',
+    );
+    const now = [...(snapshot.last?.resources ?? [])].filter((r) => r.kind === SE);
+    const read = now.filter((r) => !copies.has(r));
+    assert.deepEqual(read.map((r) => r.name).sort(), ['svc-0', 'svc-1', 'svc-2', 'svc-3', 'svc-4']);
+    for (const r of read) {
+      assert.ok(
+        r.body.buffer.byteLength < 4096,
+        `${r.name}'s body lives in ${r.body.buffer.byteLength} bytes`,
+      );
+    }
+    assert.equal(now.length - read.length, 995);
+    for (const [r, bytes] of copies) assert.ok(Buffer.from(r.body).equals(bytes), `${r.name}'s body changed`);
   });
 
   it('lets go of the objects a full-state response removes', async () => {
