@@ -470,13 +470,17 @@ function keptRead(result: ReadResult, raw: Uint8Array, cacheKind: string, cacheN
     : { ok: false, name: result.name, error: result.error, raw, cacheKind, cacheName };
 }
 
-/** Bytes of one slab of {@link SlabCopier}. */
-const SLAB_BYTES = 256 * 1024;
+/**
+ * Bytes of one slab of {@link SlabCopier}: below glibc's threshold for giving an allocation pages
+ * of its own (128 KiB), so slabs come from malloc's heap, on huge pages where it may use them (a
+ * slab of 256 KiB cost three times the page faults of a buffer per object).
+ */
+const SLAB_BYTES = 32 * 1024;
 /** Envelopes from this size on are copied into a buffer of their own. */
-const SLAB_MAX_ENTRY = SLAB_BYTES / 16;
+const SLAB_MAX_ENTRY = SLAB_BYTES / 8;
 
 /**
- * Copies of the objects of a first state, side by side in slabs: one allocation per 256 KiB
+ * Copies of the objects of a first state, side by side in slabs: one allocation per 32 KiB
  * instead of one per object, which at a start of 100k objects cost more than the copies (a
  * buffer of its own is an allocation outside V8's heap and an object more for every collection
  * to sweep). A slab lives as long as any object in it, so the memory it can hold beyond the objects

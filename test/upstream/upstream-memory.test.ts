@@ -15,7 +15,7 @@ const gc = runInNewContext('gc') as () => void;
 
 const SE = 'networking.istio.io/ServiceEntry';
 /** The slab the reader copies a first state's objects into (`SlabCopier`). */
-const SLAB_BYTES = 256 * 1024;
+const SLAB_BYTES = 32 * 1024;
 
 function serviceEntries(count: number, generation = 1): FakeObject[] {
   return Array.from({ length: count }, (_, i) => ({
