@@ -186,16 +186,21 @@ export class KindTable {
     // one insertion into the ordered list each (a chunk copied per key).
     const bulk = recheck.size > 256 && recheck.size * 8 > this.ordered.length;
     if (bulk) this.bulk = { left: new Set(), came: [] };
-    for (const key of recheck) {
-      this.serve(key, bulk);
-      this.staleKey(key);
-      // What a clash says of a member (its holder, withheld or served) may have changed.
-      this.semantic.forEachGroupOf(key, this.staleGroupOf);
-    }
-    for (const g of groups) this.staleGroup(g);
-    if (bulk) {
-      this.pending = undefined;
-      this.reorder();
+    try {
+      for (const key of recheck) {
+        this.serve(key, bulk);
+        this.staleKey(key);
+        // What a clash says of a member (its holder, withheld or served) may have changed.
+        this.semantic.forEachGroupOf(key, this.staleGroupOf);
+      }
+      for (const g of groups) this.staleGroup(g);
+    } finally {
+      // Whatever the change got to, the order follows the served set: the next bulk change
+      // starts from it.
+      if (bulk) {
+        this.pending = undefined;
+        this.reorder();
+      }
     }
   }
 

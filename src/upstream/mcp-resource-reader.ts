@@ -465,9 +465,12 @@ function keptRead(result: ReadResult, raw: Uint8Array, cacheKind: string, cacheN
       envelopeEnd: end,
     };
   }
+  // A refused object's bytes are kept to recognise them if sent again: in a buffer of their own,
+  // not a view keeping a slab alive for them.
+  const own = raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength ? raw : new Uint8Array(raw);
   return result.name === undefined
-    ? { ok: false, error: result.error, raw, cacheKind, cacheName }
-    : { ok: false, name: result.name, error: result.error, raw, cacheKind, cacheName };
+    ? { ok: false, error: result.error, raw: own, cacheKind, cacheName }
+    : { ok: false, name: result.name, error: result.error, raw: own, cacheKind, cacheName };
 }
 
 /**

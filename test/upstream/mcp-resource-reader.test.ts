@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { McpResourceReader } from '../../src/upstream/mcp-resource-reader.js';
-import { encodeMcpResource, kindNamed } from '../support/fake-objects.js';
+import { encodeBody, encodeMcpResource, kindNamed } from '../support/fake-objects.js';
 
 const SE = kindNamed('ServiceEntry');
 
@@ -55,20 +55,39 @@ describe('McpResourceReader', () => {
     const r = new McpResourceReader({ defaultNamespace: 'default', origin: 'test', cacheBytes: 1024 * 1024 });
     const hosts = Array.from({ length: 300 }, (_, i) => `pay-${i}.example.com`);
     const first = hosts.map((h, i) => {
+      const spec = { hosts: [h], location: 'MESH_EXTERNAL' };
       const bytes = encodeMcpResource(
         SE,
-        { namespace: 'shop', name: `payments-${i}`, spec: { hosts: [h], location: 'MESH_EXTERNAL' } },
+        { namespace: 'shop', name: `payments-${i}`, spec },
         { createTime: { seconds: 1_700_000_000, nanos: 0 } },
       );
       // Read as a first state is: nothing of the kind remembered when its response began.
       const result = r.read(SE, bytes, 'test', false);
       assert.ok(result.ok);
-      return { bytes, result };
+      return { bytes, spec, result };
     });
     const buffers = new Set(first.map(({ result }) => (result.ok ? result.resource.body.buffer : undefined)));
     assert.ok(buffers.size * 20 <= first.length, `${buffers.size} buffers for ${first.length} objects`);
     for (const { bytes, result } of first) {
       assert.equal(r.read(SE, Buffer.from(bytes), 'test'), result, 'the same bytes, the same result');
+    }
+    // Another first state (another source's, a kind subscribed later) goes into slabs after them,
+    // never over them.
+    for (let i = 0; i < 300; i++) {
+      const other = encodeMcpResource(
+        SE,
+        {
+          namespace: 'other',
+          name: `svc-${i}`,
+          spec: { hosts: [`svc-${i}.other`], location: 'MESH_INTERNAL' },
+        },
+        { createTime: { seconds: 1_700_000_000, nanos: 0 } },
+      );
+      assert.ok(r.read(SE, other, 'test', false).ok);
+    }
+    for (const { spec, result } of first) {
+      const body = encodeBody(SE, spec);
+      assert.ok(result.ok && Buffer.from(result.resource.body).equals(body), 'a body kept as read');
     }
     // A changed object is read anew, into a buffer of its own.
     const changed = encodeMcpResource(

@@ -123,10 +123,8 @@ describe('memory held by an xds source', () => {
     const buffers = new Set(bodies.map((b) => b.buffer));
     const largest = Math.max(...[...buffers].map((b) => b.byteLength));
     assert.ok(largest <= SLAB_BYTES, `an object's body lives in a buffer of ${largest} bytes`);
-    // Each envelope is its body and a name: well under twice the body here.
-    const bound = bodies.reduce((n, b) => n + 2 * b.byteLength, 0);
-    const slabs = Math.ceil(bound / SLAB_BYTES) + 1;
-    assert.ok(buffers.size <= slabs, `${buffers.size} buffers hold the bodies, expected at most ${slabs}`);
+    // An envelope here is a few hundred bytes: a slab holds a hundred or so.
+    assert.ok(buffers.size * 20 <= bodies.length, `${buffers.size} buffers hold ${bodies.length} bodies`);
   });
 
   it('reads later objects into buffers of their own, and the first state stays as it was read', async () => {
