@@ -57,13 +57,13 @@ export interface McpResourceReaderOptions {
  * (to recognise the same bytes sent again) and its cache key (for {@link McpResourceReader.forget}).
  * One object per upstream object, where a cache entry beside the result would be a second one for
  * every marking of the heap to walk. The envelope of a resource whose body lies in it (nearly
- * all) is not kept beside it: it is the whole of the body's buffer, or where `envelopeAt` and
- * `envelopeEnd` say in a slab (see {@link envelopeOf}).
+ * all) is not kept beside it: `envelopeAt` and `envelopeEnd` say where it lies in the body's
+ * buffer, a slab or a buffer of its own (see {@link envelopeOf}).
  */
 type KeptRead = ReadResult & {
   /** The envelope, when the body does not lie in it. */
   readonly raw?: Uint8Array;
-  /** Where the envelope lies in the body's buffer, when that is a slab. */
+  /** Where the envelope lies in the body's buffer, when it does. */
   readonly envelopeAt?: number;
   readonly envelopeEnd?: number;
   /** The kind's registry key and the name as sent: where the cache keeps the result. */
@@ -75,9 +75,8 @@ type KeptRead = ReadResult & {
 function envelopeOf(kept: KeptRead): Uint8Array {
   if (kept.raw !== undefined) return kept.raw;
   if (!kept.ok) throw new Error('a failed read keeps its envelope');
-  const { buffer } = kept.resource.body;
-  if (kept.envelopeAt === undefined) return new Uint8Array(buffer, 0, buffer.byteLength);
-  return new Uint8Array(buffer, kept.envelopeAt, (kept.envelopeEnd as number) - kept.envelopeAt);
+  const at = kept.envelopeAt as number;
+  return new Uint8Array(kept.resource.body.buffer, at, (kept.envelopeEnd as number) - at);
 }
 
 const MCP_RESOURCE = messageType('istio.mcp.v1alpha1.Resource');
@@ -423,47 +422,20 @@ function keptRead(result: ReadResult, raw: Uint8Array, cacheKind: string, cacheN
     const end = start + raw.byteLength;
     const inRaw =
       body.buffer === raw.buffer && body.byteOffset >= start && body.byteOffset + body.byteLength <= end;
-    const { name, resource, unknownEnvelopeFields, unknownBodyFields } = result;
-    const warnings = result.warnings ?? NONE;
-    // Each case one literal with every field in the object: a field added afterwards would take a
-    // property store of its own per object.
-    if (!inRaw) {
-      return {
-        ok: true,
-        name,
-        resource,
-        unknownEnvelopeFields,
-        unknownBodyFields,
-        warnings,
-        cacheKind,
-        cacheName,
-        raw,
-      };
-    }
-    if (start === 0 && end === raw.buffer.byteLength) {
-      return {
-        ok: true,
-        name,
-        resource,
-        unknownEnvelopeFields,
-        unknownBodyFields,
-        warnings,
-        cacheKind,
-        cacheName,
-      };
-    }
-    return {
+    const kept: KeptRead = {
       ok: true,
-      name,
-      resource,
-      unknownEnvelopeFields,
-      unknownBodyFields,
-      warnings,
+      name: result.name,
+      resource: result.resource,
+      unknownEnvelopeFields: result.unknownEnvelopeFields,
+      unknownBodyFields: result.unknownBodyFields,
+      warnings: result.warnings ?? NONE,
       cacheKind,
       cacheName,
       envelopeAt: start,
       envelopeEnd: end,
     };
+    // A field added to the literal's shape: one shared shape more, not one per object.
+    return inRaw ? kept : Object.assign(kept, { raw });
   }
   // A refused object's bytes are kept to recognise them if sent again: in a buffer of their own,
   // not a view keeping a slab alive for them.
@@ -511,9 +483,7 @@ class SlabCopier {
 /** What a kept result stands for in the cache's bound: its envelope and about as much again of objects. */
 function keptSize(kept: KeptRead): number {
   if (kept.raw !== undefined) return kept.raw.byteLength + 256;
-  if (!kept.ok) return 256;
-  if (kept.envelopeAt !== undefined) return (kept.envelopeEnd as number) - kept.envelopeAt + 256;
-  return kept.resource.body.buffer.byteLength + 256;
+  return (kept.envelopeEnd ?? 0) - (kept.envelopeAt ?? 0) + 256;
 }
 
 /** `list`, or one shared empty list: a result is kept per object, and most of these lists are empty. */
