@@ -13,9 +13,12 @@ import { encodeBody, encodeMcpResource, type FakeObject } from './fake-objects.j
 export interface RawAny {
   readonly typeUrl: string;
   readonly value: Uint8Array;
+  /** The entry's bytes as sent, in place of an `Any` of `typeUrl` and `value` (see {@link tornAny}). */
+  readonly sent?: Uint8Array;
 }
 
 function encodeAny(any: RawAny): Uint8Array {
+  if (any.sent !== undefined) return any.sent;
   return protobuf.Writer.create()
     .uint32((1 << 3) | 2)
     .string(any.typeUrl)
@@ -35,6 +38,11 @@ export function mcpAny(kind: KindDescriptor, object: FakeObject): RawAny {
 /** An object's bare body, without the MCP envelope: the wrong `Any` for an MCP response. */
 export function bareBodyAny(kind: KindDescriptor, object: FakeObject): RawAny {
   return { typeUrl: anyTypeUrl(kind.bodyType), value: encodeBody(kind, object.spec) };
+}
+
+/** An entry that is no `Any` at all: its type URL field (1) arrives as a varint. */
+export function tornAny(): RawAny {
+  return { typeUrl: '', value: new Uint8Array(0), sent: Uint8Array.of(0x08, 0x01) };
 }
 
 /** An encoded `envoy.service.discovery.v3.DiscoveryResponse`. */

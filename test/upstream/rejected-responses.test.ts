@@ -13,6 +13,7 @@ import {
   everyConfigTypeUrl,
   galleyResources,
   mcpAny,
+  tornAny,
 } from '../support/faulty-responses.js';
 import { deltaResponse, ScriptedDeltaUpstream } from '../support/scripted-delta-upstream.js';
 import { SourceEventRecorder, syncedXdsSource } from '../support/source-event-recorder.js';
@@ -124,6 +125,27 @@ describe('an xds source refusing responses whose objects cannot all be named', (
     assert.match(answer.errorDetail?.message ?? '', /1 of 2 objects cannot be named/);
     await marker();
     assert.deepEqual(snapshotsOf(recorder.events.slice(from), VS), [], 'ratings is not deleted');
+    assert.deepEqual(servedKeys(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
+  });
+
+  it('applies none of a response with an entry that is no Any among changed objects, NACKing it', async () => {
+    const from = recorder.count;
+    const answer = await answerTo(
+      discoveryResponse(
+        VS_V1,
+        [
+          mcpAny(VS_KIND, fakeVirtualService('reviews', 'reviews-v2')),
+          tornAny(),
+          mcpAny(VS_KIND, fakeVirtualService('ratings', 'ratings-v2')),
+        ],
+        'torn-any',
+      ),
+      'torn-any',
+    );
+    assert.equal(answer.errorDetail?.code, 3);
+    assert.match(answer.errorDetail?.message ?? '', /wire type 0/);
+    await marker();
+    assert.deepEqual(snapshotsOf(recorder.events.slice(from), VS), [], 'neither change is applied');
     assert.deepEqual(servedKeys(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
   });
 
@@ -369,6 +391,56 @@ describe('an xds upstream that accepts the stream and never answers', () => {
       await recorder.status('synced');
       assert.deepEqual(servedKeys(recorder.events, VS), ['shop/reviews']);
       assert.deepEqual(servedKeys(recorder.events, DR), []);
+    } finally {
+      recorder.close();
+      await fake.stop();
+    }
+  });
+});
+
+describe('an xds upstream whose first state has an entry that is no Any', () => {
+  it('applies none of it, stays unsynced, and takes the next state whole', async () => {
+    const fake = await FakeAdsServer.start({ peer: 'istiod', mute: new Set([VS_V1]) });
+    fake.set('DestinationRule', [fakeDestinationRule('reviews')]);
+    const recorder = new SourceEventRecorder(
+      new XdsSource({
+        name: 'torn',
+        namespace: 'default',
+        address: fake.address,
+        kinds: ['VirtualService', 'DestinationRule'],
+        apiVersions: 'current',
+      }).events$,
+    );
+    try {
+      await fake.waitFor(() => fake.requestsFor(VS_V1).length > 0, 5_000, 'a VirtualService request');
+      fake.sendRaw(
+        discoveryResponse(
+          VS_V1,
+          [
+            mcpAny(VS_KIND, fakeVirtualService('reviews')),
+            tornAny(),
+            mcpAny(VS_KIND, fakeVirtualService('ratings')),
+          ],
+          'torn-first',
+        ),
+      );
+      await fake.waitFor(
+        () => fake.requests.some((r) => r.nonce === 'torn-first'),
+        5_000,
+        'the answer to the torn state',
+      );
+      assert.equal(fake.requests.find((r) => r.nonce === 'torn-first')?.errorDetail?.code, 3);
+      assert.deepEqual(snapshotsOf(recorder.events, VS), [], 'no VirtualService is served');
+      assert.ok(!recorder.events.some((e) => e.type === 'status' && e.state === 'synced'));
+      fake.sendRaw(
+        discoveryResponse(
+          VS_V1,
+          [mcpAny(VS_KIND, fakeVirtualService('reviews')), mcpAny(VS_KIND, fakeVirtualService('ratings'))],
+          'whole',
+        ),
+      );
+      await recorder.status('synced');
+      assert.deepEqual(servedKeys(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
     } finally {
       recorder.close();
       await fake.stop();

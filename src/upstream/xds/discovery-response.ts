@@ -437,6 +437,11 @@ export class ResponseLayout {
     return { typeUrl, value: bytes.subarray(any.valueStart, any.valueEnd) };
   }
 
+  /** Throws when entry `i`'s `Any` is not well formed, as {@link entry} would; reads nothing out. */
+  checkEntry(i: number): void {
+    walkAny(this.bytes, this.offsets[STRIDE * i + 1] as number, this.offsets[STRIDE * i + 2] as number);
+  }
+
   /** Whether entry `i` of this response and entry `j` of `other` are the same bytes. */
   sameEntry(i: number, other: ResponseLayout, j: number): boolean {
     if (other === this.base && this.offsets[STRIDE * i + 3] === j) return true;

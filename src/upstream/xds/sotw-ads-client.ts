@@ -4,7 +4,7 @@ import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-strea
 import type { ReadResult } from '../mcp-resource-reader.js';
 import type { ChannelPatch } from '../streaming/subscription-state.js';
 import type { ConfigResource } from '../../core/resource.js';
-import { ResponseLayout, type ResponseEntry, type ResponseSplice } from './discovery-response.js';
+import { ResponseLayout, type ResponseSplice } from './discovery-response.js';
 import { ResentResponseMatcher, type ResponseHead } from './resent-response-matcher.js';
 import type { MessageMatcher } from '../streaming/grpc-message-reader.js';
 import { INVALID_ARGUMENT, reportUndecodable, type AdsClientContext } from './ads-client-context.js';
@@ -33,8 +33,12 @@ interface ChangedSpan {
    * an entry read anew (one of `fresh`, in order).
    */
   readonly sameAs: Int32Array;
-  /** The entries in between that re-send none of the last response's, read. */
-  readonly fresh: readonly ResponseEntry[];
+  /**
+   * The entries in between that re-send none of the last response's, by index: checked well
+   * formed, read when applied (a list of entries read up front would outlive the young
+   * generation on a large state, to die in the old one).
+   */
+  readonly fresh: readonly number[];
 }
 
 /**
@@ -204,7 +208,7 @@ export class SotwAdsClient implements StreamHandlers {
         reused[j - prefix] = 1;
         continue;
       }
-      const any = span.fresh[next++] as ResponseEntry;
+      const any = layout.entry(span.fresh[next++] as number);
       if (!any.typeUrl.endsWith(MCP_RESOURCE_SUFFIX)) {
         wrongTypes++;
         middle.push(wrongType(prefix + k, any.typeUrl, where));
@@ -348,13 +352,17 @@ function changedSpan(layout: ResponseLayout, before: PreviousResponse | undefine
   const end = layout.count - suffix;
   const beforeEnd = (before?.layout.count ?? 0) - suffix;
   const sameAs = new Int32Array(Math.max(0, end - prefix));
-  const fresh: ResponseEntry[] = [];
-  const eager = before === undefined || before.wrongTypes > 0;
+  const fresh: number[] = [];
+  // Entries re-sent as they were may be wrong types too: each is read to tell.
+  const wrongTypesBefore = before !== undefined && before.wrongTypes > 0;
   let cursor = prefix;
   for (let i = prefix; i < end; i++) {
-    const read = eager ? layout.entry(i) : undefined;
     let same = -1;
-    if (before !== undefined && (read === undefined || read.typeUrl.endsWith(MCP_RESOURCE_SUFFIX))) {
+    // A wrong type is never taken as re-sent.
+    if (
+      before !== undefined &&
+      (!wrongTypesBefore || layout.entry(i).typeUrl.endsWith(MCP_RESOURCE_SUFFIX))
+    ) {
       for (let skip = 0; skip < 2; skip++) {
         const j = cursor + skip;
         if (j < beforeEnd && layout.sameEntry(i, before.layout, j)) {
@@ -365,7 +373,10 @@ function changedSpan(layout: ResponseLayout, before: PreviousResponse | undefine
       }
     }
     sameAs[i - prefix] = same;
-    if (same < 0) fresh.push(read ?? layout.entry(i));
+    if (same < 0) {
+      layout.checkEntry(i);
+      fresh.push(i);
+    }
   }
   return { prefix, suffix, sameAs, fresh };
 }
