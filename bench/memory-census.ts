@@ -9,7 +9,7 @@
  * constructor, with their count per served object; the memory of array buffers (upstream bytes,
  * blocks of framed objects, kept responses) by the property that holds their views; arrays,
  * strings and objects by the property holding them; and how much of the strings' memory repeats
- * content another string already has. `--keep` leaves the snapshot
+ * content another string already has, and where. `--keep` leaves the snapshot
  * file for a closer look in a browser's developer tools.
  */
 import { readFile, mkdtemp, rm } from 'node:fs/promises';
@@ -156,6 +156,7 @@ try {
   const stringHolders = new Map<string, { count: number; bytes: number }>();
   const objectHolders = new Map<string, { count: number; bytes: number }>();
   const strings = new Map<string, number>();
+  const repeatHolders = new Map<string, { count: number; bytes: number }>();
   let stringBytes = 0;
   let repeatedBytes = 0;
   const add = (map: Map<string, { count: number; bytes: number }>, key: string, bytes: number): void => {
@@ -170,8 +171,10 @@ try {
     if (type === 'string' || type === 'concatenated string' || type === 'sliced string') {
       stringBytes += size;
       const text = graph.name(i);
-      if (strings.has(text)) repeatedBytes += size;
-      else strings.set(text, size);
+      if (strings.has(text)) {
+        repeatedBytes += size;
+        add(repeatHolders, graph.holder(i), size);
+      } else strings.set(text, size);
       add(byKind, type, size);
       add(stringHolders, graph.holder(i), size);
       continue;
@@ -193,6 +196,7 @@ try {
   table('arrays (hash tables, elements, property stores) by the property holding them', arrays, 20);
   table('strings by the property holding them', stringHolders, 20);
   table('objects by constructor and the property holding them', objectHolders, 20);
+  table('strings whose content another string has already, by the property holding them', repeatHolders, 10);
   console.log(
     `\nstrings: ${MB(stringBytes).trim()} MB, of which ${MB(repeatedBytes).trim()} MB repeat the content of another string`,
   );

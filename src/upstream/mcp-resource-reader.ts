@@ -171,7 +171,7 @@ export class McpResourceReader {
     const result = this.build(kind, named.namespace, named.shortName, where, {
       bodyTypeUrl: decoded.body?.type_url,
       body: decoded.body?.value,
-      labels: this.sharedValues(metadata.labels ?? {}),
+      labels: this.sharedValues(metadata.labels ?? {}, named.shortName),
       annotations: metadata.annotations ?? {},
       createTime: metadata.create_time,
       // The upstream's metadata.version is not carried: behind istiod it is a Kubernetes resourceVersion,
@@ -285,9 +285,15 @@ export class McpResourceReader {
     return text;
   }
 
-  /** `labels` (decoded for this object alone) with its values shared. */
-  private sharedValues(labels: Record<string, string>): Record<string, string> {
-    for (const key of Object.keys(labels)) labels[key] = this.shared(labels[key] as string);
+  /**
+   * `labels` (decoded for this object alone) with its values shared: a value that is the object's
+   * own `name` (as `app` so often is) is that string, any other the table's.
+   */
+  private sharedValues(labels: Record<string, string>, name: string): Record<string, string> {
+    for (const key of Object.keys(labels)) {
+      const value = labels[key] as string;
+      labels[key] = value === name ? name : this.shared(value);
+    }
     return labels;
   }
 
