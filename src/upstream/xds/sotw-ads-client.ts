@@ -30,15 +30,10 @@ interface ChangedSpan {
   readonly suffix: number;
   /**
    * Per entry in between: the index of the last response's entry it re-sends as it was, or -1 for
-   * an entry read anew (one of `fresh`, in order).
+   * an entry to read anew: checked well formed, and read only when applied (entries read up
+   * front, an object and a view each, would outlive the young generation on a large state).
    */
   readonly sameAs: Int32Array;
-  /**
-   * The entries in between that re-send none of the last response's, by index: checked well
-   * formed, read when applied (a list of entries read up front would outlive the young
-   * generation on a large state, to die in the old one).
-   */
-  readonly fresh: readonly number[];
 }
 
 /**
@@ -112,7 +107,6 @@ export class SotwAdsClient implements StreamHandlers {
             prefix: layout.count,
             suffix: 0,
             sameAs: NO_ENTRIES,
-            fresh: [],
           }),
         spliced: (layout, splice) => this.onSplice(stream, layout, splice),
       },
@@ -195,8 +189,6 @@ export class SotwAdsClient implements StreamHandlers {
     // Which entries of the last response between the shared ends this one re-sent as they were.
     const reused = new Uint8Array(Math.max(0, beforeEnd - prefix));
     const middle: ReadResult[] = [];
-    const fresh: boolean[] = [];
-    let next = 0;
     let wrongTypes = 0;
     // A first state (a start): nothing of the kind to look up while its entries are read.
     const lookUp = this.ctx.reader.remembers(kind);
@@ -204,16 +196,14 @@ export class SotwAdsClient implements StreamHandlers {
       const j = sameAs[k] as number;
       if (j >= 0 && before !== undefined) {
         middle.push(before.results[j] as ReadResult);
-        fresh.push(false);
         reused[j - prefix] = 1;
         continue;
       }
-      const any = layout.entry(span.fresh[next++] as number);
+      const any = layout.entry(prefix + k);
       if (!any.typeUrl.endsWith(MCP_RESOURCE_SUFFIX)) {
         wrongTypes++;
         middle.push(wrongType(prefix + k, any.typeUrl, where));
       } else middle.push(this.ctx.reader.read(kind, any.value, where, lookUp));
-      fresh.push(true);
     }
     const removed: ReadResult[] = [];
     for (let j = prefix; j < beforeEnd; j++)
@@ -222,7 +212,7 @@ export class SotwAdsClient implements StreamHandlers {
 
     // Applied as a change of the last state when that state was this response's predecessor taken
     // whole and the changed entries are plain good objects: nothing else to re-judge.
-    const patch = before?.whole === true ? patchOf(removed, middle, fresh) : undefined;
+    const patch = before?.whole === true ? patchOf(removed, middle, sameAs) : undefined;
     if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, version)) {
       this.keep(stream, before, { layout, results, whole: true, wrongTypes: 0 }, resent);
       this.forgetGone(typeUrl, removed);
@@ -332,9 +322,10 @@ export class SotwAdsClient implements StreamHandlers {
 /**
  * Finds what `layout` shares with `before` at both ends, which entries in between re-send one of
  * `before`'s as it was (the one at a cursor moving through `before`'s, or the one after it), and
- * reads the others. Throws when one of those is not a well-formed `Any` (the shared ones were read
- * before). The shared end is not taken when the last response had entries whose errors name their
- * position, and then every entry in between is read (a wrong type is never taken as re-sent).
+ * checks the others. Throws when one of those is not a well-formed `Any` (the shared ones were
+ * read before). The shared end is not taken when the last response had entries whose errors name
+ * their position, and then every entry in between is read to tell its type (a wrong type is never
+ * taken as re-sent).
  *
  * A response with changes spread through a kind (an upstream batching its changes) re-sends most
  * entries between its first and its last change: those are recognised without being read (for a
@@ -352,17 +343,13 @@ function changedSpan(layout: ResponseLayout, before: PreviousResponse | undefine
   const end = layout.count - suffix;
   const beforeEnd = (before?.layout.count ?? 0) - suffix;
   const sameAs = new Int32Array(Math.max(0, end - prefix));
-  const fresh: number[] = [];
-  // Entries re-sent as they were may be wrong types too: each is read to tell.
+  // Entries re-sent as they were may be wrong types too: each is read to tell (which checks it).
   const wrongTypesBefore = before !== undefined && before.wrongTypes > 0;
   let cursor = prefix;
   for (let i = prefix; i < end; i++) {
+    const mcp = !wrongTypesBefore || layout.entry(i).typeUrl.endsWith(MCP_RESOURCE_SUFFIX);
     let same = -1;
-    // A wrong type is never taken as re-sent.
-    if (
-      before !== undefined &&
-      (!wrongTypesBefore || layout.entry(i).typeUrl.endsWith(MCP_RESOURCE_SUFFIX))
-    ) {
+    if (before !== undefined && mcp) {
       for (let skip = 0; skip < 2; skip++) {
         const j = cursor + skip;
         if (j < beforeEnd && layout.sameEntry(i, before.layout, j)) {
@@ -373,12 +360,9 @@ function changedSpan(layout: ResponseLayout, before: PreviousResponse | undefine
       }
     }
     sameAs[i - prefix] = same;
-    if (same < 0) {
-      layout.checkEntry(i);
-      fresh.push(i);
-    }
+    if (same < 0 && !wrongTypesBefore) layout.checkEntry(i);
   }
-  return { prefix, suffix, sameAs, fresh };
+  return { prefix, suffix, sameAs };
 }
 
 /** The entries between the shared ends of a response that re-sends the last one whole: none. */
@@ -443,13 +427,14 @@ function countWrongTypes(results: readonly ReadResult[], upTo: number): number {
 function patchOf(
   removed: readonly ReadResult[],
   middle: readonly ReadResult[],
-  fresh: readonly boolean[],
+  sameAs: Int32Array,
 ): ChannelPatch | undefined {
   const upserted = new Map<string, ConfigResource>();
   for (let k = 0; k < middle.length; k++) {
     const result = middle[k] as ReadResult;
     if (!result.ok) return undefined;
-    if (!fresh[k]) continue;
+    // Re-sent as it was: already served.
+    if ((sameAs[k] as number) >= 0) continue;
     if (
       result.unknownEnvelopeFields.length > 0 ||
       result.unknownBodyFields.length > 0 ||
