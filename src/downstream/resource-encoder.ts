@@ -135,6 +135,14 @@ export class ResourceEncoder {
    */
   forget(removed: readonly ConfigResource[], added: readonly ConfigResource[]): void {
     if (removed.length === 0) return;
+    if (removed.length <= added.length) {
+      // The smaller side in the set: a first sync adds tens of thousands of objects where a few go.
+      const gone = new Set<string>();
+      for (const r of removed) gone.add(contentKey(r));
+      for (const r of added) if (gone.delete(contentKey(r)) && gone.size === 0) return;
+      for (const key of gone) this.cache.delete(key);
+      return;
+    }
     const kept = new Set<string>();
     for (const r of added) kept.add(contentKey(r));
     for (const r of removed) {

@@ -325,4 +325,25 @@ describe('resource encoder', () => {
     encoder.framed(gone);
     assert.equal(encoder.encodes, before);
   });
+
+  it('forgets the same when more objects come than go (a first sync), whichever of them share content', () => {
+    const encoder = new ResourceEncoder(KINDS);
+    const names = ['gone', 'stays', 'other'];
+    for (const name of names) encoder.framed(resource({ name }));
+    assert.equal(encoder.encodes, 3);
+    // Two go; one of them comes back among four new instances.
+    encoder.forget(
+      [resource({ name: 'gone' }), resource({ name: 'stays' })],
+      ['stays', 'new-1', 'new-2', 'new-3'].map((name) => resource({ name })),
+    );
+    encoder.framed(resource({ name: 'stays' }));
+    encoder.framed(resource({ name: 'other' }));
+    assert.equal(encoder.encodes, 3, 'kept: the object re-added, and the one not removed');
+    encoder.framed(resource({ name: 'gone' }));
+    assert.equal(encoder.encodes, 4, 'the removed object was forgotten');
+    // Every removed object re-added: nothing is forgotten.
+    encoder.forget([resource({ name: 'stays' })], [resource({ name: 'stays' }), resource({ name: 'new-1' })]);
+    encoder.framed(resource({ name: 'stays' }));
+    assert.equal(encoder.encodes, 4);
+  });
 });
