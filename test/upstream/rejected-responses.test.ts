@@ -4,6 +4,7 @@ import type { SourceEvent, SourceSnapshotEvent } from '../../src/core/source-eve
 import { LARGE_BODY_BYTES } from '../../src/schema/body-parts.js';
 import { McpSource } from '../../src/upstream/mcp/mcp-source.js';
 import { XdsSource } from '../../src/upstream/xds/xds-source.js';
+import type { XdsSourceOptions } from '../../src/upstream/xds/xds-source-options.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { FakeGalley } from '../support/fake-galley.js';
 import { encodeBody, encodeMcpResource, kindNamed, type FakeObject } from '../support/fake-objects.js';
@@ -359,19 +360,28 @@ describe('an xds source reading ServiceEntries, whose plain bodies it does not d
   });
 });
 
+/** The events of an xds source of `fake`'s VirtualServices and DestinationRules. */
+function recordedSource(
+  fake: FakeAdsServer,
+  name: string,
+  options: Partial<Pick<XdsSourceOptions, 'syncTimeout' | 'apiVersions'>>,
+): SourceEventRecorder {
+  return new SourceEventRecorder(
+    new XdsSource({
+      name,
+      namespace: 'default',
+      address: fake.address,
+      kinds: ['VirtualService', 'DestinationRule'],
+      ...options,
+    }).events$,
+  );
+}
+
 describe('an xds upstream that accepts the stream and never answers', () => {
   it('is failing with an error naming its type URLs and address, emits no snapshot, and is synced once it answers', async () => {
     const fake = await FakeAdsServer.start({ peer: 'istiod', mute: everyConfigTypeUrl() });
     fake.set('VirtualService', [fakeVirtualService('reviews')]);
-    const recorder = new SourceEventRecorder(
-      new XdsSource({
-        name: 'mute',
-        namespace: 'default',
-        address: fake.address,
-        kinds: ['VirtualService', 'DestinationRule'],
-        syncTimeout: 300,
-      }).events$,
-    );
+    const recorder = recordedSource(fake, 'mute', { syncTimeout: 300 });
     try {
       const failing = await recorder.status('failing');
       assert.equal(failing.error?.code, 'UNAVAILABLE');
@@ -402,15 +412,7 @@ describe('an xds upstream whose first state has an entry that is no Any', () => 
   it('applies none of it, stays unsynced, and takes the next state whole', async () => {
     const fake = await FakeAdsServer.start({ peer: 'istiod', mute: new Set([VS_V1]) });
     fake.set('DestinationRule', [fakeDestinationRule('reviews')]);
-    const recorder = new SourceEventRecorder(
-      new XdsSource({
-        name: 'torn',
-        namespace: 'default',
-        address: fake.address,
-        kinds: ['VirtualService', 'DestinationRule'],
-        apiVersions: 'current',
-      }).events$,
-    );
+    const recorder = recordedSource(fake, 'torn', { apiVersions: 'current' });
     try {
       await fake.waitFor(() => fake.requestsFor(VS_V1).length > 0, 5_000, 'a VirtualService request');
       fake.sendRaw(
