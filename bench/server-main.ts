@@ -7,6 +7,7 @@ import path from 'node:path';
  * the parent over the IPC channel: `ready` once listening (and, for servers with sources, synced
  * with every upstream), then answers `counters`, `memory` and `push` requests until `stop`.
  */
+import { Session } from 'node:inspector';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
 import { startMeshmux, type RunningMeshmux } from '../src/app.js';
@@ -33,6 +34,12 @@ export interface ServerArgs {
    * the server starts, which a start timed to ready should not carry.
    */
   readonly withoutBase?: boolean;
+  /**
+   * Sample the heap's allocations from the server's start (answered by `heapSample`): `survivors`
+   * keeps the samples of objects that outlived a young collection, whether a full one freed them
+   * later or not; `live` only those still alive. Their difference is what a start promoted in vain.
+   */
+  readonly heapSampling?: 'survivors' | 'live';
 }
 
 export type ParentMessage =
@@ -52,7 +59,9 @@ export type ParentMessage =
   /** meshmux only: CPU milliseconds from the last `mark` to the first push after it (null: none yet). */
   | { readonly type: 'firstPush'; readonly id: number }
   /** Writes a heap snapshot of the server to `file` (after a full collection) and replies when done. */
-  | { readonly type: 'heapSnapshot'; readonly id: number; readonly file: string };
+  | { readonly type: 'heapSnapshot'; readonly id: number; readonly file: string }
+  /** Stops the sampling `heapSampling` started and replies with its profile (V8's `SamplingHeapProfile`). */
+  | { readonly type: 'heapSample'; readonly id: number };
 
 /** Memory retained by the process after a full collection. */
 export interface RetainedMemory {
@@ -86,8 +95,28 @@ async function waitReady(engine: { current(): { ready: boolean } }): Promise<voi
   while (!engine.current().ready) await new Promise((r) => setTimeout(r, 20));
 }
 
+/** Starts V8's sampling heap profiler (see {@link ServerArgs.heapSampling}); returns how to stop it. */
+function startHeapSampling(mode: 'survivors' | 'live'): () => Promise<unknown> {
+  const session = new Session();
+  session.connect();
+  session.post('HeapProfiler.startSampling', {
+    samplingInterval: 8192,
+    includeObjectsCollectedByMajorGC: mode === 'survivors',
+    includeObjectsCollectedByMinorGC: false,
+  });
+  return () =>
+    new Promise((resolve, reject) => {
+      session.post('HeapProfiler.stopSampling', (err, result) => {
+        session.disconnect();
+        if (err === null) resolve(result.profile);
+        else reject(err);
+      });
+    });
+}
+
 async function main(): Promise<void> {
   const args = JSON.parse(process.argv[2] ?? '{}') as ServerArgs;
+  const stopSampling = args.heapSampling === undefined ? undefined : startHeapSampling(args.heapSampling);
   // meshmux persists as in production, into a folder of this run's own.
   const stateDir = mkdtempSync(path.join(tmpdir(), 'meshmux-bench-state-'));
   process.once('exit', () => rmSync(stateDir, { recursive: true, force: true }));
@@ -183,6 +212,10 @@ async function main(): Promise<void> {
         return;
       case 'heapSnapshot':
         reply(writeHeapSnapshot(message.file));
+        return;
+      case 'heapSample':
+        if (stopSampling === undefined) reply(null);
+        else void stopSampling().then(reply);
         return;
       case 'push':
         push(message.policy, message.seq, message.byCount === true);

@@ -167,6 +167,14 @@ export class ServerProcess {
     return (await this.request({ type: 'heapSnapshot', file })) as string;
   }
 
+  /**
+   * The sampling heap profile of the server since its start (V8's `SamplingHeapProfile`), for a
+   * server started with `heapSampling`; undefined otherwise. Sampling stops.
+   */
+  async heapSample(): Promise<unknown> {
+    return (await this.request({ type: 'heapSample' })) ?? undefined;
+  }
+
   /** meshmux only: the server notes its CPU now, and again at its next push. */
   async mark(): Promise<void> {
     await this.request({ type: 'mark' });
