@@ -2,13 +2,27 @@ import { ChunkedList } from '../core/chunked-list.js';
 import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { KindSnapshot } from './config-snapshot.js';
 
-/** Objects no longer served and objects newly served between two snapshots of a kind, in served order. */
+/**
+ * Objects no longer served and objects newly served between two snapshots of a kind, in served
+ * order. Shared between whoever asks for the same two snapshots: not to be altered.
+ */
 export interface KindDifference {
   readonly removed: readonly ConfigResource[];
   readonly added: readonly ConfigResource[];
 }
 
 const NOTHING: KindDifference = Object.freeze({ removed: Object.freeze([]), added: Object.freeze([]) });
+
+/**
+ * The last difference walked out to each snapshot, with the snapshot it was walked from: the ADS
+ * server, the metrics and each view ask for the same pair after a change the merge kept no change
+ * set for (a first sync), and one walk of both lists answers them all. Snapshots never change, so
+ * an answer found here is the walk's.
+ */
+const walked = new WeakMap<
+  KindSnapshot,
+  { readonly from: KindSnapshot; readonly difference: KindDifference }
+>();
 
 /**
  * What changed from `before` to `after` (either absent: the kind had no objects). When `after`
@@ -25,9 +39,13 @@ export function changesBetween(
   if (sameList(before, after)) return NOTHING;
   const changes = after.changes;
   if (changes !== undefined && before.serial !== undefined && changes.from === before.serial) return changes;
+  const known = walked.get(after);
+  if (known?.from === before) return known.difference;
   // Lists in chunks are compared only where their chunks differ: a change leaves the others shared.
   const [was, now] = ChunkedList.unshared(before.list ?? before.resources, after.list ?? after.resources);
-  return diffSorted(was, now);
+  const difference = diffSorted(was, now);
+  walked.set(after, { from: before, difference });
+  return difference;
 }
 
 /** Whether two snapshots of a kind hold the same list (compared by identity, never walked). */

@@ -144,6 +144,8 @@ describe('the change set a kind snapshot carries', () => {
             assert.equal(shown(read), shown(walked), `snapshots ${a} and ${b}`);
             assert.deepEqual(read.removed, walked.removed, `snapshots ${a} and ${b}: the instances removed`);
             assert.deepEqual(read.added, walked.added, `snapshots ${a} and ${b}: the instances added`);
+            // The ADS server, the metrics and each view ask for the same pair: walked once.
+            assert.equal(changesBetween(snaps[a], snaps[b]), read, `snapshots ${a} and ${b}: asked again`);
           }
         }
       }),
