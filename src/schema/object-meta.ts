@@ -72,8 +72,17 @@ function checkNamespace(namespace: string, errors: MeshmuxError[]): void {
   if (bad !== undefined) errors.push(metaError('metadata.namespace', bad));
 }
 
+/** Label keys found good, at most {@link MAX_GOOD_LABEL_KEYS}: a few keys label nearly every object. */
+const goodLabelKeys = new Set<string>();
+const MAX_GOOD_LABEL_KEYS = 1024;
+
 function labelProblem(key: string, value: string): string | undefined {
-  return checkQualifiedName(key) ?? checkLabelValue(value);
+  if (!goodLabelKeys.has(key)) {
+    const bad = checkQualifiedName(key);
+    if (bad !== undefined) return bad;
+    if (goodLabelKeys.size < MAX_GOOD_LABEL_KEYS) goodLabelKeys.add(key);
+  }
+  return checkLabelValue(value);
 }
 
 function annotationKeyProblem(key: string): string | undefined {

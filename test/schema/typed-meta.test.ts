@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { MeshmuxError } from '../../src/core/errors.js';
+import { checkLabelValue, checkQualifiedName } from '../../src/schema/kubernetes-names.js';
 import { checkTypedMeta, readObjectMeta } from '../../src/schema/object-meta.js';
 
 interface Meta {
@@ -33,6 +34,11 @@ const word = fc.oneof(
 );
 const map = fc.dictionary(word, fc.oneof(word, fc.constant('v'.repeat(70))), { maxKeys: 4 });
 
+/** `text` as a regular expression that matches it literally. */
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
 describe('checkTypedMeta', () => {
   it('finds what readObjectMeta finds in the same metadata, field for field', () => {
     fc.assert(
@@ -41,6 +47,22 @@ describe('checkTypedMeta', () => {
         assert.deepEqual(typed(meta), asFileReadsIt(meta));
       }),
       { numRuns: 2000, seed: 11 },
+    );
+  });
+
+  it('judges each label by the rules however often its key passed or failed before', () => {
+    fc.assert(
+      fc.property(word, fc.oneof(word, fc.constant('v'.repeat(70))), (key, value) => {
+        const expected = checkQualifiedName(key) ?? checkLabelValue(value);
+        // Twice with the value, then with a good value and a bad one: what passed once is no pass.
+        for (const v of [value, value, 'good', '-bad']) {
+          const problems = typed({ name: 'shop', namespace: 'shop', labels: { [key]: v }, annotations: {} });
+          const rule = v === value ? expected : (checkQualifiedName(key) ?? checkLabelValue(v));
+          assert.equal(problems.length, rule === undefined ? 0 : 1, `${key}=${v}: ${problems.join('; ')}`);
+          if (rule !== undefined) assert.match(problems[0] ?? '', new RegExp(`: ${escape(rule)}$`));
+        }
+      }),
+      { numRuns: 1000, seed: 12 },
     );
   });
 
