@@ -13,10 +13,8 @@ import {
 export { SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION };
 
 /**
- * An annotated object, with the version and source version it was built from, where the two
- * differ (the upstream versions its objects: git's commit). Where they are the same (most
- * sources), the annotated object alone is kept: its source-version annotation tells both, and a
- * record beside it would be a heap object more per object.
+ * What an annotated object was built from, where its source-version annotation cannot tell it:
+ * the upstream versions its objects (git's commit), so the version and the source version differ.
  */
 interface Built {
   readonly version: string;
@@ -24,43 +22,29 @@ interface Built {
   readonly out: ConfigResource;
 }
 
-type Held = Built | ConfigResource;
-
-function isBuilt(held: Held): held is Built {
-  return 'out' in held;
-}
-
-function outOf(held: Held): ConfigResource {
-  return isBuilt(held) ? held.out : held;
-}
-
-/** Whether `held` was built from an object of `version` whose source version is `sourceVersion`. */
-function builtFrom(held: Held, version: string, sourceVersion: string): boolean {
-  if (isBuilt(held)) return held.version === version && held.sourceVersion === sourceVersion;
-  const annotated = held.annotations[SOURCE_VERSION_ANNOTATION];
-  return annotated === version && annotated === sourceVersion;
+function sameTime(a: Timestamp, b: Timestamp): boolean {
+  return a.seconds === b.seconds && a.nanos === b.nanos;
 }
 
 /**
  * The provenance annotations of one source's objects, built once per object version. An object
  * re-sent, as the same instance or a new one, with the same version, source version and creation
- * time gets the previous annotated instance back: what a source did not change keeps its identity
- * downstream. Found by kind and name, not by instance: a weak map from every object read to its
- * annotated copy was one more table entry per object, and an ephemeron for every marking of the
- * heap to visit.
+ * time gets the annotated instance served for it back: what a source did not change keeps its
+ * identity downstream. The served instance is the caller's to pass (the ledger's committed state
+ * holds it): a table of them here was one more map entry per object, keyed as the ledger's.
  * An object that already names a source (it came through another meshmux) passes unchanged.
  *
  * Creation times that meshmux stamped (`origin.createTimeStamped`: files, git, ZooKeeper) are
- * sticky: while the source holds an object, including one restored from the persisted record or
- * adopted from another replica's ({@link adoptCreateTime}), a new read of it keeps the held time.
+ * sticky: while the source serves an object, including one restored from the persisted record or
+ * adopted from another replica's ({@link adopt}), a new read of it keeps the served time.
  * Times an upstream gives (MCP `create_time`, `metadata.creationTimestamp`) pass as given.
  */
 export class Provenance {
   /**
-   * Annotated objects by kind, then by `namespace/name`, with what they were built from. Keyed by
-   * the ledger's own key strings: a key per object built here would be a string per object more.
+   * Per kind and `namespace/name`, what served objects whose annotation cannot tell it were built
+   * from (see {@link Built}): none for most sources. Keyed by the ledger's own key strings.
    */
-  private readonly byName = new Map<string, Map<string, Held>>();
+  private readonly built = new Map<string, Map<string, Built>>();
   /**
    * Creation times another replica serves objects under, by `kind|namespace/name` (its latest
    * record of this source): an object this replica reads only after that record arrived takes
@@ -73,27 +57,26 @@ export class Provenance {
 
   /**
    * The object as served: `r` with this source's provenance annotations. `key` is its
-   * `namespace/name`: the ledger passes the string it keeps the object under, which this then
-   * shares instead of building one per object.
+   * `namespace/name` (the ledger passes the string it keeps the object under, shared here), and
+   * `served` the object served under that key now, if any.
    */
-  annotate(r: ConfigResource, key = `${r.namespace}/${r.name}`): ConfigResource {
+  annotate(r: ConfigResource, key: string, served: ConfigResource | undefined): ConfigResource {
     // An object that already names its source came through another meshmux: its provenance is the
     // original source's, and passing it through keeps versions identical along a chain.
     if (r.annotations[SOURCE_ANNOTATION] !== undefined) return r;
     const sourceVersion = r.origin.upstreamVersion ?? r.version;
-    const built = this.builtOf(r.kind);
-    const cached = built.get(key);
-    // A creation time meshmux stamped itself yields to the one already held for the object.
+    const held = this.ours(served);
+    // A creation time meshmux stamped itself yields to the one the object is served with.
     const createTime =
       r.origin.createTimeStamped === true
-        ? ((cached === undefined ? undefined : outOf(cached).createTime) ??
-          this.shared.get(`${r.kind}|${key}`) ??
-          r.createTime)
+        ? (held?.createTime ?? this.shared.get(`${r.kind}|${key}`) ?? r.createTime)
         : r.createTime;
-    if (cached !== undefined && builtFrom(cached, r.version, sourceVersion)) {
-      const held = outOf(cached);
-      if (held.createTime.seconds === createTime.seconds && held.createTime.nanos === createTime.nanos)
-        return held;
+    if (
+      held !== undefined &&
+      this.builtFrom(r.kind, key, held, r.version, sourceVersion) &&
+      sameTime(held.createTime, createTime)
+    ) {
+      return held;
     }
     const fields: ResourceFields = {
       ...r,
@@ -110,25 +93,32 @@ export class Provenance {
       isContentVersion(r.version) && r.annotations[SOURCE_VERSION_ANNOTATION] === undefined
         ? restoreResource(fields, annotatedVersion(r.version, this.source, sourceVersion))
         : makeResource(fields);
-    built.set(key, sourceVersion === r.version ? out : { version: r.version, sourceVersion, out });
+    if (sourceVersion !== r.version)
+      this.builtOf(r.kind).set(key, { version: r.version, sourceVersion, out });
+    else if (this.built.size > 0) this.forget(r.kind, key);
     return out;
   }
 
   /**
-   * Serves the object held under `kind` and `key` with the creation time `time` another replica
-   * serves it under, when its own time is one meshmux stamped. Returns the new annotated object,
-   * or undefined when nothing changes (not held, the upstream's own time, or the same time).
+   * `served` (the object served under `kind` and `key`) with the creation time `time` another
+   * replica serves it under, when its own time is one meshmux stamped. Returns the new annotated
+   * object, or undefined when nothing changes (none served, the upstream's own time, or the same
+   * time). The time is remembered for an object read later ({@link annotate}).
    */
-  adopt(kind: string, key: string, time: Timestamp): ConfigResource | undefined {
+  adopt(
+    kind: string,
+    key: string,
+    time: Timestamp,
+    served: ConfigResource | undefined,
+  ): ConfigResource | undefined {
     this.shared.set(`${kind}|${key}`, time);
-    const held = this.byName.get(kind)?.get(key);
-    if (held === undefined) return undefined;
-    const before = outOf(held);
-    if (before.origin.createTimeStamped !== true) return undefined;
-    if (before.createTime.seconds === time.seconds && before.createTime.nanos === time.nanos)
-      return undefined;
+    const before = this.ours(served);
+    if (before === undefined || before.origin.createTimeStamped !== true) return undefined;
+    if (sameTime(before.createTime, time)) return undefined;
     const out = restoreResource({ ...before, createTime: time }, before.version);
-    this.builtOf(kind).set(key, isBuilt(held) ? { ...held, out } : out);
+    const built = this.built.get(kind);
+    const record = built?.get(key);
+    if (record?.out === before) built?.set(key, { ...record, out });
     return out;
   }
 
@@ -137,32 +127,51 @@ export class Provenance {
     this.shared = new Map();
   }
 
-  /** `r` (as the source sent it) with the creation time it is served under, for the persisted record. */
-  withHeldTime(r: ConfigResource): ConfigResource {
+  /**
+   * `r` (as the source sent it) with the creation time it is served under, for the persisted
+   * record; `served` is the object served under its key, if any.
+   */
+  withServedTime(r: ConfigResource, served: ConfigResource | undefined): ConfigResource {
     if (r.origin.createTimeStamped !== true) return r;
-    const entry = this.byName.get(r.kind)?.get(`${r.namespace}/${r.name}`);
-    const held = entry === undefined ? undefined : outOf(entry).createTime;
-    if (held === undefined || (held.seconds === r.createTime.seconds && held.nanos === r.createTime.nanos))
-      return r;
+    const held = this.ours(served)?.createTime;
+    if (held === undefined || sameTime(held, r.createTime)) return r;
     return restoreResource({ ...r, createTime: held }, r.version);
   }
 
-  /** Forgets the object under `kind` and `key` (`namespace/name`): the source no longer holds it. */
+  /** Forgets what the object under `kind` and `key` (`namespace/name`) was built from: it is no longer served. */
   forget(kind: string, key: string): void {
-    const built = this.byName.get(kind);
+    const built = this.built.get(kind);
     built?.delete(key);
-    if (built?.size === 0) this.byName.delete(kind);
+    if (built?.size === 0) this.built.delete(kind);
   }
 
-  /** Forgets every object by name (the source's objects were dropped). */
+  /** Forgets what every object was built from (the source's objects were dropped). */
   clear(): void {
-    this.byName.clear();
+    this.built.clear();
   }
 
-  /** The built objects of a kind, by key. */
-  private builtOf(kind: string): Map<string, Held> {
-    let built = this.byName.get(kind);
-    if (built === undefined) this.byName.set(kind, (built = new Map<string, Held>()));
+  /** `served` when this source annotated it (not an object passed through from another meshmux). */
+  private ours(served: ConfigResource | undefined): ConfigResource | undefined {
+    return served !== undefined && served.annotations[SOURCE_ANNOTATION] === this.source ? served : undefined;
+  }
+
+  /** Whether `held` (served, annotated here) was built from an object of `version` and `sourceVersion`. */
+  private builtFrom(
+    kind: string,
+    key: string,
+    held: ConfigResource,
+    version: string,
+    sourceVersion: string,
+  ): boolean {
+    const record = this.built.get(kind)?.get(key);
+    if (record?.out === held) return record.version === version && record.sourceVersion === sourceVersion;
+    const annotated = held.annotations[SOURCE_VERSION_ANNOTATION];
+    return annotated === version && annotated === sourceVersion;
+  }
+
+  private builtOf(kind: string): Map<string, Built> {
+    let built = this.built.get(kind);
+    if (built === undefined) this.built.set(kind, (built = new Map<string, Built>()));
     return built;
   }
 }

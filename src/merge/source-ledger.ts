@@ -350,8 +350,7 @@ export class SourceLedger {
     for (const r of record.resources) {
       const key = keyOf(r);
       // Remembered also for objects this replica has not read yet: it may read them later.
-      const out = this.provenance.adopt(r.kind, key, r.createTime);
-      if (!this.stateOf(r.kind).has(key)) continue;
+      const out = this.provenance.adopt(r.kind, key, r.createTime, this.stateOf(r.kind).get(key));
       if (out === undefined) continue;
       let upserts = upsertsByKind.get(r.kind);
       if (upserts === undefined) upsertsByKind.set(r.kind, (upserts = new Map<string, ConfigResource>()));
@@ -475,11 +474,15 @@ export class SourceLedger {
     for (const list of this.raw.values()) {
       for (let i = 0; i < list.length; i++) {
         const r = list.at(i) as ConfigResource;
-        if (this.provenance.withHeldTime(r) !== r)
-          return this.sentObjects((o) => this.provenance.withHeldTime(o));
+        if (this.withServedTime(r) !== r) return this.sentObjects((o) => this.withServedTime(o));
       }
     }
     return ChunkedList.joined([...this.raw.values()]);
+  }
+
+  /** `r` (as the source sent it) under the creation time it is served with. */
+  private withServedTime(r: ConfigResource): ConfigResource {
+    return this.provenance.withServedTime(r, this.stateOf(r.kind).get(keyOf(r)));
   }
 
   /** What the source last sent, every kind in one array, each object as `map` gives it. */
@@ -546,6 +549,7 @@ export class SourceLedger {
         continue;
       }
       const state = new Map<string, ConfigResource>();
+      const served = this.stateOf(kind);
       for (const r of list) {
         const reason = this.acl.unrestricted ? undefined : this.acl.check(r);
         if (reason !== undefined) {
@@ -569,7 +573,7 @@ export class SourceLedger {
             reason: 'duplicate-in-source',
           });
         }
-        state.set(key, this.provenance.annotate(r, key));
+        state.set(key, this.provenance.annotate(r, key, served.get(key)));
       }
       next.set(kind, state);
     }
@@ -604,7 +608,7 @@ export class SourceLedger {
       const key = keyOf(r);
       // Two objects under one key: the full path reports the duplicate.
       if (upserts.has(key) || (before.has(key) && !removed.has(key))) return undefined;
-      upserts.set(key, this.provenance.annotate(r, key));
+      upserts.set(key, this.provenance.annotate(r, key, before.get(key)));
     }
     return { removed, upserts };
   }

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { makeResource, type ConfigResource } from '../../src/core/resource.js';
+import { makeResource, type ConfigResource, type Timestamp } from '../../src/core/resource.js';
 import { Provenance, SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION } from '../../src/merge/provenance.js';
 import { stampedObject } from '../support/resources.js';
 
@@ -27,18 +27,51 @@ function upstream(seconds: number, nanos = 0, upstreamVersion?: string, body = '
   });
 }
 
+/** A provenance and the objects served under it by key, kept as a ledger keeps its committed state. */
+class Serving {
+  readonly provenance = new Provenance('mesh');
+  readonly served = new Map<string, ConfigResource>();
+
+  annotate(r: ConfigResource): ConfigResource {
+    const key = `${r.namespace}/${r.name}`;
+    const out = this.provenance.annotate(r, key, this.served.get(key));
+    this.served.set(key, out);
+    return out;
+  }
+
+  adopt(time: Timestamp): ConfigResource | undefined {
+    const out = this.provenance.adopt(VS, KEY, time, this.served.get(KEY));
+    if (out !== undefined) this.served.set(KEY, out);
+    return out;
+  }
+
+  withServedTime(r: ConfigResource): ConfigResource {
+    return this.provenance.withServedTime(r, this.served.get(`${r.namespace}/${r.name}`));
+  }
+
+  forget(key: string): void {
+    this.served.delete(key);
+    this.provenance.forget(VS, key);
+  }
+
+  clear(): void {
+    this.served.clear();
+    this.provenance.clear();
+  }
+}
+
 describe('Provenance', () => {
   it('names the source, and as source version the upstream’s version or else the content’s', () => {
-    const p = new Provenance('mesh');
+    const p = new Serving();
     const plain = p.annotate(upstream(1));
     assert.equal(plain.annotations[SOURCE_ANNOTATION], 'mesh');
     assert.equal(plain.annotations[SOURCE_VERSION_ANNOTATION], upstream(1).version);
-    const versioned = new Provenance('mesh').annotate(upstream(1, 0, 'v42'));
+    const versioned = new Serving().annotate(upstream(1, 0, 'v42'));
     assert.equal(versioned.annotations[SOURCE_VERSION_ANNOTATION], 'v42');
   });
 
   it('versions an annotated object as anyone reading it does, without hashing it again', () => {
-    const p = new Provenance('mesh');
+    const p = new Serving();
     const withOwn = makeResource({ ...upstream(1), annotations: { [SOURCE_VERSION_ANNOTATION]: 'mine' } });
     for (const r of [upstream(1), upstream(1, 0, 'v42'), withOwn]) {
       const out = p.annotate(r);
@@ -49,13 +82,13 @@ describe('Provenance', () => {
   });
 
   it('passes an object that already names a source through unchanged', () => {
-    const p = new Provenance('mesh');
+    const p = new Serving();
     const relayed = makeResource({ ...upstream(1), annotations: { [SOURCE_ANNOTATION]: 'far-away' } });
     assert.equal(p.annotate(relayed), relayed);
   });
 
   it('returns the same served object for the same instance and for an equal new one, and a new one for any change', () => {
-    const p = new Provenance('mesh');
+    const p = new Serving();
     const first = p.annotate(upstream(1));
     assert.equal(p.annotate(upstream(1)), first, 'an equal object re-made keeps its identity');
     const otherNanos = p.annotate(upstream(1, 5));
@@ -82,53 +115,67 @@ describe('Provenance', () => {
   });
 
   it('keeps a stamped creation time while the object is held, and stamps anew after forget or clear', () => {
-    const p = new Provenance('mesh');
+    const p = new Serving();
     assert.equal(p.annotate(stampedObject('a', 100)).createTime.seconds, 100);
     assert.equal(p.annotate(stampedObject('a', 200, true, 'changed')).createTime.seconds, 100);
-    p.forget(VS, KEY);
+    p.forget(KEY);
     assert.equal(p.annotate(stampedObject('a', 300)).createTime.seconds, 300);
     p.clear();
     assert.equal(p.annotate(stampedObject('a', 400)).createTime.seconds, 400);
   });
 
   it('adopts another replica’s time for a stamped object it holds, and only then', () => {
-    const p = new Provenance('mesh');
-    assert.equal(p.adopt(VS, KEY, { seconds: 50, nanos: 0 }), undefined, 'not held yet');
-    p.clearShared();
+    const p = new Serving();
+    assert.equal(p.adopt({ seconds: 50, nanos: 0 }), undefined, 'not held yet');
+    p.provenance.clearShared();
     const input = stampedObject('a', 100);
     p.annotate(input);
-    assert.equal(p.adopt(VS, KEY, { seconds: 100, nanos: 0 }), undefined, 'the same time');
-    const adopted = p.adopt(VS, KEY, { seconds: 100, nanos: 7 });
+    assert.equal(p.adopt({ seconds: 100, nanos: 0 }), undefined, 'the same time');
+    const adopted = p.adopt({ seconds: 100, nanos: 7 });
     assert.equal(adopted?.createTime.nanos, 7);
     assert.equal(p.annotate(input), adopted, 'the same input is served under the adopted time');
-    const fromUpstream = new Provenance('mesh');
+    const fromUpstream = new Serving();
     fromUpstream.annotate(upstream(9));
-    assert.equal(fromUpstream.adopt(VS, KEY, { seconds: 1, nanos: 0 }), undefined, "an upstream's time");
+    assert.equal(fromUpstream.adopt({ seconds: 1, nanos: 0 }), undefined, "an upstream's time");
   });
 
   it('gives an object read after the record arrived the recorded time, until the next record replaces it', () => {
-    const p = new Provenance('mesh');
-    p.adopt(VS, KEY, { seconds: 60, nanos: 0 });
+    const p = new Serving();
+    p.adopt({ seconds: 60, nanos: 0 });
     assert.equal(p.annotate(stampedObject('a', 100)).createTime.seconds, 60);
-    p.forget(VS, KEY);
-    p.clearShared();
+    p.forget(KEY);
+    p.provenance.clearShared();
     assert.equal(p.annotate(stampedObject('a', 100)).createTime.seconds, 100);
   });
 
-  it('records an object under the time it is served with, and leaves other objects as they are', () => {
+  it('takes back, and keeps the time of, only an object it annotated itself', () => {
     const p = new Provenance('mesh');
+    const input = stampedObject('a', 100);
+    const foreign = new Provenance('far').annotate(input, KEY, undefined);
+    const out = p.annotate(input, KEY, foreign);
+    assert.notEqual(out, foreign);
+    assert.equal(out.annotations[SOURCE_ANNOTATION], 'mesh');
+    const later = stampedObject('a', 200);
+    assert.equal(p.annotate(later, KEY, foreign).createTime.seconds, 200, "another source's time");
+    assert.equal(p.withServedTime(later, foreign), later);
+    assert.equal(p.adopt(VS, KEY, { seconds: 5, nanos: 0 }, foreign), undefined);
+    assert.equal(p.annotate(later, KEY, out).createTime.seconds, 100, 'its own time');
+  });
+
+  it('records an object under the time it is served with, and leaves other objects as they are', () => {
+    const p = new Serving();
     p.annotate(stampedObject('a', 100));
     const reread = stampedObject('a', 200);
-    assert.equal(p.withHeldTime(reread).createTime.seconds, 100);
+    assert.equal(p.withServedTime(reread).createTime.seconds, 100);
     const same = stampedObject('a', 100);
-    assert.equal(p.withHeldTime(same), same);
+    assert.equal(p.withServedTime(same), same);
     const sameSecondsOtherNanos = makeResource({
       ...stampedObject('a', 100),
       createTime: { seconds: 100, nanos: 3 },
     });
-    assert.equal(p.withHeldTime(sameSecondsOtherNanos).createTime.nanos, 0);
+    assert.equal(p.withServedTime(sameSecondsOtherNanos).createTime.nanos, 0);
     const given = upstream(5);
-    assert.equal(p.withHeldTime(given), given);
-    assert.equal(p.withHeldTime(stampedObject('never-held', 7)).createTime.seconds, 7);
+    assert.equal(p.withServedTime(given), given);
+    assert.equal(p.withServedTime(stampedObject('never-held', 7)).createTime.seconds, 7);
   });
 });
