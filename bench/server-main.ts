@@ -35,12 +35,15 @@ export interface ServerArgs {
    */
   readonly withoutBase?: boolean;
   /**
-   * Sample the heap's allocations from the server's start (answered by `heapSample`): `survivors`
-   * keeps the samples of objects that outlived a young collection, whether a full one freed them
-   * later or not; `live` only those still alive. Their difference is what a start promoted in vain.
+   * Sample the heap's allocations from the server's start (answered by `heapSample`): `allocated`
+   * keeps every sample; `survivors` the samples of objects that outlived a young collection,
+   * whether a full one freed them later or not; `live` only those still alive. The difference of
+   * the last two is what a start promoted in vain.
    */
-  readonly heapSampling?: 'survivors' | 'live';
+  readonly heapSampling?: HeapSampling;
 }
+
+export type HeapSampling = 'allocated' | 'survivors' | 'live';
 
 export type ParentMessage =
   | { readonly type: 'counters'; readonly id: number }
@@ -96,13 +99,13 @@ async function waitReady(engine: { current(): { ready: boolean } }): Promise<voi
 }
 
 /** Starts V8's sampling heap profiler (see {@link ServerArgs.heapSampling}); returns how to stop it. */
-function startHeapSampling(mode: 'survivors' | 'live'): () => Promise<unknown> {
+function startHeapSampling(mode: HeapSampling): () => Promise<unknown> {
   const session = new Session();
   session.connect();
   session.post('HeapProfiler.startSampling', {
     samplingInterval: 8192,
-    includeObjectsCollectedByMajorGC: mode === 'survivors',
-    includeObjectsCollectedByMinorGC: false,
+    includeObjectsCollectedByMajorGC: mode !== 'live',
+    includeObjectsCollectedByMinorGC: mode === 'allocated',
   });
   return () =>
     new Promise((resolve, reject) => {
