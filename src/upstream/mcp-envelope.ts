@@ -5,7 +5,6 @@
  * else is left to the schema-driven decode, which says what is wrong with it.
  */
 import { isUtf8Range } from '../wire/strict-reader.js';
-import { WireCursor } from '../wire/wire-cursor.js';
 import { WIRE_LENGTH_DELIMITED, WIRE_VARINT } from '../wire/wire-types.js';
 
 /** An envelope as `Resource.toObject(decoded, { longs: Number })` gives it: absent fields left out. */
@@ -33,67 +32,119 @@ class NotPlain extends Error {}
  */
 export function readPlainEnvelope(bytes: Uint8Array): McpEnvelope | undefined {
   try {
-    return new EnvelopeReader(bytes).resource();
+    return reader.resource(bytes);
   } catch {
     return undefined;
+  } finally {
+    reader.release();
   }
 }
 
-class EnvelopeReader {
-  private readonly cursor: WireCursor;
-  private readonly text: Buffer;
-  /** The end of the message being read. */
-  private limit: number;
+/** A string read before, with its UTF-8 bytes: the same bytes read again give the same string. */
+interface KnownString {
+  readonly bytes: Uint8Array;
+  readonly text: string;
+}
 
-  constructor(private readonly bytes: Uint8Array) {
-    this.cursor = new WireCursor(bytes);
-    this.text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+const EMPTY = new Uint8Array(0);
+/** Strings of this many bytes at most are looked for among those read before. */
+const MAX_KNOWN_BYTES = 64;
+/** Map keys remembered (labels and annotations: a few keys recur on every object). */
+const MAX_KNOWN_KEYS = 16;
+/** Buffers up to this size are kept between reads to decode strings from, not wrapped anew. */
+const MAX_WRAPPED_BYTES = 64 * 1024;
+
+/**
+ * Reads envelopes one after the other, with nothing allocated per field but what the envelope
+ * holds: the loops over fields are written out (no callback per field or nested message), a
+ * buffer holding several envelopes (a slab of a first state) is wrapped once to decode strings
+ * from, and a type URL or a map key read before is the string read then.
+ */
+class EnvelopeReader {
+  private bytes: Uint8Array = EMPTY;
+  private pos = 0;
+  /** The end of the message being read. */
+  private limit = 0;
+  /** Where the payload of the last length-delimited field begins and ends. */
+  private start = 0;
+  private end = 0;
+  /** `bytes`' memory as a Buffer, to decode strings from; `wrapped` is the memory it covers. */
+  private text: Buffer = Buffer.alloc(0);
+  private wrapped: ArrayBufferLike = this.text.buffer;
+  private typeUrl: KnownString = { bytes: EMPTY, text: '' };
+  private readonly keys: KnownString[] = [];
+
+  resource(bytes: Uint8Array): McpEnvelope {
+    this.bytes = bytes;
+    this.pos = 0;
     this.limit = bytes.length;
+    const out: McpEnvelope = {};
+    while (this.pos < this.limit) {
+      const id = this.field();
+      if (id === 1 && out.metadata === undefined) {
+        const outer = this.nested();
+        out.metadata = this.metadata();
+        this.close(outer);
+      } else if (id === 2 && out.body === undefined) {
+        const outer = this.nested();
+        out.body = this.body();
+        this.close(outer);
+      } else throw new NotPlain();
+    }
+    return out;
   }
 
-  resource(): McpEnvelope {
-    const out: McpEnvelope = {};
-    this.fields((id) => {
-      if (id === 1 && out.metadata === undefined) out.metadata = this.nested(() => this.metadata());
-      else if (id === 2 && out.body === undefined) out.body = this.nested(() => this.body());
-      else throw new NotPlain();
-    });
-    return out;
+  /** Lets go of the envelope's bytes, and of a large buffer holding them. */
+  release(): void {
+    this.bytes = EMPTY;
+    if (this.wrapped.byteLength > MAX_WRAPPED_BYTES) {
+      this.text = Buffer.alloc(0);
+      this.wrapped = this.text.buffer;
+    }
   }
 
   private metadata(): NonNullable<McpEnvelope['metadata']> {
     const out: NonNullable<McpEnvelope['metadata']> = {};
-    this.fields((id) => {
+    while (this.pos < this.limit) {
+      const id = this.field();
       if (id === 1 && out.name === undefined) out.name = this.string();
-      else if (id === 2 && out.create_time === undefined)
-        out.create_time = this.nested(() => this.timestamp());
-      else if (id === 3 && out.version === undefined) out.version = this.string();
-      else if (id === 4) this.nested(() => this.entry((out.labels ??= {})));
-      else if (id === 5) this.nested(() => this.entry((out.annotations ??= {})));
-      else throw new NotPlain();
-    });
+      else if (id === 2 && out.create_time === undefined) {
+        const outer = this.nested();
+        out.create_time = this.timestamp();
+        this.close(outer);
+      } else if (id === 3 && out.version === undefined) out.version = this.string();
+      else if (id === 4 || id === 5) {
+        const outer = this.nested();
+        this.entry(id === 4 ? (out.labels ??= {}) : (out.annotations ??= {}));
+        this.close(outer);
+      } else throw new NotPlain();
+    }
     return out;
   }
 
   private body(): NonNullable<McpEnvelope['body']> {
     const out: NonNullable<McpEnvelope['body']> = {};
-    this.fields((id) => {
-      if (id === 1 && out.type_url === undefined) out.type_url = this.string();
-      else if (id === 2 && out.value === undefined) {
-        this.cursor.lengthDelimited(this.limit);
+    while (this.pos < this.limit) {
+      const id = this.field();
+      if (id === 1 && out.type_url === undefined) {
+        this.lengthDelimited();
+        // Every object of a response has the same type URL: read once, compared after that.
+        if (!this.sameBytes(this.typeUrl.bytes)) this.typeUrl = this.known();
+        out.type_url = this.typeUrl.text;
+      } else if (id === 2 && out.value === undefined) {
+        this.lengthDelimited();
         // An empty body is left to the schema, which reads it as a Buffer of its own.
-        if (this.cursor.end === this.cursor.start) throw new NotPlain();
-        out.value = this.bytes.subarray(this.cursor.start, this.cursor.end);
+        if (this.end === this.start) throw new NotPlain();
+        out.value = this.bytes.subarray(this.start, this.end);
       } else throw new NotPlain();
-    });
+    }
     return out;
   }
 
   private timestamp(): { seconds?: number; nanos?: number } {
     const out: { seconds?: number; nanos?: number } = {};
-    const cursor = this.cursor;
-    while (cursor.pos < this.limit) {
-      const tag = cursor.uint32(this.limit);
+    while (this.pos < this.limit) {
+      const tag = this.varint32();
       if ((tag & 7) !== WIRE_VARINT) throw new NotPlain();
       const value = this.smallVarint();
       if (tag >>> 3 === 1 && out.seconds === undefined) out.seconds = value;
@@ -107,46 +158,72 @@ class EnvelopeReader {
   private entry(map: Record<string, string>): void {
     let key: string | undefined;
     let value: string | undefined;
-    this.fields((id) => {
-      if (id === 1 && key === undefined) key = this.string();
+    while (this.pos < this.limit) {
+      const id = this.field();
+      if (id === 1 && key === undefined) key = this.key();
       else if (id === 2 && value === undefined) value = this.string();
       else throw new NotPlain();
-    });
+    }
     if (key === '__proto__') throw new NotPlain();
     map[key ?? ''] = value ?? '';
   }
 
-  /** Reads the length-delimited message at the cursor with `read`, which must read all of it. */
-  private nested<T>(read: () => T): T {
-    const cursor = this.cursor;
-    cursor.lengthDelimited(this.limit);
-    const outer = this.limit;
-    const end = cursor.end;
-    this.limit = end;
-    cursor.pos = cursor.start;
-    const value = read();
-    if (cursor.pos !== end) throw new NotPlain();
-    this.limit = outer;
-    return value;
+  /** The number of the next field, which must be length-delimited. */
+  private field(): number {
+    const tag = this.varint32();
+    if ((tag & 7) !== WIRE_LENGTH_DELIMITED) throw new NotPlain();
+    return tag >>> 3;
   }
 
-  /** Each field up to the end of the current message, by number: all must be length-delimited. */
-  private fields(each: (id: number) => void): void {
-    const cursor = this.cursor;
-    while (cursor.pos < this.limit) {
-      const tag = cursor.uint32(this.limit);
-      if ((tag & 7) !== WIRE_LENGTH_DELIMITED) throw new NotPlain();
-      each(tag >>> 3);
+  /** Enters the length-delimited message at the cursor; returns the limit to restore with {@link close}. */
+  private nested(): number {
+    this.lengthDelimited();
+    const outer = this.limit;
+    this.limit = this.end;
+    this.pos = this.start;
+    return outer;
+  }
+
+  /** Leaves a message entered with {@link nested}, which must have been read to its end. */
+  private close(outer: number): void {
+    if (this.pos !== this.limit) throw new NotPlain();
+    this.limit = outer;
+  }
+
+  /** Reads the extent of a length-delimited payload into `start`/`end` and moves past it. */
+  private lengthDelimited(): void {
+    const length = this.varint32();
+    const start = this.pos;
+    if (length > this.limit - start) throw new NotPlain();
+    this.start = start;
+    this.end = this.pos = start + length;
+  }
+
+  /** A varint of at most 32 significant bits (tags and lengths), as `WireCursor.uint32` reads it. */
+  private varint32(): number {
+    const bytes = this.bytes;
+    let value = 0;
+    for (let shift = 0; shift < 35; shift += 7) {
+      if (this.pos >= this.limit) throw new NotPlain();
+      const b = bytes[this.pos++] as number;
+      if (shift < 28) value |= (b & 0x7f) << shift;
+      else value += (b & 0x0f) * 2 ** shift;
+      if (b < 0x80) return value >>> 0;
     }
+    // A longer varint is a 64-bit one; its high bytes do not matter for a tag or a length.
+    for (let n = 0; n < 5; n++) {
+      if (this.pos >= this.limit) throw new NotPlain();
+      if ((bytes[this.pos++] as number) < 0x80) return value >>> 0;
+    }
+    throw new NotPlain();
   }
 
   /** A varint of at most five bytes, exactly (up to 2^35). */
   private smallVarint(): number {
-    const cursor = this.cursor;
     let value = 0;
     for (let i = 0, scale = 1; i < 5; i++, scale *= 128) {
-      if (cursor.pos >= this.limit) throw new NotPlain();
-      const b = this.bytes[cursor.pos++] as number;
+      if (this.pos >= this.limit) throw new NotPlain();
+      const b = this.bytes[this.pos++] as number;
       value += (b & 0x7f) * scale;
       if (b < 0x80) return value;
     }
@@ -155,10 +232,50 @@ class EnvelopeReader {
 
   /** The UTF-8 string at the cursor. */
   private string(): string {
-    const cursor = this.cursor;
-    cursor.lengthDelimited(this.limit);
-    const { start, end } = cursor;
-    if (!isUtf8Range(this.bytes, start, end)) throw new NotPlain();
-    return this.text.toString('utf8', start, end);
+    this.lengthDelimited();
+    return this.decoded();
+  }
+
+  /** A map key at the cursor: one of the last keys read when its bytes are. */
+  private key(): string {
+    this.lengthDelimited();
+    const keys = this.keys;
+    for (let i = 0; i < keys.length; i++) {
+      const known = keys[i] as KnownString;
+      if (this.sameBytes(known.bytes)) return known.text;
+    }
+    if (this.end - this.start > MAX_KNOWN_BYTES) return this.decoded();
+    const known = this.known();
+    if (keys.length === MAX_KNOWN_KEYS) keys.pop();
+    keys.unshift(known);
+    return known.text;
+  }
+
+  /** The payload at `start`/`end` as a string, with a copy of its bytes to know it again by. */
+  private known(): KnownString {
+    const text = this.decoded();
+    return { bytes: this.bytes.slice(this.start, this.end), text };
+  }
+
+  /** Whether the payload at `start`/`end` is `bytes`. */
+  private sameBytes(bytes: Uint8Array): boolean {
+    const length = this.end - this.start;
+    if (bytes.length !== length) return false;
+    const own = this.bytes;
+    for (let i = 0; i < length; i++) if (own[this.start + i] !== bytes[i]) return false;
+    return true;
+  }
+
+  /** The payload at `start`/`end`, which must be UTF-8, decoded. */
+  private decoded(): string {
+    const { bytes, start, end } = this;
+    if (!isUtf8Range(bytes, start, end)) throw new NotPlain();
+    if (bytes.buffer !== this.wrapped) {
+      this.wrapped = bytes.buffer;
+      this.text = Buffer.from(bytes.buffer);
+    }
+    return this.text.toString('utf8', bytes.byteOffset + start, bytes.byteOffset + end);
   }
 }
+
+const reader = new EnvelopeReader();

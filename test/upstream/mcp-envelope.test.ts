@@ -65,6 +65,42 @@ describe('an MCP envelope read from its bytes', () => {
     assert.deepEqual([...(read?.body?.value ?? [])], [...body]);
   });
 
+  it('reads envelopes one after the other out of one buffer as each alone, type URLs and keys that differ by a byte apart', () => {
+    // Type URLs and keys of one length that differ in one byte, more keys than are remembered,
+    // values that are keys elsewhere: what is read again must never stand in for what differs.
+    const word = fc.constantFrom('ab', 'ac', 'ba', 'a', 'abc', 'é', 'zone', 'zonf', 'app', 'apq', '');
+    const envelope = fc.record({
+      name: word,
+      typeUrl: fc.constantFrom(
+        'type.googleapis.com/x.A',
+        'type.googleapis.com/x.B',
+        'type.googleapis.com/x.AB',
+      ),
+      labels: fc.dictionary(fc.oneof(word, fc.string({ maxLength: 3 })), word, { maxKeys: 5 }),
+      annotations: fc.dictionary(word, word, { maxKeys: 3 }),
+    });
+    fc.assert(
+      fc.property(fc.array(envelope, { minLength: 1, maxLength: 30 }), (envelopes) => {
+        const each = envelopes.map((e) =>
+          encode({
+            metadata: { name: e.name, labels: e.labels, annotations: e.annotations },
+            body: { type_url: e.typeUrl, value: Uint8Array.of(0x0a, 0x01, 0x61) },
+          }),
+        );
+        // Side by side in one buffer, as the objects of a first state lie in a slab.
+        const slab = new Uint8Array(each.reduce((n, b) => n + b.length, 0));
+        let at = 0;
+        const views = each.map((b) => {
+          slab.set(b, at);
+          at += b.length;
+          return slab.subarray(at - b.length, at);
+        });
+        for (const bytes of views) assert.deepStrictEqual(readPlainEnvelope(bytes), throughSchema(bytes));
+      }),
+      { numRuns: 300, seed: 5 },
+    );
+  });
+
   it('leaves to the schema what it does not read plainly', () => {
     const name = (n: string): number[] => [0x0a, n.length + 2, 0x0a, n.length, ...Buffer.from(n)];
     const label = (k: string, v: string): number[] => {
