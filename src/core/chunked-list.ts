@@ -206,8 +206,17 @@ export class ChunkedList<T> {
   /** Every item, in order, in an array of their own. */
   toArray(): T[] {
     const out: T[] = [];
-    for (const chunk of this.chunks) for (const item of chunk) out.push(item);
+    this.forEach((item) => out.push(item));
     return out;
+  }
+
+  /** Calls `visit` with every item, in order: no iterator step to allocate per item. */
+  forEach(visit: (item: T) => void): void {
+    const chunks = this.chunks;
+    for (let c = 0; c < chunks.length; c++) {
+      const chunk = chunks[c] as readonly T[];
+      for (let i = 0; i < chunk.length; i++) visit(chunk[i] as T);
+    }
   }
 
   *[Symbol.iterator](): Iterator<T> {

@@ -161,8 +161,13 @@ export class KindTable {
         else if (b !== undefined) drop(key);
       }
     } else {
-      for (const key of before.keys()) if (!after.has(key)) drop(key);
-      for (const [key, r] of after) if (before.get(key) !== r) hold(key, r);
+      // forEach, not for-of: a first sync walks every object, and an iterator's step is an object each.
+      before.forEach((_, key) => {
+        if (!after.has(key)) drop(key);
+      });
+      after.forEach((r, key) => {
+        if (before.get(key) !== r) hold(key, r);
+      });
     }
     if (touched.size === 0) return;
     // Only a change that alters what the source holds moves its revision: a re-sent state does not.
@@ -174,10 +179,7 @@ export class KindTable {
     this.cached = undefined;
     this.conflictsStale = true;
     const groups = new Set<string>();
-    for (const key of touched) {
-      const winner = this.winner(key);
-      this.reindex(key, winner, groups);
-    }
+    touched.forEach((key) => this.reindex(key, this.winner(key), groups));
     // Keys of other sources in the groups touched are looked at again too.
     const recheck = groups.size === 0 ? touched : new Set(touched);
     for (const g of groups) this.semantic.addMembersTo(g, recheck);
@@ -187,12 +189,12 @@ export class KindTable {
     const bulk = recheck.size > 256 && recheck.size * 8 > this.ordered.length;
     if (bulk) this.bulk = { left: new Set(), came: [] };
     try {
-      for (const key of recheck) {
+      recheck.forEach((key) => {
         this.serve(key, bulk);
         this.staleKey(key);
         // What a clash says of a member (its holder, withheld or served) may have changed.
         this.semantic.forEachGroupOf(key, this.staleGroupOf);
-      }
+      });
       for (const g of groups) this.staleGroup(g);
     } finally {
       // Whatever the change got to, the order follows the served set: the next bulk change
@@ -215,8 +217,10 @@ export class KindTable {
     this.bulk = undefined;
     if (bulk === undefined) return;
     const items: ConfigResource[] = [];
-    for (const r of this.ordered) if (!bulk.left.has(r)) items.push(r);
-    for (const r of bulk.came) items.push(r);
+    this.ordered.forEach((r) => {
+      if (!bulk.left.has(r)) items.push(r);
+    });
+    for (let i = 0; i < bulk.came.length; i++) items.push(bulk.came[i] as ConfigResource);
     this.ordered = ChunkedList.filtered(items.sort(compareByName));
   }
 

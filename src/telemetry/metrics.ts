@@ -398,8 +398,10 @@ export class Metrics {
 export function changedObjects(before: KindSnapshot | undefined, after: KindSnapshot | undefined): number {
   const { removed, added } = changesBetween(before, after);
   let changed = removed.length + added.length;
+  if (removed.length === 0 || added.length === 0) return changed;
   let i = 0;
-  for (const y of added) {
+  for (let k = 0; k < added.length; k++) {
+    const y = added[k] as ConfigResource;
     while (i < removed.length && compareByName(removed[i] as ConfigResource, y) < 0) i++;
     const x = removed[i];
     if (x === undefined || compareByName(x, y) !== 0) continue;
