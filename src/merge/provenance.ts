@@ -12,16 +12,6 @@ import {
 
 export { SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION };
 
-/**
- * What an annotated object was built from, where its source-version annotation cannot tell it:
- * the upstream versions its objects (git's commit), so the version and the source version differ.
- */
-interface Built {
-  readonly version: string;
-  readonly sourceVersion: string;
-  readonly out: ConfigResource;
-}
-
 function sameTime(a: Timestamp, b: Timestamp): boolean {
   return a.seconds === b.seconds && a.nanos === b.nanos;
 }
@@ -41,11 +31,6 @@ function sameTime(a: Timestamp, b: Timestamp): boolean {
  */
 export class Provenance {
   /**
-   * Per kind and `namespace/name`, what served objects whose annotation cannot tell it were built
-   * from (see {@link Built}): none for most sources. Keyed by the ledger's own key strings.
-   */
-  private readonly built = new Map<string, Map<string, Built>>();
-  /**
    * Creation times another replica serves objects under, by `kind|namespace/name` (its latest
    * record of this source): an object this replica reads only after that record arrived takes
    * its time from here. Replaced whole by each record, so it is as large as the source.
@@ -57,8 +42,9 @@ export class Provenance {
 
   /**
    * The object as served: `r` with this source's provenance annotations. `key` is its
-   * `namespace/name` (the ledger passes the string it keeps the object under, shared here), and
-   * `served` the object served under that key now, if any.
+   * `namespace/name`, and `served` the object served under that key now, if any: returned when it
+   * is what this would build (the same version, which names the content and both annotations,
+   * and the same creation time).
    */
   annotate(r: ConfigResource, key: string, served: ConfigResource | undefined): ConfigResource {
     // An object that already names its source came through another meshmux: its provenance is the
@@ -71,13 +57,13 @@ export class Provenance {
       r.origin.createTimeStamped === true
         ? (held?.createTime ?? this.shared.get(`${r.kind}|${key}`) ?? r.createTime)
         : r.createTime;
-    if (
-      held !== undefined &&
-      this.builtFrom(r.kind, key, held, r.version, sourceVersion) &&
-      sameTime(held.createTime, createTime)
-    ) {
+    // The annotated version follows from the object's own (see `annotatedVersion`): the object is
+    // not hashed a second time, and nothing is built when the object served is that version. Not
+    // so for an object that wrote a source version of its own, which is hashed whole.
+    const derived = isContentVersion(r.version) && r.annotations[SOURCE_VERSION_ANNOTATION] === undefined;
+    const version = derived ? annotatedVersion(r.version, this.source, sourceVersion) : undefined;
+    if (version !== undefined && held?.version === version && sameTime(held.createTime, createTime))
       return held;
-    }
     const fields: ResourceFields = {
       ...r,
       createTime,
@@ -87,16 +73,11 @@ export class Provenance {
         [SOURCE_VERSION_ANNOTATION]: sourceVersion,
       },
     };
-    // The annotated version follows from the object's own (see `annotatedVersion`): the object is
-    // not hashed a second time. Not so for an object that wrote a source version of its own.
-    const out =
-      isContentVersion(r.version) && r.annotations[SOURCE_VERSION_ANNOTATION] === undefined
-        ? restoreResource(fields, annotatedVersion(r.version, this.source, sourceVersion))
-        : makeResource(fields);
-    if (sourceVersion !== r.version)
-      this.builtOf(r.kind).set(key, { version: r.version, sourceVersion, out });
-    else if (this.built.size > 0) this.forget(r.kind, key);
-    return out;
+    if (version !== undefined) return restoreResource(fields, version);
+    const out = makeResource(fields);
+    return held !== undefined && held.version === out.version && sameTime(held.createTime, createTime)
+      ? held
+      : out;
   }
 
   /**
@@ -115,11 +96,7 @@ export class Provenance {
     const before = this.ours(served);
     if (before === undefined || before.origin.createTimeStamped !== true) return undefined;
     if (sameTime(before.createTime, time)) return undefined;
-    const out = restoreResource({ ...before, createTime: time }, before.version);
-    const built = this.built.get(kind);
-    const record = built?.get(key);
-    if (record?.out === before) built?.set(key, { ...record, out });
-    return out;
+    return restoreResource({ ...before, createTime: time }, before.version);
   }
 
   /** Forgets the times of the last record adopted, before the next one is adopted. */
@@ -138,40 +115,8 @@ export class Provenance {
     return restoreResource({ ...r, createTime: held }, r.version);
   }
 
-  /** Forgets what the object under `kind` and `key` (`namespace/name`) was built from: it is no longer served. */
-  forget(kind: string, key: string): void {
-    const built = this.built.get(kind);
-    built?.delete(key);
-    if (built?.size === 0) this.built.delete(kind);
-  }
-
-  /** Forgets what every object was built from (the source's objects were dropped). */
-  clear(): void {
-    this.built.clear();
-  }
-
   /** `served` when this source annotated it (not an object passed through from another meshmux). */
   private ours(served: ConfigResource | undefined): ConfigResource | undefined {
     return served !== undefined && served.annotations[SOURCE_ANNOTATION] === this.source ? served : undefined;
-  }
-
-  /** Whether `held` (served, annotated here) was built from an object of `version` and `sourceVersion`. */
-  private builtFrom(
-    kind: string,
-    key: string,
-    held: ConfigResource,
-    version: string,
-    sourceVersion: string,
-  ): boolean {
-    const record = this.built.get(kind)?.get(key);
-    if (record?.out === held) return record.version === version && record.sourceVersion === sourceVersion;
-    const annotated = held.annotations[SOURCE_VERSION_ANNOTATION];
-    return annotated === version && annotated === sourceVersion;
-  }
-
-  private builtOf(kind: string): Map<string, Built> {
-    let built = this.built.get(kind);
-    if (built === undefined) this.built.set(kind, (built = new Map<string, Built>()));
-    return built;
   }
 }

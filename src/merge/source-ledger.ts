@@ -375,7 +375,6 @@ export class SourceLedger {
     const changes = this.dropAll();
     // Dropped for good: a restart must not bring them back either.
     this.recordChanges++;
-    this.provenance.clear();
     return changes;
   }
 
@@ -690,7 +689,6 @@ export class SourceLedger {
     for (const [kind, after] of next) {
       const before = this.stateOf(kind);
       if (sameState(before, after)) continue;
-      for (const key of before.keys()) if (!after.has(key)) this.provenance.forget(kind, key);
       this.total += after.size - before.size;
       if (after.size === 0) {
         this.byKind.delete(kind);
@@ -718,10 +716,7 @@ export class SourceLedger {
         changed.add(key);
       }
       const sizeBefore = state.size;
-      for (const key of removed) {
-        state.delete(key);
-        if (!upserts.has(key)) this.provenance.forget(kind, key);
-      }
+      for (const key of removed) state.delete(key);
       for (const [key, r] of upserts) state.set(key, r);
       this.total += state.size - sizeBefore;
       if (state.size === 0) this.byKind.delete(kind);

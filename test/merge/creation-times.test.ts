@@ -108,6 +108,25 @@ describe('creation times meshmux stamped', () => {
     assert.equal(recorded?.origin.createTimeStamped, true);
   });
 
+  it("adopts another replica's time for what it serves while an update is held, not for the held content", () => {
+    const writer = ledger();
+    writer.apply(state(object('reviews', 1_000, true)), new Date(1_000));
+    const follower = ledger();
+    const many = Array.from({ length: 14 }, (_, i) => object(`o${i}`, 1_500, true));
+    follower.apply(state(object('reviews', 1_500, true), ...many), new Date(1_500));
+    // An edit with most objects gone: held, the old content still served.
+    follower.apply(state(object('reviews', 1_600, true, 'edited')), new Date(1_600));
+    assert.equal(follower.heldUpdate?.reason, 'mass-delete');
+    follower.adoptCreateTimes(writer.record(new Date(2_000)));
+    const served = follower.kind(VS).get('shop/reviews');
+    assert.deepEqual(served?.createTime, { seconds: 1_000, nanos: 0 });
+    assert.equal(Buffer.from(served?.body ?? []).toString(), 'reviews', 'the content served before');
+    // Released, the edit is served under the adopted time.
+    follower.release();
+    assert.deepEqual(timeOf(follower, 'reviews'), { seconds: 1_000, nanos: 0 });
+    assert.equal(Buffer.from(follower.kind(VS).get('shop/reviews')?.body ?? []).toString(), 'edited');
+  });
+
   it("takes another replica's time for an object it reads only after that replica's record arrived", () => {
     const writer = ledger();
     writer.apply(state(object('reviews', 1_000, true), object('late', 1_000, true)), new Date(1_000));

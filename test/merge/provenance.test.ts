@@ -49,14 +49,14 @@ class Serving {
     return this.provenance.withServedTime(r, this.served.get(`${r.namespace}/${r.name}`));
   }
 
+  /** The object is no longer served (the source dropped it). */
   forget(key: string): void {
     this.served.delete(key);
-    this.provenance.forget(VS, key);
   }
 
+  /** Nothing is served any more (the source expired). */
   clear(): void {
     this.served.clear();
-    this.provenance.clear();
   }
 }
 

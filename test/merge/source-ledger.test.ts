@@ -175,6 +175,28 @@ describe('SourceLedger', () => {
     );
     assert.deepEqual(names(l, VS), ['default/n1', 'default/o0']);
   });
+  it('serves the same instances again when a rule change re-admits what it serves while an update is held', () => {
+    // A source that versions its objects (git's commit) and one that does not: the object served
+    // is the one a held update's objects were built beside, and a rule change must hand it back.
+    for (const versioned of [true, false]) {
+      const l = ledger();
+      const object = (name: string, body: string, commit: string): ReturnType<typeof fakeResource> =>
+        makeResource({
+          ...fakeResource(name, { body }),
+          origin: versioned ? { upstreamVersion: commit } : {},
+        });
+      l.apply(state(...Array.from({ length: 14 }, (_, i) => object(`o${i}`, 'one', 'c1'))), new Date(0));
+      const served = [...l.kind(VS).values()];
+      // A new commit edits o0 and deletes most objects: held, o0 still served as it was.
+      l.apply(state(object('o0', 'two', 'c2'), object('o1', 'one', 'c1')), new Date(1));
+      assert.equal(l.heldUpdate?.reason, 'mass-delete');
+      assert.deepEqual(l.setPolicy({ ...DEFAULT_SOURCE_POLICY, settleMs: 0 }), [], `versioned ${versioned}`);
+      const again = [...l.kind(VS).values()];
+      assert.equal(again.length, 14);
+      again.forEach((r, i) => assert.equal(r, served[i], `${r.name}, versioned ${versioned}`));
+    }
+  });
+
   it('hands out a kind as a view that fails loudly once the ledger altered that state in place', () => {
     const l = ledger();
     const [a, b, c] = [fakeResource('a'), fakeResource('b'), fakeResource('c')];
