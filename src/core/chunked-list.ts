@@ -51,14 +51,17 @@ export class ChunkedList<T> {
   static filtered<T>(items: Iterable<T>, keep: (item: T) => boolean = () => true): ChunkedList<T> {
     const chunks: T[][] = [];
     let chunk: T[] = [];
-    for (const item of items) {
-      if (!keep(item)) continue;
+    const take = (item: T): void => {
+      if (!keep(item)) return;
       chunk.push(item);
       if (chunk.length === CHUNK) {
         chunks.push(chunk);
         chunk = [];
       }
-    }
+    };
+    // An array by index: no iterator step per item.
+    if (Array.isArray(items)) for (let i = 0; i < items.length; i++) take(items[i] as T);
+    else for (const item of items) take(item);
     if (chunk.length > 0) chunks.push(chunk);
     return ChunkedList.ofChunks(chunks);
   }

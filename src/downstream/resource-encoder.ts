@@ -138,15 +138,16 @@ export class ResourceEncoder {
     if (removed.length <= added.length) {
       // The smaller side in the set: a first sync adds tens of thousands of objects where a few go.
       const gone = new Set<string>();
-      for (const r of removed) gone.add(contentKey(r));
-      for (const r of added) if (gone.delete(contentKey(r)) && gone.size === 0) return;
-      for (const key of gone) this.cache.delete(key);
+      for (let i = 0; i < removed.length; i++) gone.add(contentKey(removed[i] as ConfigResource));
+      for (let i = 0; i < added.length; i++)
+        if (gone.delete(contentKey(added[i] as ConfigResource)) && gone.size === 0) return;
+      gone.forEach((key) => this.cache.delete(key));
       return;
     }
     const kept = new Set<string>();
-    for (const r of added) kept.add(contentKey(r));
-    for (const r of removed) {
-      const key = contentKey(r);
+    for (let i = 0; i < added.length; i++) kept.add(contentKey(added[i] as ConfigResource));
+    for (let i = 0; i < removed.length; i++) {
+      const key = contentKey(removed[i] as ConfigResource);
       if (!kept.has(key)) this.cache.delete(key);
     }
   }

@@ -37,7 +37,8 @@ export class KindStateView implements ReadonlyMap<string, ConfigResource> {
     callback: (value: ConfigResource, key: string, map: ReadonlyMap<string, ConfigResource>) => void,
     thisArg?: unknown,
   ): void {
-    for (const [key, value] of this.live()) callback.call(thisArg, value, key, this);
+    // The map's own forEach: an iterator would allocate a step and an entry per object.
+    this.live().forEach((value, key) => callback.call(thisArg, value, key, this));
   }
 
   entries(): MapIterator<[string, ConfigResource]> {

@@ -549,7 +549,8 @@ export class SourceLedger {
       }
       const state = new Map<string, ConfigResource>();
       const served = this.stateOf(kind);
-      for (const r of list) {
+      for (let k = 0; k < list.length; k++) {
+        const r = list.at(k) as ConfigResource;
         const reason = this.acl.unrestricted ? undefined : this.acl.check(r);
         if (reason !== undefined) {
           rejected.push({

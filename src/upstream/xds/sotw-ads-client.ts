@@ -222,7 +222,7 @@ export class SotwAdsClient implements StreamHandlers {
     }
 
     const update = new ChannelUpdateBuilder(where);
-    for (const result of results) update.add(result);
+    for (let k = 0; k < results.length; k++) update.add(results[k] as ReadResult);
     const built = update.build(version);
     const kept = this.ctx.state.apply(typeUrl, built);
     this.keep(
