@@ -49,6 +49,8 @@ interface KnownString {
 const EMPTY = new Uint8Array(0);
 /** Strings of this many bytes at most are looked for among those read before. */
 const MAX_KNOWN_BYTES = 64;
+/** Type URLs of this many bytes at most are remembered (Istio's are under 70). */
+const MAX_KNOWN_TYPE_BYTES = 256;
 /** Map keys remembered (labels and annotations: a few keys recur on every object). */
 const MAX_KNOWN_KEYS = 16;
 /** Buffers up to this size are kept between reads to decode strings from, not wrapped anew. */
@@ -129,8 +131,11 @@ class EnvelopeReader {
       if (id === 1 && out.type_url === undefined) {
         this.lengthDelimited();
         // Every object of a response has the same type URL: read once, compared after that.
-        if (!this.sameBytes(this.typeUrl.bytes)) this.typeUrl = this.known();
-        out.type_url = this.typeUrl.text;
+        if (this.end - this.start > MAX_KNOWN_TYPE_BYTES) out.type_url = this.decoded();
+        else {
+          if (!this.sameBytes(this.typeUrl.bytes)) this.typeUrl = this.known();
+          out.type_url = this.typeUrl.text;
+        }
       } else if (id === 2 && out.value === undefined) {
         this.lengthDelimited();
         // An empty body is left to the schema, which reads it as a Buffer of its own.

@@ -75,6 +75,8 @@ describe('an MCP envelope read from its bytes', () => {
         'type.googleapis.com/x.A',
         'type.googleapis.com/x.B',
         'type.googleapis.com/x.AB',
+        `type.googleapis.com/${'x'.repeat(300)}`,
+        `type.googleapis.com/${'x'.repeat(299)}y`,
       ),
       labels: fc.dictionary(fc.oneof(word, fc.string({ maxLength: 3 })), word, { maxKeys: 5 }),
       annotations: fc.dictionary(word, word, { maxKeys: 3 }),
