@@ -148,6 +148,28 @@ describe('Provenance', () => {
     assert.equal(p.annotate(stampedObject('a', 100)).createTime.seconds, 100);
   });
 
+  it('hands back the object served for one that wrote a source version of its own, while it is the same', () => {
+    const p = new Provenance('mesh');
+    const own = (body: string, seconds = 1): ConfigResource =>
+      makeResource({
+        ...upstream(seconds, 0, undefined, body),
+        annotations: { [SOURCE_VERSION_ANNOTATION]: 'mine' },
+      });
+    const first = p.annotate(own('a'), KEY, undefined);
+    // Its own annotation gives way to the source's; its version was hashed with it, so the
+    // annotated version is hashed whole too.
+    assert.equal(first.annotations[SOURCE_VERSION_ANNOTATION], own('a').version);
+    assert.equal(first.version, makeResource(first).version);
+    assert.equal(p.annotate(own('a'), KEY, first), first, 'the same content again');
+    const changed = p.annotate(own('b'), KEY, first);
+    assert.notEqual(changed, first, 'another body');
+    assert.notEqual(changed.version, first.version);
+    const later = p.annotate(own('a', 2), KEY, first);
+    assert.notEqual(later, first, 'another upstream time, the same content');
+    assert.equal(later.version, first.version);
+    assert.equal(later.createTime.seconds, 2);
+  });
+
   it('takes back, and keeps the time of, only an object it annotated itself', () => {
     const p = new Provenance('mesh');
     const input = stampedObject('a', 100);
