@@ -481,6 +481,8 @@ export class SourceLedger {
 
   /** `r` (as the source sent it) under the creation time it is served with. */
   private withServedTime(r: ConfigResource): ConfigResource {
+    // A time the source gave is served as given: nothing to look up (a record walks every object).
+    if (r.origin.createTimeStamped !== true) return r;
     return this.provenance.withServedTime(r, this.stateOf(r.kind).get(keyOf(r)));
   }
 
