@@ -35,8 +35,12 @@ export interface TypeSubscription<R extends AdsRequest> {
 export interface AdsProtocol<R extends AdsRequest> {
   /** For logs and reports. */
   readonly name: 'sotw' | 'delta';
-  /** Decodes a request; throws on malformed bytes. */
-  decode(bytes: Uint8Array): R;
+  /**
+   * Decodes a request; throws on malformed bytes. `withNode`: the request's node is wanted (the
+   * first request's); without it a node sent along (istiod sends one with every ACK) is checked
+   * but not converted, which is most of what decoding such a request costs.
+   */
+  decode(bytes: Uint8Array, withNode: boolean): R;
   /** The version an ACK acknowledges: SotW names it; in delta the nonce alone says which response. */
   ackedVersion(request: R, sentVersion: string | undefined): string;
   /** A new subscription, from the first request of a type URL on a stream. */

@@ -243,7 +243,7 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
   private onData(bytes: Uint8Array): void {
     let request: R;
     try {
-      request = this.protocol.decode(bytes);
+      request = this.protocol.decode(bytes, this.view === undefined);
     } catch (err) {
       const message = this.protocol.name === 'delta' ? 'DeltaDiscoveryRequest' : 'DiscoveryRequest';
       const error = new MeshmuxError('DECODE', `undecodable ${message}: ${String(err)}`, {

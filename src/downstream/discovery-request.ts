@@ -71,9 +71,13 @@ const CONVERSION = {
   oneofs: false,
 } satisfies protobuf.IConversionOptions;
 
-/** A plain view of the bytes (see {@link decodeDiscoveryRequest}). */
-function strictView(bytes: Uint8Array): Uint8Array {
-  return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+/** The message in `bytes`, its node (decoded, so checked) dropped unless `withNode`. */
+function decoded(type: protobuf.Type, bytes: Uint8Array, withNode: boolean): protobuf.Message {
+  // protobufjs reads a Node Buffer leniently (a field overrunning the end is truncated, not an
+  // error); a plain Uint8Array view makes malformed requests fail to decode.
+  const message = type.decode(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  if (!withNode) (message as { node?: unknown }).node = null;
+  return message;
 }
 
 function common(raw: RawCommon): AdsRequest {
@@ -89,21 +93,22 @@ function common(raw: RawCommon): AdsRequest {
   };
 }
 
-/** Decodes a DiscoveryRequest; throws (a protobufjs error) on malformed bytes. Unknown fields are skipped. */
-export function decodeDiscoveryRequest(bytes: Uint8Array): DiscoveryRequest {
-  // protobufjs reads a Node Buffer leniently (a field overrunning the end is truncated, not an
-  // error); a plain Uint8Array view makes malformed requests fail to decode.
+/**
+ * Decodes a DiscoveryRequest; throws (a protobufjs error) on malformed bytes. Unknown fields are
+ * skipped. The node is left out unless `withNode` (see `AdsProtocol.decode`).
+ */
+export function decodeDiscoveryRequest(bytes: Uint8Array, withNode = true): DiscoveryRequest {
   const raw = DISCOVERY_REQUEST.toObject(
-    DISCOVERY_REQUEST.decode(strictView(bytes)),
+    decoded(DISCOVERY_REQUEST, bytes, withNode),
     CONVERSION,
   ) as RawRequest;
   return { ...common(raw), versionInfo: raw.version_info ?? '', resourceNames: raw.resource_names ?? [] };
 }
 
-/** Decodes a DeltaDiscoveryRequest; throws (a protobufjs error) on malformed bytes. Unknown fields are skipped. */
-export function decodeDeltaDiscoveryRequest(bytes: Uint8Array): DeltaDiscoveryRequest {
+/** Decodes a DeltaDiscoveryRequest as {@link decodeDiscoveryRequest} decodes a DiscoveryRequest. */
+export function decodeDeltaDiscoveryRequest(bytes: Uint8Array, withNode = true): DeltaDiscoveryRequest {
   const raw = DELTA_DISCOVERY_REQUEST.toObject(
-    DELTA_DISCOVERY_REQUEST.decode(strictView(bytes)),
+    decoded(DELTA_DISCOVERY_REQUEST, bytes, withNode),
     CONVERSION,
   ) as RawDeltaRequest;
   return {

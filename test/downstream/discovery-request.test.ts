@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  decodeDeltaDiscoveryRequest,
+  decodeDiscoveryRequest,
+} from '../../src/downstream/discovery-request.js';
+import { messageType } from '../../src/schema/proto-root.js';
+
+const NODE = {
+  id: 'sidecar~10.0.0.7~istiod-1.istio-system~istio-system.svc.cluster.local',
+  cluster: 'Kubernetes',
+  metadata: {
+    fields: {
+      GENERATOR: { stringValue: 'api' },
+      LABELS: { structValue: { fields: { app: { stringValue: 'istiod' } } } },
+    },
+  },
+};
+
+function encoded(typeName: string, fields: Record<string, unknown>): Uint8Array {
+  const type = messageType(typeName);
+  return type.encode(type.fromObject(fields)).finish();
+}
+
+const ACK = encoded('envoy.service.discovery.v3.DiscoveryRequest', {
+  version_info: 'v1',
+  node: NODE,
+  type_url: 'networking.istio.io/v1/VirtualService',
+  response_nonce: 'n-1',
+});
+
+describe('decoding ADS requests', () => {
+  it("reads a request's node only when asked, and the rest alike either way", () => {
+    const first = decodeDiscoveryRequest(ACK, true);
+    assert.deepEqual(first.node, {
+      id: NODE.id,
+      cluster: 'Kubernetes',
+      metadata: { GENERATOR: 'api', LABELS: { app: 'istiod' } },
+    });
+    const later = decodeDiscoveryRequest(ACK, false);
+    assert.equal(later.node, undefined);
+    const { node: _, ...rest } = first;
+    assert.deepEqual(later, rest);
+    assert.equal(later.versionInfo, 'v1');
+    assert.equal(later.responseNonce, 'n-1');
+  });
+
+  it('refuses a request whose node is malformed, node asked for or not', () => {
+    // The node (field 2) claims more bytes than it holds; the type URL follows it in the bytes.
+    const nodeBytes = encoded('envoy.config.core.v3.Node', NODE);
+    const broken = Buffer.concat([Buffer.from([0x12, nodeBytes.length + 40]), nodeBytes]);
+    for (const withNode of [true, false])
+      assert.throws(
+        () => decodeDiscoveryRequest(broken, withNode),
+        /index out of range|invalid/i,
+        `${withNode}`,
+      );
+  });
+
+  it('does the same for a delta request', () => {
+    const bytes = encoded('envoy.service.discovery.v3.DeltaDiscoveryRequest', {
+      node: NODE,
+      type_url: 'networking.istio.io/v1/VirtualService',
+      response_nonce: 'n-2',
+      resource_names_subscribe: ['*'],
+    });
+    assert.equal(decodeDeltaDiscoveryRequest(bytes, true).node?.id, NODE.id);
+    const later = decodeDeltaDiscoveryRequest(bytes, false);
+    assert.equal(later.node, undefined);
+    assert.deepEqual(later.subscribe, ['*']);
+    assert.equal(later.responseNonce, 'n-2');
+  });
+});
