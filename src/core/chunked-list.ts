@@ -182,7 +182,22 @@ export class ChunkedList<T> {
     return ChunkedList.unsharedChunks(a as ChunkedList<T>, b as ChunkedList<T>);
   }
 
-  private static unsharedChunks<T>(a: ChunkedList<T>, b: ChunkedList<T>): [T[], T[], number] {
+  /**
+   * How many items `a` and `b` share at their starts and at their ends, in the chunks both hold
+   * there (the same chunk instances, in the same order): what {@link unshared} leaves out, counted
+   * without reading any item. Nothing for lists not both in chunks.
+   */
+  static sharedEnds<T>(a: ReadList<T>, b: ReadList<T>): { readonly head: number; readonly tail: number } {
+    if (!(a instanceof ChunkedList && b instanceof ChunkedList)) return { head: 0, tail: 0 };
+    const [head, tail] = ChunkedList.sharedChunks(a as ChunkedList<T>, b as ChunkedList<T>);
+    let tailItems = 0;
+    for (let c = a.chunks.length - tail; c < a.chunks.length; c++)
+      tailItems += (a.chunks[c] as readonly T[]).length;
+    return { head: head === 0 ? 0 : a.itemsBefore(head), tail: tailItems };
+  }
+
+  /** The number of chunks `a` and `b` share at their starts, then at their ends (not overlapping). */
+  private static sharedChunks<T>(a: ChunkedList<T>, b: ChunkedList<T>): [number, number] {
     const most = Math.min(a.chunks.length, b.chunks.length);
     let head = 0;
     while (head < most && a.chunks[head] === b.chunks[head]) head++;
@@ -193,17 +208,23 @@ export class ChunkedList<T> {
     ) {
       tail++;
     }
+    return [head, tail];
+  }
+
+  /** Items in the chunks before chunk `c` (0 < c ≤ chunks). */
+  private itemsBefore(c: number): number {
+    return (this.starts[c - 1] as number) + (this.chunks[c - 1] as readonly T[]).length;
+  }
+
+  private static unsharedChunks<T>(a: ChunkedList<T>, b: ChunkedList<T>): [T[], T[], number] {
+    const [head, tail] = ChunkedList.sharedChunks(a, b);
     const items = (list: ChunkedList<T>): T[] => {
       const out: T[] = [];
       for (let c = head; c < list.chunks.length - tail; c++)
         for (const item of list.chunks[c] as readonly T[]) out.push(item);
       return out;
     };
-    return [
-      items(a),
-      items(b),
-      head === 0 ? 0 : (a.starts[head - 1] as number) + (a.chunks[head - 1] as readonly T[]).length,
-    ];
+    return [items(a), items(b), head === 0 ? 0 : a.itemsBefore(head)];
   }
 
   /** Every item, in order, in an array of their own. */

@@ -1,4 +1,4 @@
-import type { ReadList } from '../core/chunked-list.js';
+import { ChunkedList, type ReadList } from '../core/chunked-list.js';
 import type { ConfigResource } from '../core/resource.js';
 
 /** A run of consecutive objects of a served list and their framed bytes, concatenated. */
@@ -34,6 +34,15 @@ export interface BlockCounters {
   blocksBuilt: number;
   /** Bytes copied into blocks. */
   bytesCopied: number;
+  /** Objects of served lists walked to find their blocks (a list's unchanged stretches are not). */
+  objectsWalked: number;
+}
+
+/** The chunks last returned for a served list, and the position in it where each starts. */
+interface LastChunks {
+  readonly list: ReadList<ConfigResource>;
+  readonly chunks: readonly Buffer[];
+  readonly starts: readonly number[];
 }
 
 /**
@@ -72,7 +81,13 @@ function sameMembers(
 export class FrameBlocks {
   /** Per served list (view and kind): blocks by their first object. */
   private readonly byList = new Map<string, WeakMap<ConfigResource, Block>>();
-  readonly counters: BlockCounters = { blocksBuilt: 0, bytesCopied: 0 };
+  /**
+   * Per served list, the chunks last returned: a list edited from the last one (a view's list
+   * after a change, sharing every chunk but those the change fell in) keeps the chunks of the
+   * stretches at both ends it shares, without walking them.
+   */
+  private readonly last = new Map<string, LastChunks>();
+  readonly counters: BlockCounters = { blocksBuilt: 0, bytesCopied: 0, objectsWalked: 0 };
 
   /** Served lists with blocks kept (a list's blocks are kept until it is forgotten). */
   get lists(): number {
@@ -82,6 +97,7 @@ export class FrameBlocks {
   /** Drops the blocks of a served list (its view is gone). */
   forget(listKey: string): void {
     this.byList.delete(listKey);
+    this.last.delete(listKey);
   }
 
   /** The buffers whose concatenation is every framed object of `resources`, in order. */
@@ -89,35 +105,89 @@ export class FrameBlocks {
     let blocks = this.byList.get(listKey);
     if (blocks === undefined) this.byList.set(listKey, (blocks = new WeakMap()));
     const out: Buffer[] = [];
-    let start = 0;
-    for (let i = 0; i < resources.length; i++) {
+    const starts: number[] = [];
+    const last = this.last.get(listKey);
+    const shared = last === undefined ? undefined : ChunkedList.sharedEnds(last.list, resources);
+    if (last === undefined || shared === undefined || shared.head + shared.tail === 0) {
+      this.walk(blocks, resources, 0, resources.length, source, out, starts);
+    } else {
+      // The two lists agree on the items of the chunks both start with, and of those both end
+      // with: the last chunks lying wholly in either stretch are this list's too (a chunk is the
+      // bytes of its objects, whichever list holds them), only the objects between are walked.
+      const sharedAtEnd = shared.tail;
+      const shift = resources.length - last.list.length;
+      const endOf = (k: number): number => last.starts[k + 1] ?? last.list.length;
+      let head = 0;
+      while (head < last.chunks.length && endOf(head) <= shared.head) head++;
+      let tail = last.chunks.length;
+      while (tail > head && (last.starts[tail - 1] as number) >= last.list.length - sharedAtEnd) tail--;
+      for (let k = 0; k < head; k++) {
+        out.push(last.chunks[k] as Buffer);
+        starts.push(last.starts[k] as number);
+      }
+      const from = head === 0 ? 0 : endOf(head - 1);
+      const to = tail === last.chunks.length ? resources.length : (last.starts[tail] as number) + shift;
+      this.walk(blocks, resources, from, to, source, out, starts);
+      for (let k = tail; k < last.chunks.length; k++) {
+        out.push(last.chunks[k] as Buffer);
+        starts.push((last.starts[k] as number) + shift);
+      }
+    }
+    this.last.set(listKey, { list: resources, chunks: out, starts });
+    return out;
+  }
+
+  /**
+   * Appends to `out` the chunks of `resources[from..to)`, and to `starts` where each starts: the
+   * blocks kept for stretches of them, new ones for the rest (the last ending at `to`).
+   */
+  private walk(
+    blocks: WeakMap<ConfigResource, Block>,
+    resources: ReadList<ConfigResource>,
+    from: number,
+    to: number,
+    source: FramedSource,
+    out: Buffer[],
+    starts: number[],
+  ): void {
+    let start = from;
+    let walked = 0;
+    for (let i = from; i < to; i++) {
       const r = resources.at(i) as ConfigResource;
+      walked++;
       if (i === start) {
         // A block kept for the objects from here on is taken whole, its members compared by
         // identity instead of hashing each one's name again: any cut into runs of consecutive
         // objects frames the same bytes, and this one keeps the blocks of an unchanged stretch.
         const known = blocks.get(r);
         const end = known === undefined ? 0 : i + known.members.length;
-        if (known !== undefined && end <= resources.length && sameMembers(known.members, resources, i, end)) {
+        if (known !== undefined && end <= to && sameMembers(known.members, resources, i, end)) {
           out.push(known.bytes);
+          starts.push(i);
+          walked += end - i - 1;
           start = end;
           i = end - 1;
           continue;
         }
       }
       if (r.body.byteLength >= ALONE_BYTES) {
-        if (start < i) out.push(this.block(blocks, resources, start, i, source));
+        if (start < i) {
+          out.push(this.block(blocks, resources, start, i, source));
+          starts.push(start);
+        }
         const bytes = source.framed(r);
         out.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+        starts.push(i);
         start = i + 1;
         continue;
       }
-      const last = i === resources.length - 1 || i + 1 - start >= MAX_OBJECTS || endsBlock(r);
+      const last = i === to - 1 || i + 1 - start >= MAX_OBJECTS || endsBlock(r);
       if (!last) continue;
       out.push(this.block(blocks, resources, start, i + 1, source));
+      starts.push(start);
       start = i + 1;
     }
-    return out;
+    this.counters.objectsWalked += walked;
   }
 
   /** The block of `resources[from..to)`: the one kept for them, or a new one. */

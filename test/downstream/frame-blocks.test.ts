@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import { ChunkedList } from '../../src/core/chunked-list.js';
 import { compareByName, makeResource, type ConfigResource } from '../../src/core/resource.js';
 import { FrameBlocks } from '../../src/downstream/frame-blocks.js';
 
@@ -165,6 +166,68 @@ describe('FrameBlocks', () => {
     assert.equal(Buffer.concat(after).toString(), joined(next));
     assert.ok(moved.has(next[200] as ConfigResource), 'the changed object');
     assert.ok(moved.size > 1 && moved.size <= 2 * 1024, `${moved.size} objects moved`);
+  });
+
+  it('a list edited in chunks frames every object, in order, after any sequence of edits', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 3000 }),
+        fc.array(fc.tuple(fc.nat(), fc.constantFrom('add', 'remove', 'replace', 'grow', 'rebuild')), {
+          maxLength: 16,
+        }),
+        (size, edits) => {
+          const blocks = new FrameBlocks();
+          let list = ChunkedList.filtered(names(size).map((n) => resource(n)));
+          const check = (what: string): void => {
+            const items = list.toArray();
+            const chunks = blocks.chunks('v|k', list, { framed });
+            assert.equal(Buffer.concat(chunks).toString(), joined(items), what);
+          };
+          check('first');
+          for (const [at, edit] of edits) {
+            const i = at % Math.max(list.length, 1);
+            const r = list.at(i);
+            if (edit === 'add') {
+              const added = resource(`svc-${String(at % 4000).padStart(5, '0')}-b`);
+              list = list.inserted(list.position(added, compareByName), added);
+            } else if (edit === 'remove' && r !== undefined) list = list.removed(i);
+            else if (edit === 'replace' && r !== undefined)
+              list = list.replaced(i, resource(r.name, `v${at}`));
+            else if (edit === 'grow' && r !== undefined)
+              list = list.replaced(i, resource(r.name, `${LARGE}${at}`));
+            else if (edit === 'rebuild') list = ChunkedList.filtered(list.toArray());
+            check(`${edit} at ${i}`);
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('walks only the part of a list a change fell in, for a list edited in chunks', () => {
+    const base = names(20_000).map((n) => resource(n));
+    const blocks = new FrameBlocks();
+    let list = ChunkedList.filtered(base);
+    blocks.chunks('v|k', list, { framed });
+    assert.equal(blocks.counters.objectsWalked, 20_000);
+    for (const at of [0, 7_777, 19_999]) {
+      const walked = blocks.counters.objectsWalked;
+      list = list.replaced(at, resource(`svc-${String(at).padStart(5, '0')}`, 'changed'));
+      const chunks = blocks.chunks('v|k', list, { framed });
+      assert.equal(Buffer.concat(chunks).toString(), joined(list.toArray()));
+      // The chunk of the list the change fell in (at most 1024 objects) and the blocks reaching
+      // over its ends (at most 1024 objects each).
+      assert.ok(
+        blocks.counters.objectsWalked - walked <= 3 * 1024,
+        `${blocks.counters.objectsWalked - walked} walked`,
+      );
+    }
+    // The same list again walks nothing; a list in an array of its own is walked whole.
+    const walked = blocks.counters.objectsWalked;
+    blocks.chunks('v|k', list, { framed });
+    assert.equal(blocks.counters.objectsWalked, walked);
+    blocks.chunks('v|k', list.toArray(), { framed });
+    assert.equal(blocks.counters.objectsWalked - walked, 20_000);
   });
 
   it('keeps separate lists apart', () => {
