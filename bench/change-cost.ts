@@ -13,7 +13,9 @@
  * per change: the server's CPU for the whole change (reading the upstream's new state, merging,
  * building and writing the small view's response), less the cost of reading its counters. With
  * one istiod of the small view only, everything but a few kilobytes of writing comes before the
- * first byte, so this is the CPU before the first byte.
+ * first byte, so this is the CPU before the first byte. Also printed: each change's latency, from
+ * the upstream's write to the last istiod holding it, and the part of it after the server's
+ * snapshot (its serving path).
  * `--resync`: each round restarts every upstream's streams with the same content instead (an
  * identical resync), measured from the restart until the server's CPU use is flat again.
  * `--pause MS`: each round waits that long first, unmeasured (past 10 s, a stream has let its
@@ -86,7 +88,10 @@ const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 pinSelf(1);
-const profileDir = PROFILE ? await mkdtemp(path.join(tmpdir(), 'meshmux-change-cost-')) : undefined;
+// A directory given in BENCH_SERVER_PROFILE keeps the profile (and the rounds' window is printed).
+const keptProfileDir = process.env['BENCH_SERVER_PROFILE'];
+const profileDir =
+  keptProfileDir ?? (PROFILE ? await mkdtemp(path.join(tmpdir(), 'meshmux-change-cost-')) : undefined);
 if (profileDir !== undefined) process.env['BENCH_SERVER_PROFILE'] = profileDir;
 const rig = new ShapeRig(shape);
 await rig.start();
@@ -118,6 +123,9 @@ try {
   }
   const overhead = percentile(idle, 50);
   const cpu: number[] = [];
+  // Per change: upstream write → the last istiod holding it, and the part after the server's snapshot.
+  const latency: number[] = [];
+  const serving: number[] = [];
   // The kernel's share (network, page faults), of the same rounds, not net of the counters' reads.
   const system: number[] = [];
   const fromUs = monotonicUs();
@@ -157,6 +165,11 @@ try {
     await sleep(50);
     const end = await server.counters();
     cpu.push(cpuMs(end) - before - overhead);
+    const tracked = trackers[0]?.changes[0];
+    if (tracked?.sentAt !== undefined && tracked.doneAt !== undefined && end.lastSnapshotAtMs !== undefined) {
+      latency.push(tracked.doneAt - tracked.sentAt);
+      serving.push(tracked.doneAt - (end.lastSnapshotAtMs - performance.timeOrigin));
+    }
     system.push(end.process.cpuSystemMs - start.process.cpuSystemMs);
   }
   window = { fromUs, toUs: monotonicUs() };
@@ -172,6 +185,10 @@ try {
   console.log(
     `${CHANGES} ${RESYNC ? 'identical resyncs' : 'one-object changes to the small view'}: server CPU per change p50 ${percentile(cpu, 50).toFixed(1)} ms, p90 ${percentile(cpu, 90).toFixed(1)} ms, max ${Math.max(...cpu).toFixed(1)} ms, mean ${mean.toFixed(1)} ms (reading counters: ${overhead.toFixed(1)} ms, taken off; system CPU p50 ${percentile(system, 50).toFixed(1)} ms)`,
   );
+  if (latency.length > 0)
+    console.log(
+      `upstream write → last istiod: p50 ${percentile(latency, 50).toFixed(1)} ms, p90 ${percentile(latency, 90).toFixed(1)} ms; of it after the server's snapshot p50 ${percentile(serving, 50).toFixed(1)} ms`,
+    );
   console.log(
     `collections of the heap during the changes: ${collectionsAfter.fullCollections - collectionsBefore.fullCollections} full, ${collectionsAfter.youngCollections - collectionsBefore.youngCollections} young (${collectionsAfter.youngCollectionsAfterInput - collectionsBefore.youngCollectionsAfterInput} of them run after network input, ${collectionsAfter.youngCollectionsSkippedWhileMarking - collectionsBefore.youngCollectionsSkippedWhileMarking} more left out during markings)`,
   );
@@ -194,5 +211,6 @@ if (profileDir !== undefined && window !== undefined) {
     console.log('where the server spent the rounds (self time):');
     for (const l of topFunctions(profile, window.fromUs, window.toUs, 30)) console.log(l);
   }
-  await rm(profileDir, { recursive: true, force: true });
+  console.log(`rounds' window (monotonic µs): ${window.fromUs} ${window.toUs}`);
+  if (keptProfileDir === undefined) await rm(profileDir, { recursive: true, force: true });
 }
