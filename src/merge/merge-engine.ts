@@ -63,7 +63,13 @@ export interface MergeOptions {
 
 /** Lifecycle hooks; called synchronously, must not throw. */
 export interface MergeHooks {
+  /** A snapshot is built, before it reaches the subscribers (the ADS server pushes it then). */
   onSnapshot?(snapshot: ConfigSnapshot, changedKinds: ReadonlySet<string>, buildMs: number): void;
+  /**
+   * The snapshot of the last `onSnapshot` reached every subscriber: what only reports on it goes
+   * here, after the ADS server has written what the snapshot changed, not before.
+   */
+  onPublished?(snapshot: ConfigSnapshot): void;
   onSourceEvent?(source: string, event: SourceEvent): void;
   onHeld?(source: string, reason: HoldReason, deletions: number): void;
   /** A build found nothing new to publish: the source events since the last snapshot changed nothing. */
@@ -471,6 +477,7 @@ export class MergeEngine implements SnapshotReader {
     }
     this.hooks.onSnapshot?.(snapshot, changed, performance.now() - started);
     this.subject.next(snapshot);
+    this.hooks.onPublished?.(snapshot);
   }
 
   /**

@@ -30,6 +30,8 @@ export class Telemetry implements MergeHooks, AdsHooks {
   private readonly tracker: ChangeTracker;
   private readonly tracing: ChangeTracing | undefined;
   private readonly audit = componentLogger('audit');
+  /** The snapshot built last, until it is published: what its metrics are set from. */
+  private built: { snapshot: ConfigSnapshot; changedKinds: ReadonlySet<string>; buildMs: number } | undefined;
 
   constructor(private readonly options: TelemetryOptions) {
     this.metrics = new Metrics(options);
@@ -55,9 +57,17 @@ export class Telemetry implements MergeHooks, AdsHooks {
   }
 
   onSnapshot(snapshot: ConfigSnapshot, _changedKinds: ReadonlySet<string>, buildMs: number): void {
+    // Before the pushes: they are counted against the changes the tracker knows of.
     const { merged, changedKinds } = this.tracker.build(snapshot);
-    this.metrics.onSnapshot(snapshot, changedKinds, buildMs);
     for (const m of merged) this.tracing?.merged(m, snapshot, buildMs);
+    this.built = { snapshot, changedKinds, buildMs };
+  }
+
+  onPublished(snapshot: ConfigSnapshot): void {
+    // The gauges walk the sources and kinds: after the pushes, which they would only delay.
+    const built = this.built;
+    this.built = undefined;
+    if (built?.snapshot === snapshot) this.metrics.onSnapshot(snapshot, built.changedKinds, built.buildMs);
   }
 
   onUnchanged(): void {

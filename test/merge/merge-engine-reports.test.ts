@@ -219,6 +219,26 @@ describe('MergeEngine reports', () => {
     engine.stop();
   });
 
+  it('tells its hooks of a snapshot before the subscribers get it, and that they got it after', async () => {
+    const a = source('a');
+    const order: string[] = [];
+    const engine = new MergeEngine(
+      [a.input],
+      { syncTimeoutMs: 60_000 },
+      {
+        onSnapshot: (s) => order.push(`built ${s.generation}`),
+        onPublished: (s) => order.push(`published ${s.generation}`),
+      },
+    );
+    engine.snapshots$.subscribe((s) => order.push(`received ${s.generation}`));
+    engine.start();
+    a.events.next(state(many(3)));
+    const ready = await next(engine, 'the first state', (s) => s.ready);
+    const g = ready.generation;
+    assert.deepEqual(order.slice(-3), [`built ${g}`, `received ${g}`, `published ${g}`]);
+    engine.stop();
+  });
+
   it("turns a source stream's error into that source's failure, naming the source and keeping the cause", async () => {
     const a = source('a');
     const engine = new MergeEngine([a.input], { syncTimeoutMs: 60_000 });

@@ -44,6 +44,7 @@ export function startRig(names: readonly string[], options: Partial<TelemetryOpt
     { syncTimeoutMs: 60_000 },
     {
       onSnapshot: (snapshot, changed, buildMs) => telemetry.onSnapshot(snapshot, changed, buildMs),
+      onPublished: (snapshot) => telemetry.onPublished(snapshot),
       onSourceEvent: (source, event) => telemetry.onSourceEvent(source, event),
       onUnchanged: () => {
         telemetry.onUnchanged();
