@@ -15,6 +15,13 @@ export interface ReadList<T> extends Iterable<T> {
   at(index: number): T | undefined;
 }
 
+/** Items two lists hold in the same chunks: `a`'s from `from`, `b`'s from `to`, `length` of them. */
+export interface SharedRun {
+  readonly from: number;
+  readonly to: number;
+  readonly length: number;
+}
+
 /**
  * An immutable list kept as chunks of a few hundred items, so that a list one item apart from
  * another shares every chunk but one with it: inserting or removing an item copies that chunk
@@ -183,17 +190,28 @@ export class ChunkedList<T> {
   }
 
   /**
-   * How many items `a` and `b` share at their starts and at their ends, in the chunks both hold
-   * there (the same chunk instances, in the same order): what {@link unshared} leaves out, counted
-   * without reading any item. Nothing for lists not both in chunks.
+   * The stretches of items `b` holds in the same chunk instances as `a` (consecutive chunks of
+   * both taken together), in `b`'s order: where `a`'s items from `from` on are `b`'s from `to` on,
+   * for `length` items, found without reading any item. None for lists not both in chunks.
    */
-  static sharedEnds<T>(a: ReadList<T>, b: ReadList<T>): { readonly head: number; readonly tail: number } {
-    if (!(a instanceof ChunkedList && b instanceof ChunkedList)) return { head: 0, tail: 0 };
-    const [head, tail] = ChunkedList.sharedChunks(a as ChunkedList<T>, b as ChunkedList<T>);
-    let tailItems = 0;
-    for (let c = a.chunks.length - tail; c < a.chunks.length; c++)
-      tailItems += (a.chunks[c] as readonly T[]).length;
-    return { head: head === 0 ? 0 : a.itemsBefore(head), tail: tailItems };
+  static sharedRuns<T>(a: ReadList<T>, b: ReadList<T>): SharedRun[] {
+    if (!(a instanceof ChunkedList && b instanceof ChunkedList)) return [];
+    const inA = new Map<readonly T[], number>();
+    (a as ChunkedList<T>).chunks.forEach((chunk, c) => inA.set(chunk, c));
+    const runs: SharedRun[] = [];
+    let lastA = -2;
+    let lastB = -2;
+    (b as ChunkedList<T>).chunks.forEach((chunk, c) => {
+      const ca = inA.get(chunk);
+      if (ca === undefined) return;
+      const run = runs[runs.length - 1];
+      if (run !== undefined && ca === lastA + 1 && c === lastB + 1)
+        runs[runs.length - 1] = { ...run, length: run.length + chunk.length };
+      else runs.push({ from: a.starts[ca] as number, to: b.starts[c] as number, length: chunk.length });
+      lastA = ca;
+      lastB = c;
+    });
+    return runs;
   }
 
   /** The number of chunks `a` and `b` share at their starts, then at their ends (not overlapping). */

@@ -60,6 +60,18 @@ function endsBlock(r: ConfigResource): boolean {
   return (h >>> 0) % AVERAGE_OBJECTS === 0;
 }
 
+/** The first index of `sorted` (ascending) whose value is `value` or more; its length if none. */
+function firstAtOrAfter(sorted: readonly number[], value: number): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((sorted[mid] as number) < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 function sameMembers(
   members: readonly ConfigResource[],
   list: ReadList<ConfigResource>,
@@ -107,32 +119,27 @@ export class FrameBlocks {
     const out: Buffer[] = [];
     const starts: number[] = [];
     const last = this.last.get(listKey);
-    const shared = last === undefined ? undefined : ChunkedList.sharedEnds(last.list, resources);
-    if (last === undefined || shared === undefined || shared.head + shared.tail === 0) {
-      this.walk(blocks, resources, 0, resources.length, source, out, starts);
-    } else {
-      // The two lists agree on the items of the chunks both start with, and of those both end
-      // with: the last chunks lying wholly in either stretch are this list's too (a chunk is the
-      // bytes of its objects, whichever list holds them), only the objects between are walked.
-      const sharedAtEnd = shared.tail;
-      const shift = resources.length - last.list.length;
+    let at = 0;
+    if (last !== undefined) {
+      // Where this list holds the last one's items in the same chunks, the last chunks lying
+      // wholly among those items are this list's too (a chunk is the bytes of its objects,
+      // whichever list holds them): taken as they are, and only the objects between are walked.
       const endOf = (k: number): number => last.starts[k + 1] ?? last.list.length;
-      let head = 0;
-      while (head < last.chunks.length && endOf(head) <= shared.head) head++;
-      let tail = last.chunks.length;
-      while (tail > head && (last.starts[tail - 1] as number) >= last.list.length - sharedAtEnd) tail--;
-      for (let k = 0; k < head; k++) {
-        out.push(last.chunks[k] as Buffer);
-        starts.push(last.starts[k] as number);
-      }
-      const from = head === 0 ? 0 : endOf(head - 1);
-      const to = tail === last.chunks.length ? resources.length : (last.starts[tail] as number) + shift;
-      this.walk(blocks, resources, from, to, source, out, starts);
-      for (let k = tail; k < last.chunks.length; k++) {
-        out.push(last.chunks[k] as Buffer);
-        starts.push((last.starts[k] as number) + shift);
+      for (const run of ChunkedList.sharedRuns(last.list, resources)) {
+        let first = firstAtOrAfter(last.starts, run.from);
+        let end = first;
+        while (end < last.chunks.length && endOf(end) <= run.from + run.length) end++;
+        const shift = run.to - run.from;
+        if (first === end || (last.starts[first] as number) + shift < at) continue;
+        this.walk(blocks, resources, at, (last.starts[first] as number) + shift, source, out, starts);
+        for (; first < end; first++) {
+          out.push(last.chunks[first] as Buffer);
+          starts.push((last.starts[first] as number) + shift);
+        }
+        at = endOf(end - 1) + shift;
       }
     }
+    this.walk(blocks, resources, at, resources.length, source, out, starts);
     this.last.set(listKey, { list: resources, chunks: out, starts });
     return out;
   }

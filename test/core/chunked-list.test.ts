@@ -101,4 +101,39 @@ describe('ChunkedList', () => {
     assert.throws(() => list.replaced(3, 9), RangeError);
     assert.throws(() => ChunkedList.empty<number>().removed(0), RangeError);
   });
+
+  it('finds the stretches two lists hold in the same chunks, each item in them the same in both', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 5000 }),
+        fc.array(fc.tuple(fc.nat(), fc.constantFrom('insert', 'remove', 'replace')), { maxLength: 6 }),
+        (size, edits) => {
+          const a = ChunkedList.filtered(Array.from({ length: size }, (_, i) => i * 2));
+          let b = a;
+          for (const [at, edit] of edits) {
+            const i = at % Math.max(b.length, 1);
+            if (edit === 'insert') b = b.inserted(Math.min(i, b.length), -1);
+            else if (b.length > 0 && edit === 'remove') b = b.removed(i);
+            else if (b.length > 0) b = b.replaced(i, -2);
+          }
+          const runs = ChunkedList.sharedRuns(a, b);
+          let covered = 0;
+          let lastEnd = 0;
+          for (const run of runs) {
+            assert.ok(run.to >= lastEnd, 'in the order of the second list, apart');
+            for (let k = 0; k < run.length; k++) assert.equal(b.at(run.to + k), a.at(run.from + k));
+            covered += run.length;
+            lastEnd = run.to + run.length;
+          }
+          // An edit touches one chunk: the others are found whatever their place.
+          const chunks = Math.ceil(size / 512);
+          if (edits.length === 0) assert.equal(covered, size);
+          else if (chunks > 2 * edits.length)
+            assert.ok(covered >= size - edits.length * 1024, `${covered} of ${size}`);
+        },
+      ),
+      { numRuns: 200 },
+    );
+    assert.deepEqual(ChunkedList.sharedRuns([1, 2], ChunkedList.filtered([1, 2])), []);
+  });
 });

@@ -222,6 +222,15 @@ describe('FrameBlocks', () => {
         `${blocks.counters.objectsWalked - walked} walked`,
       );
     }
+    // Two changes far apart: the stretch between them is not walked either.
+    const before = blocks.counters.objectsWalked;
+    for (const at of [3_000, 15_000])
+      list = list.replaced(at, resource(`svc-${String(at).padStart(5, '0')}`, 'changed too'));
+    assert.equal(Buffer.concat(blocks.chunks('v|k', list, { framed })).toString(), joined(list.toArray()));
+    assert.ok(
+      blocks.counters.objectsWalked - before <= 6 * 1024,
+      `${blocks.counters.objectsWalked - before} walked`,
+    );
     // The same list again walks nothing; a list in an array of its own is walked whole.
     const walked = blocks.counters.objectsWalked;
     blocks.chunks('v|k', list, { framed });
