@@ -22,10 +22,11 @@ export interface FramedSource {
   /** The framed `resources` entry of an object; must not be altered. */
   framed(r: ConfigResource): Uint8Array;
   /**
-   * Told that a block just built holds `r`'s framed bytes at `bytes` (a slice of the block, equal
-   * to `framed(r)` byte for byte), so the source can keep that slice instead of bytes of their own.
+   * Told that a block just built holds `r`'s framed bytes from `offset` on (`length` bytes, equal
+   * to `framed(r)` byte for byte), so the source can keep them there instead of in memory of their
+   * own.
    */
-  rehome?(r: ConfigResource, bytes: Uint8Array): void;
+  rehome?(r: ConfigResource, block: Uint8Array, offset: number, length: number): void;
 }
 
 /** Counters for benchmarks and the debug endpoint. */
@@ -213,13 +214,13 @@ export class FrameBlocks {
     const parts = members.map((r) => source.framed(r));
     let size = 0;
     for (const p of parts) size += p.byteLength;
-    // Memory of its own, not a slice of Node's shared pool: the slices handed to `rehome` keep
-    // whatever they are cut from alive.
+    // Memory of its own, not a slice of Node's shared pool: what `rehome` is told of keeps the
+    // memory it lies in alive.
     const bytes = Buffer.allocUnsafeSlow(size);
     let at = 0;
     parts.forEach((p, k) => {
       bytes.set(p, at);
-      source.rehome?.(members[k] as ConfigResource, bytes.subarray(at, at + p.byteLength));
+      source.rehome?.(members[k] as ConfigResource, bytes, at, p.byteLength);
       at += p.byteLength;
     });
     this.counters.blocksBuilt++;

@@ -69,12 +69,24 @@ function carriesCreateTime(framed: Uint8Array, createTime: Timestamp): boolean {
 }
 
 /**
- * An object's framed bytes where they lie now: memory of their own when encoded, a slice of a
+ * An object's framed bytes where they lie now: memory of their own when encoded, a stretch of a
  * block once one holds them ({@link ResourceEncoder.rehome}). One per content, shared by every
- * instance with that content and by the cache, so moving the bytes is one assignment.
+ * instance with that content and by the cache, so moving the bytes is two assignments, and no
+ * view of the block is made until the bytes are asked for.
  */
 interface Framed {
+  /** The memory the bytes lie in. */
   bytes: Uint8Array;
+  /** Where in `bytes` they start. */
+  offset: number;
+  readonly length: number;
+}
+
+/** The bytes of `f`: its memory itself when they fill it, else a view of their stretch. */
+function bytesOf(f: Framed): Uint8Array {
+  return f.offset === 0 && f.bytes.byteLength === f.length
+    ? f.bytes
+    : f.bytes.subarray(f.offset, f.offset + f.length);
 }
 
 /**
@@ -98,33 +110,32 @@ export class ResourceEncoder {
     options: ResourceEncoderOptions = {},
   ) {
     // A rehome keeps the bytes' length, so a value's size never changes while it is kept.
-    this.cache = new ByteBoundedMap(
-      options.maxCacheBytes ?? 512 * 1024 * 1024,
-      (v) => v.bytes.byteLength + 64,
-    );
+    this.cache = new ByteBoundedMap(options.maxCacheBytes ?? 512 * 1024 * 1024, (v) => v.length + 64);
   }
 
   /** The framed `resources` entry of an object. The returned bytes must not be altered. */
   framed(resource: ConfigResource): Uint8Array {
     const known = this.byInstance.get(resource);
-    if (known !== undefined) return known.bytes;
+    if (known !== undefined) return bytesOf(known);
     const framed = this.framedByKey(resource);
     this.byInstance.set(resource, framed);
-    return framed.bytes;
+    return bytesOf(framed);
   }
 
   /**
-   * Keeps `resource`'s framed bytes at `bytes` from now on: the same bytes, copied into a block of
-   * a served list (see `FrameBlocks`), so each object's bytes are held once, in the block that
-   * last took them, instead of also in memory of their own. A block rebuilt copies its members
-   * from where they are and takes them over in turn, so an older block is let go once its
-   * objects have moved on. An instance never framed, or bytes of another length, are left alone.
-   * Every instance sharing the bytes (equal content) follows, and so does the cache by content.
+   * Keeps `resource`'s framed bytes at `block[offset..offset + length)` from now on: the same
+   * bytes, copied into a block of a served list (see `FrameBlocks`), so each object's bytes are
+   * held once, in the block that last took them, instead of also in memory of their own. A block
+   * rebuilt copies its members from where they are and takes them over in turn, so an older block
+   * is let go once its objects have moved on. An instance never framed, or bytes of another
+   * length, are left alone. Every instance sharing the bytes (equal content) follows, and so does
+   * the cache by content.
    */
-  rehome(resource: ConfigResource, bytes: Uint8Array): void {
+  rehome(resource: ConfigResource, block: Uint8Array, offset: number, length: number): void {
     const known = this.byInstance.get(resource);
-    if (known === undefined || known.bytes.byteLength !== bytes.byteLength) return;
-    known.bytes = bytes;
+    if (known === undefined || known.length !== length) return;
+    known.bytes = block;
+    known.offset = offset;
   }
 
   /**
@@ -155,9 +166,13 @@ export class ResourceEncoder {
   private framedByKey(resource: ConfigResource): Framed {
     const key = contentKey(resource);
     const hit = this.cache.get(key);
-    if (hit !== undefined && (key !== resource.version || carriesCreateTime(hit.bytes, resource.createTime)))
+    if (
+      hit !== undefined &&
+      (key !== resource.version || carriesCreateTime(bytesOf(hit), resource.createTime))
+    )
       return hit;
-    const framed: Framed = { bytes: this.encode(resource) };
+    const bytes = this.encode(resource);
+    const framed: Framed = { bytes, offset: 0, length: bytes.byteLength };
     this.cache.set(key, framed);
     return framed;
   }

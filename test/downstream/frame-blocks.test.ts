@@ -142,7 +142,8 @@ describe('FrameBlocks', () => {
     const moved = new Map<ConfigResource, Uint8Array>();
     const source = {
       framed: (r: ConfigResource): Uint8Array => moved.get(r) ?? framed(r),
-      rehome: (r: ConfigResource, bytes: Uint8Array): void => void moved.set(r, bytes),
+      rehome: (r: ConfigResource, block: Uint8Array, offset: number, length: number): void =>
+        void moved.set(r, block.subarray(offset, offset + length)),
     };
     const list = names(1000).map((n, i) => resource(n, i === 500 ? `${LARGE}${i}` : n));
     const chunks = blocks.chunks('v|k', list, source);
