@@ -84,9 +84,7 @@ interface Framed {
 
 /** The bytes of `f`: its memory itself when they fill it, else a view of their stretch. */
 function bytesOf(f: Framed): Uint8Array {
-  return f.offset === 0 && f.bytes.byteLength === f.length
-    ? f.bytes
-    : f.bytes.subarray(f.offset, f.offset + f.length);
+  return f.bytes.byteLength === f.length ? f.bytes : f.bytes.subarray(f.offset, f.offset + f.length);
 }
 
 /**

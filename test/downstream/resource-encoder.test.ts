@@ -218,6 +218,12 @@ describe('resource encoder', () => {
     const epoch = resource({ name: 'x', createTime: { seconds: 0, nanos: 0 } });
     assert.equal(decode(encoder.framed(epoch)).createTime?.seconds ?? 0, 0);
     assert.deepEqual(decode(encoder.framed(again)).createTime, { seconds: 10, nanos: 1 });
+    // Times whose Timestamps begin alike (nanos added to the same seconds, or taken away).
+    const whole = resource({ name: 'z', createTime: { seconds: 10, nanos: 0 } });
+    const withNanos = resource({ name: 'z', createTime: { seconds: 10, nanos: 1 } });
+    assert.deepEqual(decode(encoder.framed(whole)).createTime, { seconds: 10 });
+    assert.deepEqual(decode(encoder.framed(withNanos)).createTime, { seconds: 10, nanos: 1 });
+    assert.deepEqual(decode(encoder.framed(whole)).createTime, { seconds: 10 });
   });
 
   it('keeps hand-made versions apart: a version not derived from content names nothing', () => {
