@@ -96,8 +96,8 @@ export class FrameBlocks {
   private readonly byList = new Map<string, WeakMap<ConfigResource, Block>>();
   /**
    * Per served list, the chunks last returned: a list edited from the last one (a view's list
-   * after a change, sharing every chunk but those the change fell in) keeps the chunks of the
-   * stretches at both ends it shares, without walking them.
+   * after a change, sharing every list chunk but those the change fell in) keeps the chunks of
+   * every stretch it shares, without walking them.
    */
   private readonly last = new Map<string, LastChunks>();
   readonly counters: BlockCounters = { blocksBuilt: 0, bytesCopied: 0, objectsWalked: 0 };
