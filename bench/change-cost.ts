@@ -22,7 +22,8 @@
  * reassembly buffer go, as it does between the sporadic changes of a quiet mesh).
  * `--collect`: the server runs a full collection of its heap before the rounds, as it does before
  * the benchmark's identical resyncs (where it reads the memory retained).
- * `--profile` also prints where the server spent the rounds' CPU (self time per function).
+ * `--profile` also prints where the server spent the rounds' CPU (self time per function); a folder
+ * named in `BENCH_SERVER_PROFILE` keeps the profile, and the rounds' window in it is printed.
  */
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
