@@ -214,8 +214,7 @@ export class ChunkedList<T> {
     return runs;
   }
 
-  /** The number of chunks `a` and `b` share at their starts, then at their ends (not overlapping). */
-  private static sharedChunks<T>(a: ChunkedList<T>, b: ChunkedList<T>): [number, number] {
+  private static unsharedChunks<T>(a: ChunkedList<T>, b: ChunkedList<T>): [T[], T[], number] {
     const most = Math.min(a.chunks.length, b.chunks.length);
     let head = 0;
     while (head < most && a.chunks[head] === b.chunks[head]) head++;
@@ -226,23 +225,17 @@ export class ChunkedList<T> {
     ) {
       tail++;
     }
-    return [head, tail];
-  }
-
-  /** Items in the chunks before chunk `c` (0 < c ≤ chunks). */
-  private itemsBefore(c: number): number {
-    return (this.starts[c - 1] as number) + (this.chunks[c - 1] as readonly T[]).length;
-  }
-
-  private static unsharedChunks<T>(a: ChunkedList<T>, b: ChunkedList<T>): [T[], T[], number] {
-    const [head, tail] = ChunkedList.sharedChunks(a, b);
     const items = (list: ChunkedList<T>): T[] => {
       const out: T[] = [];
       for (let c = head; c < list.chunks.length - tail; c++)
         for (const item of list.chunks[c] as readonly T[]) out.push(item);
       return out;
     };
-    return [items(a), items(b), head === 0 ? 0 : a.itemsBefore(head)];
+    return [
+      items(a),
+      items(b),
+      head === 0 ? 0 : (a.starts[head - 1] as number) + (a.chunks[head - 1] as readonly T[]).length,
+    ];
   }
 
   /** Every item, in order, in an array of their own. */
