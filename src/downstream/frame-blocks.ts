@@ -27,6 +27,18 @@ export interface FramedSource {
    * own.
    */
   rehome?(r: ConfigResource, block: Uint8Array, offset: number, length: number): void;
+  /**
+   * `r`'s framed bytes when the source has them, else how many they will take: `frameInto` then
+   * writes them straight into the block that holds them, keeping them there, instead of into
+   * memory of their own to be copied. A source with `plan` has `frameInto`.
+   */
+  plan?(r: ConfigResource): Uint8Array | Plan;
+  frameInto?(r: ConfigResource, plan: Plan, block: Buffer, offset: number): void;
+}
+
+/** The bytes an object not encoded yet will take (see {@link FramedSource.plan}). */
+interface Plan {
+  readonly length: number;
 }
 
 /** Counters for benchmarks and the debug endpoint. */
@@ -211,17 +223,25 @@ export class FrameBlocks {
     if (known !== undefined && sameMembers(known.members, resources, from, to)) return known.bytes;
     const members: ConfigResource[] = [];
     for (let i = from; i < to; i++) members.push(resources.at(i) as ConfigResource);
-    const parts = members.map((r) => source.framed(r));
+    const parts = members.map((r) => (source.plan === undefined ? source.framed(r) : source.plan(r)));
     let size = 0;
-    for (const p of parts) size += p.byteLength;
-    // Memory of its own, not a slice of Node's shared pool: what `rehome` is told of keeps the
-    // memory it lies in alive.
+    for (const p of parts) size += p instanceof Uint8Array ? p.byteLength : p.length;
+    // Memory of its own, not a slice of Node's shared pool: what `rehome` and `frameInto` are
+    // told of keeps the memory it lies in alive.
     const bytes = Buffer.allocUnsafeSlow(size);
     let at = 0;
     parts.forEach((p, k) => {
-      bytes.set(p, at);
-      source.rehome?.(members[k] as ConfigResource, bytes, at, p.byteLength);
-      at += p.byteLength;
+      const r = members[k] as ConfigResource;
+      if (p instanceof Uint8Array) {
+        bytes.set(p, at);
+        source.rehome?.(r, bytes, at, p.byteLength);
+        at += p.byteLength;
+      } else {
+        if (source.frameInto === undefined)
+          throw new Error('a framed source that plans must frame into blocks');
+        source.frameInto(r, p, bytes, at);
+        at += p.length;
+      }
     });
     this.counters.blocksBuilt++;
     this.counters.bytesCopied += size;

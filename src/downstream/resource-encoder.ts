@@ -5,9 +5,8 @@ import { isContentVersion, type ConfigResource, type Timestamp } from '../core/r
 import { sortedKeys } from '../core/sorted-keys.js';
 import { anyTypeUrl } from '../schema/proto-root.js';
 import type { KindRegistry } from '../schema/kinds.js';
-import { lengthDelimitedSize, SizedWriter } from '../wire/sized-writer.js';
+import { lengthDelimitedSize, SizedWriter, utf8Length, varintSize } from '../wire/sized-writer.js';
 import { WireCursor } from '../wire/wire-cursor.js';
-import { lengthDelimitedTag } from '../wire/wire-writer.js';
 import { MCP_RESOURCE_TYPE_URL } from '../wire/type-urls.js';
 
 /** Any type URL of the MCP envelope istiod expects around every object, as bytes. */
@@ -87,6 +86,29 @@ function bytesOf(f: Framed): Uint8Array {
   return f.bytes.byteLength === f.length ? f.bytes : f.bytes.subarray(f.offset, f.offset + f.length);
 }
 
+/** What {@link ResourceEncoder.plan} answers for an object not encoded yet: the bytes it will take. */
+export interface FramePlan {
+  readonly length: number;
+}
+
+/** Sizes of an object's nested messages and strings, computed before its entry is written. */
+interface Layout extends FramePlan {
+  /** Where the bytes are kept by content. */
+  readonly key: string;
+  readonly bodyUrl: Buffer;
+  readonly namespaceBytes: number;
+  /** `namespace/name`. */
+  readonly nameBytes: number;
+  readonly timestamp: number;
+  readonly versionBytes: number;
+  readonly labels: MapLayout;
+  readonly annotations: MapLayout;
+  readonly metadata: number;
+  readonly bodyAny: number;
+  readonly mcpResource: number;
+  readonly outerAny: number;
+}
+
 /**
  * Encodes each object once per version into the exact bytes of one `resources` entry of a
  * DiscoveryResponse (tag, length, `Any(istio.mcp.v1alpha1.Resource)`), so responses are
@@ -100,6 +122,8 @@ export class ResourceEncoder {
    * assembling a response is a weak-map lookup per object, no key to build. Entries go with the objects.
    */
   private readonly byInstance = new WeakMap<ConfigResource, Framed>();
+  /** The bytes of each kind's body type URL, by the kind's key. */
+  private readonly bodyUrls = new Map<string, Buffer>();
   /** Objects encoded since start; a benchmark counter. */
   encodes = 0;
 
@@ -161,71 +185,181 @@ export class ResourceEncoder {
     }
   }
 
+  /**
+   * `resource`'s framed bytes when they are known (for this instance, or for its content), else
+   * the plan of their encoding: how many bytes they take, for {@link frameInto} to write them
+   * where a block of a served list will hold them, without memory of their own first.
+   */
+  plan(resource: ConfigResource): Uint8Array | FramePlan {
+    const known = this.byInstance.get(resource);
+    if (known !== undefined) return bytesOf(known);
+    const key = contentKey(resource);
+    const hit = this.hit(key, resource);
+    if (hit !== undefined) {
+      this.byInstance.set(resource, hit);
+      return bytesOf(hit);
+    }
+    return this.layout(resource, key);
+  }
+
+  /**
+   * Encodes `resource` as `plan` (from {@link plan}) says into `block` from `offset` on, and keeps
+   * its bytes there from now on, as {@link rehome} would.
+   */
+  frameInto(resource: ConfigResource, plan: FramePlan, block: Buffer, offset: number): void {
+    const layout = plan as Layout;
+    this.write(resource, layout, block, offset);
+    const framed: Framed = { bytes: block, offset, length: layout.length };
+    this.cache.set(layout.key, framed);
+    this.byInstance.set(resource, framed);
+  }
+
   private framedByKey(resource: ConfigResource): Framed {
     const key = contentKey(resource);
-    const hit = this.cache.get(key);
-    if (
-      hit !== undefined &&
-      (key !== resource.version || carriesCreateTime(bytesOf(hit), resource.createTime))
-    )
-      return hit;
-    const bytes = this.encode(resource);
-    const framed: Framed = { bytes, offset: 0, length: bytes.byteLength };
+    const hit = this.hit(key, resource);
+    if (hit !== undefined) return hit;
+    const layout = this.layout(resource, key);
+    const bytes = Buffer.allocUnsafeSlow(layout.length);
+    this.write(resource, layout, bytes, 0);
+    const framed: Framed = { bytes, offset: 0, length: layout.length };
     this.cache.set(key, framed);
     return framed;
   }
 
+  /** The bytes kept under `key`, when they are `resource`'s. */
+  private hit(key: string, resource: ConfigResource): Framed | undefined {
+    const hit = this.cache.get(key);
+    return hit !== undefined &&
+      (key !== resource.version || carriesCreateTime(bytesOf(hit), resource.createTime))
+      ? hit
+      : undefined;
+  }
+
   /**
-   * The entry written once into memory of its own (not a slice of Node's shared pool, whose slab
-   * a kept slice would keep alive whole): the nested messages' sizes are computed first, so the
-   * body, which is most of the bytes, is copied once, not once per level of nesting.
+   * Every nested message's size, computed before a byte is written, so each byte is written once,
+   * straight to where it belongs, the body copied once.
    */
-  private encode(resource: ConfigResource): Uint8Array {
-    this.encodes++;
-    const kind = this.kinds.get(resource.kind);
-    if (kind === undefined) throw new Error(`no kind ${resource.kind} in the registry`);
-    const metadata = protobuf.Writer.create();
-    metadata.uint32(lengthDelimitedTag(1)).string(`${resource.namespace}/${resource.name}`);
+  private layout(resource: ConfigResource, key: string): Layout {
+    const bodyUrl = this.bodyUrls.get(resource.kind) ?? this.bodyUrl(resource.kind);
+    const namespaceBytes = utf8Length(resource.namespace);
+    const nameBytes = namespaceBytes + 1 + utf8Length(resource.name);
+    const { seconds, nanos } = resource.createTime;
+    const timestamp =
+      (seconds === 0 ? 0 : 1 + varintSize(seconds)) + (nanos === 0 ? 0 : 1 + varintSize(nanos));
+    const versionBytes = utf8Length(resource.version);
+    const labels = mapLayout(resource.labels);
+    const annotations = mapLayout(resource.annotations);
     // create_time is always present, even at the epoch: istiod ≤1.13 drops objects without it.
-    metadata.uint32(lengthDelimitedTag(2)).bytes(timestampBytes(resource.createTime));
-    metadata.uint32(lengthDelimitedTag(3)).string(resource.version);
-    writeStringMap(metadata, 4, resource.labels);
-    writeStringMap(metadata, 5, resource.annotations);
-    const meta = metadata.finish();
-    const bodyUrl = typeUrlBytes(anyTypeUrl(kind.bodyType));
+    const metadata =
+      lengthDelimitedSize(nameBytes) +
+      lengthDelimitedSize(timestamp) +
+      lengthDelimitedSize(versionBytes) +
+      labels.size +
+      annotations.size;
     // Any(body) inside Resource{metadata, body} inside Any(Resource), as `resources` field 2.
     const bodyAny = lengthDelimitedSize(bodyUrl.byteLength) + lengthDelimitedSize(resource.body.byteLength);
-    const mcpResource = lengthDelimitedSize(meta.byteLength) + lengthDelimitedSize(bodyAny);
+    const mcpResource = lengthDelimitedSize(metadata) + lengthDelimitedSize(bodyAny);
     const outerAny = lengthDelimitedSize(MCP_URL.byteLength) + lengthDelimitedSize(mcpResource);
-    const size = lengthDelimitedSize(outerAny);
-    const w = new SizedWriter(Buffer.allocUnsafeSlow(size));
-    w.header(RESPONSE_RESOURCES_FIELD, outerAny);
+    return {
+      key,
+      length: lengthDelimitedSize(outerAny),
+      bodyUrl,
+      namespaceBytes,
+      nameBytes,
+      timestamp,
+      versionBytes,
+      labels,
+      annotations,
+      metadata,
+      bodyAny,
+      mcpResource,
+      outerAny,
+    };
+  }
+
+  /** Writes `resource`'s entry as `layout` says into `into` from `at` on. */
+  private write(resource: ConfigResource, layout: Layout, into: Buffer, at: number): void {
+    this.encodes++;
+    const w = new SizedWriter(into, at);
+    w.header(RESPONSE_RESOURCES_FIELD, layout.outerAny);
     w.bytes(1, MCP_URL);
-    w.header(2, mcpResource);
-    w.bytes(1, meta);
-    w.header(2, bodyAny);
-    w.bytes(1, bodyUrl);
+    w.header(2, layout.mcpResource);
+    w.header(1, layout.metadata);
+    w.header(1, layout.nameBytes);
+    w.text(resource.namespace, layout.namespaceBytes);
+    w.text('/', 1);
+    w.text(resource.name, layout.nameBytes - layout.namespaceBytes - 1);
+    w.header(2, layout.timestamp);
+    const { seconds, nanos } = resource.createTime;
+    if (seconds !== 0) {
+      w.varint(1 << 3);
+      w.varint(seconds);
+    }
+    if (nanos !== 0) {
+      w.varint(2 << 3);
+      w.varint(nanos);
+    }
+    w.string(3, resource.version, layout.versionBytes);
+    writeStringMap(w, 4, resource.labels, layout.labels);
+    writeStringMap(w, 5, resource.annotations, layout.annotations);
+    w.header(2, layout.bodyAny);
+    w.bytes(1, layout.bodyUrl);
     w.bytes(2, resource.body);
-    if (w.pos !== size) throw new Error(`an encoded object took ${w.pos} bytes, ${size} computed`);
-    return w.buf;
+    if (w.pos !== at + layout.length)
+      throw new Error(`an encoded object took ${w.pos - at} bytes, ${layout.length} computed`);
+  }
+
+  /** The UTF-8 bytes of the type URL of a kind's body, kept by the kind's key. */
+  private bodyUrl(kindKey: string): Buffer {
+    const kind = this.kinds.get(kindKey);
+    if (kind === undefined) throw new Error(`no kind ${kindKey} in the registry`);
+    const bytes = Buffer.from(anyTypeUrl(kind.bodyType), 'utf8');
+    this.bodyUrls.set(kindKey, bytes);
+    return bytes;
   }
 }
 
-const typeUrls = new Map<string, Buffer>();
-
-/** A body type URL's UTF-8 bytes, encoded once. */
-function typeUrlBytes(url: string): Buffer {
-  let bytes = typeUrls.get(url);
-  if (bytes === undefined) typeUrls.set(url, (bytes = Buffer.from(url, 'utf8')));
-  return bytes;
+/** A label or annotation map as `Metadata` encodes it: its keys in order, each entry's sizes. */
+interface MapLayout {
+  readonly keys: readonly string[];
+  /** Per entry, the UTF-8 lengths of its key and its value, in turn. */
+  readonly lengths: readonly number[];
+  /** Bytes of every entry, with its tag and length. */
+  readonly size: number;
 }
 
-function writeStringMap(writer: protobuf.Writer, field: number, map: Readonly<Record<string, string>>): void {
-  for (const key of sortedKeys(map)) {
-    const entry = protobuf.Writer.create();
-    if (key.length > 0) entry.uint32(lengthDelimitedTag(1)).string(key);
-    const value = map[key] ?? '';
-    if (value.length > 0) entry.uint32(lengthDelimitedTag(2)).string(value);
-    writer.uint32(lengthDelimitedTag(field)).bytes(entry.finish());
+const NO_MAP: MapLayout = { keys: [], lengths: [], size: 0 };
+
+function mapLayout(map: Readonly<Record<string, string>>): MapLayout {
+  const keys = sortedKeys(map);
+  if (keys.length === 0) return NO_MAP;
+  const lengths: number[] = [];
+  let size = 0;
+  for (const key of keys) {
+    const k = utf8Length(key);
+    const v = utf8Length(map[key] ?? '');
+    lengths.push(k, v);
+    size += lengthDelimitedSize(entrySize(k, v));
   }
+  return { keys, lengths, size };
+}
+
+/** A map entry's bytes: key (1) and value (2), each left out when empty. */
+function entrySize(key: number, value: number): number {
+  return (key === 0 ? 0 : lengthDelimitedSize(key)) + (value === 0 ? 0 : lengthDelimitedSize(value));
+}
+
+function writeStringMap(
+  w: SizedWriter,
+  field: number,
+  map: Readonly<Record<string, string>>,
+  layout: MapLayout,
+): void {
+  layout.keys.forEach((key, i) => {
+    const k = layout.lengths[2 * i] as number;
+    const v = layout.lengths[2 * i + 1] as number;
+    w.header(field, entrySize(k, v));
+    if (k > 0) w.string(1, key, k);
+    if (v > 0) w.string(2, map[key] ?? '', v);
+  });
 }

@@ -37,8 +37,11 @@ export function lengthDelimitedSize(length: number): number {
  * size computed wrong, and the caller should check `pos` against the size it expected.
  */
 export class SizedWriter {
-  pos = 0;
-  constructor(readonly buf: Buffer) {}
+  /** `pos`: where the first field goes. */
+  constructor(
+    readonly buf: Buffer,
+    public pos = 0,
+  ) {}
 
   varint(n: number): void {
     if (n < 0) {
@@ -67,6 +70,11 @@ export class SizedWriter {
   /** A string field; `bytes` is its UTF-8 length (see {@link utf8Length}). */
   string(field: number, value: string, bytes: number): void {
     this.header(field, bytes);
+    this.text(value, bytes);
+  }
+
+  /** A string's UTF-8 bytes alone, no tag or length; `bytes` is its UTF-8 length. */
+  text(value: string, bytes: number): void {
     if (bytes === value.length && bytes <= SHORT_ASCII) {
       // ASCII (as many bytes as UTF-16 units) and short, as names and versions are: copied here,
       // where a call into node per string costs more than the copy.

@@ -57,6 +57,27 @@ describe('framed bytes held once', () => {
     assert.equal(encoder.encodes, list.length);
   });
 
+  it('encodes an object first met in a block straight into it: no memory of its own', () => {
+    const encoder = new ResourceEncoder(KINDS);
+    const blocks = new FrameBlocks();
+    const list = names(2000).map((n) => serviceEntry(n, `body of ${n}`));
+    const chunks = blocks.chunks('v|k', list, encoder);
+    const reference = new ResourceEncoder(KINDS);
+    assert.deepEqual(Buffer.concat(chunks), Buffer.concat(list.map((r) => reference.framed(r))));
+    const inChunks = new Set(chunks.map((c) => c.buffer));
+    assert.ok(
+      list.every((r) => inChunks.has(encoder.framed(r).buffer)),
+      "every object's bytes lie in a chunk",
+    );
+    assert.equal(encoder.encodes, list.length);
+    // Another list of the same objects copies them from where they lie, encoding nothing.
+    assert.deepEqual(
+      Buffer.concat(blocks.chunks('w|k', list.slice(500), encoder)),
+      Buffer.concat(list.slice(500).map((r) => reference.framed(r))),
+    );
+    assert.equal(encoder.encodes, list.length);
+  });
+
   it('lets a block go once a change has rebuilt it and the replaced object is forgotten', async () => {
     const encoder = new ResourceEncoder(KINDS);
     const blocks = new FrameBlocks();

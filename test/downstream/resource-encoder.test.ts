@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import { makeResource, restoreResource, type ConfigResource } from '../../src/core/resource.js';
 import { ResourceEncoder } from '../../src/downstream/resource-encoder.js';
 import { MCP_RESOURCE_TYPE_URL } from '../../src/wire/type-urls.js';
@@ -131,6 +132,63 @@ describe('resource encoder', () => {
       }).finish();
       assert.ok(Buffer.from(encoder.framed(r)).equals(expected), `a body of ${size} bytes`);
     }
+  });
+
+  it('writes the bytes protobufjs writes for any metadata: any text, sizes and creation time', () => {
+    const text = fc.oneof(
+      fc.string({ maxLength: 8 }),
+      fc.string({ unit: 'grapheme', maxLength: 8 }),
+      fc.string({ minLength: 60, maxLength: 140 }),
+      fc.string({ unit: 'binary', minLength: 60, maxLength: 90 }),
+    );
+    const map = fc.dictionary(text, text, { maxKeys: 4 });
+    fc.assert(
+      fc.property(
+        fc.record({
+          namespace: text,
+          name: text,
+          labels: map,
+          annotations: map,
+          // Negative times take ten bytes as protobuf varints, as every int64 below zero does.
+          seconds: fc.oneof(fc.constant(0), fc.integer({ min: -62_135_596_800, max: 253_402_300_799 })),
+          nanos: fc.oneof(fc.constant(0), fc.integer({ min: -999_999_999, max: 999_999_999 })),
+          body: fc.uint8Array({ maxLength: 300 }),
+        }),
+        (f) => {
+          const r = resource({ ...f, createTime: { seconds: f.seconds, nanos: f.nanos } });
+          const mcp = MCP_RESOURCE.encode({
+            metadata: {
+              name: `${f.namespace}/${f.name}`,
+              // Only the parts that are not zero, as meshmux writes them (protobufjs writes a
+              // zero it is given).
+              create_time: {
+                ...(f.seconds === 0 ? {} : { seconds: f.seconds }),
+                ...(f.nanos === 0 ? {} : { nanos: f.nanos }),
+              },
+              version: r.version,
+              labels: f.labels,
+              annotations: f.annotations,
+            },
+            body: { type_url: anyTypeUrl(KINDS.get(KIND)?.bodyType ?? '?'), value: f.body },
+          }).finish();
+          const expected = RESPONSE.encode({
+            resources: [{ type_url: MCP_RESOURCE_TYPE_URL, value: mcp }],
+          }).finish();
+          const decoded = decode(expected);
+          // protobufjs writes map entries in insertion order and their empty parts too (meshmux
+          // leaves those out, as the test above says): compare the bytes where neither differs,
+          // and read ours back in every case.
+          const plain = (m: Record<string, string>): boolean =>
+            Object.keys(m).every(
+              (k, i, keys) => k !== '' && m[k] !== '' && (i === 0 || (keys[i - 1] as string) < k),
+            );
+          const got = new ResourceEncoder(KINDS).framed(r);
+          if (plain(f.labels) && plain(f.annotations)) assert.ok(Buffer.from(got).equals(expected));
+          assert.deepEqual(decode(got), decoded);
+        },
+      ),
+      { numRuns: 400 },
+    );
   });
 
   it('sends create_time even at the epoch, with only the non-zero parts set', () => {
@@ -312,6 +370,34 @@ describe('resource encoder', () => {
     encoder.rehome(stranger, block, 4, own.byteLength);
     assert.ok(!inBlock(encoder.framed(stranger)));
     assert.deepEqual(Buffer.from(encoder.framed(r)), Buffer.from(own));
+  });
+
+  it('plans an object not encoded yet and frames it into a block, where it is kept from then on', () => {
+    const encoder = new ResourceEncoder(KINDS);
+    const r = resource({ name: 'planned', labels: { app: 'planned' } });
+    const expected = Buffer.from(new ResourceEncoder(KINDS).framed(r));
+    const plan = encoder.plan(r);
+    assert.ok(!(plan instanceof Uint8Array), 'not encoded yet: a plan');
+    assert.equal(plan.length, expected.byteLength);
+    assert.equal(encoder.encodes, 0);
+    const block = Buffer.alloc(plan.length + 7, 0xee);
+    encoder.frameInto(r, plan, block, 3);
+    assert.ok(block.subarray(3, 3 + plan.length).equals(expected), 'the bytes framed() gives');
+    assert.equal(block[2], 0xee);
+    assert.equal(block[3 + plan.length], 0xee, 'nothing written past them');
+    const inBlock = (bytes: Uint8Array): boolean =>
+      bytes.buffer === block.buffer && bytes.byteOffset === block.byteOffset + 3;
+    assert.ok(inBlock(encoder.framed(r)), 'the instance answers with the bytes in the block');
+    const twin = resource({ name: 'planned', labels: { app: 'planned' } });
+    const again = encoder.plan(twin);
+    assert.ok(again instanceof Uint8Array && inBlock(again), 'equal content is planned as those bytes');
+    assert.ok(inBlock(encoder.framed(twin)));
+    assert.equal(encoder.encodes, 1);
+    // Once framed the usual way, an object is planned as its bytes, not encoded again.
+    const other = resource({ name: 'other' });
+    const own = encoder.framed(other);
+    assert.equal(encoder.plan(other), own);
+    assert.equal(encoder.encodes, 2);
   });
 
   it('forgets the bytes of objects no longer served, unless an object now served has the same content', () => {
