@@ -200,6 +200,10 @@ export class AdsServer {
           return;
         }
         const id = this.nextStreamId++;
+        // The first client ends a background run: its responses encode what they serve straight
+        // into their blocks, and a run encoding into memory of its own would only be copied from
+        // and take the CPU those responses need.
+        this.prewarmRun++;
         this.streams.add(new ClientStream(id, call, env, (s) => this.streams.delete(s), protocol));
       };
     };
@@ -257,7 +261,7 @@ export class AdsServer {
    * With nobody connected and the snapshot ready, encodes its objects in the background, a few
    * milliseconds per turn of the event loop, so the first istiods to connect find them ready
    * instead of waiting for them to be encoded. A newer snapshot takes over, walking only the kinds
-   * that changed (objects already encoded cost a lookup).
+   * that changed (objects already encoded cost a lookup); a client connecting ends the run.
    */
   private prewarm(snapshot: ConfigSnapshot): void {
     const run = ++this.prewarmRun;

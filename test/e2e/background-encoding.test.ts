@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
+import { RawAdsStream } from '../support/raw-ads-stream.js';
 import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
 import { startFromYaml } from '../support/meshmux-harness.js';
 import { until } from '../support/deadline.js';
@@ -72,5 +73,63 @@ describe('encoding ahead of the first istiod (meshmux in process, a real gRPC up
     // Nothing else: the objects already encoded are not encoded again.
     await delay(200);
     assert.equal(meshmux.ads.counters().encodes, 5);
+  });
+});
+
+describe('encoding ahead ends when an istiod connects (meshmux in process, a real gRPC upstream)', () => {
+  const OBJECTS = 20_000;
+  let fake: FakeAdsServer;
+  let meshmux: Awaited<ReturnType<typeof startFromYaml>>;
+
+  before(async () => {
+    fake = await FakeAdsServer.start({ peer: 'istiod' });
+    fake
+      .set(
+        'VirtualService',
+        Array.from({ length: OBJECTS }, (_, i) => fakeVirtualService(`vs-${i}`)),
+      )
+      .set('DestinationRule', [fakeDestinationRule('reviews')]);
+    meshmux = await startFromYaml(
+      [
+        'syncTimeout: 60s',
+        'sources:',
+        '  - name: upstream',
+        '    type: xds',
+        `    address: ${fake.address}`,
+        '    kinds: [VirtualService, DestinationRule]',
+        '    apiVersions: current',
+      ].join('\n'),
+      process.cwd(),
+    );
+  });
+  after(async () => {
+    await meshmux.stop();
+    await fake.stop();
+  });
+
+  it('encodes nothing more in the background once a client is connected', async () => {
+    // Caught while the background run is under way: it encodes a few milliseconds' worth of
+    // objects per turn of the event loop, and a client connects within a few turns.
+    await until(
+      () => meshmux.engine.current().ready && meshmux.ads.counters().encodes > 0,
+      60_000,
+      'the background run to begin',
+      { intervalMs: 0 },
+    );
+    const atConnect = meshmux.ads.counters().encodes;
+    assert.ok(atConnect < OBJECTS, `the run still under way (${atConnect} encoded)`);
+    const stream = new RawAdsStream(meshmux.xds);
+    try {
+      // A client of the DestinationRules only: nothing it is served is a VirtualService.
+      stream.send({ type_url: DR_V1, response_nonce: '2026-01-01 00:00:00 +0000 UTC m=+0.1' });
+      const first = await stream.next(30_000);
+      assert.equal(first.resources.length, 1);
+      const connected = meshmux.ads.counters().encodes;
+      await delay(500);
+      assert.equal(meshmux.ads.counters().encodes, connected, 'nothing encoded after the client came');
+      assert.ok(connected < OBJECTS, `the run ended before the end (${connected} of ${OBJECTS + 1})`);
+    } finally {
+      stream.close();
+    }
   });
 });
