@@ -9,28 +9,43 @@ import { until } from '../support/deadline.js';
 
 const DR_V1 = 'networking.istio.io/v1/DestinationRule';
 
+type Meshmux = Awaited<ReturnType<typeof startFromYaml>>;
+
+/** meshmux in process with one xds source: a fake upstream holding `virtualServices` and a DestinationRule. */
+async function startWith(
+  virtualServices: ReturnType<typeof fakeVirtualService>[],
+  mute?: ReadonlySet<string>,
+): Promise<{ fake: FakeAdsServer; meshmux: Meshmux }> {
+  const fake = await FakeAdsServer.start({
+    peer: 'istiod',
+    ...(mute === undefined ? {} : { mute: new Set(mute) }),
+  });
+  fake.set('VirtualService', virtualServices).set('DestinationRule', [fakeDestinationRule('reviews')]);
+  const meshmux = await startFromYaml(
+    [
+      'syncTimeout: 60s',
+      'sources:',
+      '  - name: upstream',
+      '    type: xds',
+      `    address: ${fake.address}`,
+      '    kinds: [VirtualService, DestinationRule]',
+      '    apiVersions: current',
+    ].join('\n'),
+    process.cwd(),
+  );
+  return { fake, meshmux };
+}
+
 describe('encoding ahead of the first istiod (meshmux in process, a real gRPC upstream)', () => {
   let fake: FakeAdsServer;
-  let meshmux: Awaited<ReturnType<typeof startFromYaml>>;
+  let meshmux: Meshmux;
 
   before(async () => {
     // DestinationRules go unanswered at first: the snapshot is published, not ready.
-    fake = await FakeAdsServer.start({ peer: 'istiod', mute: new Set([DR_V1]) });
-    fake
-      .set('VirtualService', [fakeVirtualService('reviews'), fakeVirtualService('ratings')])
-      .set('DestinationRule', [fakeDestinationRule('reviews')]);
-    meshmux = await startFromYaml(
-      [
-        'syncTimeout: 60s',
-        'sources:',
-        '  - name: upstream',
-        '    type: xds',
-        `    address: ${fake.address}`,
-        '    kinds: [VirtualService, DestinationRule]',
-        '    apiVersions: current',
-      ].join('\n'),
-      process.cwd(),
-    );
+    ({ fake, meshmux } = await startWith(
+      [fakeVirtualService('reviews'), fakeVirtualService('ratings')],
+      new Set([DR_V1]),
+    ));
   });
   after(async () => {
     await meshmux.stop();
@@ -79,28 +94,12 @@ describe('encoding ahead of the first istiod (meshmux in process, a real gRPC up
 describe('encoding ahead ends when an istiod connects (meshmux in process, a real gRPC upstream)', () => {
   const OBJECTS = 20_000;
   let fake: FakeAdsServer;
-  let meshmux: Awaited<ReturnType<typeof startFromYaml>>;
+  let meshmux: Meshmux;
 
   before(async () => {
-    fake = await FakeAdsServer.start({ peer: 'istiod' });
-    fake
-      .set(
-        'VirtualService',
-        Array.from({ length: OBJECTS }, (_, i) => fakeVirtualService(`vs-${i}`)),
-      )
-      .set('DestinationRule', [fakeDestinationRule('reviews')]);
-    meshmux = await startFromYaml(
-      [
-        'syncTimeout: 60s',
-        'sources:',
-        '  - name: upstream',
-        '    type: xds',
-        `    address: ${fake.address}`,
-        '    kinds: [VirtualService, DestinationRule]',
-        '    apiVersions: current',
-      ].join('\n'),
-      process.cwd(),
-    );
+    ({ fake, meshmux } = await startWith(
+      Array.from({ length: OBJECTS }, (_, k) => fakeVirtualService(`vs-${k}`)),
+    ));
   });
   after(async () => {
     await meshmux.stop();
