@@ -1,4 +1,3 @@
-import protobuf from 'protobufjs';
 import { ByteBoundedMap } from '../core/byte-bounded-map.js';
 import { compactString } from '../core/compact-string.js';
 import { isContentVersion, type ConfigResource, type Timestamp } from '../core/resource.js';
@@ -32,13 +31,25 @@ function contentKey(resource: ConfigResource): string {
   );
 }
 
-/** The encoded `create_time` of an object: its Timestamp message. */
-function timestampBytes(createTime: Timestamp): Uint8Array {
-  const ts = protobuf.Writer.create();
-  if (createTime.seconds !== 0) ts.uint32(1 << 3).int64(createTime.seconds);
-  if (createTime.nanos !== 0) ts.uint32(2 << 3).int32(createTime.nanos);
-  return ts.finish();
+/** Bytes of an object's `create_time` Timestamp message: only its parts that are not zero. */
+function timestampSize({ seconds, nanos }: Timestamp): number {
+  return (seconds === 0 ? 0 : 1 + varintSize(seconds)) + (nanos === 0 ? 0 : 1 + varintSize(nanos));
 }
+
+/** Writes the fields of an object's `create_time` Timestamp ({@link timestampSize} bytes). */
+function writeTimestamp(w: SizedWriter, { seconds, nanos }: Timestamp): void {
+  if (seconds !== 0) {
+    w.varint(1 << 3);
+    w.varint(seconds);
+  }
+  if (nanos !== 0) {
+    w.varint(2 << 3);
+    w.varint(nanos);
+  }
+}
+
+/** Where {@link carriesCreateTime} writes the Timestamp it looks for (two fields of ten bytes at most). */
+const timestampScratch = Buffer.alloc(22);
 
 /**
  * Whether `framed` (bytes this encoder wrote) carries `createTime`: its Timestamp follows the
@@ -61,9 +72,10 @@ function carriesCreateTime(framed: Uint8Array, createTime: Timestamp): boolean {
   c.pos += name;
   c.uint32(end); // Metadata.create_time (2)
   const length = c.uint32(end);
-  const expected = timestampBytes(createTime);
-  if (length !== expected.byteLength || c.pos + length > end) return false;
-  for (let i = 0; i < length; i++) if (framed[c.pos + i] !== expected[i]) return false;
+  if (length !== timestampSize(createTime) || c.pos + length > end) return false;
+  const expected = new SizedWriter(timestampScratch);
+  writeTimestamp(expected, createTime);
+  for (let i = 0; i < length; i++) if (framed[c.pos + i] !== timestampScratch[i]) return false;
   return true;
 }
 
@@ -243,9 +255,7 @@ export class ResourceEncoder {
     const bodyUrl = this.bodyUrls.get(resource.kind) ?? this.bodyUrl(resource.kind);
     const namespaceBytes = utf8Length(resource.namespace);
     const nameBytes = namespaceBytes + 1 + utf8Length(resource.name);
-    const { seconds, nanos } = resource.createTime;
-    const timestamp =
-      (seconds === 0 ? 0 : 1 + varintSize(seconds)) + (nanos === 0 ? 0 : 1 + varintSize(nanos));
+    const timestamp = timestampSize(resource.createTime);
     const versionBytes = utf8Length(resource.version);
     const labels = mapLayout(resource.labels);
     const annotations = mapLayout(resource.annotations);
@@ -290,15 +300,7 @@ export class ResourceEncoder {
     w.text('/', 1);
     w.text(resource.name, layout.nameBytes - layout.namespaceBytes - 1);
     w.header(2, layout.timestamp);
-    const { seconds, nanos } = resource.createTime;
-    if (seconds !== 0) {
-      w.varint(1 << 3);
-      w.varint(seconds);
-    }
-    if (nanos !== 0) {
-      w.varint(2 << 3);
-      w.varint(nanos);
-    }
+    writeTimestamp(w, resource.createTime);
     w.string(3, resource.version, layout.versionBytes);
     writeStringMap(w, 4, resource.labels, layout.labels);
     writeStringMap(w, 5, resource.annotations, layout.annotations);
