@@ -133,7 +133,8 @@ try {
   // The kernel's share (network, page faults), of the same rounds, not net of the counters' reads.
   const system: number[] = [];
   const fromUs = monotonicUs();
-  const collectionsBefore = (await server.counters()).process;
+  const countersBefore = await server.counters();
+  const collectionsBefore = countersBefore.process;
   for (let round = 0; round < CHANGES; round++) {
     if (PAUSE_MS > 0) await sleep(PAUSE_MS);
     const start = await server.counters();
@@ -182,7 +183,8 @@ try {
   window = { fromUs, toUs: monotonicUs() };
   // Read after a pause: node reports a collection a little after it ends.
   await sleep(200);
-  const collectionsAfter = (await server.counters()).process;
+  const countersAfter = await server.counters();
+  const collectionsAfter = countersAfter.process;
   // The collections a change sets off land on whichever change comes next: the mean carries them.
   const mean = cpu.reduce((a, b) => a + b, 0) / cpu.length;
   for (const f of fleets) {
@@ -200,6 +202,10 @@ try {
     console.log(
       `upstream write → last istiod: p50 ${percentile(latency, 50).toFixed(1)} ms, p90 ${percentile(latency, 90).toFixed(1)} ms; of it after the server's snapshot p50 ${percentile(serving, 50).toFixed(1)} ms`,
     );
+  const checks = (countersAfter.snapshotChecks ?? 0) - (countersBefore.snapshotChecks ?? 0);
+  console.log(
+    `types the ${CLIENTS * policies.length} istiods' streams looked at for a push: ${(checks / CHANGES).toFixed(1)} per change`,
+  );
   console.log(
     `collections of the heap during the changes: ${collectionsAfter.fullCollections - collectionsBefore.fullCollections} full, ${collectionsAfter.youngCollections - collectionsBefore.youngCollections} young (${collectionsAfter.youngCollectionsAfterInput - collectionsBefore.youngCollectionsAfterInput} of them run after network input, ${collectionsAfter.youngCollectionsSkippedWhileMarking - collectionsBefore.youngCollectionsSkippedWhileMarking} more left out during markings)`,
   );
@@ -209,7 +215,9 @@ try {
       views: policies,
       perChange: {
         cpuMs: Number(percentile(cpu, 50).toFixed(1)),
-        ...(firstByte.length === 0 ? {} : { cpuMsBeforeFirstByte: Number(percentile(firstByte, 50).toFixed(1)) }),
+        ...(firstByte.length === 0
+          ? {}
+          : { cpuMsBeforeFirstByte: Number(percentile(firstByte, 50).toFixed(1)) }),
       },
     }),
   );

@@ -48,6 +48,8 @@ export interface ServerCounters {
   readonly wastedPushes: number;
   readonly streams: number;
   readonly peakBytesInFlight?: number;
+  /** meshmux only: subscribed types its streams looked at when snapshots arrived. */
+  readonly snapshotChecks?: number;
   /** meshmux only: when the last snapshot reached its ADS server, epoch ms. */
   readonly lastSnapshotAtMs?: number;
   readonly process: ProcessCounters;

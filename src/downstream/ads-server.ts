@@ -94,6 +94,11 @@ export interface AdsCounters {
   readonly bytesSent: number;
   /** Responses whose content the client already had; 0 unless something is wrong. */
   readonly wastedPushes: number;
+  /**
+   * Subscribed types the streams looked at for a push when snapshots arrived: once ready, those of
+   * the kinds each snapshot moved, not every type of every stream.
+   */
+  readonly snapshotChecks: number;
   /** Bytes handed to gRPC and not yet flushed, now and at most. */
   readonly bytesInFlight: number;
   readonly peakBytesInFlight: number;
@@ -140,6 +145,8 @@ export class AdsServer {
   private snapshotSubscription: Subscription | undefined;
   /** Per kind, its snapshot in the last configuration snapshot (to tell what moved on). */
   private readonly lastKinds = new Map<string, KindSnapshot>();
+  /** Whether the last configuration snapshot was ready (see {@link movedKinds}). */
+  private lastReady = false;
   private nextStreamId = 1;
   /** `close` began: new streams are refused with UNAVAILABLE. */
   private closing = false;
@@ -149,6 +156,7 @@ export class AdsServer {
     pushes: 0,
     bytesSent: 0,
     wastedPushes: 0,
+    snapshotChecks: 0,
     stalls: 0,
     sendTimeouts: 0,
   };
@@ -225,7 +233,8 @@ export class AdsServer {
     });
     this.snapshotSubscription ??= this.options.reader.snapshots$.subscribe((snapshot) => {
       this.lastSnapshotAtMs = performance.timeOrigin + performance.now();
-      for (const stream of this.streams) stream.onSnapshot(snapshot);
+      const moved = this.movedKinds(snapshot);
+      for (const stream of this.streams) stream.onSnapshot(snapshot, moved);
       this.releaseObsolete(snapshot);
       // Not before every source has answered: encoding would take the CPU the remaining sources'
       // first responses need, and delay the moment meshmux is ready.
@@ -233,6 +242,21 @@ export class AdsServer {
     });
     this.options.log.info({ address, port, tls: credentials._isSecure() }, 'ADS server listening');
     return port;
+  }
+
+  /**
+   * The kinds whose objects (their kind snapshot) differ between the last snapshot and `snapshot`,
+   * or undefined (every kind may have moved) unless both are ready: a ready snapshot waits for no
+   * source, so every kind is ready in it, and a kind's readiness moves only while one is not.
+   */
+  private movedKinds(snapshot: ConfigSnapshot): ReadonlySet<string> | undefined {
+    const bothReady = this.lastReady && snapshot.ready;
+    this.lastReady = snapshot.ready;
+    if (!bothReady) return undefined;
+    const moved = new Set<string>();
+    for (const [kind, before] of this.lastKinds) if (snapshot.kinds.get(kind) !== before) moved.add(kind);
+    for (const kind of snapshot.kinds.keys()) if (!this.lastKinds.has(kind)) moved.add(kind);
+    return moved;
   }
 
   /**

@@ -27,6 +27,8 @@ export interface PushCounters {
   bytesSent: number;
   /** Responses whose content the client already had (same content part of `version_info`). */
   wastedPushes: number;
+  /** Subscribed types a stream looked at for a push when a snapshot arrived. */
+  snapshotChecks: number;
   /** Times a stream's oldest response went unread long enough for its bytes to leave the global budget. */
   stalls: number;
   /** Streams closed because a response did not flush within the send deadline. */
@@ -101,8 +103,12 @@ type Call = ServerDuplexStream<Uint8Array, Buffer>;
 /** What the server does with a stream, whichever variant of the protocol it speaks. */
 export interface AdsStream {
   readonly client: ClientIdentity;
-  /** Queues a push for every subscribed type whose content, as this client sees it, changed. */
-  onSnapshot(snapshot: ConfigSnapshot): void;
+  /**
+   * Queues a push for every subscribed type whose content, as this client sees it, changed.
+   * `moved`: the kinds whose objects or readiness may differ from the snapshot before (every kind
+   * when absent); a type of any other kind is as it was, and is not looked at.
+   */
+  onSnapshot(snapshot: ConfigSnapshot, moved?: ReadonlySet<string>): void;
   /** Looks the client up again after the policies changed. */
   reevaluate(): void;
   report(): StreamReport;
@@ -165,9 +171,22 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
   }
 
   /** Queues a push for every subscribed type whose content, as this client sees it, changed. */
-  onSnapshot(snapshot: ConfigSnapshot): void {
+  onSnapshot(snapshot: ConfigSnapshot, moved?: ReadonlySet<string>): void {
     if (this.view === undefined) return;
     for (const state of this.types.values()) {
+      // What decides a push of a kind that did not move is as it was at the last snapshot, or
+      // was looked at since (an ACK, a request): only MeshConfig (sent once, whatever the
+      // snapshot) and types no kind serves (answered once everything is ready) are looked at anyway.
+      const kind = state.kind;
+      if (
+        moved !== undefined &&
+        kind !== undefined &&
+        !moved.has(kind.key) &&
+        kind.envelope.sentOnce !== true &&
+        !kind.envelope.waitsForEverySource
+      )
+        continue;
+      this.env.counters.snapshotChecks++;
       if (this.needsPush(state, snapshot)) this.due.add(state.typeUrl);
     }
     this.flush();
