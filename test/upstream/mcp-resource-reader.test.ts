@@ -30,6 +30,44 @@ describe('McpResourceReader', () => {
     assert.ok(changed.ok && changed.resource.version !== first.resource.version);
   });
 
+  it('shares one creation time between objects created in the same second, and none finer', () => {
+    const r = reader();
+    const read = (name: string, seconds: number, nanos: number) => {
+      const result = r.read(
+        SE,
+        encodeMcpResource(
+          SE,
+          { namespace: 'shop', name, spec: { hosts: [`${name}.example.com`], location: 'MESH_EXTERNAL' } },
+          { createTime: { seconds, nanos } },
+        ),
+        'test',
+      );
+      assert.ok(result.ok, result.ok ? '' : result.error.message);
+      return result.resource.createTime;
+    };
+    const a = read('a', 1_700_000_000, 0);
+    const b = read('b', 1_700_000_000, 0);
+    assert.equal(a, b, 'one object for one second');
+    assert.deepEqual(a, { seconds: 1_700_000_000, nanos: 0 });
+    const c = read('c', 1_700_000_001, 0);
+    assert.deepEqual(c, { seconds: 1_700_000_001, nanos: 0 });
+    const d = read('d', 1_700_000_000, 5);
+    const e = read('e', 1_700_000_000, 5);
+    assert.deepEqual(
+      [d, e],
+      [
+        { seconds: 1_700_000_000, nanos: 5 },
+        { seconds: 1_700_000_000, nanos: 5 },
+      ],
+    );
+    assert.notEqual(d, a, 'a finer time is its own');
+    // A second's object is never another second's, however many seconds were met in between.
+    for (let i = 0; i < 5000; i++) read(`n${i}`, 1_600_000_000 + i, 0);
+    const f = read('f', 1_700_000_000, 0);
+    assert.deepEqual(f, { seconds: 1_700_000_000, nanos: 0 });
+    assert.deepEqual(a, { seconds: 1_700_000_000, nanos: 0 }, 'what was handed out stays as it was');
+  });
+
   it('keeps one buffer per object: the envelope read, its body a view of it', () => {
     const r = reader();
     const bytes = envelope('pay.example.com');
