@@ -95,8 +95,8 @@ export interface AdsCounters {
   /** Responses whose content the client already had; 0 unless something is wrong. */
   readonly wastedPushes: number;
   /**
-   * Subscribed types the streams looked at for a push when snapshots arrived: once ready, those of
-   * the kinds each snapshot moved, not every type of every stream.
+   * Subscribed types the streams looked at for a push when snapshots arrived (once ready, those of
+   * the kinds each snapshot moved, not every type of every stream) and when policies changed.
    */
   readonly snapshotChecks: number;
   /** Bytes handed to gRPC and not yet flushed, now and at most. */

@@ -27,7 +27,7 @@ export interface PushCounters {
   bytesSent: number;
   /** Responses whose content the client already had (same content part of `version_info`). */
   wastedPushes: number;
-  /** Subscribed types a stream looked at for a push when a snapshot arrived. */
+  /** Subscribed types a stream looked at for a push when a snapshot arrived or policies changed. */
   snapshotChecks: number;
   /** Times a stream's oldest response went unread long enough for its bytes to leave the global budget. */
   stalls: number;

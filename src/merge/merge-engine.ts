@@ -506,6 +506,8 @@ export class MergeEngine implements SnapshotReader {
     const waiting = this.ledgers
       .filter((l) => (l.policy.required || !timedOut) && !l.servesAll)
       .map((l) => ({ ledger: l, missing: new Set(l.missingKinds()) }));
+    // Ready for every kind whenever ready (nothing waited for): the ADS server relies on it to look
+    // only at the kinds a snapshot moved once two in a row are ready.
     const readyFor = (kind: string): boolean =>
       waiting.every(
         ({ ledger, missing }) => !ledger.mayContribute(kind) || (!missing.has(kind) && !missing.has('*')),
