@@ -145,7 +145,7 @@ export class AdsServer {
   private snapshotSubscription: Subscription | undefined;
   /** Per kind, its snapshot in the last configuration snapshot (to tell what moved on). */
   private readonly lastKinds = new Map<string, KindSnapshot>();
-  /** Whether the last configuration snapshot was ready (see {@link movedKinds}). */
+  /** Whether the last configuration snapshot was ready (see `listen`). */
   private lastReady = false;
   private nextStreamId = 1;
   /** `close` began: new streams are refused with UNAVAILABLE. */
@@ -234,8 +234,12 @@ export class AdsServer {
     this.snapshotSubscription ??= this.options.reader.snapshots$.subscribe((snapshot) => {
       this.lastSnapshotAtMs = performance.timeOrigin + performance.now();
       const moved = this.movedKinds(snapshot);
-      for (const stream of this.streams) stream.onSnapshot(snapshot, moved);
-      this.releaseObsolete(snapshot);
+      // A ready snapshot waits for no source, so every kind is ready in it: between two ready ones
+      // no kind's readiness moves, and a stream looks only at the kinds whose objects did.
+      const bothReady = this.lastReady && snapshot.ready;
+      this.lastReady = snapshot.ready;
+      for (const stream of this.streams) stream.onSnapshot(snapshot, bothReady ? moved : undefined);
+      this.releaseObsolete(snapshot, moved);
       // Not before every source has answered: encoding would take the CPU the remaining sources'
       // first responses need, and delay the moment meshmux is ready.
       if (this.streams.size === 0 && snapshot.ready) this.prewarm(snapshot);
@@ -244,15 +248,8 @@ export class AdsServer {
     return port;
   }
 
-  /**
-   * The kinds whose objects (their kind snapshot) differ between the last snapshot and `snapshot`,
-   * or undefined (every kind may have moved) unless both are ready: a ready snapshot waits for no
-   * source, so every kind is ready in it, and a kind's readiness moves only while one is not.
-   */
-  private movedKinds(snapshot: ConfigSnapshot): ReadonlySet<string> | undefined {
-    const bothReady = this.lastReady && snapshot.ready;
-    this.lastReady = snapshot.ready;
-    if (!bothReady) return undefined;
+  /** The kinds whose kind snapshot differs between the last snapshot and `snapshot`: come, gone or changed. */
+  private movedKinds(snapshot: ConfigSnapshot): ReadonlySet<string> {
     const moved = new Set<string>();
     for (const [kind, before] of this.lastKinds) if (snapshot.kinds.get(kind) !== before) moved.add(kind);
     for (const kind of snapshot.kinds.keys()) if (!this.lastKinds.has(kind)) moved.add(kind);
@@ -266,13 +263,12 @@ export class AdsServer {
    * framing them) is dropped, so an idle view never pins objects the configuration no longer has.
    * A client that returns within the grace period gets it built again from the current kinds.
    */
-  private releaseObsolete(snapshot: ConfigSnapshot): void {
-    const moved = new Set<string>();
-    for (const [kind, before] of this.lastKinds) {
-      const after = snapshot.kinds.get(kind);
-      if (after === before) continue;
-      moved.add(kind);
-      const { removed, added } = changesBetween(before, after);
+  private releaseObsolete(snapshot: ConfigSnapshot, moved: ReadonlySet<string>): void {
+    for (const kind of moved) {
+      const before = this.lastKinds.get(kind);
+      // A kind new in this snapshot: nothing of it was encoded.
+      if (before === undefined) continue;
+      const { removed, added } = changesBetween(before, snapshot.kinds.get(kind));
       this.encoder.forget(removed, added);
     }
     this.lastKinds.clear();
