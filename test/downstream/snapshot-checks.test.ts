@@ -63,28 +63,23 @@ describe('a snapshot after meshmux is ready', () => {
     await dispose();
   });
 
+  const allAcknowledged = (): Promise<void> =>
+    until(() => meshmux.ads.reports().every((s) => s.types.every((t) => !t.awaitingAck)), WAIT_MS, 'ACKs');
+
   /** Rewrites the file, waits until every istiod holds `done`, and returns the checks and snapshots meanwhile. */
   async function change(
     yaml: string,
     done: (c: IstiodClient) => boolean,
   ): Promise<{ checks: number; snapshots: number }> {
     // Every response acknowledged: nothing left over from what came before.
-    await until(
-      () => meshmux.ads.reports().every((s) => s.types.every((t) => !t.awaitingAck)),
-      WAIT_MS,
-      'ACKs',
-    );
+    await allAcknowledged();
     const before = meshmux.ads.counters().snapshotChecks;
     let snapshots = -1; // the current one, replayed on subscribing
     const counting = meshmux.engine.snapshots$.subscribe(() => snapshots++);
     try {
       await writeFile(file(), yaml);
       await until(() => clients.every(done), WAIT_MS, 'the change at every istiod');
-      await until(
-        () => meshmux.ads.reports().every((s) => s.types.every((t) => !t.awaitingAck)),
-        WAIT_MS,
-        'ACKs',
-      );
+      await allAcknowledged();
     } finally {
       counting.unsubscribe();
     }
