@@ -66,8 +66,9 @@ export class ChunkedList<T> {
         chunk = [];
       }
     };
-    // An array by index: no iterator step per item.
+    // An array by index, a chunked list by its chunks: no iterator step per item.
     if (Array.isArray(items)) for (let i = 0; i < items.length; i++) take(items[i] as T);
+    else if (items instanceof ChunkedList) (items as ChunkedList<T>).forEach(take);
     else for (const item of items) take(item);
     if (chunk.length > 0) chunks.push(chunk);
     return ChunkedList.ofChunks(chunks);

@@ -143,7 +143,7 @@ export class ViewContents {
     } else {
       list = ChunkedList.filtered(kind.list ?? kind.resources, (r) => view.admits(r));
       digest = new ContentDigest();
-      for (const r of list) digest.add(r);
+      list.forEach((r) => digest.add(r));
       content = digest.version();
     }
     // The revisions move with the content only: an unchanged view keeps its version.
