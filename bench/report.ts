@@ -109,6 +109,7 @@ export function summarize(m: ShapeMeasurements): Record<string, unknown> {
         : {
             readyMsAt100k: round(percentile(m.startup.readyMs, 50), 0),
             readyMsAt100kRuns: m.startup.readyMs.map((ms) => round(ms, 0)),
+            readyCpuMsAt100kRuns: m.startup.readyCpuMs.map((ms) => round(ms, 0)),
           },
     perChange: {
       cpuMsBeforeFirstByte: round(percentile(mm.cpuBeforeFirstByteMs, 50), 1),

@@ -8,7 +8,7 @@ import { MeshModel, nodeIdOfClient, SE, type Shape } from './fixtures.js';
 import { percentile } from './fleet.js';
 import { startInProcess as start, until } from './in-process.js';
 import type { ShapeRig } from './phases.js';
-import { ServerProcess } from './server-process.js';
+import { cpuMs, ServerProcess } from './server-process.js';
 import { UpstreamSimulator } from './upstream-simulator.js';
 
 type Log = (line: string) => void;
@@ -88,6 +88,11 @@ export interface StartupResults {
   readonly objects: number;
   /** From spawning the server to ready (every upstream synced), per run. */
   readonly readyMs: readonly number[];
+  /**
+   * The server's CPU (user and system) from its start to ready, per run: apart from the time, it
+   * says whether a slow start was the server's own work or the wait for this process's upstreams.
+   */
+  readonly readyCpuMs: readonly number[];
 }
 
 /**
@@ -101,6 +106,7 @@ export async function measureStartup(shape: Shape, runs: number, log: Log): Prom
   try {
     const addresses = await Promise.all(simulators.map((s) => s.listen()));
     const readyMs: number[] = [];
+    const readyCpuMs: number[] = [];
     // The first start also waits for the upstreams to encode their objects once: not counted.
     for (let run = 0; run <= runs; run++) {
       const t = performance.now();
@@ -108,14 +114,17 @@ export async function measureStartup(shape: Shape, runs: number, log: Log): Prom
         { mode: 'meshmux', shape: shape.name, upstreams: addresses, withoutBase: true },
         300_000,
       );
-      if (run > 0) readyMs.push(performance.now() - t);
+      if (run > 0) {
+        readyMs.push(performance.now() - t);
+        readyCpuMs.push(cpuMs(await server.counters()));
+      }
       await server.stop();
     }
     const objects = shape.serviceEntries + shape.virtualServices;
     log(
-      `  start to ready with ${objects} objects upstream: ${readyMs.map((ms) => `${ms.toFixed(0)} ms`).join(', ')}`,
+      `  start to ready with ${objects} objects upstream: ${readyMs.map((ms) => `${ms.toFixed(0)} ms`).join(', ')} (server CPU at ready ${readyCpuMs.map((ms) => `${ms.toFixed(0)} ms`).join(', ')})`,
     );
-    return { objects, readyMs };
+    return { objects, readyMs, readyCpuMs };
   } finally {
     await Promise.all(simulators.map((s) => s.close()));
   }
