@@ -156,23 +156,66 @@ const DIGIT_VALUES = ((): Uint8Array => {
 
 /** SHA-256 over the object's text and body: the content version of an object without provenance. */
 function hashedVersion(fields: Omit<ResourceFields, 'createTime' | 'origin'>): string {
-  // The text (every part after the first starts with a digit or a control character, so its
-  // UTF-8 is the parts' UTF-8 in a row, byte for byte), then the body.
-  const text = `${fields.kind}\0${fields.namespace}\0${fields.name}\0${stringMapText(fields.labels)}\x01${stringMapText(fields.annotations)}\x02`;
-  const body = fields.body;
+  // The text: kind, namespace and name, then each map as its size and its entries in key order,
+  // NUL-separated, the maps closed by \x01 and \x02 (every part after the first starts with a digit
+  // or a control character, so its UTF-8 is the parts' UTF-8 in a row, byte for byte); then the body.
+  const { labels, annotations, body } = fields;
+  const labelKeys = sortedKeys(labels);
+  const annotationKeys = sortedKeys(annotations);
+  let units = fields.kind.length + fields.namespace.length + fields.name.length + 32;
+  for (const k of labelKeys) units += k.length + (labels[k] ?? '').length + 2;
+  for (const k of annotationKeys) units += k.length + (annotations[k] ?? '').length + 2;
   let digest: Buffer;
-  // Small objects (nearly all) are hashed in one call over a scratch copy: a hash object per
-  // object costs more than the copy. Large ones stream into a hash object instead.
-  if (3 * text.length + body.byteLength <= scratch.byteLength) {
-    const at = scratch.write(text, 0, 'utf8');
+  // Small objects (nearly all) are written part by part into a scratch buffer and hashed in one
+  // call: no text is built (a string per object, and its flattening), nor a hash object. Large
+  // ones stream into a hash object instead.
+  if (3 * units + body.byteLength <= scratch.byteLength) {
+    let at = put(fields.kind, 0);
+    scratch[at++] = 0;
+    at = put(fields.namespace, at);
+    scratch[at++] = 0;
+    at = put(fields.name, at);
+    scratch[at++] = 0;
+    at = putMap(labels, labelKeys, at);
+    scratch[at++] = 1;
+    at = putMap(annotations, annotationKeys, at);
+    scratch[at++] = 2;
     scratch.set(body, at);
     digest = hash('sha256', scratch.subarray(0, at + body.byteLength), 'buffer');
   } else {
+    const text = `${fields.kind}\0${fields.namespace}\0${fields.name}\0${stringMapText(labels)}\x01${stringMapText(annotations)}\x02`;
     digest = createHash('sha256').update(text).update(body).digest();
   }
   // The first 20 characters of the digest's base64url, encoded from its first 15 bytes: one flat
   // string, where slicing the whole encoding would keep all 43 characters behind a slice.
   return digest.toString('base64url', 0, 15);
+}
+
+/**
+ * Writes `text` as UTF-8 into the scratch buffer at `at`; returns where it ends. ASCII a byte at a
+ * time, the rest from the first character that is not by Node's encoder: a call per part costs
+ * more than the loop, and ASCII is what names and labels are made of.
+ */
+function put(text: string, at: number): number {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0x80) return at + scratch.write(text.slice(i), at, 'utf8');
+    scratch[at++] = c;
+  }
+  return at;
+}
+
+/** Writes a map's part of the hashed text (see {@link stringMapText}) at `at`; returns where it ends. */
+function putMap(map: Readonly<Record<string, string>>, keys: readonly string[], at: number): number {
+  at = put(String(keys.length), at);
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i] as string;
+    scratch[at++] = 0;
+    at = put(k, at);
+    scratch[at++] = 0;
+    at = put(map[k] ?? '', at);
+  }
+  return at;
 }
 
 /** Characters of a {@link contentVersion}: base64url digits of its first 15 bytes (120 bits). */
