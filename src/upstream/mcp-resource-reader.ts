@@ -317,13 +317,8 @@ export class McpResourceReader {
     },
   ): ReadResult {
     const full = compactString(`${namespace}/${name}`);
-    const reject = (code: 'SCHEMA' | 'DECODE' | 'METADATA', reason: string, field: string): ReadResult => ({
-      ok: false,
-      name: full,
-      error: new MeshmuxError(code, `${kind.kind} ${full}: ${reason}`, { file: where, field }),
-    });
     if (parts.bodyTypeUrl === undefined || parts.body === undefined)
-      return reject('SCHEMA', 'no body', 'body');
+      return refusal(kind, full, where, 'SCHEMA', 'no body', 'body');
     const bodyType = parts.bodyTypeUrl.slice(parts.bodyTypeUrl.lastIndexOf('/') + 1);
     if (bodyType !== kind.bodyType) {
       // Not an object of this kind at all (a response with swapped type URLs, say): it cannot be
@@ -352,7 +347,10 @@ export class McpResourceReader {
         unknownBodyFields = findUnknownFields(bodyMessage, parts.body);
       }
     } catch (err) {
-      return reject(
+      return refusal(
+        kind,
+        full,
+        where,
         'DECODE',
         `the body does not decode as ${kind.bodyType}: ${(err as Error).message}`,
         'body',
@@ -364,21 +362,24 @@ export class McpResourceReader {
       message,
       lists,
     );
-    const [first] = checked.errors;
+    const first = checked.errors[0];
     if (first !== undefined) {
       const reasons = checked.errors.map((e) => `${e.location.field ?? 'spec'}: ${e.message}`);
-      return reject(
+      return refusal(
+        kind,
+        full,
+        where,
         first.code === 'METADATA' ? 'METADATA' : 'SCHEMA',
         reasons.join('; '),
         first.location.field ?? 'spec',
       );
     }
-    const annotations = Object.keys(parts.annotations);
-    const refused =
-      annotations.find((a) => REFUSED_ANNOTATIONS.includes(a)) ??
-      (DRY_RUN_KINDS.has(kind.key) ? undefined : annotations.find((a) => a === DRY_RUN_ANNOTATION));
+    const refused = refusedAnnotation(kind, parts.annotations);
     if (refused !== undefined) {
-      return reject(
+      return refusal(
+        kind,
+        full,
+        where,
         'METADATA',
         `istiod refuses the annotation ${refused}`,
         `metadata.annotations.${refused}`,
@@ -407,7 +408,8 @@ export class McpResourceReader {
       resource,
       unknownEnvelopeFields: shared(parts.unknownEnvelopeFields),
       unknownBodyFields: shared(unknownBodyFields),
-      warnings: shared(checked.warnings.map((w) => w.at({ file: where }))),
+      warnings:
+        checked.warnings.length === 0 ? NONE : shared(checked.warnings.map((w) => w.at({ file: where }))),
     };
   }
 
@@ -512,6 +514,40 @@ function keptSize(kept: KeptRead): number {
 }
 
 /** `list`, or one shared empty list: a result is kept per object, and most of these lists are empty. */
+/**
+ * An object of `kind` named `full` refused, its reason told where it was read (a function of its
+ * own, not a closure made for every object read).
+ */
+function refusal(
+  kind: KindDescriptor,
+  full: string,
+  where: string,
+  code: 'SCHEMA' | 'DECODE' | 'METADATA',
+  reason: string,
+  field: string,
+): ReadResult {
+  return {
+    ok: false,
+    name: full,
+    error: new MeshmuxError(code, `${kind.kind} ${full}: ${reason}`, { file: where, field }),
+  };
+}
+
+/**
+ * An annotation of `annotations` istiod refuses on an object of `kind`: the first of
+ * `REFUSED_ANNOTATIONS` the object wrote, else `DRY_RUN_ANNOTATION` where the kind has no dry run;
+ * undefined when there is none, as nearly always (no array of the keys or closure is made).
+ */
+function refusedAnnotation(
+  kind: KindDescriptor,
+  annotations: Readonly<Record<string, string>>,
+): string | undefined {
+  for (const a in annotations) if (Object.hasOwn(annotations, a) && REFUSED_ANNOTATIONS.includes(a)) return a;
+  return Object.hasOwn(annotations, DRY_RUN_ANNOTATION) && !DRY_RUN_KINDS.has(kind.key)
+    ? DRY_RUN_ANNOTATION
+    : undefined;
+}
+
 function shared<T>(list: readonly T[]): readonly T[] {
   return list.length === 0 ? NONE : list;
 }

@@ -18,6 +18,47 @@ function reader(): McpResourceReader {
 }
 
 describe('McpResourceReader', () => {
+  it('refuses an object carrying an annotation istiod refuses, naming it, and dry runs outside AuthorizationPolicies', () => {
+    const r = reader();
+    const AP = kindNamed('AuthorizationPolicy');
+    const read = (
+      kind: typeof SE,
+      name: string,
+      annotations: Record<string, string>,
+      spec: Record<string, unknown>,
+    ) => r.read(kind, encodeMcpResource(kind, { namespace: 'shop', name, annotations, spec }), 'test');
+    const se = (name: string, annotations: Record<string, string>) =>
+      read(SE, name, annotations, { hosts: [`${name}.example.com`], location: 'MESH_EXTERNAL' });
+    const refused = (result: ReturnType<typeof se>): string => {
+      assert.ok(!result.ok, 'refused');
+      return result.error.message;
+    };
+    assert.ok(se('plain', {}).ok);
+    assert.ok(se('noted', { note: 'x', 'example.com/owner': 'team' }).ok);
+    for (const annotation of [
+      'internal.istio.io/webhook-always-reject',
+      'internal.istio.io/parents',
+      'internal.istio.io/parent-namespace',
+    ])
+      assert.match(
+        refused(se('internal', { note: 'x', [annotation]: 'y' })),
+        new RegExp(`refuses the annotation ${annotation}`),
+      );
+    // Both kinds at once: the one refused on every kind is named.
+    assert.match(
+      refused(se('both', { 'istio.io/dry-run': 'true', 'internal.istio.io/parents': 'x' })),
+      /refuses the annotation internal\.istio\.io\/parents/,
+    );
+    assert.match(
+      refused(se('dry', { 'istio.io/dry-run': 'true' })),
+      /refuses the annotation istio\.io\/dry-run/,
+    );
+    assert.ok(
+      read(AP, 'dry', { 'istio.io/dry-run': 'true' }, {}).ok,
+      'dry run is an AuthorizationPolicy feature',
+    );
+  });
+
   it('hands out the same result for the same bytes, wherever they arrive', () => {
     const r = reader();
     const first = r.read(SE, envelope('pay.example.com'), 'test');
