@@ -81,6 +81,52 @@ describe('a plain body', () => {
     assert.ok(refused > 1000, `${refused} bodies left to a full decode`);
   });
 
+  it('gives the same semantic keys for bodies lying side by side in one buffer, small or large, read in any order', () => {
+    const se = messageType('istio.networking.v1alpha3.ServiceEntry');
+    const vs = messageType('istio.networking.v1alpha3.VirtualService');
+    const bodies: Array<[string, Uint8Array]> = [
+      [
+        'networking.istio.io/ServiceEntry',
+        se.encode(se.fromObject({ hosts: ['a.example', 'ä.example'] })).finish(),
+      ],
+      [
+        'networking.istio.io/VirtualService',
+        vs.encode(vs.fromObject({ hosts: ['b.example'], gateways: ['gw'] })).finish(),
+      ],
+      ['networking.istio.io/ServiceEntry', se.encode(se.fromObject({ hosts: ['c.example'] })).finish()],
+    ];
+    const own = bodies.map(([kind, body]) => keys(kind, body));
+    assert.deepEqual(own[0], ['service-entry-host|a.example', 'service-entry-host|ä.example']);
+    // As a first state's slab holds them (a few KB), and in a buffer larger than any kept wrapper.
+    for (const size of [4096, 200_000]) {
+      const memory = new Uint8Array(size);
+      const views: Uint8Array[] = [];
+      let at = 17;
+      for (const [, body] of bodies) {
+        memory.set(body, at);
+        views.push(memory.subarray(at, at + body.length));
+        at += body.length + 5;
+      }
+      for (const i of [2, 0, 1, 0, 2, 1]) {
+        const [kind] = bodies[i] as [string, Uint8Array];
+        const body = views[i] as Uint8Array;
+        const read = semanticKeysOf(
+          makeResource({
+            kind,
+            namespace: 'shop',
+            name: 'x',
+            labels: {},
+            annotations: {},
+            createTime: { seconds: 1, nanos: 0 },
+            body,
+            origin: {},
+          }),
+        );
+        assert.deepEqual(read, own[i], `body ${i} in ${size} bytes`);
+      }
+    }
+  });
+
   it('is not a body with an unknown field, a field of another wire type, text that is not UTF-8, an Any or bytes left over', () => {
     const se = messageType('istio.networking.v1alpha3.ServiceEntry');
     const good = se
