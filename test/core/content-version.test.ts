@@ -201,7 +201,9 @@ describe('content versions', () => {
             body: new Uint8Array(size).map((_, i) => (i * 7 + size) & 255),
           };
           const expected = createHash('sha256')
-            .update(`${fields.kind}\0${namespace}\0${name}\0${mapText(labels)}\x01${mapText(annotations)}\x02`)
+            .update(
+              `${fields.kind}\0${namespace}\0${name}\0${mapText(labels)}\x01${mapText(annotations)}\x02`,
+            )
             .update(fields.body)
             .digest()
             .toString('base64url', 0, 15);
