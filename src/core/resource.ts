@@ -1,4 +1,4 @@
-import { createHash, hash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { compactString } from './compact-string.js';
 import { sortedKeys } from './sorted-keys.js';
 
@@ -64,14 +64,6 @@ export function compareByName(
   if (a.namespace !== b.namespace) return a.namespace < b.namespace ? -1 : 1;
   if (a.name !== b.name) return a.name < b.name ? -1 : 1;
   return 0;
-}
-
-/** A map's part of the hashed text: its size, then each entry in key order. */
-function stringMapText(map: Readonly<Record<string, string>>): string {
-  const keys = sortedKeys(map);
-  let text = String(keys.length);
-  for (const k of keys) text += `\0${k}\0${map[k] ?? ''}`;
-  return text;
 }
 
 /** Annotation naming the source an object was served from. */
@@ -165,55 +157,56 @@ function hashedVersion(fields: Omit<ResourceFields, 'createTime' | 'origin'>): s
   let units = fields.kind.length + fields.namespace.length + fields.name.length + 32;
   for (const k of labelKeys) units += k.length + (labels[k] ?? '').length + 2;
   for (const k of annotationKeys) units += k.length + (annotations[k] ?? '').length + 2;
-  let digest: Buffer;
-  // Small objects (nearly all) are written part by part into a scratch buffer and hashed in one
-  // call: no text is built (a string per object, and its flattening), nor a hash object. Large
-  // ones stream into a hash object instead.
-  if (3 * units + body.byteLength <= scratch.byteLength) {
-    let at = put(fields.kind, 0);
-    scratch[at++] = 0;
-    at = put(fields.namespace, at);
-    scratch[at++] = 0;
-    at = put(fields.name, at);
-    scratch[at++] = 0;
-    at = putMap(labels, labelKeys, at);
-    scratch[at++] = 1;
-    at = putMap(annotations, annotationKeys, at);
-    scratch[at++] = 2;
-    scratch.set(body, at);
-    digest = hash('sha256', scratch.subarray(0, at + body.byteLength), 'buffer');
-  } else {
-    const text = `${fields.kind}\0${fields.namespace}\0${fields.name}\0${stringMapText(labels)}\x01${stringMapText(annotations)}\x02`;
-    digest = createHash('sha256').update(text).update(body).digest();
-  }
+  // Written part by part and hashed in one call: no text is built (a string per object, and its
+  // flattening), nor a hash object. Small objects (nearly all) go into the scratch buffer, large
+  // ones into a buffer of their own.
+  const size = 3 * units + body.byteLength;
+  const out = size <= scratch.byteLength ? scratch : Buffer.allocUnsafe(size);
+  let at = put(out, fields.kind, 0);
+  out[at++] = 0;
+  at = put(out, fields.namespace, at);
+  out[at++] = 0;
+  at = put(out, fields.name, at);
+  out[at++] = 0;
+  at = putMap(out, labels, labelKeys, at);
+  out[at++] = 1;
+  at = putMap(out, annotations, annotationKeys, at);
+  out[at++] = 2;
+  out.set(body, at);
+  const digest = hash('sha256', out.subarray(0, at + body.byteLength), 'buffer');
   // The first 20 characters of the digest's base64url, encoded from its first 15 bytes: one flat
   // string, where slicing the whole encoding would keep all 43 characters behind a slice.
   return digest.toString('base64url', 0, 15);
 }
 
 /**
- * Writes `text` as UTF-8 into the scratch buffer at `at`; returns where it ends. ASCII a byte at a
- * time, the rest from the first character that is not by Node's encoder: a call per part costs
- * more than the loop, and ASCII is what names and labels are made of.
+ * Writes `text` as UTF-8 into `out` at `at`; returns where it ends. ASCII a byte at a time, the
+ * rest from the first character that is not by Node's encoder: a call per part costs more than
+ * the loop, and ASCII is what names and labels are made of.
  */
-function put(text: string, at: number): number {
+function put(out: Buffer, text: string, at: number): number {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    if (c >= 0x80) return at + scratch.write(text.slice(i), at, 'utf8');
-    scratch[at++] = c;
+    if (c >= 0x80) return at + out.write(text.slice(i), at, 'utf8');
+    out[at++] = c;
   }
   return at;
 }
 
-/** Writes a map's part of the hashed text (see {@link stringMapText}) at `at`; returns where it ends. */
-function putMap(map: Readonly<Record<string, string>>, keys: readonly string[], at: number): number {
-  at = put(String(keys.length), at);
+/** Writes a map's part of the hashed text (its size, then each entry in `keys`' order) at `at`; returns where it ends. */
+function putMap(
+  out: Buffer,
+  map: Readonly<Record<string, string>>,
+  keys: readonly string[],
+  at: number,
+): number {
+  at = put(out, String(keys.length), at);
   for (let i = 0; i < keys.length; i++) {
     const k = keys[i] as string;
-    scratch[at++] = 0;
-    at = put(k, at);
-    scratch[at++] = 0;
-    at = put(map[k] ?? '', at);
+    out[at++] = 0;
+    at = put(out, k, at);
+    out[at++] = 0;
+    at = put(out, map[k] ?? '', at);
   }
   return at;
 }

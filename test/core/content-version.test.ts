@@ -176,7 +176,7 @@ describe('content versions', () => {
     );
   });
 
-  it('are the same for small and large objects alike (written part by part and hashed in one call, or streamed), whatever their text', () => {
+  it('are the same for small and large objects alike (written into the scratch buffer, or a buffer of their own), whatever their text', () => {
     // The hashed text as the format defines it: kind, namespace, name, then each map as its size
     // and its entries in key order, NUL-separated, the maps closed by \x01 and \x02; then the body.
     const mapText = (m: Record<string, string>): string =>
