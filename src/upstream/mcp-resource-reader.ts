@@ -408,8 +408,7 @@ export class McpResourceReader {
       resource,
       unknownEnvelopeFields: shared(parts.unknownEnvelopeFields),
       unknownBodyFields: shared(unknownBodyFields),
-      warnings:
-        checked.warnings.length === 0 ? NONE : shared(checked.warnings.map((w) => w.at({ file: where }))),
+      warnings: checked.warnings.length === 0 ? NONE : checked.warnings.map((w) => w.at({ file: where })),
     };
   }
 
