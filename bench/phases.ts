@@ -336,6 +336,8 @@ export interface MeshmuxResults {
     readonly perClientBytes: number;
     readonly servedObjects: number;
     readonly peakRssBytes: number;
+    /** The phase that reached the peak (see {@link PeakPhases}). */
+    readonly peakRssPhase: string;
     readonly steadyRssBytes: number;
     readonly peakBytesInFlight: number;
   };
@@ -442,6 +444,24 @@ function servedChanges(changes: readonly AppliedChange[]): number {
 }
 
 /** Every meshmux phase on one shape. */
+/**
+ * The phase in which the server's peak RSS was reached: its maximum RSS read after each phase,
+ * from counters read between measured windows, and the first phase after which it stood at its
+ * final value.
+ */
+class PeakPhases {
+  private readonly after: Array<{ readonly phase: string; readonly maxRssBytes: number }> = [];
+
+  note(phase: string, counters: ServerCounters): void {
+    this.after.push({ phase, maxRssBytes: counters.process.maxRssBytes });
+  }
+
+  /** The first phase after which the maximum RSS read was `peak`. */
+  reached(peak: number): string {
+    return this.after.find((p) => p.maxRssBytes >= peak)?.phase ?? 'the last phase';
+  }
+}
+
 export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): Promise<MeshmuxResults> {
   const { shape, model } = rig;
   const server = await ServerProcess.start({
@@ -452,6 +472,8 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
   });
   try {
     const syncedNoClients = await server.memory();
+    const peaks = new PeakPhases();
+    peaks.note('start', await server.counters());
     const coldFleet = new Fleet(server.xdsAddress, shape.clients);
     const cold = await measureSync(server, coldFleet);
     verify(coldFleet, model, 'meshmux cold sync');
@@ -460,6 +482,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     );
     const afterFleet = await server.memory();
     const steady = await server.counters();
+    peaks.note('cold sync', steady);
     const per10k = (bytes: number): string => ((bytes / 1e6 / model.servedCount()) * 10_000).toFixed(1);
     log(
       `  memory with the istiods synced, above the idle process: RSS ${per10k(afterFleet.rssBytes - server.base.rssBytes)} MB per 10k objects, heap and external ${per10k(retainedBytes(afterFleet) - retainedBytes(server.base))} MB`,
@@ -472,6 +495,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     await sleep(200);
     const withExtra = await server.memory();
     extra.close();
+    peaks.note('more clients', await server.counters());
     const perClientBytes = Math.max(0, (retainedBytes(withExtra) - retainedBytes(afterFleet)) / extraCount);
 
     coldFleet.close();
@@ -486,6 +510,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     );
     const discarding = await discardingSync(server.xdsAddress, shape.clients, 300_000);
     log(`  warm sync to clients that only count bytes: ${discarding.ms.toFixed(0)} ms`);
+    peaks.note('warm syncs', await server.counters());
     await sleep(300);
 
     // Churn.
@@ -520,6 +545,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     }
     await quiesce(server, 5_000);
     const c2 = await server.counters();
+    peaks.note('churn', c2);
     const fleetCpu = process.cpuUsage(fleetCpu0);
     log(
       `  fleet and upstreams process: ${((fleetCpu.user + fleetCpu.system) / 1000).toFixed(0)} ms CPU in ${(performance.now() - wall0).toFixed(0)} ms`,
@@ -570,6 +596,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       });
       verify(fleet, model, 'meshmux after identical resync');
     }
+    peaks.note('identical resyncs', await server.counters());
     const resyncCpuMs = percentile(
       resyncs.map((r) => r.net),
       50,
@@ -602,6 +629,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     await resyncTracker.settle(60_000);
     await quiesce(server, 5_000);
     const s1 = await server.counters();
+    peaks.note('1%-changed resync', s1);
     rig.track(undefined);
     resyncTracker.close();
     verify(fleet, model, 'meshmux after 1%-changed resync');
@@ -659,6 +687,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       }
     }
     verify(fleet, model, 'meshmux after isolated changes');
+    peaks.note('isolated changes', await server.counters());
     log(
       `  one-object change to the small view: server CPU before the first byte p50 ${percentile(cpuBeforeFirstByte, 50).toFixed(1)} ms, max ${Math.max(...cpuBeforeFirstByte).toFixed(1)} ms`,
     );
@@ -713,8 +742,10 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       `  1-client floor: ${floorMs.toFixed(2)} ms (${floorServingMs.toFixed(2)} ms after the snapshot reached the ADS server)`,
     );
     const last = await server.counters();
+    peaks.note('1-client floor', last);
+    const peakRssPhase = peaks.reached(last.process.maxRssBytes);
     log(
-      `  peak RSS ${(last.process.maxRssBytes / 1e6).toFixed(0)} MB, steady (the istiods synced) ${(steady.process.rssBytes / 1e6).toFixed(0)} MB`,
+      `  peak RSS ${(last.process.maxRssBytes / 1e6).toFixed(0)} MB (reached in: ${peakRssPhase}), steady (the istiods synced) ${(steady.process.rssBytes / 1e6).toFixed(0)} MB`,
     );
     return {
       cold,
@@ -744,6 +775,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
         perClientBytes,
         servedObjects: model.servedCount(),
         peakRssBytes: last.process.maxRssBytes,
+        peakRssPhase,
         steadyRssBytes: steady.process.rssBytes,
         peakBytesInFlight: last.peakBytesInFlight ?? 0,
       },

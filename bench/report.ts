@@ -120,6 +120,7 @@ export function summarize(m: ShapeMeasurements): Record<string, unknown> {
       mbPer10kResources: round(mb(fleetBytes) / (mm.memory.servedObjects / 10_000), 1),
       kbPerClient: round(mm.memory.perClientBytes / 1024, 1),
       peakRssMb: round(mb(mm.memory.peakRssBytes), 0),
+      peakRssPhase: mm.memory.peakRssPhase,
       steadyRssMb: round(mb(mm.memory.steadyRssBytes), 0),
       writeBudgetMb: round(mb(DEFAULT_WRITE_BUDGET.maxBytes), 0),
       peakBytesInFlightMb: round(mb(mm.memory.peakBytesInFlight), 1),
