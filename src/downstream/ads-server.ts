@@ -238,7 +238,7 @@ export class AdsServer {
       // no kind's readiness moves, and a stream looks only at the kinds whose objects did.
       const bothReady = this.lastReady && snapshot.ready;
       this.lastReady = snapshot.ready;
-      for (const stream of this.streams) stream.onSnapshot(snapshot, bothReady ? moved : undefined);
+      for (const stream of this.lightestFirst()) stream.onSnapshot(snapshot, bothReady ? moved : undefined);
       this.releaseObsolete(snapshot, moved);
       // Not before every source has answered: encoding would take the CPU the remaining sources'
       // first responses need, and delay the moment meshmux is ready.
@@ -249,6 +249,17 @@ export class AdsServer {
   }
 
   /** The kinds whose kind snapshot differs between the last snapshot and `snapshot`: come, gone or changed. */
+  /**
+   * The streams, those whose last responses weighed least first: a snapshot reaches the clients of
+   * small views before HTTP/2 starts on the large responses of others, which would otherwise go
+   * to the socket first wherever their streams connected first. Equal weights keep the order the
+   * streams connected in.
+   */
+  private lightestFirst(): Iterable<AdsStream> {
+    if (this.streams.size < 2) return this.streams;
+    return [...this.streams].sort((a, b) => a.weight - b.weight);
+  }
+
   private movedKinds(snapshot: ConfigSnapshot): ReadonlySet<string> {
     const moved = new Set<string>();
     for (const [kind, before] of this.lastKinds) if (snapshot.kinds.get(kind) !== before) moved.add(kind);

@@ -66,6 +66,8 @@ interface TypeState<R extends AdsRequest> {
   sentVersion?: string;
   sentNonce?: string;
   sentAt?: number;
+  /** Bytes of the last response sent. */
+  sentBytes?: number;
   ackedVersion?: string;
   awaitingAck: boolean;
   nacks: number;
@@ -109,6 +111,11 @@ export interface AdsStream {
    * when absent); a type of any other kind is as it was, and is not looked at.
    */
   onSnapshot(snapshot: ConfigSnapshot, moved?: ReadonlySet<string>): void;
+  /**
+   * Bytes of the last response sent for each type, summed: what its next pushes are likely to
+   * weigh (a whole view for a state-of-the-world client, a few objects for a delta one).
+   */
+  readonly weight: number;
   /** Looks the client up again after the policies changed. */
   reevaluate(): void;
   report(): StreamReport;
@@ -132,6 +139,8 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
   /** Type URLs with a push due, in order of arrival. */
   private readonly due = new Set<string>();
   private closed = false;
+  /** See {@link AdsStream.weight}. */
+  private lastSentBytes = 0;
   /** Queued in the write budget. */
   private waitingForBudget = false;
   private readonly write: FrameWriter;
@@ -168,6 +177,10 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
 
   get client(): ClientIdentity {
     return this.identity;
+  }
+
+  get weight(): number {
+    return this.lastSentBytes;
   }
 
   /** Queues a push for every subscribed type whose content, as this client sees it, changed. */
@@ -530,6 +543,8 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
       state.subscription.sent(response);
       state.sentVersion = response.version;
       state.sentNonce = response.nonce;
+      this.lastSentBytes += bytes - (state.sentBytes ?? 0);
+      state.sentBytes = bytes;
       state.sentAt = performance.now();
       state.awaitingAck = state.kind?.envelope.awaitsAck ?? true;
       this.env.hooks.onPush?.(
