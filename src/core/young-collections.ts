@@ -3,9 +3,8 @@ import { runInNewContext } from 'node:vm';
 import { heapCollections } from './heap-collections.js';
 
 /**
- * Runs a collection of V8's young generation after network input: once `everyBytes` were read
- * since the last one, after the message that reached them was acted on (see
- * {@link YoungCollections.received}).
+ * Runs a collection of V8's young generation after network input: at the end of a message once
+ * `everyBytes` were read since the last one (see {@link YoungCollections.received}).
  *
  * Why: node's HTTP/2 reads each socket read into a new 64 KiB ArrayBuffer, and a large upstream
  * response is hundreds of them. They die as soon as their bytes are copied out, but only a young
@@ -27,8 +26,6 @@ export class YoungCollections {
   runs = 0;
   /** Collections left out because V8 was marking; a benchmark counter. */
   skipped = 0;
-  /** A collection at the end of a message is waiting for `later` to run it. */
-  private pending = false;
 
   constructor(
     /** Runs one young collection; undefined where none can be asked for (nothing is done then). */
@@ -36,13 +33,6 @@ export class YoungCollections {
     private readonly everyBytes: number,
     /** Whether V8 is marking the old generation now. */
     private readonly marking: () => boolean = () => false,
-    /**
-     * Runs a collection due at the end of a message once what the message brings about is done
-     * (default: at once). The process's collections wait for the next turn of the event loop:
-     * by then the change the message carried went through the merge and its pushes were handed
-     * to HTTP/2, so a collection is never between an upstream's change and the istiods.
-     */
-    private readonly later: ((collect: () => void) => void) | undefined = undefined,
   ) {}
 
   /**
@@ -50,9 +40,7 @@ export class YoungCollections {
    * message (`atBoundary`) once the bytes noted since the last collection reach the threshold, and
    * inside a message once they reach twice it: with a threshold of 4 MB, a response of 6 MB costs
    * one collection, after its last chunk, and one of 17 MB two, inside it (its last MB is counted
-   * towards the next). One due at the end of a message runs through `later`, after the change the
-   * message carried: 2–9 ms of CPU less between a one-object change among 50k and its first byte
-   * to an istiod, where an upstream re-sends 6 MB per change.
+   * towards the next).
    *
    * Why inside a message at all: node 24's V8 can schedule a marking of the whole heap while the
    * chunks arrive (a task that starts it as soon as the main thread is free, inside the message).
@@ -65,25 +53,12 @@ export class YoungCollections {
     this.since += bytes;
     if (this.since < (atBoundary ? this.everyBytes : 2 * this.everyBytes)) return;
     this.since = 0;
-    if (!atBoundary || this.later === undefined) {
-      this.run();
-      return;
-    }
-    if (this.pending) return;
-    this.pending = true;
-    this.later(() => {
-      this.pending = false;
-      this.run();
-    });
-  }
-
-  private run(): void {
     if (this.marking()) {
       this.skipped++;
       return;
     }
     this.runs++;
-    (this.collect as () => void)();
+    this.collect();
   }
 }
 
@@ -97,12 +72,7 @@ export function youngCollections(): YoungCollections {
   if (shared === undefined) {
     const collect = youngCollectionFunction();
     const watch = collect === undefined ? undefined : heapCollections();
-    shared = new YoungCollections(
-      collect,
-      EVERY_BYTES,
-      () => watch?.marking === true,
-      (run) => setImmediate(run),
-    );
+    shared = new YoungCollections(collect, EVERY_BYTES, () => watch?.marking === true);
   }
   return shared;
 }

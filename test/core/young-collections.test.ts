@@ -65,30 +65,6 @@ describe('YoungCollections', () => {
     assert.equal(collections.skipped, 1);
   });
 
-  it('runs a collection due at the end of a message when `later` says, one however many fell due', () => {
-    let runs = 0;
-    const waiting: Array<() => void> = [];
-    const collections = new YoungCollections(
-      () => runs++,
-      1000,
-      () => false,
-      (collect) => waiting.push(collect),
-    );
-    collections.received(1000, true);
-    assert.equal(runs, 0, 'not before the message has been acted on');
-    assert.equal(waiting.length, 1);
-    collections.received(1000, true);
-    assert.equal(waiting.length, 1, 'one collection waits at a time');
-    // Inside a message the chunks pile up: collected at once.
-    collections.received(2000, false);
-    assert.equal(runs, 1);
-    waiting.shift()?.();
-    assert.equal(runs, 2);
-    collections.received(1000, true);
-    assert.equal(waiting.length, 1, 'a collection falls due again after the last one ran');
-    assert.equal(collections.runs, 2);
-  });
-
   it('does nothing where no collection can be asked for', () => {
     const collections = new YoungCollections(undefined, 1);
     collections.received(10);
@@ -120,14 +96,13 @@ import { youngCollections } from ${JSON.stringify(new URL('../../src/core/young-
 const collections = youngCollections();
 const left = [];
 for (let round = 0; round < 5; round++) {
-  // Inside a message: collected at once (one at a message's end waits for the next turn).
-  collections.received(64 * 1024 * 1024, false);
+  collections.received(64 * 1024 * 1024);
   const before = process.memoryUsage().arrayBuffers;
   let chunks = [];
   for (let i = 0; i < 512; i++) chunks.push(new ArrayBuffer(64 * 1024));
   chunks = undefined;
   const runs = collections.runs;
-  collections.received(64 * 1024 * 1024, false);
+  collections.received(64 * 1024 * 1024);
   if (collections.runs !== runs + 1) throw new Error('no collection was run');
   left.push(process.memoryUsage().arrayBuffers - before);
 }
@@ -152,8 +127,6 @@ for (let message = 0; message < 3; message++) {
     most = Math.max(most, process.memoryUsage().arrayBuffers - before);
     collections.received(64 * 1024, i === chunks - 1);
   }
-  // What the message brought about is done: the collection due at its end runs.
-  await new Promise((resolve) => setImmediate(resolve));
 }
 console.log(JSON.stringify({ most, runs: collections.runs }));
 `;
