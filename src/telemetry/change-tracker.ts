@@ -200,12 +200,18 @@ export class ChangeTracker {
       progress.types.set(typeUrl, type);
     }
     const kind = this.options.kindOf(typeUrl);
-    const changes: CreditedChange[] =
-      kind === undefined
-        ? []
-        : (this.byKind.get(kind) ?? [])
-            .filter((e) => e.generation > type.creditedGeneration && e.generation <= this.generation)
-            .map((e) => ({ change: e.change, kind }));
+    const changes: CreditedChange[] = [];
+    const entries = kind === undefined ? undefined : this.byKind.get(kind);
+    if (kind !== undefined && entries !== undefined) {
+      // Entries are kept in the order of their builds: the client's are a run from the first
+      // newer than what it was credited with, found by halving (a push per client and change
+      // walked all of them, up to `maxPerKind`).
+      for (let i = firstNewer(entries, type.creditedGeneration); i < entries.length; i++) {
+        const e = entries[i] as KindEntry;
+        if (e.generation > this.generation) break;
+        changes.push({ change: e.change, kind });
+      }
+    }
     type.inFlight = { version, generation: this.generation, changes };
     const sinceBuildMs = this.generation > progress.since ? this.now() - this.builtAt : undefined;
     return { changes, sinceBuildMs };
@@ -249,4 +255,16 @@ export class ChangeTracker {
       else if (keep > 0) list.splice(0, keep);
     }
   }
+}
+
+/** The index of the first of `entries` (in non-decreasing generations) built after `generation`. */
+function firstNewer(entries: readonly KindEntry[], generation: number): number {
+  let lo = 0;
+  let hi = entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((entries[mid] as KindEntry).generation > generation) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
 }

@@ -171,6 +171,38 @@ describe('ChangeTracker', () => {
     assert.deepEqual(t.ack(a, VS_URL, 'v2').changes, []);
   });
 
+  it('credits a push exactly the changes built after what its client ACKed, among many', () => {
+    const { t } = tracker();
+    t.build(snapshot(1, { [VS]: 'v1' }));
+    const early = { streamId: 1 };
+    const late = { streamId: 2 };
+    t.connect(early);
+    t.connect(late);
+    // 200 builds, each of two changes (a generation shared by two entries), then 40 of one.
+    const changes: Array<ReturnType<ChangeTracker['arrive']>> = [];
+    for (let g = 2; g <= 241; g++) {
+      changes.push(t.arrive('git', event([VS], `a${g}`)));
+      if (g <= 201) changes.push(t.arrive('zk', event([VS], `b${g}`)));
+      t.build(snapshot(g, { [VS]: `v${g}` }));
+      if (g === 101) {
+        t.push(late, VS_URL, 'v101');
+        t.ack(late, VS_URL, 'v101');
+      }
+    }
+    // The tracker keeps the last 256 entries: generations 94 to 241.
+    const carried = (client: { streamId: number }, version: string) =>
+      t.push(client, VS_URL, version).changes.map((c) => c.change);
+    assert.deepEqual(carried(early, 'v241'), changes.slice(-256));
+    t.ack(early, VS_URL, 'v241');
+    // Only what was built after generation 101: from generation 102's two changes on.
+    assert.deepEqual(carried(late, 'v241'), changes.slice(2 * (102 - 2)));
+    t.ack(late, VS_URL, 'v241');
+    const next = t.arrive('git', event([VS], 'c'));
+    t.build(snapshot(242, { [VS]: 'v242' }));
+    assert.deepEqual(carried(early, 'v242'), [next]);
+    assert.deepEqual(carried(late, 'v242'), [next]);
+  });
+
   it('forgets changes past their age limit', () => {
     const clock = { now: 0 };
     const t = new ChangeTracker({ kindOf: (u) => TYPE_URL[u], now: () => clock.now, maxAgeMs: 1000 });
