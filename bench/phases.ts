@@ -443,7 +443,6 @@ function servedChanges(changes: readonly AppliedChange[]): number {
   return changes.filter((c) => c.servesNew).length;
 }
 
-/** Every meshmux phase on one shape. */
 /**
  * The phase in which the server's peak RSS was reached: its maximum RSS read after each phase,
  * from counters read between measured windows, and the first phase after which it stood at its
@@ -462,6 +461,7 @@ class PeakPhases {
   }
 }
 
+/** Every meshmux phase on one shape. */
 export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): Promise<MeshmuxResults> {
   const { shape, model } = rig;
   const server = await ServerProcess.start({

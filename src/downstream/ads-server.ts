@@ -248,7 +248,6 @@ export class AdsServer {
     return port;
   }
 
-  /** The kinds whose kind snapshot differs between the last snapshot and `snapshot`: come, gone or changed. */
   /**
    * The streams, those whose last responses weighed least first: a snapshot reaches the clients of
    * small views before HTTP/2 starts on the large responses of others, which would otherwise go
@@ -260,6 +259,7 @@ export class AdsServer {
     return [...this.streams].sort((a, b) => a.weight - b.weight);
   }
 
+  /** The kinds whose kind snapshot differs between the last snapshot and `snapshot`: come, gone or changed. */
   private movedKinds(snapshot: ConfigSnapshot): ReadonlySet<string> {
     const moved = new Set<string>();
     for (const [kind, before] of this.lastKinds) if (snapshot.kinds.get(kind) !== before) moved.add(kind);
