@@ -204,8 +204,8 @@ export class ChangeTracker {
     const entries = kind === undefined ? undefined : this.byKind.get(kind);
     if (kind !== undefined && entries !== undefined) {
       // Entries are kept in the order of their builds: the client's are a run from the first
-      // newer than what it was credited with, found by halving (a push per client and change
-      // walked all of them, up to `maxPerKind`).
+      // newer than what it was credited with, found by halving rather than by a walk of all
+      // `maxPerKind` on every push to every client.
       for (let i = firstNewer(entries, type.creditedGeneration); i < entries.length; i++) {
         const e = entries[i] as KindEntry;
         if (e.generation > this.generation) break;
