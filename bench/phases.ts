@@ -121,6 +121,11 @@ export class ShapeRig {
     this.addresses = await Promise.all(this.simulators.map((s) => s.listen()));
   }
 
+  /** Bytes of responses the upstreams have written so far, over every stream. */
+  get upstreamBytes(): number {
+    return this.simulators.reduce((sum, s) => sum + s.bytesSent, 0);
+  }
+
   /** Routes upstream flushes to `tracker` (one phase at a time). */
   track(tracker: LatencyTracker | undefined): void {
     this.tracker = tracker;
@@ -285,6 +290,11 @@ export interface ChurnResult {
   readonly servedChanges: number;
   readonly loopDelayP99Ms: number;
   readonly loopDelayMaxMs: number;
+  /**
+   * Bytes of the upstreams' responses meshmux received over the churn: a state-of-the-world
+   * upstream sends a kind's whole state again for any change of it (batched every 100 ms here).
+   */
+  readonly upstreamBytes: number;
 }
 
 export interface MeshmuxResults {
@@ -519,6 +529,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     rig.track(churnTracker);
     await server.resetLoopDelay();
     const c0 = await server.counters();
+    const upstreamBytes0 = rig.upstreamBytes;
     const fleetCpu0 = process.cpuUsage();
     const wall0 = performance.now();
     const applied = await churn(rig, churnTracker, timing, timing.churnMs);
@@ -564,9 +575,10 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       servedChanges: servedChanges(applied),
       loopDelayP99Ms: c1.process.eventLoopDelayP99Ms,
       loopDelayMaxMs: c1.process.eventLoopDelayMaxMs,
+      upstreamBytes: rig.upstreamBytes - upstreamBytes0,
     };
     log(
-      `  churn: ${applied.length} changes, latency p50 ${churnResult.latencyP50Ms.toFixed(0)} ms p99 ${churnResult.latencyP99Ms.toFixed(0)} ms max ${churnResult.latencyMaxMs.toFixed(0)} ms, loop delay p99 ${churnResult.loopDelayP99Ms.toFixed(1)} ms, ${churnResult.delta.encodes} encodes for ${churnResult.servedChanges} served changes, wasted ${churnResult.delta.wastedPushes}, CPU ${churnResult.delta.cpuMs.toFixed(0)} ms`,
+      `  churn: ${applied.length} changes, latency p50 ${churnResult.latencyP50Ms.toFixed(0)} ms p99 ${churnResult.latencyP99Ms.toFixed(0)} ms max ${churnResult.latencyMaxMs.toFixed(0)} ms, loop delay p99 ${churnResult.loopDelayP99Ms.toFixed(1)} ms, ${churnResult.delta.encodes} encodes for ${churnResult.servedChanges} served changes, wasted ${churnResult.delta.wastedPushes}, CPU ${churnResult.delta.cpuMs.toFixed(0)} ms, ${(churnResult.delta.bytesSent / 1e6).toFixed(0)} MB sent, ${(churnResult.upstreamBytes / 1e6).toFixed(0)} MB of upstream states received`,
     );
 
     // Every upstream restarts with identical content (and new versions), once the churn's last
@@ -813,6 +825,7 @@ async function baselineChurn(
     const tracker = new LatencyTracker(fleet);
     rig.track(tracker);
     const c0 = await server.counters();
+    const upstreamBytes0 = rig.upstreamBytes;
     const applied = await churn(rig, tracker, timing, timing.baselineChurnMs);
     for (const sim of rig.simulators) sim.flush();
     const settled = await tracker.settle(90_000);
@@ -832,6 +845,7 @@ async function baselineChurn(
       servedChanges: servedChanges(applied),
       loopDelayP99Ms: c1.process.eventLoopDelayP99Ms,
       loopDelayMaxMs: c1.process.eventLoopDelayMaxMs,
+      upstreamBytes: rig.upstreamBytes - upstreamBytes0,
     };
     log(
       `  ${mode}: sync ${sync.ms.toFixed(0)} ms (CPU ${sync.delta.cpuMs.toFixed(0)} ms); churn latency p50 ${result.latencyP50Ms.toFixed(0)} ms p99 ${result.latencyP99Ms.toFixed(0)} ms, CPU ${result.delta.cpuMs.toFixed(0)} ms`,

@@ -92,6 +92,8 @@ export class UpstreamSimulator {
   private readonly published = new Map<KindDescriptor, Published>();
   /** Called after each state written to the streams. */
   onFlush: (flush: UpstreamFlush) => void = () => undefined;
+  /** Bytes of responses written to the streams so far: what meshmux, as this upstream's client, receives. */
+  bytesSent = 0;
 
   constructor(
     readonly index: number,
@@ -222,6 +224,7 @@ export class UpstreamSimulator {
     const { bytes, nonce } = this.response(url);
     t.awaiting = nonce;
     t.stale = false;
+    this.bytesSent += bytes.length;
     s.write([bytes], bytes.length, () => undefined);
   }
 
