@@ -23,6 +23,17 @@ export interface SharedRun {
 }
 
 /**
+ * Where two lists differ between the chunks they share: the first list's items `was` from
+ * `wasFrom` on stand where the second holds `now` from `nowFrom` on.
+ */
+export interface UnsharedStretch<T> {
+  readonly wasFrom: number;
+  readonly was: readonly T[];
+  readonly nowFrom: number;
+  readonly now: readonly T[];
+}
+
+/**
  * An immutable list kept as chunks of a few hundred items, so that a list one item apart from
  * another shares every chunk but one with it: inserting or removing an item copies that chunk
  * and the chunks' index (some 5 KB for a list of 50k), where an array would be copied whole.
@@ -180,14 +191,73 @@ export class ChunkedList<T> {
   }
 
   /**
-   * The items of `a` and of `b` outside the chunks both share at their starts and at their ends
-   * (the same chunk instances, in the same order), and where in both lists those items start:
-   * where two lists one derived from the other differ, found without reading the chunks a change
-   * left alone. Lists not both in chunks share nothing: each is given whole, from 0.
+   * The items of `a` and of `b` outside the chunks both share, each list's in its order: where two
+   * lists one derived from the other differ, found without reading the chunks a change left alone
+   * (see {@link unsharedStretches}). The chunks left out hold the same instances in both lists, so
+   * what is only in one of them by identity, or by key for lists sorted by one, is what is only in
+   * one of these. Lists not both in chunks share nothing: each is given whole.
    */
-  static unshared<T>(a: ReadList<T>, b: ReadList<T>): [readonly T[], readonly T[], number] {
-    if (!(a instanceof ChunkedList && b instanceof ChunkedList)) return [asArray(a), asArray(b), 0];
-    return ChunkedList.unsharedChunks(a as ChunkedList<T>, b as ChunkedList<T>);
+  static unshared<T>(a: ReadList<T>, b: ReadList<T>): [readonly T[], readonly T[]] {
+    const stretches = ChunkedList.unsharedStretches(a, b);
+    if (stretches.length === 1) {
+      const only = stretches[0] as UnsharedStretch<T>;
+      return [only.was, only.now];
+    }
+    const was: T[] = [];
+    const now: T[] = [];
+    for (const s of stretches) {
+      for (let i = 0; i < s.was.length; i++) was.push(s.was[i] as T);
+      for (let i = 0; i < s.now.length; i++) now.push(s.now[i] as T);
+    }
+    return [was, now];
+  }
+
+  /**
+   * Where `a` and `b` differ, stretch by stretch, in the order of both: the items between the
+   * chunk instances both hold in the same order (taken greedily: each chunk of `b` that `a` holds
+   * after the last one matched). A change to a list in chunks copies the chunks it falls in and
+   * shares every other, so a few changes anywhere in a list of 50k cost a few chunks here, not
+   * the items between the first change and the last. Lists not both in chunks are one stretch,
+   * each whole (an array as it is).
+   */
+  static unsharedStretches<T>(a: ReadList<T>, b: ReadList<T>): UnsharedStretch<T>[] {
+    if (!(a instanceof ChunkedList && b instanceof ChunkedList)) {
+      if (a.length === 0 && b.length === 0) return [];
+      return [{ wasFrom: 0, was: asArray(a), nowFrom: 0, now: asArray(b) }];
+    }
+    const x = a as ChunkedList<T>;
+    const y = b as ChunkedList<T>;
+    const inA = new Map<readonly T[], number>();
+    for (let c = x.chunks.length - 1; c >= 0; c--) inA.set(x.chunks[c] as readonly T[], c);
+    const stretches: UnsharedStretch<T>[] = [];
+    let ca = 0;
+    let cb = 0;
+    while (ca < x.chunks.length || cb < y.chunks.length) {
+      if (ca < x.chunks.length && cb < y.chunks.length && x.chunks[ca] === y.chunks[cb]) {
+        ca++;
+        cb++;
+        continue;
+      }
+      // The next chunk of `b` that `a` holds from `ca` on; none: both lists to their ends.
+      let nextA = x.chunks.length;
+      let nextB = cb;
+      for (; nextB < y.chunks.length; nextB++) {
+        const at = inA.get(y.chunks[nextB] as readonly T[]);
+        if (at !== undefined && at >= ca) {
+          nextA = at;
+          break;
+        }
+      }
+      stretches.push({
+        wasFrom: x.startOf(ca),
+        was: x.itemsOfChunks(ca, nextA),
+        nowFrom: y.startOf(cb),
+        now: y.itemsOfChunks(cb, nextB),
+      });
+      ca = nextA;
+      cb = nextB;
+    }
+    return stretches;
   }
 
   /**
@@ -215,28 +285,19 @@ export class ChunkedList<T> {
     return runs;
   }
 
-  private static unsharedChunks<T>(a: ChunkedList<T>, b: ChunkedList<T>): [T[], T[], number] {
-    const most = Math.min(a.chunks.length, b.chunks.length);
-    let head = 0;
-    while (head < most && a.chunks[head] === b.chunks[head]) head++;
-    let tail = 0;
-    while (
-      tail < most - head &&
-      a.chunks[a.chunks.length - 1 - tail] === b.chunks[b.chunks.length - 1 - tail]
-    ) {
-      tail++;
+  /** Where chunk `c` starts; the list's length for `c` past its last chunk. */
+  private startOf(c: number): number {
+    return c < this.chunks.length ? (this.starts[c] as number) : this.length;
+  }
+
+  /** The items of chunks `from` to `to` (excluded), in an array of their own. */
+  private itemsOfChunks(from: number, to: number): T[] {
+    const out: T[] = [];
+    for (let c = from; c < to; c++) {
+      const chunk = this.chunks[c] as readonly T[];
+      for (let i = 0; i < chunk.length; i++) out.push(chunk[i] as T);
     }
-    const items = (list: ChunkedList<T>): T[] => {
-      const out: T[] = [];
-      for (let c = head; c < list.chunks.length - tail; c++)
-        for (const item of list.chunks[c] as readonly T[]) out.push(item);
-      return out;
-    };
-    return [
-      items(a),
-      items(b),
-      head === 0 ? 0 : (a.starts[head - 1] as number) + (a.chunks[head - 1] as readonly T[]).length,
-    ];
+    return out;
   }
 
   /** Every item, in order, in an array of their own. */

@@ -41,12 +41,19 @@ export function listChange(
   before: ReadList<ConfigResource>,
   after: ReadList<ConfigResource>,
 ): ListChange | undefined {
-  // Records a change apart share their chunks but those it fell in: only those are walked, and the
-  // splices found there are placed after the chunks both start with.
-  const [was, now, offset] = ChunkedList.unshared(before, after);
-  const change = identitySplices(was, now, Math.max(16, Math.floor(after.length * MOST_CHANGED)));
-  if (change === undefined || offset === 0) return change;
-  return { splices: change.splices.map((s) => ({ ...s, at: s.at + offset })), inserted: change.inserted };
+  // Records a change apart share their chunks but those it fell in: only those are walked, each
+  // stretch between shared chunks on its own, its splices placed where it starts.
+  const most = Math.max(16, Math.floor(after.length * MOST_CHANGED));
+  const splices: ListSplice[] = [];
+  const inserted: ConfigResource[] = [];
+  for (const stretch of ChunkedList.unsharedStretches(before, after)) {
+    const change = identitySplices(stretch.was, stretch.now, most - inserted.length);
+    if (change === undefined) return undefined;
+    for (const s of change.splices)
+      splices.push(stretch.wasFrom === 0 ? s : { ...s, at: s.at + stretch.wasFrom });
+    for (let i = 0; i < change.inserted.length; i++) inserted.push(change.inserted[i] as ConfigResource);
+  }
+  return { splices, inserted };
 }
 
 /**

@@ -136,4 +136,77 @@ describe('ChunkedList', () => {
     );
     assert.deepEqual(ChunkedList.sharedRuns([1, 2], ChunkedList.filtered([1, 2])), []);
   });
+
+  it('gives where two lists differ as stretches between shared chunks, from which the second list is the first', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 6000 }),
+        fc.array(fc.tuple(fc.nat(), fc.constantFrom('insert', 'remove', 'replace')), { maxLength: 8 }),
+        fc.boolean(),
+        (size, edits, joined) => {
+          const values = Array.from({ length: size }, (_, i) => i * 2);
+          // Joined: an array taken as one chunk (no larger than the chunks an insertion grows),
+          // then a list in chunks.
+          const cut = Math.min(size >>> 1, 1000);
+          const a = joined
+            ? ChunkedList.joined([values.slice(0, cut), ChunkedList.filtered(values.slice(cut))])
+            : ChunkedList.filtered(values);
+          let b = a;
+          for (const [at, edit] of edits) {
+            const i = at % Math.max(b.length, 1);
+            if (edit === 'insert') b = b.inserted(Math.min(i, b.length), -1);
+            else if (b.length > 0 && edit === 'remove') b = b.removed(i);
+            else if (b.length > 0) b = b.replaced(i, -2);
+          }
+          const stretches = ChunkedList.unsharedStretches(a, b);
+          // Rebuilt from `a` by replacing each stretch, in order, `b` is what it holds.
+          const rebuilt: number[] = [];
+          let from = 0;
+          let unshared = 0;
+          for (const s of stretches) {
+            assert.ok(s.wasFrom >= from, 'stretches in order, apart');
+            for (let i = from; i < s.wasFrom; i++) rebuilt.push(a.at(i) as number);
+            assert.equal(rebuilt.length, s.nowFrom, "a stretch starts where the second list's items do");
+            s.was.forEach((v, k) => assert.equal(v, a.at(s.wasFrom + k)));
+            s.now.forEach((v, k) => assert.equal(v, b.at(s.nowFrom + k)));
+            rebuilt.push(...s.now);
+            from = s.wasFrom + s.was.length;
+            unshared += s.was.length + s.now.length;
+          }
+          for (let i = from; i < a.length; i++) rebuilt.push(a.at(i) as number);
+          assert.deepEqual(rebuilt, b.toArray());
+          const [was, now] = ChunkedList.unshared(a, b);
+          assert.deepEqual(
+            [was, now],
+            [stretches.flatMap((s) => s.was), stretches.flatMap((s) => s.now)],
+            'unshared: the stretches one after the other',
+          );
+          // Each edit copies the chunk it falls in (up to 1024 items once grown, one more with an
+          // insertion): wherever the edits fall, what differs is those chunks, not what lies
+          // between them.
+          assert.ok(
+            unshared <= edits.length * 2049,
+            `${unshared} items unshared after ${edits.length} edits`,
+          );
+          if (edits.length === 0) assert.deepEqual(stretches, []);
+        },
+      ),
+      { numRuns: 200 },
+    );
+    // Two changes at either end of 20k items: the two chunks they fell in, not all between.
+    const long = ChunkedList.filtered(Array.from({ length: 20_000 }, (_, i) => i));
+    const ends = long.replaced(100, -1).replaced(19_900, -1);
+    const apart = ChunkedList.unsharedStretches(long, ends);
+    assert.deepEqual(
+      apart.map((s) => [s.wasFrom, s.was.length, s.nowFrom, s.now.length]),
+      [
+        [0, 512, 0, 512],
+        [19_456, 512, 19_456, 512],
+      ],
+    );
+    assert.deepEqual(ChunkedList.unsharedStretches([1, 2], ChunkedList.filtered([1, 3])), [
+      { wasFrom: 0, was: [1, 2], nowFrom: 0, now: [1, 3] },
+    ]);
+    assert.deepEqual(ChunkedList.unsharedStretches([], ChunkedList.empty()), []);
+  });
 });

@@ -491,19 +491,22 @@ export class SubscriptionState {
  */
 function sameObjects(a: ReadList<ConfigResource>, b: ReadList<ConfigResource>): boolean {
   if (a.length !== b.length) return false;
-  // Lists of one channel share the chunks no patch fell in: only the others are compared.
-  [a, b] = ChunkedList.unshared(a, b);
-  for (let i = 0; i < a.length; i++) {
-    const x = a.at(i) as ConfigResource;
-    const y = b.at(i) as ConfigResource;
-    if (x === y) continue;
-    if (
-      compareByName(x, y) !== 0 ||
-      x.version !== y.version ||
-      x.createTime.seconds !== y.createTime.seconds ||
-      x.createTime.nanos !== y.createTime.nanos
-    ) {
-      return false;
+  // Lists of one channel share the chunks no patch fell in: only the others are compared. A
+  // stretch of another length in each moves the shared chunks after it: not in the same order.
+  for (const { was, now } of ChunkedList.unsharedStretches(a, b)) {
+    if (was.length !== now.length) return false;
+    for (let i = 0; i < was.length; i++) {
+      const x = was[i] as ConfigResource;
+      const y = now[i] as ConfigResource;
+      if (x === y) continue;
+      if (
+        compareByName(x, y) !== 0 ||
+        x.version !== y.version ||
+        x.createTime.seconds !== y.createTime.seconds ||
+        x.createTime.nanos !== y.createTime.nanos
+      ) {
+        return false;
+      }
     }
   }
   return true;
