@@ -261,6 +261,16 @@ export class ChunkedList<T> {
   }
 
   /**
+   * The arrays `list` is the concatenation of: a chunked list's chunks, an array as its only one
+   * (none when empty); undefined for a list kept any other way. Must not be altered.
+   */
+  static chunksOf<T>(list: ReadList<T>): readonly (readonly T[])[] | undefined {
+    if (list instanceof ChunkedList) return (list as ChunkedList<T>).chunks;
+    if (!Array.isArray(list)) return undefined;
+    return list.length === 0 ? EMPTY_CHUNKS : [list as readonly T[]];
+  }
+
+  /**
    * The stretches of items `b` holds in the same chunk instances as `a` (consecutive chunks of
    * both taken together), in `b`'s order: where `a`'s items from `from` on are `b`'s from `to` on,
    * for `length` items, found without reading any item. None for lists not both in chunks.

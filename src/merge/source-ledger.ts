@@ -531,9 +531,15 @@ export class SourceLedger {
     }
     for (const kind of event.kinds ?? []) if (!resent.has(kind)) raw.set(kind, []);
     if (event.kinds === undefined) for (const kind of this.byKind.keys()) raw.set(kind, []);
+    // Nothing to read when every kind of the event was sent again as it was.
+    const allResent = event.kinds !== undefined && [...event.kinds].every((kind) => resent.has(kind));
+    const byChunks = allResent
+      ? new Map<string, ReadList<ConfigResource>>()
+      : this.listsByChunks(event, resent);
+    if (byChunks !== undefined) for (const [kind, list] of byChunks) raw.set(kind, list);
     // Indexed loops over the objects here and below: a loop this rarely run is not optimized, and
     // an unoptimized for-of allocates an iterator result per object.
-    for (let k = 0; k < event.resources.length; k++) {
+    for (let k = 0; byChunks === undefined && k < event.resources.length; k++) {
       const r = event.resources.at(k) as ConfigResource;
       if (event.kinds !== undefined && (!event.kinds.has(r.kind) || resent.has(r.kind))) continue;
       const rawList = raw.get(r.kind) as ConfigResource[] | undefined;
@@ -588,6 +594,36 @@ export class SourceLedger {
   }
 
   /**
+   * The objects of `event` by kind (those of kinds it holds and did not send again as they were),
+   * each kind's as a list of the event's own chunks, when every chunk holds objects of one kind: a
+   * source serving several kinds in one event joins their lists (see `ChunkedList.joined`), and
+   * the lists kept share those chunks, so the next event that sends a kind again as the same list
+   * is told apart by its chunks (see {@link resentChunks}), and one that changes a few objects of
+   * it only where its chunks differ. Undefined when a chunk holds objects of two kinds.
+   */
+  private listsByChunks(
+    event: SourceSnapshotEvent,
+    resent: ReadonlySet<string>,
+  ): Map<string, ReadList<ConfigResource>> | undefined {
+    const chunks = ChunkedList.chunksOf(event.resources);
+    if (chunks === undefined) return undefined;
+    const byKind = new Map<string, (readonly ConfigResource[])[]>();
+    for (let c = 0; c < chunks.length; c++) {
+      const chunk = chunks[c] as readonly ConfigResource[];
+      if (chunk.length === 0) continue;
+      const kind = (chunk[0] as ConfigResource).kind;
+      for (let i = 1; i < chunk.length; i++) if ((chunk[i] as ConfigResource).kind !== kind) return undefined;
+      if (event.kinds !== undefined && (!event.kinds.has(kind) || resent.has(kind))) continue;
+      const own = byKind.get(kind);
+      if (own === undefined) byKind.set(kind, [chunk]);
+      else own.push(chunk);
+    }
+    const lists = new Map<string, ReadList<ConfigResource>>();
+    for (const [kind, own] of byKind) lists.set(kind, ChunkedList.joined(own));
+    return lists;
+  }
+
+  /**
    * The fast path of admission: when the rules admit everything and the committed state of the
    * kind has no rejections, the new list is compared by identity with the list the committed
    * state came from. Sources re-send unchanged objects as the same instances in the same order,
@@ -628,6 +664,8 @@ export class SourceLedger {
       at.set(kind, 0);
     }
     if (same.size === 0) return same;
+    const byChunks = this.resentChunks(event.resources, same);
+    if (byChunks !== undefined) return byChunks;
     // Objects of one kind usually come in one run: the kind's list and place are looked up per run.
     let kind = '';
     let list: ReadList<ConfigResource> = [];
@@ -646,6 +684,40 @@ export class SourceLedger {
     }
     if (same.has(kind)) at.set(kind, i);
     for (const k of same) if (at.get(k) !== this.sentByKind.get(k)?.length) same.delete(k);
+    return same;
+  }
+
+  /**
+   * {@link resentKinds} read from the lists' chunks, without reading an object: a source that
+   * sends kinds again as they were hands out the lists they were admitted from, so the event is
+   * those lists' chunks (the same arrays) one after the other. Each list admitted holds objects of
+   * its kind only, so an event made of its chunks, in their order, holds that kind's objects as
+   * they were sent. Undefined when some chunk of the event is not the next of a candidate kind's
+   * list: the objects are compared then.
+   */
+  private resentChunks(
+    resources: ReadList<ConfigResource>,
+    candidates: ReadonlySet<string>,
+  ): Set<string> | undefined {
+    const chunks = ChunkedList.chunksOf(resources);
+    if (chunks === undefined) return undefined;
+    const owners = new Map<readonly ConfigResource[], { readonly kind: string; readonly index: number }>();
+    const counts = new Map<string, number>();
+    for (const kind of candidates) {
+      const own = ChunkedList.chunksOf(this.sentByKind.get(kind) as ReadList<ConfigResource>);
+      if (own === undefined) return undefined;
+      for (let index = 0; index < own.length; index++)
+        owners.set(own[index] as readonly ConfigResource[], { kind, index });
+      counts.set(kind, own.length);
+    }
+    const next = new Map<string, number>();
+    for (let c = 0; c < chunks.length; c++) {
+      const owner = owners.get(chunks[c] as readonly ConfigResource[]);
+      if (owner === undefined || (next.get(owner.kind) ?? 0) !== owner.index) return undefined;
+      next.set(owner.kind, owner.index + 1);
+    }
+    const same = new Set<string>();
+    for (const kind of candidates) if ((next.get(kind) ?? 0) === counts.get(kind)) same.add(kind);
     return same;
   }
 

@@ -4,8 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { ChunkedList } from '../../src/core/chunked-list.js';
 import { MeshmuxError } from '../../src/core/errors.js';
-import { makeResource } from '../../src/core/resource.js';
+import { makeResource, type ConfigResource } from '../../src/core/resource.js';
 import type { SourceEvent } from '../../src/core/source-event.js';
 import { SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION, SourceLedger } from '../../src/merge/source-ledger.js';
 import { DEFAULT_SOURCE_POLICY, type SourcePolicy } from '../../src/merge/source-rules.js';
@@ -243,5 +244,56 @@ describe('SourceLedger', () => {
     assert.equal(third[0]?.changed, undefined, 'replaced, not applied in place');
     assert.deepEqual([...current.keys()].sort(), ['default/a', 'default/b', 'default/c']);
     assert.deepEqual([...(third[0]?.before.keys() ?? [])].sort(), ['default/a', 'default/b', 'default/c']);
+  });
+
+  it('takes kinds sent again as the same lists, in one event, for unchanged without reading their objects', () => {
+    const l = ledger();
+    let reads = 0;
+    // Objects that count every read of their kind: what telling two lists apart by objects does.
+    const counted = (kind: string, n: number): ChunkedList<ConfigResource> =>
+      ChunkedList.filtered(
+        Array.from({ length: n }, (_, i) => {
+          const r = fakeResource(`${kind.slice(-2)}-${String(i).padStart(4, '0')}`, { kind });
+          return new Proxy(r, {
+            get: (target, key) => {
+              if (key === 'kind') reads++;
+              return target[key as keyof ConfigResource];
+            },
+          });
+        }),
+      );
+    const vs = counted(VS, 1500);
+    const dr = counted(DR, 1200);
+    const event = (kinds: readonly string[], resources: ChunkedList<ConfigResource>): SourceEvent => ({
+      type: 'snapshot',
+      kinds: new Set(kinds),
+      resources,
+      revision: `r${reads}`,
+      errors: [],
+      warnings: [],
+    });
+    l.apply(event([VS, DR], ChunkedList.joined([vs, dr])), new Date(0));
+    reads = 0;
+    assert.deepEqual(l.apply(event([VS, DR], ChunkedList.joined([vs, dr])), new Date(0)), []);
+    assert.equal(reads, 0, 'the kinds admitted together kept as lists of the chunks they came in');
+    // Each kind sent on its own (as a stream's changes come), then both again as they were.
+    l.apply(event([VS], vs), new Date(1));
+    l.apply(event([DR], dr), new Date(2));
+    reads = 0;
+    assert.deepEqual(l.apply(event([VS, DR], ChunkedList.joined([vs, dr])), new Date(3)), []);
+    assert.equal(reads, 0, 'the lists compared by their chunks');
+    // The same objects cut into other chunks: compared object by object, and unchanged too.
+    assert.deepEqual(
+      l.apply(event([VS, DR], ChunkedList.filtered(ChunkedList.joined([vs, dr]))), new Date(4)),
+      [],
+    );
+    assert.ok(reads >= 2700, `${reads} reads: each object read once it is not a chunk of the lists`);
+    // One object changed among the same chunks: the change is found and applied.
+    const changed = vs.replaced(700, fakeResource('VS-changed', { kind: VS }));
+    const [change] = l.apply(event([VS, DR], ChunkedList.joined([changed, dr])), new Date(5));
+    assert.equal(change?.kind, VS);
+    assert.equal(change.after.has('default/VS-changed'), true);
+    assert.equal(change.after.size, 1500);
+    assert.equal(l.kind(DR).size, 1200);
   });
 });
