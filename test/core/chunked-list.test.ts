@@ -43,6 +43,27 @@ function assertSame(list: ChunkedList<number>, model: readonly number[], where: 
   assert.equal(list.at(model.length), undefined);
 }
 
+/** An edit at a place (modulo the length): insert -1, remove, or replace with -2. */
+type PlacedEdit = readonly [number, 'insert' | 'remove' | 'replace'];
+
+/** `a` after `edits`, each made with the list's own edits, so it shares the chunks none fell in. */
+function editedAt(a: ChunkedList<number>, edits: readonly PlacedEdit[]): ChunkedList<number> {
+  let b = a;
+  for (const [at, edit] of edits) {
+    const i = at % Math.max(b.length, 1);
+    if (edit === 'insert') b = b.inserted(Math.min(i, b.length), -1);
+    else if (b.length > 0 && edit === 'remove') b = b.removed(i);
+    else if (b.length > 0) b = b.replaced(i, -2);
+  }
+  return b;
+}
+
+/** Up to `most` edits at places drawn by fast-check. */
+const placedEdits = (most: number): fc.Arbitrary<PlacedEdit[]> =>
+  fc.array(fc.tuple(fc.nat(), fc.constantFrom('insert' as const, 'remove' as const, 'replace' as const)), {
+    maxLength: most,
+  });
+
 describe('ChunkedList', () => {
   it('holds what an array edited the same way holds, and leaves every earlier list as it was', () => {
     fc.assert(
@@ -104,34 +125,24 @@ describe('ChunkedList', () => {
 
   it('finds the stretches two lists hold in the same chunks, each item in them the same in both', () => {
     fc.assert(
-      fc.property(
-        fc.integer({ min: 0, max: 5000 }),
-        fc.array(fc.tuple(fc.nat(), fc.constantFrom('insert', 'remove', 'replace')), { maxLength: 6 }),
-        (size, edits) => {
-          const a = ChunkedList.filtered(Array.from({ length: size }, (_, i) => i * 2));
-          let b = a;
-          for (const [at, edit] of edits) {
-            const i = at % Math.max(b.length, 1);
-            if (edit === 'insert') b = b.inserted(Math.min(i, b.length), -1);
-            else if (b.length > 0 && edit === 'remove') b = b.removed(i);
-            else if (b.length > 0) b = b.replaced(i, -2);
-          }
-          const runs = ChunkedList.sharedRuns(a, b);
-          let covered = 0;
-          let lastEnd = 0;
-          for (const run of runs) {
-            assert.ok(run.to >= lastEnd, 'in the order of the second list, apart');
-            for (let k = 0; k < run.length; k++) assert.equal(b.at(run.to + k), a.at(run.from + k));
-            covered += run.length;
-            lastEnd = run.to + run.length;
-          }
-          // An edit touches one chunk: the others are found whatever their place.
-          const chunks = Math.ceil(size / 512);
-          if (edits.length === 0) assert.equal(covered, size);
-          else if (chunks > 2 * edits.length)
-            assert.ok(covered >= size - edits.length * 1024, `${covered} of ${size}`);
-        },
-      ),
+      fc.property(fc.integer({ min: 0, max: 5000 }), placedEdits(6), (size, edits) => {
+        const a = ChunkedList.filtered(Array.from({ length: size }, (_, i) => i * 2));
+        const b = editedAt(a, edits);
+        const runs = ChunkedList.sharedRuns(a, b);
+        let covered = 0;
+        let lastEnd = 0;
+        for (const run of runs) {
+          assert.ok(run.to >= lastEnd, 'in the order of the second list, apart');
+          for (let k = 0; k < run.length; k++) assert.equal(b.at(run.to + k), a.at(run.from + k));
+          covered += run.length;
+          lastEnd = run.to + run.length;
+        }
+        // An edit touches one chunk: the others are found whatever their place.
+        const chunks = Math.ceil(size / 512);
+        if (edits.length === 0) assert.equal(covered, size);
+        else if (chunks > 2 * edits.length)
+          assert.ok(covered >= size - edits.length * 1024, `${covered} of ${size}`);
+      }),
       { numRuns: 200 },
     );
     assert.deepEqual(ChunkedList.sharedRuns([1, 2], ChunkedList.filtered([1, 2])), []);
@@ -139,58 +150,44 @@ describe('ChunkedList', () => {
 
   it('gives where two lists differ as stretches between shared chunks, from which the second list is the first', () => {
     fc.assert(
-      fc.property(
-        fc.integer({ min: 0, max: 6000 }),
-        fc.array(fc.tuple(fc.nat(), fc.constantFrom('insert', 'remove', 'replace')), { maxLength: 8 }),
-        fc.boolean(),
-        (size, edits, joined) => {
-          const values = Array.from({ length: size }, (_, i) => i * 2);
-          // Joined: an array taken as one chunk (no larger than the chunks an insertion grows),
-          // then a list in chunks.
-          const cut = Math.min(size >>> 1, 1000);
-          const a = joined
-            ? ChunkedList.joined([values.slice(0, cut), ChunkedList.filtered(values.slice(cut))])
-            : ChunkedList.filtered(values);
-          let b = a;
-          for (const [at, edit] of edits) {
-            const i = at % Math.max(b.length, 1);
-            if (edit === 'insert') b = b.inserted(Math.min(i, b.length), -1);
-            else if (b.length > 0 && edit === 'remove') b = b.removed(i);
-            else if (b.length > 0) b = b.replaced(i, -2);
-          }
-          const stretches = ChunkedList.unsharedStretches(a, b);
-          // Rebuilt from `a` by replacing each stretch, in order, `b` is what it holds.
-          const rebuilt: number[] = [];
-          let from = 0;
-          let unshared = 0;
-          for (const s of stretches) {
-            assert.ok(s.wasFrom >= from, 'stretches in order, apart');
-            for (let i = from; i < s.wasFrom; i++) rebuilt.push(a.at(i) as number);
-            assert.equal(rebuilt.length, s.nowFrom, "a stretch starts where the second list's items do");
-            s.was.forEach((v, k) => assert.equal(v, a.at(s.wasFrom + k)));
-            s.now.forEach((v, k) => assert.equal(v, b.at(s.nowFrom + k)));
-            rebuilt.push(...s.now);
-            from = s.wasFrom + s.was.length;
-            unshared += s.was.length + s.now.length;
-          }
-          for (let i = from; i < a.length; i++) rebuilt.push(a.at(i) as number);
-          assert.deepEqual(rebuilt, b.toArray());
-          const [was, now] = ChunkedList.unshared(a, b);
-          assert.deepEqual(
-            [was, now],
-            [stretches.flatMap((s) => s.was), stretches.flatMap((s) => s.now)],
-            'unshared: the stretches one after the other',
-          );
-          // Each edit copies the chunk it falls in (up to 1024 items once grown, one more with an
-          // insertion): wherever the edits fall, what differs is those chunks, not what lies
-          // between them.
-          assert.ok(
-            unshared <= edits.length * 2049,
-            `${unshared} items unshared after ${edits.length} edits`,
-          );
-          if (edits.length === 0) assert.deepEqual(stretches, []);
-        },
-      ),
+      fc.property(fc.integer({ min: 0, max: 6000 }), placedEdits(8), fc.boolean(), (size, edits, joined) => {
+        const values = Array.from({ length: size }, (_, i) => i * 2);
+        // Joined: an array taken as one chunk (no larger than the chunks an insertion grows),
+        // then a list in chunks.
+        const cut = Math.min(size >>> 1, 1000);
+        const a = joined
+          ? ChunkedList.joined([values.slice(0, cut), ChunkedList.filtered(values.slice(cut))])
+          : ChunkedList.filtered(values);
+        const b = editedAt(a, edits);
+        const stretches = ChunkedList.unsharedStretches(a, b);
+        // Rebuilt from `a` by replacing each stretch, in order, `b` is what it holds.
+        const rebuilt: number[] = [];
+        let from = 0;
+        let unshared = 0;
+        for (const s of stretches) {
+          assert.ok(s.wasFrom >= from, 'stretches in order, apart');
+          for (let i = from; i < s.wasFrom; i++) rebuilt.push(a.at(i) as number);
+          assert.equal(rebuilt.length, s.nowFrom, "a stretch starts where the second list's items do");
+          s.was.forEach((v, k) => assert.equal(v, a.at(s.wasFrom + k)));
+          s.now.forEach((v, k) => assert.equal(v, b.at(s.nowFrom + k)));
+          rebuilt.push(...s.now);
+          from = s.wasFrom + s.was.length;
+          unshared += s.was.length + s.now.length;
+        }
+        for (let i = from; i < a.length; i++) rebuilt.push(a.at(i) as number);
+        assert.deepEqual(rebuilt, b.toArray());
+        const [was, now] = ChunkedList.unshared(a, b);
+        assert.deepEqual(
+          [was, now],
+          [stretches.flatMap((s) => s.was), stretches.flatMap((s) => s.now)],
+          'unshared: the stretches one after the other',
+        );
+        // Each edit copies the chunk it falls in (up to 1024 items once grown, one more with an
+        // insertion): wherever the edits fall, what differs is those chunks, not what lies
+        // between them.
+        assert.ok(unshared <= edits.length * 2049, `${unshared} items unshared after ${edits.length} edits`);
+        if (edits.length === 0) assert.deepEqual(stretches, []);
+      }),
       { numRuns: 200 },
     );
     // Two changes at either end of 20k items: the two chunks they fell in, not all between.
