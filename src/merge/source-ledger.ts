@@ -595,11 +595,12 @@ export class SourceLedger {
 
   /**
    * The objects of `event` by kind (those of kinds it holds and did not send again as they were),
-   * each kind's as a list of the event's own chunks, when every chunk holds objects of one kind: a
-   * source serving several kinds in one event joins their lists (see `ChunkedList.joined`), and
-   * the lists kept share those chunks, so the next event that sends a kind again as the same list
-   * is told apart by its chunks (see {@link resentChunks}), and one that changes a few objects of
-   * it only where its chunks differ. Undefined when a chunk holds objects of two kinds.
+   * in its order, each kind's as a list of the event's own chunks where a chunk holds objects of
+   * one kind (a chunk that mixes kinds is split, its objects copied): a source serving several
+   * kinds in one event joins their lists (see `ChunkedList.joined`), and the lists kept share
+   * those chunks, so the next event that sends a kind again as the same list is told apart by its
+   * chunks (see {@link resentChunks}), and one that changes a few objects of it only where its
+   * chunks differ. Undefined for an event kept neither in chunks nor in an array.
    */
   private listsByChunks(
     event: SourceSnapshotEvent,
@@ -607,16 +608,33 @@ export class SourceLedger {
   ): Map<string, ReadList<ConfigResource>> | undefined {
     const chunks = ChunkedList.chunksOf(event.resources);
     if (chunks === undefined) return undefined;
+    const kinds = event.kinds;
+    const wanted = (kind: string): boolean => kinds === undefined || (kinds.has(kind) && !resent.has(kind));
     const byKind = new Map<string, (readonly ConfigResource[])[]>();
+    const add = (kind: string, part: readonly ConfigResource[]): void => {
+      const own = byKind.get(kind);
+      if (own === undefined) byKind.set(kind, [part]);
+      else own.push(part);
+    };
     for (let c = 0; c < chunks.length; c++) {
       const chunk = chunks[c] as readonly ConfigResource[];
       if (chunk.length === 0) continue;
       const kind = (chunk[0] as ConfigResource).kind;
-      for (let i = 1; i < chunk.length; i++) if ((chunk[i] as ConfigResource).kind !== kind) return undefined;
-      if (event.kinds !== undefined && (!event.kinds.has(kind) || resent.has(kind))) continue;
-      const own = byKind.get(kind);
-      if (own === undefined) byKind.set(kind, [chunk]);
-      else own.push(chunk);
+      let one = true;
+      for (let i = 1; one && i < chunk.length; i++) one = (chunk[i] as ConfigResource).kind === kind;
+      if (one) {
+        if (wanted(kind)) add(kind, chunk);
+        continue;
+      }
+      const parts = new Map<string, ConfigResource[]>();
+      for (let i = 0; i < chunk.length; i++) {
+        const r = chunk[i] as ConfigResource;
+        if (!wanted(r.kind)) continue;
+        const part = parts.get(r.kind);
+        if (part === undefined) parts.set(r.kind, [r]);
+        else part.push(r);
+      }
+      for (const [k, part] of parts) add(k, part);
     }
     const lists = new Map<string, ReadList<ConfigResource>>();
     for (const [kind, own] of byKind) lists.set(kind, ChunkedList.joined(own));

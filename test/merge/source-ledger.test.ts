@@ -295,5 +295,18 @@ describe('SourceLedger', () => {
     assert.equal(change.after.has('default/VS-changed'), true);
     assert.equal(change.after.size, 1500);
     assert.equal(l.kind(DR).size, 1200);
+    // Kinds interleaved in the event's chunks: each kind's objects taken out of them, in order.
+    const mixed = ChunkedList.filtered(
+      [...vs].flatMap((r, i) => (i < 1200 ? [r, dr.at(i) as ConfigResource] : [r])),
+    );
+    const undone = l.apply(event([VS, DR], mixed), new Date(6));
+    assert.deepEqual(
+      undone.map((c) => c.kind),
+      [VS],
+      'the same DestinationRules; the changed VirtualService as it was',
+    );
+    assert.deepEqual([l.kind(VS).size, l.kind(DR).size], [1500, 1200]);
+    assert.equal(l.kind(VS).has('default/VS-changed'), false);
+    assert.deepEqual(l.apply(event([VS, DR], mixed), new Date(7)), [], 'and sent again as it was');
   });
 });
