@@ -262,12 +262,11 @@ export class ChunkedList<T> {
 
   /**
    * The arrays `list` is the concatenation of: a chunked list's chunks, an array as its only one
-   * (none when empty); undefined for a list kept any other way. Must not be altered.
+   * (none when empty), a list kept any other way copied into one. Must not be altered.
    */
-  static chunksOf<T>(list: ReadList<T>): readonly (readonly T[])[] | undefined {
+  static chunksOf<T>(list: ReadList<T>): readonly (readonly T[])[] {
     if (list instanceof ChunkedList) return (list as ChunkedList<T>).chunks;
-    if (!Array.isArray(list)) return undefined;
-    return list.length === 0 ? EMPTY_CHUNKS : [list as readonly T[]];
+    return list.length === 0 ? EMPTY_CHUNKS : [asArray(list)];
   }
 
   /**

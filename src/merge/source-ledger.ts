@@ -533,19 +533,7 @@ export class SourceLedger {
     if (event.kinds === undefined) for (const kind of this.byKind.keys()) raw.set(kind, []);
     // Nothing to read when every kind of the event was sent again as it was.
     const allResent = event.kinds !== undefined && [...event.kinds].every((kind) => resent.has(kind));
-    const byChunks = allResent
-      ? new Map<string, ReadList<ConfigResource>>()
-      : this.listsByChunks(event, resent);
-    if (byChunks !== undefined) for (const [kind, list] of byChunks) raw.set(kind, list);
-    // Indexed loops over the objects here and below: a loop this rarely run is not optimized, and
-    // an unoptimized for-of allocates an iterator result per object.
-    for (let k = 0; byChunks === undefined && k < event.resources.length; k++) {
-      const r = event.resources.at(k) as ConfigResource;
-      if (event.kinds !== undefined && (!event.kinds.has(r.kind) || resent.has(r.kind))) continue;
-      const rawList = raw.get(r.kind) as ConfigResource[] | undefined;
-      if (rawList === undefined) raw.set(r.kind, [r]);
-      else rawList.push(r);
-    }
+    if (!allResent) for (const [kind, list] of this.listsByChunks(event, resent)) raw.set(kind, list);
     const rejected: Rejection[] = [];
     for (const [kind, list] of raw) {
       if (resent.has(kind)) continue;
@@ -557,6 +545,8 @@ export class SourceLedger {
       }
       const state = new Map<string, ConfigResource>();
       const served = this.stateOf(kind);
+      // Indexed, as the loops of `listsByChunks`: a loop this rarely run is not optimized, and an
+      // unoptimized for-of allocates an iterator result per object.
       for (let k = 0; k < list.length; k++) {
         const r = list.at(k) as ConfigResource;
         const reason = this.acl.unrestricted ? undefined : this.acl.check(r);
@@ -600,14 +590,13 @@ export class SourceLedger {
    * kinds in one event joins their lists (see `ChunkedList.joined`), and the lists kept share
    * those chunks, so the next event that sends a kind again as the same list is told apart by its
    * chunks (see {@link resentChunks}), and one that changes a few objects of it only where its
-   * chunks differ. Undefined for an event kept neither in chunks nor in an array.
+   * chunks differ.
    */
   private listsByChunks(
     event: SourceSnapshotEvent,
     resent: ReadonlySet<string>,
-  ): Map<string, ReadList<ConfigResource>> | undefined {
+  ): Map<string, ReadList<ConfigResource>> {
     const chunks = ChunkedList.chunksOf(event.resources);
-    if (chunks === undefined) return undefined;
     const kinds = event.kinds;
     const wanted = (kind: string): boolean => kinds === undefined || (kinds.has(kind) && !resent.has(kind));
     const byKind = new Map<string, (readonly ConfigResource[])[]>();
@@ -718,12 +707,10 @@ export class SourceLedger {
     candidates: ReadonlySet<string>,
   ): Set<string> | undefined {
     const chunks = ChunkedList.chunksOf(resources);
-    if (chunks === undefined) return undefined;
     const owners = new Map<readonly ConfigResource[], { readonly kind: string; readonly index: number }>();
     const counts = new Map<string, number>();
     for (const kind of candidates) {
       const own = ChunkedList.chunksOf(this.sentByKind.get(kind) as ReadList<ConfigResource>);
-      if (own === undefined) return undefined;
       for (let index = 0; index < own.length; index++)
         owners.set(own[index] as readonly ConfigResource[], { kind, index });
       counts.set(kind, own.length);
