@@ -11,9 +11,16 @@ export class ContentDigest {
   private readonly xor = new Uint32Array(4);
   private count = 0;
 
+  /**
+   * `withCreateTime` false: objects are digested by name and version alone, for a source's
+   * revision of objects whose creation time is its own clock's (the same objects then have the
+   * same revision on every replica and after every restart).
+   */
+  constructor(private readonly withCreateTime = true) {}
+
   /** A copy, to branch from without touching this one. */
   clone(): ContentDigest {
-    const copy = new ContentDigest();
+    const copy = new ContentDigest(this.withCreateTime);
     copy.xor.set(this.xor);
     copy.count = this.count;
     return copy;
@@ -35,8 +42,8 @@ export class ContentDigest {
   }
 
   private toggle(r: ConfigResource): void {
-    if (toggleByVersion(this.xor, r)) return;
-    const d = objectDigest(r);
+    if (toggleByVersion(this.xor, r, this.withCreateTime)) return;
+    const d = this.withCreateTime ? objectDigest(r) : nameDigest(r);
     for (let i = 0; i < 4; i++) this.xor[i] = (this.xor[i] ?? 0) ^ (d[i] ?? 0);
   }
 }
@@ -50,11 +57,11 @@ for (const [i, c] of [...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 /**
  * Toggles the digest of an object whose version is a content version: its 120 bits, which already
  * name the object (its namespace and name are hashed into them), in four words of 30, each mixed
- * with the creation time. Computed on every toggle, nothing kept per object: a few dozen integer
+ * with the creation time (or with nothing, `withCreateTime` false). Computed on every toggle, nothing kept per object: a few dozen integer
  * operations cost less than looking a kept digest up, and nothing per object is memory and work
  * for every marking of the heap. False, nothing done, for any other version (the caller hashes it).
  */
-function toggleByVersion(xor: Uint32Array, r: ConfigResource): boolean {
+function toggleByVersion(xor: Uint32Array, r: ConfigResource, withCreateTime: boolean): boolean {
   const v = r.version;
   if (v.length !== CONTENT_VERSION_LENGTH) return false;
   const words = WORDS;
@@ -68,7 +75,7 @@ function toggleByVersion(xor: Uint32Array, r: ConfigResource): boolean {
     }
     words[w] = word;
   }
-  const time = timeWord(r.createTime.seconds, r.createTime.nanos);
+  const time = withCreateTime ? timeWord(r.createTime.seconds, r.createTime.nanos) : 0;
   for (let w = 0; w < 4; w++) {
     // fmix32 is a bijection: for one creation time, distinct versions give distinct words.
     xor[w] = (xor[w] ?? 0) ^ fmix32((words[w] ?? 0) ^ fmix32(time + Math.imul(w + 1, 0x9e3779b9)));
@@ -112,6 +119,12 @@ function objectDigest(r: ConfigResource): readonly number[] {
     digests.set(r, d);
   }
   return d;
+}
+
+/** The digest of an object by name and version alone (its version not a content version). */
+function nameDigest(r: ConfigResource): readonly number[] {
+  const bytes = hash('md5', `${r.namespace}/${r.name}@${r.version}`, 'buffer');
+  return [bytes.readInt32LE(0), bytes.readInt32LE(4), bytes.readInt32LE(8), bytes.readInt32LE(12)];
 }
 
 /**

@@ -85,4 +85,29 @@ describe('the content digest of a set of objects', () => {
     const hand = restoreResource({ ...one }, 'v1');
     assert.notEqual(digestOf([restoreResource({ ...one, name: 'other' }, 'v1')]), digestOf([hand]));
   });
+
+  test('without creation times, digests the same objects created at other times alike, and nothing else', () => {
+    const byName = (objects: readonly ConfigResource[]): string => {
+      const d = new ContentDigest(false);
+      for (const r of objects) d.add(r);
+      return d.version();
+    };
+    const built = [object('a', 100), object('b', 200)];
+    const elsewhere = [object('b', 900), object('a', 5, 7)];
+    assert.equal(byName(elsewhere), byName(built));
+    assert.notEqual(
+      digestOf(elsewhere),
+      digestOf(built),
+      'the digest of what clients receive tells them apart',
+    );
+    assert.notEqual(byName([object('a', 100), object('c', 200)]), byName(built));
+    assert.notEqual(byName([object('a', 100)]), byName(built));
+    // A version of any other shape: by name and version, whatever the time.
+    const hand = restoreResource({ ...object('a', 1) }, 'v1');
+    assert.equal(byName([restoreResource({ ...object('a', 2) }, 'v1')]), byName([hand]));
+    assert.notEqual(byName([restoreResource({ ...object('a', 1) }, 'v2')]), byName([hand]));
+    const d = new ContentDigest(false);
+    d.add(hand);
+    assert.equal(d.clone().version(), byName([hand]), 'a copy digests as its original');
+  });
 });
