@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { ContentDigest } from '../../src/core/content-digest.js';
 import type { ConfigResource } from '../../src/core/resource.js';
 import { messageType } from '../../src/schema/proto-root.js';
 import { parseProviderNode, type ProviderParse } from '../../src/upstream/zookeeper/dubbo-provider-url.js';
@@ -9,6 +11,7 @@ import {
   SERVICE_ENTRY_KIND,
   WORKLOAD_ENTRY_KIND,
   type DubboServiceBuilderOptions,
+  type EndpointMode,
   type RegistryProviders,
 } from '../../src/upstream/zookeeper/dubbo-service-builder.js';
 import { GlobSelector } from '../../src/upstream/zookeeper/glob-selector.js';
@@ -280,3 +283,180 @@ describe('building ServiceEntries from Dubbo providers', () => {
     assert.equal(a.resources[0]?.version, b.resources[0]?.version);
   });
 });
+
+describe('building again as registrations change', () => {
+  /** An applications selection that counts the providers it is asked about. */
+  class CountingSelector extends GlobSelector {
+    asked = 0;
+    override matches(name: string): boolean {
+      this.asked++;
+      return super.matches(name);
+    }
+  }
+
+  it('looks only at the interfaces whose registrations changed', () => {
+    const applications = new CountingSelector();
+    const b = builder({ applications });
+    const specs: ProviderSpec[] = [];
+    for (let i = 0; i < 1000; i++) {
+      for (let p = 1; p <= 3; p++) specs.push({ iface: `com.bulk.Svc${i}`, ip: `10.0.${p}.${i % 250}` });
+    }
+    // The registry as the source keeps it: the outer map updated, an interface's map replaced.
+    const view = new Map(registry(specs));
+    const first = b.build(view);
+    assert.equal(applications.asked, 3000);
+    applications.asked = 0;
+    view.set(
+      'com.bulk.Svc7',
+      registry([...specs.slice(21, 24), { iface: 'com.bulk.Svc7', ip: '10.9.9.9' }]).get(
+        'com.bulk.Svc7',
+      ) as ReadonlyMap<string, ProviderParse>,
+    );
+    const second = b.build(view);
+    assert.equal(applications.asked, 4, 'the changed interface alone');
+    assert.equal(second.resources.length, 1000);
+    const changed = second.resources.filter((r, i) => r !== first.resources[i]);
+    assert.deepEqual(names(changed), ['ServiceEntry com.bulk.svc7']);
+    applications.asked = 0;
+    view.delete('com.bulk.Svc8');
+    const third = b.build(view);
+    assert.equal(applications.asked, 0);
+    assert.equal(third.resources.length, 999);
+    assert.ok(!names(third.resources).includes('ServiceEntry com.bulk.svc8'));
+  });
+
+  it('builds the same objects, errors, warnings and revision as builds that reuse nothing', () => {
+    const IFACES = ['com.a.Bar-Svc', 'com.a.Bar_Svc', 'com.a.Svc', 'com.b.Svc'] as const;
+    const specArb = fc.oneof(
+      {
+        weight: 9,
+        arbitrary: fc.record(
+          {
+            iface: fc.constantFrom(...IFACES),
+            ip: fc.constantFrom('10.0.0.1', '10.0.0.2', '10.0.0.3'),
+            port: fc.constantFrom(20880, 20881),
+            protocol: fc.constantFrom('dubbo', 'tri'),
+            application: fc.constantFrom('demo-provider', 'blocked'),
+            group: fc.constant('1.0'),
+            version: fc.constant('1.0'),
+            params: fc.record({ timestamp: fc.constantFrom('100', '200'), zone: fc.constantFrom('a', 'b') }),
+          },
+          { requiredKeys: ['iface', 'ip', 'params'] },
+        ),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          iface: fc.constantFrom(...IFACES),
+          rawNode: fc.constantFrom('nonsense', 'dubbo%3A%2F%2Fx'),
+        }),
+      },
+    );
+    const stepArb = fc.record({
+      add: fc.array(specArb, { maxLength: 3 }),
+      remove: fc.array(fc.nat(), { maxLength: 3 }),
+    });
+    const summary = (result: ReturnType<DubboServiceBuilder['build']>, times = true): unknown => ({
+      resources: result.resources.map(
+        (r) => `${r.kind} ${r.name} ${r.version}${times ? ` ${r.createTime.seconds}` : ''}`,
+      ),
+      errors: result.errors.map((e) => e.describe()),
+      warnings: result.warnings.map((e) => e.describe()),
+      services: result.services,
+      revision: result.revision,
+    });
+    fc.assert(
+      fc.property(
+        fc.constantFrom<EndpointMode>('inline', 'workload-entries'),
+        fc.array(stepArb, { minLength: 1, maxLength: 12 }),
+        (endpoints, steps) => {
+          const options = { endpoints, applications: new GlobSelector({ exclude: ['blocked'] }) };
+          const reusing = builder(options);
+          const fresh = builder(options);
+          let specs: Array<ProviderSpec | { iface: string; rawNode: string }> = [];
+          const view = new Map<string, ReadonlyMap<string, ProviderParse>>();
+          for (const step of steps) {
+            const before = specs;
+            specs = specs.filter((_, i) => !step.remove.some((r) => r % Math.max(1, before.length) === i));
+            specs.push(...step.add);
+            // Only the interfaces whose registrations changed get a new map, as from the source.
+            const next = registry(specs);
+            for (const iface of IFACES) {
+              const map = next.get(iface);
+              const old = view.get(iface);
+              if (map === undefined) view.delete(iface);
+              else if (old === undefined || !sameNodes(old, map)) view.set(iface, map);
+            }
+            const a = reusing.build(view);
+            // The same history, every interface a new map each time: only built objects reused.
+            const b = fresh.build(registry(specs));
+            assert.deepEqual(summary(a), summary(b));
+            // A builder that never saw the history agrees but for creation times, and for which of
+            // two colliding services holds a host (the one that held it before keeps it).
+            const c = builder(options).build(registry(specs));
+            const collides = (r: typeof c): boolean =>
+              r.errors.some((e) => e.message.includes('also generated'));
+            if (!collides(a) && !collides(c)) assert.deepEqual(summary(a, false), summary(c, false));
+            const digest = new ContentDigest(false);
+            for (const r of a.resources) digest.add(r);
+            assert.equal(a.revision, digest.version(), 'the revision is that of the objects served');
+          }
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+
+  it('serves a service left out by a collision once the service holding its host is gone', () => {
+    const b = builder();
+    const holder = { iface: 'com.a.Bar-Svc', ip: '10.0.0.1' };
+    const newcomer = { iface: 'com.a.Bar_Svc', ip: '10.0.0.2' };
+    const view = new Map(registry([holder]));
+    b.build(view);
+    view.set(newcomer.iface, registry([newcomer]).get(newcomer.iface) as ReadonlyMap<string, ProviderParse>);
+    const both = b.build(view);
+    assert.equal(both.errors.length, 1);
+    assert.equal(both.resources[0]?.annotations['meshmux.io/dubbo-interface'], 'com.a.Bar-Svc');
+    view.delete(holder.iface);
+    const alone = b.build(view);
+    assert.deepEqual(alone.errors, []);
+    assert.deepEqual(names(alone.resources), ['ServiceEntry com.a.bar-svc']);
+    assert.equal(alone.resources[0]?.annotations['meshmux.io/dubbo-interface'], 'com.a.Bar_Svc');
+  });
+
+  it('gives an object that was gone and comes back a new creation time', () => {
+    const b = builder();
+    const a = { iface: 'com.a.Svc', ip: '10.0.0.1' };
+    const other = { iface: 'com.b.Svc', ip: '10.0.0.2' };
+    const view = new Map(registry([a, other]));
+    const first = b.build(view);
+    view.delete(a.iface);
+    b.build(view);
+    view.set(a.iface, registry([a]).get(a.iface) as ReadonlyMap<string, ProviderParse>);
+    const back = b.build(view);
+    assert.equal(back.resources[0]?.version, first.resources[0]?.version);
+    assert.notDeepEqual(back.resources[0]?.createTime, first.resources[0]?.createTime);
+    assert.equal(back.resources[1], first.resources[1], 'the other interface untouched');
+  });
+
+  it('gives the same registrations the same revision whenever and in whatever order they were built', () => {
+    const specs: ProviderSpec[] = [
+      { iface: 'com.a.Svc', ip: '10.0.0.1' },
+      { iface: 'com.b.Svc', ip: '10.0.0.2' },
+    ];
+    const early = builder().build(registry(specs));
+    const late = builder();
+    late.build(registry([{ iface: 'com.c.Svc', ip: '10.0.0.3' }]));
+    late.build(registry([specs[1] as ProviderSpec, { iface: 'com.c.Svc', ip: '10.0.0.3' }]));
+    const again = late.build(registry([...specs].reverse()));
+    assert.notDeepEqual(again.resources[0]?.createTime, early.resources[0]?.createTime);
+    assert.equal(again.revision, early.revision);
+    const moved = late.build(registry([specs[0] as ProviderSpec, { iface: 'com.b.Svc', ip: '10.0.0.9' }]));
+    assert.notEqual(moved.revision, early.revision);
+  });
+});
+
+/** Whether two registrations of one interface list the same znodes. */
+function sameNodes(a: ReadonlyMap<string, ProviderParse>, b: ReadonlyMap<string, ProviderParse>): boolean {
+  return a.size === b.size && [...a.keys()].every((node) => b.has(node));
+}

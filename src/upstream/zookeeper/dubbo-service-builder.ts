@@ -14,6 +14,7 @@ import type { DubboHostTemplate } from './dubbo-host-template.js';
 import type { GlobSelector } from './glob-selector.js';
 import { labelsFromParameters } from './kubernetes-labels.js';
 import { appendAll } from '../../core/append-all.js';
+import { ContentDigest } from '../../core/content-digest.js';
 
 export const SERVICE_ENTRY_KIND = 'networking.istio.io/ServiceEntry';
 export const WORKLOAD_ENTRY_KIND = 'networking.istio.io/WorkloadEntry';
@@ -43,7 +44,11 @@ export interface DubboServiceBuilderOptions {
   readonly originPrefix: string;
 }
 
-/** Registrations per interface: znode name → its parse. The maps must not be altered. */
+/**
+ * Registrations per interface: znode name → its parse. An interface's map must not be altered: a
+ * change of its registrations is a new map (the builder reuses what it made from a map it has
+ * seen). The outer map may change between builds.
+ */
 export type RegistryProviders = ReadonlyMap<string, ReadonlyMap<string, ProviderParse>>;
 
 /** One build: every object, plus what was rejected (errors) or repaired or chosen (warnings). */
@@ -53,14 +58,22 @@ export interface DubboBuildResult {
   readonly warnings: readonly MeshmuxError[];
   /** ServiceEntries built (= services served). */
   readonly services: number;
+  /**
+   * A digest of the objects served, independent of their order: equal for equal objects on every
+   * replica and after every restart. Kept up to date with the interfaces that changed.
+   */
+  readonly revision: string;
 }
 
-interface ServiceGroup {
-  /** `interface \0 group \0 version`: the service identity. */
+interface ServiceIdentity {
+  /** `interface \0 group \0 version`. */
   readonly key: string;
   readonly iface: string;
   readonly group: string;
   readonly version: string;
+}
+
+interface ServiceGroup extends ServiceIdentity {
   /** Deduplicated by address and port, sorted by znode name. */
   readonly providers: readonly DubboProvider[];
 }
@@ -82,6 +95,46 @@ interface CachedService {
   readonly warnings: readonly MeshmuxError[];
 }
 
+/**
+ * What one interface's registrations became, kept while they stay the same map: its services
+ * (every service key begins with the interface, so none spans two), the claims their hosts make,
+ * and the objects of those that won their host and name.
+ */
+interface InterfaceBuild {
+  readonly parses: ReadonlyMap<string, ProviderParse>;
+  /** Registrations that do not parse, in znode order. */
+  readonly parseErrors: readonly MeshmuxError[];
+  /** Providers registered twice, in service order. */
+  readonly dedupeWarnings: readonly MeshmuxError[];
+  /** Services whose host the template cannot make valid, in service order. */
+  readonly renderErrors: readonly MeshmuxError[];
+  /** Rendered hosts by service and the fields the template may use: rendering is pure. */
+  readonly renders: ReadonlyMap<string, HostResult>;
+  /** One per service whose host rendered, in service order. */
+  readonly claims: readonly Claim[];
+  /** The objects served, made for the losers of the last settling (undefined until made). */
+  output: InterfaceOutput | undefined;
+  /** The services the interface's last output built, to reuse until this one's output is made. */
+  previous: ReadonlyMap<string, CachedService> | undefined;
+}
+
+interface InterfaceOutput {
+  /** The set of services left out by collisions it was made for (compared by identity). */
+  readonly losers: ReadonlySet<string>;
+  /** Built services by key: reused while their claim is built from the same registrations. */
+  readonly built: ReadonlyMap<string, CachedService>;
+  /** The objects of the services that won, in service order. */
+  readonly resources: readonly ConfigResource[];
+  /** The service each object was built for, by position. */
+  readonly owners: readonly ServiceGroup[];
+  /** Their build warnings, in the same order. */
+  readonly warnings: readonly MeshmuxError[];
+  /** Services built (one ServiceEntry each). */
+  readonly services: number;
+}
+
+const NO_LOSERS: ReadonlySet<string> = new Set();
+
 const wallClockNow = (): Timestamp => timestampFromDate(new Date());
 
 /**
@@ -93,16 +146,34 @@ const wallClockNow = (): Timestamp => timestampFromDate(new Date());
  * previous build keeps it, so a newcomer cannot take a host away from a running service; among
  * newcomers the first in (interface, group, version) order wins.
  *
- * Stateful only for speed and stability: a service whose registrations did not change reuses
- * its built objects, and every object keeps the createTime of its first build.
+ * Stateful for speed and stability: an interface whose registrations are the same map as in the
+ * last build is not looked at again (its services, hosts and objects are reused), collisions are
+ * settled again only when a service, host or name came or went, and every object keeps the
+ * createTime of its first build. A provider added to one interface among 10k costs the build of
+ * that interface and a walk of the interfaces' lists.
  */
 export class DubboServiceBuilder {
-  private cache = new Map<string, CachedService>();
+  /** Per interface of the last build. */
+  private readonly interfaces = new Map<string, InterfaceBuild>();
+  /** The interfaces of the last build, sorted. */
+  private sorted: readonly string[] = [];
   private createTimes = new Map<string, Timestamp>();
   private hostOwners = new Map<string, string>();
   private nameOwners = new Map<string, string>();
-  /** Rendered hosts by service and the fields the template may use: rendering is pure. */
-  private hosts = new Map<string, HostResult>();
+  /** Keys of the services the last settling of collisions left out, and its errors. */
+  private losers: ReadonlySet<string> = NO_LOSERS;
+  private collisionErrors: readonly MeshmuxError[] = [];
+  /**
+   * Whether the owners the last settling left are those it started from: then settling the same
+   * claims again gives the same outcome. (A host's holder that loses its name holds the host no
+   * longer, and the next settling may give the host to another claimant.)
+   */
+  private settled = true;
+  /**
+   * Of the objects the interfaces' outputs hold (before WorkloadEntry names are checked), by name
+   * and version: their creation times are this builder's clock's.
+   */
+  private readonly digest = new ContentDigest(false);
 
   constructor(
     private readonly options: DubboServiceBuilderOptions,
@@ -111,84 +182,154 @@ export class DubboServiceBuilder {
 
   /** Builds the full state for `registry`. */
   build(registry: RegistryProviders): DubboBuildResult {
+    let claimsChanged = false;
+    let sameSet = registry.size === this.interfaces.size;
+    /** Outputs replaced or dropped this build: their objects' creation times may go. */
+    const replaced: InterfaceOutput[] = [];
+    registry.forEach((parses, iface) => {
+      const before = this.interfaces.get(iface);
+      if (before === undefined) sameSet = false;
+      else if (before.parses === parses) return;
+      const next = this.interfaceBuild(iface, parses, before);
+      if (!sameClaims(before?.claims ?? NO_CLAIMS, next.claims)) claimsChanged = true;
+      this.interfaces.set(iface, next);
+      if (before?.output !== undefined) replaced.push(before.output);
+    });
+    if (!sameSet) {
+      for (const [iface, before] of this.interfaces) {
+        if (registry.has(iface)) continue;
+        this.interfaces.delete(iface);
+        if (before.claims.length > 0) claimsChanged = true;
+        if (before.output !== undefined) replaced.push(before.output);
+      }
+      this.sorted = [...registry.keys()].sort();
+    }
+    const interfaces = this.sorted.map((iface) => this.interfaces.get(iface) as InterfaceBuild);
+    if (claimsChanged || !this.settled) this.settle(interfaces);
+
     const errors: MeshmuxError[] = [];
     const warnings: MeshmuxError[] = [];
-    const services = this.groupServices(registry, errors, warnings);
-    const claims = this.claimHostsAndNames(services, errors);
+    for (const entry of interfaces) appendAll(errors, entry.parseErrors);
+    for (const entry of interfaces) appendAll(errors, entry.renderErrors);
+    appendAll(errors, this.collisionErrors);
+    for (const entry of interfaces) appendAll(warnings, entry.dedupeWarnings);
+
+    const added: InterfaceOutput[] = [];
     const resources: ConfigResource[] = [];
-    const nextCache = new Map<string, CachedService>();
-    const usedKeys = new Set<string>();
-    const workloadNames = new Map<string, string>();
-    for (const claim of claims) {
-      let built = this.cache.get(claim.service.key);
-      if (built === undefined || !builtFrom(built, claim)) built = this.buildService(claim);
-      nextCache.set(claim.service.key, built);
-      appendAll(warnings, built.warnings);
-      for (const r of built.resources) {
+    // Names are derived from distinct service names, but two derivations could still meet.
+    const workloadNames =
+      this.options.endpoints === 'workload-entries' ? new Map<string, string>() : undefined;
+    const skipped: ConfigResource[] = [];
+    let services = 0;
+    for (const entry of interfaces) {
+      let output = entry.output;
+      if (output === undefined || output.losers !== this.losers) {
+        // An output made for other losers is this entry's own: not among the replaced ones yet.
+        if (output !== undefined) replaced.push(output);
+        output = this.interfaceOutput(entry, output?.built ?? entry.previous);
+        entry.output = output;
+        entry.previous = undefined;
+        added.push(output);
+      }
+      services += output.services;
+      appendAll(warnings, output.warnings);
+      if (workloadNames === undefined) {
+        appendAll(resources, output.resources);
+        continue;
+      }
+      for (let i = 0; i < output.resources.length; i++) {
+        const r = output.resources[i] as ConfigResource;
+        const service = output.owners[i] as ServiceGroup;
         if (r.kind === WORKLOAD_ENTRY_KIND) {
-          // Names are derived from distinct service names, but two derivations could still meet.
           const holder = workloadNames.get(r.name);
           if (holder !== undefined) {
             errors.push(
               this.error(
                 'METADATA',
-                claim.service,
-                `WorkloadEntry name ${r.name} is generated for both ${holder} and ${describe(claim.service)}; the second is not served`,
+                service,
+                `WorkloadEntry name ${r.name} is generated for both ${holder} and ${describe(service)}; the second is not served`,
               ),
             );
+            skipped.push(r);
             continue;
           }
-          workloadNames.set(r.name, describe(claim.service));
+          workloadNames.set(r.name, describe(service));
         }
-        usedKeys.add(resourceKey(r));
         resources.push(r);
       }
     }
-    this.cache = nextCache;
-    for (const key of [...this.createTimes.keys()]) if (!usedKeys.has(key)) this.createTimes.delete(key);
-    return { resources, errors, warnings, services: claims.length };
+    this.forgetReplaced(replaced, added);
+    return { resources, errors, warnings, services, revision: this.revision(skipped) };
   }
 
-  /** Valid, selected providers grouped by (interface, group, version), sorted by that key. */
-  private groupServices(
-    registry: RegistryProviders,
-    errors: MeshmuxError[],
-    warnings: MeshmuxError[],
-  ): ServiceGroup[] {
-    const groups = new Map<
-      string,
-      { iface: string; group: string; version: string; list: DubboProvider[] }
-    >();
-    for (const iface of [...registry.keys()].sort()) {
-      const nodes = registry.get(iface) ?? new Map<string, ProviderParse>();
-      for (const node of [...nodes.keys()].sort()) {
-        const parsed = nodes.get(node);
-        if (parsed === undefined) continue;
-        if (!parsed.ok) {
-          errors.push(
-            new MeshmuxError('DECODE', `bad provider registration: ${parsed.reason}`, {
-              file: this.znodePath(iface, node),
-            }),
-          );
-          continue;
-        }
-        const p = parsed.provider;
-        if (!this.options.applications.matches(p.application)) continue;
-        const key = serviceKey(p.interface, p.group, p.version);
-        let g = groups.get(key);
-        if (g === undefined)
-          groups.set(key, (g = { iface: p.interface, group: p.group, version: p.version, list: [] }));
-        g.list.push(p);
+  /**
+   * What `parses`, the registrations of `iface`, become: valid, selected providers grouped by
+   * (interface, group, version), sorted by that key, each service's host rendered (reusing the
+   * renders of `before`, the interface's last build) and claimed.
+   */
+  private interfaceBuild(
+    iface: string,
+    parses: ReadonlyMap<string, ProviderParse>,
+    before: InterfaceBuild | undefined,
+  ): InterfaceBuild {
+    const parseErrors: MeshmuxError[] = [];
+    const dedupeWarnings: MeshmuxError[] = [];
+    const groups = new Map<string, { group: string; version: string; list: DubboProvider[] }>();
+    for (const node of [...parses.keys()].sort()) {
+      const parsed = parses.get(node) as ProviderParse;
+      if (!parsed.ok) {
+        parseErrors.push(
+          new MeshmuxError('DECODE', `bad provider registration: ${parsed.reason}`, {
+            file: this.znodePath(iface, node),
+          }),
+        );
+        continue;
       }
+      const p = parsed.provider;
+      if (!this.options.applications.matches(p.application)) continue;
+      const key = serviceKey(p.interface, p.group, p.version);
+      let g = groups.get(key);
+      if (g === undefined) groups.set(key, (g = { group: p.group, version: p.version, list: [] }));
+      g.list.push(p);
     }
-    const out: ServiceGroup[] = [];
+    const renderErrors: MeshmuxError[] = [];
+    const renders = new Map<string, HostResult>();
+    const claims: Claim[] = [];
     for (const key of [...groups.keys()].sort()) {
-      const g = groups.get(key);
-      if (g === undefined) continue;
-      const service = { key, iface: g.iface, group: g.group, version: g.version, providers: [] };
-      out.push({ ...service, providers: this.dedupe(service, g.list, warnings) });
+      const g = groups.get(key) as { group: string; version: string; list: DubboProvider[] };
+      const named = { key, iface, group: g.group, version: g.version };
+      const service: ServiceGroup = { ...named, providers: this.dedupe(named, g.list, dedupeWarnings) };
+      const first = service.providers[0];
+      if (first === undefined) continue;
+      const renderKey = `${key}\0${first.application}\0${first.protocol}`;
+      const result =
+        before?.renders.get(renderKey) ??
+        this.options.hostTemplate.render({
+          interface: iface,
+          group: service.group,
+          version: service.version,
+          application: first.application,
+          protocol: first.protocol,
+        });
+      renders.set(renderKey, result);
+      if ('error' in result) {
+        renderErrors.push(
+          this.error('SCHEMA', service, `cannot make a valid host: ${result.error}`, 'spec.hosts[0]'),
+        );
+        continue;
+      }
+      claims.push({ service, host: result.host, name: boundedName(result.host, MAX_OBJECT_NAME) });
     }
-    return out;
+    return {
+      parses,
+      parseErrors,
+      dedupeWarnings,
+      renderErrors,
+      renders,
+      claims,
+      output: undefined,
+      previous: before?.output?.built ?? before?.previous,
+    };
   }
 
   /**
@@ -196,7 +337,7 @@ export class DubboServiceBuilder {
    * session expires: the newer registration (higher `timestamp`, then later name) wins.
    */
   private dedupe(
-    service: ServiceGroup,
+    service: ServiceIdentity,
     list: readonly DubboProvider[],
     warnings: MeshmuxError[],
   ): DubboProvider[] {
@@ -221,34 +362,17 @@ export class DubboServiceBuilder {
     return [...byEndpoint.values()].sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
   }
 
-  /** Renders hosts and names and settles collisions; returns the services that may be served. */
-  private claimHostsAndNames(services: readonly ServiceGroup[], errors: MeshmuxError[]): Claim[] {
-    const rendered: Claim[] = [];
-    const hosts = new Map<string, HostResult>();
-    for (const service of services) {
-      const first = service.providers[0];
-      if (first === undefined) continue;
-      const renderKey = `${service.key}\0${first.application}\0${first.protocol}`;
-      const result =
-        this.hosts.get(renderKey) ??
-        this.options.hostTemplate.render({
-          interface: service.iface,
-          group: service.group,
-          version: service.version,
-          application: first.application,
-          protocol: first.protocol,
-        });
-      hosts.set(renderKey, result);
-      if ('error' in result) {
-        errors.push(
-          this.error('SCHEMA', service, `cannot make a valid host: ${result.error}`, 'spec.hosts[0]'),
-        );
-        continue;
-      }
-      rendered.push({ service, host: result.host, name: boundedName(result.host, MAX_OBJECT_NAME) });
-    }
+  /**
+   * Settles collisions of hosts, then of names, over the claims of every interface (in service
+   * order): sets the services left out, the errors that say so, and the owners the next settling
+   * starts from.
+   */
+  private settle(interfaces: readonly InterfaceBuild[]): void {
+    const claims: Claim[] = [];
+    for (const entry of interfaces) appendAll(claims, entry.claims);
+    const errors: MeshmuxError[] = [];
     const byHost = settle(
-      rendered,
+      claims,
       (c) => c.host,
       this.hostOwners,
       (winner, loser) =>
@@ -275,10 +399,82 @@ export class DubboServiceBuilder {
           ),
         ),
     );
-    this.hosts = hosts;
-    this.hostOwners = new Map(byName.map((c) => [c.host, c.service.key]));
-    this.nameOwners = new Map(byName.map((c) => [c.name, c.service.key]));
-    return byName;
+    const hostOwners = new Map(byName.map((c) => [c.host, c.service.key]));
+    const nameOwners = new Map(byName.map((c) => [c.name, c.service.key]));
+    this.settled = sameEntries(hostOwners, this.hostOwners) && sameEntries(nameOwners, this.nameOwners);
+    this.hostOwners = hostOwners;
+    this.nameOwners = nameOwners;
+    this.collisionErrors = errors;
+    if (byName.length === claims.length) {
+      // Nothing left out (nearly always): a new empty set only when the last one was not, so
+      // that outputs made for it are made again.
+      if (this.losers.size > 0) this.losers = new Set();
+      return;
+    }
+    const winners = new Set(byName);
+    const losers = new Set<string>();
+    for (const c of claims) if (!winners.has(c)) losers.add(c.service.key);
+    // The same services left out as before: the outputs made for them stand.
+    if (losers.size !== this.losers.size || [...losers].some((key) => !this.losers.has(key))) {
+      this.losers = losers;
+    }
+  }
+
+  /**
+   * The objects of `entry`'s services that won their host and name, reusing the services of
+   * `built` (its last output) still built from the same registrations.
+   */
+  private interfaceOutput(
+    entry: InterfaceBuild,
+    built: ReadonlyMap<string, CachedService> | undefined,
+  ): InterfaceOutput {
+    const losers = this.losers;
+    const kept = new Map<string, CachedService>();
+    const resources: ConfigResource[] = [];
+    const owners: ServiceGroup[] = [];
+    const warnings: MeshmuxError[] = [];
+    for (const claim of entry.claims) {
+      if (losers.has(claim.service.key)) continue;
+      let service = built?.get(claim.service.key);
+      if (service === undefined || !builtFrom(service, claim)) service = this.buildService(claim);
+      kept.set(claim.service.key, service);
+      appendAll(warnings, service.warnings);
+      for (const r of service.resources) {
+        resources.push(r);
+        owners.push(claim.service);
+      }
+    }
+    return { losers, built: kept, resources, owners, warnings, services: kept.size };
+  }
+
+  /**
+   * Lets go of the creation times of objects no output holds any more (those of `replaced`
+   * outputs that none of `added` holds: an object's key is in one output at most), and keeps the
+   * digest of the outputs' objects up to date.
+   */
+  private forgetReplaced(replaced: readonly InterfaceOutput[], added: readonly InterfaceOutput[]): void {
+    const gone = new Set<string>();
+    for (const output of replaced) {
+      for (const r of output.resources) {
+        this.digest.remove(r);
+        gone.add(resourceKey(r));
+      }
+    }
+    for (const output of added) {
+      for (const r of output.resources) {
+        this.digest.add(r);
+        gone.delete(resourceKey(r));
+      }
+    }
+    for (const key of gone) this.createTimes.delete(key);
+  }
+
+  /** The revision of what is served: the outputs' digest, less the objects `skipped`. */
+  private revision(skipped: readonly ConfigResource[]): string {
+    if (skipped.length === 0) return this.digest.version();
+    const served = this.digest.clone();
+    for (const r of skipped) served.remove(r);
+    return served.version();
   }
 
   private buildService(claim: Claim): CachedService {
@@ -378,7 +574,7 @@ export class DubboServiceBuilder {
 
   private error(
     code: 'METADATA' | 'SCHEMA',
-    service: ServiceGroup,
+    service: ServiceIdentity,
     reason: string,
     field?: string,
   ): MeshmuxError {
@@ -404,11 +600,30 @@ function builtFrom(built: CachedService, claim: Claim): boolean {
   );
 }
 
+const NO_CLAIMS: readonly Claim[] = [];
+
+/** Whether two lists of claims claim the same hosts and names for the same services, in order. */
+function sameClaims(a: readonly Claim[], b: readonly Claim[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i] as Claim;
+    const y = b[i] as Claim;
+    if (x.service.key !== y.service.key || x.host !== y.host || x.name !== y.name) return false;
+  }
+  return true;
+}
+
+function sameEntries(a: ReadonlyMap<string, string>, b: ReadonlyMap<string, string>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [key, value] of a) if (b.get(key) !== value) return false;
+  return true;
+}
+
 function serviceKey(iface: string, group: string, version: string): string {
   return `${iface}\0${group}\0${version}`;
 }
 
-function describe(service: Pick<ServiceGroup, 'iface' | 'group' | 'version'>): string {
+function describe(service: ServiceIdentity): string {
   return `${service.iface} (group "${service.group}", version "${service.version}")`;
 }
 

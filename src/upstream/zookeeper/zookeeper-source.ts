@@ -4,7 +4,6 @@ import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
 import { sourceClock } from '../runtime/source-clock.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
-import { revisionOf } from '../runtime/source-revision.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { parseProviderNode, type ProviderParse } from './dubbo-provider-url.js';
 import { DubboHostTemplate } from './dubbo-host-template.js';
@@ -58,6 +57,8 @@ export interface ZookeeperSourceOptions {
 export interface ZookeeperSourceHooks {
   /** A ZooKeeper session was established: the first, or one replacing an expired one. */
   onSession?(sessionId: string): void;
+  /** The registry's state was built into objects (`ms`: the build alone), served or not. */
+  onBuilt?(built: { readonly objects: number; readonly ms: number }): void;
 }
 
 /** Per-process-changing parameters that would rebuild every endpoint on every provider restart. */
@@ -107,33 +108,38 @@ export class ZookeeperSource implements UpstreamSource {
       });
       /**
        * Parses by interface and znode name, with the list they were made from: a znode name never
-       * changes, so each is parsed once, and an interface whose list is the same array is reused.
+       * changes, so each is parsed once, and an interface whose list is the same array keeps its
+       * map (the builder reuses what it made from a map it has seen).
        */
-      let parses = new Map<string, { list: readonly string[]; byNode: ReadonlyMap<string, ProviderParse> }>();
+      const parses = new Map<
+        string,
+        { list: readonly string[]; byNode: ReadonlyMap<string, ProviderParse> }
+      >();
+      /** The parses by interface, as the builder reads them: kept up to date, not made anew. */
+      const view = new Map<string, ReadonlyMap<string, ProviderParse>>();
       const tracker = new SourceStatusTracker((event) => subscriber.next(event), SOURCE_KINDS);
       let loggedProblems: string | undefined;
       const clock = sourceClock(options.scheduler);
       let cancelDebounce: (() => void) | undefined;
 
-      const currentParses = (): Map<string, ReadonlyMap<string, ProviderParse>> => {
-        const next = new Map<
-          string,
-          { list: readonly string[]; byNode: ReadonlyMap<string, ProviderParse> }
-        >();
-        const view = new Map<string, ReadonlyMap<string, ProviderParse>>();
-        for (const [iface, list] of watcher.providers) {
+      const currentParses = (): ReadonlyMap<string, ReadonlyMap<string, ProviderParse>> => {
+        const providers = watcher.providers;
+        for (const [iface, list] of providers) {
           const before = parses.get(iface);
-          let entry = before;
-          if (entry?.list !== list) {
-            const byNode = new Map<string, ProviderParse>();
-            for (const node of list)
-              byNode.set(node, before?.byNode.get(node) ?? parseProviderNode(node, iface));
-            entry = { list, byNode };
-          }
-          next.set(iface, entry);
-          view.set(iface, entry.byNode);
+          if (before?.list === list) continue;
+          const byNode = new Map<string, ProviderParse>();
+          for (const node of list)
+            byNode.set(node, before?.byNode.get(node) ?? parseProviderNode(node, iface));
+          parses.set(iface, { list, byNode });
+          view.set(iface, byNode);
         }
-        parses = next;
+        if (view.size !== providers.size) {
+          for (const iface of view.keys()) {
+            if (providers.has(iface)) continue;
+            view.delete(iface);
+            parses.delete(iface);
+          }
+        }
         return view;
       };
 
@@ -143,8 +149,9 @@ export class ZookeeperSource implements UpstreamSource {
         if (watcher.syncing) return; // `synced` publishes once the read is complete
         const started = performance.now();
         const result = builder.build(currentParses());
+        hooks.onBuilt?.({ objects: result.resources.length, ms: performance.now() - started });
         const errors = [...watcher.readErrors, ...result.errors];
-        const revision = revisionOf(result.resources);
+        const revision = result.revision;
         const served = tracker.serve({
           type: 'snapshot',
           kinds: SOURCE_KINDS,
