@@ -2,7 +2,8 @@
  * How fast Dubbo registrations in a real ZooKeeper reach istiod: N interfaces × M providers
  * (default 1,000 × 3; `node dist/bench/zookeeper.js 5000 3` for more). Times the first full sync
  * and single changes (add a provider, remove it, add an interface), once at the source's output
- * and once end to end through meshmux to an istiod client. Prints figures; asserts nothing.
+ * and end to end through meshmux, to an istiod client that decodes every object and to one that
+ * reads a response's top-level fields. Prints figures; asserts nothing.
  */
 import { performance } from 'node:perf_hooks';
 import type { SourceEvent, SourceSnapshotEvent } from '../src/core/source-event.js';
@@ -12,6 +13,8 @@ import { IstiodClient } from '../test/support/istiod-client.js';
 import { startFromYaml, tempDir } from '../test/support/meshmux-harness.js';
 import { ZookeeperServer } from '../test/support/zookeeper-server.js';
 import { SE } from '../test/support/type-urls.js';
+import { SE_URL } from './fixtures.js';
+import { Fleet } from './fleet.js';
 
 const INTERFACES = Number(process.argv[2] ?? 1000);
 const PROVIDERS = Number(process.argv[3] ?? 3);
@@ -155,6 +158,43 @@ async function main(): Promise<void> {
           `new interface ${newIface.toFixed(0)} ms; ${(client.bytesReceived / 1e6).toFixed(1)} MB received by istiod ` +
           `(a state of the world per change, every object decoded by the client in this process)`,
       );
+      client.close();
+
+      // The same changes to a client that reads only a response's top-level fields, as istiod
+      // reads them before it looks at a changed object: what ZooKeeper, the source and meshmux take.
+      const fleet = new Fleet(`127.0.0.1:${meshmux.xdsPort}`, 1).start();
+      try {
+        await fleet.synced(performance.now(), 60_000);
+        const nextServiceEntries = (): Promise<void> =>
+          new Promise((resolve) => {
+            const stop = fleet.listen((_client, typeUrl) => {
+              if (typeUrl !== SE_URL) return;
+              stop();
+              resolve();
+            });
+          });
+        const lightAdd: number[] = [];
+        const lightRemove: number[] = [];
+        for (let i = 0; i < CHANGES; i++) {
+          const spec = { iface: `com.bench.Service${i * 13}`, ip: '10.96.0.1' };
+          let t = performance.now();
+          let next = nextServiceEntries();
+          await registry.register(spec);
+          await next;
+          lightAdd.push(performance.now() - t);
+          t = performance.now();
+          next = nextServiceEntries();
+          await registry.unregister(registry.pathOf(spec));
+          await next;
+          lightRemove.push(performance.now() - t);
+        }
+        console.log(
+          `end to end, to a client reading top-level fields: per change (median of ${CHANGES}) add ` +
+            `${median(lightAdd)} ms, remove ${median(lightRemove)} ms (the ${DEBOUNCE_MS} ms debounce included)`,
+        );
+      } finally {
+        fleet.close();
+      }
     } finally {
       client.close();
       await meshmux.stop();
