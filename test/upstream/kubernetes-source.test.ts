@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
+import { ContentDigest } from '../../src/core/content-digest.js';
 import type { SourceEvent, SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { KubernetesSource, loadKubernetesClient } from '../../src/upstream/kubernetes/kubernetes-source.js';
 import { FakeKubeApiServer, type KubeObject, type ServedKind } from '../support/fake-kube-apiserver.js';
@@ -129,6 +130,29 @@ describe('Kubernetes source', () => {
     await events.next((e) => e.type === 'snapshot' && names(e).includes('shop/added'));
     api.remove('VirtualService', 'shop', 'added');
     await events.next((e) => e.type === 'snapshot' && !names(e).includes('shop/added'), events.count);
+  });
+
+  it('names each state by its objects: the revision comes back when an object added is deleted again', async () => {
+    const events = start();
+    const first = await events.snapshot();
+    const digestOf = (e: SourceSnapshotEvent): string => {
+      const d = new ContentDigest(false);
+      for (const r of e.resources) d.add(r);
+      return d.version();
+    };
+    assert.equal(first.revision, digestOf(first));
+    api.put(vs('shop', 'comes-and-goes'));
+    const added = (await events.next(
+      (e) => e.type === 'snapshot' && names(e).includes('shop/comes-and-goes'),
+    )) as SourceSnapshotEvent;
+    assert.notEqual(added.revision, first.revision);
+    assert.equal(added.revision, digestOf(added));
+    api.remove('VirtualService', 'shop', 'comes-and-goes');
+    const gone = (await events.next(
+      (e) => e.type === 'snapshot' && !names(e).includes('shop/comes-and-goes'),
+      events.count,
+    )) as SourceSnapshotEvent;
+    assert.equal(gone.revision, first.revision);
   });
 
   it('relists after a 410 and keeps every object that still exists', async () => {

@@ -10,7 +10,7 @@ import type { ConfigResource } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
 import { CONFIG_KINDS, type KindDescriptor } from '../../schema/kinds.js';
 import { sourceClock } from '../runtime/source-clock.js';
-import { revisionOf } from '../runtime/source-revision.js';
+import { ContentDigest } from '../../core/content-digest.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { readYamlBytes } from '../runtime/yaml-file-reader.js';
 import type { YamlFileRead } from '../runtime/yaml-file-set.js';
@@ -302,7 +302,7 @@ export class KubernetesSource implements UpstreamSource {
         if (stopped || watches.some((w) => w.served && !w.listed)) return;
         void build().then((state) => {
           if (stopped) return;
-          const revision = revisionOf(state.resources);
+          const revision = state.revision;
           const served = tracker.serve({
             type: 'snapshot',
             kinds: kindKeys,
@@ -319,41 +319,69 @@ export class KubernetesSource implements UpstreamSource {
         });
       };
 
-      /** Every object through the file reader, each read once per resourceVersion. */
+      /**
+       * The objects' names and versions as the reads hold them, kept up to date one read at a
+       * time: the revision, with no sort or hash of every object per change.
+       */
+      const digest = new ContentDigest(false);
+      const setRead = (w: KindWatch, key: string, next: { rv: string; read: YamlFileRead }): void => {
+        const before = w.reads.get(key);
+        if (before !== undefined) for (const r of before.read.resources) digest.remove(r);
+        for (const r of next.read.resources) digest.add(r);
+        w.reads.set(key, next);
+      };
+
+      /**
+       * Every object through the file reader, each read once per resourceVersion; then the state
+       * assembled in one synchronous step, so that it and its revision are of the same reads. An
+       * object that came while others were read is left to the next state (its watch event
+       * scheduled one).
+       */
       const build = async (): Promise<{
         resources: ConfigResource[];
         errors: MeshmuxError[];
         warnings: MeshmuxError[];
+        revision: string;
       }> => {
+        for (const w of watches) {
+          for (const [key, object] of w.objects) {
+            const rv = object.metadata?.resourceVersion ?? '';
+            if (w.reads.get(key)?.rv === rv) continue;
+            const bytes = new TextEncoder().encode(JSON.stringify(configDocument(object)));
+            const read = await readYamlBytes({
+              file: `${server}/${w.kind.kind}/${key}`,
+              size: bytes.length,
+              bytes,
+              maxFileBytes: MAX_OBJECT_BYTES,
+              defaultNamespace: options.defaultNamespace,
+              createTimeFor: () => ({ seconds: Math.floor(clock.now() / 1000), nanos: 0 }),
+            });
+            setRead(w, key, { rv, read });
+          }
+        }
         const resources: ConfigResource[] = [];
         const errors: MeshmuxError[] = [];
         const warnings: MeshmuxError[] = [];
         for (const w of watches) {
-          for (const [key, object] of w.objects) {
-            const rv = object.metadata?.resourceVersion ?? '';
-            let cached = w.reads.get(key);
-            if (cached?.rv !== rv) {
-              const bytes = new TextEncoder().encode(JSON.stringify(configDocument(object)));
-              const read = await readYamlBytes({
-                file: `${server}/${w.kind.kind}/${key}`,
-                size: bytes.length,
-                bytes,
-                maxFileBytes: MAX_OBJECT_BYTES,
-                defaultNamespace: options.defaultNamespace,
-                createTimeFor: () => ({ seconds: Math.floor(clock.now() / 1000), nanos: 0 }),
-              });
-              cached = { rv, read };
-              w.reads.set(key, cached);
-            }
+          let found = 0;
+          for (const key of w.objects.keys()) {
+            const cached = w.reads.get(key);
+            if (cached === undefined) continue;
+            found++;
             appendAll(resources, cached.read.resources);
             appendAll(errors, cached.read.errors);
             appendAll(warnings, cached.read.warnings);
           }
           // Reads of objects since deleted: looked for only when there are some.
-          if (w.reads.size > w.objects.size)
-            for (const key of w.reads.keys()) if (!w.objects.has(key)) w.reads.delete(key);
+          if (found < w.reads.size) {
+            for (const [key, cached] of w.reads) {
+              if (w.objects.has(key)) continue;
+              for (const r of cached.read.resources) digest.remove(r);
+              w.reads.delete(key);
+            }
+          }
         }
-        return { resources, errors, warnings };
+        return { resources, errors, warnings, revision: digest.version() };
       };
 
       const run = async (): Promise<void> => {
