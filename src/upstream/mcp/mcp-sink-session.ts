@@ -1,11 +1,11 @@
 import { MeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { ConfigResource } from '../../core/resource.js';
-import { messageType } from '../../schema/proto-root.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
 import type { McpResourceReader } from '../mcp-resource-reader.js';
 import type { SubscriptionState } from '../streaming/subscription-state.js';
-import { plainBytes, readTopLevelFields, salvageString } from '../../wire/wire-fields.js';
+import { readTopLevelFields, salvageString } from '../../wire/wire-fields.js';
+import { readResourcesMessage, type ResourcesMessage } from './resources-message.js';
 import {
   encodeRequestResources,
   type NodeFields,
@@ -16,18 +16,6 @@ import {
 const INVALID_ARGUMENT = 3;
 /** `google.rpc.Code.UNIMPLEMENTED`: a collection not asked for, as Galley-era sinks answer it. */
 const UNIMPLEMENTED = 12;
-
-const RESOURCES = messageType('istio.mcp.v1alpha1.Resources');
-/** `Resources.resources`: read raw, so each object is decoded on its own and a bad one stays alone. */
-const RESOURCES_FIELD = 3;
-
-interface ResourcesMessage {
-  system_version_info: string;
-  collection: string;
-  removed_resources: string[];
-  nonce: string;
-  incremental: boolean;
-}
 
 /** `istio.mcp.v1alpha1.SinkNode`: who meshmux says it is to a Galley. */
 export interface SinkNode {
@@ -78,10 +66,7 @@ export class McpSinkSession {
   message(bytes: Uint8Array, send: (message: Uint8Array) => void): void {
     let resources: ResourcesMessage;
     try {
-      resources = RESOURCES.toObject(RESOURCES.decode(plainBytes(bytes)), {
-        defaults: true,
-        arrays: true,
-      }) as ResourcesMessage;
+      resources = readResourcesMessage(bytes);
     } catch (err) {
       this.undecodable(bytes, err, send);
       return;
@@ -101,14 +86,14 @@ export class McpSinkSession {
       ? new Map(this.ctx.state.resourcesOf(collection))
       : new Map<string, ConfigResource>();
     const update = new ChannelUpdateBuilder(where, base);
-    if (incremental) for (const name of resources.removed_resources) update.remove(this.fullName(name));
+    if (incremental) for (const name of resources.removedResources) update.remove(this.fullName(name));
     const lookUp = this.ctx.reader.remembers(kind);
-    for (const field of readTopLevelFields(bytes).fields) {
-      if (field.field === RESOURCES_FIELD && field.bytes !== undefined) {
-        update.add(this.ctx.reader.read(kind, field.bytes, where, lookUp));
-      }
+    const entries = resources.resources;
+    for (let i = 0; i < entries.length; i += 2) {
+      const entry = bytes.subarray(entries[i], entries[i + 1]);
+      update.add(this.ctx.reader.read(kind, entry, where, lookUp));
     }
-    const kept = this.ctx.state.apply(collection, update.build(resources.system_version_info));
+    const kept = this.ctx.state.apply(collection, update.build(resources.systemVersionInfo));
     if (update.dropped === 0) {
       send(
         this.encode({
