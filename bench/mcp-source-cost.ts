@@ -1,0 +1,85 @@
+/**
+ * CPU of a Galley-era MCP source (`type: mcp`) holding many objects, the source alone (no merge,
+ * no ADS):
+ *
+ *   npm run build && node dist/bench/mcp-source-cost.js [--objects 50000] [--changes 10]
+ *
+ * A fake Galley serves `--objects` ServiceEntries in full states; then states with one object
+ * changed each, encoded before they are timed, are written to the source's stream one at a time.
+ * Printed: per state, the time from the write to the source's snapshot that carries it, and the
+ * process's CPU over it (the Galley's write of the bytes included, not its encoding). Prints
+ * figures; asserts nothing.
+ */
+import { performance } from 'node:perf_hooks';
+import { McpSource } from '../src/upstream/mcp/mcp-source.js';
+import { FakeGalley } from '../test/support/fake-galley.js';
+import { encodeMcpResource, fakeServiceEntry, kindNamed } from '../test/support/fake-objects.js';
+import { galleyResources } from '../test/support/faulty-responses.js';
+import { SourceEventRecorder } from '../test/support/source-event-recorder.js';
+import { option } from './in-process.js';
+
+const OBJECTS = Number(option('objects', '50000'));
+const CHANGES = Number(option('changes', '10'));
+const SE = kindNamed('ServiceEntry');
+const COLLECTION = SE.legacyCollection as string;
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
+function cpuMs(from: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(from);
+  return (used.user + used.system) / 1000;
+}
+
+async function main(): Promise<void> {
+  const objects = Array.from({ length: OBJECTS }, (_, i) =>
+    fakeServiceEntry(`svc-${i}`, `svc-${i}.example.com`),
+  );
+  const galley = await FakeGalley.start({ collections: [COLLECTION] });
+  galley.set('ServiceEntry', objects);
+  const encoded = objects.map((o) => encodeMcpResource(SE, o, { createTime: { seconds: 1, nanos: 0 } }));
+  const recorder = new SourceEventRecorder(
+    new McpSource({ name: 'galley', namespace: 'default', address: galley.address, kinds: ['ServiceEntry'] })
+      .events$,
+  );
+  try {
+    let t = performance.now();
+    await recorder.status('synced');
+    console.log(`${OBJECTS} ServiceEntries: first full state in ${(performance.now() - t).toFixed(0)} ms`);
+    // The same objects written as the timed states write them, so that only the changes are new.
+    let from = recorder.count;
+    galley.sendRaw(galleyResources(COLLECTION, encoded, 'base'));
+    await recorder.snapshot(from);
+    const ms: number[] = [];
+    const cpu: number[] = [];
+    for (let c = 0; c < CHANGES; c++) {
+      const at = (c * 4099) % OBJECTS;
+      encoded[at] = encodeMcpResource(SE, fakeServiceEntry(`svc-${at}`, `changed-${c}.example.com`), {
+        createTime: { seconds: 1, nanos: 0 },
+      });
+      const state = galleyResources(COLLECTION, encoded, `change-${c}`);
+      from = recorder.count;
+      const usage = process.cpuUsage();
+      t = performance.now();
+      galley.sendRaw(state);
+      const snapshot = await recorder.snapshot(from);
+      ms.push(performance.now() - t);
+      cpu.push(cpuMs(usage));
+      const changed = [...snapshot.resources].find((r) => r.name === `svc-${at}`);
+      if (changed === undefined || !Buffer.from(changed.body).includes(`changed-${c}.example.com`)) {
+        throw new Error(`the snapshot after change ${c} does not carry it`);
+      }
+    }
+    console.log(
+      `one object changed in a full state: ${median(ms).toFixed(1)} ms p50 to the source's snapshot, ` +
+        `${median(cpu).toFixed(1)} ms of CPU p50 (${CHANGES} changes: ${ms.map((m) => m.toFixed(0)).join(', ')} ms)`,
+    );
+  } finally {
+    recorder.close();
+    await galley.stop();
+  }
+}
+
+await main();
