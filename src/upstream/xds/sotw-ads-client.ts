@@ -1,9 +1,8 @@
 import { MeshmuxError } from '../../core/errors.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
+import { channelPatchOf } from '../streaming/channel-patch.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
 import type { ReadResult } from '../mcp-resource-reader.js';
-import type { ChannelPatch } from '../streaming/subscription-state.js';
-import type { ConfigResource } from '../../core/resource.js';
 import { ResponseLayout, type ResponseSplice } from './discovery-response.js';
 import { ResentResponseMatcher, type ResponseHead } from './resent-response-matcher.js';
 import type { MessageMatcher } from '../streaming/grpc-message-reader.js';
@@ -212,7 +211,7 @@ export class SotwAdsClient implements StreamHandlers {
 
     // Applied as a change of the last state when that state was this response's predecessor taken
     // whole and the changed entries are plain good objects: nothing else to re-judge.
-    const patch = before?.whole === true ? patchOf(removed, middle, sameAs) : undefined;
+    const patch = before?.whole === true ? channelPatchOf(removed, middle, sameAs) : undefined;
     if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, version)) {
       this.keep(stream, before, { layout, results, whole: true, wrongTypes: 0 }, resent);
       this.forgetGone(typeUrl, removed);
@@ -417,38 +416,4 @@ function countWrongTypes(results: readonly ReadResult[], upTo: number): number {
   let n = 0;
   for (let i = 0; i < upTo; i++) if (WRONG_TYPE_RESULTS.has(results[i] as ReadResult)) n++;
   return n;
-}
-
-/**
- * The change from the last state to this one, when it is made of plain good objects only (no
- * drop, no warning, no name twice among them): what was removed or replaced, by name, and the
- * objects newly read. Undefined when the response must be judged whole.
- */
-function patchOf(
-  removed: readonly ReadResult[],
-  middle: readonly ReadResult[],
-  sameAs: Int32Array,
-): ChannelPatch | undefined {
-  const upserted = new Map<string, ConfigResource>();
-  for (let k = 0; k < middle.length; k++) {
-    const result = middle[k] as ReadResult;
-    if (!result.ok) return undefined;
-    // Re-sent as it was: already served.
-    if ((sameAs[k] as number) >= 0) continue;
-    if (
-      result.unknownEnvelopeFields.length > 0 ||
-      result.unknownBodyFields.length > 0 ||
-      (result.warnings !== undefined && result.warnings.length > 0) ||
-      upserted.has(result.name)
-    ) {
-      return undefined;
-    }
-    upserted.set(result.name, result.resource);
-  }
-  const names: string[] = [];
-  for (const result of removed) {
-    if (!result.ok) return undefined;
-    names.push(result.name);
-  }
-  return { removed: names, upserted };
 }
