@@ -192,6 +192,18 @@ export class McpResourceReader {
   }
 
   /**
+   * Whether `bytes` are, byte for byte, the envelope `result` was read from by this reader: the
+   * same object sent again, to be taken as `result` without a look-up. False for anything else.
+   */
+  readsAs(result: ReadResult, bytes: Uint8Array): boolean {
+    const kept = result as Partial<KeptRead>;
+    if (kept.cacheKind === undefined) return false;
+    const size =
+      kept.raw !== undefined ? kept.raw.byteLength : (kept.envelopeEnd ?? 0) - (kept.envelopeAt ?? 0);
+    return size === bytes.byteLength && sameBytes(envelopeOf(kept as KeptRead), bytes);
+  }
+
+  /**
    * Stops remembering `result` (an object the upstream's full state no longer holds), so its
    * bytes and resource are not kept for a comeback that may never happen. Does nothing when the
    * reader has since read a newer version of the object under the same name.

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceEvent, SourceStatusEvent } from '../../src/core/source-event.js';
+import { McpResourceReader } from '../../src/upstream/mcp-resource-reader.js';
 import { McpSinkSource } from '../../src/upstream/mcp/mcp-sink-source.js';
 import { McpSource } from '../../src/upstream/mcp/mcp-source.js';
 import type { McpSourceOptions } from '../../src/upstream/mcp/mcp-source-options.js';
@@ -32,6 +34,19 @@ function galleySource(address: string, extra: Partial<McpSourceOptions> = {}): M
     reconnect: { initialDelay: 50, maxDelay: 400 },
     ...extra,
   });
+}
+
+/** The objects of `kind` the last snapshot that carries it served, by `namespace/name`. */
+function servedOf(events: readonly SourceEvent[], kind: string): Map<string, ConfigResource> {
+  let out = new Map<string, ConfigResource>();
+  for (const e of events) {
+    if (e.type === 'snapshot' && (e.kinds?.has(kind) ?? true)) {
+      out = new Map(
+        [...e.resources].filter((r) => r.kind === kind).map((r) => [`${r.namespace}/${r.name}`, r]),
+      );
+    }
+  }
+  return out;
 }
 
 function names(events: readonly SourceEvent[], kind: string): string[] {
@@ -89,6 +104,78 @@ describe('mcp source against a legacy Galley', () => {
       galley.set('VirtualService', [vs('ratings'), vs('details')]).push();
       await recorder.snapshot(from);
       assert.deepEqual(names(recorder.events, VS), ['shop/details', 'shop/ratings']);
+    } finally {
+      recorder.close();
+      await galley.stop();
+    }
+  });
+
+  it('reads only the objects a full state changed, and keeps the instances of the others', async () => {
+    const galley = await FakeGalley.start({ collections: [VS_COLLECTION, SE_COLLECTION] });
+    const many = Array.from({ length: 300 }, (_, i) => vs(`route-${String(i).padStart(3, '0')}`));
+    galley.set('VirtualService', many);
+    const recorder = new SourceEventRecorder(galleySource(galley.address).events$);
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, unbound
+    const read = McpResourceReader.prototype.read;
+    let reads = 0;
+    try {
+      await recorder.status('synced');
+      const first = servedOf(recorder.events, VS);
+      McpResourceReader.prototype.read = function (this: McpResourceReader, ...args) {
+        reads++;
+        return read.apply(this, args);
+      };
+      // One object changed, one removed, one added, the rest sent again in their order.
+      const next = [...many];
+      next[10] = vs('route-010', 'elsewhere');
+      next.splice(200, 1);
+      next.push(vs('route-new'));
+      const from = recorder.count;
+      galley.set('VirtualService', next).push();
+      await recorder.snapshot(from);
+      assert.equal(reads, 2, 'the changed object and the new one');
+      const now = servedOf(recorder.events, VS);
+      assert.deepEqual([...now.keys()].sort(), next.map((o) => `shop/${o.name}`).sort());
+      assert.notEqual(now.get('shop/route-010'), first.get('shop/route-010'));
+      assert.ok(
+        [...now].every(
+          ([key, r]) => key === 'shop/route-010' || key === 'shop/route-new' || r === first.get(key),
+        ),
+        'every other object is the instance served before',
+      );
+      // The same objects in another order: found through the reader's memory, nothing changes.
+      const acked = (): number =>
+        galley.requests.filter(
+          (r) => r.collection === VS_COLLECTION && r.nonce !== '' && r.errorDetail === null,
+        ).length;
+      await galley.waitFor(() => acked() === 2, 5_000, 'the ACK of the changed state');
+      galley.set('VirtualService', [...next].reverse()).push();
+      await galley.waitFor(() => acked() === 3, 5_000, 'the ACK of the reordered state');
+      assert.deepEqual(servedOf(recorder.events, VS), now);
+    } finally {
+      McpResourceReader.prototype.read = read;
+      recorder.close();
+      await galley.stop();
+    }
+  });
+
+  it('judges a full state whole after one that was not applied whole', async () => {
+    const galley = await FakeGalley.start({ collections: [VS_COLLECTION, SE_COLLECTION] });
+    galley.set('VirtualService', [
+      vs('reviews'),
+      vs('ratings'),
+      { ...vs('broken'), rawBody: Uint8Array.of(0xff) },
+    ]);
+    const recorder = new SourceEventRecorder(galleySource(galley.address).events$);
+    try {
+      await recorder.status('synced');
+      assert.deepEqual(names(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
+      const from = recorder.count;
+      galley.set('VirtualService', [vs('reviews'), vs('ratings', 'moved'), vs('broken')]).push();
+      await recorder.snapshot(from);
+      assert.deepEqual(names(recorder.events, VS), ['shop/broken', 'shop/ratings', 'shop/reviews']);
+      const ratings = servedOf(recorder.events, VS).get('shop/ratings');
+      assert.ok(ratings !== undefined && Buffer.from(ratings.body).includes('moved'));
     } finally {
       recorder.close();
       await galley.stop();

@@ -2,8 +2,10 @@ import { MeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { ConfigResource } from '../../core/resource.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
-import type { McpResourceReader } from '../mcp-resource-reader.js';
-import type { SubscriptionState } from '../streaming/subscription-state.js';
+import type { McpResourceReader, ReadResult } from '../mcp-resource-reader.js';
+import type { KindDescriptor } from '../../schema/kinds.js';
+import { channelPatchOf } from '../streaming/channel-patch.js';
+import type { ChannelPatch, SubscriptionState } from '../streaming/subscription-state.js';
 import { readTopLevelFields, salvageString } from '../../wire/wire-fields.js';
 import { readResourcesMessage, type ResourcesMessage } from './resources-message.js';
 import {
@@ -16,6 +18,16 @@ import {
 const INVALID_ARGUMENT = 3;
 /** `google.rpc.Code.UNIMPLEMENTED`: a collection not asked for, as Galley-era sinks answer it. */
 const UNIMPLEMENTED = 12;
+
+/** A full state as last read for one collection. */
+interface PreviousState {
+  /** What each entry was read as, by position. */
+  readonly results: readonly ReadResult[];
+  /** Applied as it was: not refused, nothing dropped, no warnings (the state holds exactly `results`). */
+  readonly whole: boolean;
+}
+
+const NO_RESULTS: readonly ReadResult[] = [];
 
 /** `istio.mcp.v1alpha1.SinkNode`: who meshmux says it is to a Galley. */
 export interface SinkNode {
@@ -49,6 +61,11 @@ export interface McpSinkSessionContext {
  */
 export class McpSinkSession {
   private readonly node: NodeFields;
+  /**
+   * Per collection, its last full state as read, while no incremental answer followed it: the
+   * next full state is read in step with it (an upstream lists its objects in a stable order).
+   */
+  private readonly previous = new Map<string, PreviousState>();
 
   constructor(private readonly ctx: McpSinkSessionContext) {
     this.node = { id: ctx.sinkNode.id ?? '', metadata: { ...ctx.sinkNode.annotations } };
@@ -82,19 +99,8 @@ export class McpSinkSession {
     this.ctx.onAnswer();
     const where = `${this.ctx.describe} ${collection}`;
     const incremental = resources.incremental && this.ctx.state.answered(collection);
-    const base = incremental
-      ? new Map(this.ctx.state.resourcesOf(collection))
-      : new Map<string, ConfigResource>();
-    const update = new ChannelUpdateBuilder(where, base);
-    if (incremental) for (const name of resources.removedResources) update.remove(this.fullName(name));
-    const lookUp = this.ctx.reader.remembers(kind);
-    const entries = resources.resources;
-    for (let i = 0; i < entries.length; i += 2) {
-      const entry = bytes.subarray(entries[i], entries[i + 1]);
-      update.add(this.ctx.reader.read(kind, entry, where, lookUp));
-    }
-    const kept = this.ctx.state.apply(collection, update.build(resources.systemVersionInfo));
-    if (update.dropped === 0) {
+    const version = resources.systemVersionInfo;
+    const ack = (): void =>
       send(
         this.encode({
           sinkNode: this.node,
@@ -103,11 +109,89 @@ export class McpSinkSession {
           incremental: this.ctx.incremental,
         }),
       );
+    const before = this.previous.get(collection);
+    // An incremental answer changes the state without a full list of what it holds.
+    this.previous.delete(collection);
+    let results: ReadResult[] | undefined;
+    if (!incremental) {
+      const read = this.readFullState(kind, bytes, resources.resources, where, before);
+      results = read.results;
+      if (read.patch !== undefined && this.ctx.state.applyPatch(collection, read.patch, version)) {
+        this.previous.set(collection, { results, whole: true });
+        ack();
+        return;
+      }
+    }
+    const base = incremental
+      ? new Map(this.ctx.state.resourcesOf(collection))
+      : new Map<string, ConfigResource>();
+    const update = new ChannelUpdateBuilder(where, base);
+    if (incremental) for (const name of resources.removedResources) update.remove(this.fullName(name));
+    if (results !== undefined) for (const result of results) update.add(result);
+    else {
+      const lookUp = this.ctx.reader.remembers(kind);
+      const entries = resources.resources;
+      for (let i = 0; i < entries.length; i += 2) {
+        update.add(this.ctx.reader.read(kind, bytes.subarray(entries[i], entries[i + 1]), where, lookUp));
+      }
+    }
+    const built = update.build(version);
+    const kept = this.ctx.state.apply(collection, built);
+    if (results !== undefined) {
+      const whole = built.refused === undefined && update.dropped === 0 && built.warnings.length === 0;
+      this.previous.set(collection, { results, whole });
+    }
+    if (update.dropped === 0) {
+      ack();
       return;
     }
     const detail = update.nackMessage();
     this.ctx.log.warn({ collection, dropped: update.dropped, kept, refused: update.refused }, detail);
     send(this.nack(collection, nonce, INVALID_ARGUMENT, detail));
+  }
+
+  /**
+   * Reads a full state's entries (`entries`: where each lies in `bytes`), walking the last full
+   * state's results in step: an entry whose bytes are those the result at the walk's place (or
+   * the next one, past an object removed or replaced) was read from is taken as that result
+   * without a look-up; any other is read. With `before` applied whole, also the patch from it:
+   * undefined when the state must be judged whole (see `channelPatchOf`).
+   */
+  private readFullState(
+    kind: KindDescriptor,
+    bytes: Uint8Array,
+    entries: readonly number[],
+    where: string,
+    before: PreviousState | undefined,
+  ): { results: ReadResult[]; patch: ChannelPatch | undefined } {
+    const reader = this.ctx.reader;
+    const lookUp = reader.remembers(kind);
+    const count = entries.length / 2;
+    const results = new Array<ReadResult>(count);
+    const last = before?.results ?? NO_RESULTS;
+    const reused = new Uint8Array(last.length);
+    const sameAs = new Int32Array(count);
+    let cursor = 0;
+    for (let i = 0; i < count; i++) {
+      const entry = bytes.subarray(entries[2 * i], entries[2 * i + 1]);
+      let same = -1;
+      for (let j = cursor; j < cursor + 2 && j < last.length; j++) {
+        if (reader.readsAs(last[j] as ReadResult, entry)) {
+          same = j;
+          cursor = j + 1;
+          break;
+        }
+      }
+      sameAs[i] = same;
+      if (same >= 0) {
+        reused[same] = 1;
+        results[i] = last[same] as ReadResult;
+      } else results[i] = reader.read(kind, entry, where, lookUp);
+    }
+    if (before?.whole !== true) return { results, patch: undefined };
+    const removed: ReadResult[] = [];
+    for (let j = 0; j < last.length; j++) if (reused[j] === 0) removed.push(last[j] as ReadResult);
+    return { results, patch: channelPatchOf(removed, results, sameAs) };
   }
 
   private undecodable(bytes: Uint8Array, err: unknown, send: (message: Uint8Array) => void): void {
