@@ -424,6 +424,18 @@ describe('building again as registrations change', () => {
     assert.equal(alone.resources[0]?.annotations['meshmux.io/dubbo-interface'], 'com.a.Bar_Svc');
   });
 
+  it('gives a host back when its service leaves: one coming back with a newcomer has no claim to it', () => {
+    const b = builder();
+    const leaving = { iface: 'com.a.Bar_Svc', ip: '10.0.0.1' };
+    const other = { iface: 'com.c.Svc', ip: '10.0.0.3' };
+    b.build(registry([leaving, other]));
+    b.build(registry([other]));
+    // Both now claim the host; the one listed first takes it, as any two newcomers.
+    const result = b.build(registry([leaving, { iface: 'com.a.Bar-Svc', ip: '10.0.0.2' }, other]));
+    assert.equal(result.errors.length, 1);
+    assert.equal(result.resources[0]?.annotations['meshmux.io/dubbo-interface'], 'com.a.Bar-Svc');
+  });
+
   it('gives an object that was gone and comes back a new creation time', () => {
     const b = builder();
     const a = { iface: 'com.a.Svc', ip: '10.0.0.1' };

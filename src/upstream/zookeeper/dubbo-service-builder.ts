@@ -169,6 +169,9 @@ export class DubboServiceBuilder {
    * longer, and the next settling may give the host to another claimant.)
    */
   private settled = true;
+  /** How many claims make each host, and each name: see {@link ClaimChanges}. */
+  private readonly hostClaims = new Map<string, number>();
+  private readonly nameClaims = new Map<string, number>();
   /**
    * Of the objects the interfaces' outputs hold (before WorkloadEntry names are checked), by name
    * and version: their creation times are this builder's clock's.
@@ -182,30 +185,33 @@ export class DubboServiceBuilder {
 
   /** Builds the full state for `registry`. */
   build(registry: RegistryProviders): DubboBuildResult {
-    let claimsChanged = false;
-    let sameSet = registry.size === this.interfaces.size;
+    const claims = new ClaimChanges(this.hostClaims, this.nameClaims);
+    const came: string[] = [];
     /** Outputs replaced or dropped this build: their objects' creation times may go. */
     const replaced: InterfaceOutput[] = [];
     registry.forEach((parses, iface) => {
       const before = this.interfaces.get(iface);
-      if (before === undefined) sameSet = false;
+      if (before === undefined) came.push(iface);
       else if (before.parses === parses) return;
       const next = this.interfaceBuild(iface, parses, before);
-      if (!sameClaims(before?.claims ?? NO_CLAIMS, next.claims)) claimsChanged = true;
+      claims.replace(before?.claims ?? NO_CLAIMS, next.claims);
       this.interfaces.set(iface, next);
       if (before?.output !== undefined) replaced.push(before.output);
     });
-    if (!sameSet) {
+    const gone: string[] = [];
+    if (registry.size !== this.interfaces.size) {
       for (const [iface, before] of this.interfaces) {
         if (registry.has(iface)) continue;
         this.interfaces.delete(iface);
-        if (before.claims.length > 0) claimsChanged = true;
+        gone.push(iface);
+        claims.replace(before.claims, NO_CLAIMS);
         if (before.output !== undefined) replaced.push(before.output);
       }
-      this.sorted = [...registry.keys()].sort();
     }
+    if (came.length > 0 || gone.length > 0) this.sorted = resorted(this.sorted, came, gone);
     const interfaces = this.sorted.map((iface) => this.interfaces.get(iface) as InterfaceBuild);
-    if (claimsChanged || !this.settled) this.settle(interfaces);
+    if (!this.settled || (claims.changed && !claims.alone())) this.settle(interfaces);
+    else if (claims.changed) this.claimAlone(claims);
 
     const errors: MeshmuxError[] = [];
     const warnings: MeshmuxError[] = [];
@@ -421,6 +427,23 @@ export class DubboServiceBuilder {
   }
 
   /**
+   * Takes claims that came or went when none of them shares its host or name with another claim,
+   * before or after: each that came wins its host and name, each that went gives them up, and no
+   * other claim's outcome can change (the owners stood where the last settling left them), so
+   * the services left out and the errors saying so stay as they were.
+   */
+  private claimAlone(claims: ClaimChanges): void {
+    for (const c of claims.went) {
+      if (this.hostOwners.get(c.host) === c.service.key) this.hostOwners.delete(c.host);
+      if (this.nameOwners.get(c.name) === c.service.key) this.nameOwners.delete(c.name);
+    }
+    for (const c of claims.came) {
+      this.hostOwners.set(c.host, c.service.key);
+      this.nameOwners.set(c.name, c.service.key);
+    }
+  }
+
+  /**
    * The objects of `entry`'s services that won their host and name, reusing the services of
    * `built` (its last output) still built from the same registrations.
    */
@@ -601,6 +624,85 @@ function builtFrom(built: CachedService, claim: Claim): boolean {
 }
 
 const NO_CLAIMS: readonly Claim[] = [];
+
+/**
+ * The claims of the interfaces a build made again, as they went and came, with the count of
+ * claims per host and per name (kept by the builder) brought up to date.
+ */
+class ClaimChanges {
+  readonly went: Claim[] = [];
+  readonly came: Claim[] = [];
+  /** A claim that went shared its host or name with another claim. */
+  private shared = false;
+
+  constructor(
+    private readonly hosts: Map<string, number>,
+    private readonly names: Map<string, number>,
+  ) {}
+
+  /** Whether any claim went or came (an interface's claims other than they were). */
+  get changed(): boolean {
+    return this.went.length > 0 || this.came.length > 0;
+  }
+
+  /** An interface's claims `before` replaced by `next`. */
+  replace(before: readonly Claim[], next: readonly Claim[]): void {
+    if (sameClaims(before, next)) return;
+    for (const c of before) {
+      if ((this.hosts.get(c.host) ?? 0) > 1 || (this.names.get(c.name) ?? 0) > 1) this.shared = true;
+      counted(this.hosts, c.host, -1);
+      counted(this.names, c.name, -1);
+      this.went.push(c);
+    }
+    for (const c of next) {
+      counted(this.hosts, c.host, 1);
+      counted(this.names, c.name, 1);
+      this.came.push(c);
+    }
+  }
+
+  /** Whether every claim that went or came was, and is, alone with its host and its name. */
+  alone(): boolean {
+    if (this.shared) return false;
+    for (const c of this.came) {
+      if ((this.hosts.get(c.host) ?? 0) > 1 || (this.names.get(c.name) ?? 0) > 1) return false;
+    }
+    return true;
+  }
+}
+
+function counted(counts: Map<string, number>, key: string, by: 1 | -1): void {
+  const n = (counts.get(key) ?? 0) + by;
+  if (n === 0) counts.delete(key);
+  else counts.set(key, n);
+}
+
+/** `sorted` with the strings of `came` put in their places and those of `gone` taken out. */
+function resorted(sorted: readonly string[], came: readonly string[], gone: readonly string[]): string[] {
+  // A few in and out (an interface registered or left): put in place; many: sorted anew.
+  if (came.length + gone.length > 64) {
+    const left = new Set(gone);
+    const out = sorted.filter((s) => !left.has(s));
+    appendAll(out, came);
+    return out.sort();
+  }
+  const out = [...sorted];
+  for (const s of gone) out.splice(sortedIndex(out, s), 1);
+  for (const s of came) out.splice(sortedIndex(out, s), 0, s);
+  return out;
+}
+
+/** Where `s` is, or would go, in the sorted `list` (the order of `Array.prototype.sort`). */
+function sortedIndex(list: readonly string[], s: string): number {
+  let low = 0;
+  let high = list.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if ((list[middle] as string) < s) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
 
 /** Whether two lists of claims claim the same hosts and names for the same services, in order. */
 function sameClaims(a: readonly Claim[], b: readonly Claim[]): boolean {
