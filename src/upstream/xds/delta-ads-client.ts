@@ -2,6 +2,9 @@ import { MeshmuxError } from '../../core/errors.js';
 import type { ConfigResource } from '../../core/resource.js';
 import { messageType } from '../../schema/proto-root.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
+import { channelPatchOf } from '../streaming/channel-patch.js';
+import type { ChannelPatch } from '../streaming/subscription-state.js';
+import type { ReadResult } from '../mcp-resource-reader.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
 import { plainBytes } from '../../wire/wire-fields.js';
 import { INVALID_ARGUMENT, reportUndecodable, type AdsClientContext } from './ads-client-context.js';
@@ -27,6 +30,43 @@ interface DeltaResponse {
   removed_resource_names: Array<{ name: string }>;
   nonce: string;
 }
+
+/** One resource of a delta response, as read: a result under its key, a refusal, or a removal. */
+type DeltaEntry =
+  | { readonly result: ReadResult; readonly key: string | undefined; readonly rejected?: undefined }
+  | { readonly result?: undefined; readonly rejected: MeshmuxError }
+  | { readonly result?: undefined; readonly rejected?: undefined; readonly removed: string };
+
+/**
+ * A delta response as a patch of the state it changes, when every resource in it is a plain good
+ * object under its own `namespace/name` (see `channelPatchOf`): each upserted key counts as
+ * removed too (the state's object under it, if any, is replaced). Undefined otherwise.
+ */
+function deltaPatch(removals: readonly string[], entries: readonly DeltaEntry[]): ChannelPatch | undefined {
+  const results: ReadResult[] = [];
+  const removed = [...removals];
+  const among: string[] = [];
+  for (const entry of entries) {
+    if (entry.rejected !== undefined) return undefined;
+    if (entry.result === undefined) {
+      among.push(entry.removed);
+      continue;
+    }
+    if (entry.key !== undefined && (!entry.result.ok || entry.key !== entry.result.name)) return undefined;
+    results.push(entry.result);
+  }
+  const patch = channelPatchOf(NO_RESULTS, results, new Int32Array(results.length).fill(-1));
+  if (patch === undefined) return undefined;
+  // A name both upserted and removed among the resources depends on their order: judged whole.
+  for (const name of among) {
+    if (patch.upserted.has(name)) return undefined;
+    removed.push(name);
+  }
+  for (const key of patch.upserted.keys()) removed.push(key);
+  return { removed, upserted: patch.upserted };
+}
+
+const NO_RESULTS: readonly ReadResult[] = [];
 
 /**
  * The delta side of an `xds` source (`delta: true`), for upstreams that serve
@@ -76,44 +116,53 @@ export class DeltaAdsClient implements StreamHandlers {
     }
     const where = `${this.ctx.describe} ${typeUrl}`;
     // The first answer on a stream is the whole state; after it, changes to what the type holds.
-    const base = this.ctx.state.answered(typeUrl)
-      ? new Map(this.ctx.state.resourcesOf(typeUrl))
-      : new Map<string, ConfigResource>();
-    const update = new ChannelUpdateBuilder(where, base);
-    for (const name of response.removed_resources) update.remove(name);
-    for (const { name } of response.removed_resource_names) update.remove(name);
+    const answered = this.ctx.state.answered(typeUrl);
+    const removals: string[] = [...response.removed_resources];
+    for (const { name } of response.removed_resource_names) removals.push(name);
+    const entries: DeltaEntry[] = [];
     const lookUp = this.ctx.reader.remembers(kind);
     response.resources.forEach((r, i) => {
       const any = r.resource;
       if (any === null) {
-        // A subscribed name the upstream does not have.
-        if (r.name !== '') update.remove(r.name);
+        // A subscribed name the upstream does not have: removed where it stands among the others.
+        if (r.name !== '') entries.push({ removed: r.name });
         return;
       }
       if (any.type_url.endsWith(MCP_RESOURCE_SUFFIX)) {
         const result = this.ctx.reader.read(kind, any.value, where, lookUp);
-        update.add(result, r.name === '' ? undefined : r.name);
+        entries.push({ result, key: r.name === '' ? undefined : r.name });
         return;
       }
       if (any.type_url.slice(any.type_url.lastIndexOf('/') + 1) === kind.bodyType) {
         // Removals name objects as the upstream does: by delta name, or (Nacos) by first host.
         const name = r.name !== '' ? r.name : this.ctx.reader.bareBodyName(kind, any.value);
-        update.add(
-          this.ctx.reader.readBareBody(kind, any.type_url, any.value, name, where),
-          name || undefined,
-        );
+        const result = this.ctx.reader.readBareBody(kind, any.type_url, any.value, name, where);
+        entries.push({ result, key: name || undefined });
         return;
       }
-      update.reject(
-        new MeshmuxError(
+      entries.push({
+        rejected: new MeshmuxError(
           'SCHEMA',
           `resources[${i}] is a ${any.type_url || '(no type)'}, not a ${kind.kind}`,
-          {
-            file: where,
-          },
+          { file: where },
         ),
-      );
+      });
     });
+    // A change of plain good objects under their own names: applied to the state as it stands,
+    // not to a copy of every object the type holds.
+    const patch = answered ? deltaPatch(removals, entries) : undefined;
+    if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, response.system_version_info)) {
+      this.send(stream, { typeUrl, responseNonce: nonce });
+      return;
+    }
+    const base = answered ? new Map(this.ctx.state.resourcesOf(typeUrl)) : new Map<string, ConfigResource>();
+    const update = new ChannelUpdateBuilder(where, base);
+    for (const name of removals) update.remove(name);
+    for (const entry of entries) {
+      if (entry.result !== undefined) update.add(entry.result, entry.key);
+      else if (entry.rejected !== undefined) update.reject(entry.rejected);
+      else update.remove(entry.removed);
+    }
     const kept = this.ctx.state.apply(typeUrl, update.build(response.system_version_info));
     if (update.dropped === 0) {
       this.send(stream, { typeUrl, responseNonce: nonce });

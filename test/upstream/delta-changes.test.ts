@@ -1,0 +1,140 @@
+/**
+ * An `xds` source over delta ADS applies each response after the first as a change of the state it
+ * holds: a few objects changed among many cost those objects, and what a response says is applied
+ * in the order it says it. Against a scripted upstream on 127.0.0.1.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { ConfigResource } from '../../src/core/resource.js';
+import { messageType } from '../../src/schema/proto-root.js';
+import { SubscriptionState } from '../../src/upstream/streaming/subscription-state.js';
+import { XdsSource } from '../../src/upstream/xds/xds-source.js';
+import { fakeServiceEntry, kindNamed, type FakeObject } from '../support/fake-objects.js';
+import { mcpAny } from '../support/faulty-responses.js';
+import { foldSourceEvents } from '../support/folded-source-state.js';
+import { ScriptedDeltaUpstream } from '../support/scripted-delta-upstream.js';
+import { SourceEventRecorder } from '../support/source-event-recorder.js';
+
+const SE = 'networking.istio.io/ServiceEntry';
+const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
+const SE_KIND = kindNamed('ServiceEntry');
+const DELTA_RESPONSE = messageType('envoy.service.discovery.v3.DeltaDiscoveryResponse');
+
+/** A delta response; a resource given as a name alone is one the upstream does not have. */
+function response(
+  resources: ReadonlyArray<FakeObject | string>,
+  nonce: string,
+  removed: readonly string[] = [],
+): Uint8Array {
+  return DELTA_RESPONSE.encode(
+    DELTA_RESPONSE.fromObject({
+      type_url: SE_V1,
+      system_version_info: nonce,
+      nonce,
+      removed_resources: removed,
+      resources: resources.map((r) => {
+        if (typeof r === 'string') return { name: r, version: nonce };
+        const any = mcpAny(SE_KIND, r);
+        return {
+          name: `${r.namespace}/${r.name}`,
+          version: nonce,
+          resource: { type_url: any.typeUrl, value: any.value },
+        };
+      }),
+    }),
+  ).finish();
+}
+
+async function started(): Promise<{ upstream: ScriptedDeltaUpstream; recorder: SourceEventRecorder }> {
+  const upstream = await ScriptedDeltaUpstream.start();
+  const recorder = new SourceEventRecorder(
+    new XdsSource({
+      name: 'central',
+      namespace: 'default',
+      address: upstream.address,
+      delta: true,
+      kinds: ['ServiceEntry'],
+      apiVersions: 'current',
+      reconnect: { initialDelay: 50, maxDelay: 400 },
+    }).events$,
+  );
+  await upstream.waitFor(() => upstream.requests.some((r) => r.typeUrl === SE_V1), 5_000, 'the subscription');
+  return { upstream, recorder };
+}
+
+const served = (recorder: SourceEventRecorder): Map<string, ConfigResource> =>
+  foldSourceEvents(recorder.events).get(SE) ?? new Map<string, ConfigResource>();
+
+describe('a delta xds source applying changes', () => {
+  it('applies a change of a few objects to the state it holds, not to a copy of every object', async () => {
+    const { upstream, recorder } = await started();
+    const objects = Array.from({ length: 300 }, (_, i) =>
+      fakeServiceEntry(`svc-${i}`, `svc-${i}.example.com`),
+    );
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, unbound
+    const apply = SubscriptionState.prototype.apply;
+    let whole = 0;
+    try {
+      upstream.send(response(objects, 'first'));
+      await recorder.status('synced');
+      const first = served(recorder);
+      assert.equal(first.size, 300);
+      SubscriptionState.prototype.apply = function (this: SubscriptionState, ...args) {
+        whole++;
+        return apply.apply(this, args);
+      };
+      const from = recorder.count;
+      upstream.send(
+        response(
+          [fakeServiceEntry('svc-7', 'moved.example.com'), fakeServiceEntry('svc-new', 'new.example.com')],
+          'change',
+          ['payments/svc-9'],
+        ),
+      );
+      await recorder.snapshot(from);
+      assert.equal(whole, 0, 'no state built anew');
+      const now = served(recorder);
+      assert.equal(now.size, 300);
+      assert.ok(!now.has('payments/svc-9') && now.has('payments/svc-new'));
+      assert.notEqual(now.get('payments/svc-7'), first.get('payments/svc-7'));
+      assert.ok(
+        [...now].every(
+          ([key, r]) => ['payments/svc-7', 'payments/svc-new'].includes(key) || r === first.get(key),
+        ),
+        'every other object is the instance served before',
+      );
+      await upstream.waitFor(() => upstream.requests.some((r) => r.nonce === 'change'), 5_000, 'the ACK');
+      assert.equal(upstream.requests.find((r) => r.nonce === 'change')?.errorDetail, null);
+    } finally {
+      SubscriptionState.prototype.apply = apply;
+      recorder.close();
+      upstream.stop();
+    }
+  });
+
+  it('applies what a response says in its order: removed first, then each resource as listed', async () => {
+    const { upstream, recorder } = await started();
+    try {
+      upstream.send(
+        response([fakeServiceEntry('a', 'a.example.com'), fakeServiceEntry('b', 'b.example.com')], 'first'),
+      );
+      await recorder.status('synced');
+      const from = recorder.count;
+      // `b` removed, then sent again: held, as sent. `c` sent, then named as missing: gone.
+      upstream.send(
+        response(
+          [fakeServiceEntry('b', 'b2.example.com'), fakeServiceEntry('c', 'c.example.com'), 'payments/c'],
+          'change',
+          ['payments/b'],
+        ),
+      );
+      await recorder.snapshot(from);
+      const now = served(recorder);
+      assert.deepEqual([...now.keys()].sort(), ['payments/a', 'payments/b']);
+      assert.ok(Buffer.from(now.get('payments/b')?.body ?? []).includes('b2.example.com'));
+    } finally {
+      recorder.close();
+      upstream.stop();
+    }
+  });
+});
