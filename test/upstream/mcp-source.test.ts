@@ -4,6 +4,7 @@ import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceEvent, SourceStatusEvent } from '../../src/core/source-event.js';
 import { McpResourceReader } from '../../src/upstream/mcp-resource-reader.js';
 import { McpSinkSource } from '../../src/upstream/mcp/mcp-sink-source.js';
+import { SubscriptionState } from '../../src/upstream/streaming/subscription-state.js';
 import { McpSource } from '../../src/upstream/mcp/mcp-source.js';
 import type { McpSourceOptions } from '../../src/upstream/mcp/mcp-source-options.js';
 import { FakeGalley } from '../support/fake-galley.js';
@@ -177,6 +178,39 @@ describe('mcp source against a legacy Galley', () => {
       const ratings = servedOf(recorder.events, VS).get('shop/ratings');
       assert.ok(ratings !== undefined && Buffer.from(ratings.body).includes('moved'));
     } finally {
+      recorder.close();
+      await galley.stop();
+    }
+  });
+
+  it('applies an incremental answer to the state it holds, not to a copy of every object', async () => {
+    const galley = await FakeGalley.start({ collections: [VS_COLLECTION, SE_COLLECTION] });
+    const many = Array.from({ length: 200 }, (_, i) => vs(`route-${i}`));
+    galley.set('VirtualService', many);
+    const recorder = new SourceEventRecorder(galleySource(galley.address, { incremental: true }).events$);
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, unbound
+    const apply = SubscriptionState.prototype.apply;
+    let whole = 0;
+    try {
+      await recorder.status('synced');
+      const first = servedOf(recorder.events, VS);
+      SubscriptionState.prototype.apply = function (this: SubscriptionState, ...args) {
+        whole++;
+        return apply.apply(this, args);
+      };
+      const from = recorder.count;
+      galley
+        .set('VirtualService', [...many.slice(1, 150), vs('route-150', 'moved'), ...many.slice(151)])
+        .push();
+      await recorder.snapshot(from);
+      assert.equal(whole, 0, 'no state built anew');
+      const now = servedOf(recorder.events, VS);
+      assert.equal(now.size, 199);
+      assert.ok(!now.has('shop/route-0'));
+      assert.notEqual(now.get('shop/route-150'), first.get('shop/route-150'));
+      assert.equal(now.get('shop/route-151'), first.get('shop/route-151'));
+    } finally {
+      SubscriptionState.prototype.apply = apply;
       recorder.close();
       await galley.stop();
     }

@@ -4,7 +4,7 @@ import type { ConfigResource } from '../../core/resource.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
 import type { McpResourceReader, ReadResult } from '../mcp-resource-reader.js';
 import type { KindDescriptor } from '../../schema/kinds.js';
-import { channelPatchOf } from '../streaming/channel-patch.js';
+import { channelPatchOf, statedPatch } from '../streaming/channel-patch.js';
 import type { ChannelPatch, SubscriptionState } from '../streaming/subscription-state.js';
 import { readTopLevelFields, salvageString } from '../../wire/wire-fields.js';
 import { readResourcesMessage, type ResourcesMessage } from './resources-message.js';
@@ -112,12 +112,26 @@ export class McpSinkSession {
     const before = this.previous.get(collection);
     // An incremental answer changes the state without a full list of what it holds.
     this.previous.delete(collection);
-    let results: ReadResult[] | undefined;
+    let results: ReadResult[];
     if (!incremental) {
       const read = this.readFullState(kind, bytes, resources.resources, where, before);
       results = read.results;
       if (read.patch !== undefined && this.ctx.state.applyPatch(collection, read.patch, version)) {
         this.previous.set(collection, { results, whole: true });
+        ack();
+        return;
+      }
+    } else {
+      const lookUp = this.ctx.reader.remembers(kind);
+      const entries = resources.resources;
+      results = [];
+      for (let i = 0; i < entries.length; i += 2) {
+        results.push(this.ctx.reader.read(kind, bytes.subarray(entries[i], entries[i + 1]), where, lookUp));
+      }
+      // Plain good objects: applied to the state as it stands, not to a copy of every object.
+      const removed = resources.removedResources.map((name) => this.fullName(name));
+      const patch = statedPatch(removed, results);
+      if (patch !== undefined && this.ctx.state.applyPatch(collection, patch, version)) {
         ack();
         return;
       }
@@ -127,17 +141,10 @@ export class McpSinkSession {
       : new Map<string, ConfigResource>();
     const update = new ChannelUpdateBuilder(where, base);
     if (incremental) for (const name of resources.removedResources) update.remove(this.fullName(name));
-    if (results !== undefined) for (const result of results) update.add(result);
-    else {
-      const lookUp = this.ctx.reader.remembers(kind);
-      const entries = resources.resources;
-      for (let i = 0; i < entries.length; i += 2) {
-        update.add(this.ctx.reader.read(kind, bytes.subarray(entries[i], entries[i + 1]), where, lookUp));
-      }
-    }
+    for (const result of results) update.add(result);
     const built = update.build(version);
     const kept = this.ctx.state.apply(collection, built);
-    if (results !== undefined) {
+    if (!incremental) {
       const whole = built.refused === undefined && update.dropped === 0 && built.warnings.length === 0;
       this.previous.set(collection, { results, whole });
     }

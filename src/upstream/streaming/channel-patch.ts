@@ -38,3 +38,20 @@ export function channelPatchOf(
   }
   return { removed: names, upserted };
 }
+
+const NO_RESULTS: readonly ReadResult[] = [];
+
+/**
+ * The change a response states (an incremental one: `removed` keys, then `results` upserted, each
+ * under its own name) as a patch of the state it changes: each upserted key counts as removed too
+ * (the state's object under it, if any, is replaced). Undefined when one of `results` is not a
+ * plain good object (see {@link channelPatchOf}).
+ */
+export function statedPatch(
+  removed: readonly string[],
+  results: readonly ReadResult[],
+): ChannelPatch | undefined {
+  const patch = channelPatchOf(NO_RESULTS, results, new Int32Array(results.length).fill(-1));
+  if (patch === undefined) return undefined;
+  return { removed: [...removed, ...patch.upserted.keys()], upserted: patch.upserted };
+}

@@ -2,7 +2,7 @@ import { MeshmuxError } from '../../core/errors.js';
 import type { ConfigResource } from '../../core/resource.js';
 import { messageType } from '../../schema/proto-root.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
-import { channelPatchOf } from '../streaming/channel-patch.js';
+import { statedPatch } from '../streaming/channel-patch.js';
 import type { ChannelPatch } from '../streaming/subscription-state.js';
 import type { ReadResult } from '../mcp-resource-reader.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
@@ -39,34 +39,27 @@ type DeltaEntry =
 
 /**
  * A delta response as a patch of the state it changes, when every resource in it is a plain good
- * object under its own `namespace/name` (see `channelPatchOf`): each upserted key counts as
- * removed too (the state's object under it, if any, is replaced). Undefined otherwise.
+ * object under its own `namespace/name` (see `statedPatch`). Undefined otherwise, and when a name
+ * is both sent and reported missing among its resources (what stands then depends on their order).
  */
 function deltaPatch(removals: readonly string[], entries: readonly DeltaEntry[]): ChannelPatch | undefined {
   const results: ReadResult[] = [];
   const removed = [...removals];
-  const among: string[] = [];
+  const sent = new Set<string>();
   for (const entry of entries) {
     if (entry.rejected !== undefined) return undefined;
     if (entry.result === undefined) {
-      among.push(entry.removed);
+      if (sent.has(entry.removed)) return undefined;
+      removed.push(entry.removed);
       continue;
     }
-    if (entry.key !== undefined && (!entry.result.ok || entry.key !== entry.result.name)) return undefined;
+    if (!entry.result.ok || (entry.key !== undefined && entry.key !== entry.result.name)) return undefined;
+    // A name reported missing before it is sent is removed, then held: as a patch does it.
+    sent.add(entry.result.name);
     results.push(entry.result);
   }
-  const patch = channelPatchOf(NO_RESULTS, results, new Int32Array(results.length).fill(-1));
-  if (patch === undefined) return undefined;
-  // A name both upserted and removed among the resources depends on their order: judged whole.
-  for (const name of among) {
-    if (patch.upserted.has(name)) return undefined;
-    removed.push(name);
-  }
-  for (const key of patch.upserted.keys()) removed.push(key);
-  return { removed, upserted: patch.upserted };
+  return statedPatch(removed, results);
 }
-
-const NO_RESULTS: readonly ReadResult[] = [];
 
 /**
  * The delta side of an `xds` source (`delta: true`), for upstreams that serve
