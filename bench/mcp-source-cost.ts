@@ -3,14 +3,17 @@
  * no ADS):
  *
  *   npm run build && node dist/bench/mcp-source-cost.js [--objects 50000] [--changes 10]
+ *     [--incremental]
  *
  * A fake Galley serves `--objects` ServiceEntries in full states; then states with one object
  * changed each, encoded before they are timed, are written to the source's stream one at a time.
  * Printed: per state, the time from the write to the source's snapshot that carries it, and the
- * process's CPU over it (the Galley's write of the bytes included, not its encoding). Prints
- * figures; asserts nothing.
+ * process's CPU over it (the Galley's write of the bytes included, not its encoding).
+ * `--incremental`: the source asks for incremental answers, and each change is one, of the changed
+ * object alone. Prints figures; asserts nothing.
  */
 import { performance } from 'node:perf_hooks';
+import protobuf from 'protobufjs';
 import { McpSource } from '../src/upstream/mcp/mcp-source.js';
 import { FakeGalley } from '../test/support/fake-galley.js';
 import { encodeMcpResource, fakeServiceEntry, kindNamed } from '../test/support/fake-objects.js';
@@ -20,8 +23,21 @@ import { option } from './in-process.js';
 
 const OBJECTS = Number(option('objects', '50000'));
 const CHANGES = Number(option('changes', '10'));
+/** The source asks for incremental answers, and each change is one. */
+const INCREMENTAL = process.argv.includes('--incremental');
 const SE = kindNamed('ServiceEntry');
 const COLLECTION = SE.legacyCollection as string;
+
+/** An incremental `Resources` carrying one object. */
+function incrementalResources(resource: Uint8Array, nonce: string): Uint8Array {
+  const w = protobuf.Writer.create();
+  w.uint32((1 << 3) | 2).string(nonce);
+  w.uint32((2 << 3) | 2).string(COLLECTION);
+  w.uint32((3 << 3) | 2).bytes(resource);
+  w.uint32((5 << 3) | 2).string(nonce);
+  w.uint32(6 << 3).bool(true);
+  return w.finish();
+}
 
 function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -41,8 +57,13 @@ async function main(): Promise<void> {
   galley.set('ServiceEntry', objects);
   const encoded = objects.map((o) => encodeMcpResource(SE, o, { createTime: { seconds: 1, nanos: 0 } }));
   const recorder = new SourceEventRecorder(
-    new McpSource({ name: 'galley', namespace: 'default', address: galley.address, kinds: ['ServiceEntry'] })
-      .events$,
+    new McpSource({
+      name: 'galley',
+      namespace: 'default',
+      address: galley.address,
+      kinds: ['ServiceEntry'],
+      incremental: INCREMENTAL,
+    }).events$,
   );
   try {
     let t = performance.now();
@@ -59,7 +80,9 @@ async function main(): Promise<void> {
       encoded[at] = encodeMcpResource(SE, fakeServiceEntry(`svc-${at}`, `changed-${c}.example.com`), {
         createTime: { seconds: 1, nanos: 0 },
       });
-      const state = galleyResources(COLLECTION, encoded, `change-${c}`);
+      const state = INCREMENTAL
+        ? incrementalResources(encoded[at], `change-${c}`)
+        : galleyResources(COLLECTION, encoded, `change-${c}`);
       from = recorder.count;
       const usage = process.cpuUsage();
       t = performance.now();
@@ -73,7 +96,7 @@ async function main(): Promise<void> {
       }
     }
     console.log(
-      `one object changed in a full state: ${median(ms).toFixed(1)} ms p50 to the source's snapshot, ` +
+      `one object changed ${INCREMENTAL ? 'in an incremental answer' : 'in a full state'}: ${median(ms).toFixed(1)} ms p50 to the source's snapshot, ` +
         `${median(cpu).toFixed(1)} ms of CPU p50 (${CHANGES} changes: ${ms.map((m) => m.toFixed(0)).join(', ')} ms)`,
     );
   } finally {
