@@ -10,11 +10,13 @@
  * Prints figures; asserts nothing.
  */
 import { performance } from 'node:perf_hooks';
-import { XdsSource } from '../src/upstream/xds/xds-source.js';
 import { fakeServiceEntry, kindNamed } from '../test/support/fake-objects.js';
 import { mcpAny } from '../test/support/faulty-responses.js';
-import { deltaResponse, ScriptedDeltaUpstream } from '../test/support/scripted-delta-upstream.js';
-import { SourceEventRecorder } from '../test/support/source-event-recorder.js';
+import {
+  deltaResponse,
+  ScriptedDeltaUpstream,
+  subscribedDeltaSource,
+} from '../test/support/scripted-delta-upstream.js';
 import { option } from './in-process.js';
 
 const OBJECTS = Number(option('objects', '50000'));
@@ -29,22 +31,8 @@ function median(values: readonly number[]): number {
 
 async function main(): Promise<void> {
   const upstream = await ScriptedDeltaUpstream.start();
-  const recorder = new SourceEventRecorder(
-    new XdsSource({
-      name: 'central',
-      namespace: 'default',
-      address: upstream.address,
-      delta: true,
-      kinds: ['ServiceEntry'],
-      apiVersions: 'current',
-    }).events$,
-  );
+  const recorder = await subscribedDeltaSource(upstream, 'central', 10_000);
   try {
-    await upstream.waitFor(
-      () => upstream.requests.some((r) => r.typeUrl === SE_V1),
-      10_000,
-      'the subscription',
-    );
     const first = Array.from({ length: OBJECTS }, (_, i) => {
       const object = fakeServiceEntry(`svc-${i}`, `svc-${i}.example.com`);
       return { name: `${object.namespace}/${object.name}`, any: mcpAny(SE, object) };

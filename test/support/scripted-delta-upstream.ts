@@ -5,8 +5,10 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { messageType } from '../../src/schema/proto-root.js';
+import { XdsSource } from '../../src/upstream/xds/xds-source.js';
 import type { RawAny } from './faulty-responses.js';
 import { rawBidiMethod } from './raw-grpc-method.js';
+import { SourceEventRecorder } from './source-event-recorder.js';
 
 const DELTA_REQUEST = messageType('envoy.service.discovery.v3.DeltaDiscoveryRequest');
 const DELTA_RESPONSE = messageType('envoy.service.discovery.v3.DeltaDiscoveryResponse');
@@ -123,4 +125,35 @@ export class ScriptedDeltaUpstream {
       for (const w of [...this.waiters]) w();
     });
   }
+}
+
+/** The ServiceEntry type URL a delta source subscribes with `apiVersions: current`. */
+const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
+
+/**
+ * An `xds` source over delta ADS (`delta: true`) reading ServiceEntries from `upstream`, its events
+ * recorded, once it has subscribed.
+ */
+export async function subscribedDeltaSource(
+  upstream: ScriptedDeltaUpstream,
+  name: string,
+  timeoutMs = 5_000,
+): Promise<SourceEventRecorder> {
+  const recorder = new SourceEventRecorder(
+    new XdsSource({
+      name,
+      namespace: 'default',
+      address: upstream.address,
+      delta: true,
+      kinds: ['ServiceEntry'],
+      apiVersions: 'current',
+      reconnect: { initialDelay: 50, maxDelay: 400 },
+    }).events$,
+  );
+  await upstream.waitFor(
+    () => upstream.requests.some((r) => r.typeUrl === SE_V1),
+    timeoutMs,
+    'the subscription',
+  );
+  return recorder;
 }

@@ -8,12 +8,11 @@ import { describe, it } from 'node:test';
 import type { ConfigResource } from '../../src/core/resource.js';
 import { messageType } from '../../src/schema/proto-root.js';
 import { SubscriptionState } from '../../src/upstream/streaming/subscription-state.js';
-import { XdsSource } from '../../src/upstream/xds/xds-source.js';
 import { fakeServiceEntry, kindNamed, type FakeObject } from '../support/fake-objects.js';
 import { mcpAny } from '../support/faulty-responses.js';
 import { foldSourceEvents } from '../support/folded-source-state.js';
-import { ScriptedDeltaUpstream } from '../support/scripted-delta-upstream.js';
-import { SourceEventRecorder } from '../support/source-event-recorder.js';
+import { ScriptedDeltaUpstream, subscribedDeltaSource } from '../support/scripted-delta-upstream.js';
+import type { SourceEventRecorder } from '../support/source-event-recorder.js';
 
 const SE = 'networking.istio.io/ServiceEntry';
 const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
@@ -47,19 +46,7 @@ function response(
 
 async function started(): Promise<{ upstream: ScriptedDeltaUpstream; recorder: SourceEventRecorder }> {
   const upstream = await ScriptedDeltaUpstream.start();
-  const recorder = new SourceEventRecorder(
-    new XdsSource({
-      name: 'central',
-      namespace: 'default',
-      address: upstream.address,
-      delta: true,
-      kinds: ['ServiceEntry'],
-      apiVersions: 'current',
-      reconnect: { initialDelay: 50, maxDelay: 400 },
-    }).events$,
-  );
-  await upstream.waitFor(() => upstream.requests.some((r) => r.typeUrl === SE_V1), 5_000, 'the subscription');
-  return { upstream, recorder };
+  return { upstream, recorder: await subscribedDeltaSource(upstream, 'central') };
 }
 
 const served = (recorder: SourceEventRecorder): Map<string, ConfigResource> =>

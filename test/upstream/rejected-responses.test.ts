@@ -16,7 +16,11 @@ import {
   mcpAny,
   tornAny,
 } from '../support/faulty-responses.js';
-import { deltaResponse, ScriptedDeltaUpstream } from '../support/scripted-delta-upstream.js';
+import {
+  deltaResponse,
+  ScriptedDeltaUpstream,
+  subscribedDeltaSource,
+} from '../support/scripted-delta-upstream.js';
 import { SourceEventRecorder, syncedXdsSource } from '../support/source-event-recorder.js';
 import { fakeDestinationRule, fakeServiceEntry, fakeVirtualService } from '../support/fake-objects.js';
 import { foldSourceEvents, servedKeys } from '../support/folded-source-state.js';
@@ -505,23 +509,8 @@ describe('a delta xds source refusing what it cannot name', () => {
       spec: { hosts: [`${name}.example.com`], resolution: 'DNS' },
     });
     const upstream = await ScriptedDeltaUpstream.start();
-    const recorder = new SourceEventRecorder(
-      new XdsSource({
-        name: 'delta',
-        namespace: 'default',
-        address: upstream.address,
-        delta: true,
-        kinds: ['ServiceEntry'],
-        apiVersions: 'current',
-        reconnect: { initialDelay: 50, maxDelay: 400 },
-      }).events$,
-    );
+    const recorder = await subscribedDeltaSource(upstream, 'delta');
     try {
-      await upstream.waitFor(
-        () => upstream.requests.some((r) => r.typeUrl === SE_V1),
-        5_000,
-        'the subscription',
-      );
       upstream.send(
         deltaResponse(
           SE_V1,
