@@ -99,6 +99,37 @@ describe('a delta xds source applying changes', () => {
     }
   });
 
+  it('goes on applying changes to the state it holds after one it had to apply whole', async () => {
+    const { upstream, recorder } = await started();
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, unbound
+    const apply = SubscriptionState.prototype.apply;
+    let whole = 0;
+    try {
+      upstream.send(
+        response([fakeServiceEntry('a', 'a.example.com'), fakeServiceEntry('b', 'b.example.com')], 'first'),
+      );
+      await recorder.status('synced');
+      SubscriptionState.prototype.apply = function (this: SubscriptionState, ...args) {
+        whole++;
+        return apply.apply(this, args);
+      };
+      let from = recorder.count;
+      // A name sent and then reported missing: what stands depends on the order, applied whole.
+      upstream.send(response([fakeServiceEntry('c', 'c.example.com'), 'payments/c'], 'ordered'));
+      await upstream.waitFor(() => upstream.requests.some((r) => r.nonce === 'ordered'), 5_000, 'the ACK');
+      assert.equal(whole, 1);
+      from = recorder.count;
+      upstream.send(response([fakeServiceEntry('a', 'a2.example.com')], 'plain'));
+      await recorder.snapshot(from);
+      assert.equal(whole, 1, 'the next change applied to the state as it stands');
+      assert.deepEqual([...served(recorder).keys()].sort(), ['payments/a', 'payments/b']);
+    } finally {
+      SubscriptionState.prototype.apply = apply;
+      recorder.close();
+      upstream.stop();
+    }
+  });
+
   it('applies what a response says in its order: removed first, then each resource as listed', async () => {
     const { upstream, recorder } = await started();
     try {

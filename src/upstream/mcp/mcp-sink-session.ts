@@ -139,7 +139,11 @@ export class McpSinkSession {
     const base = incremental
       ? new Map(this.ctx.state.resourcesOf(collection))
       : new Map<string, ConfigResource>();
-    const update = new ChannelUpdateBuilder(where, base);
+    const update = new ChannelUpdateBuilder(
+      where,
+      base,
+      !incremental || this.ctx.state.keyedByName(collection),
+    );
     if (incremental) for (const name of resources.removedResources) update.remove(this.fullName(name));
     for (const result of results) update.add(result);
     const built = update.build(version);

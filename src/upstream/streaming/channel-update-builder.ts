@@ -35,6 +35,12 @@ export class ChannelUpdateBuilder {
     /** Where the response came from (`xds://host:port <type URL>`), for messages. */
     private readonly where: string,
     private readonly resources = new Map<string, ConfigResource>(),
+    /**
+     * Whether `resources`, a copy of the channel's state, holds every object under its own
+     * `namespace/name` (see `SubscriptionState.keyedByName`): then so does the update, unless an
+     * object is added under another key. An empty start is.
+     */
+    private readonly baseKeyedByName = resources.size === 0,
   ) {
     this.startedEmpty = resources.size === 0;
   }
@@ -144,7 +150,7 @@ export class ChannelUpdateBuilder {
     }
     return {
       resources: this.resources,
-      keyedByName: !this.renamed && this.startedEmpty,
+      keyedByName: !this.renamed && this.baseKeyedByName,
       rejected: this.rejected,
       unnamed: this.unnamed,
       warnings,

@@ -185,6 +185,14 @@ export class SubscriptionState {
     return this.channels.get(id)?.resources ?? new Map<string, ConfigResource>();
   }
 
+  /**
+   * Whether a channel's state holds every object under its own `namespace/name` (as a state of
+   * the world does; not objects named by their delta names, as Nacos names them).
+   */
+  keyedByName(id: string): boolean {
+    return this.channels.get(id)?.keyedByName ?? true;
+  }
+
   /** Whether the current stream has answered a channel yet. */
   answered(id: string): boolean {
     return this.channels.get(id)?.answered ?? false;

@@ -149,7 +149,7 @@ export class DeltaAdsClient implements StreamHandlers {
       return;
     }
     const base = answered ? new Map(this.ctx.state.resourcesOf(typeUrl)) : new Map<string, ConfigResource>();
-    const update = new ChannelUpdateBuilder(where, base);
+    const update = new ChannelUpdateBuilder(where, base, !answered || this.ctx.state.keyedByName(typeUrl));
     for (const name of removals) update.remove(name);
     for (const entry of entries) {
       if (entry.result !== undefined) update.add(entry.result, entry.key);
