@@ -21,10 +21,13 @@ export interface DeltaRequestSeen {
   readonly errorDetail: { code?: number; message?: string } | null;
 }
 
-/** An encoded `DeltaDiscoveryResponse`. */
+/**
+ * An encoded `DeltaDiscoveryResponse`. A resource without `any` is a name the upstream does not
+ * have (sent with no resource).
+ */
 export function deltaResponse(
   typeUrl: string,
-  resources: ReadonlyArray<{ readonly name: string; readonly any: RawAny }>,
+  resources: ReadonlyArray<{ readonly name: string; readonly any?: RawAny }>,
   nonce: string,
   removed: readonly string[] = [],
 ): Uint8Array {
@@ -34,11 +37,11 @@ export function deltaResponse(
       type_url: typeUrl,
       nonce,
       removed_resources: removed,
-      resources: resources.map((r) => ({
-        name: r.name,
-        version: nonce,
-        resource: { type_url: r.any.typeUrl, value: r.any.value },
-      })),
+      resources: resources.map((r) =>
+        r.any === undefined
+          ? { name: r.name, version: nonce }
+          : { name: r.name, version: nonce, resource: { type_url: r.any.typeUrl, value: r.any.value } },
+      ),
     }),
   ).finish();
 }

@@ -6,42 +6,30 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ConfigResource } from '../../src/core/resource.js';
-import { messageType } from '../../src/schema/proto-root.js';
 import { SubscriptionState } from '../../src/upstream/streaming/subscription-state.js';
 import { fakeServiceEntry, kindNamed, type FakeObject } from '../support/fake-objects.js';
 import { mcpAny } from '../support/faulty-responses.js';
 import { foldSourceEvents } from '../support/folded-source-state.js';
-import { ScriptedDeltaUpstream, subscribedDeltaSource } from '../support/scripted-delta-upstream.js';
+import {
+  deltaResponse,
+  ScriptedDeltaUpstream,
+  subscribedDeltaSource,
+} from '../support/scripted-delta-upstream.js';
 import type { SourceEventRecorder } from '../support/source-event-recorder.js';
 
 const SE = 'networking.istio.io/ServiceEntry';
 const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
 const SE_KIND = kindNamed('ServiceEntry');
-const DELTA_RESPONSE = messageType('envoy.service.discovery.v3.DeltaDiscoveryResponse');
-
 /** A delta response; a resource given as a name alone is one the upstream does not have. */
 function response(
   resources: ReadonlyArray<FakeObject | string>,
   nonce: string,
   removed: readonly string[] = [],
 ): Uint8Array {
-  return DELTA_RESPONSE.encode(
-    DELTA_RESPONSE.fromObject({
-      type_url: SE_V1,
-      system_version_info: nonce,
-      nonce,
-      removed_resources: removed,
-      resources: resources.map((r) => {
-        if (typeof r === 'string') return { name: r, version: nonce };
-        const any = mcpAny(SE_KIND, r);
-        return {
-          name: `${r.namespace}/${r.name}`,
-          version: nonce,
-          resource: { type_url: any.typeUrl, value: any.value },
-        };
-      }),
-    }),
-  ).finish();
+  const entries = resources.map((r) =>
+    typeof r === 'string' ? { name: r } : { name: `${r.namespace}/${r.name}`, any: mcpAny(SE_KIND, r) },
+  );
+  return deltaResponse(SE_V1, entries, nonce, removed);
 }
 
 async function started(): Promise<{ upstream: ScriptedDeltaUpstream; recorder: SourceEventRecorder }> {
