@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ConfigResource } from '../../src/core/resource.js';
 import { SubscriptionState } from '../../src/upstream/streaming/subscription-state.js';
+import { countCalls, type CallCount } from '../support/call-count.js';
 import { fakeServiceEntry, kindNamed, type FakeObject } from '../support/fake-objects.js';
 import { mcpAny } from '../support/faulty-responses.js';
 import { foldSourceEvents } from '../support/folded-source-state.js';
@@ -46,18 +47,13 @@ describe('a delta xds source applying changes', () => {
     const objects = Array.from({ length: 300 }, (_, i) =>
       fakeServiceEntry(`svc-${i}`, `svc-${i}.example.com`),
     );
-    // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, unbound
-    const apply = SubscriptionState.prototype.apply;
-    let whole = 0;
+    let whole: CallCount | undefined;
     try {
       upstream.send(response(objects, 'first'));
       await recorder.status('synced');
       const first = served(recorder);
       assert.equal(first.size, 300);
-      SubscriptionState.prototype.apply = function (this: SubscriptionState, ...args) {
-        whole++;
-        return apply.apply(this, args);
-      };
+      whole = countCalls(SubscriptionState.prototype, 'apply');
       const from = recorder.count;
       upstream.send(
         response(
@@ -67,7 +63,7 @@ describe('a delta xds source applying changes', () => {
         ),
       );
       await recorder.snapshot(from);
-      assert.equal(whole, 0, 'no state built anew');
+      assert.equal(whole?.calls, 0, 'no state built anew');
       const now = served(recorder);
       assert.equal(now.size, 300);
       assert.ok(!now.has('payments/svc-9') && now.has('payments/svc-new'));
@@ -81,7 +77,7 @@ describe('a delta xds source applying changes', () => {
       await upstream.waitFor(() => upstream.requests.some((r) => r.nonce === 'change'), 5_000, 'the ACK');
       assert.equal(upstream.requests.find((r) => r.nonce === 'change')?.errorDetail, null);
     } finally {
-      SubscriptionState.prototype.apply = apply;
+      whole?.restore();
       recorder.close();
       upstream.stop();
     }
@@ -89,30 +85,25 @@ describe('a delta xds source applying changes', () => {
 
   it('goes on applying changes to the state it holds after one it had to apply whole', async () => {
     const { upstream, recorder } = await started();
-    // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, unbound
-    const apply = SubscriptionState.prototype.apply;
-    let whole = 0;
+    let whole: CallCount | undefined;
     try {
       upstream.send(
         response([fakeServiceEntry('a', 'a.example.com'), fakeServiceEntry('b', 'b.example.com')], 'first'),
       );
       await recorder.status('synced');
-      SubscriptionState.prototype.apply = function (this: SubscriptionState, ...args) {
-        whole++;
-        return apply.apply(this, args);
-      };
+      whole = countCalls(SubscriptionState.prototype, 'apply');
       let from = recorder.count;
       // A name sent and then reported missing: what stands depends on the order, applied whole.
       upstream.send(response([fakeServiceEntry('c', 'c.example.com'), 'payments/c'], 'ordered'));
       await upstream.waitFor(() => upstream.requests.some((r) => r.nonce === 'ordered'), 5_000, 'the ACK');
-      assert.equal(whole, 1);
+      assert.equal(whole?.calls, 1);
       from = recorder.count;
       upstream.send(response([fakeServiceEntry('a', 'a2.example.com')], 'plain'));
       await recorder.snapshot(from);
-      assert.equal(whole, 1, 'the next change applied to the state as it stands');
+      assert.equal(whole?.calls, 1, 'the next change applied to the state as it stands');
       assert.deepEqual([...served(recorder).keys()].sort(), ['payments/a', 'payments/b']);
     } finally {
-      SubscriptionState.prototype.apply = apply;
+      whole?.restore();
       recorder.close();
       upstream.stop();
     }

@@ -7,6 +7,7 @@ import { McpSinkSource } from '../../src/upstream/mcp/mcp-sink-source.js';
 import { SubscriptionState } from '../../src/upstream/streaming/subscription-state.js';
 import { McpSource } from '../../src/upstream/mcp/mcp-source.js';
 import type { McpSourceOptions } from '../../src/upstream/mcp/mcp-source-options.js';
+import { countCalls, type CallCount } from '../support/call-count.js';
 import { FakeGalley } from '../support/fake-galley.js';
 import type { FakeObject } from '../support/fake-objects.js';
 import { GalleySinkPusher } from '../support/galley-sink-pusher.js';
@@ -116,16 +117,11 @@ describe('mcp source against a legacy Galley', () => {
     const many = Array.from({ length: 300 }, (_, i) => vs(`route-${String(i).padStart(3, '0')}`));
     galley.set('VirtualService', many);
     const recorder = new SourceEventRecorder(galleySource(galley.address).events$);
-    // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, unbound
-    const read = McpResourceReader.prototype.read;
-    let reads = 0;
+    let reads: CallCount | undefined;
     try {
       await recorder.status('synced');
       const first = servedOf(recorder.events, VS);
-      McpResourceReader.prototype.read = function (this: McpResourceReader, ...args) {
-        reads++;
-        return read.apply(this, args);
-      };
+      reads = countCalls(McpResourceReader.prototype, 'read');
       // One object changed, one removed, one added, the rest sent again in their order.
       const next = [...many];
       next[10] = vs('route-010', 'elsewhere');
@@ -134,7 +130,7 @@ describe('mcp source against a legacy Galley', () => {
       const from = recorder.count;
       galley.set('VirtualService', next).push();
       await recorder.snapshot(from);
-      assert.equal(reads, 2, 'the changed object and the new one');
+      assert.equal(reads?.calls, 2, 'the changed object and the new one');
       const now = servedOf(recorder.events, VS);
       assert.deepEqual([...now.keys()].sort(), next.map((o) => `shop/${o.name}`).sort());
       assert.notEqual(now.get('shop/route-010'), first.get('shop/route-010'));
@@ -154,7 +150,7 @@ describe('mcp source against a legacy Galley', () => {
       await galley.waitFor(() => acked() === 3, 5_000, 'the ACK of the reordered state');
       assert.deepEqual(servedOf(recorder.events, VS), now);
     } finally {
-      McpResourceReader.prototype.read = read;
+      reads?.restore();
       recorder.close();
       await galley.stop();
     }
@@ -188,29 +184,24 @@ describe('mcp source against a legacy Galley', () => {
     const many = Array.from({ length: 200 }, (_, i) => vs(`route-${i}`));
     galley.set('VirtualService', many);
     const recorder = new SourceEventRecorder(galleySource(galley.address, { incremental: true }).events$);
-    // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, unbound
-    const apply = SubscriptionState.prototype.apply;
-    let whole = 0;
+    let whole: CallCount | undefined;
     try {
       await recorder.status('synced');
       const first = servedOf(recorder.events, VS);
-      SubscriptionState.prototype.apply = function (this: SubscriptionState, ...args) {
-        whole++;
-        return apply.apply(this, args);
-      };
+      whole = countCalls(SubscriptionState.prototype, 'apply');
       const from = recorder.count;
       galley
         .set('VirtualService', [...many.slice(1, 150), vs('route-150', 'moved'), ...many.slice(151)])
         .push();
       await recorder.snapshot(from);
-      assert.equal(whole, 0, 'no state built anew');
+      assert.equal(whole?.calls, 0, 'no state built anew');
       const now = servedOf(recorder.events, VS);
       assert.equal(now.size, 199);
       assert.ok(!now.has('shop/route-0'));
       assert.notEqual(now.get('shop/route-150'), first.get('shop/route-150'));
       assert.equal(now.get('shop/route-151'), first.get('shop/route-151'));
     } finally {
-      SubscriptionState.prototype.apply = apply;
+      whole?.restore();
       recorder.close();
       await galley.stop();
     }
