@@ -27,11 +27,21 @@ function encodeAny(any: RawAny): Uint8Array {
     .finish();
 }
 
-/** An object in its MCP envelope, as every MCP-over-xDS upstream sends it. */
-export function mcpAny(kind: KindDescriptor, object: FakeObject): RawAny {
+/**
+ * An object in its MCP envelope, as every MCP-over-xDS upstream sends it (`extra100`: with the
+ * envelope field 100 Higress appends).
+ */
+export function mcpAny(
+  kind: KindDescriptor,
+  object: FakeObject,
+  options: { extra100?: boolean } = {},
+): RawAny {
   return {
     typeUrl: anyTypeUrl('istio.mcp.v1alpha1.Resource'),
-    value: encodeMcpResource(kind, object, { createTime: { seconds: 1_700_000_000, nanos: 0 } }),
+    value: encodeMcpResource(kind, object, {
+      createTime: { seconds: 1_700_000_000, nanos: 0 },
+      extra100: options.extra100 === true,
+    }),
   };
 }
 

@@ -21,14 +21,23 @@ import type { SourceEventRecorder } from '../support/source-event-recorder.js';
 const SE = 'networking.istio.io/ServiceEntry';
 const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
 const SE_KIND = kindNamed('ServiceEntry');
-/** A delta response; a resource given as a name alone is one the upstream does not have. */
+/**
+ * A delta response; a resource given as a name alone is one the upstream does not have. The
+ * objects named in `higress` carry Higress's envelope field 100.
+ */
 function response(
   resources: ReadonlyArray<FakeObject | string>,
   nonce: string,
   removed: readonly string[] = [],
+  higress: readonly string[] = [],
 ): Uint8Array {
   const entries = resources.map((r) =>
-    typeof r === 'string' ? { name: r } : { name: `${r.namespace}/${r.name}`, any: mcpAny(SE_KIND, r) },
+    typeof r === 'string'
+      ? { name: r }
+      : {
+          name: `${r.namespace}/${r.name}`,
+          any: mcpAny(SE_KIND, r, { extra100: higress.includes(r.name) }),
+        },
   );
   return deltaResponse(SE_V1, entries, nonce, removed);
 }
@@ -102,6 +111,61 @@ describe('a delta xds source applying changes', () => {
       await recorder.snapshot(from);
       assert.equal(whole?.calls, 1, 'the next change applied to the state as it stands');
       assert.deepEqual([...served(recorder).keys()].sort(), ['payments/a', 'payments/b']);
+    } finally {
+      whole?.restore();
+      recorder.close();
+      upstream.stop();
+    }
+  });
+
+  it('keeps the warning about pruned envelope fields counting the objects held, through changes applied in place or whole', async () => {
+    const { upstream, recorder } = await started();
+    let whole: CallCount | undefined;
+    const pruned = (): string | undefined =>
+      [...recorder.events]
+        .reverse()
+        .find((e) => e.type === 'snapshot')
+        ?.warnings.map((w) => /^(\d+) objects carried fields .* \((.*)\)/.exec(w.message))
+        .find((m) => m !== null)
+        ?.slice(1, 3)
+        .join(' ');
+    try {
+      const objects = ['a', 'b', 'c', 'd', 'e'].map((n) => fakeServiceEntry(n, `${n}.example.com`));
+      upstream.send(response(objects, 'first', [], ['a', 'b', 'c']));
+      await recorder.status('synced');
+      assert.equal(pruned(), '3 100');
+      whole = countCalls(SubscriptionState.prototype, 'apply');
+      let from = recorder.count;
+      // `a` comes back without the field, `d` with it, `b` goes, `f` comes with it.
+      upstream.send(
+        response(
+          ['a', 'd', 'f'].map((n) => fakeServiceEntry(n, `${n}2.example.com`)),
+          'change',
+          ['payments/b'],
+          ['d', 'f'],
+        ),
+      );
+      await recorder.snapshot(from);
+      assert.equal(whole.calls, 0, 'applied in place');
+      assert.equal(pruned(), '3 100', 'c, d and f');
+      // Applied whole (a name sent, then reported missing): the count is still of the objects held.
+      from = recorder.count;
+      upstream.send(
+        response(
+          [fakeServiceEntry('g', 'g.example.com'), fakeServiceEntry('h', 'h.example.com'), 'payments/h'],
+          'ordered',
+          [],
+          ['g', 'h'],
+        ),
+      );
+      await recorder.snapshot(from);
+      assert.equal(whole.calls, 1);
+      assert.equal(pruned(), '4 100', 'c, d, f and g');
+      from = recorder.count;
+      upstream.send(response([], 'emptied', ['payments/c', 'payments/d', 'payments/f', 'payments/g']));
+      await recorder.snapshot(from);
+      assert.equal(whole.calls, 1);
+      assert.equal(pruned(), undefined, 'no object carries the field any more');
     } finally {
       whole?.restore();
       recorder.close();

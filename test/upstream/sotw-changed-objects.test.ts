@@ -4,7 +4,8 @@ import fc from 'fast-check';
 import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { messageType } from '../../src/schema/proto-root.js';
-import { SubscriptionState } from '../../src/upstream/streaming/subscription-state.js';
+import { SubscriptionState, type ChannelPatch } from '../../src/upstream/streaming/subscription-state.js';
+import type { MeshmuxError } from '../../src/core/errors.js';
 import { ResponseLayout } from '../../src/upstream/xds/discovery-response.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { fakeVirtualService, kindNamed } from '../support/fake-objects.js';
@@ -17,14 +18,25 @@ const VS_KIND = kindNamed('VirtualService');
 const VS_BODY = messageType(VS_KIND.bodyType);
 
 /**
+ * What a good object carries that meshmux prunes or keeps with a warning: nothing, Higress's
+ * envelope field 100, or a body field its message does not define (#111). An upper-case name is
+ * worth a warning too.
+ */
+type Note = 'none' | 'field100' | 'body-field';
+
+/**
  * One entry of a response: a good object at some generation (its host says which); the same name
  * with an annotation istiod refuses or with a body that does not decode (each dropped alone, its
  * previous version kept); a bare body instead of an MCP Resource, or an envelope without a usable
  * name (each makes the whole response refused).
  */
+type Good = { readonly is: 'good'; readonly name: string; readonly generation: number; readonly note: Note };
 type Entry =
-  | { readonly is: 'good'; readonly name: string; readonly generation: number }
+  | Good
   | { readonly is: 'refused-annotation' | 'garbage-body' | 'bare-body' | 'no-name'; readonly name: string };
+
+/** A body field no VirtualService defines: field 111, a varint. */
+const UNKNOWN_BODY_FIELD = Uint8Array.of(0xf8, 0x06, 0x01);
 
 const encodedAnys = new Map<string, RawAny>();
 
@@ -36,8 +48,15 @@ function anyOf(entry: Entry): RawAny {
     entry.name,
     `${entry.name}.g${entry.is === 'good' ? entry.generation : 0}`,
   );
-  if (entry.is === 'good') any = mcpAny(VS_KIND, object);
-  else if (entry.is === 'refused-annotation')
+  if (entry.is === 'good') {
+    const rawBody =
+      entry.note === 'body-field'
+        ? Buffer.concat([VS_BODY.encode(VS_BODY.fromObject(object.spec)).finish(), UNKNOWN_BODY_FIELD])
+        : undefined;
+    any = mcpAny(VS_KIND, rawBody === undefined ? object : { ...object, rawBody }, {
+      extra100: entry.note === 'field100',
+    });
+  } else if (entry.is === 'refused-annotation')
     any = mcpAny(VS_KIND, { ...object, annotations: { 'internal.istio.io/webhook-always-reject': 'true' } });
   else if (entry.is === 'bare-body') any = bareBodyAny(VS_KIND, object);
   else if (entry.is === 'no-name') any = mcpAny(VS_KIND, { ...object, name: '' });
@@ -46,57 +65,124 @@ function anyOf(entry: Entry): RawAny {
   return any;
 }
 
+/** What the source serves, as the model knows it: the objects by name, and the names sent twice. */
+interface Served {
+  readonly objects: ReadonlyMap<string, Good>;
+  readonly twice: number;
+}
+
 /**
  * What the source must serve after a response, given what it served before: the rules every
- * state-of-the-world response is judged by, written out plainly (name → generation).
+ * state-of-the-world response is judged by, written out plainly.
  */
-function expectedAfter(
-  served: ReadonlyMap<string, number>,
-  entries: readonly Entry[],
-): { served: Map<string, number>; acked: boolean } {
-  if (entries.some((e) => e.is === 'bare-body' || e.is === 'no-name')) {
-    return { served: new Map(served), acked: false };
-  }
-  const next = new Map<string, number>();
+function expectedAfter(served: Served, entries: readonly Entry[]): { served: Served; acked: boolean } {
+  if (entries.some((e) => e.is === 'bare-body' || e.is === 'no-name')) return { served, acked: false };
+  const next = new Map<string, Good>();
   const dropped = new Set<string>();
+  const seen = new Set<string>();
+  let twice = 0;
   for (const e of entries) {
     if (e.is === 'good') {
-      next.set(e.name, e.generation);
+      if (seen.has(e.name)) twice++;
+      next.set(e.name, e);
       dropped.delete(e.name);
     } else {
       next.delete(e.name);
       dropped.add(e.name);
     }
+    seen.add(e.name);
   }
   for (const name of dropped) {
-    const previous = served.get(name);
+    const previous = served.objects.get(name);
     if (previous !== undefined) next.set(name, previous);
   }
-  return { served: next, acked: dropped.size === 0 };
+  return { served: { objects: next, twice }, acked: dropped.size === 0 };
+}
+
+/** The warnings of a source serving `objects`, told apart from their wording. */
+interface WarningTally {
+  /** Objects with Higress's field 100, and the field numbers named. */
+  readonly envelope: string;
+  /** Objects with unknown body fields; and whether the names shown are some of them, as many as may be. */
+  readonly body: number;
+  readonly bodyNamesOk: boolean;
+  /** Names warned of for upper case, sorted. */
+  readonly upperCase: readonly string[];
+  readonly twice: number;
+}
+
+function expectedTally(served: Served): WarningTally {
+  const all = [...served.objects.values()];
+  const field100 = all.filter((o) => o.note === 'field100').length;
+  return {
+    envelope: field100 === 0 ? '' : `${field100} (100)`,
+    body: all.filter((o) => o.note === 'body-field').length,
+    bodyNamesOk: true,
+    upperCase: all
+      .filter((o) => o.name !== o.name.toLowerCase())
+      .map((o) => o.name)
+      .sort(),
+    twice: served.twice,
+  };
+}
+
+function tallyOf(warnings: readonly MeshmuxError[], served: Served): WarningTally {
+  let envelope = '';
+  let body = 0;
+  let bodyNamesOk = true;
+  const upperCase: string[] = [];
+  let twice = 0;
+  for (const w of warnings) {
+    const m = w.message;
+    const fields =
+      /^(\d+) objects carried fields istio\.mcp\.v1alpha1\.Resource does not define (\(.*\))/.exec(m);
+    const bodyFields =
+      /^(\d+) objects carry body fields their message does not define, kept as sent: (.*)$/.exec(m);
+    if (fields !== null) envelope = `${fields[1]} ${fields[2]}`;
+    else if (bodyFields !== null) {
+      body = Number(bodyFields[1]);
+      const shown = (bodyFields[2] ?? '').split('; ');
+      bodyNamesOk =
+        shown.length === Math.min(20, body) &&
+        shown.every((s) => {
+          const [name, field] = s.split(': ');
+          return (
+            served.objects.get(name?.slice('shop/'.length) ?? '')?.note === 'body-field' && field === '#111'
+          );
+        });
+    } else if (/appears twice in one response/.test(m)) twice++;
+    else if (/accepted because Istio tolerates upper case/.test(m))
+      upperCase.push(JSON.parse(m.slice(0, m.indexOf(' is '))) as string);
+    else assert.fail(`an unexpected warning: ${m}`);
+  }
+  return { envelope, body, bodyNamesOk, upperCase: upperCase.sort(), twice };
 }
 
 /** A state of good objects, then changes to it: each step's response is one of them. */
 const names = (count: number): string[] => Array.from({ length: count }, (_, i) => `vs-${i}`);
 
 type Edit =
-  | { readonly op: 'change' | 'remove'; readonly at: number }
-  | { readonly op: 'insert'; readonly at: number; readonly name: string }
+  | { readonly op: 'change'; readonly at: number; readonly note: Note }
+  | { readonly op: 'remove'; readonly at: number }
+  | { readonly op: 'insert'; readonly at: number; readonly name: string; readonly note: Note }
   | {
       readonly op: 'duplicate' | 'refused-annotation' | 'garbage-body' | 'bare-body' | 'no-name';
       readonly at: number;
     };
 
+const note: fc.Arbitrary<Note> = fc.constantFrom('none', 'none', 'field100', 'body-field');
+
 const edit: fc.Arbitrary<Edit> = fc.oneof(
-  {
-    weight: 4,
-    arbitrary: fc.record({ op: fc.constantFrom('change' as const, 'remove' as const), at: fc.nat() }),
-  },
+  { weight: 3, arbitrary: fc.record({ op: fc.constant('change' as const), at: fc.nat(), note }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('remove' as const), at: fc.nat() }) },
   {
     weight: 2,
     arbitrary: fc.record({
       op: fc.constant('insert' as const),
       at: fc.nat(),
-      name: fc.constantFrom(...names(40).map((n) => `new-${n}`)),
+      // Some in upper case: a warning of their own.
+      name: fc.constantFrom(...names(40).map((n, i) => (i % 4 === 0 ? `New-${n}` : `new-${n}`))),
+      note,
     }),
   },
   {
@@ -120,10 +206,10 @@ const edit: fc.Arbitrary<Edit> = fc.oneof(
  * response only, as an upstream fixing its mistake would send.
  */
 function applyEdits(
-  base: Entry[],
+  base: Good[],
   edits: readonly Edit[],
   generation: number,
-): { base: Entry[]; sent: Entry[] } {
+): { base: Good[]; sent: Entry[] } {
   const next = [...base];
   const faults: Array<{ at: number; entry: Entry }> = [];
   for (const e of edits) {
@@ -131,15 +217,16 @@ function applyEdits(
     const at = e.at % Math.max(1, next.length);
     const target = next[at];
     if (e.op === 'change') {
-      if (target !== undefined) next[at] = { is: 'good', name: target.name, generation };
+      if (target !== undefined) next[at] = { is: 'good', name: target.name, generation, note: e.note };
     } else if (e.op === 'remove') next.splice(at, 1);
     else if (e.op === 'insert') {
-      if (!next.some((x) => x.name === e.name)) next.splice(at, 0, { is: 'good', name: e.name, generation });
+      if (!next.some((x) => x.name === e.name))
+        next.splice(at, 0, { is: 'good', name: e.name, generation, note: e.note });
     } else if (target !== undefined) {
       faults.push({ at, entry: e.op === 'duplicate' ? { ...target } : { is: e.op, name: target.name } });
     }
   }
-  const sent = [...next];
+  const sent: Entry[] = [...next];
   for (const f of faults.sort((a, b) => b.at - a.at)) sent.splice(f.at + 1, 0, f.entry);
   return { base: next, sent };
 }
@@ -153,7 +240,7 @@ describe('an xds source reading state-of-the-world responses by what changed', (
   let fake: FakeAdsServer;
   let recorder: SourceEventRecorder;
   let nonces = 0;
-  const patches = { taken: 0, declined: 0 };
+  const patches = { taken: 0, declined: 0, noted: 0 };
   const applyPatch = Object.getOwnPropertyDescriptor(SubscriptionState.prototype, 'applyPatch')?.value as (
     ...args: unknown[]
   ) => boolean;
@@ -165,6 +252,7 @@ describe('an xds source reading state-of-the-world responses by what changed', (
       const taken = applyPatch.apply(this, args);
       if (taken) patches.taken++;
       else patches.declined++;
+      if (taken && (args[1] as ChannelPatch).noted !== undefined) patches.noted++;
       return taken;
     };
     fake = await FakeAdsServer.start({ peer: 'istiod' });
@@ -177,8 +265,13 @@ describe('an xds source reading state-of-the-world responses by what changed', (
     await fake.stop();
   });
 
-  /** Sends `entries` as one response and returns whether it was ACKed and what is served after it. */
-  async function send(entries: readonly Entry[]): Promise<{ acked: boolean; served: Map<string, number> }> {
+  /**
+   * Sends `entries` as one response and returns whether it was ACKed, what is served after it
+   * (name → generation) and the warnings served with it.
+   */
+  async function send(
+    entries: readonly Entry[],
+  ): Promise<{ acked: boolean; served: Map<string, number>; warnings: readonly MeshmuxError[] }> {
     const nonce = `n-${++nonces}`;
     fake.sendRaw(discoveryResponse(VS_V1, entries.map(anyOf), nonce));
     await fake.waitFor(() => fake.requests.some((r) => r.nonce === nonce), 10_000, `the answer to ${nonce}`);
@@ -189,11 +282,15 @@ describe('an xds source reading state-of-the-world responses by what changed', (
       .find((e): e is SourceSnapshotEvent => e.type === 'snapshot' && (e.kinds?.has(VS) ?? true));
     const served = new Map<string, number>();
     for (const r of last?.resources ?? []) if (r.kind === VS) served.set(r.name, generationOf(r));
-    return { acked: answer?.errorDetail === null || answer?.errorDetail === undefined, served };
+    return {
+      acked: answer?.errorDetail === null || answer?.errorDetail === undefined,
+      served,
+      warnings: last?.warnings ?? [],
+    };
   }
 
   it('serves after every response what judging that response whole serves, across changes, faults and their repair', async () => {
-    let served = new Map<string, number>();
+    let served: Served = { objects: new Map(), twice: 0 };
     let generation = 0;
     await fc.assert(
       fc.asyncProperty(
@@ -201,7 +298,12 @@ describe('an xds source reading state-of-the-world responses by what changed', (
         fc.integer({ min: 0, max: 1200 }),
         fc.array(fc.array(edit, { minLength: 1, maxLength: 3 }), { minLength: 1, maxLength: 5 }),
         async (size, steps) => {
-          let base: Entry[] = names(size).map((name) => ({ is: 'good', name, generation: 0 }));
+          let base = names(size).map((name, i): Good => ({
+            is: 'good',
+            name,
+            generation: 0,
+            note: i % 5 === 1 ? 'field100' : i % 13 === 2 ? 'body-field' : 'none',
+          }));
           for (const edits of [[], ...steps]) {
             const step = applyEdits(base, edits, ++generation);
             base = step.base;
@@ -210,20 +312,40 @@ describe('an xds source reading state-of-the-world responses by what changed', (
             assert.equal(got.acked, expected.acked, `ACK of ${JSON.stringify(edits)}`);
             assert.deepEqual(
               [...got.served].sort(([a], [b]) => (a < b ? -1 : 1)),
-              [...expected.served].sort(([a], [b]) => (a < b ? -1 : 1)),
+              [...expected.served.objects]
+                .map(([n, o]): [string, number] => [n, o.generation])
+                .sort(([a], [b]) => (a < b ? -1 : 1)),
               `served after ${JSON.stringify(edits)}`,
             );
-            served = got.served;
+            assert.deepEqual(
+              tallyOf(got.warnings, expected.served),
+              expectedTally(expected.served),
+              `warnings after ${JSON.stringify(edits)}`,
+            );
+            served = expected.served;
           }
         },
       ),
       {
         numRuns: 25,
-        // Always among the runs: a change applied in place, then a name twice, which must decline it.
-        examples: [[600, [[{ op: 'change', at: 3 }], [{ op: 'duplicate', at: 300 }]]]],
+        examples: [
+          // A change applied in place, then a name twice, which must decline it.
+          [600, [[{ op: 'change', at: 3, note: 'none' }], [{ op: 'duplicate', at: 300 }]]],
+          // An object with Higress's field dropped for a bad body (its last version, and its note,
+          // kept), then changes that add and clear notes.
+          [
+            600,
+            [
+              [{ op: 'garbage-body', at: 1 }],
+              [{ op: 'change', at: 6, note: 'body-field' }],
+              [{ op: 'change', at: 1, note: 'none' }],
+            ],
+          ],
+        ],
       },
     );
     assert.ok(patches.taken > 20, `applied as changes ${patches.taken} times`);
+    assert.ok(patches.noted > 5, `applied as changes with noted objects ${patches.noted} times`);
     assert.ok(patches.declined > 0, `declined ${patches.declined} times`);
   });
 
@@ -238,21 +360,21 @@ describe('an xds source reading state-of-the-world responses by what changed', (
     } as typeof ResponseLayout.prototype.entry;
     try {
       const size = 1500;
-      let base: Entry[] = names(size).map((name) => ({ is: 'good', name, generation: 0 }));
+      let base = names(size).map((name): Good => ({ is: 'good', name, generation: 0, note: 'none' }));
       await send(base);
       for (const [n, edits] of [
         [
-          { op: 'change', at: 0 },
-          { op: 'change', at: size - 1 },
+          { op: 'change', at: 0, note: 'none' },
+          { op: 'change', at: size - 1, note: 'none' },
         ],
         [
-          { op: 'change', at: 10 },
-          { op: 'change', at: 700 },
-          { op: 'change', at: 1400 },
+          { op: 'change', at: 10, note: 'none' },
+          { op: 'change', at: 700, note: 'none' },
+          { op: 'change', at: 1400, note: 'none' },
         ],
         [
           { op: 'remove', at: 5 },
-          { op: 'change', at: 1200 },
+          { op: 'change', at: 1200, note: 'none' },
         ],
       ].entries() as IterableIterator<[number, Edit[]]>) {
         const step = applyEdits(base, edits, 100 + n);

@@ -23,7 +23,7 @@ const UNIMPLEMENTED = 12;
 interface PreviousState {
   /** What each entry was read as, by position. */
   readonly results: readonly ReadResult[];
-  /** Applied as it was: not refused, nothing dropped, no warnings (the state holds exactly `results`). */
+  /** Applied as it was: not refused, nothing dropped, no name twice (the state holds exactly `results`). */
   readonly whole: boolean;
 }
 
@@ -128,7 +128,7 @@ export class McpSinkSession {
       for (let i = 0; i < entries.length; i += 2) {
         results.push(this.ctx.reader.read(kind, bytes.subarray(entries[i], entries[i + 1]), where, lookUp));
       }
-      // Plain good objects: applied to the state as it stands, not to a copy of every object.
+      // Good objects, each named once: applied to the state as it stands, not to a copy of every object.
       const removed = resources.removedResources.map((name) => this.fullName(name));
       const patch = statedPatch(removed, results);
       if (patch !== undefined && this.ctx.state.applyPatch(collection, patch, version)) {
@@ -143,6 +143,7 @@ export class McpSinkSession {
       where,
       base,
       !incremental || this.ctx.state.keyedByName(collection),
+      incremental ? this.ctx.state.notesOf(collection) : undefined,
     );
     if (incremental) for (const name of resources.removedResources) update.remove(this.fullName(name));
     for (const result of results) update.add(result);

@@ -1,14 +1,15 @@
 import type { ConfigResource } from '../../core/resource.js';
 import type { ReadResult } from '../mcp-resource-reader.js';
 import type { ChannelPatch } from './subscription-state.js';
+import type { GoodRead } from './channel-notes.js';
 
 /**
- * The change from the last state to this one, when it is made of plain good objects only (no
- * drop, no warning, no name twice among them): what was removed or replaced, by name, and the
- * objects newly read. Undefined when the response must be judged whole. `middle`: the results
- * of the response's entries that are not known to be the last state's own; `sameAs[k]` ≥ 0 says
- * `middle[k]` re-sends one of the last state's objects as it was; `removed`: the last state's
- * results the response did not re-send as they were.
+ * The change from the last state to this one, when it is made of good objects only (no drop, no
+ * name twice among them): what was removed or replaced, by name, the objects newly read, and of
+ * those the ones with notes (pruned fields, warnings of their own). Undefined when the response
+ * must be judged whole. `middle`: the results of the response's entries that are not known to be
+ * the last state's own; `sameAs[k]` ≥ 0 says `middle[k]` re-sends one of the last state's objects
+ * as it was; `removed`: the last state's results the response did not re-send as they were.
  */
 export function channelPatchOf(
   removed: readonly ReadResult[],
@@ -16,27 +17,28 @@ export function channelPatchOf(
   sameAs: Int32Array,
 ): ChannelPatch | undefined {
   const upserted = new Map<string, ConfigResource>();
+  let noted: Map<string, GoodRead> | undefined;
   for (let k = 0; k < middle.length; k++) {
     const result = middle[k] as ReadResult;
     if (!result.ok) return undefined;
     // Re-sent as it was: already served.
     if ((sameAs[k] as number) >= 0) continue;
+    if (upserted.has(result.name)) return undefined;
+    upserted.set(result.name, result.resource);
     if (
       result.unknownEnvelopeFields.length > 0 ||
       result.unknownBodyFields.length > 0 ||
-      (result.warnings !== undefined && result.warnings.length > 0) ||
-      upserted.has(result.name)
+      (result.warnings !== undefined && result.warnings.length > 0)
     ) {
-      return undefined;
+      (noted ??= new Map()).set(result.name, result);
     }
-    upserted.set(result.name, result.resource);
   }
   const names: string[] = [];
   for (const result of removed) {
     if (!result.ok) return undefined;
     names.push(result.name);
   }
-  return { removed: names, upserted };
+  return noted === undefined ? { removed: names, upserted } : { removed: names, upserted, noted };
 }
 
 const NO_RESULTS: readonly ReadResult[] = [];
@@ -45,7 +47,7 @@ const NO_RESULTS: readonly ReadResult[] = [];
  * The change a response states (an incremental one: `removed` keys, then `results` upserted, each
  * under its own name) as a patch of the state it changes: each upserted key counts as removed too
  * (the state's object under it, if any, is replaced). Undefined when one of `results` is not a
- * plain good object (see {@link channelPatchOf}).
+ * good object, or two name one (see {@link channelPatchOf}).
  */
 export function statedPatch(
   removed: readonly string[],
@@ -53,5 +55,5 @@ export function statedPatch(
 ): ChannelPatch | undefined {
   const patch = channelPatchOf(NO_RESULTS, results, new Int32Array(results.length).fill(-1));
   if (patch === undefined) return undefined;
-  return { removed: [...removed, ...patch.upserted.keys()], upserted: patch.upserted };
+  return { ...patch, removed: [...removed, ...patch.upserted.keys()] };
 }

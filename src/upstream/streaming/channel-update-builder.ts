@@ -2,7 +2,7 @@ import { MeshmuxError } from '../../core/errors.js';
 import type { ConfigResource } from '../../core/resource.js';
 import type { ReadResult } from '../mcp-resource-reader.js';
 import type { ChannelUpdate } from './subscription-state.js';
-import { appendAll } from '../../core/append-all.js';
+import { ChannelNotes } from './channel-notes.js';
 
 /** At most this many dropped objects are named in a NACK; the count is always exact. */
 const NACK_NAMES_LIMIT = 20;
@@ -21,12 +21,11 @@ const NACK_NAMES_LIMIT = 20;
 export class ChannelUpdateBuilder {
   private readonly rejected = new Map<string, MeshmuxError>();
   private readonly unnamed: MeshmuxError[] = [];
+  /** Warnings of the response itself (names sent twice); the objects' own are in `notes`. */
   private readonly warnings: MeshmuxError[] = [];
   /** Keys added by this response, when it began from a copy of the state (else: `resources`). */
   private readonly seen = new Set<string>();
-  private unknownEnvelopeObjects = 0;
-  private readonly unknownEnvelopeFields = new Set<number>();
-  private readonly unknownBodyFields: string[] = [];
+  private readonly notes: ChannelNotes;
   private total = 0;
   /** Some object was added under a key other than its `<namespace>/<name>`. */
   private renamed = false;
@@ -41,8 +40,11 @@ export class ChannelUpdateBuilder {
      * object is added under another key. An empty start is.
      */
     private readonly baseKeyedByName = resources.size === 0,
+    /** The notes of the objects of `resources`, when it is a copy of the state; owned from now on. */
+    notes?: ChannelNotes,
   ) {
     this.startedEmpty = resources.size === 0;
+    this.notes = notes ?? new ChannelNotes(where);
   }
 
   /** Began from an empty state, so every key was added here. */
@@ -57,7 +59,10 @@ export class ChannelUpdateBuilder {
       else {
         this.rejected.set(name, result.error);
         // A bad later duplicate must not leave an earlier good copy of the same response in place.
-        if (this.startedEmpty || this.seen.has(name)) this.resources.delete(name);
+        if (this.startedEmpty || this.seen.has(name)) {
+          this.resources.delete(name);
+          this.notes.drop(name);
+        }
       }
       return;
     }
@@ -82,14 +87,7 @@ export class ChannelUpdateBuilder {
       );
     }
     if (this.rejected.size > 0) this.rejected.delete(name);
-    if (result.unknownEnvelopeFields.length > 0) {
-      this.unknownEnvelopeObjects++;
-      for (const f of result.unknownEnvelopeFields) this.unknownEnvelopeFields.add(f);
-    }
-    if (result.warnings !== undefined) appendAll(this.warnings, result.warnings);
-    if (result.unknownBodyFields.length > 0) {
-      this.unknownBodyFields.push(`${result.name}: ${result.unknownBodyFields.join(', ')}`);
-    }
+    this.notes.note(name, result);
   }
 
   /** Drops one object that could not be read at all (wrong envelope); `key` when its name is known. */
@@ -100,6 +98,7 @@ export class ChannelUpdateBuilder {
   /** Removes an object by key (incremental protocols). Removing an unknown key is harmless. */
   remove(key: string): void {
     this.resources.delete(key);
+    this.notes.drop(key);
   }
 
   /** Objects dropped in this response. */
@@ -127,33 +126,13 @@ export class ChannelUpdateBuilder {
   }
 
   build(version: string): ChannelUpdate {
-    const warnings = [...this.warnings];
-    if (this.unknownEnvelopeObjects > 0) {
-      warnings.push(
-        new MeshmuxError(
-          'SCHEMA',
-          `${this.unknownEnvelopeObjects} objects carried fields istio.mcp.v1alpha1.Resource does not define ` +
-            `(${[...this.unknownEnvelopeFields].join(', ')}); the envelope is rebuilt without them`,
-          { file: this.where },
-        ),
-      );
-    }
-    if (this.unknownBodyFields.length > 0) {
-      const shown = this.unknownBodyFields.slice(0, NACK_NAMES_LIMIT).join('; ');
-      warnings.push(
-        new MeshmuxError(
-          'SCHEMA',
-          `${this.unknownBodyFields.length} objects carry body fields their message does not define, kept as sent: ${shown}`,
-          { file: this.where },
-        ),
-      );
-    }
     return {
       resources: this.resources,
       keyedByName: !this.renamed && this.baseKeyedByName,
       rejected: this.rejected,
       unnamed: this.unnamed,
-      warnings,
+      warnings: [...this.warnings],
+      notes: this.notes,
       version,
       refused: this.refusal(),
     };

@@ -9,6 +9,7 @@ import { sourceClock, type SourceTiming } from '../runtime/source-clock.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { appendAll } from '../../core/append-all.js';
 import { ChunkedList, type ReadList } from '../../core/chunked-list.js';
+import { ChannelNotes, type GoodRead } from './channel-notes.js';
 
 /** Objects a patch may change for the channel's listing to be edited rather than listed anew. */
 const EDITED_IN_PLACE = 32;
@@ -43,8 +44,13 @@ export interface ChannelUpdate {
    * fields are ignored. A response whose objects cannot all be named cannot say what it deletes.
    */
   readonly refused?: MeshmuxError | undefined;
-  /** Things repaired or ignored in this response. */
+  /** Things repaired or ignored in this response, beyond the notes of its objects. */
   readonly warnings: readonly MeshmuxError[];
+  /**
+   * What was pruned or tolerated in the objects of `resources`, by the same keys; handed over as
+   * `resources` is. None when absent.
+   */
+  readonly notes?: ChannelNotes;
   /** The upstream's version of this state (`version_info`, `system_version_info`); may be empty. */
   readonly version: string;
 }
@@ -58,6 +64,8 @@ export interface ChannelPatch {
   readonly removed: readonly string[];
   /** The objects it holds anew, by key; owned by the state from now on. */
   readonly upserted: ReadonlyMap<string, ConfigResource>;
+  /** Of the objects of `upserted`, those with notes (see {@link ChannelNotes}), as read. */
+  readonly noted?: ReadonlyMap<string, GoodRead>;
 }
 
 export interface SubscriptionStateOptions extends SourceTiming {
@@ -83,6 +91,11 @@ interface ChannelState {
   resources: Map<string, ConfigResource>;
   keyedByName: boolean;
   errors: readonly MeshmuxError[];
+  /** Of the last response taken whole, its warnings beyond the notes of its objects. */
+  responseWarnings: readonly MeshmuxError[];
+  /** What was pruned or tolerated in the objects of `resources`, kept up to date by patches. */
+  notes: ChannelNotes;
+  /** `responseWarnings` and the notes' warnings. */
   warnings: readonly MeshmuxError[];
   /** Answered on the current stream. */
   answered: boolean;
@@ -148,6 +161,8 @@ export class SubscriptionState {
         resources: new Map(),
         keyedByName: true,
         errors: [],
+        responseWarnings: [],
+        notes: new ChannelNotes(`${options.upstream} ${channel.id}`),
         warnings: [],
         answered: false,
         refusal: undefined,
@@ -183,6 +198,11 @@ export class SubscriptionState {
   /** A channel's current good objects (for incremental protocols). Must not be altered. */
   resourcesOf(id: string): ReadonlyMap<string, ConfigResource> {
     return this.channels.get(id)?.resources ?? new Map<string, ConfigResource>();
+  }
+
+  /** A copy of the notes of a channel's objects (for an incremental response built from its state). */
+  notesOf(id: string): ChannelNotes | undefined {
+    return this.channels.get(id)?.notes.copy();
   }
 
   /**
@@ -230,25 +250,35 @@ export class SubscriptionState {
       if (previous !== undefined && !update.resources.has(name)) restored.set(name, previous);
     }
     const resources = restored.size === 0 ? update.resources : new Map([...update.resources, ...restored]);
+    const notes = update.notes ?? new ChannelNotes(`${this.options.upstream} ${id}`);
+    for (const name of restored.keys()) notes.adopt(name, state.notes);
     state.resources = resources;
     state.listed = undefined;
     state.keyedByName = update.keyedByName === true && (restored.size === 0 || state.keyedByName);
     state.errors = [...update.rejected.values(), ...update.unnamed];
-    state.warnings = update.warnings;
+    state.responseWarnings = update.warnings;
+    state.notes = notes;
+    state.warnings = joinedWarnings(update.warnings, notes.warnings);
     this.settle(state, update.version);
     return [...restored.keys()];
   }
 
   /**
    * Applies a response that is the channel's last state changed by `patch`, in time proportional
-   * to the patch. Only for a state taken whole (no errors, no warnings, keyed by name): returns
+   * to the patch. Only for a state taken whole (no errors, no warnings but the notes of its
+   * objects, keyed by name): returns
    * false, changing nothing, when the channel's state is not such a state or when an object of
    * `upserted` is already held under its key without being among `removed` (the response would
    * hold it twice); the caller then applies the response as a full update.
    */
   applyPatch(id: string, patch: ChannelPatch, version: string): boolean {
     const state = this.channels.get(id);
-    if (state === undefined || !state.keyedByName || state.errors.length > 0 || state.warnings.length > 0) {
+    if (
+      state === undefined ||
+      !state.keyedByName ||
+      state.errors.length > 0 ||
+      state.responseWarnings.length > 0
+    ) {
       return false;
     }
     const resources = state.resources;
@@ -280,6 +310,16 @@ export class SubscriptionState {
       resources.set(key, resource);
     }
     state.listed = listed;
+    const notes = state.notes;
+    if (!notes.empty || patch.noted !== undefined) {
+      for (const key of patch.removed) if (!patch.upserted.has(key)) notes.drop(key);
+      for (const key of patch.upserted.keys()) {
+        const noted = patch.noted?.get(key);
+        if (noted === undefined) notes.drop(key);
+        else notes.note(key, noted);
+      }
+      state.warnings = notes.warnings;
+    }
     this.settle(state, version);
     return true;
   }
@@ -491,6 +531,16 @@ export class SubscriptionState {
     this.cancelTimer?.();
     this.cancelTimer = undefined;
   }
+}
+
+/** `first` then `second`, without a new array when one of them is empty. */
+function joinedWarnings(
+  first: readonly MeshmuxError[],
+  second: readonly MeshmuxError[],
+): readonly MeshmuxError[] {
+  if (first.length === 0) return second;
+  if (second.length === 0) return first;
+  return [...first, ...second];
 }
 
 /**

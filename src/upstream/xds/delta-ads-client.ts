@@ -38,7 +38,7 @@ type DeltaEntry =
   | { readonly result?: undefined; readonly rejected?: undefined; readonly removed: string };
 
 /**
- * A delta response as a patch of the state it changes, when every resource in it is a plain good
+ * A delta response as a patch of the state it changes, when every resource in it is a good
  * object under its own `namespace/name` (see `statedPatch`). Undefined otherwise, and when a name
  * is both sent and reported missing among its resources (what stands then depends on their order).
  */
@@ -141,7 +141,7 @@ export class DeltaAdsClient implements StreamHandlers {
         ),
       });
     });
-    // A change of plain good objects under their own names: applied to the state as it stands,
+    // A change of good objects under their own names: applied to the state as it stands,
     // not to a copy of every object the type holds.
     const patch = answered ? deltaPatch(removals, entries) : undefined;
     if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, response.system_version_info)) {
@@ -149,7 +149,12 @@ export class DeltaAdsClient implements StreamHandlers {
       return;
     }
     const base = answered ? new Map(this.ctx.state.resourcesOf(typeUrl)) : new Map<string, ConfigResource>();
-    const update = new ChannelUpdateBuilder(where, base, !answered || this.ctx.state.keyedByName(typeUrl));
+    const update = new ChannelUpdateBuilder(
+      where,
+      base,
+      !answered || this.ctx.state.keyedByName(typeUrl),
+      answered ? this.ctx.state.notesOf(typeUrl) : undefined,
+    );
     for (const name of removals) update.remove(name);
     for (const entry of entries) {
       if (entry.result !== undefined) update.add(entry.result, entry.key);

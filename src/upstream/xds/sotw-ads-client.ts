@@ -15,7 +15,7 @@ interface PreviousResponse {
   readonly layout: ResponseLayout;
   /** What each entry was read as, by position. */
   readonly results: readonly ReadResult[];
-  /** Applied as it was: not refused, nothing dropped, no warnings (the state holds exactly `results`). */
+  /** Applied as it was: not refused, nothing dropped, no name twice (the state holds exactly `results`). */
   readonly whole: boolean;
   /** Entries that were not MCP Resources (their errors name their position). */
   readonly wrongTypes: number;
@@ -210,7 +210,7 @@ export class SotwAdsClient implements StreamHandlers {
     const results = spliced(before, prefix, beforeEnd, middle);
 
     // Applied as a change of the last state when that state was this response's predecessor taken
-    // whole and the changed entries are plain good objects: nothing else to re-judge.
+    // whole and the changed entries are good objects, each named once: nothing else to re-judge.
     const patch = before?.whole === true ? channelPatchOf(removed, middle, sameAs) : undefined;
     if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, version)) {
       this.keep(stream, before, { layout, results, whole: true, wrongTypes: 0 }, resent);
