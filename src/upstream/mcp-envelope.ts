@@ -5,7 +5,7 @@
  * else is left to the schema-driven decode, which says what is wrong with it.
  */
 import { isUtf8Range } from '../wire/strict-reader.js';
-import { WIRE_LENGTH_DELIMITED, WIRE_VARINT } from '../wire/wire-types.js';
+import { WIRE_FIXED32, WIRE_FIXED64, WIRE_LENGTH_DELIMITED, WIRE_VARINT } from '../wire/wire-types.js';
 
 /** An envelope as `Resource.toObject(decoded, { longs: Number })` gives it: absent fields left out. */
 export interface McpEnvelope {
@@ -22,6 +22,9 @@ export interface McpEnvelope {
 /** Thrown inside the reader for anything outside the plain shape; never leaves this module. */
 class NotPlain extends Error {}
 
+/** The one instance thrown: made once, so that leaving an envelope to the schema captures no stack. */
+const NOT_PLAIN = new NotPlain();
+
 /**
  * The envelope in `bytes`, or undefined unless it is plain: fields 1 and 2 at most once each, and
  * in them only the declared fields with their wire types, each singular field at most once, map
@@ -29,10 +32,14 @@ class NotPlain extends Error {}
  * at most five bytes, a body that is not empty, every string UTF-8. For a plain envelope the
  * result equals what decoding it through the schema and converting it to a plain object gives;
  * `body.value` is a view of `bytes`.
+ *
+ * Given `unknown`, the envelope may also hold fields the schema does not define (Higress appends
+ * field 100 to every object), of any wire type but groups: skipped as the schema skips them, their
+ * numbers put in `unknown`, sorted and each once.
  */
-export function readPlainEnvelope(bytes: Uint8Array): McpEnvelope | undefined {
+export function readPlainEnvelope(bytes: Uint8Array, unknown?: number[]): McpEnvelope | undefined {
   try {
-    return reader.resource(bytes);
+    return reader.resource(bytes, unknown);
   } catch {
     return undefined;
   } finally {
@@ -76,24 +83,52 @@ class EnvelopeReader {
   private typeUrl: KnownString = { bytes: EMPTY, text: '' };
   private readonly keys: KnownString[] = [];
 
-  resource(bytes: Uint8Array): McpEnvelope {
+  resource(bytes: Uint8Array, unknown: number[] | undefined): McpEnvelope {
     this.bytes = bytes;
     this.pos = 0;
     this.limit = bytes.length;
     const out: McpEnvelope = {};
+    if (unknown !== undefined) unknown.length = 0;
     while (this.pos < this.limit) {
-      const id = this.field();
-      if (id === 1 && out.metadata === undefined) {
+      const tag = this.varint32();
+      const id = tag >>> 3;
+      const lengthDelimited = (tag & 7) === WIRE_LENGTH_DELIMITED;
+      if (id === 1 && lengthDelimited && out.metadata === undefined) {
         const outer = this.nested();
         out.metadata = this.metadata();
         this.close(outer);
-      } else if (id === 2 && out.body === undefined) {
+      } else if (id === 2 && lengthDelimited && out.body === undefined) {
         const outer = this.nested();
         out.body = this.body();
         this.close(outer);
-      } else throw new NotPlain();
+      } else if (unknown !== undefined && id > 2) {
+        this.skip(tag & 7);
+        if (!unknown.includes(id)) unknown.push(id);
+      } else throw NOT_PLAIN;
     }
+    if (unknown !== undefined && unknown.length > 1) unknown.sort((a, b) => a - b);
     return out;
+  }
+
+  /** Moves past the payload of a field of `wireType` as the schema's decode skips it; groups are not plain. */
+  private skip(wireType: number): void {
+    if (wireType === WIRE_VARINT) {
+      for (let n = 0; n < 10; n++) {
+        if (this.pos >= this.limit) throw NOT_PLAIN;
+        if ((this.bytes[this.pos++] as number) < 0x80) return;
+      }
+      throw NOT_PLAIN;
+    }
+    const width =
+      wireType === WIRE_FIXED64
+        ? 8
+        : wireType === WIRE_FIXED32
+          ? 4
+          : wireType === WIRE_LENGTH_DELIMITED
+            ? this.varint32()
+            : -1;
+    if (width < 0 || width > this.limit - this.pos) throw NOT_PLAIN;
+    this.pos += width;
   }
 
   /** Lets go of the envelope's bytes, and of a large buffer holding them. */
@@ -119,7 +154,7 @@ class EnvelopeReader {
         const outer = this.nested();
         this.entry(id === 4 ? (out.labels ??= {}) : (out.annotations ??= {}));
         this.close(outer);
-      } else throw new NotPlain();
+      } else throw NOT_PLAIN;
     }
     return out;
   }
@@ -139,9 +174,9 @@ class EnvelopeReader {
       } else if (id === 2 && out.value === undefined) {
         this.lengthDelimited();
         // An empty body is left to the schema, which reads it as a Buffer of its own.
-        if (this.end === this.start) throw new NotPlain();
+        if (this.end === this.start) throw NOT_PLAIN;
         out.value = this.bytes.subarray(this.start, this.end);
-      } else throw new NotPlain();
+      } else throw NOT_PLAIN;
     }
     return out;
   }
@@ -150,11 +185,11 @@ class EnvelopeReader {
     const out: { seconds?: number; nanos?: number } = {};
     while (this.pos < this.limit) {
       const tag = this.varint32();
-      if ((tag & 7) !== WIRE_VARINT) throw new NotPlain();
+      if ((tag & 7) !== WIRE_VARINT) throw NOT_PLAIN;
       const value = this.smallVarint();
       if (tag >>> 3 === 1 && out.seconds === undefined) out.seconds = value;
       else if (tag >>> 3 === 2 && out.nanos === undefined && value < 2 ** 31) out.nanos = value;
-      else throw new NotPlain();
+      else throw NOT_PLAIN;
     }
     return out;
   }
@@ -167,16 +202,16 @@ class EnvelopeReader {
       const id = this.field();
       if (id === 1 && key === undefined) key = this.key();
       else if (id === 2 && value === undefined) value = this.string();
-      else throw new NotPlain();
+      else throw NOT_PLAIN;
     }
-    if (key === '__proto__') throw new NotPlain();
+    if (key === '__proto__') throw NOT_PLAIN;
     map[key ?? ''] = value ?? '';
   }
 
   /** The number of the next field, which must be length-delimited. */
   private field(): number {
     const tag = this.varint32();
-    if ((tag & 7) !== WIRE_LENGTH_DELIMITED) throw new NotPlain();
+    if ((tag & 7) !== WIRE_LENGTH_DELIMITED) throw NOT_PLAIN;
     return tag >>> 3;
   }
 
@@ -191,7 +226,7 @@ class EnvelopeReader {
 
   /** Leaves a message entered with {@link nested}, which must have been read to its end. */
   private close(outer: number): void {
-    if (this.pos !== this.limit) throw new NotPlain();
+    if (this.pos !== this.limit) throw NOT_PLAIN;
     this.limit = outer;
   }
 
@@ -199,7 +234,7 @@ class EnvelopeReader {
   private lengthDelimited(): void {
     const length = this.varint32();
     const start = this.pos;
-    if (length > this.limit - start) throw new NotPlain();
+    if (length > this.limit - start) throw NOT_PLAIN;
     this.start = start;
     this.end = this.pos = start + length;
   }
@@ -209,7 +244,7 @@ class EnvelopeReader {
     const bytes = this.bytes;
     let value = 0;
     for (let shift = 0; shift < 35; shift += 7) {
-      if (this.pos >= this.limit) throw new NotPlain();
+      if (this.pos >= this.limit) throw NOT_PLAIN;
       const b = bytes[this.pos++] as number;
       if (shift < 28) value |= (b & 0x7f) << shift;
       else value += (b & 0x0f) * 2 ** shift;
@@ -217,22 +252,22 @@ class EnvelopeReader {
     }
     // A longer varint is a 64-bit one; its high bytes do not matter for a tag or a length.
     for (let n = 0; n < 5; n++) {
-      if (this.pos >= this.limit) throw new NotPlain();
+      if (this.pos >= this.limit) throw NOT_PLAIN;
       if ((bytes[this.pos++] as number) < 0x80) return value >>> 0;
     }
-    throw new NotPlain();
+    throw NOT_PLAIN;
   }
 
   /** A varint of at most five bytes, exactly (up to 2^35). */
   private smallVarint(): number {
     let value = 0;
     for (let i = 0, scale = 1; i < 5; i++, scale *= 128) {
-      if (this.pos >= this.limit) throw new NotPlain();
+      if (this.pos >= this.limit) throw NOT_PLAIN;
       const b = this.bytes[this.pos++] as number;
       value += (b & 0x7f) * scale;
       if (b < 0x80) return value;
     }
-    throw new NotPlain();
+    throw NOT_PLAIN;
   }
 
   /** The UTF-8 string at the cursor. */
@@ -274,7 +309,7 @@ class EnvelopeReader {
   /** The payload at `start`/`end`, which must be UTF-8, decoded. */
   private decoded(): string {
     const { bytes, start, end } = this;
-    if (!isUtf8Range(bytes, start, end)) throw new NotPlain();
+    if (!isUtf8Range(bytes, start, end)) throw NOT_PLAIN;
     if (bytes.buffer !== this.wrapped) {
       this.wrapped = bytes.buffer;
       this.text = Buffer.from(bytes.buffer);

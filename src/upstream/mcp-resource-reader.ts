@@ -118,6 +118,8 @@ export class McpResourceReader {
   private readonly repeated = new Map<string, string>();
   /** See {@link timeOf}. */
   private readonly times = new Map<number, Timestamp>();
+  /** The unknown envelope field numbers last read (see {@link sharedNumbers}). */
+  private lastUnknown: readonly number[] = NONE;
   private readonly cache: ReadCache<KeptRead>;
   private readonly slabs = new SlabCopier();
   private readonly now: () => Date;
@@ -158,7 +160,7 @@ export class McpResourceReader {
     const raw = lookUp ? new Uint8Array(bytes) : this.slabs.copy(bytes);
     // Envelopes in the plain shape (nearly all) are read from their bytes; any other through the
     // schema, which names what is wrong with it.
-    const plain = readPlainEnvelope(raw);
+    const plain = readPlainEnvelope(raw, UNKNOWN_FIELDS);
     let decoded: McpEnvelope;
     try {
       decoded = plain ?? MCP_RESOURCE.toObject(MCP_RESOURCE.decode(new StrictReader(raw)), { longs: Number });
@@ -181,7 +183,9 @@ export class McpResourceReader {
       // The upstream's metadata.version is not carried: behind istiod it is a Kubernetes resourceVersion,
       // which moves on status writes too, and would re-push unchanged objects to every istiod.
       upstreamVersion: '',
-      unknownEnvelopeFields: plain === undefined ? unknownFieldNumbers(raw, MCP_RESOURCE_FIELDS) : NONE,
+      unknownEnvelopeFields: this.sharedNumbers(
+        plain === undefined ? unknownFieldNumbers(raw, MCP_RESOURCE_FIELDS) : UNKNOWN_FIELDS,
+      ),
     });
     // The name as sent is the result's own `namespace/name` string nearly always: shared, not built again.
     const sent = metadata.name ?? '';
@@ -299,6 +303,17 @@ export class McpResourceReader {
     if (known !== undefined) return known;
     if (this.repeated.size < MAX_SHARED_STRINGS) this.repeated.set(text, text);
     return text;
+  }
+
+  /**
+   * Unknown envelope field numbers as a result keeps them: the last list handed out when they are
+   * the same (an upstream that adds a field adds it to every object), else a copy of `numbers`.
+   */
+  private sharedNumbers(numbers: readonly number[]): readonly number[] {
+    if (numbers.length === 0) return NONE;
+    const last = this.lastUnknown;
+    if (last.length === numbers.length && last.every((n, i) => n === numbers[i])) return last;
+    return (this.lastUnknown = Object.freeze([...numbers]));
   }
 
   /**
@@ -448,6 +463,9 @@ export class McpResourceReader {
 }
 
 const NONE: readonly never[] = Object.freeze([]);
+
+/** Where the envelope reader puts the unknown field numbers of the envelope it read last. */
+const UNKNOWN_FIELDS: number[] = [];
 
 /**
  * `result` with its bytes and key, written out field by field: a spread copy of the result takes

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import protobuf from 'protobufjs';
 import { messageType } from '../../src/schema/proto-root.js';
 import { readPlainEnvelope } from '../../src/upstream/mcp-envelope.js';
 import { StrictReader } from '../../src/wire/strict-reader.js';
+import { unknownFieldNumbers } from '../../src/wire/wire-fields.js';
 import { arbitraryMessage } from '../support/arbitrary-messages.js';
 
 const RESOURCE = messageType('istio.mcp.v1alpha1.Resource');
@@ -125,4 +127,71 @@ describe('an MCP envelope read from its bytes', () => {
     // The same entry under an ordinary key is read.
     assert.equal(readPlainEnvelope(Uint8Array.from(label('app', 'x')))?.metadata?.labels?.app, 'x');
   });
+
+  it('skips fields the schema does not define as the schema does, when asked to, and names their numbers', () => {
+    // Unknown fields of every wire type but groups, among the known ones, the bytes maybe spoiled.
+    const unknownField = fc.record({
+      number: fc.oneof(
+        fc.integer({ min: 3, max: 20 }),
+        fc.constant(100),
+        fc.integer({ min: 3, max: 2 ** 29 - 1 }),
+      ),
+      wireType: fc.constantFrom(0, 1, 2, 5),
+      value: fc.uint8Array({ maxLength: 12 }),
+      at: fc.nat(),
+    });
+    let read = 0;
+    let withUnknown = 0;
+    fc.assert(
+      fc.property(
+        arbitraryMessage(RESOURCE, 3),
+        fc.array(unknownField, { maxLength: 3 }),
+        fc.option(fc.record({ at: fc.nat(), byte: fc.integer({ min: 0, max: 255 }) }), { freq: 4 }),
+        (fields, extra, spoil) => {
+          // The known fields as top-level pieces, the unknown ones put between them.
+          const pieces = topLevelPieces(encode(fields));
+          for (const f of extra) pieces.splice(f.at % (pieces.length + 1), 0, unknownPiece(f));
+          const bytes = Uint8Array.from(pieces.flatMap((p) => [...p]));
+          if (spoil !== null && bytes.length > 0) bytes[spoil.at % bytes.length] = spoil.byte;
+          const unknown: number[] = [];
+          const plain = readPlainEnvelope(bytes, unknown);
+          if (plain === undefined) return;
+          read++;
+          if (unknown.length > 0) withUnknown++;
+          assert.deepStrictEqual(plain, throughSchema(bytes));
+          assert.deepEqual(unknown, unknownFieldNumbers(bytes, new Set([1, 2])));
+        },
+      ),
+      { numRuns: 2000, seed: 11 },
+    );
+    assert.ok(withUnknown > 300, `${withUnknown} of ${read} envelopes read with unknown fields`);
+    // Without the list, an unknown field leaves the envelope to the schema, as before.
+    const higress = Uint8Array.from([0x0a, 0x05, 0x0a, 0x03, 0x61, 0x2f, 0x62, 0xa2, 0x06, 0x01, 0x7b]);
+    assert.equal(readPlainEnvelope(higress), undefined);
+    const unknown: number[] = [];
+    assert.equal(readPlainEnvelope(higress, unknown)?.metadata?.name, 'a/b');
+    assert.deepEqual(unknown, [100]);
+  });
 });
+
+/** The top-level fields of an encoded message, each as its bytes. */
+function topLevelPieces(bytes: Uint8Array): Uint8Array[] {
+  const pieces: Uint8Array[] = [];
+  const reader = protobuf.Reader.create(bytes);
+  while (reader.pos < reader.len) {
+    const start = reader.pos;
+    reader.skipType(reader.uint32() & 7);
+    pieces.push(bytes.subarray(start, reader.pos));
+  }
+  return pieces;
+}
+
+/** One field of `number` and `wireType`, its payload made from `value`. */
+function unknownPiece(f: { number: number; wireType: number; value: Uint8Array }): Uint8Array {
+  const w = protobuf.Writer.create().uint32((f.number << 3) | f.wireType);
+  if (f.wireType === 0) w.uint64(f.value.reduce((n, b) => n * 3 + b, 0));
+  else if (f.wireType === 1) w.fixed64(f.value.length);
+  else if (f.wireType === 5) w.fixed32(f.value.length);
+  else w.bytes(f.value);
+  return w.finish();
+}
