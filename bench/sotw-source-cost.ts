@@ -1,0 +1,97 @@
+/**
+ * CPU of an `xds` source over state-of-the-world ADS holding many objects, the source alone (no
+ * merge, no ADS), when each response changes one of them:
+ *
+ *   npm run build && node dist/bench/sotw-source-cost.js [--objects 50000] [--changes 20] [--higress]
+ *
+ * An upstream in a child process pinned to the other core sends `--objects` ServiceEntries as one
+ * state, then that state again with one object changed, each response encoded before any is
+ * sent. `--higress`: every object carries the envelope field 100 Higress appends (meshmux prunes
+ * it with a warning). This process, pinned to one core, runs the source. Printed: per response,
+ * the time from asking the upstream to write it to the source's snapshot that carries it, and
+ * this process's CPU over it (receiving the response included). Prints figures; asserts nothing.
+ */
+import { fork } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { FakeAdsServer } from '../test/support/fake-ads-server.js';
+import { fakeServiceEntry, kindNamed, type FakeObject } from '../test/support/fake-objects.js';
+import { discoveryResponse, mcpAny, type RawAny } from '../test/support/faulty-responses.js';
+import { syncedXdsSource } from '../test/support/source-event-recorder.js';
+import { option } from './in-process.js';
+import { pinSelf } from './server-process.js';
+
+const OBJECTS = Number(option('objects', '50000'));
+const CHANGES = Number(option('changes', '20'));
+const HIGRESS = process.argv.includes('--higress');
+const SE = kindNamed('ServiceEntry');
+const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
+
+/** Where the object changed by response `c` lies. */
+const changedAt = (c: number): number => (c * 4099) % OBJECTS;
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
+/** The child: encodes every response, then writes response `n` whenever told `n` (0: the first state). */
+async function serve(): Promise<void> {
+  pinSelf(1);
+  const entry = (object: FakeObject): RawAny => mcpAny(SE, object, { extra100: HIGRESS });
+  const state = Array.from({ length: OBJECTS }, (_, i) =>
+    entry(fakeServiceEntry(`svc-${i}`, `svc-${i}.example.com`)),
+  );
+  const responses = [discoveryResponse(SE_V1, state, 'first')];
+  for (let c = 0; c < CHANGES; c++) {
+    state[changedAt(c)] = entry(fakeServiceEntry(`svc-${changedAt(c)}`, `changed-${c}.example.com`));
+    responses.push(discoveryResponse(SE_V1, state, `change-${c}`));
+  }
+  const upstream = await FakeAdsServer.start({ peer: 'istiod' });
+  process.on('message', (n) => upstream.sendRaw(responses[n as number] as Uint8Array));
+  process.on('disconnect', () => void upstream.stop());
+  process.send?.(upstream.address);
+}
+
+async function measure(): Promise<void> {
+  pinSelf(0);
+  const child = fork(fileURLToPath(import.meta.url), ['--upstream', ...process.argv.slice(2)]);
+  const address = await new Promise<string>((resolve) => child.once('message', (m) => resolve(m as string)));
+  const recorder = await syncedXdsSource(address, ['ServiceEntry']);
+  try {
+    let from = recorder.count;
+    let t = performance.now();
+    child.send(0);
+    let snapshot = await recorder.snapshot(from, 60_000);
+    console.log(
+      `${OBJECTS} ServiceEntries${HIGRESS ? ' with Higress field 100' : ''}: first state in ` +
+        `${(performance.now() - t).toFixed(0)} ms, ${snapshot.warnings.length} warning(s)`,
+    );
+    const ms: number[] = [];
+    const cpu: number[] = [];
+    for (let c = 0; c < CHANGES; c++) {
+      from = recorder.count;
+      const usage = process.cpuUsage();
+      t = performance.now();
+      child.send(c + 1);
+      snapshot = await recorder.snapshot(from, 60_000);
+      ms.push(performance.now() - t);
+      const used = process.cpuUsage(usage);
+      cpu.push((used.user + used.system) / 1000);
+      const changed = [...snapshot.resources].find((r) => r.name === `svc-${changedAt(c)}`);
+      if (changed === undefined || !Buffer.from(changed.body).includes(`changed-${c}.example.com`)) {
+        throw new Error(`the snapshot after change ${c} does not carry it`);
+      }
+    }
+    console.log(
+      `one object changed: ${median(ms).toFixed(1)} ms p50 to the source's snapshot, ` +
+        `${median(cpu).toFixed(1)} ms of CPU p50 (${CHANGES} changes: ${cpu.map((m) => m.toFixed(0)).join(', ')} ms)`,
+    );
+  } finally {
+    recorder.close();
+    child.disconnect();
+  }
+}
+
+if (process.argv.includes('--upstream')) await serve();
+else await measure();
