@@ -3,11 +3,13 @@
  * merge, no ADS), when each response changes one of them:
  *
  *   npm run build && node dist/bench/sotw-source-cost.js [--objects 50000] [--changes 20] [--higress]
+ *     [--upper-case]
  *
  * An upstream in a child process pinned to the other core sends `--objects` ServiceEntries as one
  * state, then that state again with one object changed, each response encoded before any is
  * sent. `--higress`: every object carries the envelope field 100 Higress appends (meshmux prunes
- * it with a warning). This process, pinned to one core, runs the source. Printed: per response,
+ * it with a warning); `--upper-case`: every name has an upper-case letter (accepted, with a warning
+ * per object, as Istio accepts them). This process, pinned to one core, runs the source. Printed: per response,
  * the time from asking the upstream to write it to the source's snapshot that carries it, and
  * this process's CPU over it (receiving the response included). Prints figures; asserts nothing.
  */
@@ -24,6 +26,9 @@ import { pinSelf } from './server-process.js';
 const OBJECTS = Number(option('objects', '50000'));
 const CHANGES = Number(option('changes', '20'));
 const HIGRESS = process.argv.includes('--higress');
+const UPPER_CASE = process.argv.includes('--upper-case');
+/** The name of object `i`. */
+const nameOf = (i: number): string => `${UPPER_CASE ? 'Svc' : 'svc'}-${i}`;
 const SE = kindNamed('ServiceEntry');
 const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
 
@@ -40,11 +45,11 @@ async function serve(): Promise<void> {
   pinSelf(1);
   const entry = (object: FakeObject): RawAny => mcpAny(SE, object, { extra100: HIGRESS });
   const state = Array.from({ length: OBJECTS }, (_, i) =>
-    entry(fakeServiceEntry(`svc-${i}`, `svc-${i}.example.com`)),
+    entry(fakeServiceEntry(nameOf(i), `svc-${i}.example.com`)),
   );
   const responses = [discoveryResponse(SE_V1, state, 'first')];
   for (let c = 0; c < CHANGES; c++) {
-    state[changedAt(c)] = entry(fakeServiceEntry(`svc-${changedAt(c)}`, `changed-${c}.example.com`));
+    state[changedAt(c)] = entry(fakeServiceEntry(nameOf(changedAt(c)), `changed-${c}.example.com`));
     responses.push(discoveryResponse(SE_V1, state, `change-${c}`));
   }
   const upstream = await FakeAdsServer.start({ peer: 'istiod' });
@@ -64,7 +69,8 @@ async function measure(): Promise<void> {
     child.send(0);
     let snapshot = await recorder.snapshot(from, 60_000);
     console.log(
-      `${OBJECTS} ServiceEntries${HIGRESS ? ' with Higress field 100' : ''}: first state in ` +
+      `${OBJECTS} ServiceEntries${HIGRESS ? ' with Higress field 100' : ''}${UPPER_CASE ? ', names in upper case' : ''}: ` +
+        `first state in ` +
         `${(performance.now() - t).toFixed(0)} ms, ${snapshot.warnings.length} warning(s)`,
     );
     const ms: number[] = [];
@@ -78,7 +84,7 @@ async function measure(): Promise<void> {
       ms.push(performance.now() - t);
       const used = process.cpuUsage(usage);
       cpu.push((used.user + used.system) / 1000);
-      const changed = [...snapshot.resources].find((r) => r.name === `svc-${changedAt(c)}`);
+      const changed = [...snapshot.resources].find((r) => r.name === nameOf(changedAt(c)));
       if (changed === undefined || !Buffer.from(changed.body).includes(`changed-${c}.example.com`)) {
         throw new Error(`the snapshot after change ${c} does not carry it`);
       }

@@ -5,8 +5,9 @@ import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { messageType } from '../../src/schema/proto-root.js';
 import { SubscriptionState, type ChannelPatch } from '../../src/upstream/streaming/subscription-state.js';
-import type { MeshmuxError } from '../../src/core/errors.js';
+import { MeshmuxError } from '../../src/core/errors.js';
 import { ResponseLayout } from '../../src/upstream/xds/discovery-response.js';
+import { countCalls } from '../support/call-count.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { fakeVirtualService, kindNamed } from '../support/fake-objects.js';
 import { bareBodyAny, discoveryResponse, mcpAny, type RawAny } from '../support/faulty-responses.js';
@@ -347,6 +348,29 @@ describe('an xds source reading state-of-the-world responses by what changed', (
     assert.ok(patches.taken > 20, `applied as changes ${patches.taken} times`);
     assert.ok(patches.noted > 5, `applied as changes with noted objects ${patches.noted} times`);
     assert.ok(patches.declined > 0, `declined ${patches.declined} times`);
+  });
+
+  it('carries the warnings of a state whose every object has one through a change without describing them again', async () => {
+    // Upper-case names: accepted, with a warning each.
+    let base = names(600).map((n): Good => ({
+      is: 'good',
+      name: `V${n.slice(1)}`,
+      generation: 0,
+      note: 'none',
+    }));
+    const first = await send(base);
+    assert.equal(first.warnings.length, 600);
+    const described = countCalls(MeshmuxError.prototype, 'describe');
+    try {
+      const step = applyEdits(base, [{ op: 'change', at: 300, note: 'none' }], 1);
+      base = step.base;
+      const got = await send(step.sent);
+      assert.equal(got.served.get('Vs-300'), 1);
+      assert.equal(got.warnings.length, 600);
+      assert.ok(described.calls <= 4, `${described.calls} warnings described for a change of one object`);
+    } finally {
+      described.restore();
+    }
   });
 
   it('reads only the entries a response changed, however far apart they lie', async () => {

@@ -66,8 +66,13 @@ export class ChannelNotes {
       this.made = undefined;
     } else if (this.body.delete(key)) this.made = undefined;
     if (warnings !== undefined && warnings.length > 0) {
-      this.warned.set(key, warnings);
-      this.made = undefined;
+      // Another version of an object warned of alike (its name in upper case, say): the warnings
+      // made stand.
+      const before = this.warned.get(key);
+      if (before === undefined || !sameWarnings(before, warnings)) {
+        this.warned.set(key, warnings);
+        this.made = undefined;
+      }
     } else if (this.warned.delete(key)) this.made = undefined;
   }
 
@@ -150,6 +155,10 @@ export class ChannelNotes {
     // The count of objects or the fields named changed.
     this.made = undefined;
   }
+}
+
+function sameWarnings(a: readonly MeshmuxError[], b: readonly MeshmuxError[]): boolean {
+  return a.length === b.length && a.every((w, i) => w.describe() === b[i]?.describe());
 }
 
 function sameNumbers(a: readonly number[], b: readonly number[]): boolean {

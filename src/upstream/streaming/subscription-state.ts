@@ -97,6 +97,8 @@ interface ChannelState {
   notes: ChannelNotes;
   /** `responseWarnings` and the notes' warnings. */
   warnings: readonly MeshmuxError[];
+  /** `errors` and `warnings` as text, made once for the arrays it names (see `problemsOf`). */
+  problems: { errors: readonly MeshmuxError[]; warnings: readonly MeshmuxError[]; text: string } | undefined;
   /** Answered on the current stream. */
   answered: boolean;
   /** The last response refused whole on the current stream before the channel answered. */
@@ -141,7 +143,7 @@ export class SubscriptionState {
   private readonly servedFrom = new Map<string, string>();
   /** Per kind, what was served last time. */
   private readonly served = new Map<string, ReadList<ConfigResource>>();
-  private servedProblems = '';
+  private servedProblems: readonly string[] = [];
   /** Status rules (stale or failing, emit only on change) shared with every other source. */
   private readonly tracker: SourceStatusTracker;
   private streamSynced = false;
@@ -164,6 +166,7 @@ export class SubscriptionState {
         responseWarnings: [],
         notes: new ChannelNotes(`${options.upstream} ${channel.id}`),
         warnings: [],
+        problems: undefined,
         answered: false,
         refusal: undefined,
         listed: undefined,
@@ -442,7 +445,7 @@ export class SubscriptionState {
     if (
       before !== undefined &&
       sameObjects(served, before) &&
-      this.problemSignature() === this.servedProblems
+      sameStrings(this.problemSignature(), this.servedProblems)
     )
       return;
     this.served.set(kind, served);
@@ -450,15 +453,14 @@ export class SubscriptionState {
   }
 
   private emitSnapshot(kinds: ReadonlySet<string>, resources: ReadList<ConfigResource>): void {
-    const errors: MeshmuxError[] = [];
-    const warnings: MeshmuxError[] = [];
-    for (const c of this.channels.values()) {
-      appendAll(errors, c.errors);
-      appendAll(warnings, c.warnings);
-    }
+    // A channel's own arrays when it alone has any: a state with a warning per object is not
+    // copied per change.
+    const errors = joined([...this.channels.values()].map((c) => c.errors));
+    let warnings = joined([...this.channels.values()].map((c) => c.warnings));
     const mute = this.budgetPassed ? this.unansweredChannels() : [];
     if (mute.length > 0) {
-      warnings.push(
+      warnings = [
+        ...warnings,
         new MeshmuxError(
           'UNAVAILABLE',
           `no answer within ${this.options.syncTimeoutMs} ms for: ${mute.join(', ')}`,
@@ -466,7 +468,7 @@ export class SubscriptionState {
             file: this.options.source,
           },
         ),
-      );
+      ];
     }
     this.servedProblems = this.problemSignature();
     // The upstream's version may repeat over new content: what changed was judged above, per kind.
@@ -518,13 +520,11 @@ export class SubscriptionState {
     return out;
   }
 
-  private problemSignature(): string {
+  /** The mute channels, if reported, and each channel's problems as text: equal when nothing to report changed. */
+  private problemSignature(): readonly string[] {
     const parts: string[] = this.budgetPassed ? this.unansweredChannels() : [];
-    for (const c of this.channels.values()) {
-      for (const e of c.errors) parts.push(`E${e.describe()}`);
-      for (const w of c.warnings) parts.push(`W${w.describe()}`);
-    }
-    return parts.join('\n');
+    for (const c of this.channels.values()) parts.push(problemsOf(c));
+    return parts;
   }
 
   private clearTimer(): void {
@@ -532,6 +532,37 @@ export class SubscriptionState {
     this.cancelTimer = undefined;
   }
 }
+
+/**
+ * A channel's errors and warnings as text, made again only when they are other arrays than the
+ * last time: a change that leaves them as they were compares the same string, not a new one
+ * described object by object.
+ */
+function problemsOf(c: ChannelState): string {
+  const made = c.problems;
+  if (made !== undefined && made.errors === c.errors && made.warnings === c.warnings) return made.text;
+  const lines: string[] = [];
+  for (const e of c.errors) lines.push(`E${e.describe()}`);
+  for (const w of c.warnings) lines.push(`W${w.describe()}`);
+  const text = lines.join('\n');
+  c.problems = { errors: c.errors, warnings: c.warnings, text };
+  return text;
+}
+
+function sameStrings(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((s, i) => s === b[i]);
+}
+
+/** The lists end to end: the one non-empty list itself when there is just one. */
+function joined(lists: readonly (readonly MeshmuxError[])[]): readonly MeshmuxError[] {
+  const full = lists.filter((l) => l.length > 0);
+  if (full.length <= 1) return full[0] ?? NO_ERRORS;
+  const out: MeshmuxError[] = [];
+  for (const l of full) appendAll(out, l);
+  return out;
+}
+
+const NO_ERRORS: readonly MeshmuxError[] = Object.freeze([]);
 
 /** `first` then `second`, without a new array when one of them is empty. */
 function joinedWarnings(
