@@ -362,12 +362,25 @@ describe('an xds source reading state-of-the-world responses by what changed', (
     assert.equal(first.warnings.length, 600);
     const described = countCalls(MeshmuxError.prototype, 'describe');
     try {
-      const step = applyEdits(base, [{ op: 'change', at: 300, note: 'none' }], 1);
+      let step = applyEdits(base, [{ op: 'change', at: 300, note: 'none' }], 1);
       base = step.base;
-      const got = await send(step.sent);
+      let got = await send(step.sent);
       assert.equal(got.served.get('Vs-300'), 1);
       assert.equal(got.warnings.length, 600);
-      assert.ok(described.calls <= 4, `${described.calls} warnings described for a change of one object`);
+      // An object warned of comes, another goes.
+      step = applyEdits(
+        base,
+        [
+          { op: 'insert', at: 10, name: 'New-vs-0', note: 'none' },
+          { op: 'remove', at: 500 },
+        ],
+        2,
+      );
+      base = step.base;
+      got = await send(step.sent);
+      assert.equal(got.served.get('New-vs-0'), 2);
+      assert.equal(got.warnings.length, 600);
+      assert.ok(described.calls <= 4, `${described.calls} warnings described for changes of a few objects`);
     } finally {
       described.restore();
     }

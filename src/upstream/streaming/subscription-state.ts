@@ -97,8 +97,6 @@ interface ChannelState {
   notes: ChannelNotes;
   /** `responseWarnings` and the notes' warnings. */
   warnings: readonly MeshmuxError[];
-  /** `errors` and `warnings` as text, made once for the arrays it names (see `problemsOf`). */
-  problems: { errors: readonly MeshmuxError[]; warnings: readonly MeshmuxError[]; text: string } | undefined;
   /** Answered on the current stream. */
   answered: boolean;
   /** The last response refused whole on the current stream before the channel answered. */
@@ -143,7 +141,7 @@ export class SubscriptionState {
   private readonly servedFrom = new Map<string, string>();
   /** Per kind, what was served last time. */
   private readonly served = new Map<string, ReadList<ConfigResource>>();
-  private servedProblems: readonly string[] = [];
+  private servedProblems: Problems = { mute: '', channels: [] };
   /** Status rules (stale or failing, emit only on change) shared with every other source. */
   private readonly tracker: SourceStatusTracker;
   private streamSynced = false;
@@ -166,7 +164,6 @@ export class SubscriptionState {
         responseWarnings: [],
         notes: new ChannelNotes(`${options.upstream} ${channel.id}`),
         warnings: [],
-        problems: undefined,
         answered: false,
         refusal: undefined,
         listed: undefined,
@@ -445,7 +442,7 @@ export class SubscriptionState {
     if (
       before !== undefined &&
       sameObjects(served, before) &&
-      sameStrings(this.problemSignature(), this.servedProblems)
+      sameProblems(this.problems(), this.servedProblems)
     )
       return;
     this.served.set(kind, served);
@@ -470,7 +467,7 @@ export class SubscriptionState {
         ),
       ];
     }
-    this.servedProblems = this.problemSignature();
+    this.servedProblems = this.problems();
     // The upstream's version may repeat over new content: what changed was judged above, per kind.
     this.tracker.forward({
       type: 'snapshot',
@@ -520,11 +517,12 @@ export class SubscriptionState {
     return out;
   }
 
-  /** The mute channels, if reported, and each channel's problems as text: equal when nothing to report changed. */
-  private problemSignature(): readonly string[] {
-    const parts: string[] = this.budgetPassed ? this.unansweredChannels() : [];
-    for (const c of this.channels.values()) parts.push(problemsOf(c));
-    return parts;
+  /** What the source reports as it stands: the mute channels, if reported, and each channel's errors and warnings. */
+  private problems(): Problems {
+    return {
+      mute: this.budgetPassed ? this.unansweredChannels().join('\n') : '',
+      channels: [...this.channels.values()].map((c) => ({ errors: c.errors, warnings: c.warnings })),
+    };
   }
 
   private clearTimer(): void {
@@ -533,24 +531,42 @@ export class SubscriptionState {
   }
 }
 
-/**
- * A channel's errors and warnings as text, made again only when they are other arrays than the
- * last time: a change that leaves them as they were compares the same string, not a new one
- * described object by object.
- */
-function problemsOf(c: ChannelState): string {
-  const made = c.problems;
-  if (made !== undefined && made.errors === c.errors && made.warnings === c.warnings) return made.text;
-  const lines: string[] = [];
-  for (const e of c.errors) lines.push(`E${e.describe()}`);
-  for (const w of c.warnings) lines.push(`W${w.describe()}`);
-  const text = lines.join('\n');
-  c.problems = { errors: c.errors, warnings: c.warnings, text };
-  return text;
+/** What a source reports besides its objects (see `SubscriptionState.problems`). */
+interface Problems {
+  readonly mute: string;
+  readonly channels: ReadonlyArray<{
+    readonly errors: readonly MeshmuxError[];
+    readonly warnings: readonly MeshmuxError[];
+  }>;
 }
 
-function sameStrings(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((s, i) => s === b[i]);
+/**
+ * Whether two reports say the same. The same arrays say the same without a look inside (a change
+ * that left a channel's errors and warnings as they were, however many), others are compared by
+ * their text.
+ */
+function sameProblems(a: Problems, b: Problems): boolean {
+  return (
+    a.mute === b.mute &&
+    a.channels.length === b.channels.length &&
+    a.channels.every((x, i) => {
+      const y = b.channels[i];
+      return y !== undefined && sameErrors(x.errors, y.errors) && sameErrors(x.warnings, y.warnings);
+    })
+  );
+}
+
+function sameErrors(a: readonly MeshmuxError[], b: readonly MeshmuxError[]): boolean {
+  return a === b || (a.length === b.length && describedAll(a) === describedAll(b));
+}
+
+/** Each list's errors described, made once per list. */
+const DESCRIBED = new WeakMap<readonly MeshmuxError[], string>();
+
+function describedAll(list: readonly MeshmuxError[]): string {
+  let text = DESCRIBED.get(list);
+  if (text === undefined) DESCRIBED.set(list, (text = list.map((e) => e.describe()).join('\n')));
+  return text;
 }
 
 /** The lists end to end: the one non-empty list itself when there is just one. */
