@@ -18,16 +18,12 @@ import {
   subscribedDeltaSource,
 } from '../test/support/scripted-delta-upstream.js';
 import { option } from './in-process.js';
+import { SourceChangeTiming } from './source-change-timing.js';
 
 const OBJECTS = Number(option('objects', '50000'));
 const CHANGES = Number(option('changes', '10'));
 const SE = kindNamed('ServiceEntry');
 const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
-}
 
 async function main(): Promise<void> {
   const upstream = await ScriptedDeltaUpstream.start();
@@ -37,12 +33,11 @@ async function main(): Promise<void> {
       const object = fakeServiceEntry(`svc-${i}`, `svc-${i}.example.com`);
       return { name: `${object.namespace}/${object.name}`, any: mcpAny(SE, object) };
     });
-    let t = performance.now();
+    const t = performance.now();
     upstream.send(deltaResponse(SE_V1, first, 'first'));
     await recorder.status('synced');
     console.log(`${OBJECTS} ServiceEntries: first answer in ${(performance.now() - t).toFixed(0)} ms`);
-    const ms: number[] = [];
-    const cpu: number[] = [];
+    const timing = new SourceChangeTiming();
     for (let c = 0; c < CHANGES; c++) {
       const at = (c * 4099) % OBJECTS;
       const object = fakeServiceEntry(`svc-${at}`, `changed-${c}.example.com`);
@@ -52,22 +47,14 @@ async function main(): Promise<void> {
         `change-${c}`,
       );
       const from = recorder.count;
-      const usage = process.cpuUsage();
-      t = performance.now();
-      upstream.send(response);
-      const snapshot = await recorder.snapshot(from);
-      ms.push(performance.now() - t);
-      const used = process.cpuUsage(usage);
-      cpu.push((used.user + used.system) / 1000);
-      const changed = [...snapshot.resources].find((r) => r.name === `svc-${at}`);
-      if (changed === undefined || !Buffer.from(changed.body).includes(`changed-${c}.example.com`)) {
-        throw new Error(`the snapshot after change ${c} does not carry it`);
-      }
+      await timing.time(
+        () => upstream.send(response),
+        () => recorder.snapshot(from),
+        `svc-${at}`,
+        `changed-${c}.example.com`,
+      );
     }
-    console.log(
-      `one object changed: ${median(ms).toFixed(1)} ms p50 to the source's snapshot, ` +
-        `${median(cpu).toFixed(1)} ms of CPU p50 (${CHANGES} changes: ${ms.map((m) => m.toFixed(0)).join(', ')} ms)`,
-    );
+    console.log(timing.report());
   } finally {
     recorder.close();
     upstream.stop();

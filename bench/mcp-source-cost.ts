@@ -20,6 +20,7 @@ import { encodeMcpResource, fakeServiceEntry, kindNamed } from '../test/support/
 import { galleyResources } from '../test/support/faulty-responses.js';
 import { SourceEventRecorder } from '../test/support/source-event-recorder.js';
 import { option } from './in-process.js';
+import { SourceChangeTiming } from './source-change-timing.js';
 
 const OBJECTS = Number(option('objects', '50000'));
 const CHANGES = Number(option('changes', '10'));
@@ -39,16 +40,6 @@ function incrementalResources(resource: Uint8Array, nonce: string): Uint8Array {
   return w.finish();
 }
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
-}
-
-function cpuMs(from: NodeJS.CpuUsage): number {
-  const used = process.cpuUsage(from);
-  return (used.user + used.system) / 1000;
-}
-
 async function main(): Promise<void> {
   const objects = Array.from({ length: OBJECTS }, (_, i) =>
     fakeServiceEntry(`svc-${i}`, `svc-${i}.example.com`),
@@ -66,15 +57,14 @@ async function main(): Promise<void> {
     }).events$,
   );
   try {
-    let t = performance.now();
+    const t = performance.now();
     await recorder.status('synced');
     console.log(`${OBJECTS} ServiceEntries: first full state in ${(performance.now() - t).toFixed(0)} ms`);
     // The same objects written as the timed states write them, so that only the changes are new.
     let from = recorder.count;
     galley.sendRaw(galleyResources(COLLECTION, encoded, 'base'));
     await recorder.snapshot(from);
-    const ms: number[] = [];
-    const cpu: number[] = [];
+    const timing = new SourceChangeTiming();
     for (let c = 0; c < CHANGES; c++) {
       const at = (c * 4099) % OBJECTS;
       encoded[at] = encodeMcpResource(SE, fakeServiceEntry(`svc-${at}`, `changed-${c}.example.com`), {
@@ -84,21 +74,14 @@ async function main(): Promise<void> {
         ? incrementalResources(encoded[at], `change-${c}`)
         : galleyResources(COLLECTION, encoded, `change-${c}`);
       from = recorder.count;
-      const usage = process.cpuUsage();
-      t = performance.now();
-      galley.sendRaw(state);
-      const snapshot = await recorder.snapshot(from);
-      ms.push(performance.now() - t);
-      cpu.push(cpuMs(usage));
-      const changed = [...snapshot.resources].find((r) => r.name === `svc-${at}`);
-      if (changed === undefined || !Buffer.from(changed.body).includes(`changed-${c}.example.com`)) {
-        throw new Error(`the snapshot after change ${c} does not carry it`);
-      }
+      await timing.time(
+        () => galley.sendRaw(state),
+        () => recorder.snapshot(from),
+        `svc-${at}`,
+        `changed-${c}.example.com`,
+      );
     }
-    console.log(
-      `one object changed ${INCREMENTAL ? 'in an incremental answer' : 'in a full state'}: ${median(ms).toFixed(1)} ms p50 to the source's snapshot, ` +
-        `${median(cpu).toFixed(1)} ms of CPU p50 (${CHANGES} changes: ${ms.map((m) => m.toFixed(0)).join(', ')} ms)`,
-    );
+    console.log(timing.report(INCREMENTAL ? ' in an incremental answer' : ' in a full state'));
   } finally {
     recorder.close();
     await galley.stop();

@@ -22,6 +22,7 @@ import { discoveryResponse, mcpAny, type RawAny } from '../test/support/faulty-r
 import { syncedXdsSource } from '../test/support/source-event-recorder.js';
 import { option } from './in-process.js';
 import { pinSelf } from './server-process.js';
+import { SourceChangeTiming } from './source-change-timing.js';
 
 const OBJECTS = Number(option('objects', '50000'));
 const CHANGES = Number(option('changes', '20'));
@@ -34,11 +35,6 @@ const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
 
 /** Where the object changed by response `c` lies. */
 const changedAt = (c: number): number => (c * 4099) % OBJECTS;
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
-}
 
 /** The child: encodes every response, then writes response `n` whenever told `n` (0: the first state). */
 async function serve(): Promise<void> {
@@ -65,34 +61,25 @@ async function measure(): Promise<void> {
   const recorder = await syncedXdsSource(address, ['ServiceEntry']);
   try {
     let from = recorder.count;
-    let t = performance.now();
+    const t = performance.now();
     child.send(0);
-    let snapshot = await recorder.snapshot(from, 60_000);
+    const snapshot = await recorder.snapshot(from, 60_000);
     console.log(
       `${OBJECTS} ServiceEntries${HIGRESS ? ' with Higress field 100' : ''}${UPPER_CASE ? ', names in upper case' : ''}: ` +
         `first state in ` +
         `${(performance.now() - t).toFixed(0)} ms, ${snapshot.warnings.length} warning(s)`,
     );
-    const ms: number[] = [];
-    const cpu: number[] = [];
+    const timing = new SourceChangeTiming();
     for (let c = 0; c < CHANGES; c++) {
       from = recorder.count;
-      const usage = process.cpuUsage();
-      t = performance.now();
-      child.send(c + 1);
-      snapshot = await recorder.snapshot(from, 60_000);
-      ms.push(performance.now() - t);
-      const used = process.cpuUsage(usage);
-      cpu.push((used.user + used.system) / 1000);
-      const changed = [...snapshot.resources].find((r) => r.name === nameOf(changedAt(c)));
-      if (changed === undefined || !Buffer.from(changed.body).includes(`changed-${c}.example.com`)) {
-        throw new Error(`the snapshot after change ${c} does not carry it`);
-      }
+      await timing.time(
+        () => child.send(c + 1),
+        () => recorder.snapshot(from, 60_000),
+        nameOf(changedAt(c)),
+        `changed-${c}.example.com`,
+      );
     }
-    console.log(
-      `one object changed: ${median(ms).toFixed(1)} ms p50 to the source's snapshot, ` +
-        `${median(cpu).toFixed(1)} ms of CPU p50 (${CHANGES} changes: ${cpu.map((m) => m.toFixed(0)).join(', ')} ms)`,
-    );
+    console.log(timing.report());
   } finally {
     recorder.close();
     child.disconnect();
