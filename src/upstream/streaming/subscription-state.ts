@@ -258,7 +258,7 @@ export class SubscriptionState {
     state.errors = [...update.rejected.values(), ...update.unnamed];
     state.responseWarnings = update.warnings;
     state.notes = notes;
-    state.warnings = joinedWarnings(update.warnings, notes.warnings);
+    state.warnings = joined([update.warnings, notes.warnings]);
     this.settle(state, update.version);
     return [...restored.keys()];
   }
@@ -266,10 +266,10 @@ export class SubscriptionState {
   /**
    * Applies a response that is the channel's last state changed by `patch`, in time proportional
    * to the patch. Only for a state taken whole (no errors, no warnings but the notes of its
-   * objects, keyed by name): returns
-   * false, changing nothing, when the channel's state is not such a state or when an object of
-   * `upserted` is already held under its key without being among `removed` (the response would
-   * hold it twice); the caller then applies the response as a full update.
+   * objects, keyed by name): returns false, changing nothing, when the channel's state is not such
+   * a state or when an object of `upserted` is already held under its key without being among
+   * `removed` (the response would hold it twice); the caller then applies the response as a full
+   * update.
    */
   applyPatch(id: string, patch: ChannelPatch, version: string): boolean {
     const state = this.channels.get(id);
@@ -579,16 +579,6 @@ function joined(lists: readonly (readonly MeshmuxError[])[]): readonly MeshmuxEr
 }
 
 const NO_ERRORS: readonly MeshmuxError[] = Object.freeze([]);
-
-/** `first` then `second`, without a new array when one of them is empty. */
-function joinedWarnings(
-  first: readonly MeshmuxError[],
-  second: readonly MeshmuxError[],
-): readonly MeshmuxError[] {
-  if (first.length === 0) return second;
-  if (second.length === 0) return first;
-  return [...first, ...second];
-}
 
 /**
  * Whether two lists serve the same objects, in the same order: same names, versions and creation times. The
