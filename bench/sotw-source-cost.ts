@@ -28,6 +28,7 @@ const OBJECTS = Number(option('objects', '50000'));
 const CHANGES = Number(option('changes', '20'));
 const HIGRESS = process.argv.includes('--higress');
 const UPPER_CASE = process.argv.includes('--upper-case');
+const BAD = process.argv.includes('--bad');
 /** The name of object `i`. */
 const nameOf = (i: number): string => `${UPPER_CASE ? 'Svc' : 'svc'}-${i}`;
 const SE = kindNamed('ServiceEntry');
@@ -43,6 +44,8 @@ async function serve(): Promise<void> {
   const state = Array.from({ length: OBJECTS }, (_, i) =>
     entry(fakeServiceEntry(nameOf(i), `svc-${i}.example.com`)),
   );
+  // An object whose body does not decode, sent as it is in every state.
+  if (BAD) state[1] = entry({ ...fakeServiceEntry(nameOf(1), 'x'), rawBody: Uint8Array.of(0x0a, 0x7f) });
   const responses = [discoveryResponse(SE_V1, state, 'first')];
   for (let c = 0; c < CHANGES; c++) {
     state[changedAt(c)] = entry(fakeServiceEntry(nameOf(changedAt(c)), `changed-${c}.example.com`));
@@ -65,7 +68,8 @@ async function measure(): Promise<void> {
     child.send(0);
     const snapshot = await recorder.snapshot(from, 60_000);
     console.log(
-      `${OBJECTS} ServiceEntries${HIGRESS ? ' with Higress field 100' : ''}${UPPER_CASE ? ', names in upper case' : ''}: ` +
+      `${OBJECTS} ServiceEntries${HIGRESS ? ' with Higress field 100' : ''}${UPPER_CASE ? ', names in upper case' : ''}` +
+        `${BAD ? ', one whose body does not decode' : ''}: ` +
         `first state in ` +
         `${(performance.now() - t).toFixed(0)} ms, ${snapshot.warnings.length} warning(s)`,
     );

@@ -164,7 +164,7 @@ const names = (count: number): string[] => Array.from({ length: count }, (_, i) 
 
 type Edit =
   | { readonly op: 'change'; readonly at: number; readonly note: Note }
-  | { readonly op: 'remove'; readonly at: number }
+  | { readonly op: 'remove' | 'break' | 'shadow'; readonly at: number }
   | { readonly op: 'insert'; readonly at: number; readonly name: string; readonly note: Note }
   | {
       readonly op: 'duplicate' | 'refused-annotation' | 'garbage-body' | 'bare-body' | 'no-name';
@@ -176,6 +176,12 @@ const note: fc.Arbitrary<Note> = fc.constantFrom('none', 'none', 'field100', 'bo
 const edit: fc.Arbitrary<Edit> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ op: fc.constant('change' as const), at: fc.nat(), note }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('remove' as const), at: fc.nat() }) },
+  // An object whose body stops decoding, or a copy of it that does not decode sent after it, so
+  // until a change repairs it.
+  {
+    weight: 1,
+    arbitrary: fc.record({ op: fc.constantFrom('break' as const, 'shadow' as const), at: fc.nat() }),
+  },
   {
     weight: 2,
     arbitrary: fc.record({
@@ -202,15 +208,16 @@ const edit: fc.Arbitrary<Edit> = fc.oneof(
 );
 
 /**
- * Applies edits: changes, removals and insertions also change the base the next step starts from;
- * the faults (a name twice, a refused annotation, an undecodable body, a wrong Any, no usable name) are in this
+ * Applies edits: changes, removals, insertions and breaks also change the base the next step
+ * starts from (a broken object is sent as it is until a change repairs it); the faults (a name
+ * twice, a refused annotation, an undecodable body, a wrong Any, no usable name) are in this
  * response only, as an upstream fixing its mistake would send.
  */
 function applyEdits(
-  base: Good[],
+  base: readonly Entry[],
   edits: readonly Edit[],
   generation: number,
-): { base: Good[]; sent: Entry[] } {
+): { base: Entry[]; sent: Entry[] } {
   const next = [...base];
   const faults: Array<{ at: number; entry: Entry }> = [];
   for (const e of edits) {
@@ -220,7 +227,11 @@ function applyEdits(
     if (e.op === 'change') {
       if (target !== undefined) next[at] = { is: 'good', name: target.name, generation, note: e.note };
     } else if (e.op === 'remove') next.splice(at, 1);
-    else if (e.op === 'insert') {
+    else if (e.op === 'break') {
+      if (target !== undefined) next[at] = { is: 'garbage-body', name: target.name };
+    } else if (e.op === 'shadow') {
+      if (target !== undefined) next.splice(at + 1, 0, { is: 'garbage-body', name: target.name });
+    } else if (e.op === 'insert') {
       if (!next.some((x) => x.name === e.name))
         next.splice(at, 0, { is: 'good', name: e.name, generation, note: e.note });
     } else if (target !== undefined) {
@@ -241,7 +252,7 @@ describe('an xds source reading state-of-the-world responses by what changed', (
   let fake: FakeAdsServer;
   let recorder: SourceEventRecorder;
   let nonces = 0;
-  const patches = { taken: 0, declined: 0, noted: 0 };
+  const patches = { taken: 0, declined: 0, noted: 0, dropsAgain: 0 };
   const applyPatch = Object.getOwnPropertyDescriptor(SubscriptionState.prototype, 'applyPatch')?.value as (
     ...args: unknown[]
   ) => boolean;
@@ -254,6 +265,7 @@ describe('an xds source reading state-of-the-world responses by what changed', (
       if (taken) patches.taken++;
       else patches.declined++;
       if (taken && (args[1] as ChannelPatch).noted !== undefined) patches.noted++;
+      if (taken && args[3] === true) patches.dropsAgain++;
       return taken;
     };
     fake = await FakeAdsServer.start({ peer: 'istiod' });
@@ -299,7 +311,7 @@ describe('an xds source reading state-of-the-world responses by what changed', (
         fc.integer({ min: 0, max: 1200 }),
         fc.array(fc.array(edit, { minLength: 1, maxLength: 3 }), { minLength: 1, maxLength: 5 }),
         async (size, steps) => {
-          let base = names(size).map((name, i): Good => ({
+          let base: Entry[] = names(size).map((name, i): Good => ({
             is: 'good',
             name,
             generation: 0,
@@ -342,17 +354,40 @@ describe('an xds source reading state-of-the-world responses by what changed', (
               [{ op: 'change', at: 1, note: 'none' }],
             ],
           ],
+          // An object broken for several states while others change around it, then repaired.
+          [
+            600,
+            [
+              [{ op: 'break', at: 2 }],
+              [{ op: 'change', at: 100, note: 'none' }],
+              [{ op: 'remove', at: 200 }],
+              [{ op: 'change', at: 2, note: 'none' }],
+            ],
+          ],
+          // An object followed by a copy that does not decode: a change of it keeps its last version.
+          [
+            600,
+            [
+              [{ op: 'shadow', at: 5 }],
+              [{ op: 'change', at: 100, note: 'none' }],
+              [{ op: 'change', at: 5, note: 'none' }],
+            ],
+          ],
         ],
       },
     );
     assert.ok(patches.taken > 20, `applied as changes ${patches.taken} times`);
     assert.ok(patches.noted > 5, `applied as changes with noted objects ${patches.noted} times`);
+    assert.ok(
+      patches.dropsAgain >= 3,
+      `applied as changes dropping objects again ${patches.dropsAgain} times`,
+    );
     assert.ok(patches.declined > 0, `declined ${patches.declined} times`);
   });
 
   it('carries the warnings of a state whose every object has one through a change without describing them again', async () => {
     // Upper-case names: accepted, with a warning each.
-    let base = names(600).map((n): Good => ({
+    let base: Entry[] = names(600).map((n): Good => ({
       is: 'good',
       name: `V${n.slice(1)}`,
       generation: 0,
@@ -397,7 +432,12 @@ describe('an xds source reading state-of-the-world responses by what changed', (
     } as typeof ResponseLayout.prototype.entry;
     try {
       const size = 1500;
-      let base = names(size).map((name): Good => ({ is: 'good', name, generation: 0, note: 'none' }));
+      let base: Entry[] = names(size).map((name): Good => ({
+        is: 'good',
+        name,
+        generation: 0,
+        note: 'none',
+      }));
       await send(base);
       for (const [n, edits] of [
         [

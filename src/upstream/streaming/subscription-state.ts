@@ -91,6 +91,8 @@ interface ChannelState {
   resources: Map<string, ConfigResource>;
   keyedByName: boolean;
   errors: readonly MeshmuxError[];
+  /** The keys of the objects the last response taken whole dropped (their previous versions kept). */
+  rejected: ReadonlySet<string>;
   /** Of the last response taken whole, its warnings beyond the notes of its objects. */
   responseWarnings: readonly MeshmuxError[];
   /** What was pruned or tolerated in the objects of `resources`, kept up to date by patches. */
@@ -161,6 +163,7 @@ export class SubscriptionState {
         resources: new Map(),
         keyedByName: true,
         errors: [],
+        rejected: NO_KEYS,
         responseWarnings: [],
         notes: new ChannelNotes(`${options.upstream} ${channel.id}`),
         warnings: [],
@@ -256,6 +259,7 @@ export class SubscriptionState {
     state.listed = undefined;
     state.keyedByName = update.keyedByName === true && (restored.size === 0 || state.keyedByName);
     state.errors = [...update.rejected.values(), ...update.unnamed];
+    state.rejected = update.rejected.size === 0 ? NO_KEYS : new Set(update.rejected.keys());
     state.responseWarnings = update.warnings;
     state.notes = notes;
     state.warnings = joined([update.warnings, notes.warnings]);
@@ -269,17 +273,22 @@ export class SubscriptionState {
    * objects, keyed by name): returns false, changing nothing, when the channel's state is not such
    * a state or when an object of `upserted` is already held under its key without being among
    * `removed` (the response would hold it twice); the caller then applies the response as a full
-   * update.
+   * update. `dropsAgain`: the response sends again, as they were, the entries the last one had
+   * dropped, so the state may hold errors; not when the patch touches a key of those entries.
    */
-  applyPatch(id: string, patch: ChannelPatch, version: string): boolean {
+  applyPatch(id: string, patch: ChannelPatch, version: string, dropsAgain = false): boolean {
     const state = this.channels.get(id);
     if (
       state === undefined ||
       !state.keyedByName ||
-      state.errors.length > 0 ||
+      (state.errors.length > 0 && !dropsAgain) ||
       state.responseWarnings.length > 0
     ) {
       return false;
+    }
+    if (state.rejected.size > 0) {
+      for (const key of patch.removed) if (state.rejected.has(key)) return false;
+      for (const key of patch.upserted.keys()) if (state.rejected.has(key)) return false;
     }
     const resources = state.resources;
     if (patch.upserted.size > 0) {
@@ -579,6 +588,7 @@ function joined(lists: readonly (readonly MeshmuxError[])[]): readonly MeshmuxEr
 }
 
 const NO_ERRORS: readonly MeshmuxError[] = Object.freeze([]);
+const NO_KEYS: ReadonlySet<string> = new Set();
 
 /**
  * Whether two lists serve the same objects, in the same order: same names, versions and creation times. The

@@ -15,8 +15,13 @@ interface PreviousResponse {
   readonly layout: ResponseLayout;
   /** What each entry was read as, by position. */
   readonly results: readonly ReadResult[];
-  /** Applied as it was: not refused, nothing dropped, no name twice (the state holds exactly `results`). */
+  /**
+   * Applied as it was: not refused, no name twice. The state holds exactly the good objects of
+   * `results` and, for each entry dropped, the version its name held before.
+   */
   readonly whole: boolean;
+  /** The NACK's detail when entries were dropped; undefined when none was. */
+  readonly dropped: string | undefined;
   /** Entries that were not MCP Resources (their errors name their position). */
   readonly wrongTypes: number;
 }
@@ -211,12 +216,17 @@ export class SotwAdsClient implements StreamHandlers {
 
     // Applied as a change of the last state when that state was this response's predecessor taken
     // whole and the changed entries are good objects, each named once: nothing else to re-judge.
+    // Entries the last response had dropped, sent again as they were, are dropped again (their
+    // previous versions stay, and the response is refused as the last one was).
+    const dropped = before?.dropped;
     const patch = before?.whole === true ? channelPatchOf(removed, middle, sameAs) : undefined;
-    if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, version)) {
-      this.keep(stream, before, { layout, results, whole: true, wrongTypes: 0 }, resent);
+    if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, version, dropped !== undefined)) {
+      this.keep(stream, before, { layout, results, whole: true, dropped, wrongTypes: 0 }, resent);
       this.forgetGone(typeUrl, removed);
-      this.accepted.set(typeUrl, version);
-      this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
+      if (dropped === undefined) {
+        this.accepted.set(typeUrl, version);
+        this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
+      } else this.nack(stream, typeUrl, nonce, version, dropped);
       return;
     }
 
@@ -230,7 +240,8 @@ export class SotwAdsClient implements StreamHandlers {
       {
         layout,
         results,
-        whole: built.refused === undefined && update.dropped === 0 && built.warnings.length === 0,
+        whole: built.refused === undefined && built.warnings.length === 0,
+        dropped: update.dropped === 0 ? undefined : update.nackMessage(),
         wrongTypes:
           (before !== undefined && before.wrongTypes > 0 ? countWrongTypes(before.results, prefix) : 0) +
           wrongTypes,
@@ -245,6 +256,19 @@ export class SotwAdsClient implements StreamHandlers {
     }
     const detail = update.nackMessage();
     this.ctx.log.warn({ typeUrl, version, dropped: update.dropped, kept, refused: update.refused }, detail);
+    this.nack(stream, typeUrl, nonce, version, detail, false);
+  }
+
+  /** Refuses a response (its `version`), naming why in `detail`; logged unless said otherwise. */
+  private nack(
+    stream: OpenStream,
+    typeUrl: string,
+    nonce: string,
+    version: string,
+    detail: string,
+    log = true,
+  ): void {
+    if (log) this.ctx.log.warn({ typeUrl, version }, detail);
     this.send(stream, {
       typeUrl,
       responseNonce: nonce,
