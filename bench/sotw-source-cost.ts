@@ -3,15 +3,17 @@
  * merge, no ADS), when each response changes one of them:
  *
  *   npm run build && node dist/bench/sotw-source-cost.js [--objects 50000] [--changes 20] [--higress]
- *     [--upper-case]
+ *     [--upper-case] [--bad]
  *
  * An upstream in a child process pinned to the other core sends `--objects` ServiceEntries as one
  * state, then that state again with one object changed, each response encoded before any is
  * sent. `--higress`: every object carries the envelope field 100 Higress appends (meshmux prunes
- * it with a warning); `--upper-case`: every name has an upper-case letter (accepted, with a warning
- * per object, as Istio accepts them). This process, pinned to one core, runs the source. Printed: per response,
- * the time from asking the upstream to write it to the source's snapshot that carries it, and
- * this process's CPU over it (receiving the response included). Prints figures; asserts nothing.
+ * it with a warning); `--upper-case`: every name has an upper-case letter (accepted, with a
+ * warning per object, as Istio accepts them); `--bad`: one object's body does not decode, in every
+ * state (dropped, its response NACKed). This process, pinned to one core, runs the source.
+ * Printed: per response, the time from asking the upstream to write it to the source's snapshot
+ * that carries it, and this process's CPU over it (receiving the response included). Prints
+ * figures; asserts nothing.
  */
 import { fork } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
