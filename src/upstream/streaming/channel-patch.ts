@@ -7,9 +7,10 @@ import type { GoodRead } from './channel-notes.js';
  * The change from the last state to this one, when it is made of good objects only (no drop, no
  * name twice among them; an entry re-sent as it was counts as no change, whatever it was read
  * as): what was removed or replaced, by name, the objects newly read, and of those the ones with
- * notes (pruned fields, warnings of their own). Undefined when the response must be judged whole. `middle`: the results of the response's entries that are not known to be
- * the last state's own; `sameAs[k]` ≥ 0 says `middle[k]` re-sends one of the last state's objects
- * as it was; `removed`: the last state's results the response did not re-send as they were.
+ * notes (pruned fields, warnings of their own). Undefined when the response must be judged whole.
+ * `middle`: the results of the response's entries that are not known to be the last state's own;
+ * `sameAs[k]` ≥ 0 says `middle[k]` re-sends one of the last state's objects as it was; `removed`:
+ * the last state's results the response did not re-send as they were.
  */
 export function channelPatchOf(
   removed: readonly ReadResult[],

@@ -217,7 +217,7 @@ export class SotwAdsClient implements StreamHandlers {
     // Applied as a change of the last state when that state was this response's predecessor taken
     // whole and the changed entries are good objects, each named once: nothing else to re-judge.
     // Entries the last response had dropped, sent again as they were, are dropped again (their
-    // previous versions stay, and the response is refused as the last one was).
+    // previous versions stay, and the response is NACKed as the last one was).
     const dropped = before?.dropped;
     const patch = before?.whole === true ? channelPatchOf(removed, middle, sameAs) : undefined;
     if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, version, dropped !== undefined)) {
@@ -233,6 +233,7 @@ export class SotwAdsClient implements StreamHandlers {
     const update = new ChannelUpdateBuilder(where);
     for (let k = 0; k < results.length; k++) update.add(results[k] as ReadResult);
     const built = update.build(version);
+    const detail = update.dropped === 0 ? undefined : update.nackMessage();
     const kept = this.ctx.state.apply(typeUrl, built);
     this.keep(
       stream,
@@ -241,7 +242,7 @@ export class SotwAdsClient implements StreamHandlers {
         layout,
         results,
         whole: built.refused === undefined && built.warnings.length === 0,
-        dropped: update.dropped === 0 ? undefined : update.nackMessage(),
+        dropped: detail,
         wrongTypes:
           (before !== undefined && before.wrongTypes > 0 ? countWrongTypes(before.results, prefix) : 0) +
           wrongTypes,
@@ -249,12 +250,11 @@ export class SotwAdsClient implements StreamHandlers {
       resent,
     );
     this.forgetGone(typeUrl, removed);
-    if (update.dropped === 0) {
+    if (detail === undefined) {
       this.accepted.set(typeUrl, version);
       this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
       return;
     }
-    const detail = update.nackMessage();
     this.ctx.log.warn({ typeUrl, version, dropped: update.dropped, kept, refused: update.refused }, detail);
     this.nack(stream, typeUrl, nonce, version, detail, false);
   }
