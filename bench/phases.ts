@@ -802,22 +802,40 @@ async function waitFor(check: () => boolean, timeoutMs: number): Promise<void> {
   while (!check() && performance.now() < end) await sleep(20);
 }
 
+/** A server's sync of the baseline fleet, then its latency under the baseline's churn. */
+export interface BaselineRun {
+  readonly sync: SyncResult;
+  readonly churn: ChurnResult;
+}
+
 export interface BaselineResults {
   readonly clients: number;
   /** Absent where the timing skips it (shape L). */
   readonly naiveSync?: SyncResult;
-  readonly istiod: { readonly sync: SyncResult; readonly churn: ChurnResult };
+  /**
+   * meshmux on the baselines' fleet, under a churn as long and as fast as theirs: the figure the
+   * baselines' latency is set against, the same load on each server.
+   */
+  readonly meshmux: BaselineRun;
+  readonly istiod: BaselineRun;
   /** Absent where the timing skips it (shape L). */
-  readonly nacos?: { readonly sync: SyncResult; readonly churn: ChurnResult };
+  readonly nacos?: BaselineRun;
 }
 
 async function baselineChurn(
-  mode: 'istiod' | 'nacos',
+  mode: 'meshmux' | 'istiod' | 'nacos',
   rig: ShapeRig,
   timing: Timing,
   log: Log,
-): Promise<{ sync: SyncResult; churn: ChurnResult }> {
-  const server = await ServerProcess.start({ mode, shape: rig.shape.name, upstreams: rig.addresses });
+): Promise<BaselineRun> {
+  const server = await ServerProcess.start({
+    mode,
+    shape: rig.shape.name,
+    upstreams: rig.addresses,
+    ...(mode !== 'meshmux' || timing.writeBudgetMb === undefined
+      ? {}
+      : { writeBudgetMb: timing.writeBudgetMb }),
+  });
   try {
     const fleet = new Fleet(server.xdsAddress, rig.shape.baselineClients);
     const sync = await measureSync(server, fleet);
@@ -856,10 +874,18 @@ async function baselineChurn(
   }
 }
 
-/** The naive server's sync, then istiod-like and Nacos-like churn, on the baseline fleet. */
+/**
+ * On the baseline fleet: meshmux's churn, the naive server's sync, then istiod-like and Nacos-like
+ * churn.
+ */
 export async function measureBaselines(rig: ShapeRig, timing: Timing, log: Log): Promise<BaselineResults> {
+  const meshmux = await baselineChurn('meshmux', rig, timing, log);
   if (!timing.allBaselines) {
-    return { clients: rig.shape.baselineClients, istiod: await baselineChurn('istiod', rig, timing, log) };
+    return {
+      clients: rig.shape.baselineClients,
+      meshmux,
+      istiod: await baselineChurn('istiod', rig, timing, log),
+    };
   }
   const naive = await ServerProcess.start({ mode: 'naive', shape: rig.shape.name, upstreams: rig.addresses });
   let naiveSync: SyncResult;
@@ -876,5 +902,5 @@ export async function measureBaselines(rig: ShapeRig, timing: Timing, log: Log):
   }
   const istiod = await baselineChurn('istiod', rig, timing, log);
   const nacos = await baselineChurn('nacos', rig, timing, log);
-  return { clients: rig.shape.baselineClients, naiveSync, istiod, nacos };
+  return { clients: rig.shape.baselineClients, naiveSync, meshmux, istiod, nacos };
 }
