@@ -586,6 +586,8 @@ export class MeshModel {
 }
 
 /** SHA-256 of bytes, base64url. */
-export function digestOf(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('base64url');
+export function digestOf(bytes: Uint8Array | readonly Uint8Array[]): string {
+  const hash = createHash('sha256');
+  for (const piece of bytes instanceof Uint8Array ? [bytes] : bytes) hash.update(piece);
+  return hash.digest('base64url');
 }

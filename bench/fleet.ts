@@ -7,8 +7,8 @@
  * The client speaks gRPC framing itself over `node:http2` instead of using grpc-js: a 40 MB
  * response then costs no reassembly copy. Each response is checked exactly: its chunks are
  * compared as they arrive with a recent response of the same length (clients of one view receive
- * identical bytes), and only new content is assembled, scanned and hashed (SHA-256 of the
- * resource entries).
+ * identical bytes), and only new content is scanned, in the chunks it arrived in (never
+ * assembled into one buffer), and hashed (SHA-256 of the resource entries).
  *
  * Change latency is read from `version_info`: meshmux names the upstream states a response was
  * built from (`<content>~u0-12,u1-7,...`); the {@link LatencyTracker} turns the first response that
@@ -16,6 +16,7 @@
  */
 import http2 from 'node:http2';
 import { CONFIG_TYPE_URLS, digestOf, nodeIdOfClient, policyOfClient, type PolicyName } from './fixtures.js';
+import { ChunkedBytes, samePieces } from './chunked-bytes.js';
 import { encodeNode, encodeRequest, scanResponse } from './wire-scan.js';
 
 const ADS_PATH = '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
@@ -38,13 +39,15 @@ export interface HeldType {
 
 /** What the fleet knows of one response's content. */
 interface KnownResponse {
-  readonly bytes: Buffer;
+  /** The response as the chunks its first receiver got it in. */
+  readonly bytes: ChunkedBytes;
   readonly versionInfo: string;
   readonly typeUrl: string;
   readonly nonce: string;
   readonly resources: number;
-  /** The resource entries, hashed only when a verification asks. */
-  readonly resourceBytes: Buffer;
+  /** The resource entries (views of `bytes`), hashed only when a verification asks. */
+  readonly resourcePieces: readonly Buffer[];
+  readonly resourceLength: number;
   digestMemo?: string;
   /** Responses whose resource entries were compared with these: equal or not. */
   sameResourcesAs?: WeakMap<KnownResponse, boolean>;
@@ -53,11 +56,11 @@ interface KnownResponse {
 /** Whether two responses carry the same resource entries, compared once per pair. */
 function sameResources(a: KnownResponse, b: KnownResponse): boolean {
   if (a === b) return true;
-  if (a.resourceBytes.length !== b.resourceBytes.length) return false;
+  if (a.resourceLength !== b.resourceLength) return false;
   a.sameResourcesAs ??= new WeakMap();
   let same = a.sameResourcesAs.get(b);
   if (same === undefined) {
-    same = a.resourceBytes.equals(b.resourceBytes);
+    same = samePieces(a.resourcePieces, b.resourcePieces);
     a.sameResourcesAs.set(b, same);
   }
   return same;
@@ -78,7 +81,7 @@ class ResponseCache {
    * first to finish is remembered, and the others find its copy here, so the cache holds one copy
    * of a response however many clients received it.
    */
-  learn(message: Buffer): KnownResponse {
+  learn(message: ChunkedBytes): KnownResponse {
     for (const e of this.entries) {
       if (e.bytes.length === message.length && e.bytes.equals(message)) {
         this.touch(e);
@@ -92,7 +95,8 @@ class ResponseCache {
       typeUrl: scan.typeUrl,
       nonce: scan.nonce,
       resources: scan.resources,
-      resourceBytes: scan.resourceBytes,
+      resourcePieces: scan.resourcePieces,
+      resourceLength: scan.resourceLength,
     };
     this.entries.unshift(known);
     let total = 0;
@@ -211,7 +215,7 @@ export class FleetClient {
       chunk = chunk.subarray(take);
       if (this.candidates.length > 0) {
         const at = this.received;
-        this.candidates = this.candidates.filter((c) => c.bytes.compare(piece, 0, take, at, at + take) === 0);
+        this.candidates = this.candidates.filter((c) => c.bytes.holds(at, piece));
       }
       this.chunks.push(piece);
       this.received += take;
@@ -227,9 +231,7 @@ export class FleetClient {
       known = same;
       this.fleet.responsesSeen.touch(same);
     } else {
-      known = this.fleet.responsesSeen.learn(
-        this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks),
-      );
+      known = this.fleet.responsesSeen.learn(new ChunkedBytes(this.chunks));
     }
     this.chunks = [];
     this.candidates = [];
@@ -242,7 +244,7 @@ export class FleetClient {
       response: known,
       version: known.versionInfo,
       bytes: known.bytes.length,
-      digest: () => (known.digestMemo ??= digestOf(known.resourceBytes)),
+      digest: () => (known.digestMemo ??= digestOf(known.resourcePieces)),
       resources: known.resources,
       receivedAt: at,
     });

@@ -5,6 +5,7 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
+import { ChunkedBytes } from './chunked-bytes.js';
 
 /** The top-level fields a fleet client looks at. */
 export interface ResponseScan {
@@ -14,66 +15,107 @@ export interface ResponseScan {
   /** Number of `resources` entries. */
   readonly resources: number;
   /**
-   * The bytes of every `resources` entry (tag and length included), in order: a view of the
-   * message when they are contiguous (always, for the servers measured here), else a copy.
+   * The bytes of every `resources` entry (tag and length included), in order, as views of the
+   * message (one range when they lie together, as they do for the servers measured here).
    */
-  readonly resourceBytes: Buffer;
+  readonly resourcePieces: readonly Buffer[];
+  /** Bytes of `resourcePieces` in all. */
+  readonly resourceLength: number;
 }
 
-/** Scans a DiscoveryResponse: strings of fields 1, 4, 5 and the extent of field 2. Allocation-free walk. */
-export function scanResponse(message: Buffer): ResponseScan {
+/** Reads a message's bytes in order across its chunks. */
+class ChunkCursor {
+  pos = 0;
+  private chunk = 0;
+  private chunkStart = 0;
+
+  constructor(private readonly bytes: ChunkedBytes) {}
+
+  /** The byte at `pos`, moving past it. */
+  next(): number {
+    const chunks = this.bytes.chunks;
+    let current = chunks[this.chunk] as Buffer;
+    while (this.pos - this.chunkStart >= current.length) {
+      this.chunkStart += current.length;
+      current = chunks[++this.chunk] as Buffer;
+      if (current === undefined) throw new Error('truncated field');
+    }
+    return current[this.pos++ - this.chunkStart] as number;
+  }
+
+  /** A varint from `pos`. */
+  varint(): number {
+    let value = 0;
+    let shift = 0;
+    for (;;) {
+      const b = this.next();
+      value += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) return value;
+      shift += 7;
+    }
+  }
+
+  /** Moves to `at` (at or after `pos`). */
+  seek(at: number): void {
+    this.pos = at;
+    if (at >= this.chunkStart + (this.bytes.chunks[this.chunk]?.length ?? 0)) {
+      this.chunk = this.bytes.chunkAt(at);
+      this.chunkStart = this.bytes.startOf(this.chunk);
+    }
+  }
+}
+
+/**
+ * Scans a DiscoveryResponse, whole or as the chunks it arrived in: strings of fields 1, 4, 5 and
+ * the extent of field 2, nothing copied but the strings.
+ */
+export function scanResponse(message: Buffer | ChunkedBytes): ResponseScan {
+  const bytes = Buffer.isBuffer(message) ? new ChunkedBytes([message]) : message;
   let versionInfo = '';
   let typeUrl = '';
   let nonce = '';
   let resources = 0;
+  // Ranges of the message the entries lie in, as start and end; the last one still open.
+  const ranges: number[] = [];
   let first = -1;
   let last = -1;
-  let pieces: Buffer[] | undefined;
-  let pos = 0;
-  const n = message.length;
-  while (pos < n) {
-    const start = pos;
-    let tag = 0;
-    let shift = 0;
-    for (;;) {
-      const b = message[pos++] as number;
-      tag += (b & 0x7f) * 2 ** shift;
-      if (b < 0x80) break;
-      shift += 7;
-    }
+  const cursor = new ChunkCursor(bytes);
+  const n = bytes.length;
+  while (cursor.pos < n) {
+    const start = cursor.pos;
+    const tag = cursor.varint();
     const wire = tag & 7;
     if (wire === 0) {
-      while ((message[pos++] as number) >= 0x80);
+      cursor.varint();
       continue;
     }
     if (wire !== 2) throw new Error(`unexpected wire type ${wire} in a DiscoveryResponse`);
-    let length = 0;
-    shift = 0;
-    for (;;) {
-      const b = message[pos++] as number;
-      length += (b & 0x7f) * 2 ** shift;
-      if (b < 0x80) break;
-      shift += 7;
-    }
-    const end = pos + length;
+    const length = cursor.varint();
+    const at = cursor.pos;
+    const end = at + length;
     if (end > n) throw new Error('truncated field');
     const field = (tag - wire) / 8;
     if (field === 2) {
       resources++;
       if (first >= 0 && start !== last) {
-        (pieces ??= []).push(message.subarray(first, last));
+        ranges.push(first, last);
         first = -1;
       }
       if (first < 0) first = start;
       last = end;
-    } else if (field === 1) versionInfo = message.toString('utf8', pos, end);
-    else if (field === 4) typeUrl = message.toString('utf8', pos, end);
-    else if (field === 5) nonce = message.toString('utf8', pos, end);
-    pos = end;
+    } else if (field === 1) versionInfo = bytes.text(at, end);
+    else if (field === 4) typeUrl = bytes.text(at, end);
+    else if (field === 5) nonce = bytes.text(at, end);
+    cursor.seek(end);
   }
-  const tail = first < 0 ? Buffer.alloc(0) : message.subarray(first, last);
-  const resourceBytes = pieces === undefined ? tail : Buffer.concat([...pieces, tail]);
-  return { versionInfo, typeUrl, nonce, resources, resourceBytes };
+  if (first >= 0) ranges.push(first, last);
+  const resourcePieces: Buffer[] = [];
+  let resourceLength = 0;
+  for (let i = 0; i < ranges.length; i += 2) {
+    resourcePieces.push(...bytes.pieces(ranges[i] as number, ranges[i + 1] as number));
+    resourceLength += (ranges[i + 1] as number) - (ranges[i] as number);
+  }
+  return { versionInfo, typeUrl, nonce, resources, resourcePieces, resourceLength };
 }
 
 /** A Node message of an istiod (id and string metadata), encoded once per client. */
