@@ -4,9 +4,7 @@
  * server it answers a request once and sends the next state of a type only after the ACK of the
  * last one (latest state wins), so a slow client is never buried under a backlog: its slowness
  * shows as latency. Objects are encoded once per version and a kind's response once per state,
- * from the cached entries, so the simulator stays cheap next to the server it feeds: a state is
- * written as blocks of entries, each kept while its objects stay the same, so a state with a few
- * changes copies the blocks they fall in, not every entry.
+ * from the cached entries, so the simulator stays cheap next to the server it feeds.
  *
  * `version_info` is `u<index>-<seq>`, one sequence per upstream; the fleet reads it back from
  * meshmux's `version_info` suffix to know which upstream states it has.
@@ -14,7 +12,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { SE, SE_URL, VS, VS_URL, type FixtureObject, type MeshModel } from './fixtures.js';
 import type { KindDescriptor } from '../src/schema/kinds.js';
-import { assembleResponse, RAW_SOTW_ADS, stringField } from './wire-scan.js';
+import { assembleResponse, RAW_SOTW_ADS } from './wire-scan.js';
 import { frameWriterFor, type FrameWriter } from '../src/downstream/frame-writer.js';
 
 /** The batching window of the simulated upstream. */
@@ -92,8 +90,6 @@ export class UpstreamSimulator {
    * stream. Changes made to the model since are not served until the next flush.
    */
   private readonly published = new Map<KindDescriptor, Published>();
-  /** Blocks of entries by their first object (see {@link entryBlocks}). */
-  private readonly blocks = new WeakMap<FixtureObject, StateBlock>();
   /** Called after each state written to the streams. */
   onFlush: (flush: UpstreamFlush) => void = () => undefined;
   /** Bytes of responses written to the streams so far: what meshmux, as this upstream's client, receives. */
@@ -225,11 +221,11 @@ export class UpstreamSimulator {
   private send(s: Subscriber, url: string): void {
     const t = s.types.get(url);
     if (t === undefined) return;
-    const { pieces, length, nonce } = this.response(url);
+    const { bytes, nonce } = this.response(url);
     t.awaiting = nonce;
     t.stale = false;
-    this.bytesSent += length;
-    s.write(pieces, length, () => undefined);
+    this.bytesSent += bytes.length;
+    s.write([bytes], bytes.length, () => undefined);
   }
 
   /**
@@ -238,93 +234,25 @@ export class UpstreamSimulator {
    * response on each stream, and building it once spares a copy of the whole state per stream (a
    * copy of 12 MB per upstream on L, where the benchmark's upstreams share a core with its fleet).
    */
-  private response(url: string): StateResponse {
+  private response(url: string): { readonly bytes: Buffer; readonly nonce: string } {
     const kind = KIND_OF_URL.get(url);
     const version = `u${this.index}-${this.seq}`;
     if (kind === undefined) {
       const nonce = `n${++this.nonce}`;
-      const bytes = assembleResponse(version, [], url, nonce);
-      return { seq: this.seq, nonce, pieces: [bytes], length: bytes.length };
+      return { bytes: assembleResponse(version, [], url, nonce), nonce };
     }
     const published = this.published.get(kind) ?? { objects: [], response: undefined };
     if (published.response?.seq !== this.seq) {
       const nonce = `${version}-${kind.kind}`;
-      const pieces = [
-        asBuffer(stringField(1, version)),
-        ...this.entryBlocks(published.objects),
-        asBuffer(stringField(4, url)),
-        asBuffer(stringField(5, nonce)),
-      ];
-      const length = pieces.reduce((n, p) => n + p.length, 0);
-      published.response = { seq: this.seq, nonce, pieces, length };
+      const body = Buffer.concat(published.objects.map((o) => this.model.encodings.upstreamFrame(o)));
+      published.response = { seq: this.seq, nonce, bytes: assembleResponse(version, body, url, nonce) };
     }
     return published.response;
   }
-
-  /**
-   * The `resources` entries of `objects`, in order, as a few large buffers: a block ends after an
-   * object whose name hashes to 0 modulo {@link BLOCK_OBJECTS} (so an added or removed object
-   * changes one block, not every one after it), and a block whose objects are those of the last
-   * state is the same buffer again.
-   */
-  private entryBlocks(objects: readonly FixtureObject[]): Buffer[] {
-    const out: Buffer[] = [];
-    let start = 0;
-    for (let i = 0; i < objects.length; i++) {
-      if (i + 1 < objects.length && !endsBlock(objects[i] as FixtureObject)) continue;
-      const first = objects[start] as FixtureObject;
-      const kept = this.blocks.get(first);
-      if (
-        kept !== undefined &&
-        kept.members.length === i + 1 - start &&
-        kept.members.every((m, k) => m === objects[start + k])
-      ) {
-        out.push(kept.bytes);
-      } else {
-        const members = objects.slice(start, i + 1);
-        const bytes = Buffer.concat(members.map((o) => this.model.encodings.upstreamFrame(o)));
-        this.blocks.set(first, { members, bytes });
-        out.push(bytes);
-      }
-      start = i + 1;
-    }
-    return out;
-  }
-}
-
-/** Objects per block of entries, on average. */
-const BLOCK_OBJECTS = 64;
-
-/** Whether a block of entries ends after `o`: an FNV-1a of its `namespace/name`, modulo {@link BLOCK_OBJECTS}. */
-function endsBlock(o: FixtureObject): boolean {
-  let h = 0x811c9dc5;
-  // Hashed part by part: no string is built per object and state.
-  for (let i = 0; i < o.namespace.length; i++) h = Math.imul(h ^ o.namespace.charCodeAt(i), 0x01000193);
-  h = Math.imul(h ^ 0x2f, 0x01000193);
-  for (let i = 0; i < o.name.length; i++) h = Math.imul(h ^ o.name.charCodeAt(i), 0x01000193);
-  return (h >>> 0) % BLOCK_OBJECTS === 0;
-}
-
-function asBuffer(bytes: Uint8Array): Buffer {
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-}
-
-/** A run of a kind's objects and their entries, concatenated. */
-interface StateBlock {
-  readonly members: readonly FixtureObject[];
-  readonly bytes: Buffer;
-}
-
-/** A response as the buffers it is written as, and the sequence it was built for. */
-interface StateResponse {
-  readonly seq: number;
-  readonly nonce: string;
-  readonly pieces: readonly Buffer[];
-  readonly length: number;
 }
 
 /** A kind's objects as of the last flush, and its response under the latest sequence once built. */
 interface Published {
   readonly objects: readonly FixtureObject[];
-  response: StateResponse | undefined;
+  response: { readonly seq: number; readonly nonce: string; readonly bytes: Buffer } | undefined;
 }
