@@ -48,10 +48,21 @@ export class ChunkedBytes {
     return out;
   }
 
-  /** Whether the bytes from `at` are those of `piece`. */
-  holds(at: number, piece: Uint8Array): boolean {
+  /**
+   * Whether the bytes from `at` are those of `piece`, compared in place chunk by chunk: every
+   * client receiving a response another one kept calls this for each piece it receives.
+   */
+  holds(at: number, piece: Buffer): boolean {
     if (at + piece.length > this.length) return false;
-    return samePieces(this.pieces(at, at + piece.length), [piece]);
+    let done = 0;
+    for (let i = this.chunkAt(at); done < piece.length; i++) {
+      const chunk = this.chunks[i] as Buffer;
+      const from = at + done - (this.starts[i] as number);
+      const n = Math.min(chunk.length - from, piece.length - done);
+      if (n > 0 && chunk.compare(piece, done, done + n, from, from + n) !== 0) return false;
+      done += n;
+    }
+    return true;
   }
 
   /** Whether `other` holds the same bytes, however they are chunked. */
@@ -70,16 +81,17 @@ export class ChunkedBytes {
 }
 
 /** Whether two lists of pieces hold the same bytes in a row (their total lengths must be equal). */
-export function samePieces(a: readonly Uint8Array[], b: readonly Uint8Array[]): boolean {
+export function samePieces(a: readonly Buffer[], b: readonly Buffer[]): boolean {
   let i = 0;
   let j = 0;
   let atA = 0;
   let atB = 0;
   while (i < a.length && j < b.length) {
-    const pa = a[i] as Uint8Array;
-    const pb = b[j] as Uint8Array;
+    const pa = a[i] as Buffer;
+    const pb = b[j] as Buffer;
     const n = Math.min(pa.length - atA, pb.length - atB);
-    if (Buffer.compare(pa.subarray(atA, atA + n), pb.subarray(atB, atB + n)) !== 0) return false;
+    // Compared in place: no view is made per step.
+    if (n > 0 && pa.compare(pb, atB, atB + n, atA, atA + n) !== 0) return false;
     atA += n;
     atB += n;
     if (atA === pa.length) {
@@ -92,7 +104,7 @@ export function samePieces(a: readonly Uint8Array[], b: readonly Uint8Array[]): 
     }
   }
   // Whatever is left on either side must be empty pieces.
-  for (; i < a.length; i++, atA = 0) if ((a[i] as Uint8Array).length > atA) return false;
-  for (; j < b.length; j++, atB = 0) if ((b[j] as Uint8Array).length > atB) return false;
+  for (; i < a.length; i++, atA = 0) if ((a[i] as Buffer).length > atA) return false;
+  for (; j < b.length; j++, atB = 0) if ((b[j] as Buffer).length > atB) return false;
   return true;
 }
