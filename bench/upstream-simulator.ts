@@ -4,7 +4,9 @@
  * server it answers a request once and sends the next state of a type only after the ACK of the
  * last one (latest state wins), so a slow client is never buried under a backlog: its slowness
  * shows as latency. Objects are encoded once per version and a kind's response once per state,
- * from the cached entries, so the simulator stays cheap next to the server it feeds.
+ * from blocks of entries each kept while its objects stay the same (a state with a few changes
+ * joins a few hundred blocks rather than an entry per object), so the simulator stays cheap next to
+ * the server it feeds. A state is still written as one buffer, as a real upstream's would arrive.
  *
  * `version_info` is `u<index>-<seq>`, one sequence per upstream; the fleet reads it back from
  * meshmux's `version_info` suffix to know which upstream states it has.
@@ -90,6 +92,8 @@ export class UpstreamSimulator {
    * stream. Changes made to the model since are not served until the next flush.
    */
   private readonly published = new Map<KindDescriptor, Published>();
+  /** Blocks of entries by their first object (see {@link entryBlocks}). */
+  private readonly blocks = new WeakMap<FixtureObject, StateBlock>();
   /** Called after each state written to the streams. */
   onFlush: (flush: UpstreamFlush) => void = () => undefined;
   /** Bytes of responses written to the streams so far: what meshmux, as this upstream's client, receives. */
@@ -244,11 +248,60 @@ export class UpstreamSimulator {
     const published = this.published.get(kind) ?? { objects: [], response: undefined };
     if (published.response?.seq !== this.seq) {
       const nonce = `${version}-${kind.kind}`;
-      const body = Buffer.concat(published.objects.map((o) => this.model.encodings.upstreamFrame(o)));
+      const body = this.entryBlocks(published.objects);
       published.response = { seq: this.seq, nonce, bytes: assembleResponse(version, body, url, nonce) };
     }
     return published.response;
   }
+
+  /**
+   * The `resources` entries of `objects`, in order, as a few hundred buffers: a block ends after
+   * an object whose name hashes to 0 modulo {@link BLOCK_OBJECTS} (so an added or removed object
+   * changes one block, not every one after it), and a block whose objects are those of the last
+   * state is the same buffer again.
+   */
+  private entryBlocks(objects: readonly FixtureObject[]): Buffer[] {
+    const out: Buffer[] = [];
+    let start = 0;
+    for (let i = 0; i < objects.length; i++) {
+      if (i + 1 < objects.length && !endsBlock(objects[i] as FixtureObject)) continue;
+      const first = objects[start] as FixtureObject;
+      const kept = this.blocks.get(first);
+      if (
+        kept !== undefined &&
+        kept.members.length === i + 1 - start &&
+        kept.members.every((m, k) => m === objects[start + k])
+      ) {
+        out.push(kept.bytes);
+      } else {
+        const members = objects.slice(start, i + 1);
+        const bytes = Buffer.concat(members.map((o) => this.model.encodings.upstreamFrame(o)));
+        this.blocks.set(first, { members, bytes });
+        out.push(bytes);
+      }
+      start = i + 1;
+    }
+    return out;
+  }
+}
+
+/** Objects per block of entries, on average. */
+const BLOCK_OBJECTS = 64;
+
+/** Whether a block of entries ends after `o`: an FNV-1a of its `namespace/name`, modulo {@link BLOCK_OBJECTS}. */
+function endsBlock(o: FixtureObject): boolean {
+  let h = 0x811c9dc5;
+  // Hashed part by part: no string is built per object and state.
+  for (let i = 0; i < o.namespace.length; i++) h = Math.imul(h ^ o.namespace.charCodeAt(i), 0x01000193);
+  h = Math.imul(h ^ 0x2f, 0x01000193);
+  for (let i = 0; i < o.name.length; i++) h = Math.imul(h ^ o.name.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % BLOCK_OBJECTS === 0;
+}
+
+/** A run of a kind's objects and their entries, concatenated. */
+interface StateBlock {
+  readonly members: readonly FixtureObject[];
+  readonly bytes: Buffer;
 }
 
 /** A kind's objects as of the last flush, and its response under the latest sequence once built. */
