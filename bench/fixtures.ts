@@ -316,6 +316,11 @@ export interface AppliedChange {
 
 export type ChangeOp = 'endpoints' | 'route' | 'label' | 'add' | 'delete';
 
+/** One edit of an upstream's objects: an object set (new, or replacing its name) or a name deleted. */
+export type ObjectEdit =
+  | { readonly upstream: number; readonly set: FixtureObject }
+  | { readonly upstream: number; readonly kind: KindDescriptor; readonly deleted: string };
+
 /** The objects of one upstream, per kind, with a key index for random picks. */
 class UpstreamObjects {
   readonly byKind = new Map<KindDescriptor, Map<string, FixtureObject>>([
@@ -334,7 +339,10 @@ class UpstreamObjects {
   /** Grows with every set and delete: the reference views are recomputed only after a change. */
   mutations = 0;
 
-  constructor(readonly index: number) {}
+  constructor(
+    readonly index: number,
+    private readonly edited: (edit: ObjectEdit) => void,
+  ) {}
 
   get(kind: KindDescriptor, key: string): FixtureObject | undefined {
     return this.byKind.get(kind)?.get(key);
@@ -350,12 +358,14 @@ class UpstreamObjects {
       keys.push(key);
     }
     map.set(key, o);
+    this.edited({ upstream: this.index, set: o });
   }
 
   delete(kind: KindDescriptor, key: string): void {
     const map = this.byKind.get(kind) as Map<string, FixtureObject>;
     if (!map.delete(key)) return;
     this.mutations++;
+    this.edited({ upstream: this.index, kind, deleted: key });
     const keys = this.keys.get(kind) as string[];
     const positions = this.position.get(kind) as Map<string, number>;
     const at = positions.get(key) as number;
@@ -386,13 +396,18 @@ export class MeshModel {
   readonly encodings = new Encodings();
   private readonly rng: Random;
   private added = 0;
+  /** Called after every edit of an upstream's objects, the construction's own included. */
+  onEdit: (edit: ObjectEdit) => void = () => undefined;
 
   constructor(
     readonly shape: Shape,
-    seed = 20260822,
+    readonly seed = 20260822,
   ) {
     this.rng = new Random(seed);
-    this.upstreams = Array.from({ length: UPSTREAMS }, (_, i) => new UpstreamObjects(i));
+    this.upstreams = Array.from(
+      { length: UPSTREAMS },
+      (_, i) => new UpstreamObjects(i, (e) => this.onEdit(e)),
+    );
     const create = 1_700_000_000;
     const place = (kind: KindDescriptor, i: number, prefix: string): void => {
       const zone = zoneOf(this.rng.next());
@@ -415,6 +430,13 @@ export class MeshModel {
     };
     for (let i = 0; i < shape.serviceEntries; i++) place(SE, i, 'se');
     for (let i = 0; i < shape.virtualServices; i++) place(VS, i, 'vs');
+  }
+
+  /** Makes an edit another model made (a copy of this one kept in step). */
+  applyEdit(edit: ObjectEdit): void {
+    const objects = this.upstreams[edit.upstream] as UpstreamObjects;
+    if ('set' in edit) objects.set(edit.set);
+    else objects.delete(edit.kind, edit.deleted);
   }
 
   /** The object served under a name, and the upstream it comes from. */

@@ -19,7 +19,8 @@ import {
 } from './fixtures.js';
 import { discardingSync, Fleet, LatencyTracker, percentile } from './fleet.js';
 import { cpuMs, ServerProcess, type ServerCounters } from './server-process.js';
-import { UpstreamSimulator } from './upstream-simulator.js';
+import { UpstreamProcess } from './upstream-process.js';
+import type { SimulatedUpstream } from './upstream-simulator.js';
 
 /** How long each phase runs; `--quick` shortens them for development. */
 export interface Timing {
@@ -107,18 +108,22 @@ function retainedBytes(m: { heapUsedBytes: number; externalBytes: number }): num
 /** The upstreams and the reference model of one shape, shared by every server measured on it. */
 export class ShapeRig {
   readonly model: MeshModel;
-  readonly simulators: UpstreamSimulator[];
-  addresses: string[] = [];
+  readonly simulators: readonly SimulatedUpstream[];
+  addresses: readonly string[] = [];
   private tracker: LatencyTracker | undefined;
+  private readonly upstreams: UpstreamProcess;
 
   constructor(readonly shape: Shape) {
     this.model = new MeshModel(shape);
-    this.simulators = this.model.upstreams.map((u) => new UpstreamSimulator(u.index, this.model));
+    // The simulators run in a process of their own: their writes of whole states would otherwise
+    // share an event loop with the fleet and hold up its reads.
+    this.upstreams = new UpstreamProcess(this.model);
+    this.simulators = this.upstreams.upstreams;
     for (const sim of this.simulators) sim.onFlush = (f) => this.tracker?.sent(f.upstream, f.seq, f.sentAt);
   }
 
   async start(): Promise<void> {
-    this.addresses = await Promise.all(this.simulators.map((s) => s.listen()));
+    this.addresses = await this.upstreams.addresses();
   }
 
   /** Bytes of responses the upstreams have written so far, over every stream. */
@@ -133,14 +138,14 @@ export class ShapeRig {
 
   /** Applies a change to the model, schedules its upstream's batch and registers it with the tracker. */
   apply(change: AppliedChange, tracker: LatencyTracker, now = false): void {
-    const sim = this.simulators[change.upstream] as UpstreamSimulator;
+    const sim = this.simulators[change.upstream] as SimulatedUpstream;
     tracker.expect(urlOf(change.kind), change.upstream, sim.nextSeq, change.affected);
     sim.changed(change.kind);
     if (now) sim.flush();
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.simulators.map((s) => s.close()));
+    await this.upstreams.close();
   }
 }
 
@@ -628,7 +633,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     // One upstream restarts with 1% of its objects changed.
     const resyncTracker = new LatencyTracker(fleet);
     rig.track(resyncTracker);
-    const u0 = rig.simulators[0] as UpstreamSimulator;
+    const u0 = rig.simulators[0] as SimulatedUpstream;
     const edits = model.editShare(0.01, 0);
     const affected = new Set<PolicyName>();
     for (const c of edits) {

@@ -9,7 +9,7 @@ import { percentile } from './fleet.js';
 import { startInProcess as start, until } from './in-process.js';
 import type { ShapeRig } from './phases.js';
 import { cpuMs, ServerProcess } from './server-process.js';
-import { UpstreamSimulator } from './upstream-simulator.js';
+import { UpstreamSimulator, type SimulatedUpstream } from './upstream-simulator.js';
 
 type Log = (line: string) => void;
 
@@ -62,7 +62,7 @@ export async function measureDeltaTier(rig: ShapeRig, changes: number, log: Log)
       const before = central.ads.counters().bytesSent;
       const pick = rig.model.servedInZone('west');
       const change = rig.model.change('endpoints', pick.upstream, pick);
-      const sim = rig.simulators[change.upstream] as UpstreamSimulator;
+      const sim = rig.simulators[change.upstream] as SimulatedUpstream;
       sim.changed(SE);
       sim.flush();
       await until(

@@ -27,6 +27,27 @@ export interface UpstreamFlush {
   readonly sentAt: number;
 }
 
+/** What the benchmark drives an upstream simulator by, in this process or in one of its own. */
+export interface SimulatedUpstream {
+  readonly index: number;
+  /** Called after each state written to the streams, `sentAt` on this process's `performance.now()`. */
+  onFlush: (flush: UpstreamFlush) => void;
+  /** Bytes of responses written to the streams so far. */
+  readonly bytesSent: number;
+  /** Streams currently open (meshmux's source). */
+  readonly streams: number;
+  /** Subscriptions answered and acknowledged on the open streams. */
+  readonly answeredTypes: number;
+  /** The sequence the next flush will carry. */
+  readonly nextSeq: number;
+  /** A kind changed in the model: it goes out with the next batch (at most 100 ms from now). */
+  changed(kind: KindDescriptor): void;
+  /** Sends the changed kinds now, without waiting for the batch window. */
+  flush(): void;
+  /** Ends every stream as a restart would; the state fetched again carries the next sequence. */
+  dropStreams(): void;
+}
+
 interface Subscriber {
   readonly call: grpc.ServerDuplexStream<Buffer, Buffer>;
   /**
@@ -79,7 +100,7 @@ function requestFields(bytes: Buffer): { typeUrl: string; nonce: string } {
   return { typeUrl, nonce };
 }
 
-export class UpstreamSimulator {
+export class UpstreamSimulator implements SimulatedUpstream {
   private readonly server = new grpc.Server({ 'grpc.max_send_message_length': -1 });
   private readonly subscribers = new Set<Subscriber>();
   private seq = 1;
@@ -96,6 +117,8 @@ export class UpstreamSimulator {
   private readonly blocks = new WeakMap<FixtureObject, StateBlock>();
   /** Called after each state written to the streams. */
   onFlush: (flush: UpstreamFlush) => void = () => undefined;
+  /** Called whenever `streams`, `answeredTypes` or `bytesSent` may have changed. */
+  onStatus: () => void = () => undefined;
   /** Bytes of responses written to the streams so far: what meshmux, as this upstream's client, receives. */
   bytesSent = 0;
 
@@ -134,9 +157,18 @@ export class UpstreamSimulator {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     if (this.dirty.size === 0) return;
-    this.seq++;
     const kinds = [...this.dirty];
     this.dirty.clear();
+    this.sendState(kinds, this.seq + 1);
+  }
+
+  /**
+   * Publishes `kinds` as they stand in the model under sequence `seq` and writes them to every
+   * stream free to take them: what a flush does once it has its kinds and its sequence, for a
+   * host whose batching runs elsewhere.
+   */
+  sendState(kinds: readonly KindDescriptor[], seq: number): void {
+    this.seq = seq;
     this.publish(kinds);
     for (const s of this.subscribers) {
       for (const kind of kinds) {
@@ -148,23 +180,26 @@ export class UpstreamSimulator {
       }
     }
     this.onFlush({ upstream: this.index, seq: this.seq, sentAt: performance.now() });
+    this.onStatus();
   }
 
   /**
-   * Ends every stream as a restart would. The state fetched again carries the next sequence (a
-   * restarted upstream has a new version even for the same content) and whatever the model holds
-   * now, including changes never flushed; `onFlush` reports it when its first ServiceEntry response goes out.
+   * Ends every stream as a restart would. The state fetched again carries the next sequence, or
+   * `seq` (a restarted upstream has a new version even for the same content), and whatever the
+   * model holds now, including changes never flushed; `onFlush` reports it when its first
+   * ServiceEntry response goes out.
    */
-  dropStreams(): void {
+  dropStreams(seq = this.seq + 1): void {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
-    this.seq++;
+    this.seq = seq;
     this.resyncPending = true;
     this.dirty.clear();
     this.publish([SE, VS]);
     for (const s of this.subscribers)
       s.call.emit('error', { code: grpc.status.UNAVAILABLE, details: 'restart' });
     this.subscribers.clear();
+    this.onStatus();
   }
   private resyncPending = false;
 
@@ -197,6 +232,7 @@ export class UpstreamSimulator {
         if (nonce !== t.awaiting) return;
         t.awaiting = undefined;
         if (t.stale) this.send(s, url);
+        this.onStatus();
         return;
       }
       s.types.set(url, { awaiting: undefined, stale: false });
@@ -205,9 +241,10 @@ export class UpstreamSimulator {
         this.resyncPending = false;
         this.onFlush({ upstream: this.index, seq: this.seq, sentAt: performance.now() });
       }
+      this.onStatus();
     });
     const drop = (): void => {
-      this.subscribers.delete(s);
+      if (this.subscribers.delete(s)) this.onStatus();
     };
     call.on('error', drop);
     call.on('cancelled', drop);

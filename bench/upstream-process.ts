@@ -1,0 +1,186 @@
+/**
+ * The parent's handle on the upstream simulators' own process (`upstream-main`): one
+ * {@link RemoteUpstream} per simulator, batching changes as the simulator would and sending the
+ * state it decided on (its kinds and sequence) to the process, which reports back when it wrote
+ * it. The parent's model stays the reference; every edit of it is sent on, in order, before the
+ * flush that carries it.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { SE, VS, type FixtureObject, type MeshModel, type ObjectEdit, type Shape } from './fixtures.js';
+import { UPSTREAM_BATCH_MS, type SimulatedUpstream, type UpstreamFlush } from './upstream-simulator.js';
+import type { KindDescriptor } from '../src/schema/kinds.js';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+
+/** The two kinds the simulators serve, as the messages name them. */
+export type KindName = 'ServiceEntry' | 'VirtualService';
+
+/** An object as it crosses the IPC channel: its kind by name. */
+export type WireObject = Omit<FixtureObject, 'kind'> & { readonly kind: KindName };
+
+export type WireEdit =
+  | { readonly upstream: number; readonly set: WireObject }
+  | { readonly upstream: number; readonly kind: KindName; readonly deleted: string };
+
+export interface UpstreamArgs {
+  readonly shape: Shape;
+  readonly seed: number;
+}
+
+export type ToUpstreams =
+  | { readonly type: 'edit'; readonly edit: WireEdit }
+  | {
+      readonly type: 'flush';
+      readonly upstream: number;
+      readonly kinds: readonly KindName[];
+      readonly seq: number;
+    }
+  | { readonly type: 'drop'; readonly upstream: number; readonly seq: number }
+  | { readonly type: 'close' };
+
+export type FromUpstreams =
+  | { readonly type: 'ready'; readonly addresses: readonly string[] }
+  /** `sentAt` on the monotonic clock both processes read (`process.hrtime`), in milliseconds. */
+  | { readonly type: 'flushed'; readonly upstream: number; readonly seq: number; readonly sentAt: number }
+  | {
+      readonly type: 'status';
+      readonly upstream: number;
+      /** The sequence the simulator stood at when it reported. */
+      readonly seq: number;
+      readonly streams: number;
+      readonly answeredTypes: number;
+      readonly bytesSent: number;
+    };
+
+export function kindOf(name: KindName): KindDescriptor {
+  return name === 'ServiceEntry' ? SE : VS;
+}
+
+export function kindName(kind: KindDescriptor): KindName {
+  return kind === SE ? 'ServiceEntry' : 'VirtualService';
+}
+
+export function toWire(edit: ObjectEdit): WireEdit {
+  if ('set' in edit) return { upstream: edit.upstream, set: { ...edit.set, kind: kindName(edit.set.kind) } };
+  return { upstream: edit.upstream, kind: kindName(edit.kind), deleted: edit.deleted };
+}
+
+export function fromWire(edit: WireEdit): ObjectEdit {
+  if ('set' in edit) return { upstream: edit.upstream, set: { ...edit.set, kind: kindOf(edit.set.kind) } };
+  return { upstream: edit.upstream, kind: kindOf(edit.kind), deleted: edit.deleted };
+}
+
+/** Milliseconds on the clock `process.hrtime` reads, which every process of the machine shares. */
+export function monotonicMs(): number {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
+
+/** One simulator as the parent drives it: the batching and the sequence here, the streams in the process. */
+export class RemoteUpstream implements SimulatedUpstream {
+  onFlush: (flush: UpstreamFlush) => void = () => undefined;
+  bytesSent = 0;
+  streams = 0;
+  answeredTypes = 0;
+  private seq = 1;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly dirty = new Set<KindDescriptor>();
+
+  constructor(
+    readonly index: number,
+    private readonly post: (message: ToUpstreams) => void,
+  ) {}
+
+  get nextSeq(): number {
+    return this.seq + 1;
+  }
+
+  changed(kind: KindDescriptor): void {
+    this.dirty.add(kind);
+    this.timer ??= setTimeout(() => this.flush(), UPSTREAM_BATCH_MS);
+  }
+
+  flush(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.dirty.size === 0) return;
+    const kinds = [...this.dirty].map(kindName);
+    this.dirty.clear();
+    this.post({ type: 'flush', upstream: this.index, kinds, seq: ++this.seq });
+  }
+
+  dropStreams(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.dirty.clear();
+    // Until the process reports from the new sequence, nothing is open or answered.
+    this.streams = 0;
+    this.answeredTypes = 0;
+    this.post({ type: 'drop', upstream: this.index, seq: ++this.seq });
+  }
+
+  /** A report of the process. A status from before the last sequence decided here is stale but for its bytes. */
+  receive(message: Exclude<FromUpstreams, { type: 'ready' }>, offset: number): void {
+    if (message.type === 'flushed') {
+      this.onFlush({ upstream: this.index, seq: message.seq, sentAt: message.sentAt - offset });
+      return;
+    }
+    this.bytesSent = Math.max(this.bytesSent, message.bytesSent);
+    if (message.seq < this.seq) return;
+    this.streams = message.streams;
+    this.answeredTypes = message.answeredTypes;
+  }
+}
+
+/** The upstream simulators of a model just built, in a process of their own. */
+export class UpstreamProcess {
+  readonly upstreams: readonly RemoteUpstream[];
+  private readonly child: ChildProcess;
+  private readonly ready: Promise<readonly string[]>;
+  private closing = false;
+
+  constructor(model: MeshModel) {
+    const args: UpstreamArgs = { shape: model.shape, seed: model.seed };
+    this.child = fork(path.join(HERE, 'upstream-main.js'), [JSON.stringify(args)], { stdio: 'inherit' });
+    const post = (message: ToUpstreams): void => void this.child.send(message);
+    this.upstreams = model.upstreams.map((u) => new RemoteUpstream(u.index, post));
+    model.onEdit = (edit) => post({ type: 'edit', edit: toWire(edit) });
+    // What the process's clock reads against this one's performance.now().
+    const offset = monotonicMs() - performance.now();
+    let listening = false;
+    this.ready = new Promise((resolve, reject) => {
+      this.child.once('exit', (code) => {
+        if (this.closing) return;
+        const error = new Error(`the upstream simulators' process exited with ${String(code)}`);
+        // Before it listens the start fails; after, the run cannot go on without its upstreams.
+        if (!listening) reject(error);
+        else
+          setImmediate(() => {
+            throw error;
+          });
+      });
+      this.child.on('message', (message: FromUpstreams) => {
+        if (message.type !== 'ready') this.upstreams[message.upstream]?.receive(message, offset);
+        else {
+          listening = true;
+          resolve(message.addresses);
+        }
+      });
+    });
+  }
+
+  /** The simulators' addresses once they listen, in the model's upstream order. */
+  addresses(): Promise<readonly string[]> {
+    return this.ready;
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
+    this.child.send({ type: 'close' } satisfies ToUpstreams);
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
