@@ -144,6 +144,11 @@ export class ShapeRig {
     if (now) sim.flush();
   }
 
+  /** The upstreams' process's CPU so far, milliseconds. */
+  upstreamsCpuMs(): Promise<number> {
+    return this.upstreams.cpuMs();
+  }
+
   async close(): Promise<void> {
     await this.upstreams.close();
   }
@@ -536,6 +541,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     const c0 = await server.counters();
     const upstreamBytes0 = rig.upstreamBytes;
     const fleetCpu0 = process.cpuUsage();
+    const upstreamsCpu0 = await rig.upstreamsCpuMs();
     const wall0 = performance.now();
     const applied = await churn(rig, churnTracker, timing, timing.churnMs);
     const c1 = await server.counters();
@@ -563,8 +569,9 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     const c2 = await server.counters();
     peaks.note('churn', c2);
     const fleetCpu = process.cpuUsage(fleetCpu0);
+    const upstreamsCpu = (await rig.upstreamsCpuMs()) - upstreamsCpu0;
     log(
-      `  fleet and upstreams process: ${((fleetCpu.user + fleetCpu.system) / 1000).toFixed(0)} ms CPU in ${(performance.now() - wall0).toFixed(0)} ms`,
+      `  fleet process: ${((fleetCpu.user + fleetCpu.system) / 1000).toFixed(0)} ms CPU, upstreams' process: ${upstreamsCpu.toFixed(0)} ms, in ${(performance.now() - wall0).toFixed(0)} ms`,
     );
     rig.track(undefined);
     churnTracker.close();

@@ -49,6 +49,11 @@ async function main(): Promise<void> {
       case 'drop':
         simulators[message.upstream]?.dropStreams(message.seq);
         return;
+      case 'usage': {
+        const { user, system } = process.cpuUsage();
+        send({ type: 'usage', cpuMs: (user + system) / 1000 });
+        return;
+      }
       case 'close':
         void Promise.all(simulators.map((s) => s.close())).then(() => process.exit(0));
         return;

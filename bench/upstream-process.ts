@@ -38,10 +38,13 @@ export type ToUpstreams =
       readonly seq: number;
     }
   | { readonly type: 'drop'; readonly upstream: number; readonly seq: number }
+  | { readonly type: 'usage' }
   | { readonly type: 'close' };
 
 export type FromUpstreams =
   | { readonly type: 'ready'; readonly addresses: readonly string[] }
+  /** The process's CPU so far (user and system), milliseconds. */
+  | { readonly type: 'usage'; readonly cpuMs: number }
   /** `sentAt` on the monotonic clock both processes read (`process.hrtime`), in milliseconds. */
   | { readonly type: 'flushed'; readonly upstream: number; readonly seq: number; readonly sentAt: number }
   | {
@@ -121,7 +124,7 @@ export class RemoteUpstream implements SimulatedUpstream {
   }
 
   /** A report of the process. A status from before the last sequence decided here is stale but for its bytes. */
-  receive(message: Exclude<FromUpstreams, { type: 'ready' }>, offset: number): void {
+  receive(message: Extract<FromUpstreams, { type: 'flushed' | 'status' }>, offset: number): void {
     if (message.type === 'flushed') {
       this.onFlush({ upstream: this.index, seq: message.seq, sentAt: message.sentAt - offset });
       return;
@@ -139,6 +142,7 @@ export class UpstreamProcess {
   private readonly child: ChildProcess;
   private readonly ready: Promise<readonly string[]>;
   private closing = false;
+  private usage: ((cpuMs: number) => void)[] = [];
 
   constructor(model: MeshModel) {
     const args: UpstreamArgs = { shape: model.shape, seed: model.seed };
@@ -161,11 +165,11 @@ export class UpstreamProcess {
           });
       });
       this.child.on('message', (message: FromUpstreams) => {
-        if (message.type !== 'ready') this.upstreams[message.upstream]?.receive(message, offset);
-        else {
+        if (message.type === 'ready') {
           listening = true;
           resolve(message.addresses);
-        }
+        } else if (message.type === 'usage') this.usage.shift()?.(message.cpuMs);
+        else this.upstreams[message.upstream]?.receive(message, offset);
       });
     });
   }
@@ -173,6 +177,14 @@ export class UpstreamProcess {
   /** The simulators' addresses once they listen, in the model's upstream order. */
   addresses(): Promise<readonly string[]> {
     return this.ready;
+  }
+
+  /** The process's CPU so far (user and system), milliseconds. */
+  cpuMs(): Promise<number> {
+    return new Promise((resolve) => {
+      this.usage.push(resolve);
+      this.child.send({ type: 'usage' } satisfies ToUpstreams);
+    });
   }
 
   async close(): Promise<void> {

@@ -118,6 +118,8 @@ describe('the upstream simulators in a process of their own', () => {
     stream.ack(last);
     await until(() => remote.answeredTypes === 1, 'the last state to be acknowledged');
     assert.ok(remote.bytesSent >= first.length * 3);
+    // The process's own CPU, read from it: it built and wrote four states.
+    assert.ok((await upstreams.cpuMs()) > 0);
     stream.close();
   });
 
