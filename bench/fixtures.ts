@@ -396,7 +396,10 @@ export class MeshModel {
   readonly encodings = new Encodings();
   private readonly rng: Random;
   private added = 0;
-  /** Called after every edit of an upstream's objects, the construction's own included. */
+  /**
+   * Called after every edit of an upstream's objects made once the model is built: what a copy
+   * built from the same seed needs to stay in step (see {@link applyEdit}).
+   */
   onEdit: (edit: ObjectEdit) => void = () => undefined;
 
   constructor(

@@ -10,7 +10,7 @@ import { MeshModel } from './fixtures.js';
 import {
   fromWire,
   kindOf,
-  monotonicMs,
+  toMonotonic,
   type FromUpstreams,
   type ToUpstreams,
   type UpstreamArgs,
@@ -22,11 +22,9 @@ async function main(): Promise<void> {
   const model = new MeshModel(args.shape, args.seed);
   const simulators = model.upstreams.map((u) => new UpstreamSimulator(u.index, model));
   const send = (message: FromUpstreams): void => void process.send?.(message);
-  // performance.now() and the monotonic clock differ by a constant within a process.
-  const offset = monotonicMs() - performance.now();
   for (const sim of simulators) {
     sim.onFlush = (f) =>
-      send({ type: 'flushed', upstream: f.upstream, seq: f.seq, sentAt: f.sentAt + offset });
+      send({ type: 'flushed', upstream: f.upstream, seq: f.seq, sentAt: toMonotonic(f.sentAt) });
     sim.onStatus = () =>
       send({
         type: 'status',

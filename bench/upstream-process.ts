@@ -9,7 +9,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SE, VS, type FixtureObject, type MeshModel, type ObjectEdit, type Shape } from './fixtures.js';
-import { UPSTREAM_BATCH_MS, type SimulatedUpstream, type UpstreamFlush } from './upstream-simulator.js';
+import { ChangeBatch, type SimulatedUpstream, type UpstreamFlush } from './upstream-simulator.js';
 import type { KindDescriptor } from '../src/schema/kinds.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -76,8 +76,41 @@ export function fromWire(edit: WireEdit): ObjectEdit {
 }
 
 /** Milliseconds on the clock `process.hrtime` reads, which every process of the machine shares. */
-export function monotonicMs(): number {
+function monotonicMs(): number {
   return Number(process.hrtime.bigint()) / 1e6;
+}
+
+let offsetMs: number | undefined;
+
+/**
+ * How far this process's `performance.now()` is from the shared clock: a constant, but one
+ * reading of each can be milliseconds apart (a first call's set-up, or the process descheduled
+ * between them), so it is the reading whose two sides lie closest in time, of many.
+ */
+function clockOffset(): number {
+  if (offsetMs !== undefined) return offsetMs;
+  let best = Infinity;
+  let offset = 0;
+  for (let i = 0; i < 200; i++) {
+    const before = monotonicMs();
+    const now = performance.now();
+    const after = monotonicMs();
+    if (after - before < best) {
+      best = after - before;
+      offset = (before + after) / 2 - now;
+    }
+  }
+  return (offsetMs = offset);
+}
+
+/** A `performance.now()` reading of this process, on the shared clock. */
+export function toMonotonic(now: number): number {
+  return now + clockOffset();
+}
+
+/** A time on the shared clock, on this process's `performance.now()`. */
+export function fromMonotonic(ms: number): number {
+  return ms - clockOffset();
 }
 
 /** One simulator as the parent drives it: the batching and the sequence here, the streams in the process. */
@@ -86,51 +119,45 @@ export class RemoteUpstream implements SimulatedUpstream {
   bytesSent = 0;
   streams = 0;
   answeredTypes = 0;
-  private seq = 1;
-  private timer: NodeJS.Timeout | undefined;
-  private readonly dirty = new Set<KindDescriptor>();
+  private readonly batch: ChangeBatch;
 
   constructor(
     readonly index: number,
     private readonly post: (message: ToUpstreams) => void,
-  ) {}
+  ) {
+    this.batch = new ChangeBatch((kinds, seq) =>
+      post({ type: 'flush', upstream: index, kinds: kinds.map(kindName), seq }),
+    );
+  }
 
   get nextSeq(): number {
-    return this.seq + 1;
+    return this.batch.seq + 1;
   }
 
   changed(kind: KindDescriptor): void {
-    this.dirty.add(kind);
-    this.timer ??= setTimeout(() => this.flush(), UPSTREAM_BATCH_MS);
+    this.batch.changed(kind);
   }
 
   flush(): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
-    if (this.dirty.size === 0) return;
-    const kinds = [...this.dirty].map(kindName);
-    this.dirty.clear();
-    this.post({ type: 'flush', upstream: this.index, kinds, seq: ++this.seq });
+    this.batch.flush();
   }
 
   dropStreams(): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.dirty.clear();
+    this.batch.restart();
     // Until the process reports from the new sequence, nothing is open or answered.
     this.streams = 0;
     this.answeredTypes = 0;
-    this.post({ type: 'drop', upstream: this.index, seq: ++this.seq });
+    this.post({ type: 'drop', upstream: this.index, seq: this.batch.seq });
   }
 
   /** A report of the process. A status from before the last sequence decided here is stale but for its bytes. */
-  receive(message: Extract<FromUpstreams, { type: 'flushed' | 'status' }>, offset: number): void {
+  receive(message: Extract<FromUpstreams, { type: 'flushed' | 'status' }>): void {
     if (message.type === 'flushed') {
-      this.onFlush({ upstream: this.index, seq: message.seq, sentAt: message.sentAt - offset });
+      this.onFlush({ upstream: this.index, seq: message.seq, sentAt: fromMonotonic(message.sentAt) });
       return;
     }
     this.bytesSent = Math.max(this.bytesSent, message.bytesSent);
-    if (message.seq < this.seq) return;
+    if (message.seq < this.batch.seq) return;
     this.streams = message.streams;
     this.answeredTypes = message.answeredTypes;
   }
@@ -150,8 +177,6 @@ export class UpstreamProcess {
     const post = (message: ToUpstreams): void => void this.child.send(message);
     this.upstreams = model.upstreams.map((u) => new RemoteUpstream(u.index, post));
     model.onEdit = (edit) => post({ type: 'edit', edit: toWire(edit) });
-    // What the process's clock reads against this one's performance.now().
-    const offset = monotonicMs() - performance.now();
     let listening = false;
     this.ready = new Promise((resolve, reject) => {
       this.child.once('exit', (code) => {
@@ -169,7 +194,7 @@ export class UpstreamProcess {
           listening = true;
           resolve(message.addresses);
         } else if (message.type === 'usage') this.usage.shift()?.(message.cpuMs);
-        else this.upstreams[message.upstream]?.receive(message, offset);
+        else this.upstreams[message.upstream]?.receive(message);
       });
     });
   }

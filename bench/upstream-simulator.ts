@@ -100,13 +100,50 @@ function requestFields(bytes: Buffer): { typeUrl: string; nonce: string } {
   return { typeUrl, nonce };
 }
 
+/**
+ * An upstream's batching and sequence: changed kinds wait up to {@link UPSTREAM_BATCH_MS} and go
+ * out together under the next sequence; a restart drops what waits and takes a sequence of its own.
+ */
+export class ChangeBatch {
+  /** The sequence of the last state decided. */
+  seq = 1;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly dirty = new Set<KindDescriptor>();
+
+  constructor(private readonly send: (kinds: readonly KindDescriptor[], seq: number) => void) {}
+
+  changed(kind: KindDescriptor): void {
+    this.dirty.add(kind);
+    this.timer ??= setTimeout(() => this.flush(), UPSTREAM_BATCH_MS);
+  }
+
+  /** Sends what waits now, if anything does. */
+  flush(): void {
+    this.cancel();
+    if (this.dirty.size === 0) return;
+    const kinds = [...this.dirty];
+    this.dirty.clear();
+    this.send(kinds, ++this.seq);
+  }
+
+  /** Drops what waits, as a restart does, and moves to `seq`. */
+  restart(seq = this.seq + 1): void {
+    this.cancel();
+    this.dirty.clear();
+    this.seq = seq;
+  }
+
+  cancel(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}
+
 export class UpstreamSimulator implements SimulatedUpstream {
   private readonly server = new grpc.Server({ 'grpc.max_send_message_length': -1 });
   private readonly subscribers = new Set<Subscriber>();
-  private seq = 1;
+  private readonly batch = new ChangeBatch((kinds, seq) => this.sendState(kinds, seq));
   private nonce = 0;
-  private timer: NodeJS.Timeout | undefined;
-  private readonly dirty = new Set<KindDescriptor>();
   /**
    * Per kind, the objects as of the last flush (what the current sequence means) and the response
    * that carries them under the current sequence, built on first use and written as it is to every
@@ -143,33 +180,30 @@ export class UpstreamSimulator implements SimulatedUpstream {
 
   /** The sequence the next flush will carry. */
   get nextSeq(): number {
-    return this.seq + 1;
+    return this.batch.seq + 1;
   }
 
   /** A kind changed in the model: it goes out with the next batch (at most 100 ms from now). */
   changed(kind: KindDescriptor): void {
-    this.dirty.add(kind);
-    this.timer ??= setTimeout(() => this.flush(), UPSTREAM_BATCH_MS);
+    this.batch.changed(kind);
   }
 
   /** Sends the changed kinds now, without waiting for the batch window. */
   flush(): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
-    if (this.dirty.size === 0) return;
-    const kinds = [...this.dirty];
-    this.dirty.clear();
-    this.sendState(kinds, this.seq + 1);
+    this.batch.flush();
   }
 
   /**
    * Publishes `kinds` as they stand in the model under sequence `seq` and writes them to every
    * stream free to take them: what a flush does once it has its kinds and its sequence, for a
-   * host whose batching runs elsewhere.
+   * host whose batching runs elsewhere. `onFlush` reports the moment the writes began, the
+   * responses built: a client, in this process or another, can only read them after it.
    */
   sendState(kinds: readonly KindDescriptor[], seq: number): void {
-    this.seq = seq;
+    this.batch.seq = seq;
     this.publish(kinds);
+    for (const kind of kinds) this.response(kind === SE ? SE_URL : VS_URL);
+    const sentAt = performance.now();
     for (const s of this.subscribers) {
       for (const kind of kinds) {
         const url = kind === SE ? SE_URL : VS_URL;
@@ -179,7 +213,7 @@ export class UpstreamSimulator implements SimulatedUpstream {
         else t.stale = true;
       }
     }
-    this.onFlush({ upstream: this.index, seq: this.seq, sentAt: performance.now() });
+    this.onFlush({ upstream: this.index, seq: this.batch.seq, sentAt });
     this.onStatus();
   }
 
@@ -189,12 +223,9 @@ export class UpstreamSimulator implements SimulatedUpstream {
    * model holds now, including changes never flushed; `onFlush` reports it when its first
    * ServiceEntry response goes out.
    */
-  dropStreams(seq = this.seq + 1): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.seq = seq;
+  dropStreams(seq?: number): void {
+    this.batch.restart(seq);
     this.resyncPending = true;
-    this.dirty.clear();
     this.publish([SE, VS]);
     for (const s of this.subscribers)
       s.call.emit('error', { code: grpc.status.UNAVAILABLE, details: 'restart' });
@@ -216,7 +247,7 @@ export class UpstreamSimulator implements SimulatedUpstream {
   }
 
   async close(): Promise<void> {
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.batch.cancel();
     this.server.forceShutdown();
     await Promise.resolve();
   }
@@ -236,10 +267,13 @@ export class UpstreamSimulator implements SimulatedUpstream {
         return;
       }
       s.types.set(url, { awaiting: undefined, stale: false });
+      const restarted = url === SE_URL && this.resyncPending;
+      if (restarted) this.response(url);
+      const sentAt = performance.now();
       this.send(s, url);
-      if (url === SE_URL && this.resyncPending) {
+      if (restarted) {
         this.resyncPending = false;
-        this.onFlush({ upstream: this.index, seq: this.seq, sentAt: performance.now() });
+        this.onFlush({ upstream: this.index, seq: this.batch.seq, sentAt });
       }
       this.onStatus();
     });
@@ -277,16 +311,16 @@ export class UpstreamSimulator implements SimulatedUpstream {
    */
   private response(url: string): { readonly bytes: Buffer; readonly nonce: string } {
     const kind = KIND_OF_URL.get(url);
-    const version = `u${this.index}-${this.seq}`;
+    const version = `u${this.index}-${this.batch.seq}`;
     if (kind === undefined) {
       const nonce = `n${++this.nonce}`;
       return { bytes: assembleResponse(version, [], url, nonce), nonce };
     }
     const published = this.published.get(kind) ?? { objects: [], response: undefined };
-    if (published.response?.seq !== this.seq) {
+    if (published.response?.seq !== this.batch.seq) {
       const nonce = `${version}-${kind.kind}`;
       const body = this.entryBlocks(published.objects);
-      published.response = { seq: this.seq, nonce, bytes: assembleResponse(version, body, url, nonce) };
+      published.response = { seq: this.batch.seq, nonce, bytes: assembleResponse(version, body, url, nonce) };
     }
     return published.response;
   }

@@ -113,7 +113,10 @@ describe('the upstream simulators in a process of their own', () => {
       );
       const flush = flushes.find((f) => f.upstream === 0 && f.seq === seq);
       // Written after the parent decided on it and before the client read it, on the parent's clock.
-      assert.ok(flush !== undefined && flush.sentAt >= decidedAt && flush.sentAt <= receivedAt);
+      assert.ok(
+        flush !== undefined && flush.sentAt >= decidedAt && flush.sentAt <= receivedAt,
+        `decided at ${decidedAt}, written at ${String(flush?.sentAt)}, received at ${receivedAt}`,
+      );
     }
     stream.ack(last);
     await until(() => remote.answeredTypes === 1, 'the last state to be acknowledged');
