@@ -196,23 +196,27 @@ export class UpstreamSimulator implements SimulatedUpstream {
   /**
    * Publishes `kinds` as they stand in the model under sequence `seq` and writes them to every
    * stream free to take them: what a flush does once it has its kinds and its sequence, for a
-   * host whose batching runs elsewhere. `onFlush` reports the moment the writes began, the
-   * responses built: a client, in this process or another, can only read them after it.
+   * host whose batching runs elsewhere. `onFlush` reports the moment the writes began (the
+   * responses built), or the state was published when no stream is free to take it yet: a client,
+   * in this process or another, can only read it after that.
    */
   sendState(kinds: readonly KindDescriptor[], seq: number): void {
     this.batch.seq = seq;
     this.publish(kinds);
-    for (const kind of kinds) this.response(kind === SE ? SE_URL : VS_URL);
-    const sentAt = performance.now();
+    const free: (readonly [Subscriber, string])[] = [];
     for (const s of this.subscribers) {
       for (const kind of kinds) {
         const url = kind === SE ? SE_URL : VS_URL;
         const t = s.types.get(url);
         if (t === undefined) continue;
-        if (t.awaiting === undefined) this.send(s, url);
+        if (t.awaiting === undefined) free.push([s, url]);
         else t.stale = true;
       }
     }
+    // Built only for a stream free to take it now: a state superseded before any ACK is never built.
+    for (const [, url] of free) this.response(url);
+    const sentAt = performance.now();
+    for (const [s, url] of free) this.send(s, url);
     this.onFlush({ upstream: this.index, seq: this.batch.seq, sentAt });
     this.onStatus();
   }
