@@ -9,7 +9,12 @@ import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SE, VS, type FixtureObject, type MeshModel, type ObjectEdit, type Shape } from './fixtures.js';
-import { ChangeBatch, type SimulatedUpstream, type UpstreamFlush } from './upstream-simulator.js';
+import {
+  BatchedUpstream,
+  ChangeBatch,
+  type SimulatedUpstream,
+  type UpstreamFlush,
+} from './upstream-simulator.js';
 import type { KindDescriptor } from '../src/schema/kinds.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -114,32 +119,21 @@ export function fromMonotonic(ms: number): number {
 }
 
 /** One simulator as the parent drives it: the batching and the sequence here, the streams in the process. */
-export class RemoteUpstream implements SimulatedUpstream {
+export class RemoteUpstream extends BatchedUpstream implements SimulatedUpstream {
   onFlush: (flush: UpstreamFlush) => void = () => undefined;
   bytesSent = 0;
   streams = 0;
   answeredTypes = 0;
-  private readonly batch: ChangeBatch;
+  protected readonly batch: ChangeBatch;
 
   constructor(
     readonly index: number,
     private readonly post: (message: ToUpstreams) => void,
   ) {
+    super();
     this.batch = new ChangeBatch((kinds, seq) =>
       post({ type: 'flush', upstream: index, kinds: kinds.map(kindName), seq }),
     );
-  }
-
-  get nextSeq(): number {
-    return this.batch.seq + 1;
-  }
-
-  changed(kind: KindDescriptor): void {
-    this.batch.changed(kind);
-  }
-
-  flush(): void {
-    this.batch.flush();
   }
 
   dropStreams(): void {

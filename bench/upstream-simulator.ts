@@ -139,10 +139,30 @@ export class ChangeBatch {
   }
 }
 
-export class UpstreamSimulator implements SimulatedUpstream {
+/** What both hosts of a simulator share: its batching, driven through {@link SimulatedUpstream}. */
+export abstract class BatchedUpstream {
+  protected abstract readonly batch: ChangeBatch;
+
+  /** The sequence the next flush will carry. */
+  get nextSeq(): number {
+    return this.batch.seq + 1;
+  }
+
+  /** A kind changed in the model: it goes out with the next batch (at most 100 ms from now). */
+  changed(kind: KindDescriptor): void {
+    this.batch.changed(kind);
+  }
+
+  /** Sends the changed kinds now, without waiting for the batch window. */
+  flush(): void {
+    this.batch.flush();
+  }
+}
+
+export class UpstreamSimulator extends BatchedUpstream implements SimulatedUpstream {
   private readonly server = new grpc.Server({ 'grpc.max_send_message_length': -1 });
   private readonly subscribers = new Set<Subscriber>();
-  private readonly batch = new ChangeBatch((kinds, seq) => this.sendState(kinds, seq));
+  protected readonly batch = new ChangeBatch((kinds, seq) => this.sendState(kinds, seq));
   private nonce = 0;
   /**
    * Per kind, the objects as of the last flush (what the current sequence means) and the response
@@ -163,6 +183,7 @@ export class UpstreamSimulator implements SimulatedUpstream {
     readonly index: number,
     private readonly model: MeshModel,
   ) {
+    super();
     this.server.addService(RAW_SOTW_ADS, {
       StreamAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.onStream(call),
     });
@@ -176,21 +197,6 @@ export class UpstreamSimulator implements SimulatedUpstream {
       ),
     );
     return `127.0.0.1:${port}`;
-  }
-
-  /** The sequence the next flush will carry. */
-  get nextSeq(): number {
-    return this.batch.seq + 1;
-  }
-
-  /** A kind changed in the model: it goes out with the next batch (at most 100 ms from now). */
-  changed(kind: KindDescriptor): void {
-    this.batch.changed(kind);
-  }
-
-  /** Sends the changed kinds now, without waiting for the batch window. */
-  flush(): void {
-    this.batch.flush();
   }
 
   /**
