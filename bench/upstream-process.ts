@@ -163,12 +163,12 @@ export class UpstreamProcess {
   private readonly child: ChildProcess;
   private readonly ready: Promise<readonly string[]>;
   private closing = false;
-  private usage: ((cpuMs: number) => void)[] = [];
+  private readonly usage: ((cpuMs: number) => void)[] = [];
 
   constructor(model: MeshModel) {
     const args: UpstreamArgs = { shape: model.shape, seed: model.seed };
     this.child = fork(path.join(HERE, 'upstream-main.js'), [JSON.stringify(args)], { stdio: 'inherit' });
-    const post = (message: ToUpstreams): void => void this.child.send(message);
+    const post = (message: ToUpstreams): void => this.send(message);
     this.upstreams = model.upstreams.map((u) => new RemoteUpstream(u.index, post));
     model.onEdit = (edit) => post({ type: 'edit', edit: toWire(edit) });
     let listening = false;
@@ -202,16 +202,20 @@ export class UpstreamProcess {
   cpuMs(): Promise<number> {
     return new Promise((resolve) => {
       this.usage.push(resolve);
-      this.child.send({ type: 'usage' } satisfies ToUpstreams);
+      this.send({ type: 'usage' });
     });
   }
 
   async close(): Promise<void> {
     this.closing = true;
     const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
-    this.child.send({ type: 'close' } satisfies ToUpstreams);
+    this.send({ type: 'close' });
     const timer = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
     await exited;
     clearTimeout(timer);
+  }
+
+  private send(message: ToUpstreams): void {
+    this.child.send(message);
   }
 }
