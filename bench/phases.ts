@@ -458,6 +458,32 @@ async function churn(
   return applied;
 }
 
+/** The churn every server runs, unmeasured, before its measured one. */
+const WARM_UP_MS = 2_000;
+
+/**
+ * {@link WARM_UP_MS} of the churn, waited out until every client holds every change, with nothing
+ * measured: a server's measured churn then runs code compiled as in a server that has served
+ * changes before. The first churn after a server's start runs its change path (reading and
+ * splicing a changed state, re-blocking and re-framing views) before V8 has compiled it, and
+ * compiles it on the one core the server has: on S's baseline fleet that churn's first states
+ * reached every client in 0.7–1.2 s where the states of a second churn, 2 s or 25 s later, took
+ * 0.2–0.5 s (`bench/churn-apart.ts`), one second that set the p99 of a 10 s window.
+ */
+async function warmUp(rig: ShapeRig, fleet: Fleet, timing: Timing, what: string): Promise<void> {
+  const tracker = new LatencyTracker(fleet);
+  rig.track(tracker);
+  try {
+    await churn(rig, tracker, timing, WARM_UP_MS);
+    for (const sim of rig.simulators) sim.flush();
+    if (!(await tracker.settle(120_000)))
+      throw new Error(`${what}: the churn before the measured one did not reach every client`);
+  } finally {
+    rig.track(undefined);
+    tracker.close();
+  }
+}
+
 /** Changes that put a new object version into some view. */
 function servedChanges(changes: readonly AppliedChange[]): number {
   return changes.filter((c) => c.servesNew).length;
@@ -533,7 +559,8 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     peaks.note('warm syncs', await server.counters());
     await sleep(300);
 
-    // Churn.
+    // Churn, after a churn not measured (see `warmUp`).
+    await warmUp(rig, fleet, timing, 'meshmux');
     await sleep(300);
     const churnTracker = new LatencyTracker(fleet);
     rig.track(churnTracker);
@@ -852,6 +879,7 @@ async function baselineChurn(
     const fleet = new Fleet(server.xdsAddress, rig.shape.baselineClients);
     const sync = await measureSync(server, fleet);
     verify(fleet, rig.model, `${mode} sync`);
+    await warmUp(rig, fleet, timing, mode);
     const tracker = new LatencyTracker(fleet);
     rig.track(tracker);
     const c0 = await server.counters();
