@@ -10,8 +10,8 @@
  * 5 on L) shares the other core with the upstreams' process, as in the benchmark. Each round
  * changes the mesh 100 times a second for `--seconds` (the benchmark's churn), waits until every
  * change reached every client it concerns, and prints: the changes' latency (upstream write to
- * the last client holding it) at p50, p99 and its maximum; the slowest changes, with when in the
- * round their upstream wrote them; the CPU of the fleet's process and its collections of the heap
+ * the last client holding it) at p50, p99 and its maximum; the slowest upstream states (the
+ * changes a state carries arrive together), with when in the round each was written; the CPU of the fleet's process and its collections of the heap
  * (node's own reports: full and young, with their pause time); the upstreams' process's CPU; and
  * the server's CPU, full collections and longest event-loop delay. Each round follows `--quiet`
  * milliseconds without changes (after the fleet's sync, or the last round). With a folder in
