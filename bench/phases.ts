@@ -463,12 +463,13 @@ const WARM_UP_MS = 2_000;
 
 /**
  * {@link WARM_UP_MS} of the churn, waited out until every client holds every change, with nothing
- * measured: a server's measured churn then runs code compiled as in a server that has served
- * changes before. The first churn after a server's start runs its change path (reading and
- * splicing a changed state, re-blocking and re-framing views) before V8 has compiled it, and
- * compiles it on the one core the server has: on S's baseline fleet that churn's first states
- * reached every client in 0.7–1.2 s where the states of a second churn, 2 s or 25 s later, took
- * 0.2–0.5 s (`bench/churn-apart.ts`), one second that set the p99 of a 10 s window.
+ * measured: a server's measured churn then runs as in a server that has served changes before.
+ * The first churn after a server's start is slow for about a second, the server's own doing (a
+ * second fleet on the same server does not see it, a second server does), with V8's own work a
+ * fifth of its profile, as a change path not compiled yet would be: on S's baseline fleet that
+ * churn's first states reached every client in 0.7–1.3 s where the states of a later churn, 2 s or
+ * 25 s after the one before, took 0.2–0.6 s (`bench/churn-apart.ts`), one second that set the p99
+ * of a 10 s window.
  */
 async function warmUp(rig: ShapeRig, fleet: Fleet, timing: Timing, what: string): Promise<void> {
   const tracker = new LatencyTracker(fleet);
