@@ -8,21 +8,21 @@
  * The benchmark's three upstreams hold a shape's objects, meshmux runs as shipped in a process of
  * its own pinned to one core, and a fleet of istiod-like clients (the baselines' fleet: 10 on S,
  * 5 on L) shares the other core with the upstreams' process, as in the benchmark. Each round
- * changes the mesh 100 times a second for `--seconds` (the benchmark's churn), waits until every
+ * changes the mesh as the benchmark's churn does (100 times a second) for `--seconds`, waits until every
  * change reached every client it concerns, and prints: the changes' latency (upstream write to
  * the last client holding it) at p50, p99 and its maximum; the slowest upstream states (the
  * changes a state carries arrive together), with when in the round each was written; the CPU of the fleet's process and its collections of the heap
- * (node's own reports: full and young, with their pause time); the upstreams' process's CPU; and
+ * (node's own reports, full and young); the upstreams' process's CPU; and
  * the server's CPU, full collections and longest event-loop delay. Each round follows `--quiet`
  * milliseconds without changes (after the fleet's sync, or the last round). With a folder in
  * `BENCH_SERVER_PROFILE` the server's CPU profile is kept there, and each round prints where it
  * begins on the profile's clock.
  */
-import { constants, PerformanceObserver } from 'node:perf_hooks';
+import { HeapCollections } from '../src/core/heap-collections.js';
 import { SHAPES } from './fixtures.js';
 import { Fleet, LatencyTracker, percentile } from './fleet.js';
 import { option } from './in-process.js';
-import { ShapeRig } from './phases.js';
+import { churn, FULL_TIMING, ShapeRig } from './phases.js';
 import { cpuMs, pinSelf, ServerProcess } from './server-process.js';
 
 const shape = SHAPES[option('shape', 'S') === 'L' ? 'L' : 'S'];
@@ -30,45 +30,12 @@ const CLIENTS = Number(option('clients', String(shape.baselineClients)));
 const SECONDS = Number(option('seconds', '10'));
 const ROUNDS = Number(option('rounds', '2'));
 const QUIET_MS = Number(option('quiet', '2000'));
-const CHANGES_PER_SECOND = 100;
 const SLOWEST = 6;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** This process's collections of the heap, as node reports them: counts and pause milliseconds. */
-class Collections {
-  full = 0;
-  young = 0;
-  fullMs = 0;
-  youngMs = 0;
-  private readonly observer = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) {
-      const kind = (entry as { readonly detail?: { readonly kind?: number } }).detail?.kind;
-      if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) {
-        this.full++;
-        this.fullMs += entry.duration;
-      } else if (kind === constants.NODE_PERFORMANCE_GC_MINOR) {
-        this.young++;
-        this.youngMs += entry.duration;
-      }
-    }
-  });
-
-  constructor() {
-    this.observer.observe({ entryTypes: ['gc'] });
-  }
-
-  reset(): void {
-    this.full = this.young = this.fullMs = this.youngMs = 0;
-  }
-
-  stop(): void {
-    this.observer.disconnect();
-  }
-}
-
 pinSelf(1);
-const collections = new Collections();
+const collections = new HeapCollections().start();
 const rig = new ShapeRig(shape);
 await rig.start();
 const server = await ServerProcess.start({ mode: 'meshmux', shape: shape.name, upstreams: rig.addresses });
@@ -76,13 +43,13 @@ const fleet = new Fleet(server.xdsAddress, CLIENTS).start();
 try {
   await fleet.synced(performance.now(), 300_000);
   console.log(
-    `${shape.name}: ${shape.serviceEntries} ServiceEntries + ${shape.virtualServices} VirtualServices, ${CLIENTS} istiods, ${CHANGES_PER_SECOND} changes a second for ${SECONDS} s`,
+    `${shape.name}: ${shape.serviceEntries} ServiceEntries + ${shape.virtualServices} VirtualServices, ${CLIENTS} istiods, ${FULL_TIMING.changesPerSecond} changes a second for ${SECONDS} s`,
   );
   for (let round = 0; round < ROUNDS; round++) {
     await sleep(QUIET_MS);
     const tracker = new LatencyTracker(fleet);
     rig.track(tracker);
-    collections.reset();
+    const { full: full0, young: young0 } = collections;
     const fleetCpu0 = process.cpuUsage();
     const upstreamsCpu0 = await rig.upstreamsCpuMs();
     const server0 = await server.counters();
@@ -90,12 +57,7 @@ try {
     // Where the round begins in a profile of the server (whose times are this clock's microseconds).
     if (process.env['BENCH_SERVER_PROFILE'] !== undefined)
       console.log(`  round ${round + 1} starts at ${process.hrtime.bigint() / 1000n} µs (monotonic)`);
-    let changes = 0;
-    while (performance.now() - start < SECONDS * 1000) {
-      const due = Math.floor(((performance.now() - start) * CHANGES_PER_SECOND) / 1000) + 1;
-      for (; changes < due; changes++) rig.apply(rig.model.churnChange(), tracker);
-      await sleep(1000 / CHANGES_PER_SECOND);
-    }
+    const changes = (await churn(rig, tracker, FULL_TIMING, SECONDS * 1000)).length;
     for (const sim of rig.simulators) sim.flush();
     const settled = await tracker.settle(60_000);
     const fleetCpu = process.cpuUsage(fleetCpu0);
@@ -104,12 +66,13 @@ try {
     rig.track(undefined);
     tracker.close();
     const latencies = tracker.latencies();
+    // One line per upstream state: the changes a state carried arrive together.
+    const states = new Set<string>();
     const slowest = tracker.changes
       .filter((c) => c.sentAt !== undefined && c.doneAt !== undefined)
       .map((c) => ({ c, ms: (c.doneAt as number) - (c.sentAt as number) }))
       .sort((a, b) => b.ms - a.ms)
-      // One line per upstream state: the changes a state carried arrive together.
-      .filter((x, i, all) => all.findIndex((y) => y.c.upstream === x.c.upstream && y.c.seq === x.c.seq) === i)
+      .filter(({ c }) => !states.has(`${c.upstream}-${c.seq}`) && states.add(`${c.upstream}-${c.seq}`))
       .slice(0, SLOWEST);
     console.log(
       `round ${round + 1}: ${changes} changes${settled ? '' : ' (not all settled)'}, latency p50 ${percentile(latencies, 50).toFixed(0)} ms, p99 ${percentile(latencies, 99).toFixed(0)} ms, max ${Math.max(...latencies).toFixed(0)} ms`,
@@ -118,7 +81,7 @@ try {
       `  slowest upstream states: ${slowest.map((x) => `u${x.c.upstream}-${x.c.seq} ${x.ms.toFixed(0)} ms (written ${((x.c.sentAt as number) - start).toFixed(0)} ms in)`).join(', ')}`,
     );
     console.log(
-      `  fleet's process: ${((fleetCpu.user + fleetCpu.system) / 1000).toFixed(0)} ms CPU, ${collections.full} full collections (${collections.fullMs.toFixed(0)} ms), ${collections.young} young (${collections.youngMs.toFixed(0)} ms); upstreams' process: ${upstreamsCpu.toFixed(0)} ms CPU`,
+      `  fleet's process: ${((fleetCpu.user + fleetCpu.system) / 1000).toFixed(0)} ms CPU, ${collections.full - full0} full collections, ${collections.young - young0} young; upstreams' process: ${upstreamsCpu.toFixed(0)} ms CPU`,
     );
     console.log(
       `  server: ${(cpuMs(server1) - cpuMs(server0)).toFixed(0)} ms CPU, ${server1.process.fullCollections - server0.process.fullCollections} full collections, ${server1.process.youngCollections - server0.process.youngCollections} young; longest event-loop delay since its start ${server1.process.eventLoopDelayMaxMs.toFixed(0)} ms`,

@@ -437,7 +437,7 @@ async function idleCost(server: ServerProcess): Promise<IdleCost> {
 }
 
 /** Drives `changesPerSecond` churn changes for `durationMs`, registering each with `tracker`. */
-async function churn(
+export async function churn(
   rig: ShapeRig,
   tracker: LatencyTracker,
   timing: Timing,
