@@ -39,7 +39,18 @@ export default tseslint.config(
           message: 'A list of any length goes in with appendAll (src/core/append-all.ts), not push(...list).',
         },
       ],
+      'no-restricted-imports': [
+        'error',
+        {
+          name: 'rxjs',
+          message: "Import RxJS from src/core/rx.ts: the package's index loads every operator at start.",
+        },
+      ],
     },
+  },
+  {
+    files: ['src/core/rx.ts'],
+    rules: { 'no-restricted-imports': 'off' },
   },
   {
     files: ['test/**/*.ts', 'bench/**/*.ts'],

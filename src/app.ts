@@ -29,7 +29,7 @@ import { openRecordStore } from './state/open-record-store.js';
 import { ReplicaDecisions } from './state/replica-decisions.js';
 import { processCounters } from './telemetry/process-counters.js';
 import { Telemetry } from './telemetry/telemetry.js';
-import { tracingFromEnv, type TracingEnv } from './telemetry/tracing.js';
+import { tracingFromEnv, type TracingEnv } from './telemetry/tracing-env.js';
 import { createSource, loadSourceLibraries } from './upstream/source-registry.js';
 import type { UpstreamSource } from './upstream/upstream-source.js';
 

@@ -3,7 +3,7 @@ import { readFileSync, watch } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { filter, firstValueFrom, of, timeout } from 'rxjs';
+import { filter, firstValueFrom, of, timeout } from './core/rx.js';
 import { startMeshmux, type RunningMeshmux } from './app.js';
 import {
   diffPolicies,

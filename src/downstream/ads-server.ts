@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { asyncScheduler, type SchedulerLike, type Subscription } from 'rxjs';
+import { asyncScheduler, type SchedulerLike, type Subscription } from '../core/rx.js';
 import type { Logger } from '../core/logger.js';
 import type { ConfigResource } from '../core/resource.js';
 import type { ConfigSnapshot, KindSnapshot, SnapshotReader } from '../merge/config-snapshot.js';

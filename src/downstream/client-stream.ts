@@ -1,5 +1,5 @@
 import { type ServerDuplexStream, status as grpcStatus } from '@grpc/grpc-js';
-import type { SchedulerLike } from 'rxjs';
+import type { SchedulerLike } from '../core/rx.js';
 import { MeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { truncateForLog, truncateRecordForLog } from '../core/truncate-for-log.js';

@@ -1,4 +1,4 @@
-import type { SchedulerLike, Subscription } from 'rxjs';
+import type { SchedulerLike, Subscription } from '../core/rx.js';
 
 export interface SendDeadlineOptions {
   /** Measures time and runs the checks; virtual time in tests. */

@@ -1,4 +1,4 @@
-import type { SchedulerLike, Subscription } from 'rxjs';
+import type { SchedulerLike, Subscription } from '../core/rx.js';
 import type { ClientView } from './client-view.js';
 
 export interface ViewRegistryOptions {

@@ -1,4 +1,4 @@
-import type { Observable } from 'rxjs';
+import type { Observable } from '../core/rx.js';
 import type { MeshmuxError } from '../core/errors.js';
 import type { ChunkedList } from '../core/chunked-list.js';
 import type { ConfigResource } from '../core/resource.js';

@@ -8,7 +8,7 @@ import {
   type SchedulerLike,
   Subject,
   Subscription,
-} from 'rxjs';
+} from '../core/rx.js';
 import { linesDigest } from '../core/content-digest.js';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';

@@ -1,10 +1,6 @@
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import {
   type Attributes,
   type Context,
-  diag,
-  DiagLogLevel,
   ROOT_CONTEXT,
   type Span,
   SpanKind,
@@ -13,8 +9,6 @@ import {
   type Tracer,
 } from '@opentelemetry/api';
 import { parseTraceParent } from '@opentelemetry/core';
-import type { Logger } from '../core/logger.js';
-import { PACKAGE_ROOT } from '../core/paths.js';
 import { truncateForLog } from '../core/truncate-for-log.js';
 import type { SourceSnapshotEvent } from '../core/source-event.js';
 import type { ConfigSnapshot } from '../merge/config-snapshot.js';
@@ -31,9 +25,6 @@ export interface TracedClient {
   readonly nodeId: string;
   readonly peer: string;
 }
-
-/** The environment variables tracing reads (`process.env` in production). */
-export type TracingEnv = Readonly<Record<string, string | undefined>>;
 
 /**
  * One trace per upstream change, built from hook calls:
@@ -233,97 +224,4 @@ function remoteParent(traceparent: string | undefined): Context {
   const parsed = parseTraceParent(traceparent.trim());
   if (parsed === null) return ROOT_CONTEXT;
   return trace.setSpanContext(ROOT_CONTEXT, { ...parsed, isRemote: true });
-}
-
-/**
- * Whether meshmux exports traces: only when an OTLP endpoint is configured
- * (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT`), and not with
- * `OTEL_SDK_DISABLED=true` or an `OTEL_TRACES_EXPORTER` that does not name `otlp`. Everything else
- * is the OpenTelemetry SDK's to read (see {@link tracingFromEnv}).
- */
-export function tracingEnabled(env: TracingEnv, log?: Logger): boolean {
-  if (env['OTEL_SDK_DISABLED']?.trim().toLowerCase() === 'true') return false;
-  const exporters = env['OTEL_TRACES_EXPORTER']?.split(',').map((s) => s.trim().toLowerCase());
-  if (exporters !== undefined && exporters.some((e) => e !== '') && !exporters.includes('otlp')) {
-    if (!exporters.includes('none')) {
-      log?.warn(
-        { exporters },
-        'OTEL_TRACES_EXPORTER names no exporter meshmux has (only otlp): tracing is off',
-      );
-    }
-    return false;
-  }
-  const endpoint = (name: string): boolean => (env[name]?.trim() ?? '') !== '';
-  if (!endpoint('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') && !endpoint('OTEL_EXPORTER_OTLP_ENDPOINT'))
-    return false;
-  const protocol = env['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'] ?? env['OTEL_EXPORTER_OTLP_PROTOCOL'];
-  if (protocol !== undefined && protocol.trim() !== 'http/json') {
-    log?.warn(
-      { protocol },
-      'meshmux exports traces as OTLP/HTTP JSON only; the configured protocol is ignored',
-    );
-  }
-  return true;
-}
-
-/**
- * Tracing as the environment configures it, or undefined when it is off ({@link tracingEnabled},
- * decided on `env`). The OpenTelemetry SDK reads the rest of the standard variables from the
- * process environment itself: the endpoint, headers, timeout and compression
- * (`OTEL_EXPORTER_OTLP_*`), the sampler (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`), batching
- * (`OTEL_BSP_*`) and the resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, over meshmux's
- * own service name and version). The provider is private to this meshmux (never registered
- * globally), so several instances can share a process.
- */
-export async function tracingFromEnv(env: TracingEnv, log: Logger): Promise<ChangeTracing | undefined> {
-  if (!tracingEnabled(env, log)) return undefined;
-  // Loaded only when tracing is on: the SDK and its exporter are about 0.1 s of a start.
-  const [{ OTLPTraceExporter }, resources, { BasicTracerProvider, BatchSpanProcessor }, conventions] =
-    await Promise.all([
-      import('@opentelemetry/exporter-trace-otlp-http'),
-      import('@opentelemetry/resources'),
-      import('@opentelemetry/sdk-trace-base'),
-      import('@opentelemetry/semantic-conventions'),
-    ]);
-  const { detectResources, envDetector, resourceFromAttributes } = resources;
-  const { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } = conventions;
-  diag.setLogger(
-    {
-      error: (message, ...args) => log.warn({ args }, `OpenTelemetry: ${message}`),
-      warn: (message, ...args) => log.warn({ args }, `OpenTelemetry: ${message}`),
-      info: () => undefined,
-      debug: () => undefined,
-      verbose: () => undefined,
-    },
-    { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true },
-  );
-  const resource = resourceFromAttributes({
-    [ATTR_SERVICE_NAME]: 'meshmux',
-    [ATTR_SERVICE_VERSION]: packageVersion(),
-  }).merge(detectResources({ detectors: [envDetector] }));
-  const provider = new BasicTracerProvider({
-    resource,
-    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
-  });
-  log.info(
-    { endpoint: env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] ?? env['OTEL_EXPORTER_OTLP_ENDPOINT'] },
-    'tracing upstream changes over OTLP/HTTP',
-  );
-  return new ChangeTracing(provider.getTracer('meshmux', packageVersion()), () => provider.shutdown());
-}
-
-let version: string | undefined;
-
-function packageVersion(): string {
-  if (version === undefined) {
-    try {
-      const pkg = JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as {
-        version?: unknown;
-      };
-      version = typeof pkg.version === 'string' ? pkg.version : 'unknown';
-    } catch {
-      version = 'unknown';
-    }
-  }
-  return version;
 }

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Observable } from 'rxjs';
+import type { Observable } from '../core/rx.js';
 import type { SourceDescriptor, SourceEvent } from '../core/source-event.js';
 
 /**

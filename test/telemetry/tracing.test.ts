@@ -7,13 +7,8 @@ import {
   type ReadableSpan,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
-import {
-  ChangeTracing,
-  SPAN_MERGE,
-  SPAN_PUSH,
-  SPAN_RECEIVE,
-  tracingEnabled,
-} from '../../src/telemetry/tracing.js';
+import { ChangeTracing, SPAN_MERGE, SPAN_PUSH, SPAN_RECEIVE } from '../../src/telemetry/tracing.js';
+import { tracingEnabled } from '../../src/telemetry/tracing-env.js';
 import { DR, DR_URL, startRig, state, VS, VS_URL, type Rig } from '../support/telemetry-rig.js';
 
 const UPSTREAM_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';

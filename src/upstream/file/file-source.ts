@@ -1,6 +1,6 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
-import { Observable, type SchedulerLike } from 'rxjs';
+import { Observable, type SchedulerLike } from '../../core/rx.js';
 import { toMeshmuxError } from '../../core/errors.js';
 import { componentLogger, type Logger } from '../../core/logger.js';
 import type { Timestamp } from '../../core/resource.js';

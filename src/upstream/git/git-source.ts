@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Observable, type SchedulerLike, type Subscriber } from 'rxjs';
+import { Observable, type SchedulerLike, type Subscriber } from '../../core/rx.js';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { componentLogger, type Logger } from '../../core/logger.js';
 import { resourceKey, type ConfigResource } from '../../core/resource.js';

@@ -2,7 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type * as KubernetesClient from '@kubernetes/client-node';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { Observable, type SchedulerLike } from 'rxjs';
+import { Observable, type SchedulerLike } from '../../core/rx.js';
 import { toMeshmuxError, type MeshmuxError } from '../../core/errors.js';
 import { globMatcher, isPlainName } from '../../core/glob.js';
 import { componentLogger } from '../../core/logger.js';

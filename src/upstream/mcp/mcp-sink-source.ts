@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { Observable } from 'rxjs';
+import { Observable } from '../../core/rx.js';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';

@@ -1,4 +1,4 @@
-import type { SchedulerLike } from 'rxjs';
+import type { SchedulerLike } from '../../core/rx.js';
 
 /**
  * Time as a source sees it: what it waits for (settle windows, grace periods, polls, backoffs,

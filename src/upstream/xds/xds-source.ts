@@ -1,4 +1,4 @@
-import { Observable } from 'rxjs';
+import { Observable } from '../../core/rx.js';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
 import { backoffOf, transportOf } from '../streaming/dial-settings.js';

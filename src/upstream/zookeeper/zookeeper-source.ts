@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { Observable, type SchedulerLike } from 'rxjs';
+import { Observable, type SchedulerLike } from '../../core/rx.js';
 import { componentLogger } from '../../core/logger.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
 import { sourceClock } from '../runtime/source-clock.js';
