@@ -1,7 +1,5 @@
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import type { Logger } from '../core/logger.js';
-import { PACKAGE_ROOT } from '../core/paths.js';
+import { MESHMUX_VERSION } from '../core/version.js';
 import type { ChangeTracing } from './tracing.js';
 
 /** The environment variables tracing reads (`process.env` in production). */
@@ -80,7 +78,7 @@ export async function tracingFromEnv(env: TracingEnv, log: Logger): Promise<Chan
   );
   const resource = resourceFromAttributes({
     [ATTR_SERVICE_NAME]: 'meshmux',
-    [ATTR_SERVICE_VERSION]: packageVersion(),
+    [ATTR_SERVICE_VERSION]: MESHMUX_VERSION,
   }).merge(detectResources({ detectors: [envDetector] }));
   const provider = new BasicTracerProvider({
     resource,
@@ -90,21 +88,5 @@ export async function tracingFromEnv(env: TracingEnv, log: Logger): Promise<Chan
     { endpoint: env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] ?? env['OTEL_EXPORTER_OTLP_ENDPOINT'] },
     'tracing upstream changes over OTLP/HTTP',
   );
-  return new ChangeTracing(provider.getTracer('meshmux', packageVersion()), () => provider.shutdown());
-}
-
-let version: string | undefined;
-
-function packageVersion(): string {
-  if (version === undefined) {
-    try {
-      const pkg = JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as {
-        version?: unknown;
-      };
-      version = typeof pkg.version === 'string' ? pkg.version : 'unknown';
-    } catch {
-      version = 'unknown';
-    }
-  }
-  return version;
+  return new ChangeTracing(provider.getTracer('meshmux', MESHMUX_VERSION), () => provider.shutdown());
 }
