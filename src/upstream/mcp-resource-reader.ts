@@ -141,11 +141,13 @@ export class McpResourceReader {
 
   /**
    * Reads one encoded `istio.mcp.v1alpha1.Resource` of `kind`. `where` names the stream and type
-   * (for error locations). The bytes are copied; the caller may reuse its buffer. `lookUp` false
-   * says nothing of the kind was remembered when the caller's response began (see
-   * {@link remembers}): its objects are read without a look-up that cannot find them.
+   * (for error locations). The bytes are copied, and the caller may reuse its buffer, unless
+   * `view` says they lie in memory never written again that the object may keep a view of (held
+   * as long as the object is). `lookUp` false says nothing of the kind was remembered when the
+   * caller's response began (see {@link remembers}): its objects are read without a look-up that
+   * cannot find them.
    */
-  read(kind: KindDescriptor, bytes: Uint8Array, where: string, lookUp = true): ReadResult {
+  read(kind: KindDescriptor, bytes: Uint8Array, where: string, lookUp = true, view = false): ReadResult {
     // Unchanged objects are recognised by their bytes before anything is decoded or copied: a
     // state-of-the-world response of 50k objects with one change decodes one. Nothing of a kind
     // kept yet (the first state, a start): the name is not read out twice.
@@ -157,7 +159,11 @@ export class McpResourceReader {
     // A copy detaches the object from the (possibly huge) response buffer it arrived in; a plain
     // Uint8Array (not a Buffer) also makes protobufjs fail on overruns instead of truncating. The
     // objects of a first state share slabs (see {@link SlabCopier}); any other is a buffer of its own.
-    const raw = lookUp ? new Uint8Array(bytes) : this.slabs.copy(bytes);
+    const raw = view
+      ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+      : lookUp
+        ? new Uint8Array(bytes)
+        : this.slabs.copy(bytes);
     // Envelopes in the plain shape (nearly all) are read from their bytes; any other through the
     // schema, which names what is wrong with it.
     const plain = readPlainEnvelope(raw, UNKNOWN_FIELDS);

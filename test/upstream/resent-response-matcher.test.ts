@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import protobuf from 'protobufjs';
-import { GrpcMessageReader, GrpcReadError } from '../../src/upstream/streaming/grpc-message-reader.js';
+import { GrpcMessageReader } from '../../src/upstream/streaming/grpc-message-reader.js';
 import { ResponseLayout, type ResponseSplice } from '../../src/upstream/xds/discovery-response.js';
 import { ResentResponseMatcher, type ResponseHead } from '../../src/upstream/xds/resent-response-matcher.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
@@ -126,35 +126,27 @@ type Outcome =
   | {
       readonly as: 'spliced';
       readonly base: ResponseLayout;
-      /** The kept response's bytes as they were before the splice was written over them. */
+      /** The bytes of the kept response the splice was made of. */
       readonly before: Buffer;
       readonly layout: ResponseLayout;
-      /** The buffer the splice was written in. */
+      /** The bytes of the layout made of the splice. */
       readonly buffer: Buffer;
     };
 
 /** The message each layout made by {@link keptLayout} was read from. */
 const keptMessages = new WeakMap<ResponseLayout, Buffer>();
 
-/**
- * A layout of `message` that keeps its bytes in a buffer of its own (`store`, when it fits), as a
- * kept response does.
- */
-function keptLayout(message: Buffer, store?: Buffer): ResponseLayout {
+/** A layout of `message` that keeps its bytes in a buffer of its own, as a kept response does. */
+function keptLayout(message: Buffer): ResponseLayout {
   const layout = new ResponseLayout(message);
-  layout.keepBytes(store);
+  layout.keepBytes();
   keptMessages.set(layout, message);
   return layout;
 }
 
-/** The bytes `layout` holds (its buffer handed back: `layout` is not used afterwards). */
-function bytesOf(layout: ResponseLayout, size: number): Buffer {
-  return (layout.releaseBytes() as Buffer).subarray(0, size);
-}
-
 /**
  * What the reader hands on for `message`, cut at `cuts`, its matcher comparing with `kept`; a
- * splice is written over its kept layout, as the xds client does.
+ * splice is made a layout of its kept layout's bytes and its own, as the xds client does.
  */
 function receive(message: Buffer, cuts: readonly number[], kept: readonly ResponseLayout[]): Outcome[] {
   const out: Outcome[] = [];
@@ -165,13 +157,13 @@ function receive(message: Buffer, cuts: readonly number[], kept: readonly Respon
         isKept: (layout) => kept.includes(layout),
         resent: (layout, h) => out.push({ as: 'resent', layout, head: h }),
         spliced: (base, splice) => {
-          const layout = base.rewrite(splice);
+          const layout = base.splice(splice);
           out.push({
             as: 'spliced',
             base,
             before: keptMessages.get(base) as Buffer,
             layout,
-            buffer: bytesOf(layout, splice.size),
+            buffer: Buffer.from(layout.message),
           });
         },
       },
@@ -227,10 +219,10 @@ function edited(values: readonly Uint8Array[], edits: readonly Edit[]): Part[] {
 }
 
 /**
- * The reader handed `message` on once: as exactly its bytes; as a splice that wrote exactly them
- * over the kept response's buffer, with the layout a walk finds and each entry it names the kept
- * one's the same bytes; or, taken whole, as a kept response whose entries and type URL are the
- * message's, with the head a layout reads from it.
+ * The reader handed `message` on once: as exactly its bytes; as a splice made of exactly them,
+ * with the layout a walk finds and each entry it names the kept one's the same bytes; or, taken
+ * whole, as a kept response whose entries and type URL are the message's, with the head a layout
+ * reads from it.
  */
 function assertExact(message: Buffer, got: readonly Outcome[]): void {
   assert.equal(got.length, 1);
@@ -240,11 +232,7 @@ function assertExact(message: Buffer, got: readonly Outcome[]): void {
     return;
   }
   if (outcome.as === 'spliced') {
-    assert.equal(
-      outcome.buffer.toString('hex'),
-      message.toString('hex'),
-      'the splice written is the message',
-    );
+    assert.equal(outcome.buffer.toString('hex'), message.toString('hex'), 'the splice is the message');
     const read = new ResponseLayout(message);
     const got = outcome.layout;
     assert.deepEqual(
@@ -411,7 +399,7 @@ describe('ResentResponseMatcher', () => {
     );
   });
 
-  it('writes a response that differs in a few entries over its kept response’s buffer', () => {
+  it('makes a response that differs in a few entries of its kept response’s bytes and a copy of the rest', () => {
     // Entries of one length (their headers all alike) and of many.
     for (const lengths of ['same', 'varied'] as const) {
       const values = Array.from({ length: 300 }, (_, i) =>
@@ -439,8 +427,8 @@ describe('ResentResponseMatcher', () => {
           const keptMessage = encode(
             keptParts(TYPES[0] as string, values, [{ field: 'version', text: 'v0' }]),
           );
-          const buffer = Buffer.allocUnsafeSlow(keptMessage.byteLength + 1000);
-          const kept = keptLayout(keptMessage, buffer);
+          const kept = keptLayout(keptMessage);
+          const keptBefore = Buffer.from(kept.message);
           const message = encode([
             { field: 'version', text: version },
             ...edited(values, edit),
@@ -451,11 +439,85 @@ describe('ResentResponseMatcher', () => {
           assertExact(message, got);
           const outcome = got[0] as Outcome;
           assert.equal(outcome.as, 'spliced', `${lengths}, ${name}, version ${version}`);
-          if (outcome.as === 'spliced')
-            assert.equal(outcome.buffer.buffer, buffer.buffer, 'in the kept buffer');
+          if (outcome.as === 'spliced') {
+            const keptBuffer = kept.entry(0).value.buffer;
+            const layout = outcome.layout;
+            let shared = 0;
+            for (let i = 0; i < layout.count; i++) {
+              const k = layout.offsets[4 * i + 3] as number;
+              // An entry the splice took from the kept response is a view of the kept bytes; any
+              // other lies in the splice's own buffer, which holds the few bytes that changed.
+              if (k >= 0 && layout.entry(i).value.buffer === keptBuffer) shared++;
+              assert.equal(layout.inOwnBytes(i), k < 0, `entry ${i}`);
+            }
+            assert.ok(shared >= layout.count - 4, `${name}: ${shared} of ${layout.count} entries shared`);
+            assert.ok(layout.pieces <= 12, `${name}: ${layout.pieces} buffers`);
+            assert.equal(
+              kept.message.toString('hex'),
+              keptBefore.toString('hex'),
+              'the kept response unchanged',
+            );
+          }
         }
       }
     }
+  });
+
+  /** Edits of entries only: each response can be made of the last. */
+  const entryEdit: fc.Arbitrary<Edit> = fc.record({
+    op: fc.constantFrom(
+      'change' as const,
+      'insert' as const,
+      'remove' as const,
+      'swap' as const,
+      'duplicate' as const,
+    ),
+    at: fc.nat(),
+    value,
+  });
+
+  it('reads responses made one of the next, many in a row, as the bytes sent, none changing another', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.array(entryEdit, { minLength: 1, maxLength: 3 }), { minLength: 5, maxLength: 25 }),
+        (rounds) => {
+          let values: Uint8Array[] = Array.from({ length: 120 }, (_, i) => Buffer.alloc(40 + (i % 50), i));
+          let kept = keptLayout(encode(keptParts(TYPES[0] as string, values, [])));
+          // Every layout kept so far, with its entries as they were when it was made.
+          const made: { readonly layout: ResponseLayout; readonly entries: string[] }[] = [];
+          let spliced = 0;
+          const entries = (layout: ResponseLayout): string[] =>
+            Array.from({ length: layout.count }, (_, i) =>
+              Buffer.from(layout.entry(i).value).toString('hex'),
+            );
+          for (const edits of rounds) {
+            const parts = edited(values, edits);
+            const message = encode([...parts, { field: 'type', text: TYPES[0] as string }]);
+            const got = receive(message, [7, 900, 901, 4000], [kept]);
+            assertExact(message, got);
+            const outcome = got[0] as Outcome;
+            if (outcome.as === 'bytes') kept = keptLayout(outcome.bytes);
+            else if (outcome.as === 'resent') kept = outcome.layout;
+            else {
+              kept = outcome.layout;
+              kept.keepBytes();
+              keptMessages.set(kept, message);
+              spliced++;
+            }
+            values = parts.flatMap((p) => (p.field === 'entry' ? [p.value] : []));
+            made.push({ layout: kept, entries: entries(kept) });
+            assert.deepEqual(
+              made.map((m) => entries(m.layout)),
+              made.map((m) => m.entries),
+              'a kept layout read the same after the next was made of it',
+            );
+          }
+          // Some edits leave nothing to splice (a swap of equal entries sends the state again).
+          assert.ok(spliced >= rounds.length / 2, `${spliced} of ${rounds.length} responses spliced`);
+        },
+      ),
+      { numRuns: 40 },
+    );
   });
 
   it('copies a response that differs in more entries than it is worth comparing', () => {
@@ -526,7 +588,7 @@ describe('ResentResponseMatcher', () => {
         } catch {
           read = 'refused';
         }
-        // Kept anew: a response written over it would leave it gone.
+        // Kept anew for each response.
         const kept = keptLayout(encode(keptParts(TYPES[0] as string, values, [])));
         const got = receive(message, [6, 60, 61, 62], [kept]);
         assertExact(message, got);
@@ -564,46 +626,41 @@ describe('ResentResponseMatcher', () => {
     );
   });
 
-  it('ends the stream, rather than hand on other bytes, when its kept response was written over or handed back while it arrived', () => {
+  it('reads a response to its end against a kept response another one was made of meanwhile', () => {
     const values = Array.from({ length: 50 }, (_, i) => Buffer.alloc(100, i));
     const changed = (at: number): Buffer =>
       encode([
         ...edited(values, [{ op: 'change', at, value: Buffer.alloc(100, 99) }]),
         { field: 'type', text: TYPES[0] as string },
       ]);
-    for (const meanwhile of ['written over', 'handed back'] as const) {
-      const kept = keptLayout(encode(keptParts(TYPES[0] as string, values, [])));
-      const reader = (): GrpcMessageReader =>
-        new GrpcMessageReader(1 << 20, true, (size) => {
-          return new ResentResponseMatcher(
-            [kept],
-            {
-              isKept: (layout) => layout === kept,
-              resent: () => assert.fail('not resent'),
-              spliced: (base, splice) => base.rewrite(splice),
-            },
-            size,
-          );
-        });
-      // One response arrives halfway; meanwhile another, read whole, is written over the kept one,
-      // or the kept one's buffer goes back to the transport (as when a copied response replaces it).
-      const first = reader();
-      const chunks = chunked(framed([changed(40)]), [2000]);
-      first.push(chunks[0] as Buffer, () => assert.fail('not whole yet'));
-      if (meanwhile === 'written over') {
-        const second = reader();
-        for (const chunk of chunked(framed([changed(10)]), [3000]))
-          second.push(chunk, () => assert.fail('spliced'));
-      } else {
-        kept.releaseBytes();
-      }
-      assert.equal(kept.readable, false);
-      assert.throws(
-        () => first.push(chunks[1] as Buffer, () => assert.fail('no bytes handed on')),
-        (err: unknown) => err instanceof GrpcReadError && err.status === 'INTERNAL',
-        meanwhile,
-      );
-    }
+    const kept = keptLayout(encode(keptParts(TYPES[0] as string, values, [])));
+    const made: ResponseLayout[] = [];
+    const reader = (): GrpcMessageReader =>
+      new GrpcMessageReader(1 << 20, true, (size) => {
+        return new ResentResponseMatcher(
+          [kept],
+          {
+            isKept: (layout) => layout === kept,
+            resent: () => assert.fail('not resent'),
+            spliced: (base, splice) => made.push(base.splice(splice)),
+          },
+          size,
+        );
+      });
+    // One response arrives halfway; meanwhile another, read whole, is made of the kept one.
+    const first = reader();
+    const chunks = chunked(framed([changed(40)]), [2000]);
+    first.push(chunks[0] as Buffer, () => assert.fail('not whole yet'));
+    const second = reader();
+    for (const chunk of chunked(framed([changed(10)]), [3000]))
+      second.push(chunk, () => assert.fail('spliced'));
+    first.push(chunks[1] as Buffer, () => assert.fail('spliced'));
+    assert.deepEqual(
+      made.map((layout) => Buffer.from(layout.message).toString('hex')),
+      [changed(10).toString('hex'), changed(40).toString('hex')],
+    );
+    assert.equal(made[1]?.entry(40).value[0], 99);
+    assert.equal(made[1]?.entry(10).value[0], 10, 'the kept bytes unchanged by the response made of them');
   });
 });
 
@@ -616,7 +673,7 @@ describe('an xds source whose upstream sends its state again on a new stream (re
     this: ResentResponseMatcher,
     target: Uint8Array,
   ) => void;
-  const rewrite = Object.getOwnPropertyDescriptor(ResponseLayout.prototype, 'rewrite')?.value as (
+  const splice = Object.getOwnPropertyDescriptor(ResponseLayout.prototype, 'splice')?.value as (
     this: ResponseLayout,
     splice: ResponseSplice,
   ) => ResponseLayout;
@@ -629,13 +686,13 @@ describe('an xds source whose upstream sends its state again on a new stream (re
       calls.resent++;
       deliver.call(this);
     };
-    ResponseLayout.prototype.rewrite = function (
+    ResponseLayout.prototype.splice = function (
       this: ResponseLayout,
-      splice: ResponseSplice,
+      spliced: ResponseSplice,
     ): ResponseLayout {
       calls.resent--;
       calls.spliced++;
-      return rewrite.call(this, splice);
+      return splice.call(this, spliced);
     };
     ResentResponseMatcher.prototype.copyTaken = function (
       this: ResentResponseMatcher,
@@ -655,7 +712,7 @@ describe('an xds source whose upstream sends its state again on a new stream (re
   after(async () => {
     ResentResponseMatcher.prototype.deliver = deliver;
     ResentResponseMatcher.prototype.copyTaken = copyTaken;
-    ResponseLayout.prototype.rewrite = rewrite;
+    ResponseLayout.prototype.splice = splice;
     recorder.close();
     await fake.stop();
   });
@@ -699,7 +756,7 @@ describe('an xds source whose upstream sends its state again on a new stream (re
     assert.deepEqual(
       calls,
       { resent: 1, spliced: 1, copied: 0 },
-      'compared with the kept state, the change written over it',
+      'compared with the kept state, the change spliced into it',
     );
     const snapshot = await recorder.snapshot(from);
     const moved = [...snapshot.resources].find((r) => r.name === 'vs-400');
@@ -710,7 +767,7 @@ describe('an xds source whose upstream sends its state again on a new stream (re
     assert.equal(snapshot.resources.length, 800);
   });
 
-  it('serves what a fresh read serves after changes written over the kept state on one stream', async () => {
+  it('serves what a fresh read serves after changes spliced into the kept state on one stream', async () => {
     const hosts = Array.from({ length: 800 }, (_, i) => `host-${i}.example.com`);
     const objects = (): ReturnType<typeof fakeVirtualService>[] =>
       hosts.flatMap((host, i) => (host === '' ? [] : [fakeVirtualService(`vs-${i}`, host)]));
@@ -731,7 +788,7 @@ describe('an xds source whose upstream sends its state again on a new stream (re
       const from = recorder.events.length;
       fake.set('VirtualService', objects()).push();
       const snapshot = await recorder.snapshot(from);
-      assert.equal(calls.spliced, spliced + 1, 'written over the kept state');
+      assert.equal(calls.spliced, spliced + 1, 'spliced into the kept state');
       assert.equal(calls.copied, copied, 'not copied');
       assert.equal(snapshot.resources.length, hosts.filter((h) => h !== '').length);
       const after = served();

@@ -14,8 +14,6 @@ setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
 const SE = 'networking.istio.io/ServiceEntry';
-/** The slab the reader copies a first state's objects into (`SlabCopier`). */
-const SLAB_BYTES = 32 * 1024;
 
 function serviceEntries(count: number, generation = 1): FakeObject[] {
   return Array.from({ length: count }, (_, i) => ({
@@ -97,6 +95,8 @@ async function survivors(refs: readonly WeakRef<object>[]): Promise<number> {
 describe('memory held by an xds source', () => {
   let fake: FakeAdsServer;
   let snapshot: LastSnapshot;
+  /** The buffer the first state's objects lie in. */
+  let firstState: WeakRef<ArrayBuffer> | undefined;
 
   before(async () => {
     fake = await FakeAdsServer.start({ peer: 'istiod' });
@@ -117,14 +117,22 @@ describe('memory held by an xds source', () => {
     await fake.stop();
   });
 
-  it('keeps the objects of a first state in slabs of their own, never in the response they arrived in', () => {
+  it('keeps the objects of a first state in the response they arrived in, their bytes held once', () => {
     const bodies = [...(snapshot.last?.resources ?? [])].filter((r) => r.kind === SE).map((r) => r.body);
     assert.equal(bodies.length, 1000);
     const buffers = new Set(bodies.map((b) => b.buffer));
-    const largest = Math.max(...[...buffers].map((b) => b.byteLength));
-    assert.ok(largest <= SLAB_BYTES, `an object's body lives in a buffer of ${largest} bytes`);
-    // An envelope here is a few hundred bytes: a slab holds a hundred or so.
-    assert.ok(buffers.size * 20 <= bodies.length, `${buffers.size} buffers hold ${bodies.length} bodies`);
+    // The response, kept to tell what the next one changes, is where every object's bytes lie.
+    assert.equal(buffers.size, 1, `${buffers.size} buffers hold the first state's bodies`);
+    const buffer = [...buffers][0] as ArrayBuffer;
+    // Its bytes from the first body to the end of the last are the response's entries, nearly
+    // all of it: the transport's buffer has a sixteenth more room at most.
+    const from = Math.min(...bodies.map((b) => b.byteOffset));
+    const to = Math.max(...bodies.map((b) => b.byteOffset + b.byteLength));
+    assert.ok(
+      buffer.byteLength <= (to - from) * 1.1 + 1024,
+      `a buffer of ${buffer.byteLength} bytes for bodies spread over ${to - from}`,
+    );
+    firstState = new WeakRef(buffer);
   });
 
   it('reads later objects into buffers of their own, and the first state stays as it was read', async () => {
@@ -168,5 +176,8 @@ describe('memory held by an xds source', () => {
       'the changed objects',
     );
     assert.equal(await survivors(old), 0, 'previous versions still held after a full collection');
+    // No object of the first state is left: neither they nor a kept response hold its bytes.
+    assert.equal(await survivors(firstState === undefined ? [] : [firstState]), 0, "the first state's bytes");
+    assert.ok(firstState !== undefined);
   });
 });

@@ -1,5 +1,6 @@
 import { WireCursor } from '../../wire/wire-cursor.js';
 import { WIRE_LENGTH_DELIMITED } from '../../wire/wire-types.js';
+import { ByteRope, RopeBuilder } from './byte-rope.js';
 
 /** One `google.protobuf.Any` of a response's `resources`; `value` is a view into the response's bytes. */
 export interface ResponseEntry {
@@ -14,16 +15,14 @@ export const PIECE_KEPT = 1;
 
 /**
  * A response described as pieces of a kept layout's bytes and of bytes of its own, with the
- * layout a walk of those bytes would find, for {@link ResponseLayout.rewrite} to write over that
- * layout's buffer.
+ * layout a walk of those bytes would find, for {@link ResponseLayout.splice} to make a layout of.
  */
 export interface ResponseSplice {
   /** Bytes of the response. */
   readonly size: number;
   /**
    * The response in order, as triples: {@link PIECE_OWN} or {@link PIECE_KEPT}, then where the
-   * piece starts and ends in `own` or in the kept layout's bytes. Kept pieces come from strictly
-   * later places of the kept bytes as the response goes on (none overlaps another).
+   * piece starts and ends in `own` or in the kept layout's bytes.
    */
   readonly pieces: readonly number[];
   readonly own: Uint8Array;
@@ -49,8 +48,6 @@ export const OFFSETS_PER_ENTRY = 4;
 const STRIDE = OFFSETS_PER_ENTRY;
 /** The tag of a `resources` entry (field 2, length-delimited): one byte. */
 const ENTRY_TAG = (2 << 3) | WIRE_LENGTH_DELIMITED;
-/** Bytes compared in one call when looking for where two responses stop agreeing. */
-const CHUNK = 64 * 1024;
 /** How far past the expected entry of the earlier response a read entry is looked for. */
 const AHEAD = 8;
 /** How far before it (entries the earlier response had, taken for removed, that come back). */
@@ -75,11 +72,12 @@ const PROBES = 8;
  *
  * A layout reads the message in place (a view the transport lends, valid while it is read); one
  * kept for comparing with the next response takes over the transport's buffer the message lies
- * in ({@link adoptBytes}), or copies its bytes into a buffer of its own ({@link keepBytes}); the
- * next kept layout of the same type hands that buffer back to the transport, or reuses it. The
- * memory a reader holds is thus allocated once, not once per response: a response kept until the
- * next one would otherwise be a large buffer outliving the young generation, which only a full
- * collection of the heap frees.
+ * in ({@link adoptBytes}) or copies its bytes into a buffer of its own ({@link keepBytes}), and
+ * from then on its bytes are never written again: the objects read from it keep views of them
+ * instead of copies. A response that differs from a kept one in a few entries is made of that
+ * layout's bytes and a small buffer of the entries that changed ({@link splice}), so an object's
+ * bytes are held once, where the response that brought them put them, for as long as any kept
+ * response or object uses them.
  */
 export class ResponseLayout {
   readonly versionInfo: string;
@@ -87,47 +85,46 @@ export class ResponseLayout {
   readonly nonce: string;
   /** Entries of `resources`. */
   readonly count: number;
-  private bytes: Buffer;
-  /** Whether `bytes` is the layout's own buffer, not the message it was read from. */
+  private rope: ByteRope;
+  /** Whether the bytes are the layout's own (kept), not the message it was read from. */
   private owned = false;
-  /**
-   * Set once the layout's buffer was written over with the next response ({@link rewrite}) or
-   * handed back ({@link releaseBytes}): its offsets and entries' numbers stay readable, its bytes
-   * are no one's to compare any more.
-   */
-  private gone = false;
+  /** The buffer of a spliced layout's own bytes (its changed entries), or none. */
+  private ownBuffer: ArrayBufferLike | undefined;
   /**
    * Per entry `i`, at `4i` to `4i + 3`: where its tag begins, where the `Any` it carries begins
    * and ends, and the entry of {@link base} it was found equal to without a walk (-1 when it was
    * walked). May be longer than needed (reused between layouts).
    */
   readonly offsets: Int32Array<ArrayBuffer>;
-  /**
-   * The earlier layout entries were taken from, until this one is kept (its bytes are not to be
-   * read after that: they go back to the transport).
-   */
+  /** The earlier layout entries were taken from, until this one is kept. */
   private base: ResponseLayout | undefined;
   /** Per entry, the entry after the run it is in (entries with nothing between them; see {@link runFrom}). */
   private runs: Int32Array | undefined;
-  /** The last type URL read by {@link entry}, by its bytes' position, to share one string. */
-  private lastType = { start: 0, end: -1, text: '' };
+  /** The last type URL read by {@link entry}: its bytes (a copy) and its text, to share one string. */
+  private lastType = { bytes: EMPTY, text: '' };
 
   /**
    * Throws on bytes that are not a well-formed message at the top level (overruns, wrong wire
    * types). `offsets`: an array to write the offsets into (one no longer used, from an earlier
    * layout, and none of `earlier`'s), replaced by a larger one when the message holds more
-   * entries. `earlier`: layouts whose bytes are still theirs, to take shared entries from.
+   * entries. `earlier`: kept layouts, to take shared entries from.
    */
   constructor(
     message: Uint8Array,
     offsets: Int32Array<ArrayBuffer> = new Int32Array(STRIDE * 64),
     earlier: readonly ResponseLayout[] = [],
-    /** The layout, already known (see {@link rewrite}): the bytes are not walked, and are owned. */
-    known?: { readonly splice: ResponseSplice; readonly base: ResponseLayout },
+    /** The layout, already known (see {@link splice}): the bytes are not walked, and are owned. */
+    known?: {
+      readonly splice: ResponseSplice;
+      readonly base: ResponseLayout;
+      readonly rope: ByteRope;
+      readonly ownBuffer: ArrayBufferLike;
+    },
   ) {
-    this.bytes = Buffer.from(message.buffer, message.byteOffset, message.byteLength);
     if (known !== undefined) {
       const { splice, base } = known;
+      this.rope = known.rope;
+      this.ownBuffer = known.ownBuffer;
       this.versionInfo = splice.versionInfo;
       this.typeUrl = splice.typeUrl;
       this.nonce = splice.nonce;
@@ -137,7 +134,8 @@ export class ResponseLayout {
       this.owned = true;
       return;
     }
-    const bytes = this.bytes;
+    const bytes = Buffer.from(message.buffer, message.byteOffset, message.byteLength);
+    this.rope = ByteRope.of(bytes);
     const cursor = new WireCursor(bytes);
     const limit = bytes.byteLength;
     let versionInfo = '';
@@ -229,11 +227,10 @@ export class ResponseLayout {
   }
 
   private entryAt(k: number, bytes: Buffer, at: number): boolean {
-    if (this.gone) return false;
     const start = this.offsets[STRIDE * k] as number;
     const end = this.offsets[STRIDE * k + 2] as number;
     if (at + (end - start) > bytes.byteLength) return false;
-    return bytes.compare(this.bytes, start, end, at, at + (end - start)) === 0;
+    return this.rope.equals(start, bytes, at, at + (end - start));
   }
 
   /**
@@ -245,7 +242,7 @@ export class ResponseLayout {
     const start = this.offsets[STRIDE * k] as number;
     const lastEnd = this.offsets[STRIDE * (this.count - 1) + 2] as number;
     const agree =
-      start + firstDifference(this.bytes, start, bytes, at, Math.min(lastEnd - start, bytes.byteLength - at));
+      start + this.rope.agreeing(start, bytes, at, Math.min(lastEnd - start, bytes.byteLength - at));
     let end = k + 1;
     while (
       end < this.count &&
@@ -258,51 +255,46 @@ export class ResponseLayout {
   }
 
   /**
-   * Copies the layout's bytes out of the message it was read from into `store` (the buffer of a
-   * layout of the same type that is no longer used), or into a new buffer when `store` is too small
-   * or far too large. Returns nothing.
+   * Copies the layout's bytes out of the message it was read from into a buffer of their own,
+   * unless they are its own already; either way the layout is kept from here on, and no longer
+   * refers to the layout it was read against.
    */
-  keepBytes(store: Buffer | undefined): void {
+  keepBytes(): void {
     this.base = undefined;
     if (this.owned) return;
-    const size = this.bytes.byteLength;
-    const fits = store !== undefined && store.byteLength >= size && store.byteLength <= 2 * size + 65536;
-    // A little room to grow before the next allocation.
-    const target = fits ? store : Buffer.allocUnsafeSlow(size + (size >>> 4));
-    this.bytes.copy(target, 0);
-    this.bytes = target.subarray(0, size);
+    const size = this.rope.size;
+    const target = Buffer.allocUnsafeSlow(size);
+    this.rope.copy(0, size, target, 0);
+    this.rope = ByteRope.of(target);
+    this.lastType = { bytes: EMPTY, text: '' };
     this.owned = true;
   }
 
   /**
    * Takes `buffer`, which the layout's bytes are a view of (the transport's reassembly buffer,
-   * handed over), as the layout's own: nothing is copied. Returns false, changing nothing, when
-   * the bytes do not lie in it.
+   * handed over for good), as the layout's own: nothing is copied. Returns false, changing
+   * nothing, when the bytes do not lie in it.
    */
   adoptBytes(buffer: Buffer): boolean {
-    if (this.owned || buffer.buffer !== this.bytes.buffer) return false;
+    if (this.owned || this.rope.partCount !== 1 || buffer.buffer !== this.rope.part(0).buffer) return false;
     this.base = undefined;
     this.owned = true;
     return true;
   }
 
-  /**
-   * The layout's own buffer, for the next layout of its type to keep its bytes in: this layout
-   * must not be used afterwards. Undefined when it holds none.
-   */
-  releaseBytes(): Buffer | undefined {
-    if (!this.owned) return undefined;
-    const buffer = Buffer.from(this.bytes.buffer);
-    this.owned = false;
-    // Its bytes are the transport's, or the next layout's, from here on.
-    this.bytes = EMPTY;
-    this.gone = true;
-    return buffer;
+  /** Whether the bytes are the layout's own, never written again: views of them may be kept. */
+  get kept(): boolean {
+    return this.owned;
   }
 
-  /** The response's bytes, to be read only while the layout is kept (or during its reading). */
-  get message(): Uint8Array {
-    return this.bytes;
+  /** The response's bytes, as one view (a copy when the layout is made of several buffers). */
+  get message(): Buffer {
+    return this.rope.view(0, this.rope.size);
+  }
+
+  /** Buffers the layout's bytes lie in, one per run of them that is contiguous in memory. */
+  get pieces(): number {
+    return this.rope.partCount;
   }
 
   /** Where entry `k` (0 ≤ k < count) begins: its tag, in the layout's bytes. */
@@ -342,78 +334,63 @@ export class ResponseLayout {
 
   /** Whether the layout's bytes from `at` are those of `chunk` from `from` to `to`. */
   holds(at: number, chunk: Uint8Array, from: number, to: number): boolean {
-    if (this.gone || at + (to - from) > this.bytes.byteLength) return false;
-    return this.bytes.compare(chunk, from, to, at, at + (to - from)) === 0;
+    return this.rope.equals(at, chunk, from, to);
   }
 
   /** How many bytes of `chunk` from `from` (before `to`) are the layout's from `at` on. */
   agreeing(at: number, chunk: Uint8Array, from: number, to: number): number {
-    if (this.gone) return 0;
-    const n = Math.min(to - from, this.bytes.byteLength - at);
-    return n > 0 ? firstDifference(chunk, from, this.bytes, at, n) : 0;
+    const n = Math.min(to - from, this.rope.size - at);
+    return n > 0 ? this.rope.agreeing(at, chunk, from, n) : 0;
   }
 
   /** Copies the layout's bytes from `start` to `end` into `target` at `at`. */
   copyRange(start: number, end: number, target: Uint8Array, at: number): void {
-    if (this.gone) throw new Error("the layout's bytes were written over or handed back");
-    target.set(this.bytes.subarray(start, end), at);
-  }
-
-  /** Whether the layout's bytes can be read: not once written over ({@link rewrite}) or handed back. */
-  get readable(): boolean {
-    return !this.gone;
+    this.rope.copy(start, end, target, at);
   }
 
   /**
-   * Bytes the layout's own buffer can hold from where its bytes begin: 0 while it reads the
-   * message it was read from.
+   * The layout of `splice` (a response made of this layout's bytes and others): its bytes are
+   * views of this layout's where the splice takes them from here, and a buffer of the splice's own
+   * bytes, copied, for the rest; nothing of this layout changes. The new layout takes its entries
+   * for equal to this one's where its offsets say so (see {@link sameEntry}).
    */
-  get capacity(): number {
-    return this.owned && !this.gone ? this.bytes.buffer.byteLength - this.bytes.byteOffset : 0;
-  }
-
-  /**
-   * Writes `splice` (a response made of this layout's bytes and others) over this layout's own
-   * buffer, in place, and returns its layout, which owns that buffer from then on: a response that
-   * differs from the kept one in a few entries needs no buffer of its size. This layout keeps its
-   * offsets and count, and takes its entries for equal to the new layout's where that one's
-   * offsets say so (see {@link sameEntry}), but compares no bytes any more. Throws, changing
-   * nothing, when the buffer cannot hold the splice.
-   */
-  rewrite(splice: ResponseSplice): ResponseLayout {
-    if (this.capacity < splice.size) {
-      throw new Error(`a response of ${splice.size} bytes does not fit a kept buffer of ${this.capacity}`);
-    }
-    const buffer = Buffer.from(this.bytes.buffer, this.bytes.byteOffset, this.capacity);
+  splice(splice: ResponseSplice): ResponseLayout {
     const p = splice.pieces;
-    const to: number[] = [];
+    let ownBytes = 0;
+    for (let i = 0; i < p.length; i += 3) {
+      if (p[i] === PIECE_OWN) ownBytes += (p[i + 2] as number) - (p[i + 1] as number);
+    }
+    const own = Buffer.allocUnsafeSlow(ownBytes);
+    const builder = new RopeBuilder();
     let at = 0;
     for (let i = 0; i < p.length; i += 3) {
-      to.push(at);
-      at += (p[i + 2] as number) - (p[i + 1] as number);
-    }
-    // Kept pieces only ever move towards the end or the start of the buffer; those that move
-    // towards the start are moved first, in order, then the others from the last: no piece is
-    // written over one not moved yet. Own pieces go last.
-    for (let i = 0; i < p.length; i += 3) {
-      const dest = to[i / 3] as number;
-      if (p[i] === PIECE_KEPT && dest <= (p[i + 1] as number)) {
-        buffer.copyWithin(dest, p[i + 1] as number, p[i + 2]);
+      const start = p[i + 1] as number;
+      const end = p[i + 2] as number;
+      if (p[i] === PIECE_KEPT) {
+        this.rope.appendTo(builder, start, end);
+        continue;
       }
+      own.set(splice.own.subarray(start, end), at);
+      builder.push(own.subarray(at, at + (end - start)));
+      at += end - start;
     }
-    for (let i = p.length - 3; i >= 0; i -= 3) {
-      const dest = to[i / 3] as number;
-      if (p[i] === PIECE_KEPT && dest > (p[i + 1] as number)) {
-        buffer.copyWithin(dest, p[i + 1] as number, p[i + 2]);
-      }
+    const rope = builder.build();
+    if (rope.size !== splice.size) {
+      throw new Error(`a splice of ${splice.size} bytes came to ${rope.size}`);
     }
-    for (let i = 0; i < p.length; i += 3) {
-      if (p[i] === PIECE_OWN) buffer.set(splice.own.subarray(p[i + 1], p[i + 2]), to[i / 3]);
-    }
-    this.bytes = EMPTY;
-    this.owned = false;
-    this.gone = true;
-    return new ResponseLayout(buffer.subarray(0, splice.size), splice.offsets, [], { splice, base: this });
+    return new ResponseLayout(EMPTY, splice.offsets, [], { splice, base: this, rope, ownBuffer: own.buffer });
+  }
+
+  /**
+   * Whether entry `i`'s bytes lie in the buffer of a splice's own bytes, which holds little but
+   * the entries it changed: an object read from there may keep them as they lie.
+   */
+  inOwnBytes(i: number): boolean {
+    if (this.ownBuffer === undefined) return false;
+    const start = this.offsets[STRIDE * i + 1] as number;
+    const end = this.offsets[STRIDE * i + 2] as number;
+    const p = this.rope.partHolding(start, end);
+    return p >= 0 && this.rope.part(p).buffer === this.ownBuffer;
   }
 
   /**
@@ -421,25 +398,46 @@ export class ResponseLayout {
    * its fields other than 1 and 2 are skipped.
    */
   entry(i: number): ResponseEntry {
-    const bytes = this.bytes;
-    const any = walkAny(
-      bytes,
-      this.offsets[STRIDE * i + 1] as number,
-      this.offsets[STRIDE * i + 2] as number,
-    );
+    const start = this.offsets[STRIDE * i + 1] as number;
+    const end = this.offsets[STRIDE * i + 2] as number;
+    let bytes: Buffer;
+    let from: number;
+    const p = start < end ? this.rope.partHolding(start, end) : -1;
+    if (p >= 0) {
+      bytes = this.rope.part(p);
+      from = start - this.rope.partStart(p);
+    } else {
+      // Across two buffers (the first bytes of a splice's first entry can be its own): a copy.
+      bytes = this.rope.view(start, end);
+      from = 0;
+    }
+    const any = walkAny(bytes, from, from + (end - start));
+    const last = this.lastType;
     let typeUrl: string;
-    if (sameRange(bytes, any.typeStart, any.typeEnd, this.lastType.start, this.lastType.end)) {
-      typeUrl = this.lastType.text;
+    const typeLength = any.typeEnd - any.typeStart;
+    if (
+      last.bytes.byteLength === typeLength &&
+      bytes.compare(last.bytes, 0, typeLength, any.typeStart, any.typeEnd) === 0
+    ) {
+      typeUrl = last.text;
     } else {
       typeUrl = bytes.toString('utf8', any.typeStart, any.typeEnd);
-      this.lastType = { start: any.typeStart, end: any.typeEnd, text: typeUrl };
+      this.lastType = { bytes: Buffer.from(bytes.subarray(any.typeStart, any.typeEnd)), text: typeUrl };
     }
     return { typeUrl, value: bytes.subarray(any.valueStart, any.valueEnd) };
   }
 
   /** Throws when entry `i`'s `Any` is not well formed, as {@link entry} would; reads nothing out. */
   checkEntry(i: number): void {
-    walkAny(this.bytes, this.offsets[STRIDE * i + 1] as number, this.offsets[STRIDE * i + 2] as number);
+    const start = this.offsets[STRIDE * i + 1] as number;
+    const end = this.offsets[STRIDE * i + 2] as number;
+    const p = start < end ? this.rope.partHolding(start, end) : -1;
+    if (p < 0) {
+      walkAny(this.rope.view(start, end), 0, end - start);
+      return;
+    }
+    const from = start - this.rope.partStart(p);
+    walkAny(this.rope.part(p), from, from + (end - start));
   }
 
   /** Whether entry `i` of this response and entry `j` of `other` are the same bytes. */
@@ -499,13 +497,12 @@ export class ResponseLayout {
    * two entries is compared too, which can only make the answer more cautious).
    */
   private sameRun(i: number, other: ResponseLayout, j: number, run: number): boolean {
-    if (this.gone || other.gone) return false;
     const start = this.offsets[STRIDE * i] as number;
     const end = this.offsets[STRIDE * (i + run - 1) + 2] as number;
     const otherStart = other.offsets[STRIDE * j] as number;
     const otherEnd = other.offsets[STRIDE * (j + run - 1) + 2] as number;
     if (end - start !== otherEnd - otherStart) return false;
-    return this.bytes.compare(other.bytes, otherStart, otherEnd, start, end) === 0;
+    return this.rope.sameAs(start, end, other.rope, otherStart);
   }
 }
 
@@ -555,36 +552,4 @@ function grown(array: Int32Array, atLeast: number): Int32Array<ArrayBuffer> {
   const next = new Int32Array(Math.max(STRIDE * 16, array.length * 2, atLeast));
   next.set(array);
   return next;
-}
-
-/**
- * How many bytes from `aStart` in `a` and `bStart` in `b` agree, at most `length`: compared a
- * chunk at a time, then by halves inside the chunk that differs.
- */
-function firstDifference(a: Uint8Array, aStart: number, b: Buffer, bStart: number, length: number): number {
-  let n = 0;
-  while (n < length) {
-    const step = Math.min(CHUNK, length - n);
-    if (b.compare(a, aStart + n, aStart + n + step, bStart + n, bStart + n + step) === 0) {
-      n += step;
-      continue;
-    }
-    let low = n;
-    let high = n + step;
-    while (high - low > 64) {
-      const middle = low + ((high - low) >>> 1);
-      if (b.compare(a, aStart + low, aStart + middle, bStart + low, bStart + middle) === 0) low = middle;
-      else high = middle;
-    }
-    while (low < high && a[aStart + low] === b[bStart + low]) low++;
-    return low;
-  }
-  return length;
-}
-
-/** Whether two ranges of `bytes` hold the same bytes. */
-function sameRange(bytes: Uint8Array, a: number, aEnd: number, b: number, bEnd: number): boolean {
-  if (aEnd - a !== bEnd - b) return false;
-  for (let i = 0; i < aEnd - a; i++) if (bytes[a + i] !== bytes[b + i]) return false;
-  return true;
 }

@@ -1,4 +1,4 @@
-import { GrpcReadError, type MessageMatcher } from '../streaming/grpc-message-reader.js';
+import type { MessageMatcher } from '../streaming/grpc-message-reader.js';
 import { WIRE_LENGTH_DELIMITED } from '../../wire/wire-types.js';
 import {
   OFFSETS_PER_ENTRY,
@@ -24,7 +24,7 @@ export interface ResentResponseHandlers {
   resent(layout: ResponseLayout, head: ResponseHead): void;
   /**
    * A response arrived that differs from `layout` (kept, of its type) in a few entries: `splice`
-   * says how to write it over `layout`'s buffer ({@link ResponseLayout.rewrite}).
+   * says how it is made of `layout`'s bytes and its own ({@link ResponseLayout.splice}).
    */
   spliced(layout: ResponseLayout, splice: ResponseSplice): void;
 }
@@ -60,8 +60,8 @@ const PROBES = 8;
  * each type), so that a response that repeats one needs no buffer of its size: a state sent again
  * (its entries, byte for byte and in order, a kept response's, with any version, nonce or other
  * top-level fields) is handed on as that kept response; one that differs from the kept response of
- * its type in a few entries is handed on as pieces of it and of what differs, to be written over
- * its buffer in place ({@link ResponseSplice}).
+ * its type in a few entries is handed on as pieces of it and of what differs ({@link ResponseSplice}),
+ * to be made a layout of without copying what the kept response holds.
  *
  * Top-level field headers and values other than entries are read and copied (a few bytes). Each
  * entry's tag and length are checked against the kept entry expected at its place, and from there
@@ -78,7 +78,7 @@ const PROBES = 8;
  * written from the kept response and from what was copied here), at anything the matcher does not
  * read itself (groups, a misplaced wire type, an entry whose `Any` is not well formed: the layout
  * reads, and judges, those), past its bound of copied bytes, or at the end of a response whose
- * type, or size, does not suit its kept response.
+ * type does not suit its kept response.
  */
 export class ResentResponseMatcher implements MessageMatcher {
   /** The kept response compared with. */
@@ -224,21 +224,14 @@ export class ResentResponseMatcher implements MessageMatcher {
 
   complete(): boolean {
     const base = this.base;
-    if (
-      base === undefined ||
-      this.stopped ||
-      this.mode !== HEADER ||
-      this.headerStart >= 0 ||
-      this.typeUrl !== base.typeUrl ||
-      !this.handlers.isKept(base)
-    ) {
-      return false;
-    }
-    if (this.resent()) return true;
-    // Written over the kept response's buffer: one that holds it, and is not far too large for it
-    // (as a buffer kept for a response is not, see ResponseLayout.keepBytes).
-    const capacity = base.capacity;
-    return capacity >= this.size && capacity <= 2 * this.size + 65536;
+    return (
+      base !== undefined &&
+      !this.stopped &&
+      this.mode === HEADER &&
+      this.headerStart < 0 &&
+      this.typeUrl === base.typeUrl &&
+      this.handlers.isKept(base)
+    );
   }
 
   deliver(): void {
@@ -262,11 +255,6 @@ export class ResentResponseMatcher implements MessageMatcher {
   copyTaken(target: Uint8Array): void {
     let at = 0;
     const p = this.pieces;
-    // Messages on a stream come one at a time, so the kept response compared with is not written
-    // over while this one arrives; were it, the bytes taken from it are lost, and the stream with them.
-    if (this.base !== undefined && !this.base.readable) {
-      throw new GrpcReadError('INTERNAL', 'a response was compared with a kept one written over meanwhile');
-    }
     for (let i = 0; i < p.length; i += 3) {
       const start = p[i + 1] as number;
       const end = p[i + 2] as number;
@@ -399,11 +387,6 @@ export class ResentResponseMatcher implements MessageMatcher {
    */
   private diverge(): void {
     const base = this.base as ResponseLayout;
-    if (!base.readable) {
-      // Written over meanwhile (see copyTaken).
-      this.stopped = true;
-      return;
-    }
     const e = entryHolding(base, this.runFirst, this.runNext, this.at);
     const start = base.entryStart(e);
     const headerEnd = start + base.entryHeaderLength(e);

@@ -90,11 +90,11 @@ export class SotwAdsClient implements StreamHandlers {
 
   /**
    * A large response the transport has no buffer for (a stream just opened, quiet for a while, or
-   * whose last response was written over its kept one) is compared with the kept responses as it
+   * whose last kept response took the buffer over) is compared with the kept responses as it
    * arrives: one that repeats a kept response's entries needs no copy, nor the buffer a copy would
    * go in, and is judged as that response sent again; one that differs from the kept response of
-   * its type in a few entries is written over that response's buffer, and read as any other. The
-   * rest is copied and read as usual.
+   * its type in a few entries is made of that response's bytes and a copy of what changed, and
+   * read as any other. The rest is copied and read as usual.
    */
   expectMessage(stream: OpenStream, size: number): MessageMatcher | undefined {
     if (size < MATCH_FROM_BYTES || this.previous.size === 0) return undefined;
@@ -120,14 +120,14 @@ export class SotwAdsClient implements StreamHandlers {
   }
 
   /**
-   * A response that differs from `base`, the kept response of its type, in a few entries: written
-   * over `base`'s buffer, then read against it as any response, the entries it shares with `base`
-   * known from the splice (`base`'s bytes are gone). Its entries were all read before or walked by
-   * the matcher, so reading them cannot fail; were it to, the type would keep no response, and the
-   * next one would be read whole (this one NACKed, as any undecodable response).
+   * A response that differs from `base`, the kept response of its type, in a few entries: made of
+   * `base`'s bytes and its own, then read against `base` as any response, the entries it shares
+   * with `base` known from the splice. Its entries were all read before or walked by the matcher,
+   * so reading them cannot fail; were it to, the type would keep no response, and the next one
+   * would be read whole (this one NACKed, as any undecodable response).
    */
   private onSplice(stream: OpenStream, base: ResponseLayout, splice: ResponseSplice): void {
-    const layout = base.rewrite(splice);
+    const layout = base.splice(splice);
     // The splice's offsets are the layout's now; the kept one's become spare once it is replaced.
     if (this.spareOffsets === splice.offsets) this.spareOffsets = undefined;
     let span: ChangedSpan;
@@ -196,6 +196,9 @@ export class SotwAdsClient implements StreamHandlers {
     let wrongTypes = 0;
     // A first state (a start): nothing of the kind to look up while its entries are read.
     const lookUp = this.ctx.reader.remembers(kind);
+    // The response is kept, unless it repeats the last one: its bytes are settled first, so that
+    // the objects read from a first state, or from the bytes a splice changed, keep views of them.
+    if (!resent) this.settle(stream, layout);
     for (let k = 0; k < sameAs.length; k++) {
       const j = sameAs[k] as number;
       if (j >= 0 && before !== undefined) {
@@ -207,7 +210,11 @@ export class SotwAdsClient implements StreamHandlers {
       if (!any.typeUrl.endsWith(MCP_RESOURCE_SUFFIX)) {
         wrongTypes++;
         middle.push(wrongType(prefix + k, any.typeUrl, where));
-      } else middle.push(this.ctx.reader.read(kind, any.value, where, lookUp));
+      } else {
+        // Elsewhere the object's bytes are copied: a view would keep a whole response alive for them.
+        const view = !lookUp || layout.inOwnBytes(prefix + k);
+        middle.push(this.ctx.reader.read(kind, any.value, where, lookUp, view));
+      }
     }
     const removed: ReadResult[] = [];
     for (let j = prefix; j < beforeEnd; j++)
@@ -278,11 +285,9 @@ export class SotwAdsClient implements StreamHandlers {
   }
 
   /**
-   * Keeps `next` as its type's last response, in place of `before`: the transport's buffer the
-   * response lies in is taken over in exchange for `before`'s, or the bytes are copied into
-   * `before`'s (a response written over `before` owns its buffer already: nothing is exchanged or
-   * copied); `before`'s offsets become the spare ones. `before` is not used afterwards.
-   * `resent`: `next` holds exactly `before`'s entries, byte for byte.
+   * Keeps `next` as its type's last response, in place of `before` (see {@link settle});
+   * `before`'s offsets become the spare ones. `before` is not used afterwards. `resent`: `next`
+   * holds exactly `before`'s entries, byte for byte.
    */
   private keep(
     stream: OpenStream,
@@ -297,15 +302,24 @@ export class SotwAdsClient implements StreamHandlers {
       if (next.layout !== before.layout) this.spareOffsets = next.layout.offsets;
       return;
     }
-    const store = before?.layout.releaseBytes();
-    // The response's own reassembly buffer becomes the kept one, and the last response's buffer
-    // the transport's for the next messages; a response that arrived whole in one chunk is copied.
-    const adopted = stream.adoptMessage(store);
-    if (adopted === undefined) next.layout.keepBytes(store);
-    // `store` is the transport's now: a message not in the buffer handed over gets a new one.
-    else if (!next.layout.adoptBytes(adopted)) next.layout.keepBytes(undefined);
+    this.settle(stream, next.layout);
     this.previous.set(next.layout.typeUrl, next);
     this.spareOffsets = before?.layout.offsets;
+  }
+
+  /**
+   * Makes `layout`'s bytes its own, once: the transport's reassembly buffer the response lies in is
+   * taken over for good (the transport allocates another for its next large message, or compares
+   * it with the kept responses as it arrives); a response that arrived whole in one chunk is
+   * copied. A spliced layout owns its bytes already. Kept bytes are never written again, as the
+   * objects read from them may hold views of them, so no buffer goes back to the transport.
+   */
+  private settle(stream: OpenStream, layout: ResponseLayout): void {
+    if (!layout.kept) {
+      const adopted = stream.adoptMessage(undefined);
+      if (adopted !== undefined && layout.adoptBytes(adopted)) return;
+    }
+    layout.keepBytes();
   }
 
   /**

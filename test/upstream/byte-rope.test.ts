@@ -1,0 +1,96 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { type ByteRope, RopeBuilder } from '../../src/upstream/xds/byte-rope.js';
+
+/** `bytes` cut at `cuts` into views of buffers of their own, some of them adjacent in one buffer. */
+function ropeOf(bytes: Buffer, cuts: readonly number[], shared: boolean): ByteRope {
+  const builder = new RopeBuilder();
+  const at = [...new Set(cuts.map((c) => c % (bytes.byteLength + 1)))].sort((a, b) => a - b);
+  // Adjacent views of one buffer are joined by the builder; views of copies are not.
+  const source = shared ? Buffer.from(bytes) : undefined;
+  let from = 0;
+  for (const to of [...at, bytes.byteLength]) {
+    builder.push(source !== undefined ? source.subarray(from, to) : Buffer.from(bytes.subarray(from, to)));
+    from = to;
+  }
+  return builder.build();
+}
+
+const input = fc.record({
+  bytes: fc.uint8Array({ minLength: 1, maxLength: 300 }).map((b) => Buffer.from(b)),
+  cuts: fc.array(fc.nat(400), { maxLength: 12 }),
+  shared: fc.boolean(),
+  start: fc.nat(400),
+  length: fc.nat(400),
+  flip: fc.nat(400),
+});
+
+describe('ByteRope', () => {
+  it('reads as the bytes it was cut from, whatever the cuts', () => {
+    fc.assert(
+      fc.property(input, ({ bytes, cuts, shared, start: s, length: l }) => {
+        const rope = ropeOf(bytes, cuts, shared);
+        assert.equal(rope.size, bytes.byteLength);
+        if (shared) assert.equal(rope.partCount, 1, 'adjacent views of one buffer joined');
+        const start = s % bytes.byteLength;
+        const end = start + (l % (bytes.byteLength - start + 1));
+        assert.ok(rope.view(start, end).equals(bytes.subarray(start, end)));
+        const target = Buffer.alloc(end - start + 3);
+        rope.copy(start, end, target, 3);
+        assert.ok(target.subarray(3).equals(bytes.subarray(start, end)));
+        assert.equal(rope.equals(start, bytes, start, end), true);
+        assert.equal(rope.agreeing(start, bytes, start, end - start), end - start);
+        const again = ropeOf(
+          bytes,
+          [...cuts].reverse().map((c) => c + 1),
+          false,
+        );
+        assert.equal(rope.sameAs(start, end, again, start), true);
+        // Past its end: not equal.
+        assert.equal(
+          rope.equals(start, Buffer.concat([bytes, Buffer.of(1)]), start, bytes.byteLength + 1),
+          false,
+        );
+      }),
+    );
+  });
+
+  it('finds the first byte that differs, across parts', () => {
+    fc.assert(
+      fc.property(input, ({ bytes, cuts, shared, start: s, flip }) => {
+        const rope = ropeOf(bytes, cuts, shared);
+        const start = s % bytes.byteLength;
+        const at = start + (flip % (bytes.byteLength - start));
+        const other = Buffer.from(bytes);
+        other[at] = ((other[at] as number) + 1) & 255;
+        const length = bytes.byteLength - start;
+        assert.equal(rope.agreeing(start, other, start, length), at - start);
+        assert.equal(rope.equals(start, other, start, bytes.byteLength), false);
+        assert.equal(rope.sameAs(start, bytes.byteLength, ropeOf(other, cuts, !shared), start), false);
+      }),
+    );
+  });
+
+  it('takes its ranges into another rope as views of its own memory', () => {
+    const bytes = Buffer.from(Array.from({ length: 100 }, (_, i) => i));
+    const rope = ropeOf(bytes, [10, 40, 70], false);
+    assert.equal(rope.partCount, 4);
+    const builder = new RopeBuilder();
+    rope.appendTo(builder, 5, 55);
+    builder.push(Buffer.from([200, 201]));
+    rope.appendTo(builder, 90, 100);
+    const made = builder.build();
+    assert.equal(made.partCount, 5);
+    assert.ok(
+      made
+        .view(0, made.size)
+        .equals(Buffer.concat([bytes.subarray(5, 55), Buffer.from([200, 201]), bytes.subarray(90)])),
+    );
+    // A view of the same memory: no copy, and equal without comparing a byte.
+    assert.equal(made.part(1).buffer, rope.part(1).buffer);
+    assert.equal(made.partHolding(5, 10), 1);
+    assert.equal(made.partHolding(4, 6), -1, 'across two parts');
+    assert.equal(made.sameAs(0, 50, rope, 5), true);
+  });
+});
