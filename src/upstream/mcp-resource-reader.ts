@@ -58,7 +58,8 @@ export interface McpResourceReaderOptions {
  * One object per upstream object, where a cache entry beside the result would be a second one for
  * every marking of the heap to walk. The envelope of a resource whose body lies in it (nearly
  * all) is not kept beside it: `envelopeAt` and `envelopeEnd` say where it lies in the body's
- * buffer, a slab or a buffer of its own (see {@link envelopeOf}).
+ * buffer: the bytes of the response that brought it, a slab or a buffer of its own (see
+ * {@link envelopeOf}).
  */
 type KeptRead = ReadResult & {
   /** The envelope, when the body does not lie in it. */
@@ -156,9 +157,10 @@ export class McpResourceReader {
       const seen = this.cache.get(kind.key, sentName);
       if (seen !== undefined && sameBytes(envelopeOf(seen), bytes)) return seen;
     }
-    // A copy detaches the object from the (possibly huge) response buffer it arrived in; a plain
-    // Uint8Array (not a Buffer) also makes protobufjs fail on overruns instead of truncating. The
-    // objects of a first state share slabs (see {@link SlabCopier}); any other is a buffer of its own.
+    // A copy detaches the object from the (possibly huge) response buffer it arrived in, unless the
+    // caller keeps that buffer as it is anyway (`view`); a plain Uint8Array (not a Buffer) also
+    // makes protobufjs fail on overruns instead of truncating. Otherwise the objects of a first
+    // state share slabs (see {@link SlabCopier}); any other is a buffer of its own.
     const raw = view
       ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
       : lookUp

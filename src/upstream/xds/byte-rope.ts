@@ -2,75 +2,71 @@
 const CHUNK = 64 * 1024;
 
 /**
+ * Parts a group holds at most. A rope made of another shares that one's groups where it takes
+ * them whole, so making it costs a look at each group and a copy of the parts of the few groups
+ * it cuts, not a copy of every part: a kept response whose objects changed one at a time over days
+ * is one part per object.
+ */
+const GROUP_PARTS = 128;
+
+/** Views of bytes side by side, and where each ends among the group's bytes. */
+interface Group {
+  readonly parts: readonly Buffer[];
+  readonly ends: readonly number[];
+}
+
+/**
  * Bytes read as one range of offsets, laid end to end from views of several buffers that are never
  * written again: a kept response made of the last one's bytes and the few its successor changed,
- * each object's bytes where its response first brought them. Reads go forward mostly, so the part
- * found last is tried first.
+ * each object's bytes where its response first brought them. The views are held in groups; reads
+ * go forward mostly, so the part found last, then the one after it, is tried first.
  */
 export class ByteRope {
-  /** The views, in order, and where each begins among the rope's bytes (then the size). */
-  private readonly parts: readonly Buffer[];
+  readonly size: number;
+  readonly partCount: number;
+  private readonly groups: readonly Group[];
+  /** Where each group begins among the rope's bytes, then the size. */
   private readonly starts: readonly number[];
-  /** The part the last look-up found. */
-  private last = 0;
+  /** The part found last: its group, its place in the group, where it begins and ends in the rope. */
+  private g = 0;
+  private p = 0;
+  private from = 0;
+  private to = 0;
 
-  /** `starts`: where each part begins, then the size (one more number than parts). */
-  constructor(parts: readonly Buffer[], starts: readonly number[]) {
-    this.parts = parts;
+  /** `starts`: where each group begins, then the size (one more number than groups). */
+  constructor(groups: readonly Group[], starts: readonly number[]) {
+    this.groups = groups;
     this.starts = starts;
+    this.size = starts[groups.length] as number;
+    let parts = 0;
+    for (const group of groups) parts += group.parts.length;
+    this.partCount = parts;
+    this.to = groups.length > 0 ? ((groups[0] as Group).ends[0] as number) : 0;
   }
 
   static of(bytes: Buffer): ByteRope {
-    return new ByteRope([bytes], [0, bytes.byteLength]);
+    return new ByteRope([{ parts: [bytes], ends: [bytes.byteLength] }], [0, bytes.byteLength]);
   }
 
-  get size(): number {
-    return this.starts[this.parts.length] as number;
+  /**
+   * The part that holds all of `[start, end)` (start < end ≤ size), or undefined when the range
+   * spans several; {@link partStart} is then where that part begins among the rope's bytes.
+   */
+  partHolding(start: number, end: number): Buffer | undefined {
+    const part = this.find(start);
+    return end <= this.to ? part : undefined;
   }
 
-  get partCount(): number {
-    return this.parts.length;
-  }
-
-  /** Part `p`, and where it begins among the rope's bytes. */
-  part(p: number): Buffer {
-    return this.parts[p] as Buffer;
-  }
-
-  partStart(p: number): number {
-    return this.starts[p] as number;
-  }
-
-  /** The part holding offset `at` (0 ≤ at < size). */
-  partAt(at: number): number {
-    const starts = this.starts;
-    const last = this.last;
-    if ((starts[last] as number) <= at && at < (starts[last + 1] as number)) return last;
-    if (at >= (starts[last + 1] as number) && at < (starts[last + 2] ?? -1)) return (this.last = last + 1);
-    let low = 0;
-    let high = this.parts.length - 1;
-    while (low < high) {
-      const middle = (low + high + 1) >>> 1;
-      if ((starts[middle] as number) <= at) low = middle;
-      else high = middle - 1;
-    }
-    return (this.last = low);
-  }
-
-  /** The part that holds all of `[start, end)` (start < end), or -1 when it spans several. */
-  partHolding(start: number, end: number): number {
-    const p = this.partAt(start);
-    return end <= (this.starts[p + 1] as number) ? p : -1;
+  /** Where the part {@link partHolding} returned last begins among the rope's bytes. */
+  get partStart(): number {
+    return this.from;
   }
 
   /** `[start, end)` as one view: of its part, or copied when it spans several. */
   view(start: number, end: number): Buffer {
     if (start === end) return EMPTY;
-    const p = this.partHolding(start, end);
-    if (p >= 0) {
-      const from = start - (this.starts[p] as number);
-      return (this.parts[p] as Buffer).subarray(from, from + (end - start));
-    }
+    const part = this.partHolding(start, end);
+    if (part !== undefined) return part.subarray(start - this.from, end - this.from);
     const copy = Buffer.allocUnsafeSlow(end - start);
     this.copy(start, end, copy, 0);
     return copy;
@@ -78,46 +74,50 @@ export class ByteRope {
 
   /** Copies `[start, end)` into `target` at `at`. */
   copy(start: number, end: number, target: Uint8Array, at: number): void {
+    if (start >= end) return;
+    let part = this.find(start);
     let pos = start;
-    while (pos < end) {
-      const p = this.partAt(pos);
-      const partStart = this.starts[p] as number;
-      const n = Math.min(end, this.starts[p + 1] as number) - pos;
-      const from = pos - partStart;
-      target.set((this.parts[p] as Buffer).subarray(from, from + n), at + (pos - start));
+    for (;;) {
+      const n = Math.min(end, this.to) - pos;
+      const own = pos - this.from;
+      target.set(part.subarray(own, own + n), at + (pos - start));
       pos += n;
+      if (pos >= end) return;
+      part = this.next();
     }
   }
 
   /** Whether the bytes from `at` on are `other[from, to)` (the rope holds that many from `at`). */
   equals(at: number, other: Uint8Array, from: number, to: number): boolean {
     if (at + (to - from) > this.size) return false;
+    if (from >= to) return true;
+    let part = this.find(at);
     let pos = at;
     let i = from;
-    while (i < to) {
-      const p = this.partAt(pos);
-      const n = Math.min(to - i, (this.starts[p + 1] as number) - pos);
-      const own = pos - (this.starts[p] as number);
-      if ((this.parts[p] as Buffer).compare(other, i, i + n, own, own + n) !== 0) return false;
+    for (;;) {
+      const n = Math.min(to - i, this.to - pos);
+      const own = pos - this.from;
+      if (part.compare(other, i, i + n, own, own + n) !== 0) return false;
       pos += n;
       i += n;
+      if (i >= to) return true;
+      part = this.next();
     }
-    return true;
   }
 
   /** How many bytes of `other` from `from` agree with the rope's from `at`, at most `length`. */
   agreeing(at: number, other: Uint8Array, from: number, length: number): number {
+    if (length <= 0) return 0;
+    let part = this.find(at);
     let done = 0;
-    while (done < length) {
+    for (;;) {
       const pos = at + done;
-      const p = this.partAt(pos);
-      const n = Math.min(length - done, (this.starts[p + 1] as number) - pos);
-      const own = pos - (this.starts[p] as number);
-      const agree = firstDifference(other, from + done, this.parts[p] as Buffer, own, n);
+      const n = Math.min(length - done, this.to - pos);
+      const agree = firstDifference(other, from + done, part, pos - this.from, n);
       done += agree;
-      if (agree < n) return done;
+      if (agree < n || done >= length) return done;
+      part = this.next();
     }
-    return done;
   }
 
   /**
@@ -126,46 +126,109 @@ export class ByteRope {
    */
   sameAs(start: number, end: number, other: ByteRope, otherStart: number): boolean {
     if (otherStart + (end - start) > other.size) return false;
+    if (start >= end) return true;
+    if (other === this)
+      return this.equals(start, this.view(otherStart, otherStart + (end - start)), 0, end - start);
+    let a = this.find(start);
+    let b = other.find(otherStart);
     let pos = start;
     let otherPos = otherStart;
-    while (pos < end) {
-      const p = this.partAt(pos);
-      const q = other.partAt(otherPos);
-      const n = Math.min(end - pos, (this.starts[p + 1] as number) - pos, other.partEnd(q) - otherPos);
-      const a = this.parts[p] as Buffer;
-      const b = other.parts[q] as Buffer;
-      const aFrom = pos - (this.starts[p] as number);
-      const bFrom = otherPos - (other.starts[q] as number);
+    for (;;) {
+      const n = Math.min(end - pos, this.to - pos, other.to - otherPos);
+      const aFrom = pos - this.from;
+      const bFrom = otherPos - other.from;
       const sameMemory = a.buffer === b.buffer && a.byteOffset + aFrom === b.byteOffset + bFrom;
       if (!sameMemory && a.compare(b, bFrom, bFrom + n, aFrom, aFrom + n) !== 0) return false;
       pos += n;
       otherPos += n;
+      if (pos >= end) return true;
+      if (pos === this.to) a = this.next();
+      if (otherPos === other.to) b = other.next();
     }
-    return true;
   }
 
-  /** Adds `[start, end)` to `builder`, as views of this rope's parts. */
+  /** Adds `[start, end)` to `builder`, as views of this rope's parts: whole groups as they are. */
   appendTo(builder: RopeBuilder, start: number, end: number): void {
+    if (start >= end) return;
+    let part = this.find(start);
     let pos = start;
-    while (pos < end) {
-      const p = this.partAt(pos);
-      const n = Math.min(end, this.starts[p + 1] as number) - pos;
-      const from = pos - (this.starts[p] as number);
-      builder.push((this.parts[p] as Buffer).subarray(from, from + n));
+    for (;;) {
+      const group = this.groups[this.g] as Group;
+      const groupEnd = this.starts[this.g + 1] as number;
+      if (this.p === 0 && pos === this.from && groupEnd <= end) {
+        builder.pushGroup(group, groupEnd - pos);
+        pos = groupEnd;
+        if (pos >= end) return;
+        part = this.find(pos);
+        continue;
+      }
+      const n = Math.min(end, this.to) - pos;
+      builder.push(n === part.byteLength ? part : part.subarray(pos - this.from, pos - this.from + n));
       pos += n;
+      if (pos >= end) return;
+      part = this.next();
     }
   }
 
-  private partEnd(p: number): number {
-    return this.starts[p + 1] as number;
+  /** Finds the part holding `at` (0 ≤ at < size). */
+  private find(at: number): Buffer {
+    if (at >= this.from && at < this.to) return (this.groups[this.g] as Group).parts[this.p] as Buffer;
+    if (at >= this.to && at < this.size) {
+      const part = this.next();
+      if (at < this.to) return part;
+    }
+    const starts = this.starts;
+    let low = 0;
+    let high = this.groups.length - 1;
+    while (low < high) {
+      const middle = (low + high + 1) >>> 1;
+      if ((starts[middle] as number) <= at) low = middle;
+      else high = middle - 1;
+    }
+    const group = this.groups[low] as Group;
+    const within = at - (starts[low] as number);
+    const ends = group.ends;
+    let first = 0;
+    let last = ends.length - 1;
+    while (first < last) {
+      const middle = (first + last) >>> 1;
+      if ((ends[middle] as number) > within) last = middle;
+      else first = middle + 1;
+    }
+    this.g = low;
+    this.p = first;
+    this.from = (starts[low] as number) + (first === 0 ? 0 : (ends[first - 1] as number));
+    this.to = (starts[low] as number) + (ends[first] as number);
+    return group.parts[first] as Buffer;
+  }
+
+  /** The part after the one found last (there is one). */
+  private next(): Buffer {
+    let group = this.groups[this.g] as Group;
+    if (this.p + 1 < group.parts.length) this.p++;
+    else {
+      this.g++;
+      this.p = 0;
+      group = this.groups[this.g] as Group;
+    }
+    this.from = this.to;
+    this.to = (this.starts[this.g] as number) + (group.ends[this.p] as number);
+    return group.parts[this.p] as Buffer;
   }
 }
 
-/** Builds a {@link ByteRope} from views pushed in order; views adjacent in memory become one. */
+/**
+ * Builds a {@link ByteRope} from views and groups pushed in order: views adjacent in memory become
+ * one, and groups of a few parts are joined with their neighbours.
+ */
 export class RopeBuilder {
-  private readonly parts: Buffer[] = [];
+  private readonly groups: Group[] = [];
   private readonly starts: number[] = [0];
   private size = 0;
+  /** The group being filled. */
+  private parts: Buffer[] = [];
+  private ends: number[] = [];
+  private filled = 0;
 
   push(view: Buffer): void {
     if (view.byteLength === 0) return;
@@ -177,14 +240,43 @@ export class RopeBuilder {
       before.byteOffset + before.byteLength === view.byteOffset
     ) {
       this.parts[last] = Buffer.from(before.buffer, before.byteOffset, before.byteLength + view.byteLength);
-    } else this.parts.push(view);
-    this.size += view.byteLength;
-    this.starts[this.parts.length] = this.size;
+      this.filled += view.byteLength;
+      this.ends[last] = this.filled;
+      return;
+    }
+    if (this.parts.length >= GROUP_PARTS) this.seal();
+    this.parts.push(view);
+    this.filled += view.byteLength;
+    this.ends.push(this.filled);
+  }
+
+  /** Adds a whole group (of `bytes` bytes) of another rope: shared, unless it is small or fits the one being filled. */
+  pushGroup(group: Group, bytes: number): void {
+    const count = group.parts.length;
+    if (count < GROUP_PARTS / 2 || (this.parts.length > 0 && this.parts.length + count <= GROUP_PARTS)) {
+      for (const part of group.parts) this.push(part);
+      return;
+    }
+    this.seal();
+    this.groups.push(group);
+    this.size += bytes;
+    this.starts.push(this.size);
   }
 
   build(): ByteRope {
-    if (this.parts.length === 0) return ByteRope.of(EMPTY);
-    return new ByteRope(this.parts, this.starts);
+    this.seal();
+    if (this.groups.length === 0) return ByteRope.of(EMPTY);
+    return new ByteRope(this.groups, this.starts);
+  }
+
+  private seal(): void {
+    if (this.parts.length === 0) return;
+    this.groups.push({ parts: this.parts, ends: this.ends });
+    this.size += this.filled;
+    this.starts.push(this.size);
+    this.parts = [];
+    this.ends = [];
+    this.filled = 0;
   }
 }
 

@@ -276,7 +276,9 @@ export class ResponseLayout {
    * nothing, when the bytes do not lie in it.
    */
   adoptBytes(buffer: Buffer): boolean {
-    if (this.owned || this.rope.partCount !== 1 || buffer.buffer !== this.rope.part(0).buffer) return false;
+    const size = this.rope.size;
+    const only = size > 0 ? this.rope.partHolding(0, size) : undefined;
+    if (this.owned || only === undefined || buffer.buffer !== only.buffer) return false;
     this.base = undefined;
     this.owned = true;
     return true;
@@ -389,8 +391,8 @@ export class ResponseLayout {
     if (this.ownBuffer === undefined) return false;
     const start = this.offsets[STRIDE * i + 1] as number;
     const end = this.offsets[STRIDE * i + 2] as number;
-    const p = this.rope.partHolding(start, end);
-    return p >= 0 && this.rope.part(p).buffer === this.ownBuffer;
+    const part = start < end ? this.rope.partHolding(start, end) : undefined;
+    return part !== undefined && part.buffer === this.ownBuffer;
   }
 
   /**
@@ -400,17 +402,11 @@ export class ResponseLayout {
   entry(i: number): ResponseEntry {
     const start = this.offsets[STRIDE * i + 1] as number;
     const end = this.offsets[STRIDE * i + 2] as number;
-    let bytes: Buffer;
-    let from: number;
-    const p = start < end ? this.rope.partHolding(start, end) : -1;
-    if (p >= 0) {
-      bytes = this.rope.part(p);
-      from = start - this.rope.partStart(p);
-    } else {
-      // Across two buffers (the first bytes of a splice's first entry can be its own): a copy.
-      bytes = this.rope.view(start, end);
-      from = 0;
-    }
+    let bytes = start < end ? this.rope.partHolding(start, end) : undefined;
+    let from = 0;
+    if (bytes !== undefined) from = start - this.rope.partStart;
+    // Across two buffers (the first bytes of a splice's first entry can be its own): a copy.
+    else bytes = this.rope.view(start, end);
     const any = walkAny(bytes, from, from + (end - start));
     const last = this.lastType;
     let typeUrl: string;
@@ -431,13 +427,13 @@ export class ResponseLayout {
   checkEntry(i: number): void {
     const start = this.offsets[STRIDE * i + 1] as number;
     const end = this.offsets[STRIDE * i + 2] as number;
-    const p = start < end ? this.rope.partHolding(start, end) : -1;
-    if (p < 0) {
+    const part = start < end ? this.rope.partHolding(start, end) : undefined;
+    if (part === undefined) {
       walkAny(this.rope.view(start, end), 0, end - start);
       return;
     }
-    const from = start - this.rope.partStart(p);
-    walkAny(this.rope.part(p), from, from + (end - start));
+    const from = start - this.rope.partStart;
+    walkAny(part, from, from + (end - start));
   }
 
   /** Whether entry `i` of this response and entry `j` of `other` are the same bytes. */
