@@ -201,8 +201,8 @@ export class GrpcHttp2Stream {
   }
 
   /** See {@link GrpcMessageReader.adopt}: valid during `onMessage` of a lent message only. */
-  adoptMessage(replacement: Buffer | undefined): Buffer | undefined {
-    return this.reader.adopt(replacement);
+  adoptMessage(): Buffer | undefined {
+    return this.reader.adopt();
   }
 
   /** Ends the stream and its connection without reporting an end. Idempotent. */

@@ -90,22 +90,19 @@ export class GrpcMessageReader {
 
   /**
    * During the delivery of a lent message assembled in the reader's buffer: hands that buffer
-   * (which the message is a view of, from its start) over to the receiver for good, and takes
-   * `replacement`, a buffer the receiver no longer uses, to assemble the next messages in. A
+   * (which the message is a view of, from its start) over to the receiver for good; the next
+   * message that needs one is assembled in a new buffer (or offered to the matcher first). A
    * receiver that keeps the message thus copies nothing. Returns undefined, keeping nothing,
-   * outside such a delivery (the message lay whole in one chunk), when the buffer is more than
-   * twice the message's size, or when `replacement` is too small to hold the message: the
-   * receiver copies the message then.
+   * outside such a delivery (the message lay whole in one chunk) or when the buffer is more than
+   * twice the message's size: the receiver copies the message then.
    */
-  adopt(replacement: Buffer | undefined): Buffer | undefined {
+  adopt(): Buffer | undefined {
     const taken = this.scratch;
     if (!this.delivering || taken === undefined) return undefined;
-    // Only a buffer of about the message's size goes with it, and only for one that could hold the
-    // message again (or none): a stream that carries a large type and a small one keeps its large
-    // buffer for the large type, rather than trading it for the small type's.
+    // Only a buffer of about the message's size goes with it: a stream that carries a large type
+    // and a small one keeps its large buffer for the large type.
     if (taken.byteLength > 2 * this.size + 65536) return undefined;
-    if (replacement !== undefined && replacement.byteLength < this.size) return undefined;
-    this.scratch = replacement;
+    this.scratch = undefined;
     this.delivering = false;
     return taken;
   }

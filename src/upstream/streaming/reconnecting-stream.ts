@@ -16,10 +16,10 @@ export interface OpenStream {
   send(message: Uint8Array): void;
   /**
    * During `onMessage` of a lent message: takes the buffer the message lies in (a view of it from
-   * its start) for good, giving `replacement`, a buffer the protocol no longer uses, in exchange.
-   * Undefined, keeping nothing, when the message has no buffer of its own to give: copy it then.
+   * its start) for good. Undefined, keeping nothing, when the message has no buffer of its own to
+   * give: copy it then.
    */
-  adoptMessage(replacement: Buffer | undefined): Buffer | undefined;
+  adoptMessage(): Buffer | undefined;
 }
 
 /** What a protocol does with a stream; all calls are synchronous and never overlap. */
@@ -124,8 +124,7 @@ export class ReconnectingStream {
       send: (message) => {
         if (call !== undefined && this.call === call) call.write(message);
       },
-      adoptMessage: (replacement) =>
-        call !== undefined && this.call === call ? call.adoptMessage(replacement) : undefined,
+      adoptMessage: () => (call !== undefined && this.call === call ? call.adoptMessage() : undefined),
     };
     call = new GrpcHttp2Stream(
       {

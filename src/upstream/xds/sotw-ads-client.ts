@@ -316,7 +316,7 @@ export class SotwAdsClient implements StreamHandlers {
    */
   private settle(stream: OpenStream, layout: ResponseLayout): void {
     if (!layout.kept) {
-      const adopted = stream.adoptMessage(undefined);
+      const adopted = stream.adoptMessage();
       if (adopted !== undefined && layout.adoptBytes(adopted)) return;
     }
     layout.keepBytes();
