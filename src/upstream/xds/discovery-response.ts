@@ -102,6 +102,8 @@ export class ResponseLayout {
   private runs: Int32Array | undefined;
   /** The last type URL read by {@link entry}: its bytes (a copy) and its text, to share one string. */
   private lastType = { bytes: EMPTY, text: '' };
+  /** The buffer the entry walked last lies in (see {@link walkEntry}). */
+  private walked: Buffer = EMPTY;
 
   /**
    * Throws on bytes that are not a well-formed message at the top level (overruns, wrong wire
@@ -266,7 +268,6 @@ export class ResponseLayout {
     const target = Buffer.allocUnsafeSlow(size);
     this.rope.copy(0, size, target, 0);
     this.rope = ByteRope.of(target);
-    this.lastType = { bytes: EMPTY, text: '' };
     this.owned = true;
   }
 
@@ -400,14 +401,8 @@ export class ResponseLayout {
    * its fields other than 1 and 2 are skipped.
    */
   entry(i: number): ResponseEntry {
-    const start = this.offsets[STRIDE * i + 1] as number;
-    const end = this.offsets[STRIDE * i + 2] as number;
-    let bytes = start < end ? this.rope.partHolding(start, end) : undefined;
-    let from = 0;
-    if (bytes !== undefined) from = start - this.rope.partStart;
-    // Across two buffers (the first bytes of a splice's first entry can be its own): a copy.
-    else bytes = this.rope.view(start, end);
-    const any = walkAny(bytes, from, from + (end - start));
+    const any = this.walkEntry(i);
+    const bytes = this.walked;
     const last = this.lastType;
     let typeUrl: string;
     const typeLength = any.typeEnd - any.typeStart;
@@ -425,15 +420,24 @@ export class ResponseLayout {
 
   /** Throws when entry `i`'s `Any` is not well formed, as {@link entry} would; reads nothing out. */
   checkEntry(i: number): void {
+    this.walkEntry(i);
+  }
+
+  /**
+   * Walks entry `i`'s `Any` in the buffer it lies in, left in {@link walked} (a copy when it spans
+   * two: the first bytes of a splice's first entry can be its own).
+   */
+  private walkEntry(i: number): AnyParts {
     const start = this.offsets[STRIDE * i + 1] as number;
     const end = this.offsets[STRIDE * i + 2] as number;
     const part = start < end ? this.rope.partHolding(start, end) : undefined;
     if (part === undefined) {
-      walkAny(this.rope.view(start, end), 0, end - start);
-      return;
+      this.walked = this.rope.view(start, end);
+      return walkAny(this.walked, 0, end - start);
     }
+    this.walked = part;
     const from = start - this.rope.partStart;
-    walkAny(part, from, from + (end - start));
+    return walkAny(part, from, from + (end - start));
   }
 
   /** Whether entry `i` of this response and entry `j` of `other` are the same bytes. */
