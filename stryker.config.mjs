@@ -58,6 +58,11 @@ const MODULES = {
   ],
   // Whether an upstream's response is its kept state sent again, and the bytes it hands on if not.
   'src/upstream/xds/resent-response-matcher.ts': ['dist/test/upstream/resent-response-matcher.test.js'],
+  // The bytes kept responses are made of: its own properties, then the layouts read from it.
+  'src/upstream/xds/byte-rope.ts': [
+    'dist/test/upstream/byte-rope.test.js',
+    'dist/test/upstream/discovery-response.test.js',
+  ],
 };
 
 const selected = (process.env.MUTATE ?? Object.keys(MODULES).join(','))

@@ -116,6 +116,35 @@ describe('ByteRope', () => {
     );
   });
 
+  it('compares ranges of itself, and past the end of a shorter rope, as their bytes say', () => {
+    const bytes = Buffer.from(Array.from({ length: 90 }, (_, i) => i % 30));
+    const rope = ropeOf(bytes, [7, 31, 64], false);
+    // Bytes 0–30 and 30–60 are the same; 0–30 and 1–31 are not.
+    assert.equal(rope.sameAs(0, 30, rope, 30), true);
+    assert.equal(rope.sameAs(5, 65, rope, 35), false, 'runs past the end of the other range');
+    assert.equal(rope.sameAs(0, 30, rope, 1), false);
+    const short = ropeOf(bytes.subarray(0, 40), [10], false);
+    assert.equal(rope.sameAs(0, 30, short, 30), false, 'the other rope ends first');
+    assert.equal(rope.sameAs(0, 10, short, 30), true);
+  });
+
+  it('finds the first byte that differs in ranges longer than one comparison', () => {
+    const size = 300_000;
+    const bytes = Buffer.from(Array.from({ length: size }, (_, i) => (i * 13) & 255));
+    const rope = ropeOf(bytes, [1000, 70_000, 200_000], false);
+    for (const at of [0, 65_535, 65_536, 65_600, 131_100, 199_999, 250_000, size - 1]) {
+      const other = Buffer.from(bytes);
+      other[at] = ((other[at] as number) + 1) & 255;
+      assert.equal(rope.agreeing(0, other, 0, size), at, `a byte changed at ${at}`);
+      assert.equal(
+        rope.agreeing(500, other, 500, size - 500),
+        at < 500 ? size - 500 : at - 500,
+        `from 500, at ${at}`,
+      );
+    }
+    assert.equal(rope.agreeing(0, bytes, 0, size), size);
+  });
+
   it('takes its ranges into another rope as views of its own memory', () => {
     const bytes = Buffer.from(Array.from({ length: 100 }, (_, i) => i));
     const rope = ropeOf(bytes, [10, 40, 70], false);
