@@ -212,6 +212,7 @@ export class AdsServer {
         // into their blocks, and a run encoding into memory of its own would only be copied from
         // and take the CPU those responses need.
         this.prewarmRun++;
+        this.encoder.endAhead();
         this.streams.add(new ClientStream(id, call, env, (s) => this.streams.delete(s), protocol));
       };
     };
@@ -315,7 +316,7 @@ export class AdsServer {
       while (list < lists.length && performance.now() < until) {
         const resources = lists[list] as readonly ConfigResource[];
         const end = Math.min(at + 64, resources.length);
-        for (; at < end; at++) this.encoder.framed(resources[at] as ConfigResource);
+        for (; at < end; at++) this.encoder.framedAhead(resources[at] as ConfigResource);
         if (at === resources.length) {
           const done = kinds[list];
           if (done !== undefined)
@@ -325,6 +326,7 @@ export class AdsServer {
         }
       }
       if (list < lists.length) setImmediate(step);
+      else this.encoder.endAhead();
     };
     setImmediate(step);
   }

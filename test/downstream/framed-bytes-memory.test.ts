@@ -63,6 +63,41 @@ describe('framed bytes held once', () => {
     assert.equal(encoder.encodes, list.length);
   });
 
+  it('frames objects ahead into shared slabs, each let go once blocks hold its objects', async () => {
+    const encoder = new ResourceEncoder(KINDS);
+    const reference = new ResourceEncoder(KINDS);
+    // Bodies of 500 bytes: some 600 bytes framed each, two thousand of them more than one slab.
+    const list = names(2000).map((n) => serviceEntry(n, n.padEnd(500, '.')));
+    const expected = Buffer.concat(list.map((r) => reference.framed(r)));
+    const ahead = list.map((r) => encoder.framedAhead(r));
+    assert.deepEqual(Buffer.concat(ahead), expected);
+    const slabs = [...new Set(ahead.map((b) => b.buffer))];
+    assert.ok(slabs.length >= 2 && slabs.length <= 3, `${slabs.length} slabs for ${list.length} objects`);
+    assert.ok(
+      slabs.every((s) => s.byteLength >= 128 * 1024),
+      'a slab is large enough for malloc to map it apart',
+    );
+    // Framed again, the same bytes: nothing is encoded twice.
+    const again = encoder.framedAhead(list[7] as ConfigResource);
+    assert.equal(again.buffer, ahead[7]?.buffer);
+    assert.equal(again.byteOffset, ahead[7]?.byteOffset);
+    assert.equal(encoder.encodes, list.length);
+    encoder.endAhead();
+    const refs = slabs.map((s) => new WeakRef(s));
+    ahead.length = 0;
+    slabs.length = 0;
+    // A list of every object but the first: its slab stays for that one, the others go.
+    const blocks = new FrameBlocks();
+    const chunks = blocks.chunks('v|k', list.slice(1), encoder);
+    assert.deepEqual(
+      Buffer.concat(chunks),
+      expected.subarray(reference.framed(list[0] as ConfigResource).length),
+    );
+    assert.equal(await survivors(refs), 1, 'only the slab of the object no block holds is kept');
+    assert.equal(encoder.framed(list[0] as ConfigResource).buffer, refs[0]?.deref());
+    assert.equal(encoder.encodes, list.length);
+  });
+
   it('encodes an object first met in a block straight into it: no memory of its own', () => {
     const encoder = new ResourceEncoder(KINDS);
     const blocks = new FrameBlocks();
