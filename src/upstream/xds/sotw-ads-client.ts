@@ -228,7 +228,7 @@ export class SotwAdsClient implements StreamHandlers {
     const dropped = before?.dropped;
     const patch = before?.whole === true ? channelPatchOf(removed, middle, sameAs) : undefined;
     if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, version, dropped !== undefined)) {
-      this.keep(stream, before, { layout, results, whole: true, dropped, wrongTypes: 0 }, resent);
+      this.keep(before, { layout, results, whole: true, dropped, wrongTypes: 0 }, resent);
       this.forgetGone(typeUrl, removed);
       if (dropped === undefined) {
         this.accepted.set(typeUrl, version);
@@ -243,7 +243,6 @@ export class SotwAdsClient implements StreamHandlers {
     const detail = update.dropped === 0 ? undefined : update.nackMessage();
     const kept = this.ctx.state.apply(typeUrl, built);
     this.keep(
-      stream,
       before,
       {
         layout,
@@ -285,16 +284,12 @@ export class SotwAdsClient implements StreamHandlers {
   }
 
   /**
-   * Keeps `next` as its type's last response, in place of `before` (see {@link settle});
-   * `before`'s offsets become the spare ones. `before` is not used afterwards. `resent`: `next`
-   * holds exactly `before`'s entries, byte for byte.
+   * Keeps `next` as its type's last response, in place of `before`; `before`'s offsets become the
+   * spare ones. `before` is not used afterwards. `resent`: `next` holds exactly `before`'s entries,
+   * byte for byte; otherwise `next`'s bytes were settled before its entries were read
+   * (see {@link settle}).
    */
-  private keep(
-    stream: OpenStream,
-    before: PreviousResponse | undefined,
-    next: PreviousResponse,
-    resent: boolean,
-  ): void {
+  private keep(before: PreviousResponse | undefined, next: PreviousResponse, resent: boolean): void {
     if (before !== undefined && resent) {
       // The same entries as the last response (a resent state): its bytes and offsets stay kept,
       // nothing is copied, and the new layout's offsets (if it has its own) become the spare ones.
@@ -302,7 +297,6 @@ export class SotwAdsClient implements StreamHandlers {
       if (next.layout !== before.layout) this.spareOffsets = next.layout.offsets;
       return;
     }
-    this.settle(stream, next.layout);
     this.previous.set(next.layout.typeUrl, next);
     this.spareOffsets = before?.layout.offsets;
   }
