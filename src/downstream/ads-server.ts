@@ -84,6 +84,11 @@ export interface AdsCounters {
   readonly encodes: number;
   /** Responses assembled from cached entries (once per type, view and content). */
   readonly assemblies: number;
+  /**
+   * Slabs the background encoding wrote a kind's first state into (see
+   * `ResourceEncoder.framedAhead`); what it encodes later has memory of its own per object.
+   */
+  readonly aheadSlabs: number;
   /** Blocks of framed objects concatenated for responses, and the bytes copied into them. */
   readonly blocksBuilt: number;
   readonly blockBytesCopied: number;
@@ -302,6 +307,11 @@ export class AdsServer {
     const kinds = [...snapshot.kinds.values()].filter(
       (k) => this.prewarmed.get(k.kind)?.generation !== k.generation,
     );
+    // A kind never walked to the end is framed into shared slabs: its first state, objects that
+    // live side by side. What a later run frames (the objects a change added, few and scattered in
+    // time) gets memory of its own each: in slabs, a slab would stay for its one object still
+    // served while changes came on and no istiod took them, slab after slab.
+    const inSlabs = kinds.map((k) => this.prewarmed.get(k.kind) === undefined);
     const lists = kinds.map((k) => {
       const done = this.prewarmed.get(k.kind);
       return k.changes !== undefined && done?.serial !== undefined && k.changes.from === done.serial
@@ -316,7 +326,9 @@ export class AdsServer {
       while (list < lists.length && performance.now() < until) {
         const resources = lists[list] as readonly ConfigResource[];
         const end = Math.min(at + 64, resources.length);
-        for (; at < end; at++) this.encoder.framedAhead(resources[at] as ConfigResource);
+        if (inSlabs[list] === true)
+          for (; at < end; at++) this.encoder.framedAhead(resources[at] as ConfigResource);
+        else for (; at < end; at++) this.encoder.framed(resources[at] as ConfigResource);
         if (at === resources.length) {
           const done = kinds[list];
           if (done !== undefined)
@@ -347,6 +359,7 @@ export class AdsServer {
     const cache = this.responses.sizes();
     return {
       encodes: this.encoder.encodes,
+      aheadSlabs: this.encoder.aheadSlabs,
       assemblies: this.responses.counters.assemblies,
       blocksBuilt: this.responses.blockCounters.blocksBuilt,
       blockBytesCopied: this.responses.blockCounters.bytesCopied,

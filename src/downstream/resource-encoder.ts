@@ -147,6 +147,8 @@ export class ResourceEncoder {
   /** The slab {@link framedAhead} writes into, and where its free bytes start. */
   private slab: Buffer | undefined;
   private slabAt = 0;
+  /** Slabs {@link framedAhead} allocated since start; a counter. */
+  aheadSlabs = 0;
   /** Objects encoded since start; a benchmark counter. */
   encodes = 0;
 
@@ -256,6 +258,7 @@ export class ResourceEncoder {
       if (this.slab === undefined || this.slabAt + layout.length > this.slab.byteLength) {
         this.slab = Buffer.allocUnsafeSlow(AHEAD_SLAB_BYTES);
         this.slabAt = 0;
+        this.aheadSlabs++;
       }
       this.write(resource, layout, this.slab, this.slabAt);
       framed = { bytes: this.slab, offset: this.slabAt, length: layout.length };

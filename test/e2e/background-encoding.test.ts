@@ -67,6 +67,8 @@ describe('encoding ahead of the first istiod (meshmux in process, a real gRPC up
     fake.push();
     await until(() => meshmux.engine.current().ready, 10_000, 'the snapshot to be ready');
     await until(() => meshmux.ads.counters().encodes === 3, 10_000, 'the three objects encoded');
+    // A first state is framed into a slab shared by its objects, not a buffer each.
+    assert.equal(meshmux.ads.counters().aheadSlabs, 1);
   });
 
   it('encodes what a later change adds, before anyone connects', async () => {
@@ -88,6 +90,8 @@ describe('encoding ahead of the first istiod (meshmux in process, a real gRPC up
     // Nothing else: the objects already encoded are not encoded again.
     await delay(200);
     assert.equal(meshmux.ads.counters().encodes, 5);
+    // What the changes brought has memory of its own: no slab is begun for an object or two.
+    assert.equal(meshmux.ads.counters().aheadSlabs, 1);
   });
 });
 
