@@ -162,11 +162,7 @@ export class ResourceEncoder {
 
   /** The framed `resources` entry of an object. The returned bytes must not be altered. */
   framed(resource: ConfigResource): Uint8Array {
-    const known = this.byInstance.get(resource);
-    if (known !== undefined) return bytesOf(known);
-    const framed = this.framedByKey(resource);
-    this.byInstance.set(resource, framed);
-    return bytesOf(framed);
+    return this.framedOnce(resource, false);
   }
 
   /**
@@ -248,25 +244,7 @@ export class ResourceEncoder {
    * allocated meanwhile, and malloc kept the holes they left (tens of MB at 50k objects).
    */
   framedAhead(resource: ConfigResource): Uint8Array {
-    const known = this.byInstance.get(resource);
-    if (known !== undefined) return bytesOf(known);
-    const key = contentKey(resource);
-    let framed = this.hit(key, resource);
-    if (framed === undefined) {
-      const layout = this.layout(resource, key);
-      if (layout.length > AHEAD_SLAB_BYTES / 8) return this.framed(resource);
-      if (this.slab === undefined || this.slabAt + layout.length > this.slab.byteLength) {
-        this.slab = Buffer.allocUnsafeSlow(AHEAD_SLAB_BYTES);
-        this.slabAt = 0;
-        this.aheadSlabs++;
-      }
-      this.write(resource, layout, this.slab, this.slabAt);
-      framed = { bytes: this.slab, offset: this.slabAt, length: layout.length };
-      this.slabAt += layout.length;
-      this.cache.set(key, framed);
-    }
-    this.byInstance.set(resource, framed);
-    return bytesOf(framed);
+    return this.framedOnce(resource, true);
   }
 
   /** Ends the slab {@link framedAhead} writes into: the next object starts a new one. */
@@ -274,16 +252,42 @@ export class ResourceEncoder {
     this.slab = undefined;
   }
 
-  private framedByKey(resource: ConfigResource): Framed {
+  /** {@link framed}, or with `ahead` {@link framedAhead}. */
+  private framedOnce(resource: ConfigResource, ahead: boolean): Uint8Array {
+    const known = this.byInstance.get(resource);
+    if (known !== undefined) return bytesOf(known);
+    const framed = this.framedByKey(resource, ahead);
+    this.byInstance.set(resource, framed);
+    return bytesOf(framed);
+  }
+
+  private framedByKey(resource: ConfigResource, ahead: boolean): Framed {
     const key = contentKey(resource);
     const hit = this.hit(key, resource);
     if (hit !== undefined) return hit;
     const layout = this.layout(resource, key);
-    const bytes = Buffer.allocUnsafeSlow(layout.length);
-    this.write(resource, layout, bytes, 0);
-    const framed: Framed = { bytes, offset: 0, length: layout.length };
+    const { length } = layout;
+    const bytes =
+      ahead && length <= AHEAD_SLAB_BYTES / 8 ? this.slabWith(length) : Buffer.allocUnsafeSlow(length);
+    const offset = bytes === this.slab ? this.slabAt - length : 0;
+    this.write(resource, layout, bytes, offset);
+    const framed: Framed = { bytes, offset, length };
     this.cache.set(key, framed);
     return framed;
+  }
+
+  /**
+   * The slab {@link framedAhead} writes into, a new one when it is full, with `length` bytes taken
+   * from it: they end where its free bytes now start.
+   */
+  private slabWith(length: number): Buffer {
+    if (this.slab === undefined || this.slabAt + length > this.slab.byteLength) {
+      this.slab = Buffer.allocUnsafeSlow(AHEAD_SLAB_BYTES);
+      this.slabAt = 0;
+      this.aheadSlabs++;
+    }
+    this.slabAt += length;
+    return this.slab;
   }
 
   /** The bytes kept under `key`, when they are `resource`'s. */
