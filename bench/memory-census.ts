@@ -5,7 +5,8 @@
  *
  * The benchmark's upstreams hold a shape's objects; meshmux runs as shipped in a process of its
  * own with one istiod of each view, and once they hold what the model says, a heap snapshot of the
- * server is taken (after a full collection) and read here. Printed: the heap's objects by kind and
+ * server is taken (after a full collection) and read here. Printed: the RSS that neither V8's heap
+ * nor Node's buffers account for, against the idle process's; the heap's objects by kind and
  * constructor, with their count per served object; the memory of array buffers (upstream bytes,
  * blocks of framed objects, kept responses) by the property that holds their views; arrays,
  * strings and objects by the property holding them; and how much of the strings' memory repeats
@@ -19,6 +20,7 @@ import { SHAPES, type PolicyName } from './fixtures.js';
 import { Fleet } from './fleet.js';
 import { option } from './in-process.js';
 import { ShapeRig } from './phases.js';
+import type { RetainedMemory } from './server-main.js';
 import { pinSelf, ServerProcess } from './server-process.js';
 
 interface HeapSnapshot {
@@ -147,6 +149,13 @@ try {
   const objects = rig.model.servedCount();
   console.log(
     `${shape.name}: ${objects} objects served, istiods of ${policies.join(', ')}; heap ${MB(retained.heapUsedBytes).trim()} MB, external ${MB(retained.externalBytes).trim()} MB, RSS ${MB(retained.rssBytes).trim()} MB`,
+  );
+  // What neither V8's heap nor Node's buffers account for: the program itself, thread stacks and
+  // the malloc heaps' own use, and memory malloc holds free without giving it back (it returns
+  // memory only from the top of a heap, so what is freed under live allocations stays resident).
+  const outside = (m: RetainedMemory): number => m.rssBytes - m.heapTotalBytes - m.externalBytes;
+  console.log(
+    `RSS outside V8's heap and Node's buffers: ${MB(outside(retained)).trim()} MB, ${MB(outside(retained) - outside(server.base)).trim()} MB more than the idle process; V8's heap committed ${MB(retained.heapTotalBytes).trim()} MB`,
   );
   const graph = new HeapGraph(JSON.parse(await readFile(file, 'utf8')) as HeapSnapshot);
 

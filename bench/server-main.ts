@@ -69,6 +69,8 @@ export type ParentMessage =
 /** Memory retained by the process after a full collection. */
 export interface RetainedMemory {
   readonly heapUsedBytes: number;
+  /** V8's heap as committed, its room for new objects included. */
+  readonly heapTotalBytes: number;
   readonly externalBytes: number;
   readonly rssBytes: number;
 }
@@ -87,7 +89,12 @@ function retained(): RetainedMemory {
   collect?.();
   collect?.();
   const m = process.memoryUsage();
-  return { heapUsedBytes: m.heapUsed, externalBytes: m.external, rssBytes: m.rss };
+  return {
+    heapUsedBytes: m.heapUsed,
+    heapTotalBytes: m.heapTotal,
+    externalBytes: m.external,
+    rssBytes: m.rss,
+  };
 }
 
 function send(message: ChildMessage): void {
@@ -124,7 +131,9 @@ async function main(): Promise<void> {
   const stateDir = mkdtempSync(path.join(tmpdir(), 'meshmux-bench-state-'));
   process.once('exit', () => rmSync(stateDir, { recursive: true, force: true }));
   const base: RetainedMemory =
-    args.withoutBase === true ? { heapUsedBytes: 0, externalBytes: 0, rssBytes: 0 } : retained();
+    args.withoutBase === true
+      ? { heapUsedBytes: 0, heapTotalBytes: 0, externalBytes: 0, rssBytes: 0 }
+      : retained();
   const config: MeshmuxConfig | undefined =
     args.upstreams.length === 0
       ? undefined
