@@ -55,6 +55,7 @@ const MODULES = {
   'src/downstream/resource-encoder.ts': [
     'dist/test/downstream/resource-encoder.test.js',
     'dist/test/downstream/policy-views.test.js',
+    'dist/test/downstream/framed-bytes-memory.test.js',
   ],
   // Whether an upstream's response is its kept state sent again, and the bytes it hands on if not.
   'src/upstream/xds/resent-response-matcher.ts': ['dist/test/upstream/resent-response-matcher.test.js'],

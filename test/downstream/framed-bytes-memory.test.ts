@@ -77,6 +77,7 @@ describe('framed bytes held once', () => {
       slabs.every((s) => s.byteLength >= 128 * 1024),
       'a slab is large enough for malloc to map it apart',
     );
+    assert.equal(encoder.aheadSlabs, slabs.length, 'every slab counted');
     // Framed again, the same bytes: nothing is encoded twice.
     const again = encoder.framedAhead(list[7] as ConfigResource);
     assert.equal(again.buffer, ahead[7]?.buffer);
@@ -96,6 +97,22 @@ describe('framed bytes held once', () => {
     assert.equal(await survivors(refs), 1, 'only the slab of the object no block holds is kept');
     assert.equal(encoder.framed(list[0] as ConfigResource).buffer, refs[0]?.deref());
     assert.equal(encoder.encodes, list.length);
+  });
+
+  it('gives an object too large for a slab memory of its own, the slab going on after it', () => {
+    const encoder = new ResourceEncoder(KINDS);
+    const small = serviceEntry('svc-a', 'small body');
+    const large = serviceEntry('svc-b', 'x'.repeat(200 * 1024));
+    const after = serviceEntry('svc-c', 'another small body');
+    const first = encoder.framedAhead(small);
+    const alone = encoder.framedAhead(large);
+    const next = encoder.framedAhead(after);
+    assert.equal(alone.byteLength, alone.buffer.byteLength, 'the large object fills a buffer of its own');
+    assert.equal(next.buffer, first.buffer, 'the small ones share the slab');
+    assert.equal(next.byteOffset, first.byteOffset + first.byteLength);
+    assert.equal(encoder.aheadSlabs, 1);
+    const reference = new ResourceEncoder(KINDS);
+    assert.deepEqual(Buffer.from(alone), Buffer.from(reference.framed(large)));
   });
 
   it('encodes an object first met in a block straight into it: no memory of its own', () => {
