@@ -342,6 +342,8 @@ export interface MeshmuxResults {
   readonly floorServingMs: number;
   /** Per isolated change to the small view: server CPU before the first push it caused, ms. */
   readonly cpuBeforeFirstByteMs: readonly number[];
+  /** Per isolated change to the small view: bytes of the state its upstream wrote to meshmux. */
+  readonly smallViewStateBytes: readonly number[];
   /** Responses a client received with exactly the resource entries it already held (every phase). */
   readonly clientWastedPushes: number;
   /** The warm sync to a fleet that only counts bytes. */
@@ -707,6 +709,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     // Server CPU from just before an edge object changes upstream to the first push it causes: the
     // server is idle in between (300 ms apart), so this is its CPU before the change's first byte.
     const cpuBeforeFirstByte: number[] = [];
+    const smallViewStateBytes: number[] = [];
     const rounds = Math.max(timing.isolated, timing.smallViewChanges);
     for (let round = 0; round < rounds; round++) {
       for (const zone of ['edge', 'east', 'west'] as const) {
@@ -718,11 +721,13 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
         rig.track(tracker);
         const pick = model.servedInZone(zone);
         if (zone === 'edge') await server.mark();
+        const upstreamBytes = rig.upstreamBytes;
         rig.apply(model.change('endpoints', pick.upstream, pick), tracker, true);
         await tracker.settle(60_000);
         if (zone === 'edge') {
           const cpu = await server.firstPushCpuMs();
           if (cpu !== undefined) cpuBeforeFirstByte.push(cpu);
+          smallViewStateBytes.push(rig.upstreamBytes - upstreamBytes);
         }
         rig.track(undefined);
         tracker.close();
@@ -816,6 +821,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       floorMs,
       floorServingMs,
       cpuBeforeFirstByteMs: cpuBeforeFirstByte,
+      smallViewStateBytes,
       discardingSyncMs: discarding.ms,
       clientWastedPushes: clientWastedPushes + wastedAtClients(one),
       memory: {

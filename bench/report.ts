@@ -7,6 +7,7 @@ import type { Shape } from './fixtures.js';
 import { percentile } from './fleet.js';
 import { DEFAULT_WRITE_BUDGET } from '../src/downstream/write-budget.js';
 import type { BaselineResults, ChurnResult, MeshmuxResults, RawResults } from './phases.js';
+import { receiveFigures, type BareReceive } from './bare-receive.js';
 import type { StartupResults, TierResults } from './scale-phases.js';
 
 /** Everything measured on one shape. */
@@ -17,6 +18,8 @@ export interface ShapeMeasurements {
   readonly baselines: BaselineResults | undefined;
   readonly tier?: TierResults;
   readonly startup?: StartupResults | undefined;
+  /** A bare process receiving the upstream state of a change to the small view (the CPU's floor). */
+  readonly receive?: BareReceive;
 }
 
 const round = (n: number, digits = 2): number => (Number.isFinite(n) ? Number(n.toFixed(digits)) : n);
@@ -110,6 +113,13 @@ export function summarize(m: ShapeMeasurements): Record<string, unknown> {
     perChange: {
       cpuMsBeforeFirstByte: round(percentile(mm.cpuBeforeFirstByteMs, 50), 1),
       cpuMsBeforeFirstByteMax: round(Math.max(...mm.cpuBeforeFirstByteMs), 1),
+      upstreamStateMb: round(mb(percentile(mm.smallViewStateBytes, 50)), 1),
+      ...(m.receive === undefined
+        ? {}
+        : {
+            receiveFloorMs: round(receiveFigures(m.receive).p50Ms, 1),
+            receiveFloorLowestMs: round(receiveFigures(m.receive).lowestMs, 1),
+          }),
     },
     memory: {
       rssMbPer10kResources: round(mb(fleetRssBytes) / (mm.memory.servedObjects / 10_000), 1),
@@ -271,6 +281,13 @@ const GOALS: readonly GoalRow[] = [
     goal: '≤ 5 ms',
     path: 'perChange.cpuMsBeforeFirstByte',
     met: (v) => v <= 5,
+    unit: 'ms',
+  },
+  {
+    metric: '… a bare process receiving the state the change came in (p50; the floor)',
+    goal: '(reference)',
+    path: 'perChange.receiveFloorMs',
+    met: () => true,
     unit: 'ms',
   },
   {
@@ -617,6 +634,10 @@ export function markdownTable(
     [
       'baseline fleet: meshmux / istiod-like / Nacos-like churn p99 (ms)',
       'latency.baselineFleetChurnP99Ms|latency.istiodChurnP99Ms|latency.nacosChurnP99Ms',
+    ],
+    [
+      'upstream state a small-view change came in (MB); bare receive of it, p50 / lowest (ms)',
+      'perChange.upstreamStateMb|perChange.receiveFloorMs|perChange.receiveFloorLowestMs',
     ],
     ['1%-changed resync to every client (ms)', 'latency.changedResyncMs'],
     ['server CPU: cold / warm / churn (ms)', 'meshmux.coldCpuMs|meshmux.warmCpuMs|meshmux.churnCpuMs'],

@@ -40,6 +40,8 @@ import {
   type ShapeMeasurements,
 } from './report.js';
 import { CAN_PIN, pinSelf } from './server-process.js';
+import { measureBareReceive, receiveFigures } from './bare-receive.js';
+import { percentile } from './fleet.js';
 import { measureDeltaTier, measureStartup, type StartupResults } from './scale-phases.js';
 import { measureSlowClients, type SlowClientResults } from './slow-clients.js';
 
@@ -105,6 +107,14 @@ async function main(): Promise<void> {
       const raw = await calibrate(rig, log);
       log('meshmux');
       const meshmux = await measureMeshmux(rig, timingOf(name), log);
+      // The floor under the CPU before the first byte: the state each of those changes brought,
+      // received by a bare process set up as the server is, with the rig's upstreams and fleet idle.
+      const stateBytes = percentile(meshmux.smallViewStateBytes, 50);
+      const receive = await measureBareReceive(stateBytes, quick ? 6 : 20);
+      const { p50Ms, lowestMs } = receiveFigures(receive);
+      log(
+        `  a bare process receiving the upstream state of a change (${(stateBytes / 1e6).toFixed(1)} MB): CPU p50 ${p50Ms.toFixed(1)} ms, lowest ${lowestMs.toFixed(1)} ms`,
+      );
       log('delta tier (a regional meshmux fed by a central one)');
       const tier = await measureDeltaTier(rig, quick ? 3 : 10, log);
       // After meshmux's phases: the raw fan-out serves the fixtures' initial state, and this phase changes it.
@@ -114,7 +124,7 @@ async function main(): Promise<void> {
         log(`baselines (${shape.baselineClients} istiods)`);
         baselines = await measureBaselines(rig, timingOf(name), log);
       }
-      const m: ShapeMeasurements = { shape, raw, meshmux, baselines, tier, startup };
+      const m: ShapeMeasurements = { shape, raw, meshmux, baselines, tier, startup, receive };
       summaries.set(name, summarize(m));
     } finally {
       await rig.close();

@@ -16,7 +16,7 @@ import { PACKAGE_ROOT } from '../src/core/paths.js';
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
 /** What `npm start` (and the image) gives node: its young generation's bound and malloc's tunables. */
-const SHIPPED = ((): { readonly semiSpaceFlag: string; readonly tunables: string } => {
+export const SHIPPED = ((): { readonly semiSpaceFlag: string; readonly tunables: string } => {
   const pkg = JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as {
     scripts: Record<string, string>;
   };

@@ -1,0 +1,21 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { measureBareReceive, receiveFigures } from '../../bench/bare-receive.js';
+import { SHIPPED } from '../../bench/server-process.js';
+
+// Real processes: a receiver and a sender over HTTP/2 on 127.0.0.1.
+describe("the benchmark's floor under receiving an upstream's state", () => {
+  it('receives every byte each round, in a process set up as the server is', async () => {
+    const bytes = 3 * 1024 * 1024 + 17;
+    const measured = await measureBareReceive(bytes, 3);
+    assert.equal(measured.bytes, bytes);
+    assert.equal(measured.cpuMs.length, 3);
+    assert.equal(measured.pageFaults.length, 3);
+    for (const ms of measured.cpuMs) assert.ok(ms > 0, `a round took ${ms} ms of CPU`);
+    assert.equal(measured.setup.tunables, SHIPPED.tunables);
+    assert.ok(measured.setup.execArgv.includes(SHIPPED.semiSpaceFlag), measured.setup.execArgv.join(' '));
+    const { p50Ms, lowestMs } = receiveFigures(measured);
+    assert.ok(lowestMs <= p50Ms);
+    assert.ok(measured.cpuMs.includes(lowestMs));
+  });
+});
