@@ -27,6 +27,8 @@ export interface BareReceive {
   readonly pageFaults: readonly number[];
   /** How the receiver ran: malloc's tunables and node's flags, as the server's. */
   readonly setup: { readonly tunables: string; readonly execArgv: readonly string[] };
+  /** The receiver's and the sender's process ids, gone once the measurement resolves. */
+  readonly pids: readonly number[];
 }
 
 /** The median of a measurement's CPU and the lowest, milliseconds. */
@@ -44,18 +46,25 @@ export async function measureBareReceive(bytes: number, rounds: number): Promise
     env: { ...process.env, GLIBC_TUNABLES: SHIPPED.tunables },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
+  const exited = new Promise<number | null>((resolve) => receiver.once('exit', resolve));
   try {
     return await new Promise<BareReceive>((resolve, reject) => {
       receiver.once('message', (m) => resolve(m as BareReceive));
       receiver.once('error', reject);
-      receiver.once('exit', (code) => reject(new Error(`the receiver exited (${code}) before it measured`)));
+      void exited.then((code) => reject(new Error(`the receiver exited (${code}) before it measured`)));
     });
   } finally {
-    receiver.kill();
+    // It ends itself once it has reported (its sender with it); killed only if it has not.
+    if (receiver.connected) receiver.disconnect();
+    const timer = setTimeout(() => receiver.kill(), 5000);
+    await exited;
+    clearTimeout(timer);
   }
 }
 
 async function serve(bytes: number): Promise<void> {
+  // The receiver may be killed before it kills this process: its channel closing ends this one.
+  process.once('disconnect', () => process.exit(0));
   pinSelf(1);
   const payload = Buffer.alloc(bytes, 7);
   const server = http2.createServer({ settings: { initialWindowSize: WINDOW } });
@@ -69,8 +78,9 @@ async function serve(bytes: number): Promise<void> {
 }
 
 async function receive(bytes: number, rounds: number): Promise<void> {
+  process.once('disconnect', () => process.exit(0));
   if (CAN_PIN) pinSelf(0);
-  const sender = fork(SCRIPT, ['--serve', String(bytes)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const sender = fork(SCRIPT, ['--serve', String(bytes)], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   try {
     const port = await new Promise<number>((resolve) => sender.once('message', (m) => resolve(m as number)));
     const session = http2.connect(`http://127.0.0.1:${port}`, { settings: { initialWindowSize: WINDOW } });
@@ -101,6 +111,7 @@ async function receive(bytes: number, rounds: number): Promise<void> {
       cpuMs: [] as number[],
       pageFaults: [] as number[],
       setup: { tunables: process.env['GLIBC_TUNABLES'] ?? '', execArgv: process.execArgv },
+      pids: [process.pid, sender.pid ?? 0],
     };
     for (let i = 0; i < rounds; i++) {
       const r = await once();
@@ -116,7 +127,4 @@ async function receive(bytes: number, rounds: number): Promise<void> {
 
 const [mode, bytesArg, roundsArg] = process.argv.slice(2);
 if (mode === '--serve') await serve(Number(bytesArg));
-else if (mode === '--receive') {
-  await receive(Number(bytesArg), Number(roundsArg));
-  process.disconnect?.();
-}
+else if (mode === '--receive') await receive(Number(bytesArg), Number(roundsArg));
