@@ -89,8 +89,12 @@ export interface AdsCounters {
    * `ResourceEncoder.framedAhead`); what it encodes later has memory of its own per object.
    */
   readonly aheadSlabs: number;
-  /** Blocks of framed objects concatenated for responses, and the bytes copied into them. */
+  /**
+   * Blocks of framed objects concatenated for responses, blocks spliced from an earlier one
+   * around the objects a change replaced, and the bytes copied into them.
+   */
   readonly blocksBuilt: number;
+  readonly blocksSpliced: number;
   readonly blockBytesCopied: number;
   readonly streams: number;
   /** Responses written to streams. */
@@ -362,6 +366,7 @@ export class AdsServer {
       aheadSlabs: this.encoder.aheadSlabs,
       assemblies: this.responses.counters.assemblies,
       blocksBuilt: this.responses.blockCounters.blocksBuilt,
+      blocksSpliced: this.responses.blockCounters.blocksSpliced,
       blockBytesCopied: this.responses.blockCounters.bytesCopied,
       streams: this.streams.size,
       ...this.pushCounters,

@@ -1,10 +1,18 @@
 import { ChunkedList, type ReadList } from '../core/chunked-list.js';
-import type { ConfigResource } from '../core/resource.js';
+import { compareByName, type ConfigResource } from '../core/resource.js';
 
-/** A run of consecutive objects of a served list and their framed bytes, concatenated. */
+/**
+ * A run of consecutive objects of a served list and their framed bytes, concatenated: in one
+ * buffer for a block built whole, in pieces for one spliced from an earlier block (see
+ * {@link FrameBlocks}). Pieces end at objects' ends.
+ */
 interface Block {
   readonly members: readonly ConfigResource[];
-  readonly bytes: Buffer;
+  readonly pieces: readonly Buffer[];
+  /** Per piece, the index in `members` of its first object. */
+  readonly firsts: readonly number[];
+  /** Where each member's framed bytes end, counted over the pieces joined (`members.length` entries). */
+  readonly ends: Uint32Array;
 }
 
 /** Blocks hold this many objects on average (where names hash to 0 modulo it, a block ends). */
@@ -41,11 +49,19 @@ interface Plan {
   readonly length: number;
 }
 
+/**
+ * A block spliced from an earlier one has at most this many pieces; one that would have more is
+ * built whole instead (its objects copied once more), so a response's chunks stay few.
+ */
+const MAX_PIECES = 5;
+
 /** Counters for benchmarks and the debug endpoint. */
 export interface BlockCounters {
   /** Blocks concatenated (each copies the bytes of its objects once). */
   blocksBuilt: number;
-  /** Bytes copied into blocks. */
+  /** Blocks spliced from an earlier block and the bytes of the objects that changed in it. */
+  blocksSpliced: number;
+  /** Bytes copied into blocks (of a spliced block, only its changed objects'). */
   bytesCopied: number;
   /** Objects of served lists walked to find their blocks (a list's unchanged stretches are not). */
   objectsWalked: number;
@@ -96,12 +112,103 @@ function sameMembers(
   return true;
 }
 
+/** A served list's blocks, by their first object and by their last. */
+interface KeptBlocks {
+  readonly byFirst: WeakMap<ConfigResource, Block>;
+  readonly byLast: WeakMap<ConfigResource, Block>;
+}
+
+/** Objects' framed bytes in one buffer, and where each ends in it. */
+interface FramedRun {
+  readonly bytes: Buffer;
+  readonly ends: Uint32Array;
+}
+
+/**
+ * A stretch of a spliced block: members `start..end-1` of a kept block, or (no block) that many
+ * objects framed anew, the next of a splice's new objects.
+ */
+interface Run {
+  readonly block: Block | undefined;
+  readonly start: number;
+  end: number;
+}
+
+/** Adds `r` to a splice's new objects, in the run of new objects it extends or a new one; returns the pieces added. */
+function addFresh(runs: Run[], fresh: ConfigResource[], r: ConfigResource): number {
+  fresh.push(r);
+  const last = runs[runs.length - 1];
+  if (last !== undefined && last.block === undefined) {
+    last.end++;
+    return 0;
+  }
+  runs.push({ block: undefined, start: 0, end: 1 });
+  return 1;
+}
+
+/** A block as a splice puts it together. */
+interface BlockParts {
+  readonly members: ConfigResource[];
+  readonly pieces: Buffer[];
+  readonly firsts: number[];
+  readonly ends: Uint32Array;
+}
+
+/**
+ * Puts `block`'s members `a..b-1` into `into` from its member `at` on, as views of the pieces
+ * they lie in, their bytes counted on from `size`; returns the size with theirs.
+ */
+function take(block: Block, a: number, b: number, into: BlockParts, at: number, size: number): number {
+  let k = 0;
+  while (k + 1 < block.pieces.length && (block.firsts[k + 1] as number) <= a) k++;
+  for (let m = a; m < b; k++) {
+    const pieceFirst = block.firsts[k] as number;
+    const pieceEnd = Math.min(b, block.firsts[k + 1] ?? block.members.length);
+    const base = pieceFirst === 0 ? 0 : (block.ends[pieceFirst - 1] as number);
+    const startByte = (m === 0 ? 0 : (block.ends[m - 1] as number)) - base;
+    const endByte = (block.ends[pieceEnd - 1] as number) - base;
+    into.pieces.push((block.pieces[k] as Buffer).subarray(startByte, endByte));
+    into.firsts.push(at + (m - a));
+    for (let j = m; j < pieceEnd; j++) {
+      into.members[at + (j - a)] = block.members[j] as ConfigResource;
+      size += (block.ends[j] as number) - (j === 0 ? 0 : (block.ends[j - 1] as number));
+      into.ends[at + (j - a)] = size;
+    }
+    m = pieceEnd;
+  }
+  return size;
+}
+
+/** How many of `block`'s pieces hold some of its members `a..b-1`. */
+function piecesOver(block: Block, a: number, b: number): number {
+  if (a >= b) return 0;
+  let n = 0;
+  for (let k = 0; k < block.pieces.length; k++) {
+    const first = block.firsts[k] as number;
+    const end = block.firsts[k + 1] ?? block.members.length;
+    if (first < b && end > a) n++;
+  }
+  return n;
+}
+
+/** Appends `block`'s pieces to `out`, and to `starts` where each starts in a list it begins at `at` of. */
+function pushBlock(block: Block, at: number, out: Buffer[], starts: number[]): void {
+  for (let k = 0; k < block.pieces.length; k++) {
+    out.push(block.pieces[k] as Buffer);
+    starts.push(at + (block.firsts[k] as number));
+  }
+}
+
 /**
  * The `resources` part of a response as a few large buffers instead of one, each cached while
  * its objects stay the same. Block boundaries follow the objects' names (content-defined, like
  * rsync's rolling chunks), so adding or removing one object changes one block, not every block
- * after it: a one-object change to a 50k-object view copies ~80 KB, not the whole response,
- * and no single copy is long enough to stall the event loop.
+ * after it. A changed block is spliced: the runs of objects it still shares with the block kept
+ * before are views of that block's memory, and only its new objects are copied, into one buffer.
+ * A one-object change to a 50k-object view copies that object's bytes, not its block's ~80 KB:
+ * under churn, blocks copied anew were nearly all the memory the server allocated outside its
+ * heap, and what started its full collections. A block is built whole again once splices would
+ * leave it in more than a few pieces, so responses stay a few chunks per block.
  */
 export class FrameBlocks {
   /** Per served list (view and kind): blocks by their first object. */
@@ -112,7 +219,9 @@ export class FrameBlocks {
    * every stretch it shares, without walking them.
    */
   private readonly last = new Map<string, LastChunks>();
-  readonly counters: BlockCounters = { blocksBuilt: 0, bytesCopied: 0, objectsWalked: 0 };
+  /** Per served list: blocks by their last object (see {@link splice}). */
+  private readonly byLast = new Map<string, WeakMap<ConfigResource, Block>>();
+  readonly counters: BlockCounters = { blocksBuilt: 0, blocksSpliced: 0, bytesCopied: 0, objectsWalked: 0 };
 
   /** Served lists with blocks kept (a list's blocks are kept until it is forgotten). */
   get lists(): number {
@@ -122,6 +231,7 @@ export class FrameBlocks {
   /** Drops the blocks of a served list (its view is gone). */
   forget(listKey: string): void {
     this.byList.delete(listKey);
+    this.byLast.delete(listKey);
     this.last.delete(listKey);
   }
 
@@ -129,6 +239,9 @@ export class FrameBlocks {
   chunks(listKey: string, resources: ReadList<ConfigResource>, source: FramedSource): Buffer[] {
     let blocks = this.byList.get(listKey);
     if (blocks === undefined) this.byList.set(listKey, (blocks = new WeakMap()));
+    let byLast = this.byLast.get(listKey);
+    if (byLast === undefined) this.byLast.set(listKey, (byLast = new WeakMap()));
+    const kept: KeptBlocks = { byFirst: blocks, byLast };
     const out: Buffer[] = [];
     const starts: number[] = [];
     const last = this.last.get(listKey);
@@ -144,7 +257,7 @@ export class FrameBlocks {
         while (end < last.chunks.length && endOf(end) <= run.from + run.length) end++;
         const shift = run.to - run.from;
         if (first === end || (last.starts[first] as number) + shift < at) continue;
-        this.walk(blocks, resources, at, (last.starts[first] as number) + shift, source, out, starts);
+        this.walk(kept, resources, at, (last.starts[first] as number) + shift, source, out, starts);
         for (; first < end; first++) {
           out.push(last.chunks[first] as Buffer);
           starts.push((last.starts[first] as number) + shift);
@@ -152,7 +265,7 @@ export class FrameBlocks {
         at = endOf(end - 1) + shift;
       }
     }
-    this.walk(blocks, resources, at, resources.length, source, out, starts);
+    this.walk(kept, resources, at, resources.length, source, out, starts);
     this.last.set(listKey, { list: resources, chunks: out, starts });
     return out;
   }
@@ -162,7 +275,7 @@ export class FrameBlocks {
    * blocks kept for stretches of them, new ones for the rest (the last ending at `to`).
    */
   private walk(
-    blocks: WeakMap<ConfigResource, Block>,
+    kept: KeptBlocks,
     resources: ReadList<ConfigResource>,
     from: number,
     to: number,
@@ -179,11 +292,10 @@ export class FrameBlocks {
         // A block kept for the objects from here on is taken whole, its members compared by
         // identity instead of hashing each one's name again: any cut into runs of consecutive
         // objects frames the same bytes, and this one keeps the blocks of an unchanged stretch.
-        const known = blocks.get(r);
+        const known = kept.byFirst.get(r);
         const end = known === undefined ? 0 : i + known.members.length;
         if (known !== undefined && end <= to && sameMembers(known.members, resources, i, end)) {
-          out.push(known.bytes);
-          starts.push(i);
+          pushBlock(known, i, out, starts);
           walked += end - i - 1;
           start = end;
           i = end - 1;
@@ -191,10 +303,7 @@ export class FrameBlocks {
         }
       }
       if (r.body.byteLength >= ALONE_BYTES) {
-        if (start < i) {
-          out.push(this.block(blocks, resources, start, i, source));
-          starts.push(start);
-        }
+        if (start < i) pushBlock(this.block(kept, resources, start, i, source), start, out, starts);
         const bytes = source.framed(r);
         out.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
         starts.push(i);
@@ -203,36 +312,160 @@ export class FrameBlocks {
       }
       const last = i === to - 1 || i + 1 - start >= MAX_OBJECTS || endsBlock(r);
       if (!last) continue;
-      out.push(this.block(blocks, resources, start, i + 1, source));
-      starts.push(start);
+      pushBlock(this.block(kept, resources, start, i + 1, source), start, out, starts);
       start = i + 1;
     }
     this.counters.objectsWalked += walked;
   }
 
-  /** The block of `resources[from..to)`: the one kept for them, or a new one. */
+  /**
+   * The block of `resources[from..to)`: the one kept for them, one spliced from the block kept
+   * for them before a change, or a new one.
+   */
   private block(
-    blocks: WeakMap<ConfigResource, Block>,
+    kept: KeptBlocks,
     resources: ReadList<ConfigResource>,
     from: number,
     to: number,
     source: FramedSource,
-  ): Buffer {
+  ): Block {
     const first = resources.at(from) as ConfigResource;
-    const known = blocks.get(first);
-    if (known !== undefined && sameMembers(known.members, resources, from, to)) return known.bytes;
+    const last = resources.at(to - 1) as ConfigResource;
+    const known = kept.byFirst.get(first);
+    if (known !== undefined && sameMembers(known.members, resources, from, to)) return known;
+    // The blocks these objects were in before the change: found by their first object and by
+    // their last, whichever a change left in place (a block whose first and last objects both
+    // changed is found by neither, and built whole).
+    const back = kept.byLast.get(last);
+    const block =
+      (known === undefined && back === undefined
+        ? undefined
+        : this.splice(known, back, resources, from, to, source)) ?? this.built(resources, from, to, source);
+    kept.byFirst.set(first, block);
+    kept.byLast.set(last, block);
+    return block;
+  }
+
+  /**
+   * `resources[from..to)` as pieces of the blocks kept for them before a change (`front`, whose
+   * first object is theirs, and `back`, whose last is: one block, or two a removal joined) for
+   * every run of objects they still hold, and views of one new buffer for the objects between,
+   * when the pieces stay few: a change to an object of a block copies that object's bytes, not its
+   * neighbours'. The old pieces are views of the memory the kept blocks lie in, which stays as long
+   * as they do.
+   */
+  private splice(
+    front: Block | undefined,
+    back: Block | undefined,
+    resources: ReadList<ConfigResource>,
+    from: number,
+    to: number,
+    source: FramedSource,
+  ): Block | undefined {
+    const olds =
+      front === undefined ? [back as Block] : back === undefined || back === front ? [front] : [front, back];
+    // Both sides are in served order (namespace, then name): walked side by side, an object of
+    // both is kept where it lies, any other is new, and an old one missing was removed.
+    const runs: Run[] = [];
+    const fresh: ConfigResource[] = [];
+    let b = 0;
+    let j = 0;
+    let pieces = 0;
+    for (let i = from; i < to;) {
+      const r = resources.at(i) as ConfigResource;
+      const old = olds[b];
+      const o = old?.members[j];
+      if (old === undefined || o === undefined) {
+        if (old !== undefined) {
+          b++;
+          j = 0;
+          continue;
+        }
+        // Past every kept block: the rest is new.
+        pieces += addFresh(runs, fresh, r);
+        i++;
+        continue;
+      }
+      if (o === r) {
+        const last = runs[runs.length - 1];
+        if (last !== undefined && last.block === old && last.end === j) last.end = j + 1;
+        else {
+          runs.push({ block: old, start: j, end: j + 1 });
+          pieces++;
+        }
+        i++;
+        j++;
+        continue;
+      }
+      const order = compareByName(r, o);
+      if (order >= 0) j++;
+      if (order <= 0) {
+        pieces += addFresh(runs, fresh, r);
+        i++;
+      }
+    }
+    if (fresh.length === to - from) return undefined;
+    // Pieces counted by runs; a run of old members over several of their block's pieces is that many.
+    for (const run of runs)
+      if (run.block !== undefined) pieces += piecesOver(run.block, run.start, run.end) - 1;
+    if (pieces > MAX_PIECES) return undefined;
+    const middle = fresh.length === 0 ? undefined : this.framed(fresh, source);
+    const into: BlockParts = {
+      members: new Array<ConfigResource>(to - from),
+      pieces: [],
+      firsts: [],
+      ends: new Uint32Array(to - from),
+    };
+    let at = 0;
+    let size = 0;
+    let next = 0;
+    for (const run of runs) {
+      if (run.block !== undefined) {
+        size = take(run.block, run.start, run.end, into, at, size);
+        at += run.end - run.start;
+        continue;
+      }
+      // New objects: a view of the new buffer.
+      const bytes = (middle as FramedRun).bytes;
+      const ends = (middle as FramedRun).ends;
+      const startByte = next === 0 ? 0 : (ends[next - 1] as number);
+      const endByte = ends[next + run.end - run.start - 1] as number;
+      into.pieces.push(bytes.subarray(startByte, endByte));
+      into.firsts.push(at);
+      for (let k = next; k < next + run.end - run.start; k++, at++) {
+        into.members[at] = fresh[k] as ConfigResource;
+        size += (ends[k] as number) - (k === 0 ? 0 : (ends[k - 1] as number));
+        into.ends[at] = size;
+      }
+      next += run.end - run.start;
+    }
+    this.counters.blocksSpliced++;
+    return into;
+  }
+
+  /** A new block of `resources[from..to)`, its objects' framed bytes copied into one buffer. */
+  private built(resources: ReadList<ConfigResource>, from: number, to: number, source: FramedSource): Block {
+    const members = new Array<ConfigResource>(to - from);
+    for (let k = 0; k < members.length; k++) members[k] = resources.at(from + k) as ConfigResource;
+    const { bytes, ends } = this.framed(members, source);
+    this.counters.blocksBuilt++;
+    return { members, pieces: [bytes], firsts: [0], ends };
+  }
+
+  /** The framed bytes of `members` copied into one new buffer, and where each ends in it. */
+  private framed(members: readonly ConfigResource[], source: FramedSource): FramedRun {
     // Indexed loops, no closure per object: a view's blocks are first built mostly before the
     // code is optimized.
-    const count = to - from;
-    const members = new Array<ConfigResource>(count);
+    const count = members.length;
     const parts = new Array<Uint8Array | Plan>(count);
+    const ends = new Uint32Array(count);
     let size = 0;
     for (let k = 0; k < count; k++) {
-      const r = resources.at(from + k) as ConfigResource;
+      const r = members[k] as ConfigResource;
       const part = source.plan === undefined ? source.framed(r) : source.plan(r);
-      members[k] = r;
       parts[k] = part;
       size += part instanceof Uint8Array ? part.byteLength : part.length;
+      ends[k] = size;
     }
     // Memory of its own, not a slice of Node's shared pool: what `rehome` and `frameInto` are
     // told of keeps the memory it lies in alive.
@@ -252,9 +485,7 @@ export class FrameBlocks {
         at += p.length;
       }
     }
-    this.counters.blocksBuilt++;
     this.counters.bytesCopied += size;
-    blocks.set(first, { members, bytes });
-    return bytes;
+    return { bytes, ends };
   }
 }

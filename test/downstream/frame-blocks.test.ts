@@ -125,14 +125,12 @@ describe('FrameBlocks', () => {
     for (const [what, edit] of edits) {
       const blocks = new FrameBlocks();
       blocks.chunks('v|k', base, { framed });
-      const before = blocks.counters.blocksBuilt;
+      const made = (): number => blocks.counters.blocksBuilt + blocks.counters.blocksSpliced;
+      const before = made();
       const next = edit(base);
       const chunks = blocks.chunks('v|k', next, { framed });
-      assert.ok(
-        blocks.counters.blocksBuilt - before <= 2,
-        `${what}: ${blocks.counters.blocksBuilt - before} blocks rebuilt`,
-      );
-      assert.ok(blocks.counters.blocksBuilt - before >= 1, `${what}: something was rebuilt`);
+      assert.ok(made() - before <= 2, `${what}: ${made() - before} blocks rebuilt`);
+      assert.ok(made() - before >= 1, `${what}: something was rebuilt`);
       assert.equal(Buffer.concat(chunks).toString(), joined(next), what);
     }
   });
@@ -162,11 +160,77 @@ describe('FrameBlocks', () => {
     moved.clear();
     blocks.chunks('v|k', list, source);
     assert.equal(calls(), 0);
+    // A change tells the changed object only: the block around it is spliced, its other members
+    // left where they live.
     const next = list.map((r, i) => (i === 200 ? resource(r.name, 'changed') : r));
     const after = blocks.chunks('v|k', next, source);
     assert.equal(Buffer.concat(after).toString(), joined(next));
-    assert.ok(moved.has(next[200] as ConfigResource), 'the changed object');
-    assert.ok(moved.size > 1 && moved.size <= 2 * 1024, `${moved.size} objects moved`);
+    assert.deepEqual([...moved.keys()], [next[200]]);
+  });
+
+  it('a change to any object of a block copies that object alone, wherever it lies in the block', () => {
+    const list = names(3000).map((n) => resource(n));
+    const blocks = new FrameBlocks();
+    const first = blocks.chunks('v|k', list, { framed });
+    // The second block's members: its first, one in the middle, its last.
+    const start = Buffer.concat(first.slice(0, 1)).toString().split('][').length;
+    const size = Buffer.from(first[1] as Buffer)
+      .toString()
+      .split('][').length;
+    let current = list;
+    for (const at of [start, start + Math.floor(size / 2), start + size - 1]) {
+      const copied = blocks.counters.bytesCopied;
+      const built = blocks.counters.blocksBuilt;
+      current = current.map((r, i) => (i === at ? resource(r.name, `changed at ${at}`) : r));
+      const chunks = blocks.chunks('v|k', current, { framed });
+      assert.equal(Buffer.concat(chunks).toString(), joined(current), `change at ${at}`);
+      assert.equal(blocks.counters.bytesCopied - copied, framed(current[at] as ConfigResource).byteLength);
+      assert.equal(blocks.counters.blocksBuilt, built, `change at ${at}: no block built whole`);
+    }
+  });
+
+  it('copies only the objects changed in a block since the last response, however far apart', () => {
+    const list = names(3000).map((n) => resource(n));
+    const blocks = new FrameBlocks();
+    const first = blocks.chunks('v|k', list, { framed });
+    const start = Buffer.concat(first.slice(0, 3)).toString().split('][').length;
+    const size = Buffer.from(first[3] as Buffer)
+      .toString()
+      .split('][').length;
+    assert.ok(size >= 4, `a block of ${size}`);
+    // Its first object and one near its end (a block whose first and last objects both changed
+    // is found by neither, and built whole).
+    const changedAt = new Set([start, start + size - 2]);
+    const next = list.map((r, i) => (changedAt.has(i) ? resource(r.name, 'changed') : r));
+    const copied = blocks.counters.bytesCopied;
+    const chunks = blocks.chunks('v|k', next, { framed });
+    assert.equal(Buffer.concat(chunks).toString(), joined(next));
+    const changedBytes = [...changedAt].reduce((n, i) => n + framed(next[i] as ConfigResource).byteLength, 0);
+    assert.equal(blocks.counters.bytesCopied - copied, changedBytes);
+    assert.equal(chunks.length, first.length + 3, 'the block in four pieces: two new, two kept');
+  });
+
+  it('builds a block whole again once changes would leave it in more than five pieces', () => {
+    const list = names(2000).map((n) => resource(n));
+    const blocks = new FrameBlocks();
+    const first = blocks.chunks('v|k', list, { framed });
+    const size = Buffer.from(first[2] as Buffer)
+      .toString()
+      .split('][').length;
+    const start = Buffer.concat(first.slice(0, 2)).toString().split('][').length;
+    assert.ok(size >= 12, `a block of ${size} objects`);
+    let current = list;
+    let most = 0;
+    const builtBefore = blocks.counters.blocksBuilt;
+    // Changes to every other object of the block, each leaving a new piece and a cut.
+    for (let k = 1; k < 11; k += 2) {
+      current = current.map((r, i) => (i === start + k ? resource(r.name, `v${k}`) : r));
+      const chunks = blocks.chunks('v|k', current, { framed });
+      assert.equal(Buffer.concat(chunks).toString(), joined(current));
+      most = Math.max(most, chunks.length - first.length);
+    }
+    assert.ok(most <= 4, `the block came in ${most + 1} pieces`);
+    assert.ok(blocks.counters.blocksBuilt > builtBefore, 'built whole again');
   });
 
   it('a list edited in chunks frames every object, in order, after any sequence of edits', () => {

@@ -136,27 +136,42 @@ describe('framed bytes held once', () => {
     assert.equal(encoder.encodes, list.length);
   });
 
-  it('lets a block go once a change has rebuilt it and the replaced object is forgotten', async () => {
+  it('lets the memory of a block go once changes had it built whole again and the replaced objects are forgotten', async () => {
     const encoder = new ResourceEncoder(KINDS);
     const blocks = new FrameBlocks();
     let list = names(2000).map((n) => serviceEntry(n, `body of ${n}`));
     const first = blocks.chunks('v|k', list, encoder);
-    let replaced = list.find((r) => r.name === 'svc-01000');
-    assert.ok(replaced !== undefined);
-    const gone = ((r: ConfigResource): Array<WeakRef<object>> => {
-      const where = encoder.framed(r).buffer;
-      const block = first.find((c) => c.buffer === where);
-      assert.ok(block !== undefined, 'the object lives in a block');
-      return [new WeakRef(block.buffer)];
-    })(replaced);
+    // The block's memory, and every buffer a change adds to it, until it is built whole again;
+    // every other member of the block changes in turn, each change a cut more.
+    const { origin, members } = ((): { origin: WeakRef<ArrayBufferLike>; members: ConfigResource[] } => {
+      const where = first.find((c) => c.buffer === encoder.framed(list[1000] as ConfigResource).buffer);
+      assert.ok(where !== undefined, 'the object lives in a block');
+      const held = list.filter((r) => encoder.framed(r).buffer === where.buffer);
+      return { origin: new WeakRef(where.buffer), members: held };
+    })();
+    const gone: Array<WeakRef<object>> = [origin];
+    assert.ok(members.length >= 12, `a block of ${members.length}`);
     first.length = 0;
-    const changed = serviceEntry(replaced.name, 'changed');
-    list = list.map((r) => (r === replaced ? changed : r));
-    const next = blocks.chunks('v|k', list, encoder);
-    assert.deepEqual(Buffer.concat(next), Buffer.concat(list.map((r) => Buffer.from(encoder.framed(r)))));
-    encoder.forget([replaced], [changed]);
-    replaced = undefined;
-    assert.equal(await survivors(gone), 0, 'the block before the change is let go');
-    assert.equal(encoder.encodes, list.length + 1);
+    const built = blocks.counters.blocksBuilt;
+    for (let round = 0; blocks.counters.blocksBuilt === built; round++) {
+      assert.ok(round < 5, 'built whole within five changes');
+      const replaced = list[list.indexOf(members[1 + 2 * round] as ConfigResource)] as ConfigResource;
+      const changed = serviceEntry(replaced.name, `changed ${round}`);
+      list = list.map((r) => (r === replaced ? changed : r));
+      const next = blocks.chunks('v|k', list, encoder);
+      assert.deepEqual(Buffer.concat(next), Buffer.concat(list.map((r) => Buffer.from(encoder.framed(r)))));
+      if (blocks.counters.blocksBuilt === built) {
+        // Spliced: the pieces around the change are the block's memory, the change a buffer more.
+        assert.ok(
+          next.some((c) => c.buffer === origin.deref()),
+          'the block before the change is spliced',
+        );
+        gone.push(new WeakRef(encoder.framed(changed).buffer));
+      }
+      encoder.forget([replaced], [changed]);
+    }
+    assert.ok(gone.length >= 3, `${gone.length - 1} changes spliced before the block was built whole`);
+    members.length = 0;
+    assert.equal(await survivors(gone), 0, 'the memory the block was in before is let go');
   });
 });
