@@ -191,6 +191,14 @@ function piecesOver(block: Block, a: number, b: number): number {
   return n;
 }
 
+/** Drops `block` from `kept` under its first and its last object, where it is still kept. */
+function forgetBlock(kept: KeptBlocks, block: Block): void {
+  const first = block.members[0];
+  const last = block.members[block.members.length - 1];
+  if (first !== undefined && kept.byFirst.get(first) === block) kept.byFirst.delete(first);
+  if (last !== undefined && kept.byLast.get(last) === block) kept.byLast.delete(last);
+}
+
 /** Appends `block`'s pieces to `out`, and to `starts` where each starts in a list it begins at `at` of. */
 function pushBlock(block: Block, at: number, out: Buffer[], starts: number[]): void {
   for (let k = 0; k < block.pieces.length; k++) {
@@ -341,6 +349,10 @@ export class FrameBlocks {
       (known === undefined && back === undefined
         ? undefined
         : this.splice(known, back, resources, from, to, source)) ?? this.built(resources, from, to, source);
+    // The blocks replaced are forgotten under both their keys: an object still served would
+    // otherwise keep a block no response holds, and the memory its pieces lie in, for as long.
+    if (known !== undefined) forgetBlock(kept, known);
+    if (back !== undefined) forgetBlock(kept, back);
     kept.byFirst.set(first, block);
     kept.byLast.set(last, block);
     return block;
