@@ -174,4 +174,36 @@ describe('framed bytes held once', () => {
     members.length = 0;
     assert.equal(await survivors(gone), 0, 'the memory the block was in before is let go');
   });
+  it('lets the memory of a block go once a removal joined it to the block before it and that was built whole again', async () => {
+    const encoder = new ResourceEncoder(KINDS);
+    const blocks = new FrameBlocks();
+    let list = names(2000).map((n) => serviceEntry(n, `body of ${n}`));
+    // The second block, and the last object of the first: removed, it joins the two.
+    const { second, joinAt } = ((): { second: WeakRef<ArrayBufferLike>; joinAt: number } => {
+      const first = blocks.chunks('v|k', list, encoder);
+      const inFirst = list.filter((r) => encoder.framed(r).buffer === first[0]?.buffer).length;
+      assert.ok(first[1] !== undefined && inFirst > 12, `a first block of ${inFirst}`);
+      return { second: new WeakRef(first[1].buffer), joinAt: inFirst - 1 };
+    })();
+    const removed = list[joinAt] as ConfigResource;
+    list = list.filter((r) => r !== removed);
+    assert.equal(
+      Buffer.concat(blocks.chunks('v|k', list, encoder)).toString('latin1'),
+      Buffer.concat(list.map((r) => Buffer.from(encoder.framed(r)))).toString('latin1'),
+    );
+    encoder.forget([removed], []);
+    // Changes to the joined block until it is built whole again.
+    const built = blocks.counters.blocksBuilt;
+    for (let k = 1; blocks.counters.blocksBuilt === built; k += 2) {
+      assert.ok(k < 12, 'built whole within six changes');
+      const replaced = list[k] as ConfigResource;
+      const changed = serviceEntry(replaced.name, `changed ${k}`);
+      list = list.map((r) => (r === replaced ? changed : r));
+      const next = blocks.chunks('v|k', list, encoder);
+      assert.deepEqual(Buffer.concat(next), Buffer.concat(list.map((r) => Buffer.from(encoder.framed(r)))));
+      encoder.forget([replaced], [changed]);
+    }
+    // The second block's first object is served still; it keeps no block the response lost.
+    assert.equal(await survivors([second]), 0, 'the second block is let go');
+  });
 });
