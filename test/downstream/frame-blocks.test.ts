@@ -25,6 +25,14 @@ const joined = (list: readonly ConfigResource[]): string =>
   list.map((r) => Buffer.from(framed(r)).toString()).join('');
 /** A body large enough to be framed alone. */
 const LARGE = 'x'.repeat(70_000);
+/** Where chunk `k` of a list's chunks starts in the list, and how many objects it holds. */
+function chunkAt(chunks: readonly Buffer[], k: number): { start: number; size: number } {
+  const count = (chunk: Buffer | undefined): number =>
+    (chunk ?? Buffer.alloc(0)).toString().split('][').length;
+  let start = 0;
+  for (let i = 0; i < k; i++) start += count(chunks[i]);
+  return { start, size: count(chunks[k]) };
+}
 const names = (n: number): string[] =>
   Array.from({ length: n }, (_, i) => `svc-${String(i).padStart(5, '0')}`);
 
@@ -173,10 +181,7 @@ describe('FrameBlocks', () => {
     const blocks = new FrameBlocks();
     const first = blocks.chunks('v|k', list, { framed });
     // The second block's members: its first, one in the middle, its last.
-    const start = Buffer.concat(first.slice(0, 1)).toString().split('][').length;
-    const size = Buffer.from(first[1] as Buffer)
-      .toString()
-      .split('][').length;
+    const { start, size } = chunkAt(first, 1);
     let current = list;
     for (const at of [start, start + Math.floor(size / 2), start + size - 1]) {
       const copied = blocks.counters.bytesCopied;
@@ -193,10 +198,7 @@ describe('FrameBlocks', () => {
     const list = names(3000).map((n) => resource(n));
     const blocks = new FrameBlocks();
     const first = blocks.chunks('v|k', list, { framed });
-    const start = Buffer.concat(first.slice(0, 3)).toString().split('][').length;
-    const size = Buffer.from(first[3] as Buffer)
-      .toString()
-      .split('][').length;
+    const { start, size } = chunkAt(first, 3);
     assert.ok(size >= 4, `a block of ${size}`);
     // Its first object and one near its end (a block whose first and last objects both changed
     // is found by neither, and built whole).
@@ -214,10 +216,7 @@ describe('FrameBlocks', () => {
     const list = names(2000).map((n) => resource(n));
     const blocks = new FrameBlocks();
     const first = blocks.chunks('v|k', list, { framed });
-    const size = Buffer.from(first[2] as Buffer)
-      .toString()
-      .split('][').length;
-    const start = Buffer.concat(first.slice(0, 2)).toString().split('][').length;
+    const { start, size } = chunkAt(first, 2);
     assert.ok(size >= 12, `a block of ${size} objects`);
     let current = list;
     let most = 0;
