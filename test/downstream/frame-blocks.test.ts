@@ -72,7 +72,12 @@ describe('FrameBlocks', () => {
               list = list.map((x, k) => (k === i ? resource(x.name, `${x.name}-v${at}`) : x));
             else if (edit === 'grow' && r !== undefined)
               list = list.map((x, k) => (k === i ? resource(x.name, `${LARGE}${at}`) : x));
-            assert.equal(Buffer.concat(blocks.chunks('v|k', list, { framed })).toString(), joined(list));
+            const chunks = blocks.chunks('v|k', list, { framed });
+            assert.equal(Buffer.concat(chunks).toString(), joined(list));
+            assert.ok(
+              chunks.every((c) => c.byteLength > 0),
+              'every chunk holds bytes',
+            );
           }
         },
       ),
@@ -212,6 +217,21 @@ describe('FrameBlocks', () => {
     assert.equal(chunks.length, first.length + 3, 'the block in four pieces: two new, two kept');
   });
 
+  it('copies neighbours changed together into one new piece', () => {
+    const list = names(3000).map((n) => resource(n));
+    const blocks = new FrameBlocks();
+    const first = blocks.chunks('v|k', list, { framed });
+    const { start, size } = chunkAt(first, 2);
+    assert.ok(size >= 6, `a block of ${size}`);
+    const changedAt = new Set([start + 2, start + 3, start + 4]);
+    const next = list.map((r, i) => (changedAt.has(i) ? resource(r.name, 'changed together') : r));
+    const chunks = blocks.chunks('v|k', next, { framed });
+    assert.equal(Buffer.concat(chunks).toString(), joined(next));
+    assert.equal(chunks.length, first.length + 2, 'the block in three pieces: kept, new, kept');
+    const fresh = chunks[3] as Buffer;
+    assert.equal(fresh.toString(), joined([...changedAt].map((i) => next[i] as ConfigResource)));
+  });
+
   it('builds a block whole again once changes would leave it in more than five pieces', () => {
     const list = names(2000).map((n) => resource(n));
     const blocks = new FrameBlocks();
@@ -246,6 +266,10 @@ describe('FrameBlocks', () => {
             const items = list.toArray();
             const chunks = blocks.chunks('v|k', list, { framed });
             assert.equal(Buffer.concat(chunks).toString(), joined(items), what);
+            assert.ok(
+              chunks.every((c) => c.byteLength > 0),
+              `${what}: every chunk holds bytes`,
+            );
           };
           check('first');
           for (const [at, edit] of edits) {

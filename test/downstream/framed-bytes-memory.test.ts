@@ -206,4 +206,32 @@ describe('framed bytes held once', () => {
     // The second block's first object is served still; it keeps no block the response lost.
     assert.equal(await survivors([second]), 0, 'the second block is let go');
   });
+  it('lets the memory of the last block go once an object appended after it had it built whole again', async () => {
+    const encoder = new ResourceEncoder(KINDS);
+    const blocks = new FrameBlocks();
+    let list = names(2000).map((n) => serviceEntry(n, `body of ${n}`));
+    // The list's last block, which ends where the list does: its last object, served still, ends it
+    // no more once an object is appended.
+    const { block, from } = ((): { block: WeakRef<ArrayBufferLike>; from: number } => {
+      const first = blocks.chunks('v|k', list, encoder);
+      const last = first[first.length - 1];
+      assert.ok(last !== undefined);
+      const size = list.filter((r) => encoder.framed(r).buffer === last.buffer).length;
+      assert.ok(size > 12, `a last block of ${size}`);
+      return { block: new WeakRef(last.buffer), from: list.length - size };
+    })();
+    list = [...list, serviceEntry('zzz-appended', 'appended')];
+    const framedList = (): Buffer => Buffer.concat(list.map((r) => Buffer.from(encoder.framed(r))));
+    assert.deepEqual(Buffer.concat(blocks.chunks('v|k', list, encoder)), framedList());
+    const built = blocks.counters.blocksBuilt;
+    for (let k = from + 1; blocks.counters.blocksBuilt === built; k += 2) {
+      assert.ok(k < from + 12, 'built whole within six changes');
+      const replaced = list[k] as ConfigResource;
+      const changed = serviceEntry(replaced.name, `changed ${k}`);
+      list = list.map((r) => (r === replaced ? changed : r));
+      assert.deepEqual(Buffer.concat(blocks.chunks('v|k', list, encoder)), framedList());
+      encoder.forget([replaced], [changed]);
+    }
+    assert.equal(await survivors([block]), 0, 'the last block is let go');
+  });
 });
