@@ -57,6 +57,11 @@ const MODULES = {
     'dist/test/downstream/policy-views.test.js',
     'dist/test/downstream/framed-bytes-memory.test.js',
   ],
+  // The blocks a response's objects are concatenated in, built whole or spliced from kept ones.
+  'src/downstream/frame-blocks.ts': [
+    'dist/test/downstream/frame-blocks.test.js',
+    'dist/test/downstream/framed-bytes-memory.test.js',
+  ],
   // Whether an upstream's response is its kept state sent again, and the bytes it hands on if not.
   'src/upstream/xds/resent-response-matcher.ts': ['dist/test/upstream/resent-response-matcher.test.js'],
   // The bytes kept responses are made of: its own properties, then the layouts read from it.
