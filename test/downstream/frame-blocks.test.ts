@@ -25,6 +25,23 @@ const joined = (list: readonly ConfigResource[]): string =>
   list.map((r) => Buffer.from(framed(r)).toString()).join('');
 /** A body large enough to be framed alone. */
 const LARGE = 'x'.repeat(70_000);
+/**
+ * A list of `n` objects framed once by new blocks, and where its chunk `k` starts and how many
+ * objects it holds (at least `least`).
+ */
+function framedList(
+  n: number,
+  k: number,
+  least: number,
+): { list: ConfigResource[]; blocks: FrameBlocks; first: Buffer[]; start: number; size: number } {
+  const list = names(n).map((name) => resource(name));
+  const blocks = new FrameBlocks();
+  const first = blocks.chunks('v|k', list, { framed });
+  const { start, size } = chunkAt(first, k);
+  assert.ok(size >= least, `a block of ${size} objects`);
+  return { list, blocks, first, start, size };
+}
+
 /** Where chunk `k` of a list's chunks starts in the list, and how many objects it holds. */
 function chunkAt(chunks: readonly Buffer[], k: number): { start: number; size: number } {
   const count = (chunk: Buffer | undefined): number =>
@@ -182,11 +199,8 @@ describe('FrameBlocks', () => {
   });
 
   it('a change to any object of a block copies that object alone, wherever it lies in the block', () => {
-    const list = names(3000).map((n) => resource(n));
-    const blocks = new FrameBlocks();
-    const first = blocks.chunks('v|k', list, { framed });
     // The second block's members: its first, one in the middle, its last.
-    const { start, size } = chunkAt(first, 1);
+    const { list, blocks, start, size } = framedList(3000, 1, 3);
     let current = list;
     for (const at of [start, start + Math.floor(size / 2), start + size - 1]) {
       const copied = blocks.counters.bytesCopied;
@@ -200,11 +214,7 @@ describe('FrameBlocks', () => {
   });
 
   it('copies only the objects changed in a block since the last response, however far apart', () => {
-    const list = names(3000).map((n) => resource(n));
-    const blocks = new FrameBlocks();
-    const first = blocks.chunks('v|k', list, { framed });
-    const { start, size } = chunkAt(first, 3);
-    assert.ok(size >= 4, `a block of ${size}`);
+    const { list, blocks, first, start, size } = framedList(3000, 3, 4);
     // Its first object and one near its end (a block whose first and last objects both changed
     // is found by neither, and built whole).
     const changedAt = new Set([start, start + size - 2]);
@@ -218,11 +228,7 @@ describe('FrameBlocks', () => {
   });
 
   it('copies neighbours changed together into one new piece', () => {
-    const list = names(3000).map((n) => resource(n));
-    const blocks = new FrameBlocks();
-    const first = blocks.chunks('v|k', list, { framed });
-    const { start, size } = chunkAt(first, 2);
-    assert.ok(size >= 6, `a block of ${size}`);
+    const { list, blocks, first, start } = framedList(3000, 2, 6);
     const changedAt = new Set([start + 2, start + 3, start + 4]);
     const next = list.map((r, i) => (changedAt.has(i) ? resource(r.name, 'changed together') : r));
     const chunks = blocks.chunks('v|k', next, { framed });
@@ -233,11 +239,7 @@ describe('FrameBlocks', () => {
   });
 
   it('builds a block whole again once changes would leave it in more than five pieces', () => {
-    const list = names(2000).map((n) => resource(n));
-    const blocks = new FrameBlocks();
-    const first = blocks.chunks('v|k', list, { framed });
-    const { start, size } = chunkAt(first, 2);
-    assert.ok(size >= 12, `a block of ${size} objects`);
+    const { list, blocks, first, start } = framedList(2000, 2, 12);
     let current = list;
     let most = 0;
     const builtBefore = blocks.counters.blocksBuilt;

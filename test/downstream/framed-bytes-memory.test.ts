@@ -44,6 +44,58 @@ async function survivors(refs: readonly WeakRef<object>[]): Promise<number> {
   return alive;
 }
 
+/**
+ * 2000 objects framed once by new blocks and the real encoder, with the memory of chunk `which`
+ * picks (held weakly: nothing here keeps it), where that chunk starts and how many objects it holds.
+ */
+function framedOnce(which: (chunks: readonly Buffer[]) => number): {
+  readonly encoder: ResourceEncoder;
+  readonly blocks: FrameBlocks;
+  /** The list as it stands: the caller replaces it here as it changes it. */
+  list: ConfigResource[];
+  readonly chunk: WeakRef<ArrayBufferLike>;
+  readonly start: number;
+  readonly size: number;
+} {
+  const encoder = new ResourceEncoder(KINDS);
+  const blocks = new FrameBlocks();
+  const list = names(2000).map((n) => serviceEntry(n, `body of ${n}`));
+  const chunks = blocks.chunks('v|k', list, encoder);
+  const chunk = chunks[which(chunks)];
+  assert.ok(chunk !== undefined);
+  const start = list.findIndex((r) => encoder.framed(r).buffer === chunk.buffer);
+  const size = list.filter((r) => encoder.framed(r).buffer === chunk.buffer).length;
+  assert.ok(size > 12, `a block of ${size}`);
+  return { encoder, blocks, list, chunk: new WeakRef(chunk.buffer), start, size };
+}
+
+/**
+ * Changes the objects `pick` names (from the list as it stands), one per response, until a change has `blocks` build a block
+ * whole again (within six changes), each response checked against the objects' framed bytes and
+ * each replaced object forgotten by `encoder`; `spliced` hears of every change spliced instead.
+ * Returns the list as it ends.
+ */
+function changeUntilBuiltWhole(
+  list: ConfigResource[],
+  blocks: FrameBlocks,
+  encoder: ResourceEncoder,
+  pick: (round: number, current: readonly ConfigResource[]) => ConfigResource,
+  spliced: (chunks: readonly Buffer[], changed: ConfigResource) => void = () => undefined,
+): ConfigResource[] {
+  const built = blocks.counters.blocksBuilt;
+  for (let round = 0; blocks.counters.blocksBuilt === built; round++) {
+    assert.ok(round < 6, 'built whole within six changes');
+    const replaced = pick(round, list);
+    const changed = serviceEntry(replaced.name, `changed ${round}`);
+    list = list.map((r) => (r === replaced ? changed : r));
+    const chunks = blocks.chunks('v|k', list, encoder);
+    assert.deepEqual(Buffer.concat(chunks), Buffer.concat(list.map((r) => Buffer.from(encoder.framed(r)))));
+    if (blocks.counters.blocksBuilt === built) spliced(chunks, changed);
+    encoder.forget([replaced], [changed]);
+  }
+  return list;
+}
+
 const names = (n: number): string[] =>
   Array.from({ length: n }, (_, i) => `svc-${String(i).padStart(5, '0')}`);
 
@@ -152,86 +204,66 @@ describe('framed bytes held once', () => {
     const gone: Array<WeakRef<object>> = [origin];
     assert.ok(members.length >= 12, `a block of ${members.length}`);
     first.length = 0;
-    const built = blocks.counters.blocksBuilt;
-    for (let round = 0; blocks.counters.blocksBuilt === built; round++) {
-      assert.ok(round < 5, 'built whole within five changes');
-      const replaced = list[list.indexOf(members[1 + 2 * round] as ConfigResource)] as ConfigResource;
-      const changed = serviceEntry(replaced.name, `changed ${round}`);
-      list = list.map((r) => (r === replaced ? changed : r));
-      const next = blocks.chunks('v|k', list, encoder);
-      assert.deepEqual(Buffer.concat(next), Buffer.concat(list.map((r) => Buffer.from(encoder.framed(r)))));
-      if (blocks.counters.blocksBuilt === built) {
+    list = changeUntilBuiltWhole(
+      list,
+      blocks,
+      encoder,
+      (round) => members[1 + 2 * round] as ConfigResource,
+      (chunks, changed) => {
         // Spliced: the pieces around the change are the block's memory, the change a buffer more.
         assert.ok(
-          next.some((c) => c.buffer === origin.deref()),
+          chunks.some((c) => c.buffer === origin.deref()),
           'the block before the change is spliced',
         );
         gone.push(new WeakRef(encoder.framed(changed).buffer));
-      }
-      encoder.forget([replaced], [changed]);
-    }
+      },
+    );
     assert.ok(gone.length >= 3, `${gone.length - 1} changes spliced before the block was built whole`);
     members.length = 0;
     assert.equal(await survivors(gone), 0, 'the memory the block was in before is let go');
   });
+
   it('lets the memory of a block go once a removal joined it to the block before it and that was built whole again', async () => {
-    const encoder = new ResourceEncoder(KINDS);
-    const blocks = new FrameBlocks();
-    let list = names(2000).map((n) => serviceEntry(n, `body of ${n}`));
     // The second block, and the last object of the first: removed, it joins the two.
-    const { second, joinAt } = ((): { second: WeakRef<ArrayBufferLike>; joinAt: number } => {
-      const first = blocks.chunks('v|k', list, encoder);
-      const inFirst = list.filter((r) => encoder.framed(r).buffer === first[0]?.buffer).length;
-      assert.ok(first[1] !== undefined && inFirst > 12, `a first block of ${inFirst}`);
-      return { second: new WeakRef(first[1].buffer), joinAt: inFirst - 1 };
-    })();
-    const removed = list[joinAt] as ConfigResource;
-    list = list.filter((r) => r !== removed);
+    // (The list is read and replaced where the setup holds it: a second reference to the first
+    // list would keep the objects it replaces, and their bytes' memory, alive.)
+    const setup = framedOnce(() => 1);
+    const { encoder, blocks, chunk: second } = setup;
+    const joinAt = setup.start - 1;
+    const removed = setup.list[joinAt] as ConfigResource;
+    setup.list = setup.list.filter((r) => r !== removed);
     assert.equal(
-      Buffer.concat(blocks.chunks('v|k', list, encoder)).toString('latin1'),
-      Buffer.concat(list.map((r) => Buffer.from(encoder.framed(r)))).toString('latin1'),
+      Buffer.concat(blocks.chunks('v|k', setup.list, encoder)).toString('latin1'),
+      Buffer.concat(setup.list.map((r) => Buffer.from(encoder.framed(r)))).toString('latin1'),
     );
     encoder.forget([removed], []);
     // Changes to the joined block until it is built whole again.
-    const built = blocks.counters.blocksBuilt;
-    for (let k = 1; blocks.counters.blocksBuilt === built; k += 2) {
-      assert.ok(k < 12, 'built whole within six changes');
-      const replaced = list[k] as ConfigResource;
-      const changed = serviceEntry(replaced.name, `changed ${k}`);
-      list = list.map((r) => (r === replaced ? changed : r));
-      const next = blocks.chunks('v|k', list, encoder);
-      assert.deepEqual(Buffer.concat(next), Buffer.concat(list.map((r) => Buffer.from(encoder.framed(r)))));
-      encoder.forget([replaced], [changed]);
-    }
+    setup.list = changeUntilBuiltWhole(
+      setup.list,
+      blocks,
+      encoder,
+      (round, current) => current[1 + 2 * round] as ConfigResource,
+    );
     // The second block's first object is served still; it keeps no block the response lost.
     assert.equal(await survivors([second]), 0, 'the second block is let go');
   });
+
   it('lets the memory of the last block go once an object appended after it had it built whole again', async () => {
-    const encoder = new ResourceEncoder(KINDS);
-    const blocks = new FrameBlocks();
-    let list = names(2000).map((n) => serviceEntry(n, `body of ${n}`));
     // The list's last block, which ends where the list does: its last object, served still, ends it
     // no more once an object is appended.
-    const { block, from } = ((): { block: WeakRef<ArrayBufferLike>; from: number } => {
-      const first = blocks.chunks('v|k', list, encoder);
-      const last = first[first.length - 1];
-      assert.ok(last !== undefined);
-      const size = list.filter((r) => encoder.framed(r).buffer === last.buffer).length;
-      assert.ok(size > 12, `a last block of ${size}`);
-      return { block: new WeakRef(last.buffer), from: list.length - size };
-    })();
-    list = [...list, serviceEntry('zzz-appended', 'appended')];
-    const framedList = (): Buffer => Buffer.concat(list.map((r) => Buffer.from(encoder.framed(r))));
-    assert.deepEqual(Buffer.concat(blocks.chunks('v|k', list, encoder)), framedList());
-    const built = blocks.counters.blocksBuilt;
-    for (let k = from + 1; blocks.counters.blocksBuilt === built; k += 2) {
-      assert.ok(k < from + 12, 'built whole within six changes');
-      const replaced = list[k] as ConfigResource;
-      const changed = serviceEntry(replaced.name, `changed ${k}`);
-      list = list.map((r) => (r === replaced ? changed : r));
-      assert.deepEqual(Buffer.concat(blocks.chunks('v|k', list, encoder)), framedList());
-      encoder.forget([replaced], [changed]);
-    }
+    const setup = framedOnce((c) => c.length - 1);
+    const { encoder, blocks, chunk: block, start: from } = setup;
+    setup.list = [...setup.list, serviceEntry('zzz-appended', 'appended')];
+    assert.deepEqual(
+      Buffer.concat(blocks.chunks('v|k', setup.list, encoder)),
+      Buffer.concat(setup.list.map((r) => Buffer.from(encoder.framed(r)))),
+    );
+    setup.list = changeUntilBuiltWhole(
+      setup.list,
+      blocks,
+      encoder,
+      (round, current) => current[from + 1 + 2 * round] as ConfigResource,
+    );
     assert.equal(await survivors([block]), 0, 'the last block is let go');
   });
 });
