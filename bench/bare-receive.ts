@@ -15,7 +15,7 @@ import { fork } from 'node:child_process';
 import http2 from 'node:http2';
 import { fileURLToPath } from 'node:url';
 import { percentile } from './fleet.js';
-import { CAN_PIN, pinSelf, SHIPPED } from './server-process.js';
+import { pinSelf, SHIPPED } from './server-process.js';
 
 const WINDOW = 1024 * 1024;
 const SCRIPT = fileURLToPath(import.meta.url);
@@ -54,7 +54,7 @@ export async function measureBareReceive(bytes: number, rounds: number): Promise
       void exited.then((code) => reject(new Error(`the receiver exited (${code}) before it measured`)));
     });
   } finally {
-    // It ends itself once it has reported (its sender with it); killed only if it has not.
+    // Let go, it ends itself and its sender; killed only if it has not within 5 s.
     if (receiver.connected) receiver.disconnect();
     const timer = setTimeout(() => receiver.kill(), 5000);
     await exited;
@@ -79,7 +79,7 @@ async function serve(bytes: number): Promise<void> {
 
 async function receive(bytes: number, rounds: number): Promise<void> {
   process.once('disconnect', () => process.exit(0));
-  if (CAN_PIN) pinSelf(0);
+  pinSelf(0);
   const sender = fork(SCRIPT, ['--serve', String(bytes)], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   try {
     const port = await new Promise<number>((resolve) => sender.once('message', (m) => resolve(m as number)));
