@@ -89,6 +89,7 @@ export function summarize(m: ShapeMeasurements): Record<string, unknown> {
       resyncPushes: mm.identicalResync.pushes,
       resyncCpuVsFullPush: round(mm.identicalResync.cpuMs / mm.warm.delta.cpuMs, 3),
       resyncGrossCpuVsFullPush: round(mm.identicalResync.grossCpuMs / mm.warm.delta.cpuMs, 3),
+      firstResyncCpuVsFullPush: round(mm.identicalResync.firstCpuMs / mm.warm.delta.cpuMs, 3),
       bytesOverMinimal: {
         cold: round(mm.cold.bytesOverMinimal, 3),
         changedResync: round(mm.changedResync.bytesOverMinimal, 3),
@@ -178,6 +179,7 @@ export function summarize(m: ShapeMeasurements): Record<string, unknown> {
       churnUpstreamMb: round(mb(mm.churn.upstreamBytes), 0),
       identicalResyncCpuMs: round(mm.identicalResync.cpuMs, 0),
       identicalResyncGrossCpuMs: round(mm.identicalResync.grossCpuMs, 0),
+      identicalResyncFirstCpuMs: round(mm.identicalResync.firstCpuMs, 0),
       idleCpuMsPerSecond: round(mm.identicalResync.idle.cpuMsPerSecond, 1),
       counterReadCpuMs: round(mm.identicalResync.idle.cpuMsPerRead, 2),
     },
@@ -410,6 +412,12 @@ const GOALS: readonly GoalRow[] = [
     metric: '… with what the idle server costs over as long',
     goal: '(reference)',
     path: 'counters.resyncGrossCpuVsFullPush',
+    met: () => true,
+  },
+  {
+    metric: '… the process’s first identical resync (V8 compiles the code resyncs run)',
+    goal: '(reference)',
+    path: 'counters.firstResyncCpuVsFullPush',
     met: () => true,
   },
   {
@@ -646,8 +654,8 @@ export function markdownTable(
       'meshmux.churnBytesMb|meshmux.churnUpstreamMb',
     ],
     [
-      'identical resync CPU: net / measured (ms); idle server: ms per s / per counters read',
-      'meshmux.identicalResyncCpuMs|meshmux.identicalResyncGrossCpuMs|meshmux.idleCpuMsPerSecond|meshmux.counterReadCpuMs',
+      'identical resync CPU: net / measured / the first, net (ms); idle server: ms per s / per counters read',
+      'meshmux.identicalResyncCpuMs|meshmux.identicalResyncGrossCpuMs|meshmux.identicalResyncFirstCpuMs|meshmux.idleCpuMsPerSecond|meshmux.counterReadCpuMs',
     ],
     ['raw transport cost (CPU ms per MB)', 'raw.cpuMsPerMb'],
     [
