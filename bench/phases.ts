@@ -444,6 +444,60 @@ async function idleCost(server: ServerProcess): Promise<IdleCost> {
   return { cpuMsPerSecond: perMs * 1000, cpuMsPerRead: perRead };
 }
 
+/** One identical resync as measured: how long it took, the counters read meanwhile, the server's CPU. */
+export interface MeasuredResync {
+  readonly ms: number;
+  readonly reads: number;
+  readonly gross: number;
+  readonly bytes: number;
+  readonly pushes: number;
+}
+
+/**
+ * What the identical resyncs cost the server: each one's CPU less what the idle server costs over as
+ * long (its rate while left alone and per read of its counters, each the lower of the measurements
+ * before the resyncs and after them: anything else the server did in one window, its share of
+ * compiling or a collection, would be taken off the resyncs as idling), never below zero; the first
+ * apart, and the median of the others.
+ */
+export function resyncFigures(
+  measured: readonly MeasuredResync[],
+  idleBefore: IdleCost,
+  idleAfter: IdleCost,
+): {
+  idle: IdleCost;
+  resyncs: Array<MeasuredResync & { net: number }>;
+  first: MeasuredResync & { net: number };
+  later: Array<MeasuredResync & { net: number }>;
+  netMs: number;
+  grossMs: number;
+} {
+  if (measured.length < 2) throw new Error('the first resync and at least one after it are measured');
+  const idle: IdleCost = {
+    cpuMsPerSecond: Math.min(idleBefore.cpuMsPerSecond, idleAfter.cpuMsPerSecond),
+    cpuMsPerRead: Math.min(idleBefore.cpuMsPerRead, idleAfter.cpuMsPerRead),
+  };
+  const resyncs = measured.map((m) => ({
+    ...m,
+    net: Math.max(0, m.gross - (idle.cpuMsPerSecond * m.ms) / 1000 - idle.cpuMsPerRead * (m.reads + 1)),
+  }));
+  const [first, ...later] = resyncs as [(typeof resyncs)[number], ...typeof resyncs];
+  return {
+    idle,
+    resyncs,
+    first,
+    later,
+    netMs: percentile(
+      later.map((r) => r.net),
+      50,
+    ),
+    grossMs: percentile(
+      later.map((r) => r.gross),
+      50,
+    ),
+  };
+}
+
 /** Drives `changesPerSecond` churn changes for `durationMs`, registering each with `tracker`. */
 export async function churn(
   rig: ShapeRig,
@@ -639,7 +693,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     await server.memory();
     await quiesce(server, 2_000);
     const idleBefore = await idleCost(server);
-    const measured: Array<{ ms: number; reads: number; gross: number; bytes: number; pushes: number }> = [];
+    const measured: MeasuredResync[] = [];
     for (let round = 0; round <= IDENTICAL_RESYNCS; round++) {
       const r0 = await server.counters();
       const resyncStart = performance.now();
@@ -658,28 +712,12 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       verify(fleet, model, 'meshmux after identical resync');
     }
     peaks.note('identical resyncs', await server.counters());
-    // What the idle server costs, before the resyncs and after them, the lower kept: anything else
-    // the server did in one window (its share of compiling, a collection) would be taken off the
-    // resyncs as idling.
     const idleAfter = await idleCost(server);
-    const idle: IdleCost = {
-      cpuMsPerSecond: Math.min(idleBefore.cpuMsPerSecond, idleAfter.cpuMsPerSecond),
-      cpuMsPerRead: Math.min(idleBefore.cpuMsPerRead, idleAfter.cpuMsPerRead),
-    };
-    const resyncs = measured.map((m) => ({
-      ...m,
-      net: Math.max(0, m.gross - (idle.cpuMsPerSecond * m.ms) / 1000 - idle.cpuMsPerRead * (m.reads + 1)),
-    }));
-    const [first, ...later] = resyncs as [(typeof resyncs)[number], ...typeof resyncs];
-    const resyncCpuMs = percentile(
-      later.map((r) => r.net),
-      50,
-    );
+    const figures = resyncFigures(measured, idleBefore, idleAfter);
+    const { idle, resyncs, first, later } = figures;
+    const resyncCpuMs = figures.netMs;
     const identical = {
-      cpuMs: percentile(
-        later.map((r) => r.gross),
-        50,
-      ),
+      cpuMs: figures.grossMs,
       bytesSent: resyncs.reduce((sum, r) => sum + r.bytes, 0),
       pushes: resyncs.reduce((sum, r) => sum + r.pushes, 0),
     };
