@@ -713,16 +713,13 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     }
     peaks.note('identical resyncs', await server.counters());
     const idleAfter = await idleCost(server);
-    const figures = resyncFigures(measured, idleBefore, idleAfter);
-    const { idle, resyncs, first, later } = figures;
-    const resyncCpuMs = figures.netMs;
+    const { idle, resyncs, first, later, netMs, grossMs } = resyncFigures(measured, idleBefore, idleAfter);
     const identical = {
-      cpuMs: figures.grossMs,
       bytesSent: resyncs.reduce((sum, r) => sum + r.bytes, 0),
       pushes: resyncs.reduce((sum, r) => sum + r.pushes, 0),
     };
     log(
-      `  identical resync (median of ${IDENTICAL_RESYNCS} after the first): ${identical.bytesSent} bytes, ${identical.pushes} pushes, CPU ${resyncCpuMs.toFixed(0)} ms (each: ${later.map((r) => r.net.toFixed(0)).join(', ')} ms; the first ${first.net.toFixed(0)} ms; less what the idle server costs over as long: ${idle.cpuMsPerSecond.toFixed(1)} ms/s and ${idle.cpuMsPerRead.toFixed(2)} ms per read of its counters (before the resyncs ${idleBefore.cpuMsPerSecond.toFixed(1)} and ${idleBefore.cpuMsPerRead.toFixed(2)}, after ${idleAfter.cpuMsPerSecond.toFixed(1)} and ${idleAfter.cpuMsPerRead.toFixed(2)}); measured ${resyncs.map((r) => r.gross.toFixed(0)).join(', ')} ms)`,
+      `  identical resync (median of ${IDENTICAL_RESYNCS} after the first): ${identical.bytesSent} bytes, ${identical.pushes} pushes, CPU ${netMs.toFixed(0)} ms (each: ${later.map((r) => r.net.toFixed(0)).join(', ')} ms; the first ${first.net.toFixed(0)} ms; less what the idle server costs over as long: ${idle.cpuMsPerSecond.toFixed(1)} ms/s and ${idle.cpuMsPerRead.toFixed(2)} ms per read of its counters (before the resyncs ${idleBefore.cpuMsPerSecond.toFixed(1)} and ${idleBefore.cpuMsPerRead.toFixed(2)}, after ${idleAfter.cpuMsPerSecond.toFixed(1)} and ${idleAfter.cpuMsPerRead.toFixed(2)}); measured ${resyncs.map((r) => r.gross.toFixed(0)).join(', ')} ms)`,
     );
 
     // One upstream restarts with 1% of its objects changed.
@@ -868,8 +865,8 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       churn: churnResult,
       identicalResync: {
         bytes: identical.bytesSent,
-        cpuMs: resyncCpuMs,
-        grossCpuMs: identical.cpuMs,
+        cpuMs: netMs,
+        grossCpuMs: grossMs,
         firstCpuMs: first.net,
         idle,
         pushes: identical.pushes,
