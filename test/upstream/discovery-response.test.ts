@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import protobuf from 'protobufjs';
 import { messageType } from '../../src/schema/proto-root.js';
 import { ResponseLayout } from '../../src/upstream/xds/discovery-response.js';
+import { walkedRun } from '../support/entry-runs.js';
 
 /** Every part of a response as the layout reads it, each entry read. */
 function scanDiscoveryResponse(bytes: Uint8Array): {
@@ -283,6 +284,9 @@ describe('ResponseLayout', () => {
           const prefix = alone.commonPrefix(before, most);
           assert.equal(after.commonPrefix(before, most), prefix);
           assert.equal(after.commonSuffix(before, most - prefix), alone.commonSuffix(before, most - prefix));
+          for (const layout of [after, alone, before]) {
+            for (let k = 0; k < layout.count; k++) assert.deepEqual(layout.runFrom(k), walkedRun(layout, k));
+          }
           for (let i = 0; i < after.count; i++) {
             for (const j of [i - 1, i, i + 1]) {
               if (j >= 0 && j < before.count)

@@ -5,6 +5,7 @@ import protobuf from 'protobufjs';
 import { GrpcMessageReader } from '../../src/upstream/streaming/grpc-message-reader.js';
 import { ResponseLayout, type ResponseSplice } from '../../src/upstream/xds/discovery-response.js';
 import { ResentResponseMatcher, type ResponseHead } from '../../src/upstream/xds/resent-response-matcher.js';
+import { walkedRun } from '../support/entry-runs.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { fakeVirtualService } from '../support/fake-objects.js';
 import { chunked, framed } from '../support/grpc-frames.js';
@@ -248,7 +249,13 @@ function assertExact(message: Buffer, got: readonly Outcome[]): void {
       );
       const k = got.offsets[4 * i + 3] as number;
       if (k >= 0) assert.ok(read.sameEntry(i, kept, k), `entry ${i} is the kept entry ${k}`);
+      assert.deepEqual(got.runFrom(i), walkedRun(read, i), `the run from entry ${i}`);
     }
+    // The ends it shares with the kept response, as comparing the two walked responses finds them.
+    const most = Math.min(read.count, kept.count);
+    const prefix = read.commonPrefix(kept, most);
+    assert.equal(got.commonPrefix(outcome.base, most), prefix, 'the shared first entries');
+    assert.equal(got.commonSuffix(outcome.base, most - prefix), read.commonSuffix(kept, most - prefix));
     return;
   }
   // Taken whole: the response is well formed and is the kept state sent again.

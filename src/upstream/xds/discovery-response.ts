@@ -29,6 +29,10 @@ export interface ResponseSplice {
   /** Entries of `resources`, and their offsets as {@link ResponseLayout.offsets} holds them. */
   readonly count: number;
   readonly offsets: Int32Array<ArrayBuffer>;
+  /** The entries after which something else comes before the next entry, in order. */
+  readonly runEnds: readonly number[];
+  /** The entries that are the kept layout's, as {@link ResponseLayout} notes them (see `fromBase`). */
+  readonly fromBase: readonly number[];
   readonly versionInfo: string;
   readonly typeUrl: string;
   readonly nonce: string;
@@ -98,8 +102,18 @@ export class ResponseLayout {
   readonly offsets: Int32Array<ArrayBuffer>;
   /** The earlier layout entries were taken from, until this one is kept. */
   private base: ResponseLayout | undefined;
-  /** Per entry, the entry after the run it is in (entries with nothing between them; see {@link runFrom}). */
-  private runs: Int32Array | undefined;
+  /**
+   * The entries after which something other than the next entry comes (a field between two
+   * entries), in order: where the runs {@link runFrom} answers with end. Nearly always none.
+   */
+  private readonly runEnds: readonly number[];
+  /**
+   * The entries taken for {@link base}'s, as triples: the first entry, the entry of `base` it is,
+   * and how many follow one another in both (each run as long as it goes). What the fourth number
+   * of each entry's offsets says, in a few numbers instead of one per entry: the shared ends of
+   * the two layouts are read from here, not walked entry by entry.
+   */
+  private readonly fromBase: readonly number[];
   /** The last type URL read by {@link entry}: its bytes (a copy) and its text, to share one string. */
   private lastType = { bytes: EMPTY, text: '' };
   /** The buffer the entry walked last lies in (see {@link walkEntry}). */
@@ -132,6 +146,8 @@ export class ResponseLayout {
       this.nonce = splice.nonce;
       this.count = splice.count;
       this.offsets = splice.offsets;
+      this.runEnds = splice.runEnds;
+      this.fromBase = splice.fromBase;
       this.base = base;
       this.owned = true;
       return;
@@ -146,6 +162,8 @@ export class ResponseLayout {
     let at4 = offsets;
     let count = 0;
     let base: ResponseLayout | undefined;
+    const runEnds: number[] = [];
+    const fromBase: number[] = [];
     // The entry of `base` the next one is expected to be (the one after the last found or read).
     let next = 0;
     let probes = earlier.length > 0 ? PROBES : 0;
@@ -169,6 +187,7 @@ export class ResponseLayout {
           const shift = at - (base.offsets[STRIDE * found] as number);
           if (STRIDE * (count + taken) > at4.length) at4 = grown(at4, STRIDE * (count + taken));
           const from = base.offsets;
+          noteEntries(at4, count, (from[STRIDE * found] as number) + shift, runEnds, fromBase, found, taken);
           for (let k = found; k < found + taken; k++) {
             const o = STRIDE * count;
             at4[o] = (from[STRIDE * k] as number) + shift;
@@ -193,6 +212,7 @@ export class ResponseLayout {
       cursor.lengthDelimited(limit);
       if (field === 2) {
         if (STRIDE * count + STRIDE > at4.length) at4 = grown(at4, STRIDE * count + STRIDE);
+        noteEntries(at4, count, at, runEnds, fromBase, -1, 1);
         at4[STRIDE * count] = at;
         at4[STRIDE * count + 1] = cursor.start;
         at4[STRIDE * count + 2] = cursor.end;
@@ -212,6 +232,8 @@ export class ResponseLayout {
     this.nonce = nonce;
     this.count = count;
     this.offsets = at4;
+    this.runEnds = runEnds;
+    this.fromBase = fromBase;
     this.base = base;
   }
 
@@ -320,18 +342,17 @@ export class ResponseLayout {
    * the last of them (or `count`), and where that last one ends.
    */
   runFrom(k: number): { readonly next: number; readonly end: number } {
-    // Found once per layout, from the last entry back: a response compared with this one may ask
-    // from many places of one long run.
-    let runs = this.runs;
-    if (runs === undefined) {
-      runs = new Int32Array(this.count);
-      for (let i = this.count - 1; i >= 0; i--) {
-        const joined = i + 1 < this.count && this.offsets[STRIDE * (i + 1)] === this.offsets[STRIDE * i + 2];
-        runs[i] = joined ? (runs[i + 1] as number) : i + 1;
-      }
-      this.runs = runs;
+    // The first run end at or after `k`, by halves: nothing per entry (a walk of every entry of a
+    // layout costs about a millisecond per 50k of them, and each change of a kind brings a layout).
+    const ends = this.runEnds;
+    let low = 0;
+    let high = ends.length;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if ((ends[middle] as number) < k) low = middle + 1;
+      else high = middle;
     }
-    const next = runs[k] as number;
+    const next = low < ends.length ? (ends[low] as number) + 1 : this.count;
     return { next, end: this.offsets[STRIDE * (next - 1) + 2] as number };
   }
 
@@ -454,7 +475,8 @@ export class ResponseLayout {
     let n = 0;
     if (other === this.base) {
       // Found equal when the layout was built: no byte compared again.
-      while (n < max && this.offsets[STRIDE * n + 3] === n) n++;
+      const t = this.fromBase;
+      if (t[0] === 0 && t[1] === 0) n = Math.min(max, t[2] as number);
       if (n === max) return n;
     }
     while (n < max) {
@@ -476,7 +498,14 @@ export class ResponseLayout {
   commonSuffix(other: ResponseLayout, max: number): number {
     let n = 0;
     if (other === this.base) {
-      while (n < max && this.offsets[STRIDE * (this.count - 1 - n) + 3] === other.count - 1 - n) n++;
+      const t = this.fromBase;
+      const last = t.length - 3;
+      if (last >= 0) {
+        const run = t[last + 2] as number;
+        if ((t[last] as number) + run === this.count && (t[last + 1] as number) + run === other.count) {
+          n = Math.min(max, run);
+        }
+      }
       if (n === max) return n;
     }
     while (n < max) {
@@ -547,6 +576,34 @@ export function walkAny(bytes: Uint8Array, start: number, end: number): AnyParts
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/**
+ * Notes `n` entries about to be written into `offsets` from entry `count` on, the first of them
+ * from its tag at `tag`, which follow one another with nothing between them: a run end before them
+ * when the entry before ends elsewhere, and, when they are the entries of the base layout from
+ * `k` on (`k` ≥ 0), that fact, joined to the run noted last when they go on from it in both.
+ */
+export function noteEntries(
+  offsets: Int32Array,
+  count: number,
+  tag: number,
+  runEnds: number[],
+  fromBase: number[],
+  k: number,
+  n: number,
+): void {
+  if (count > 0 && offsets[STRIDE * (count - 1) + 2] !== tag) runEnds.push(count - 1);
+  if (k < 0) return;
+  const last = fromBase.length - 3;
+  if (last >= 0) {
+    const run = fromBase[last + 2] as number;
+    if ((fromBase[last] as number) + run === count && (fromBase[last + 1] as number) + run === k) {
+      fromBase[last + 2] = run + n;
+      return;
+    }
+  }
+  fromBase.push(count, k, n);
+}
 
 function grown(array: Int32Array, atLeast: number): Int32Array<ArrayBuffer> {
   const next = new Int32Array(Math.max(STRIDE * 16, array.length * 2, atLeast));

@@ -1,6 +1,7 @@
 import type { MessageMatcher } from '../streaming/grpc-message-reader.js';
 import { WIRE_LENGTH_DELIMITED } from '../../wire/wire-types.js';
 import {
+  noteEntries,
   OFFSETS_PER_ENTRY,
   PIECE_KEPT,
   PIECE_OWN,
@@ -108,6 +109,9 @@ export class ResentResponseMatcher implements MessageMatcher {
   /** Entries of the response read so far, with their offsets (and the kept entry each one is, or -1). */
   private count = 0;
   private offsets: Int32Array<ArrayBuffer>;
+  /** Where runs of entries end, and which entries are `base`'s, as the layout notes them. */
+  private readonly runEnds: number[] = [];
+  private readonly fromBase: number[] = [];
   /** Entries of the response that are no kept one's. */
   private ownEntries = 0;
   /** The entry of `base` the next entry is expected to be. */
@@ -246,6 +250,8 @@ export class ResentResponseMatcher implements MessageMatcher {
       own: this.own,
       count: this.count,
       offsets: this.offsets,
+      runEnds: this.runEnds,
+      fromBase: this.fromBase,
       versionInfo: this.versionInfo,
       typeUrl: this.typeUrl,
       nonce: this.nonce,
@@ -375,6 +381,18 @@ export class ResentResponseMatcher implements MessageMatcher {
   private matched(end: number): void {
     this.reserve(end - this.runFirst);
     const base = this.base as ResponseLayout;
+    if (end > this.runFirst) {
+      const tag = base.entryStart(this.runFirst) + this.shift;
+      noteEntries(
+        this.offsets,
+        this.count,
+        tag,
+        this.runEnds,
+        this.fromBase,
+        this.runFirst,
+        end - this.runFirst,
+      );
+    }
     keptOffsets(base.offsets, this.runFirst, end, this.offsets, this.count, this.shift);
     this.count += end - this.runFirst;
     this.expected = end;
@@ -452,6 +470,7 @@ export class ResentResponseMatcher implements MessageMatcher {
 
   private record(tag: number, any: number, end: number, k: number): void {
     this.reserve(1);
+    noteEntries(this.offsets, this.count, tag, this.runEnds, this.fromBase, k, 1);
     const o = STRIDE * this.count++;
     this.offsets[o] = tag;
     this.offsets[o + 1] = any;
