@@ -321,6 +321,8 @@ export interface MeshmuxResults {
     readonly firstCpuMs: number;
     readonly idle: IdleCost;
     readonly pushes: number;
+    /** What each upstream sent in the last resync: its whole state again, on a new stream. */
+    readonly upstreamBytes: readonly number[];
   };
   readonly changedResync: {
     readonly ms: number;
@@ -694,13 +696,16 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     await quiesce(server, 2_000);
     const idleBefore = await idleCost(server);
     const measured: MeasuredResync[] = [];
+    let resyncStateBytes: number[] = [];
     for (let round = 0; round <= IDENTICAL_RESYNCS; round++) {
       const r0 = await server.counters();
+      const sent0 = rig.simulators.map((s) => s.bytesSent);
       const resyncStart = performance.now();
       for (const sim of rig.simulators) sim.dropStreams();
       await waitFor(() => rig.simulators.every((s) => s.answeredTypes >= 2), 30_000);
       const reads = await quiesce(server, 10_000);
       const r1 = await server.counters();
+      resyncStateBytes = rig.simulators.map((s, i) => s.bytesSent - (sent0[i] as number));
       const identical = delta(r0, r1);
       measured.push({
         ms: performance.now() - resyncStart,
@@ -870,6 +875,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
         firstCpuMs: first.net,
         idle,
         pushes: identical.pushes,
+        upstreamBytes: resyncStateBytes,
       },
       changedResync,
       isolated,

@@ -115,6 +115,13 @@ async function main(): Promise<void> {
       log(
         `  a bare process receiving the upstream state of a change (${(stateBytes / 1e6).toFixed(1)} MB): CPU p50 ${p50Ms.toFixed(1)} ms, lowest ${lowestMs.toFixed(1)} ms`,
       );
+      // The floor under an identical resync: every upstream's state again, each on a new stream of
+      // a connection of its own, as the resyncs brought them.
+      const resyncReceive = await measureBareReceive(meshmux.identicalResync.upstreamBytes, quick ? 6 : 20);
+      const resyncFloor = receiveFigures(resyncReceive);
+      log(
+        `  a bare process receiving the states an identical resync brings (${meshmux.identicalResync.upstreamBytes.map((b) => (b / 1e6).toFixed(1)).join(' + ')} MB): CPU p50 ${resyncFloor.p50Ms.toFixed(1)} ms, lowest ${resyncFloor.lowestMs.toFixed(1)} ms`,
+      );
       log('delta tier (a regional meshmux fed by a central one)');
       const tier = await measureDeltaTier(rig, quick ? 3 : 10, log);
       // After meshmux's phases: the raw fan-out serves the fixtures' initial state, and this phase changes it.
@@ -124,7 +131,7 @@ async function main(): Promise<void> {
         log(`baselines (${shape.baselineClients} istiods)`);
         baselines = await measureBaselines(rig, timingOf(name), log);
       }
-      const m: ShapeMeasurements = { shape, raw, meshmux, baselines, tier, startup, receive };
+      const m: ShapeMeasurements = { shape, raw, meshmux, baselines, tier, startup, receive, resyncReceive };
       summaries.set(name, summarize(m));
     } finally {
       await rig.close();

@@ -18,6 +18,8 @@ describe("the benchmark's floor under receiving an upstream's state", () => {
     const bytes = 3 * 1024 * 1024 + 17;
     const measured = await measureBareReceive(bytes, 3);
     assert.equal(measured.bytes, bytes);
+    assert.deepEqual(measured.streams, [bytes]);
+    assert.deepEqual(measured.receivedBytes, [bytes, bytes, bytes]);
     assert.equal(measured.cpuMs.length, 3);
     assert.equal(measured.pageFaults.length, 3);
     for (const ms of measured.cpuMs) assert.ok(ms > 0, `a round took ${ms} ms of CPU`);
@@ -32,5 +34,23 @@ describe("the benchmark's floor under receiving an upstream's state", () => {
     const { p50Ms, lowestMs } = receiveFigures(measured);
     assert.ok(lowestMs <= p50Ms);
     assert.ok(measured.cpuMs.includes(lowestMs));
+  });
+
+  it('receives one message of each size at once, each on a connection of its own, as a resync brings them', async () => {
+    const sizes = [2 * 1024 * 1024 + 5, 1024 * 1024 + 3, 64 * 1024];
+    const measured = await measureBareReceive(sizes, 3);
+    assert.deepEqual(measured.streams, sizes);
+    assert.equal(
+      measured.bytes,
+      sizes.reduce((sum, size) => sum + size, 0),
+    );
+    assert.equal(measured.cpuMs.length, 3);
+    for (const ms of measured.cpuMs) assert.ok(ms > 0, `a round took ${ms} ms of CPU`);
+    // Every round read every stream whole.
+    assert.deepEqual(measured.receivedBytes, [measured.bytes, measured.bytes, measured.bytes]);
+  });
+
+  it('refuses to measure nothing', async () => {
+    await assert.rejects(measureBareReceive([], 1), /nothing to receive/);
   });
 });
