@@ -1,3 +1,4 @@
+import { firstAtOrAfter } from '../core/first-at-or-after.js';
 import { ChunkedList, type ReadList } from '../core/chunked-list.js';
 import { compareByName, type ConfigResource } from '../core/resource.js';
 
@@ -87,18 +88,6 @@ function endsBlock(r: ConfigResource): boolean {
   const name = r.name;
   for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
   return (h >>> 0) % AVERAGE_OBJECTS === 0;
-}
-
-/** The first index of `sorted` (ascending) whose value is `value` or more; its length if none. */
-function firstAtOrAfter(sorted: readonly number[], value: number): number {
-  let lo = 0;
-  let hi = sorted.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if ((sorted[mid] as number) < value) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }
 
 function sameMembers(

@@ -1,3 +1,4 @@
+import { firstAtOrAfter } from '../../core/first-at-or-after.js';
 import { WireCursor } from '../../wire/wire-cursor.js';
 import { WIRE_LENGTH_DELIMITED } from '../../wire/wire-types.js';
 import { ByteRope, RopeBuilder } from './byte-rope.js';
@@ -345,13 +346,7 @@ export class ResponseLayout {
     // The first run end at or after `k`, by halves: nothing per entry (a walk of every entry of a
     // layout costs about a millisecond per 50k of them, and each change of a kind brings a layout).
     const ends = this.runEnds;
-    let low = 0;
-    let high = ends.length;
-    while (low < high) {
-      const middle = (low + high) >>> 1;
-      if ((ends[middle] as number) < k) low = middle + 1;
-      else high = middle;
-    }
+    const low = firstAtOrAfter(ends, k);
     const next = low < ends.length ? (ends[low] as number) + 1 : this.count;
     return { next, end: this.offsets[STRIDE * (next - 1) + 2] as number };
   }

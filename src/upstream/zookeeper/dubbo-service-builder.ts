@@ -15,6 +15,7 @@ import type { GlobSelector } from './glob-selector.js';
 import { labelsFromParameters } from './kubernetes-labels.js';
 import { appendAll } from '../../core/append-all.js';
 import { ContentDigest } from '../../core/content-digest.js';
+import { firstAtOrAfter } from '../../core/first-at-or-after.js';
 
 export const SERVICE_ENTRY_KIND = 'networking.istio.io/ServiceEntry';
 export const WORKLOAD_ENTRY_KIND = 'networking.istio.io/WorkloadEntry';
@@ -687,21 +688,9 @@ function resorted(sorted: readonly string[], came: readonly string[], gone: read
     return out.sort();
   }
   const out = [...sorted];
-  for (const s of gone) out.splice(sortedIndex(out, s), 1);
-  for (const s of came) out.splice(sortedIndex(out, s), 0, s);
+  for (const s of gone) out.splice(firstAtOrAfter(out, s), 1);
+  for (const s of came) out.splice(firstAtOrAfter(out, s), 0, s);
   return out;
-}
-
-/** Where `s` is, or would go, in the sorted `list` (the order of `Array.prototype.sort`). */
-function sortedIndex(list: readonly string[], s: string): number {
-  let low = 0;
-  let high = list.length;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    if ((list[middle] as string) < s) low = middle + 1;
-    else high = middle;
-  }
-  return low;
 }
 
 /** Whether two lists of claims claim the same hosts and names for the same services, in order. */
