@@ -1,5 +1,5 @@
-import { firstAtOrAfter } from '../core/first-at-or-after.js';
 import { ChunkedList, type ReadList } from '../core/chunked-list.js';
+import { firstAtOrAfter } from '../core/first-at-or-after.js';
 import { compareByName, type ConfigResource } from '../core/resource.js';
 
 /**
