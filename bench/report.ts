@@ -34,6 +34,11 @@ export function summarize(m: ShapeMeasurements): Record<string, unknown> {
   const smallView = mm.isolated.edge.edge ?? [];
   const bigView = [...(mm.isolated.east.core ?? []), ...(mm.isolated.west.core ?? [])];
   const eastView = mm.isolated.east.east ?? [];
+  const receiveFloor = m.receive === undefined ? undefined : receiveFigures(m.receive);
+  const resyncFloor =
+    m.resyncReceive === undefined
+      ? undefined
+      : { ...receiveFigures(m.resyncReceive), stateMb: mb(m.resyncReceive.bytes) };
   const servingSmall = mm.isolatedSplit.servingMs.edge ?? [];
   const servingLargest = mm.isolatedSplit.servingMs.core ?? [];
   const fleetBytes =
@@ -92,13 +97,13 @@ export function summarize(m: ShapeMeasurements): Record<string, unknown> {
       resyncCpuVsFullPush: round(mm.identicalResync.cpuMs / mm.warm.delta.cpuMs, 3),
       resyncGrossCpuVsFullPush: round(mm.identicalResync.grossCpuMs / mm.warm.delta.cpuMs, 3),
       firstResyncCpuVsFullPush: round(mm.identicalResync.firstCpuMs / mm.warm.delta.cpuMs, 3),
-      ...(m.resyncReceive === undefined
+      ...(resyncFloor === undefined
         ? {}
         : {
-            resyncFloorVsFullPush: round(receiveFigures(m.resyncReceive).p50Ms / mm.warm.delta.cpuMs, 3),
-            resyncStateMb: round(mb(m.resyncReceive.bytes), 1),
-            resyncFloorMs: round(receiveFigures(m.resyncReceive).p50Ms, 1),
-            resyncFloorLowestMs: round(receiveFigures(m.resyncReceive).lowestMs, 1),
+            resyncFloorVsFullPush: round(resyncFloor.p50Ms / mm.warm.delta.cpuMs, 3),
+            resyncStateMb: round(resyncFloor.stateMb, 1),
+            resyncFloorMs: round(resyncFloor.p50Ms, 1),
+            resyncFloorLowestMs: round(resyncFloor.lowestMs, 1),
           }),
       bytesOverMinimal: {
         cold: round(mm.cold.bytesOverMinimal, 3),
@@ -125,11 +130,11 @@ export function summarize(m: ShapeMeasurements): Record<string, unknown> {
       cpuMsBeforeFirstByte: round(percentile(mm.cpuBeforeFirstByteMs, 50), 1),
       cpuMsBeforeFirstByteMax: round(Math.max(...mm.cpuBeforeFirstByteMs), 1),
       upstreamStateMb: round(mb(percentile(mm.smallViewStateBytes, 50)), 1),
-      ...(m.receive === undefined
+      ...(receiveFloor === undefined
         ? {}
         : {
-            receiveFloorMs: round(receiveFigures(m.receive).p50Ms, 1),
-            receiveFloorLowestMs: round(receiveFigures(m.receive).lowestMs, 1),
+            receiveFloorMs: round(receiveFloor.p50Ms, 1),
+            receiveFloorLowestMs: round(receiveFloor.lowestMs, 1),
           }),
     },
     memory: {
