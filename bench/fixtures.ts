@@ -27,6 +27,12 @@ export interface Shape {
    * so a smaller fleet keeps the run short; it flatters them (less to push), never meshmux.
    */
   readonly baselineClients: number;
+  /**
+   * Zones (and so the views) by namespace instead of by object: the first 40 of the 100
+   * namespaces east, the last two edge, as where policies admit whole namespaces. By object (the
+   * default), each view's objects lie scattered among the others'.
+   */
+  readonly zonesByNamespace?: boolean;
 }
 
 export const SHAPES: Readonly<Record<'S' | 'L' | 'T', Shape>> = {
@@ -129,6 +135,13 @@ function sortKey(o: { namespace: string; name: string }): string {
 
 function zoneOf(r: number): Zone {
   return r < 0.4 ? 'east' : r < 0.98 ? 'west' : 'edge';
+}
+
+/** Objects spread over this many namespaces, `ns-000` to `ns-099`. */
+const NAMESPACES = 100;
+
+function namespaceOf(n: number): string {
+  return `ns-${String(n % NAMESPACES).padStart(3, '0')}`;
 }
 
 const SE_TYPE = messageType(SE.bodyType);
@@ -402,6 +415,15 @@ export class MeshModel {
    */
   onEdit: (edit: ObjectEdit) => void = () => undefined;
 
+  /**
+   * The zone of the `n`th object placed or added: drawn (the draw made either way, so the rest of
+   * the model is the same), or its namespace's with `zonesByNamespace`.
+   */
+  private zoneFor(n: number): Zone {
+    const drawn = zoneOf(this.rng.next());
+    return this.shape.zonesByNamespace === true ? zoneOf((n % NAMESPACES) / NAMESPACES) : drawn;
+  }
+
   constructor(
     readonly shape: Shape,
     readonly seed = 20260822,
@@ -413,10 +435,10 @@ export class MeshModel {
     );
     const create = 1_700_000_000;
     const place = (kind: KindDescriptor, i: number, prefix: string): void => {
-      const zone = zoneOf(this.rng.next());
+      const zone = this.zoneFor(i);
       const base = {
         kind,
-        namespace: `ns-${String(i % 100).padStart(3, '0')}`,
+        namespace: namespaceOf(i),
         name: `${prefix}-${String(i).padStart(6, '0')}`,
         zone,
         generation: 0,
@@ -530,9 +552,9 @@ export class MeshModel {
       const n = this.added++;
       const o: FixtureObject = {
         kind,
-        namespace: `ns-${String(n % 100).padStart(3, '0')}`,
+        namespace: namespaceOf(n),
         name: `se-new-${String(n).padStart(6, '0')}`,
-        zone: zoneOf(this.rng.next()),
+        zone: this.zoneFor(n),
         generation: 0,
         variant: upstream,
         version: u.nextVersion(),

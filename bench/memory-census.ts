@@ -1,7 +1,7 @@
 /**
  * Where meshmux's memory goes, per served object:
  *
- *   npm run build && node dist/bench/memory-census.js [--shape S|L] [--keep]
+ *   npm run build && node dist/bench/memory-census.js [--shape S|L] [--zones object|namespace] [--keep]
  *
  * The benchmark's upstreams hold a shape's objects; meshmux runs as shipped in a process of its
  * own with one istiod of each view, and once they hold what the model says, a heap snapshot of the
@@ -10,7 +10,9 @@
  * constructor, with their count per served object; the memory of array buffers (upstream bytes,
  * blocks of framed objects, kept responses) by the property that holds their views; arrays,
  * strings and objects by the property holding them; and how much of the strings' memory repeats
- * content another string already has, and where. `--keep` leaves the snapshot
+ * content another string already has, and where. `--zones namespace` puts whole namespaces in
+ * one zone (views admitting whole namespaces; by object, the default, each view's objects lie
+ * scattered among the others'). `--keep` leaves the snapshot
  * file for a closer look in a browser's developer tools.
  */
 import { readFile, mkdtemp, rm } from 'node:fs/promises';
@@ -127,7 +129,12 @@ class HeapGraph {
   }
 }
 
-const shape = SHAPES[option('shape', 'S') === 'L' ? 'L' : 'S'];
+const zones = option('zones', 'object');
+if (zones !== 'object' && zones !== 'namespace') throw new Error(`--zones ${zones}: object or namespace`);
+const shape = {
+  ...SHAPES[option('shape', 'S') === 'L' ? 'L' : 'S'],
+  ...(zones === 'namespace' ? { zonesByNamespace: true } : {}),
+};
 const keep = process.argv.includes('--keep');
 const MB = (bytes: number): string => (bytes / 1e6).toFixed(2).padStart(8);
 

@@ -91,10 +91,12 @@ export interface AdsCounters {
   readonly aheadSlabs: number;
   /**
    * Blocks of framed objects concatenated for responses, blocks spliced from an earlier one
-   * around the objects a change replaced, and the bytes copied into them.
+   * around the objects a change replaced, blocks one view took from another's as they were, and
+   * the bytes copied into them.
    */
   readonly blocksBuilt: number;
   readonly blocksSpliced: number;
+  readonly blocksShared: number;
   readonly blockBytesCopied: number;
   readonly streams: number;
   /** Responses written to streams. */
@@ -367,6 +369,7 @@ export class AdsServer {
       assemblies: this.responses.counters.assemblies,
       blocksBuilt: this.responses.blockCounters.blocksBuilt,
       blocksSpliced: this.responses.blockCounters.blocksSpliced,
+      blocksShared: this.responses.blockCounters.blocksShared,
       blockBytesCopied: this.responses.blockCounters.bytesCopied,
       streams: this.streams.size,
       ...this.pushCounters,

@@ -62,6 +62,8 @@ export interface BlockCounters {
   blocksBuilt: number;
   /** Blocks spliced from an earlier block and the bytes of the objects that changed in it. */
   blocksSpliced: number;
+  /** Blocks another served list had built or spliced, taken as they are (no byte copied). */
+  blocksShared: number;
   /** Bytes copied into blocks (of a spliced block, only its changed objects'). */
   bytesCopied: number;
   /** Objects of served lists walked to find their blocks (a list's unchanged stretches are not). */
@@ -180,6 +182,21 @@ function piecesOver(block: Block, a: number, b: number): number {
   return n;
 }
 
+/**
+ * Blocks of every served list by their first object and by their last, held weakly: a block no
+ * list serves any more is let go, and with it the memory its pieces lie in.
+ */
+interface SharedBlocks {
+  readonly byFirst: WeakMap<ConfigResource, WeakRef<Block>>;
+  readonly byLast: WeakMap<ConfigResource, WeakRef<Block>>;
+}
+
+/** Whether `block`'s members are `resources[from..)` and end by `to`. */
+function fits(block: Block, resources: ReadList<ConfigResource>, from: number, to: number): boolean {
+  const end = from + block.members.length;
+  return end <= to && sameMembers(block.members, resources, from, end);
+}
+
 /** Drops `block` from `kept` under its first and its last object, where it is still kept. */
 function forgetBlock(kept: KeptBlocks, block: Block): void {
   const first = block.members[0];
@@ -218,7 +235,19 @@ export class FrameBlocks {
   private readonly last = new Map<string, LastChunks>();
   /** Per served list: blocks by their last object (see {@link splice}). */
   private readonly byLast = new Map<string, WeakMap<ConfigResource, Block>>();
-  readonly counters: BlockCounters = { blocksBuilt: 0, blocksSpliced: 0, bytesCopied: 0, objectsWalked: 0 };
+  /**
+   * Every list's blocks, for a list whose objects run as another's do (views admitting whole
+   * namespaces, say): it takes that list's blocks where its objects are theirs, or splices its own
+   * from them, instead of copying the same objects' bytes again.
+   */
+  private readonly shared: SharedBlocks = { byFirst: new WeakMap(), byLast: new WeakMap() };
+  readonly counters: BlockCounters = {
+    blocksBuilt: 0,
+    blocksSpliced: 0,
+    blocksShared: 0,
+    bytesCopied: 0,
+    objectsWalked: 0,
+  };
 
   /** Served lists with blocks kept (a list's blocks are kept until it is forgotten). */
   get lists(): number {
@@ -289,9 +318,9 @@ export class FrameBlocks {
         // A block kept for the objects from here on is taken whole, its members compared by
         // identity instead of hashing each one's name again: any cut into runs of consecutive
         // objects frames the same bytes, and this one keeps the blocks of an unchanged stretch.
-        const known = kept.byFirst.get(r);
-        const end = known === undefined ? 0 : i + known.members.length;
-        if (known !== undefined && end <= to && sameMembers(known.members, resources, i, end)) {
+        const known = this.keptAt(kept, resources, i, to);
+        if (known !== undefined) {
+          const end = i + known.members.length;
           pushBlock(known, i, out, starts);
           walked += end - i - 1;
           start = end;
@@ -316,8 +345,34 @@ export class FrameBlocks {
   }
 
   /**
+   * The block kept for `resources` from `from` on (ending by `to`): this list's, else one another
+   * list holds, which becomes this list's too (in place of its own there).
+   */
+  private keptAt(
+    kept: KeptBlocks,
+    resources: ReadList<ConfigResource>,
+    from: number,
+    to: number,
+  ): Block | undefined {
+    const r = resources.at(from) as ConfigResource;
+    const own = kept.byFirst.get(r);
+    if (own !== undefined && fits(own, resources, from, to)) return own;
+    const other = this.shared.byFirst.get(r)?.deref();
+    if (other === undefined || other === own || !fits(other, resources, from, to)) return undefined;
+    const last = other.members[other.members.length - 1] as ConfigResource;
+    const back = kept.byLast.get(last);
+    if (own !== undefined) forgetBlock(kept, own);
+    if (back !== undefined) forgetBlock(kept, back);
+    kept.byFirst.set(r, other);
+    kept.byLast.set(last, other);
+    this.counters.blocksShared++;
+    return other;
+  }
+
+  /**
    * The block of `resources[from..to)`: the one kept for them, one spliced from the block kept
-   * for them before a change, or a new one.
+   * for them before a change (this list's, else another list's around the same objects), or a
+   * new one.
    */
   private block(
     kept: KeptBlocks,
@@ -334,16 +389,26 @@ export class FrameBlocks {
     // their last, whichever a change left in place (a block whose first and last objects both
     // changed is found by neither, and built whole).
     const back = kept.byLast.get(last);
-    const block =
-      (known === undefined && back === undefined
+    let block =
+      known === undefined && back === undefined
         ? undefined
-        : this.splice(known, back, resources, from, to, source)) ?? this.built(resources, from, to, source);
+        : this.splice(known, back, resources, from, to, source);
+    if (block === undefined) {
+      const front = this.shared.byFirst.get(first)?.deref();
+      const end = this.shared.byLast.get(last)?.deref();
+      if ((front !== undefined && front !== known) || (end !== undefined && end !== back))
+        block = this.splice(front, end, resources, from, to, source);
+    }
+    block ??= this.built(resources, from, to, source);
     // The blocks replaced are forgotten under both their keys: an object still served would
     // otherwise keep a block no response holds, and the memory its pieces lie in, for as long.
     if (known !== undefined) forgetBlock(kept, known);
     if (back !== undefined) forgetBlock(kept, back);
     kept.byFirst.set(first, block);
     kept.byLast.set(last, block);
+    const ref = new WeakRef(block);
+    this.shared.byFirst.set(first, ref);
+    this.shared.byLast.set(last, ref);
     return block;
   }
 
@@ -404,6 +469,8 @@ export class FrameBlocks {
         pieces += addFresh(runs, fresh, r);
         i++;
       }
+      // Pieces only add up from here: a splice already over the bound is given up at once.
+      if (pieces > MAX_PIECES) return undefined;
     }
     if (fresh.length === to - from) return undefined;
     // Pieces counted by runs; a run of old members over several of their block's pieces is that many.

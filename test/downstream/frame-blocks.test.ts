@@ -329,6 +329,101 @@ describe('FrameBlocks', () => {
     assert.equal(blocks.counters.objectsWalked - walked, 20_000);
   });
 
+  it("a list whose objects run as another list's takes its blocks, copying nothing", () => {
+    const blocks = new FrameBlocks();
+    const all = names(3000).map((n) => resource(n));
+    const first = blocks.chunks('a|k', all, { framed });
+    const copied = blocks.counters.bytesCopied;
+    // A stretch of the first list, as a view admitting some of its namespaces serves it.
+    const stretch = all.slice(1000, 2000);
+    const chunks = blocks.chunks('b|k', stretch, { framed });
+    assert.equal(Buffer.concat(chunks).toString(), joined(stretch));
+    assert.equal(blocks.counters.bytesCopied, copied, 'no byte copied');
+    const memory = new Set(first.map((c) => c.buffer));
+    assert.ok(
+      chunks.every((c) => memory.has(c.buffer)),
+      "every chunk lies in the first list's memory",
+    );
+    assert.ok(blocks.counters.blocksShared > 0, 'blocks taken whole');
+    assert.ok(chunks.length <= first.length, `${chunks.length} chunks`);
+  });
+
+  it('copies an object that two lists share once when it changes, whichever list comes first', () => {
+    for (const order of [
+      ['a', 'b'],
+      ['b', 'a'],
+    ]) {
+      const blocks = new FrameBlocks();
+      const all = names(3000).map((n) => resource(n));
+      const lists = { a: all, b: all.slice(1000, 2000) };
+      for (const view of order) blocks.chunks(`${view}|k`, lists[view as 'a' | 'b'], { framed });
+      const copied = blocks.counters.bytesCopied;
+      const changed = resource((all[1500] as ConfigResource).name, 'changed');
+      const next = all.map((r, i) => (i === 1500 ? changed : r));
+      const nextLists = { a: next, b: next.slice(1000, 2000) };
+      for (const view of order) {
+        const list = nextLists[view as 'a' | 'b'];
+        assert.equal(Buffer.concat(blocks.chunks(`${view}|k`, list, { framed })).toString(), joined(list));
+      }
+      assert.equal(
+        blocks.counters.bytesCopied - copied,
+        framed(changed).byteLength,
+        `${order.join(' then ')}: the changed object copied once`,
+      );
+    }
+  });
+
+  it('frames every list right, lists over the same objects built and edited in any order', () => {
+    // Lists as views make them: every object, a stretch, every third one, and those a mask admits.
+    const filters: Array<(r: ConfigResource, i: number) => boolean> = [
+      () => true,
+      (_, i) => i >= 200 && i < 700,
+      (_, i) => i % 3 === 0,
+      (r) => r.name.charCodeAt(r.name.length - 1) % 2 === 0,
+    ];
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 1200 }),
+        fc.array(
+          fc.tuple(fc.nat(), fc.constantFrom('add', 'remove', 'replace', 'grow'), fc.subarray([0, 1, 2, 3])),
+          { maxLength: 10 },
+        ),
+        (size, edits) => {
+          const blocks = new FrameBlocks();
+          let base = names(size).map((n) => resource(n));
+          const check = (views: readonly number[], what: string): void => {
+            for (const v of views) {
+              const list = base.filter((r, i) =>
+                (filters[v] as (r: ConfigResource, i: number) => boolean)(r, i),
+              );
+              const chunks = blocks.chunks(`${v}|k`, list, { framed });
+              assert.equal(Buffer.concat(chunks).toString(), joined(list), `${what}, list ${v}`);
+              assert.ok(
+                chunks.every((c) => c.byteLength > 0),
+                `${what}, list ${v}: every chunk holds bytes`,
+              );
+            }
+          };
+          check([3, 2, 1, 0], 'first');
+          for (const [at, edit, views] of edits) {
+            const i = at % Math.max(base.length, 1);
+            const r = base[i];
+            if (edit === 'add') base = [...base, resource(`svc-${String(at % 2000).padStart(5, '0')}-b`)];
+            else if (edit === 'remove') base = base.filter((_, k) => k !== i);
+            else if (edit === 'replace' && r !== undefined)
+              base = base.map((x, k) => (k === i ? resource(x.name, `${x.name}-v${at}`) : x));
+            else if (edit === 'grow' && r !== undefined)
+              base = base.map((x, k) => (k === i ? resource(x.name, `${LARGE}${at}`) : x));
+            base = [...new Map(base.map((x) => [x.name, x])).values()].sort(compareByName);
+            check(views, `${edit} at ${i}`);
+          }
+          check([0, 1, 2, 3], 'last');
+        },
+      ),
+      { numRuns: 80 },
+    );
+  });
+
   it('keeps separate lists apart', () => {
     const blocks = new FrameBlocks();
     const all = names(300).map((n) => resource(n));
