@@ -19,6 +19,7 @@ import {
 } from './fixtures.js';
 import { discardingSync, Fleet, LatencyTracker, percentile } from './fleet.js';
 import { cpuMs, ServerProcess, type ServerCounters } from './server-process.js';
+import { settledMemory } from './settled-memory.js';
 import { UpstreamProcess } from './upstream-process.js';
 import type { SimulatedUpstream } from './upstream-simulator.js';
 
@@ -356,6 +357,9 @@ export interface MeshmuxResults {
     /** RSS after a full collection: before serving, and with the fleet connected. */
     readonly baseRssBytes: number;
     readonly afterFleetRssBytes: number;
+    /** RSS with the fleet connected and idle, once settled (see `settled-memory.ts`), and after how long. */
+    readonly settledRssBytes: number;
+    readonly settledAfterMs: number;
     readonly baseBytes: number;
     readonly syncedNoClientsBytes: number;
     readonly afterFleetBytes: number;
@@ -597,6 +601,11 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
     const per10k = (bytes: number): string => ((bytes / 1e6 / model.servedCount()) * 10_000).toFixed(1);
     log(
       `  memory with the istiods synced, above the idle process: RSS ${per10k(afterFleet.rssBytes - server.base.rssBytes)} MB per 10k objects, heap and external ${per10k(retainedBytes(afterFleet) - retainedBytes(server.base))} MB`,
+    );
+    // The same, the istiods connected and idle, once V8 has handed back what the sync left unused.
+    const settledFleet = await settledMemory(() => server.memory());
+    log(
+      `  memory settled (after ${(settledFleet.afterMs / 1000).toFixed(0)} s): RSS ${per10k(settledFleet.reading.rssBytes - server.base.rssBytes)} MB per 10k objects above the idle process`,
     );
 
     // Memory per client: more clients of the same views, whose responses are already built.
@@ -889,6 +898,8 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       memory: {
         baseRssBytes: server.base.rssBytes,
         afterFleetRssBytes: afterFleet.rssBytes,
+        settledRssBytes: settledFleet.reading.rssBytes,
+        settledAfterMs: settledFleet.afterMs,
         baseBytes: retainedBytes(server.base),
         syncedNoClientsBytes: retainedBytes(syncedNoClients),
         afterFleetBytes: retainedBytes(afterFleet),

@@ -46,6 +46,8 @@ export function summarize(m: ShapeMeasurements): Record<string, unknown> {
   // The same as RSS, the whole process: what the operator's dashboard and the OOM killer see.
   const fleetRssBytes =
     mm.memory.afterFleetRssBytes - mm.memory.baseRssBytes - shape.clients * mm.memory.perClientBytes;
+  const settledRssBytes =
+    mm.memory.settledRssBytes - mm.memory.baseRssBytes - shape.clients * mm.memory.perClientBytes;
   return {
     shape: {
       name: shape.name,
@@ -139,6 +141,9 @@ export function summarize(m: ShapeMeasurements): Record<string, unknown> {
     },
     memory: {
       rssMbPer10kResources: round(mb(fleetRssBytes) / (mm.memory.servedObjects / 10_000), 1),
+      rssMbPer10kSettled: round(mb(settledRssBytes) / (mm.memory.servedObjects / 10_000), 1),
+      settledRssMb: round(mb(mm.memory.settledRssBytes), 0),
+      settledAfterS: round(mm.memory.settledAfterMs / 1000, 0),
       mbPer10kResources: round(mb(fleetBytes) / (mm.memory.servedObjects / 10_000), 1),
       kbPerClient: round(mm.memory.perClientBytes / 1024, 1),
       peakRssMb: round(mb(mm.memory.peakRssBytes), 0),
@@ -486,6 +491,13 @@ const GOALS: readonly GoalRow[] = [
     unit: 'MB',
   },
   {
+    metric: '… once settled: the istiods connected and idle, V8 having handed back what the sync left unused',
+    goal: '(reference)',
+    path: 'memory.rssMbPer10kSettled',
+    met: () => true,
+    unit: 'MB',
+  },
+  {
     metric: '… heap + external per 10k resources',
     goal: '(reference)',
     path: 'memory.mbPer10kResources',
@@ -690,6 +702,7 @@ export function markdownTable(
     ],
     ['baseline fleet (clients)', 'baselines.clients'],
     ['peak RSS / steady RSS (MB)', 'memory.peakRssMb|memory.steadyRssMb'],
+    ['settled RSS (MB); settled after (s)', 'memory.settledRssMb|memory.settledAfterS'],
   ];
   for (const [label, paths] of figures) {
     const render = (summary: Summary | undefined): string =>
