@@ -4,8 +4,9 @@
  *   npm run build && node dist/bench/memory-census.js [--shape S|L] [--zones object|namespace] [--keep]
  *
  * The benchmark's upstreams hold a shape's objects; meshmux runs as shipped in a process of its
- * own with one istiod of each view, and once they hold what the model says, a heap snapshot of the
- * server is taken (after a full collection) and read here. Printed: the RSS that neither V8's heap
+ * own with one istiod of each view, and once they hold what the model says and the server's memory
+ * has settled (20 to 45 s), a heap snapshot of the server is taken (after a full collection) and
+ * read here. Printed: the RSS that neither V8's heap
  * nor Node's buffers account for, against the idle process's; the heap's objects by kind and
  * constructor, with their count per served object; the memory of array buffers (upstream bytes,
  * blocks of framed objects, kept responses) by the property that holds their views; arrays,
@@ -24,6 +25,7 @@ import { option } from './in-process.js';
 import { ShapeRig } from './phases.js';
 import type { RetainedMemory } from './server-main.js';
 import { pinSelf, ServerProcess } from './server-process.js';
+import { settledMemory } from './settled-memory.js';
 
 interface HeapSnapshot {
   readonly snapshot: {
@@ -150,12 +152,13 @@ try {
   for (const f of fleets) {
     await f.until(() => f.mismatches(rig.model.expectedDigests()).length === 0, 300_000, 'the first sync');
   }
-  await new Promise((resolve) => setTimeout(resolve, 2_000));
-  const retained = await server.memory();
+  // Read once settled: right after the sync, V8 still holds the young generation it grew and the
+  // pages it emptied, some 20 MB whatever the number of objects.
+  const { reading: retained, afterMs } = await settledMemory(() => server.memory());
   file = await server.heapSnapshot(path.join(folder, `meshmux-${shape.name}.heapsnapshot`));
   const objects = rig.model.servedCount();
   console.log(
-    `${shape.name}: ${objects} objects served, istiods of ${policies.join(', ')}; heap ${MB(retained.heapUsedBytes).trim()} MB, external ${MB(retained.externalBytes).trim()} MB, RSS ${MB(retained.rssBytes).trim()} MB`,
+    `${shape.name}: ${objects} objects served, istiods of ${policies.join(', ')}; settled after ${(afterMs / 1000).toFixed(0)} s: heap ${MB(retained.heapUsedBytes).trim()} MB, external ${MB(retained.externalBytes).trim()} MB, RSS ${MB(retained.rssBytes).trim()} MB`,
   );
   // What neither V8's heap nor Node's buffers account for: the program itself, thread stacks and
   // the malloc heaps' own use, and memory malloc holds free without giving it back (it returns
