@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { startMeshmux, type RunningMeshmux } from '../../src/app.js';
-import { parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
-import { benchConfigYaml } from '../../bench/bench-config.js';
+import type { RunningMeshmux } from '../../src/app.js';
 import { RawFanout } from '../../bench/baselines.js';
 import {
   CONFIG_TYPE_URLS,
@@ -15,9 +13,11 @@ import {
   type Zone,
 } from '../../bench/fixtures.js';
 import { discardingSync, Fleet, LatencyTracker } from '../../bench/fleet.js';
-import { ShapeRig } from '../../bench/phases.js';
+import type { ShapeRig } from '../../bench/phases.js';
 import type { ServerCounters } from '../../bench/server-process.js';
+import { benchMeshmux } from '../support/bench-meshmux.js';
 import { until } from '../support/deadline.js';
+import { debugCounters, quietCounters } from '../support/debug-counters.js';
 
 // The benchmark's own fixtures, upstream simulators and istiod-like fleet, on a shape small
 // enough that every counter has one right value. Timing is the benchmark's business, not this suite's.
@@ -29,34 +29,14 @@ describe('exact counters on the benchmark fixtures (shape T)', () => {
   let coldCounters: ServerCounters;
   let encodedBeforeClients = 0;
 
-  const counters = async (): Promise<ServerCounters> => {
-    const response = await fetch(`http://127.0.0.1:${meshmux.adminPort}/debug/counters`);
-    assert.equal(response.status, 200);
-    return (await response.json()) as ServerCounters;
-  };
+  const counters = (): Promise<ServerCounters> => debugCounters<ServerCounters>(meshmux.adminPort);
   const clientsOf = (policies: ReadonlySet<PolicyName>): number =>
     fleet.members.filter((m) => policies.has(m.policy)).length;
-  /** Waits until the counters stop moving (the server has nothing left to do); fails after 15 s. */
-  const quiet = async (): Promise<ServerCounters> => {
-    const deadline = Date.now() + 15_000;
-    let last = await counters();
-    for (let calm = 0; calm < 3;) {
-      assert.ok(Date.now() < deadline, `the server kept pushing: ${last.pushes} pushes so far`);
-      await delay(100);
-      const now = await counters();
-      calm = now.pushes === last.pushes && now.encodes === last.encodes ? calm + 1 : 0;
-      last = now;
-    }
-    return last;
-  };
+  /** The counters once the server has nothing left to do; fails after 15 s. */
+  const quiet = (): Promise<ServerCounters> => quietCounters<ServerCounters>(meshmux.adminPort, ['encodes']);
 
   before(async () => {
-    rig = new ShapeRig(shape);
-    await rig.start();
-    meshmux = await startMeshmux(parseMeshmuxConfig(benchConfigYaml(rig.addresses), 'bench', process.cwd()));
-    await until(() => meshmux.engine.current().ready, 30_000, 'the merged snapshot to be ready', {
-      intervalMs: 20,
-    });
+    ({ rig, meshmux } = await benchMeshmux(shape));
     // Nobody is connected yet: meshmux encodes the objects in the background meanwhile.
     await until(
       async () => (encodedBeforeClients = (await counters()).encodes) >= rig.model.servedCount(),

@@ -1,14 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as delay } from 'node:timers/promises';
-import { startMeshmux, type RunningMeshmux } from '../../src/app.js';
+import type { RunningMeshmux } from '../../src/app.js';
 import type { AdsCounters } from '../../src/downstream/ads-server.js';
-import { parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
-import { benchConfigYaml } from '../../bench/bench-config.js';
 import { SE, SHAPES, type Zone } from '../../bench/fixtures.js';
 import { Fleet } from '../../bench/fleet.js';
-import { ShapeRig } from '../../bench/phases.js';
-import { until } from '../support/deadline.js';
+import type { ShapeRig } from '../../bench/phases.js';
+import { benchMeshmux } from '../support/bench-meshmux.js';
+import { quietCounters } from '../support/debug-counters.js';
 
 // The benchmark's upstreams and istiods, with zones (and so the views) by namespace: the east
 // view's objects, namespaces ns-000 to ns-039, lie in a row in the core view's list. Real gRPC
@@ -21,24 +19,8 @@ describe('views whose objects run alike share their framed bytes', () => {
   let east: Fleet;
 
   type Counters = Pick<AdsCounters, 'pushes' | 'blockBytesCopied' | 'blocksShared'>;
-  const counters = async (): Promise<Counters> => {
-    const response = await fetch(`http://127.0.0.1:${meshmux.adminPort}/debug/counters`);
-    assert.equal(response.status, 200);
-    return (await response.json()) as Counters;
-  };
-  /** The counters once they stop moving (the server has nothing left to do); fails after 15 s. */
-  const quiet = async (): Promise<Counters> => {
-    const deadline = Date.now() + 15_000;
-    let last = await counters();
-    for (let calm = 0; calm < 3;) {
-      assert.ok(Date.now() < deadline, `the server kept pushing: ${last.pushes} pushes so far`);
-      await delay(100);
-      const now = await counters();
-      calm = now.pushes === last.pushes && now.blockBytesCopied === last.blockBytesCopied ? calm + 1 : 0;
-      last = now;
-    }
-    return last;
-  };
+  /** The counters once the server has nothing left to do; fails after 15 s. */
+  const quiet = (): Promise<Counters> => quietCounters<Counters>(meshmux.adminPort, ['blockBytesCopied']);
   /** Both istiods hold what the model says, within 20 s. */
   const holdTheModel = async (what: string): Promise<void> => {
     for (const fleet of [core, east])
@@ -58,12 +40,7 @@ describe('views whose objects run alike share their framed bytes', () => {
   };
 
   before(async () => {
-    rig = new ShapeRig(shape);
-    await rig.start();
-    meshmux = await startMeshmux(parseMeshmuxConfig(benchConfigYaml(rig.addresses), 'bench', process.cwd()));
-    await until(() => meshmux.engine.current().ready, 30_000, 'the merged snapshot to be ready', {
-      intervalMs: 20,
-    });
+    ({ rig, meshmux } = await benchMeshmux(shape));
     core = new Fleet(`127.0.0.1:${meshmux.xdsPort}`, 1, { first: 0, policy: 'core' });
     east = new Fleet(`127.0.0.1:${meshmux.xdsPort}`, 1, { first: 1, policy: 'east' });
   });
