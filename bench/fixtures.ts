@@ -415,15 +415,6 @@ export class MeshModel {
    */
   onEdit: (edit: ObjectEdit) => void = () => undefined;
 
-  /**
-   * The zone of the `n`th object placed or added: drawn (the draw made either way, so the rest of
-   * the model is the same), or its namespace's with `zonesByNamespace`.
-   */
-  private zoneFor(n: number): Zone {
-    const drawn = zoneOf(this.rng.next());
-    return this.shape.zonesByNamespace === true ? zoneOf((n % NAMESPACES) / NAMESPACES) : drawn;
-  }
-
   constructor(
     readonly shape: Shape,
     readonly seed = 20260822,
@@ -455,6 +446,15 @@ export class MeshModel {
     };
     for (let i = 0; i < shape.serviceEntries; i++) place(SE, i, 'se');
     for (let i = 0; i < shape.virtualServices; i++) place(VS, i, 'vs');
+  }
+
+  /**
+   * The zone of the `n`th object placed or added: drawn (the draw made either way, so the rest of
+   * the model is the same), or its namespace's with `zonesByNamespace`.
+   */
+  private zoneFor(n: number): Zone {
+    const drawn = zoneOf(this.rng.next());
+    return this.shape.zonesByNamespace === true ? zoneOf((n % NAMESPACES) / NAMESPACES) : drawn;
   }
 
   /** Makes an edit another model made (a copy of this one kept in step). */

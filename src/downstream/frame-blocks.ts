@@ -318,7 +318,7 @@ export class FrameBlocks {
         // A block kept for the objects from here on is taken whole, its members compared by
         // identity instead of hashing each one's name again: any cut into runs of consecutive
         // objects frames the same bytes, and this one keeps the blocks of an unchanged stretch.
-        const known = this.keptAt(kept, resources, i, to);
+        const known = this.keptAt(kept, r, resources, i, to);
         if (known !== undefined) {
           const end = i + known.members.length;
           pushBlock(known, i, out, starts);
@@ -345,16 +345,16 @@ export class FrameBlocks {
   }
 
   /**
-   * The block kept for `resources` from `from` on (ending by `to`): this list's, else one another
-   * list holds, which becomes this list's too (in place of its own there).
+   * The block kept for `resources` from `from` on (`r`, ending by `to`): this list's, else one
+   * another list holds, which becomes this list's too (in place of its own there).
    */
   private keptAt(
     kept: KeptBlocks,
+    r: ConfigResource,
     resources: ReadList<ConfigResource>,
     from: number,
     to: number,
   ): Block | undefined {
-    const r = resources.at(from) as ConfigResource;
     const own = kept.byFirst.get(r);
     if (own !== undefined && fits(own, resources, from, to)) return own;
     const other = this.shared.byFirst.get(r)?.deref();
