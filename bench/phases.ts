@@ -353,6 +353,11 @@ export interface MeshmuxResults {
   readonly clientWastedPushes: number;
   /** The warm sync to a fleet that only counts bytes. */
   readonly discardingSyncMs: number;
+  /**
+   * The cold sync to a fleet that only counts bytes: the first fleet of a server of its own,
+   * started before the measured one, while the upstreams held their first state.
+   */
+  readonly discardingColdSyncMs: number;
   readonly memory: {
     /** RSS after a full collection: before serving, and with the fleet connected. */
     readonly baseRssBytes: number;
@@ -576,9 +581,33 @@ class PeakPhases {
   }
 }
 
+/**
+ * The cold sync of a server of its own to clients that only count bytes: a server has one cold
+ * sync, and the measured server's goes to the checking fleet. Started, like it, against the
+ * upstreams' first state, its memory read (two full collections) before the fleet connects.
+ */
+async function discardingColdSync(rig: ShapeRig, timing: Timing): Promise<number> {
+  const server = await ServerProcess.start({
+    mode: 'meshmux',
+    shape: rig.shape.name,
+    upstreams: rig.addresses,
+    ...(timing.writeBudgetMb === undefined ? {} : { writeBudgetMb: timing.writeBudgetMb }),
+  });
+  try {
+    await server.memory();
+    return (await discardingSync(server.xdsAddress, rig.shape.clients, 300_000)).ms;
+  } finally {
+    await server.stop();
+  }
+}
+
 /** Every meshmux phase on one shape. */
 export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): Promise<MeshmuxResults> {
   const { shape, model } = rig;
+  const discardingColdSyncMs = await discardingColdSync(rig, timing);
+  log(
+    `  cold sync to clients that only count bytes (a server of its own): ${discardingColdSyncMs.toFixed(0)} ms`,
+  );
   const server = await ServerProcess.start({
     mode: 'meshmux',
     shape: shape.name,
@@ -894,6 +923,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
       cpuBeforeFirstByteMs: cpuBeforeFirstByte,
       smallViewStateBytes,
       discardingSyncMs: discarding.ms,
+      discardingColdSyncMs,
       clientWastedPushes: clientWastedPushes + wastedAtClients(one),
       memory: {
         baseRssBytes: server.base.rssBytes,
