@@ -581,18 +581,29 @@ class PeakPhases {
   }
 }
 
+/** A server of `mode` fed by the rig's upstreams; meshmux with the write budget the timing sets, if any. */
+function serverOnRig(
+  mode: 'meshmux' | 'istiod' | 'nacos',
+  rig: ShapeRig,
+  timing: Timing,
+): Promise<ServerProcess> {
+  return ServerProcess.start({
+    mode,
+    shape: rig.shape.name,
+    upstreams: rig.addresses,
+    ...(mode !== 'meshmux' || timing.writeBudgetMb === undefined
+      ? {}
+      : { writeBudgetMb: timing.writeBudgetMb }),
+  });
+}
+
 /**
  * The cold sync of a server of its own to clients that only count bytes: a server has one cold
  * sync, and the measured server's goes to the checking fleet. Started, like it, against the
  * upstreams' first state, its memory read (two full collections) before the fleet connects.
  */
 async function discardingColdSync(rig: ShapeRig, timing: Timing): Promise<number> {
-  const server = await ServerProcess.start({
-    mode: 'meshmux',
-    shape: rig.shape.name,
-    upstreams: rig.addresses,
-    ...(timing.writeBudgetMb === undefined ? {} : { writeBudgetMb: timing.writeBudgetMb }),
-  });
+  const server = await serverOnRig('meshmux', rig, timing);
   try {
     await server.memory();
     return (await discardingSync(server.xdsAddress, rig.shape.clients, 300_000)).ms;
@@ -608,12 +619,7 @@ export async function measureMeshmux(rig: ShapeRig, timing: Timing, log: Log): P
   log(
     `  cold sync to clients that only count bytes (a server of its own): ${discardingColdSyncMs.toFixed(0)} ms`,
   );
-  const server = await ServerProcess.start({
-    mode: 'meshmux',
-    shape: shape.name,
-    upstreams: rig.addresses,
-    ...(timing.writeBudgetMb === undefined ? {} : { writeBudgetMb: timing.writeBudgetMb }),
-  });
+  const server = await serverOnRig('meshmux', rig, timing);
   try {
     const syncedNoClients = await server.memory();
     const peaks = new PeakPhases();
@@ -977,14 +983,7 @@ async function baselineChurn(
   timing: Timing,
   log: Log,
 ): Promise<BaselineRun> {
-  const server = await ServerProcess.start({
-    mode,
-    shape: rig.shape.name,
-    upstreams: rig.addresses,
-    ...(mode !== 'meshmux' || timing.writeBudgetMb === undefined
-      ? {}
-      : { writeBudgetMb: timing.writeBudgetMb }),
-  });
+  const server = await serverOnRig(mode, rig, timing);
   try {
     const fleet = new Fleet(server.xdsAddress, rig.shape.baselineClients);
     const sync = await measureSync(server, fleet);
