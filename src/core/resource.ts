@@ -109,7 +109,25 @@ export function contentVersion(fields: Omit<ResourceFields, 'createTime' | 'orig
  * versions objects by content, nearly all) is hashed as that fact, so the mask is one per source.
  */
 export function annotatedVersion(version: string, source: string, sourceVersion: string): string {
-  const ownVersion = sourceVersion === version;
+  const mask = maskOf(source, sourceVersion, sourceVersion === version);
+  // Written into bytes and read out as one flat string: a string grown a digit at a time would
+  // be kept as a chain of pieces.
+  for (let i = 0; i < CONTENT_VERSION_LENGTH; i++) {
+    const value = DIGIT_VALUES[version.charCodeAt(i)] as number;
+    digitScratch[i] = DIGITS.charCodeAt(value ^ (mask[i] as number));
+  }
+  return digitScratch.toString('latin1', 0, CONTENT_VERSION_LENGTH);
+}
+
+/** Per source, the mask of an object versioned by content, its own version its source version. */
+let ownMasks = new Map<string, Uint8Array>();
+
+/** The mask {@link annotatedVersion} XORs a version with. */
+function maskOf(source: string, sourceVersion: string, ownVersion: boolean): Uint8Array {
+  if (ownVersion) {
+    const own = ownMasks.get(source);
+    if (own !== undefined) return own;
+  }
   const maskKey = ownVersion ? `=${source}` : `~${source}\0${sourceVersion}`;
   let mask = masks.get(maskKey);
   if (mask === undefined) {
@@ -120,16 +138,32 @@ export function annotatedVersion(version: string, source: string, sourceVersion:
     // Base64url digits of the digest's first 15 bytes: 6 bits each, the same bits as XORing bytes.
     const digits = digest.toString('base64url', 0, 15);
     for (let i = 0; i < CONTENT_VERSION_LENGTH; i++) mask[i] = DIGIT_VALUES[digits.charCodeAt(i)] as number;
-    if (masks.size >= MAX_MASKS) masks.clear();
+    if (masks.size >= MAX_MASKS) {
+      masks.clear();
+      ownMasks = new Map();
+    }
     masks.set(maskKey, mask);
   }
-  // Written into bytes and read out as one flat string: a string grown a digit at a time would
-  // be kept as a chain of pieces.
+  if (ownVersion) ownMasks.set(source, mask);
+  return mask;
+}
+
+/**
+ * Whether `version` is {@link annotatedVersion}`(sourceVersion, source, sourceVersion)`: the version
+ * of an object versioned by content once `source`'s provenance names it. Builds no string.
+ */
+function isOwnAnnotatedVersion(version: string, source: string, sourceVersion: string): boolean {
+  if (version.length !== CONTENT_VERSION_LENGTH || sourceVersion.length !== CONTENT_VERSION_LENGTH)
+    return false;
+  const mask = maskOf(source, sourceVersion, true);
   for (let i = 0; i < CONTENT_VERSION_LENGTH; i++) {
-    const value = DIGIT_VALUES[version.charCodeAt(i)] as number;
-    digitScratch[i] = DIGITS.charCodeAt(value ^ (mask[i] as number));
+    const code = sourceVersion.charCodeAt(i);
+    // Not a digit of a content version: no content version's mask applies.
+    if (code >= 128 || (DIGIT_VALUES[code] === 0 && code !== DIGITS.charCodeAt(0))) return false;
+    const expected = DIGITS.charCodeAt((DIGIT_VALUES[code] as number) ^ (mask[i] as number));
+    if (version.charCodeAt(i) !== expected) return false;
   }
-  return digitScratch.toString('latin1', 0, CONTENT_VERSION_LENGTH);
+  return true;
 }
 
 const digitScratch = Buffer.alloc(20);
@@ -274,6 +308,64 @@ export function restoreResource(fields: ResourceFields, version: string): Config
     origin: fields.origin,
     version,
   };
+}
+
+/**
+ * The version `r` is served under once {@link withProvenance} names `source` on it, or undefined
+ * when that takes hashing the annotated object whole (`r` carries a source version of its own, or
+ * a version that is not a content version).
+ */
+export function provenanceVersion(r: ConfigResource, source: string): string | undefined {
+  if (!isContentVersion(r.version) || r.annotations[SOURCE_VERSION_ANNOTATION] !== undefined)
+    return undefined;
+  return annotatedVersion(r.version, source, r.origin.upstreamVersion ?? r.version);
+}
+
+/**
+ * `r` as served from `source`: its annotations with `SOURCE_ANNOTATION: source` and
+ * `SOURCE_VERSION_ANNOTATION` (the upstream's own version of the object, or else its content
+ * version), under `createTime`. The version follows from `r`'s where it can (`version`, from
+ * {@link provenanceVersion}, when the caller has it already), so the object is not hashed again.
+ */
+export function withProvenance(
+  r: ConfigResource,
+  source: string,
+  createTime: Timestamp = r.createTime,
+  version: string | undefined = provenanceVersion(r, source),
+): ConfigResource {
+  const fields: ResourceFields = {
+    kind: r.kind,
+    namespace: r.namespace,
+    name: r.name,
+    labels: r.labels,
+    annotations: {
+      ...r.annotations,
+      [SOURCE_ANNOTATION]: source,
+      [SOURCE_VERSION_ANNOTATION]: r.origin.upstreamVersion ?? r.version,
+    },
+    createTime,
+    body: r.body,
+    origin: r.origin,
+  };
+  return version === undefined ? makeResource(fields) : restoreResource(fields, version);
+}
+
+/**
+ * The version `r` had as its source sent it, when `r` is such an object with `source`'s
+ * provenance added by {@link withProvenance} from that version (the source versions its objects by
+ * content): the object as sent is `r` without its two provenance annotations, under that version.
+ * Undefined for any other object, which is to be kept as it is.
+ */
+export function sentVersion(r: ConfigResource, source: string): string | undefined {
+  const sourceVersion = r.annotations[SOURCE_VERSION_ANNOTATION];
+  if (r.annotations[SOURCE_ANNOTATION] !== source || sourceVersion === undefined) return undefined;
+  if (r.origin.upstreamVersion !== undefined) return undefined;
+  return isOwnAnnotatedVersion(r.version, source, sourceVersion) ? sourceVersion : undefined;
+}
+
+/** Whether `key` is one of the two provenance annotations. */
+export function isProvenanceAnnotation(key: string): boolean {
+  return key === SOURCE_ANNOTATION || key === SOURCE_VERSION_ANNOTATION;
 }
 
 /** A Timestamp for a JS Date (millisecond precision). */

@@ -1,12 +1,10 @@
 import {
-  annotatedVersion,
-  isContentVersion,
-  makeResource,
+  provenanceVersion,
   restoreResource,
   SOURCE_ANNOTATION,
   SOURCE_VERSION_ANNOTATION,
+  withProvenance,
   type ConfigResource,
-  type ResourceFields,
   type Timestamp,
 } from '../core/resource.js';
 
@@ -47,34 +45,26 @@ export class Provenance {
    * and the same creation time).
    */
   annotate(r: ConfigResource, key: string, served: ConfigResource | undefined): ConfigResource {
-    // An object that already names its source came through another meshmux: its provenance is the
-    // original source's, and passing it through keeps versions identical along a chain.
-    if (r.annotations[SOURCE_ANNOTATION] !== undefined) return r;
-    const sourceVersion = r.origin.upstreamVersion ?? r.version;
     const held = this.ours(served);
+    // An object that already names its source came through another meshmux (its provenance is the
+    // original source's, and passing it through keeps versions identical along a chain), or was
+    // annotated by this source's own reader: served as it is, or as the same object served.
+    if (r.annotations[SOURCE_ANNOTATION] !== undefined)
+      return held !== undefined && held.version === r.version && sameTime(held.createTime, r.createTime)
+        ? held
+        : r;
     // A creation time meshmux stamped itself yields to the one the object is served with.
     const createTime =
       r.origin.createTimeStamped === true
         ? (held?.createTime ?? this.shared.get(`${r.kind}|${key}`) ?? r.createTime)
         : r.createTime;
-    // The annotated version follows from the object's own (see `annotatedVersion`): the object is
-    // not hashed a second time, and nothing is built when the object served is that version. Not
-    // so for an object that wrote a source version of its own, which is hashed whole.
-    const derived = isContentVersion(r.version) && r.annotations[SOURCE_VERSION_ANNOTATION] === undefined;
-    const version = derived ? annotatedVersion(r.version, this.source, sourceVersion) : undefined;
+    // The annotated version follows from the object's own: the object is not hashed a second
+    // time, and nothing is built when the object served is that version. Not so for an object
+    // that wrote a source version of its own, which is hashed whole.
+    const version = provenanceVersion(r, this.source);
     if (version !== undefined && held?.version === version && sameTime(held.createTime, createTime))
       return held;
-    const fields: ResourceFields = {
-      ...r,
-      createTime,
-      annotations: {
-        ...r.annotations,
-        [SOURCE_ANNOTATION]: this.source,
-        [SOURCE_VERSION_ANNOTATION]: sourceVersion,
-      },
-    };
-    if (version !== undefined) return restoreResource(fields, version);
-    const out = makeResource(fields);
+    const out = withProvenance(r, this.source, createTime, version);
     return held !== undefined && held.version === out.version && sameTime(held.createTime, createTime)
       ? held
       : out;

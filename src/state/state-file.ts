@@ -2,7 +2,13 @@ import { createHash } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { ReadList } from '../core/chunked-list.js';
 import { MeshmuxError } from '../core/errors.js';
-import { makeResource, restoreResource, type ConfigResource } from '../core/resource.js';
+import {
+  isProvenanceAnnotation,
+  makeResource,
+  restoreResource,
+  sentVersion,
+  type ConfigResource,
+} from '../core/resource.js';
 import type { ListSplice } from '../merge/identity-diff.js';
 import type { HeldRecord, SourceRecord } from '../merge/source-record.js';
 import { HOLD_REASONS, type HoldReason } from '../merge/config-snapshot.js';
@@ -46,13 +52,20 @@ const RESOURCES_TAG = (8 << 3) | 2;
 
 const KNOWN_HOLD_REASONS: ReadonlySet<string> = new Set<string>(HOLD_REASONS);
 
-function resourceMessage(r: ConfigResource): Record<string, unknown> {
+/**
+ * A record keeps each object as its source sent it: one a streaming source's reader read with the
+ * source's provenance (as the merge serves it) is written without it, under the version it was
+ * read with, and the merge adds it again when the record is restored. Records stay as large as
+ * the objects sent, and read the same by every release.
+ */
+function resourceMessage(r: ConfigResource, source: string): Record<string, unknown> {
+  const sent = sentVersion(r, source);
   return {
     kind: r.kind,
     namespace: r.namespace,
     name: r.name,
     labels: r.labels,
-    annotations: r.annotations,
+    annotations: sent === undefined ? r.annotations : withoutProvenance(r.annotations),
     create_seconds: r.createTime.seconds,
     create_nanos: r.createTime.nanos,
     body: r.body,
@@ -63,8 +76,15 @@ function resourceMessage(r: ConfigResource): Record<string, unknown> {
     has_origin_line: r.origin.line !== undefined,
     upstream_version: r.origin.upstreamVersion ?? '',
     create_time_stamped: r.origin.createTimeStamped === true,
-    version: r.version,
+    version: sent ?? r.version,
   };
+}
+
+/** `annotations` but the two provenance annotations. */
+function withoutProvenance(annotations: Readonly<Record<string, string>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const key in annotations) if (!isProvenanceAnnotation(key)) out[key] = annotations[key] ?? '';
+  return out;
 }
 
 /** A string field's encoded size (tag of one byte: field numbers below 16), or 0 when it is empty. */
@@ -78,16 +98,19 @@ function entrySize(k: number, v: number): number {
   return lengthDelimitedSize(k) + lengthDelimitedSize(v);
 }
 
-function mapSize(map: Readonly<Record<string, string>>): number {
+/** `map`'s encoded size, its provenance annotations left out with `bare`. */
+function mapSize(map: Readonly<Record<string, string>>, bare = false): number {
   let size = 0;
   for (const key in map) {
+    if (bare && isProvenanceAnnotation(key)) continue;
     size += lengthDelimitedSize(entrySize(utf8Length(key), utf8Length(map[key] ?? '')));
   }
   return size;
 }
 
-function writeMap(w: SizedWriter, field: number, map: Readonly<Record<string, string>>): void {
+function writeMap(w: SizedWriter, field: number, map: Readonly<Record<string, string>>, bare = false): void {
   for (const key in map) {
+    if (bare && isProvenanceAnnotation(key)) continue;
     const value = map[key] ?? '';
     const k = utf8Length(key);
     const v = utf8Length(value);
@@ -98,19 +121,23 @@ function writeMap(w: SizedWriter, field: number, map: Readonly<Record<string, st
   }
 }
 
-/** Encoded size of one PersistedResource message. */
-function resourceSize(r: ConfigResource): number {
+/**
+ * Encoded size of one PersistedResource message; `sent`, when given, is the version the object was
+ * sent under, written instead of its own with its provenance annotations left out (see
+ * {@link resourceMessage}).
+ */
+function resourceSize(r: ConfigResource, sent: string | undefined): number {
   const { origin } = r;
   return (
     stringFieldSize(r.kind) +
     stringFieldSize(r.namespace) +
     stringFieldSize(r.name) +
     mapSize(r.labels) +
-    mapSize(r.annotations) +
+    mapSize(r.annotations, sent !== undefined) +
     (r.createTime.seconds === 0 ? 0 : 1 + varintSize(r.createTime.seconds)) +
     (r.createTime.nanos === 0 ? 0 : 1 + varintSize(r.createTime.nanos)) +
     (r.body.byteLength === 0 ? 0 : lengthDelimitedSize(r.body.byteLength)) +
-    stringFieldSize(r.version) +
+    stringFieldSize(sent ?? r.version) +
     stringFieldSize(origin.file ?? '') +
     (origin.doc === undefined || origin.doc === 0 ? 0 : 1 + varintSize(origin.doc)) +
     (origin.line === undefined || origin.line === 0 ? 0 : 1 + varintSize(origin.line)) +
@@ -122,17 +149,17 @@ function resourceSize(r: ConfigResource): number {
   );
 }
 
-function writeResource(w: SizedWriter, r: ConfigResource): void {
+function writeResource(w: SizedWriter, r: ConfigResource, sent: string | undefined): void {
   const { origin } = r;
   writeText(w, 1, r.kind);
   writeText(w, 2, r.namespace);
   writeText(w, 3, r.name);
   writeMap(w, 4, r.labels);
-  writeMap(w, 5, r.annotations);
+  writeMap(w, 5, r.annotations, sent !== undefined);
   writeNumber(w, 6, r.createTime.seconds);
   writeNumber(w, 7, r.createTime.nanos);
   if (r.body.byteLength > 0) w.bytes(8, r.body);
-  writeText(w, 9, r.version);
+  writeText(w, 9, sent ?? r.version);
   writeText(w, 10, origin.file ?? '');
   writeNumber(w, 11, origin.doc);
   writeNumber(w, 12, origin.line);
@@ -165,15 +192,20 @@ function writeNumber(w: SizedWriter, field: number, value: number | undefined): 
  * allows; `decodeStateFile` reads them back as defaults.
  */
 function encodeResourceSlice(
+  source: string,
   resources: ReadList<ConfigResource>,
   from: number,
   to: number,
   scratch: { buf: Buffer | undefined },
 ): Buffer {
   const sizes = new Int32Array(to - from);
+  const sent = new Array<string | undefined>(to - from);
   let total = 0;
   for (let i = from; i < to; i++) {
-    const size = resourceSize(resources.at(i) as ConfigResource);
+    const r = resources.at(i) as ConfigResource;
+    const version = sentVersion(r, source);
+    sent[i - from] = version;
+    const size = resourceSize(r, version);
     sizes[i - from] = size;
     total += lengthDelimitedSize(size);
   }
@@ -185,7 +217,7 @@ function encodeResourceSlice(
     w.varint(RESOURCES_TAG);
     w.varint(sizes[i - from] as number);
     const start = w.pos;
-    writeResource(w, resources.at(i) as ConfigResource);
+    writeResource(w, resources.at(i) as ConfigResource, sent[i - from]);
     if (w.pos - start !== sizes[i - from])
       throw new Error('a persisted object was not written at its computed size');
   }
@@ -238,7 +270,7 @@ function toNumber(value: number | { toNumber(): number }): number {
   return typeof value === 'number' ? value : value.toNumber();
 }
 
-function heldMessage(h: HeldRecord): Record<string, unknown> {
+function heldMessage(h: HeldRecord, source: string): Record<string, unknown> {
   return {
     reason: h.reason,
     since_ms: h.sinceMs,
@@ -246,7 +278,7 @@ function heldMessage(h: HeldRecord): Record<string, unknown> {
     total: h.total,
     kinds: h.kinds ?? [],
     full: h.kinds === undefined,
-    resources: h.resources.map(resourceMessage),
+    resources: h.resources.map((r) => resourceMessage(r, source)),
     revision: h.revision,
   };
 }
@@ -261,7 +293,7 @@ function recordFields(record: SourceRecord): Record<string, unknown> {
     saved_ms: record.savedMs,
     complete: record.complete,
     answered_kinds: record.answeredKinds,
-    ...(record.held === undefined ? {} : { held: heldMessage(record.held) }),
+    ...(record.held === undefined ? {} : { held: heldMessage(record.held, record.source) }),
   };
 }
 
@@ -295,6 +327,7 @@ export async function streamStateFile(
   for (let i = 0; i < record.resources.length; i += ENCODE_SLICE) {
     await put(
       encodeResourceSlice(
+        record.source,
         record.resources,
         i,
         Math.min(i + ENCODE_SLICE, record.resources.length),
@@ -425,7 +458,7 @@ export function encodeRecordChange(change: RecordChange): Buffer {
   const message = RECORD_CHANGE.encode({
     record: {
       ...recordFields(change.record),
-      resources: Array.from(change.record.resources, resourceMessage),
+      resources: Array.from(change.record.resources, (r) => resourceMessage(r, change.record.source)),
     },
     splices: change.splices,
   }).finish();

@@ -4,7 +4,9 @@ import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import {
   makeResource,
   resourceKey,
+  SOURCE_ANNOTATION,
   timestampFromDate,
+  withProvenance,
   type ConfigResource,
   type ResourceOrigin,
   type Timestamp,
@@ -48,6 +50,11 @@ export interface McpResourceReaderOptions {
   readonly origin: string;
   /** Clock for the creation time of objects the upstream sends without one. */
   readonly now?: () => Date;
+  /**
+   * The source's name: objects are read with its provenance annotations, as the merge serves them
+   * (see `Provenance`), so one object stands for each. Unset, they are read as sent.
+   */
+  readonly source?: string;
   /** Bytes of decoded objects kept to skip re-reading unchanged ones. Default 256 MiB. */
   readonly cacheBytes?: number;
 }
@@ -420,7 +427,7 @@ export class McpResourceReader {
         `metadata.annotations.${refused}`,
       );
     }
-    const resource = makeResource({
+    const read = makeResource({
       kind: kind.key,
       namespace,
       name,
@@ -437,6 +444,13 @@ export class McpResourceReader {
           ? this.origin
           : { file: this.options.origin, upstreamVersion: parts.upstreamVersion },
     });
+    // Annotated here, as the merge would (an object that already names a source passes as it is):
+    // the object as read would otherwise stay beside the one served for as long as it is.
+    const source = this.options.source;
+    const resource =
+      source === undefined || read.annotations[SOURCE_ANNOTATION] !== undefined
+        ? read
+        : withProvenance(read, source);
     return {
       ok: true,
       name: full,

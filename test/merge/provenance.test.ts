@@ -6,7 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { makeResource, type ConfigResource, type Timestamp } from '../../src/core/resource.js';
+import {
+  makeResource,
+  withProvenance,
+  type ConfigResource,
+  type Timestamp,
+} from '../../src/core/resource.js';
 import { Provenance, SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION } from '../../src/merge/provenance.js';
 import { stampedObject } from '../support/resources.js';
 
@@ -85,6 +90,25 @@ describe('Provenance', () => {
     const p = new Serving();
     const relayed = makeResource({ ...upstream(1), annotations: { [SOURCE_ANNOTATION]: 'far-away' } });
     assert.equal(p.annotate(relayed), relayed);
+  });
+
+  it('serves an object its reader annotated ahead as it would have annotated it, keeping the one served', () => {
+    for (const r of [
+      upstream(1),
+      upstream(1, 0, 'v42'),
+      makeResource({ ...upstream(1), annotations: { [SOURCE_VERSION_ANNOTATION]: 'mine' } }),
+    ]) {
+      const p = new Serving();
+      const annotated = p.annotate(r);
+      const ahead = withProvenance(r, 'mesh');
+      assert.deepEqual(ahead, annotated, JSON.stringify(r.annotations));
+      assert.equal(p.annotate(ahead), annotated, 'the object served is kept for an equal one');
+      const fresh = new Serving();
+      assert.equal(fresh.annotate(ahead), ahead, 'nothing served yet: the object is served as read');
+      const changed = withProvenance(upstream(1, 0, undefined, 'changed'), 'mesh');
+      assert.equal(fresh.annotate(changed), changed);
+      assert.notEqual(changed.version, ahead.version);
+    }
   });
 
   it('returns the same served object for the same instance and for an equal new one, and a new one for any change', () => {

@@ -1,10 +1,21 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { makeResource, type ResourceOrigin } from '../../src/core/resource.js';
 import { MeshmuxError } from '../../src/core/errors.js';
-import type { SourceRecord } from '../../src/merge/source-record.js';
-import { decodeStateFile, encodeStateFile } from '../../src/state/state-file.js';
+import {
+  makeResource,
+  withProvenance,
+  type ConfigResource,
+  type ResourceOrigin,
+} from '../../src/core/resource.js';
+import { Provenance, SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION } from '../../src/merge/provenance.js';
+import type { HeldRecord, SourceRecord } from '../../src/merge/source-record.js';
+import {
+  decodeRecordChange,
+  decodeStateFile,
+  encodeRecordChange,
+  encodeStateFile,
+} from '../../src/state/state-file.js';
 import { fakeResource } from '../support/resources.js';
 
 function record(count: number): SourceRecord {
@@ -81,6 +92,63 @@ describe('state files', () => {
         resources: undefined,
         held: { ...original.held, resources: original.held?.resources.map((r) => r.version) },
       },
+    );
+  });
+
+  it('keep objects read with their source’s provenance as the source sent them, byte for byte', async () => {
+    // As the upstream sent them: one plain, one relayed by another meshmux, one naming a version.
+    const sent = [
+      makeResource({ ...fakeResource('plain', { namespace: 'shop' }), annotations: { note: 'x' } }),
+      makeResource({
+        ...fakeResource('relayed', { namespace: 'shop' }),
+        annotations: { [SOURCE_ANNOTATION]: 'far-away', [SOURCE_VERSION_ANNOTATION]: 'v7' },
+      }),
+      makeResource({
+        ...fakeResource('own-version', { namespace: 'shop' }),
+        annotations: { [SOURCE_VERSION_ANNOTATION]: 'mine' },
+      }),
+    ];
+    const asRead = sent.map((r) =>
+      r.annotations[SOURCE_ANNOTATION] === undefined ? withProvenance(r, 'mesh') : r,
+    );
+    assert.notEqual(asRead[0]?.version, sent[0]?.version);
+    const recordOf = (resources: ConfigResource[], held: ConfigResource[]): SourceRecord => ({
+      ...record(0),
+      source: 'mesh',
+      resources,
+      held: { ...(record(0).held as HeldRecord), resources: held },
+    });
+    // The object whose own source version the provenance replaced is kept with it: the one
+    // that cannot be told apart from its provenance (the merge would not add it back the same).
+    const expected = [sent[0], sent[1], asRead[2]] as ConfigResource[];
+    const file = await fileOf(recordOf(asRead, asRead));
+    assert.deepEqual(file, await fileOf(recordOf(expected, expected)), 'the same file, byte for byte');
+    const back = decodeStateFile(file, 'mesh.state');
+    assert.deepEqual(
+      [...back.resources].map((r) => [r.version, r.annotations]),
+      expected.map((r) => [r.version, r.annotations]),
+    );
+    assert.deepEqual(
+      back.held?.resources.map((r) => r.version),
+      expected.map((r) => r.version),
+    );
+    // Restored, the merge annotates the object as sent again: served as it was before the restart.
+    const restored = back.resources.at(0) as ConfigResource;
+    assert.deepEqual(new Provenance('mesh').annotate(restored, 'shop/plain', undefined), asRead[0]);
+    // Another source's record keeps the provenance it names.
+    const foreign = decodeStateFile(
+      await fileOf({ ...recordOf(asRead, []), source: 'other' }),
+      'other.state',
+    );
+    assert.equal(foreign.resources.at(0)?.version, asRead[0]?.version);
+    // A change appended to the journal is written the same way.
+    const { held: _held, ...unheld } = recordOf(asRead, []);
+    const change = decodeRecordChange(encodeRecordChange({ record: unheld, splices: [] }), (why) =>
+      assert.fail(why),
+    );
+    assert.deepEqual(
+      [...change.record.resources].map((r) => r.version),
+      expected.map((r) => r.version),
     );
   });
 

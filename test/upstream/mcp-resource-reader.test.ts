@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { Provenance, SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION } from '../../src/merge/provenance.js';
 import { McpResourceReader } from '../../src/upstream/mcp-resource-reader.js';
 import { encodeBody, encodeMcpResource, kindNamed } from '../support/fake-objects.js';
 
@@ -18,6 +19,42 @@ function reader(): McpResourceReader {
 }
 
 describe('McpResourceReader', () => {
+  it('reads objects with its source’s provenance, as the merge serves them, and passes relayed ones as sent', () => {
+    const plain = reader().read(SE, envelope('a.example.com'), 'test');
+    const meshReader = new McpResourceReader({
+      defaultNamespace: 'default',
+      origin: 'xds://upstream:15010',
+      source: 'mesh',
+    });
+    const annotated = meshReader.read(SE, envelope('a.example.com'), 'test');
+    assert.ok(plain.ok && annotated.ok);
+    assert.equal(plain.resource.annotations[SOURCE_ANNOTATION], undefined);
+    const served = new Provenance('mesh').annotate(plain.resource, plain.name, undefined);
+    assert.deepEqual(annotated.resource, served);
+    assert.equal(annotated.resource.annotations[SOURCE_ANNOTATION], 'mesh');
+    assert.equal(annotated.resource.annotations[SOURCE_VERSION_ANNOTATION], plain.resource.version);
+    // Read again, unchanged: the same object, so the merge keeps serving the same instance.
+    const again = meshReader.read(SE, envelope('a.example.com'), 'test');
+    assert.ok(again.ok);
+    assert.equal(again.resource, annotated.resource);
+    const relayedSpec = { hosts: ['b.example.com'], location: 'MESH_EXTERNAL' };
+    const relay = encodeMcpResource(
+      SE,
+      {
+        namespace: 'shop',
+        name: 'relayed',
+        annotations: { [SOURCE_ANNOTATION]: 'far-away', [SOURCE_VERSION_ANNOTATION]: 'v7' },
+        spec: relayedSpec,
+      },
+      { createTime: { seconds: 1_700_000_000, nanos: 0 } },
+    );
+    const relayed = meshReader.read(SE, relay, 'test');
+    const asSent = reader().read(SE, relay, 'test');
+    assert.ok(relayed.ok && asSent.ok);
+    assert.deepEqual(relayed.resource, asSent.resource, 'an object naming a source is not annotated again');
+    assert.equal(relayed.resource.annotations[SOURCE_ANNOTATION], 'far-away');
+  });
+
   it('refuses an object carrying an annotation istiod refuses, naming it, and dry runs outside AuthorizationPolicies', () => {
     const r = reader();
     const AP = kindNamed('AuthorizationPolicy');

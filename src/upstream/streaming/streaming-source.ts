@@ -47,6 +47,10 @@ export function openSubscription(
     syncTimeoutMs: options.syncTimeout ?? DEFAULT_SYNC_TIMEOUT_MS,
     scheduler: options.scheduler,
   });
-  const reader = new McpResourceReader({ defaultNamespace: options.namespace, origin: describe });
+  const reader = new McpResourceReader({
+    defaultNamespace: options.namespace,
+    origin: describe,
+    source: options.name,
+  });
   return { state, reader };
 }
