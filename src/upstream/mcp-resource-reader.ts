@@ -493,6 +493,40 @@ const UNKNOWN_FIELDS: number[] = [];
  * `result` with its bytes and key, written out field by field: a spread copy of the result takes
  * a hidden class of its own per object in V8 (two heap objects more per object, measured).
  */
+/**
+ * A good read as nearly every object is: its envelope holds its body, nothing unusual was found in
+ * it (no unknown field, no warning), and it is kept under its own name. What all of them share is
+ * its prototype's, not four more fields per object, a third of what the reader keeps per object.
+ */
+class PlainRead {
+  declare readonly ok: true;
+  declare readonly unknownEnvelopeFields: readonly number[];
+  declare readonly unknownBodyFields: readonly string[];
+  declare readonly warnings: readonly MeshmuxError[];
+
+  constructor(
+    readonly name: string,
+    readonly resource: ConfigResource,
+    readonly envelopeAt: number,
+    readonly envelopeEnd: number,
+  ) {}
+
+  get cacheKind(): string {
+    return this.resource.kind;
+  }
+
+  get cacheName(): string {
+    return this.name;
+  }
+}
+for (const [key, value] of [
+  ['ok', true],
+  ['unknownEnvelopeFields', NONE],
+  ['unknownBodyFields', NONE],
+  ['warnings', NONE],
+] as const)
+  Object.defineProperty(PlainRead.prototype, key, { value, enumerable: true });
+
 function keptRead(result: ReadResult, raw: Uint8Array, cacheKind: string, cacheName: string): KeptRead {
   if (result.ok) {
     const body = result.resource.body;
@@ -500,6 +534,15 @@ function keptRead(result: ReadResult, raw: Uint8Array, cacheKind: string, cacheN
     const end = start + raw.byteLength;
     const inRaw =
       body.buffer === raw.buffer && body.byteOffset >= start && body.byteOffset + body.byteLength <= end;
+    if (
+      inRaw &&
+      cacheName === result.name &&
+      cacheKind === result.resource.kind &&
+      result.unknownEnvelopeFields.length === 0 &&
+      result.unknownBodyFields.length === 0 &&
+      (result.warnings === undefined || result.warnings.length === 0)
+    )
+      return new PlainRead(result.name, result.resource, start, end);
     const kept: KeptRead = {
       ok: true,
       name: result.name,

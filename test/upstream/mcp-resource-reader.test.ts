@@ -19,6 +19,36 @@ function reader(): McpResourceReader {
 }
 
 describe('McpResourceReader', () => {
+  it('keeps a plain read in four fields of its own, and a read with anything unusual whole', () => {
+    const r = reader();
+    const plain = r.read(SE, envelope('a.example.com'), 'test');
+    assert.ok(plain.ok);
+    assert.deepEqual(Object.getOwnPropertyNames(plain).sort(), [
+      'envelopeAt',
+      'envelopeEnd',
+      'name',
+      'resource',
+    ]);
+    assert.deepEqual([plain.unknownEnvelopeFields, plain.unknownBodyFields, plain.warnings], [[], [], []]);
+    assert.ok(r.readsAs(plain, envelope('a.example.com')), 'its bytes recognised when sent again');
+    assert.equal(r.read(SE, envelope('a.example.com'), 'test'), plain);
+    r.forget(plain);
+    assert.notEqual(r.read(SE, envelope('a.example.com'), 'test'), plain, 'forgotten');
+    // An upper-case name is read with a warning: kept with the warning, as every field of its own.
+    const odd = r.read(
+      SE,
+      encodeMcpResource(SE, {
+        namespace: 'shop',
+        name: 'Payments',
+        spec: { hosts: ['b.example.com'], location: 'MESH_EXTERNAL' },
+      }),
+      'test',
+    );
+    assert.ok(odd.ok);
+    assert.equal(odd.warnings?.length, 1);
+    assert.ok(Object.getOwnPropertyNames(odd).includes('warnings'));
+  });
+
   it('reads objects with its source’s provenance, as the merge serves them, and passes relayed ones as sent', () => {
     const plain = reader().read(SE, envelope('a.example.com'), 'test');
     const meshReader = new McpResourceReader({
