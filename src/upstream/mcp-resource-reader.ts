@@ -490,13 +490,10 @@ const NONE: readonly never[] = Object.freeze([]);
 const UNKNOWN_FIELDS: number[] = [];
 
 /**
- * `result` with its bytes and key, written out field by field: a spread copy of the result takes
- * a hidden class of its own per object in V8 (two heap objects more per object, measured).
- */
-/**
  * A good read as nearly every object is: its envelope holds its body, nothing unusual was found in
  * it (no unknown field, no warning), and it is kept under its own name. What all of them share is
- * its prototype's, not four more fields per object, a third of what the reader keeps per object.
+ * its prototype's, not six more fields of each: 56 bytes a read, where one with every field takes
+ * 104.
  */
 class PlainRead {
   declare readonly ok: true;
@@ -527,6 +524,10 @@ for (const [key, value] of [
 ] as const)
   Object.defineProperty(PlainRead.prototype, key, { value, enumerable: true });
 
+/**
+ * `result` with its bytes and key, written out field by field: a spread copy of the result takes
+ * a hidden class of its own per object in V8 (two heap objects more per object, measured).
+ */
 function keptRead(result: ReadResult, raw: Uint8Array, cacheKind: string, cacheName: string): KeptRead {
   if (result.ok) {
     const body = result.resource.body;
