@@ -12,14 +12,11 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
 import { startMeshmux, type RunningMeshmux } from '../src/app.js';
 import { heapCollections } from '../src/core/heap-collections.js';
-import { MergeEngine } from '../src/merge/merge-engine.js';
 import { processCounters, type ProcessCounters } from '../src/telemetry/process-counters.js';
-import { semanticKeysOf } from '../src/schema/semantic-keys.js';
 import { parseMeshmuxConfig, type MeshmuxConfig } from '../src/settings/meshmux-config.js';
-import { XdsSource } from '../src/upstream/xds/xds-source.js';
-import { EmulatedServer, RawFanout, STRATEGIES, type BaselineCounters } from './baselines.js';
+import type { BaselineCounters } from './baselines.js';
 import { benchConfigYaml } from './bench-config.js';
-import { MeshModel, SHAPES, type PolicyName, type Shape } from './fixtures.js';
+import type { PolicyName, Shape } from './fixtures.js';
 
 /** What the parent asks for. */
 export interface ServerArgs {
@@ -177,6 +174,12 @@ async function main(): Promise<void> {
     counters = () => running.ads.counters();
     stop = () => running.stop();
   } else if (args.mode === 'raw') {
+    // The baselines' modules are loaded by the baselines only: a start of meshmux is timed to
+    // ready, and meshmux as shipped loads none of them.
+    const [{ RawFanout }, { MeshModel, SHAPES }] = await Promise.all([
+      import('./baselines.js'),
+      import('./fixtures.js'),
+    ]);
     const raw = new RawFanout(new MeshModel(SHAPES[args.shape]));
     xdsPort = await raw.listen();
     counters = (): BaselineCounters & { process: ProcessCounters } => ({
@@ -187,6 +190,13 @@ async function main(): Promise<void> {
     stop = () => raw.close();
   } else {
     if (config === undefined) throw new Error(`${args.mode} needs upstreams`);
+    const [{ EmulatedServer, STRATEGIES }, { MergeEngine }, { semanticKeysOf }, { XdsSource }] =
+      await Promise.all([
+        import('./baselines.js'),
+        import('../src/merge/merge-engine.js'),
+        import('../src/schema/semantic-keys.js'),
+        import('../src/upstream/xds/xds-source.js'),
+      ]);
     const engine = new MergeEngine(
       config.sources.map((source) => {
         if (source.type !== 'xds') throw new Error('bench sources are xds');
