@@ -43,7 +43,7 @@ export function readPlainEnvelope(bytes: Uint8Array, unknown?: number[]): McpEnv
   } catch {
     return undefined;
   } finally {
-    reader.release();
+    reader.done();
   }
 }
 
@@ -62,6 +62,8 @@ const MAX_KNOWN_TYPE_BYTES = 256;
 const MAX_KNOWN_KEYS = 16;
 /** Buffers up to this size are kept between reads to decode strings from, not wrapped anew. */
 const MAX_WRAPPED_BYTES = 64 * 1024;
+/** What the reader decodes strings from when it holds no buffer. */
+const NO_TEXT = Buffer.alloc(0);
 
 /**
  * Reads envelopes one after the other, with nothing allocated per field but what the envelope
@@ -78,8 +80,10 @@ class EnvelopeReader {
   private start = 0;
   private end = 0;
   /** `bytes`' memory as a Buffer, to decode strings from; `wrapped` is the memory it covers. */
-  private text: Buffer = Buffer.alloc(0);
-  private wrapped: ArrayBufferLike = this.text.buffer;
+  private text: Buffer = NO_TEXT;
+  private wrapped: ArrayBufferLike = NO_TEXT.buffer;
+  /** Whether a large buffer's wrapping is let go once the current task's reads are over. */
+  private letGo = false;
   private typeUrl: KnownString = { bytes: EMPTY, text: '' };
   private readonly keys: KnownString[] = [];
 
@@ -131,14 +135,27 @@ class EnvelopeReader {
     this.pos += width;
   }
 
-  /** Lets go of the envelope's bytes, and of a large buffer holding them. */
-  release(): void {
+  /**
+   * Lets go of the envelope's bytes, and of a large buffer holding them once the task reading
+   * them is over: the objects of a response are read one after the other in one task, often from
+   * the response's own buffer, which is then wrapped once for all of them instead of once each.
+   */
+  done(): void {
     this.bytes = EMPTY;
-    if (this.wrapped.byteLength > MAX_WRAPPED_BYTES) {
-      this.text = Buffer.alloc(0);
-      this.wrapped = this.text.buffer;
+    if (this.wrapped.byteLength > MAX_WRAPPED_BYTES && !this.letGo) {
+      this.letGo = true;
+      queueMicrotask(this.release);
     }
   }
+
+  /** Lets go of a large buffer wrapped to decode strings from (a small one is kept, as reused). */
+  private readonly release = (): void => {
+    this.letGo = false;
+    if (this.wrapped.byteLength > MAX_WRAPPED_BYTES) {
+      this.text = NO_TEXT;
+      this.wrapped = NO_TEXT.buffer;
+    }
+  };
 
   private metadata(): NonNullable<McpEnvelope['metadata']> {
     const out: NonNullable<McpEnvelope['metadata']> = {};

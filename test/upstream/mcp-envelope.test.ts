@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import protobuf from 'protobufjs';
 import { messageType } from '../../src/schema/proto-root.js';
@@ -9,6 +11,10 @@ import { unknownFieldNumbers } from '../../src/wire/wire-fields.js';
 import { arbitraryMessage } from '../support/arbitrary-messages.js';
 
 const RESOURCE = messageType('istio.mcp.v1alpha1.Resource');
+
+// A full collection on demand, without starting the test process with --expose-gc.
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
 
 /** What the schema-driven path makes of `bytes` (throws where it refuses them). */
 function throughSchema(bytes: Uint8Array): unknown {
@@ -103,6 +109,60 @@ describe('an MCP envelope read from its bytes', () => {
       }),
       { numRuns: 300, seed: 5 },
     );
+  });
+
+  it('reads envelopes out of responses too large to keep wrapped, two of them in turn within one task, as each alone', () => {
+    // Two responses' buffers of some 150 KB each, their objects read alternately, as two types'
+    // states may be within one turn: strings are decoded from whichever buffer each lies in.
+    const responses = ['a', 'b'].map((side) => {
+      const each = Array.from({ length: 400 }, (_, i) =>
+        encode({
+          metadata: {
+            name: `ns-${side}/svc-${i}`,
+            labels: { app: `${side}${i}` },
+            annotations: { n: `${i}` },
+          },
+          body: {
+            type_url: `type.googleapis.com/x.${side.toUpperCase()}`,
+            value: new Uint8Array(300).fill(i),
+          },
+        }),
+      );
+      const buffer = new Uint8Array(each.reduce((n, b) => n + b.length, 0));
+      let at = 0;
+      return each.map((b) => {
+        buffer.set(b, at);
+        at += b.length;
+        return buffer.subarray(at - b.length, at);
+      });
+    });
+    const [a, b] = responses as [Uint8Array[], Uint8Array[]];
+    assert.ok((a[0] as Uint8Array).buffer.byteLength > 128 * 1024);
+    for (let i = 0; i < a.length; i++) {
+      for (const bytes of [a[i] as Uint8Array, b[i] as Uint8Array]) {
+        assert.deepStrictEqual(readPlainEnvelope(bytes), throughSchema(bytes));
+      }
+    }
+  });
+
+  it('lets go of a large response it read from once the task that read it is over', async () => {
+    const response = (): WeakRef<ArrayBufferLike> => {
+      const bytes = new Uint8Array(256 * 1024);
+      const one = encode({
+        metadata: { name: 'shop/cart', labels: { app: 'cart' } },
+        body: { type_url: 'x', value: [1] },
+      });
+      bytes.set(one, 1000);
+      // Only strings are kept from it; the body's view goes with the envelope.
+      assert.equal(readPlainEnvelope(bytes.subarray(1000, 1000 + one.length))?.metadata?.name, 'shop/cart');
+      return new WeakRef(bytes.buffer);
+    };
+    const held = response();
+    for (let i = 0; i < 3; i++) {
+      await new Promise((resolve) => setImmediate(resolve));
+      gc();
+    }
+    assert.equal(held.deref(), undefined, 'the response is still held');
   });
 
   it('leaves to the schema what it does not read plainly', () => {
