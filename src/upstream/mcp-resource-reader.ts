@@ -3,11 +3,12 @@ import { compactString } from '../core/compact-string.js';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import {
   makeResource,
+  makeResourceFrom,
   resourceKey,
   SOURCE_ANNOTATION,
   timestampFromDate,
-  withProvenance,
   type ConfigResource,
+  type ResourceFields,
   type ResourceOrigin,
   type Timestamp,
 } from '../core/resource.js';
@@ -427,7 +428,7 @@ export class McpResourceReader {
         `metadata.annotations.${refused}`,
       );
     }
-    const read = makeResource({
+    const fields: ResourceFields = {
       kind: kind.key,
       namespace,
       name,
@@ -443,14 +444,14 @@ export class McpResourceReader {
         parts.upstreamVersion === ''
           ? this.origin
           : { file: this.options.origin, upstreamVersion: parts.upstreamVersion },
-    });
+    };
     // Annotated here, as the merge would (an object that already names a source passes as it is):
     // the object as read would otherwise stay beside the one served for as long as it is.
     const source = this.options.source;
     const resource =
-      source === undefined || read.annotations[SOURCE_ANNOTATION] !== undefined
-        ? read
-        : withProvenance(read, source);
+      source === undefined || parts.annotations[SOURCE_ANNOTATION] !== undefined
+        ? makeResource(fields)
+        : makeResourceFrom(source, fields);
     return {
       ok: true,
       name: full,

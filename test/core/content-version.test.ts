@@ -13,8 +13,10 @@ import {
   annotatedVersion,
   contentVersion,
   makeResource,
+  makeResourceFrom,
   SOURCE_ANNOTATION,
   SOURCE_VERSION_ANNOTATION,
+  withProvenance,
 } from '../../src/core/resource.js';
 
 /** A ServiceEntry served from source `cluster-a` under `sourceVersion`, and its pinned version. */
@@ -173,6 +175,40 @@ describe('content versions', () => {
           ],
         ],
       },
+    );
+  });
+
+  it('of an object read with its source named are those of the object read, then named, as the merge names it', () => {
+    const text = fc.string({ maxLength: 12 });
+    fc.assert(
+      fc.property(
+        fc.record({
+          name: fc.stringMatching(/^[a-z][a-z0-9-]{0,8}$/),
+          labels: fc.dictionary(text, text, { maxKeys: 2 }),
+          // Sometimes a source version of the object's own, which is versioned whole.
+          annotations: fc.dictionary(fc.oneof(text, fc.constant(SOURCE_VERSION_ANNOTATION)), text, {
+            maxKeys: 2,
+          }),
+          body: fc.uint8Array({ maxLength: 40 }),
+          upstreamVersion: fc.option(text, { nil: undefined }),
+          source: text,
+        }),
+        ({ upstreamVersion, source, ...o }) => {
+          const fields = {
+            kind: 'networking.istio.io/ServiceEntry',
+            namespace: 'ns',
+            ...o,
+            createTime: { seconds: 7, nanos: 0 },
+            origin: upstreamVersion === undefined ? {} : { upstreamVersion },
+          };
+          const read = makeResourceFrom(source, fields);
+          assert.deepStrictEqual(read, withProvenance(makeResource(fields), source));
+          assert.equal(read.annotations[SOURCE_ANNOTATION], source);
+          if (Object.keys(o.annotations).length === 0)
+            assert.deepEqual(Object.keys(read.annotations), [SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION]);
+        },
+      ),
+      { numRuns: 500 },
     );
   });
 
