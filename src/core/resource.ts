@@ -207,10 +207,26 @@ function hashedVersion(fields: Omit<ResourceFields, 'createTime' | 'origin'>): s
   at = putMap(out, annotations, annotationKeys, at);
   out[at++] = 2;
   out.set(body, at);
-  const digest = hash('sha256', out.subarray(0, at + body.byteLength), 'buffer');
-  // The first 20 characters of the digest's base64url, encoded from its first 15 bytes: one flat
-  // string, where slicing the whole encoding would keep all 43 characters behind a slice.
-  return digest.toString('base64url', 0, 15);
+  // The digest as text of one character per byte ('binary' is latin1): no buffer is made for it (a
+  // buffer per object, with memory of its own, cost as much again as the hash).
+  const digest = hash('sha256', out.subarray(0, at + body.byteLength), 'binary');
+  return base64urlOf15(digest);
+}
+
+/**
+ * The base64url digits of the first 15 bytes of `bytes` (one character per byte): the first 20
+ * characters of its whole base64url, as one flat string, where slicing the whole encoding would
+ * keep all 43 characters behind a slice.
+ */
+function base64urlOf15(bytes: string): string {
+  for (let i = 0, o = 0; i < 15; i += 3, o += 4) {
+    const n = (bytes.charCodeAt(i) << 16) | (bytes.charCodeAt(i + 1) << 8) | bytes.charCodeAt(i + 2);
+    digitScratch[o] = DIGITS.charCodeAt(n >>> 18);
+    digitScratch[o + 1] = DIGITS.charCodeAt((n >>> 12) & 63);
+    digitScratch[o + 2] = DIGITS.charCodeAt((n >>> 6) & 63);
+    digitScratch[o + 3] = DIGITS.charCodeAt(n & 63);
+  }
+  return digitScratch.toString('latin1', 0, CONTENT_VERSION_LENGTH);
 }
 
 /**
