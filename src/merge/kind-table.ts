@@ -187,7 +187,12 @@ export class KindTable {
     // Many keys at once (a first sync, a restore): insert them unordered and sort once, instead of
     // one insertion into the ordered list each (a chunk copied per key).
     const bulk = recheck.size > 256 && recheck.size * 8 > this.ordered.length;
-    if (bulk) this.bulk = { left: new Set(), came: [] };
+    if (bulk) {
+      this.bulk = { left: new Set(), came: [] };
+      // The next snapshot walks the kind after a bulk change: what each key served before is not
+      // recorded, key by key, only to be dropped (a second source's first sync records 50k).
+      this.pending = undefined;
+    }
     try {
       recheck.forEach((key) => {
         this.serve(key, bulk);
