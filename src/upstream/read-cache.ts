@@ -32,11 +32,18 @@ export class ReadCache<V> {
 
   /** Keeps `value` under `kind` and `name`, the newest entry now; a value larger than the bound is not kept. */
   set(kind: string, name: string, value: V): void {
-    const before = this.get(kind, name);
-    if (before !== undefined) this.deleteIf(kind, name, before);
-    const size = this.sizeOf(value);
-    if (size > this.maxBytes) return;
+    // One look-up of the kind and one of the name: a first state sets every object it reads.
     let names = this.byKind.get(kind);
+    const before = names?.get(name);
+    if (before !== undefined) {
+      (names as Map<string, V>).delete(name);
+      this.bytes -= this.sizeOf(before);
+    }
+    const size = this.sizeOf(value);
+    if (size > this.maxBytes) {
+      if (names?.size === 0) this.byKind.delete(kind);
+      return;
+    }
     if (names === undefined) this.byKind.set(kind, (names = new Map<string, V>()));
     names.set(name, value);
     this.bytes += size;

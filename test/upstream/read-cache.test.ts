@@ -48,6 +48,10 @@ describe('ReadCache', () => {
     cache.set('se', 'a', 'x'.repeat(13));
     assert.equal(cache.get('se', 'a'), undefined);
     assert.equal(cache.size, 2);
+    // Its kind's only entry so taken, the kind is not held any more.
+    cache.set('dr', 'x', 'dr-x');
+    cache.set('dr', 'x', 'y'.repeat(13));
+    assert.equal(cache.holds('dr'), false);
   });
 
   it('forgets an entry only when it still holds the value named', () => {
