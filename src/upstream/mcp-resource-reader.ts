@@ -282,16 +282,16 @@ export class McpResourceReader {
     kind: KindDescriptor,
     where: string,
   ): { ok: true; namespace: string; shortName: string } | { ok: false; name?: string; error: MeshmuxError } {
-    const parts = full.split('/');
-    const [first, second] = parts;
+    // Cut at the slash, not split: no list per object read.
+    const slash = full.indexOf('/');
     let namespace: string;
     let shortName: string;
-    if (parts.length === 1 && first !== undefined) {
+    if (slash < 0) {
       namespace = this.options.defaultNamespace;
-      shortName = first;
-    } else if (parts.length === 2 && first !== undefined && second !== undefined) {
-      namespace = first === '' ? this.options.defaultNamespace : first;
-      shortName = second;
+      shortName = full;
+    } else if (full.indexOf('/', slash + 1) < 0) {
+      namespace = slash === 0 ? this.options.defaultNamespace : full.slice(0, slash);
+      shortName = full.slice(slash + 1);
     } else {
       namespace = '';
       shortName = '';

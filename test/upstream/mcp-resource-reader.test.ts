@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Provenance, SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION } from '../../src/merge/provenance.js';
+import { anyTypeUrl, messageType } from '../../src/schema/proto-root.js';
 import { McpResourceReader } from '../../src/upstream/mcp-resource-reader.js';
 import { encodeBody, encodeMcpResource, kindNamed } from '../support/fake-objects.js';
 
@@ -263,5 +264,37 @@ describe('McpResourceReader', () => {
     const newer = r.read(SE, envelope('pay2.example.com'), 'test');
     r.forget(fresh);
     assert.equal(r.read(SE, envelope('pay2.example.com'), 'test'), newer);
+  });
+  it('names an object by the namespace and name it is sent under, or the default namespace, and refuses any other name', () => {
+    const RESOURCE = messageType('istio.mcp.v1alpha1.Resource');
+    const body = encodeBody(SE, { hosts: ['a.example.com'], location: 'MESH_EXTERNAL' });
+    const named = (name: string): Uint8Array =>
+      RESOURCE.encode(
+        RESOURCE.fromObject({
+          metadata: { name, create_time: { seconds: 1_700_000_000 } },
+          body: { type_url: anyTypeUrl(SE.bodyType), value: body },
+        }),
+      ).finish();
+    const r = reader();
+    const read = (name: string): string => {
+      const result = r.read(SE, named(name), 'test');
+      if (!result.ok) return `refused: ${result.error.location.field ?? ''}`;
+      return `${result.resource.namespace} ${result.resource.name}`;
+    };
+    assert.deepEqual(
+      ['shop/cart', 'cart', '/cart', 'a-very-long-namespace/a-very-long-name', '', 'shop/', 'a/b/c', '/'].map(
+        read,
+      ),
+      [
+        'shop cart',
+        'default cart',
+        'default cart',
+        'a-very-long-namespace a-very-long-name',
+        'refused: metadata.name',
+        'refused: metadata.name',
+        'refused: metadata.name',
+        'refused: metadata.name',
+      ],
+    );
   });
 });
