@@ -16,6 +16,19 @@ export interface SourceRank {
 interface Holder {
   readonly rank: SourceRank;
   readonly resource: ConfigResource;
+  /**
+   * The semantic groups the index has this holder's object claim its key under while it is the
+   * key's winner (none before): kept here, not in a map of the index's keyed per object.
+   */
+  groups: Groups;
+}
+
+/** Groups as a holder keeps them: one (nearly every object claims one) as the string itself. */
+type Groups = string | readonly string[];
+
+/** `groups` as a list. */
+function listOf(groups: Groups): readonly string[] {
+  return typeof groups === 'string' ? [groups] : groups;
 }
 
 /** What a bulk change did to the served set, for `reorder()`. */
@@ -114,6 +127,8 @@ export class KindTable {
   private pending: Map<string, ConfigResource | undefined> | undefined;
   /** During a bulk change: what it did to the served set (see {@link reorder}). */
   private bulk: BulkChange | undefined;
+  /** The groups {@link reindex} adds to, for the change being applied. */
+  private touchedGroups = new Set<string>();
 
   constructor(
     readonly kind: string,
@@ -128,7 +143,15 @@ export class KindTable {
    */
   apply(rank: SourceRank, before: KindState, after: KindState, hints: ApplyHints = {}): void {
     const touched = new Set<string>();
+    // The winner of each touched key that had one, before this change: the groups the index holds
+    // for the key are that holder's. A first sync, all of whose keys are new, notes none.
+    const was = new Map<string, Holder>();
+    const noteWinner = (key: string, current: Holder | readonly Holder[] | undefined): void => {
+      if (current === undefined || this.semanticKeys === undefined || was.has(key)) return;
+      was.set(key, isHolderList(current) ? (current[0] as Holder) : current);
+    };
     const drop = (key: string): void => {
+      noteWinner(key, this.holders.get(key));
       const list = this.holdersOf(key).filter((h) => h.rank.name !== rank.name);
       if (list.length === 0) this.holders.delete(key);
       else this.holders.set(key, list.length === 1 ? (list[0] as Holder) : list);
@@ -136,8 +159,9 @@ export class KindTable {
       touched.add(key);
     };
     const hold = (key: string, r: ConfigResource): void => {
-      const held = { rank, resource: r };
+      const held: Holder = { rank, resource: r, groups: NO_GROUPS };
       const current = this.holders.get(key);
+      noteWinner(key, current);
       // Held by nobody, or by this source alone (nearly every key): no lists to build.
       if (current === undefined || (!isHolderList(current) && current.rank.name === rank.name)) {
         this.holders.set(key, held);
@@ -179,7 +203,8 @@ export class KindTable {
     this.cached = undefined;
     this.conflictsStale = true;
     const groups = new Set<string>();
-    touched.forEach((key) => this.reindex(key, this.winner(key), groups));
+    this.touchedGroups = groups;
+    touched.forEach((key) => this.reindex(key, this.winner(key), was.get(key)));
     // Keys of other sources in the groups touched are looked at again too.
     const recheck = groups.size === 0 ? touched : new Set(touched);
     for (const g of groups) this.semantic.addMembersTo(g, recheck);
@@ -198,7 +223,9 @@ export class KindTable {
         this.serve(key, bulk);
         this.staleKey(key);
         // What a clash says of a member (its holder, withheld or served) may have changed.
-        this.semantic.forEachGroupOf(key, this.staleGroupOf);
+        const claimed = this.winner(key)?.groups ?? NO_GROUPS;
+        if (typeof claimed === 'string') this.staleGroup(claimed);
+        else for (let i = 0; i < claimed.length; i++) this.staleGroup(claimed[i] as string);
       });
       for (const g of groups) this.staleGroup(g);
     } finally {
@@ -371,9 +398,6 @@ export class KindTable {
     else this.sameKeyConflicts.delete(key);
   }
 
-  /** {@link staleGroup}, bound once for the walks that call it per key. */
-  private readonly staleGroupOf = (group: string): void => this.staleGroup(group);
-
   private staleGroup(group: string): void {
     if (this.clashing.has(group)) this.staleGroups.add(group);
     else this.groupConflicts.delete(group);
@@ -456,14 +480,20 @@ export class KindTable {
    * is touched when it does), so at a first sync, where nearly every group has one member, next
    * to no group is touched.
    */
-  private reindex(key: string, winner: Holder | undefined, touched: Set<string>): void {
+  private reindex(key: string, winner: Holder | undefined, was: Holder | undefined): void {
     if (this.semanticKeys === undefined) return;
-    const now = winner === undefined ? NO_GROUPS : this.semanticKeys(winner.resource);
-    this.semantic.move(key, now, (group, size, claims) => {
-      this.setClashing(group, size > 1);
-      if (claims ? size > 1 : size > 0) touched.add(group);
-    });
+    const old = was === undefined ? NO_GROUPS : listOf(was.groups);
+    // The same holder still winning claims what it claimed: its object is not read again.
+    const now = winner === undefined ? NO_GROUPS : winner === was ? old : this.semanticKeys(winner.resource);
+    this.semantic.move(key, old, now, this.moved);
+    if (winner !== undefined && winner !== was) winner.groups = now.length === 1 ? (now[0] as string) : now;
   }
+
+  /** What {@link reindex} does with each group a key left or claims, bound once. */
+  private readonly moved = (group: string, size: number, claims: boolean): void => {
+    this.setClashing(group, size > 1);
+    if (claims ? size > 1 : size > 0) this.touchedGroups.add(group);
+  };
 
   /**
    * In each clashing group, objects from sources of lower priority than the group's best are
@@ -476,7 +506,7 @@ export class KindTable {
     for (const key of affected) {
       const me = this.winner(key);
       let beaten = false;
-      for (const g of this.semantic.groupsOf(key)) {
+      for (const g of me === undefined ? NO_GROUPS : listOf(me.groups)) {
         for (const other of this.semantic.membersOf(g)) {
           const rival = other === key ? undefined : this.winner(other);
           if (rival !== undefined && me !== undefined && rival.rank.priority > me.rank.priority)

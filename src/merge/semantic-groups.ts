@@ -1,14 +1,13 @@
 const NONE: readonly string[] = Object.freeze([]);
 
 /**
- * Which served keys claim each semantic group (a host, say), and which groups each key claims.
- * Nearly every group has one member and nearly every key one group, so those are kept as the
- * string itself rather than a set or an array: at 50k objects the index would otherwise cost a set
- * and an array per object, which every full collection of the heap walks.
+ * Which keys claim each semantic group (a host, say). Nearly every group has one member, kept as
+ * the key itself rather than a set: at 50k objects a set per group would be an object per object
+ * for every marking to walk. The groups each key claims are its caller's to keep (the kind table
+ * keeps them with the object that claims them), not a second map of this index's, keyed per object.
  */
 export class SemanticGroups {
   private readonly members = new Map<string, string | Set<string>>();
-  private readonly groups = new Map<string, string | readonly string[]>();
 
   /** The keys in `group` (none when it is unknown). Must not be altered. */
   membersOf(group: string): Iterable<string> {
@@ -31,40 +30,23 @@ export class SemanticGroups {
     else for (const key of m) into.add(key);
   }
 
-  /** The groups `key` claims. Must not be altered. */
-  groupsOf(key: string): readonly string[] {
-    const g = this.groups.get(key);
-    return g === undefined ? NONE : typeof g === 'string' ? [g] : g;
-  }
-
-  /** Calls `each` with every group `key` claims: {@link groupsOf} without a list for a key of one. */
-  forEachGroupOf(key: string, each: (group: string) => void): void {
-    const g = this.groups.get(key);
-    if (g === undefined) return;
-    if (typeof g === 'string') each(g);
-    else for (const group of g) each(group);
-  }
-
   /**
-   * Makes `key` claim exactly `now` (groups without repeats), calling `each` as it goes with
-   * every group it leaves (`claims` false) and every group it claims now (`claims` true), and
-   * the group's size once `key` left or joined it. A group it claimed before and claims still is
-   * not left and joined again, and is reported once.
+   * Makes `key`, which claims exactly `old`, claim exactly `now` (groups without repeats), calling
+   * `each` as it goes with every group it leaves (`claims` false) and every group it claims now
+   * (`claims` true), and the group's size once `key` left or joined it. A group it claimed before
+   * and claims still is not left and joined again, and is reported once.
    */
   move(
     key: string,
+    old: readonly string[],
     now: readonly string[],
     each: (group: string, size: number, claims: boolean) => void,
   ): void {
-    const old = this.groups.get(key);
-    if (typeof old === 'string') this.leave(old, key, now, each);
-    else if (old !== undefined) for (const g of old) this.leave(g, key, now, each);
+    for (const g of old) this.leave(g, key, now, each);
     for (const g of now) {
       this.add(g, key);
       each(g, this.sizeOf(g), true);
     }
-    if (now.length === 0) this.groups.delete(key);
-    else this.groups.set(key, now.length === 1 ? (now[0] as string) : now);
   }
 
   private leave(

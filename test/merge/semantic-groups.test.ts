@@ -14,10 +14,10 @@ describe('semantic groups', () => {
         const model = new Map<string, readonly string[]>();
         for (const { key: k, now: claimed } of steps) {
           const now: readonly string[] = claimed;
+          // What the key claims is the caller's to say, as the kind table keeps it with its holder.
           const before = model.get(k) ?? [];
-          assert.deepEqual([...index.groupsOf(k)], [...before]);
           const reported: [string, number, boolean][] = [];
-          index.move(k, now, (g, size, claims) => reported.push([g, size, claims]));
+          index.move(k, before, now, (g, size, claims) => reported.push([g, size, claims]));
           model.set(k, now);
           const sizeOf = (g: string): number => [...model.values()].filter((gs) => gs.includes(g)).length;
           // Each group left or claimed once, with its size after the move.
@@ -37,8 +37,6 @@ describe('semantic groups', () => {
           assert.deepEqual([...index.membersOf(g)].sort(), expected, g);
           assert.equal(index.sizeOf(g), expected.length, g);
         }
-        for (const k of ['a', 'b', 'c', 'd'])
-          assert.deepEqual([...index.groupsOf(k)], [...(model.get(k) ?? [])]);
       }),
       { numRuns: 300 },
     );
