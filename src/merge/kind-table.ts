@@ -21,6 +21,8 @@ interface Holder {
    * key's winner (none before): kept here, not in a map of the index's keyed per object.
    */
   groups: Groups;
+  /** Whether this holder's object is the one served under its key (its winner's, unless withheld). */
+  served: boolean;
 }
 
 /** Groups as a holder keeps them: one (nearly every object claims one) as the string itself. */
@@ -83,11 +85,12 @@ export class KindTable {
    */
   private readonly holders = new Map<string, Holder | readonly Holder[]>();
   /**
-   * The served holder of each key. Every map and set of the table is keyed by the sources' own
-   * `namespace/name` strings: a key of its own per object (one that sorts as responses list
-   * objects, say) would be a string more per object, and a string built per look-up.
+   * Keys served: their holders marked `served`, each its key's winner (a map of them was an entry
+   * more per object). Every map and set of the table is keyed by the sources' own `namespace/name`
+   * strings: a key of its own per object (one that sorts as responses list objects, say) would be
+   * a string more per object, and a string built per look-up.
    */
-  private readonly served = new Map<string, Holder>();
+  private servedCount = 0;
   /**
    * The served objects by namespace, then name (the order of responses), in chunks: a snapshot
    * takes the list as it stands, and a change copies the chunks it touches, not the kind.
@@ -143,11 +146,11 @@ export class KindTable {
    */
   apply(rank: SourceRank, before: KindState, after: KindState, hints: ApplyHints = {}): void {
     const touched = new Set<string>();
-    // The winner of each touched key that had one, before this change: the groups the index holds
-    // for the key are that holder's. A first sync, all of whose keys are new, notes none.
+    // The winner of each touched key that had one, before this change: the one served, if any,
+    // and whose groups the index holds for the key. A first sync, all of whose keys are new, notes none.
     const was = new Map<string, Holder>();
     const noteWinner = (key: string, current: Holder | readonly Holder[] | undefined): void => {
-      if (current === undefined || this.semanticKeys === undefined || was.has(key)) return;
+      if (current === undefined || was.has(key)) return;
       was.set(key, isHolderList(current) ? (current[0] as Holder) : current);
     };
     const drop = (key: string): void => {
@@ -159,7 +162,7 @@ export class KindTable {
       touched.add(key);
     };
     const hold = (key: string, r: ConfigResource): void => {
-      const held: Holder = { rank, resource: r, groups: NO_GROUPS };
+      const held: Holder = { rank, resource: r, groups: NO_GROUPS, served: false };
       const current = this.holders.get(key);
       noteWinner(key, current);
       // Held by nobody, or by this source alone (nearly every key): no lists to build.
@@ -220,7 +223,7 @@ export class KindTable {
     }
     try {
       recheck.forEach((key) => {
-        this.serve(key, bulk);
+        this.serve(key, was.get(key), bulk);
         this.staleKey(key);
         // What a clash says of a member (its holder, withheld or served) may have changed.
         const claimed = this.winner(key)?.groups ?? NO_GROUPS;
@@ -258,7 +261,7 @@ export class KindTable {
 
   /** The served objects, or undefined when there are none. Reused until the next change. */
   snapshot(): KindSnapshot | undefined {
-    if (this.served.size === 0) {
+    if (this.servedCount === 0) {
       // Content that comes back after a gap is a new generation, so no response is reused across it.
       this.lastVersion = '';
       this.pending = undefined;
@@ -300,7 +303,8 @@ export class KindTable {
       readonly after: ConfigResource | undefined;
     }[] = [];
     for (const [key, before] of pending) {
-      const after = this.served.get(key)?.resource;
+      const holder = this.winner(key);
+      const after = holder?.served === true ? holder.resource : undefined;
       if (before !== after) moved.push({ before, after });
     }
     // Both name the key's object, so either tells its place.
@@ -415,7 +419,7 @@ export class KindTable {
       type: 'same-key',
       subject: `${this.kind}|${r.namespace}/${r.name}`,
       resolution: first.rank.priority === second.rank.priority ? 'config-order' : 'priority',
-      parties: list.map((h, i) => this.party(h, i === 0 && this.served.has(key))),
+      parties: list.map((h, i) => this.party(h, i === 0 && h.served)),
     };
     // Unchanged (a new version of one of the objects): the instance the last list holds.
     if (known !== undefined && sameConflict(known, conflict)) return known;
@@ -434,7 +438,7 @@ export class KindTable {
     let anySuppressed = false;
     for (const key of members) {
       const h = this.winner(key);
-      if (h !== undefined) parties.push(this.party(h, this.served.has(key)));
+      if (h !== undefined) parties.push(this.party(h, h.served));
       if (this.suppressed.has(key)) anySuppressed = true;
     }
     const conflict: Conflict = {
@@ -520,41 +524,46 @@ export class KindTable {
 
   /**
    * Brings the served set, its order and its digest in line with the winner of `key`; with
-   * `unordered`, the served order is left to `reorder()`.
+   * `unordered`, the served order is left to `reorder()`. `was`: the key's winner before the
+   * change being applied, when the change touched the key and it had one (else it is the winner).
    */
-  private serve(key: string, unordered = false): void {
-    const winner = this.suppressed.has(key) ? undefined : this.winner(key);
-    const current = this.served.get(key);
-    if (current?.resource === winner?.resource && current !== undefined) return;
-    if (this.pending !== undefined && !this.pending.has(key)) this.pending.set(key, current?.resource);
-    if (unordered) {
-      const bulk = this.bulk as BulkChange;
-      if (current !== undefined) {
-        this.digest.remove(current.resource);
-        bulk.left.add(current.resource);
+  private serve(key: string, was: Holder | undefined, unordered = false): void {
+    const now = this.winner(key);
+    const winner = now === undefined || this.suppressed.has(key) ? undefined : now;
+    const before = was ?? now;
+    const current = before?.served === true ? before : undefined;
+    if (current !== undefined && current.resource === winner?.resource) {
+      // The same object, held anew (by another holder of the key): the mark moves with it.
+      if (current !== winner) {
+        current.served = false;
+        winner.served = true;
       }
-      if (winner !== undefined) {
-        this.digest.add(winner.resource);
-        this.served.set(key, winner);
-        bulk.came.push(winner.resource);
-      } else this.served.delete(key);
       return;
     }
+    if (this.pending !== undefined && !this.pending.has(key)) this.pending.set(key, current?.resource);
     if (current !== undefined) {
+      current.served = false;
       this.digest.remove(current.resource);
-      if (winner === undefined) {
-        this.served.delete(key);
-        this.ordered = this.ordered.removed(this.indexOf(current.resource));
-      }
     }
     if (winner !== undefined) {
+      winner.served = true;
       this.digest.add(winner.resource);
+    }
+    this.servedCount += (winner === undefined ? 0 : 1) - (current === undefined ? 0 : 1);
+    if (unordered) {
+      const bulk = this.bulk as BulkChange;
+      if (current !== undefined) bulk.left.add(current.resource);
+      if (winner !== undefined) bulk.came.push(winner.resource);
+      return;
+    }
+    if (current !== undefined && winner === undefined)
+      this.ordered = this.ordered.removed(this.indexOf(current.resource));
+    if (winner !== undefined) {
       const at = this.indexOf(winner.resource);
       this.ordered =
         current === undefined
           ? this.ordered.inserted(at, winner.resource)
           : this.ordered.replaced(at, winner.resource);
-      this.served.set(key, winner);
     }
   }
 

@@ -82,4 +82,20 @@ describe('a kind table taking many objects at once', () => {
     bulk.apply(B, other, new Map());
     assert.equal(bulk.snapshot(), undefined, 'nothing left to serve');
   });
+  it('serves an object two sources hold as the same instance once, marked served with whichever wins', () => {
+    const t = table();
+    const r = fakeResource('shared', { namespace: 'shop', body: 'v1' });
+    const one = new Map([['shop/shared', r]]);
+    t.apply(A, new Map(), one);
+    // The higher-priority source takes the key over with the very same object.
+    t.apply(B, new Map(), one);
+    const served = (): readonly boolean[] => (t.conflicts()[0]?.parties ?? []).map((p) => p.served);
+    assert.deepEqual(t.snapshot()?.resources, [r]);
+    assert.deepEqual(served(), [true, false], 'the winner is the one served');
+    // The source that no longer wins lets go: the object stays served, by the winner.
+    t.apply(A, one, new Map());
+    assert.deepEqual(t.snapshot()?.resources, [r]);
+    t.apply(B, one, new Map());
+    assert.equal(t.snapshot(), undefined, 'nothing served once neither holds it');
+  });
 });

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { ContentDigest } from '../../src/core/content-digest.js';
 import { compareByName, type ConfigResource } from '../../src/core/resource.js';
-import type { Conflict, ConflictParty } from '../../src/merge/config-snapshot.js';
+import type { Conflict, ConflictParty, KindSnapshot } from '../../src/merge/config-snapshot.js';
 import { KindTable, type SemanticConflictPolicy, type SourceRank } from '../../src/merge/kind-table.js';
 import { fakeResource } from '../support/resources.js';
 
@@ -138,6 +138,7 @@ describe('a kind table under any sequence of source changes', () => {
     [true, 'highest-priority'],
   ] as const) {
     it(`serves the highest-precedence holder of each key, reports every conflict and versions the content (${semantic ? `semantic keys, ${policy}` : 'no semantic keys'})`, () => {
+      let checkedChanges = 0;
       fc.assert(
         fc.property(fc.array(stepArb, { minLength: 1, maxLength: 12 }), (steps) => {
           let counter = 0;
@@ -147,6 +148,7 @@ describe('a kind table under any sequence of source changes', () => {
           let lastVersion: string | undefined;
           let lastGeneration = 0;
           let lastConflicts: readonly Conflict[] | undefined;
+          let lastSnap: KindSnapshot | undefined;
           steps.forEach((step, n) => {
             const before = states[step.source] as State;
             const after: State = step.clear ? new Map<string, ConfigResource>() : new Map(before);
@@ -187,6 +189,7 @@ describe('a kind table under any sequence of source changes', () => {
             if (want.served.length === 0) {
               assert.equal(snap, undefined, `${at}: nothing served`);
               lastVersion = undefined;
+              lastSnap = undefined;
             } else {
               assert.ok(snap !== undefined, `${at}: a snapshot`);
               assert.equal(snap.kind, KIND);
@@ -205,6 +208,29 @@ describe('a kind table under any sequence of source changes', () => {
                 `${at}: revisions`,
               );
               assert.equal(table.snapshot(), snap, `${at}: reused until the next change`);
+              // A change set leading from the last snapshot names exactly what left and what came,
+              // each in served order.
+              const changes = snap.changes;
+              if (changes !== undefined && lastSnap !== undefined && changes.from === lastSnap.serial) {
+                const was = new Set(lastSnap.resources);
+                const now = new Set(snap.resources);
+                assert.ok(
+                  sameItems(
+                    changes.removed,
+                    lastSnap.resources.filter((r) => !now.has(r)),
+                  ),
+                  `${at}: removed`,
+                );
+                assert.ok(
+                  sameItems(
+                    changes.added,
+                    snap.resources.filter((r) => !was.has(r)),
+                  ),
+                  `${at}: added`,
+                );
+                checkedChanges++;
+              }
+              lastSnap = snap;
             }
             const conflicts = table.conflicts();
             assert.deepEqual(normalized(conflicts), normalized(want.conflicts), `${at}: conflicts`);
@@ -217,6 +243,12 @@ describe('a kind table under any sequence of source changes', () => {
         }),
         { numRuns: 200 },
       );
+      assert.ok(checkedChanges > 100, `${checkedChanges} change sets checked`);
     });
   }
 });
+
+/** Whether two lists hold the same instances in the same order. */
+function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
