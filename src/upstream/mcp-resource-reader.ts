@@ -58,6 +58,13 @@ export interface McpResourceReaderOptions {
   readonly source?: string;
   /** Bytes of decoded objects kept to skip re-reading unchanged ones. Default 256 MiB. */
   readonly cacheBytes?: number;
+  /**
+   * Whether each result is kept under its name, to be handed back when the same bytes come again
+   * (default true). A caller that keeps what it read and recognises objects sent again itself (the
+   * state-of-the-world client, in the responses it keeps: see {@link sentNameOf}) says false: the
+   * reader then keeps nothing per object.
+   */
+  readonly remember?: boolean;
 }
 
 /**
@@ -130,6 +137,7 @@ export class McpResourceReader {
   /** The unknown envelope field numbers last read (see {@link sharedNumbers}). */
   private lastUnknown: readonly number[] = NONE;
   private readonly cache: ReadCache<KeptRead>;
+  private readonly remembering: boolean;
   private readonly slabs = new SlabCopier();
   private readonly now: () => Date;
   private readonly origin: ResourceOrigin;
@@ -138,6 +146,7 @@ export class McpResourceReader {
     this.now = options.now ?? (() => new Date());
     this.origin = { file: options.origin };
     this.cache = new ReadCache(options.cacheBytes ?? 256 * 1024 * 1024, keptSize);
+    this.remembering = options.remember ?? true;
   }
 
   /**
@@ -145,22 +154,22 @@ export class McpResourceReader {
    * once, before its first entry, and passes the answer to each {@link read}.
    */
   remembers(kind: KindDescriptor): boolean {
-    return this.cache.holds(kind.key);
+    return this.remembering && this.cache.holds(kind.key);
   }
 
   /**
    * Reads one encoded `istio.mcp.v1alpha1.Resource` of `kind`. `where` names the stream and type
    * (for error locations). The bytes are copied, and the caller may reuse its buffer, unless
    * `view` says they lie in memory never written again that the object may keep a view of (held
-   * as long as the object is). `lookUp` false says nothing of the kind was remembered when the
-   * caller's response began (see {@link remembers}): its objects are read without a look-up that
-   * cannot find them.
+   * as long as the object is). `lookUp` false says the caller's response is a first state of the
+   * kind, nothing of it read before (see {@link remembers}): its objects are read without a
+   * look-up that cannot find them, and copied into slabs they share.
    */
   read(kind: KindDescriptor, bytes: Uint8Array, where: string, lookUp = true, view = false): ReadResult {
     // Unchanged objects are recognised by their bytes before anything is decoded or copied: a
     // state-of-the-world response of 50k objects with one change decodes one. Nothing of a kind
     // kept yet (the first state, a start): the name is not read out twice.
-    const sentName = lookUp && this.cache.holds(kind.key) ? metadataName(bytes) : undefined;
+    const sentName = lookUp && this.cache.holds(kind.key) ? sentNameOf(bytes) : undefined;
     if (sentName !== undefined) {
       const seen = this.cache.get(kind.key, sentName);
       if (seen !== undefined && sameBytes(envelopeOf(seen), bytes)) return seen;
@@ -207,7 +216,7 @@ export class McpResourceReader {
     const sent = metadata.name ?? '';
     const cacheName = result.name === sent ? result.name : compactString(sent);
     const kept = keptRead(result, raw, kind.key, cacheName);
-    this.cache.set(kind.key, cacheName, kept);
+    if (this.remembering) this.cache.set(kind.key, cacheName, kept);
     return kept;
   }
 
@@ -529,6 +538,15 @@ for (const [key, value] of [
  * `result` with its bytes and key, written out field by field: a spread copy of the result takes
  * a hidden class of its own per object in V8 (two heap objects more per object, measured).
  */
+/**
+ * The name as sent (`metadata.name`) of the envelope a result handed out by a reader was read
+ * from: what {@link sentNameOf} finds in those bytes. Undefined for a result read from none (a
+ * bare body) or whose envelope could not be read.
+ */
+export function sentNameOfRead(result: ReadResult): string | undefined {
+  return (result as Partial<KeptRead>).cacheName;
+}
+
 function keptRead(result: ReadResult, raw: Uint8Array, cacheKind: string, cacheName: string): KeptRead {
   if (result.ok) {
     const body = result.resource.body;
@@ -652,7 +670,7 @@ function shared<T>(list: readonly T[]): readonly T[] {
  * `metadata.name` of an encoded Resource, read from the wire without decoding anything else;
  * undefined when the envelope is anything but the plain shape (then the full decode decides).
  */
-function metadataName(bytes: Uint8Array): string | undefined {
+export function sentNameOf(bytes: Uint8Array): string | undefined {
   const metadata = onlyLengthDelimited(bytes, 1);
   const name = metadata === undefined ? undefined : onlyLengthDelimited(metadata, 1);
   return name === undefined

@@ -34,10 +34,16 @@ const MESH_CONFIG_TYPE_URL = `${MESH_CONFIG_KIND.group}/${MESH_CONFIG_KIND.curre
 /** Which peer a {@link FakeAdsServer} behaves like. */
 export type AdsPeer = 'istiod' | 'nacos' | 'higress';
 
+/** Which spelling of a kind's type URL a fake istiod answers with its objects. */
+export type Spelling = 'current' | 'legacy' | 'both';
+
 export interface FakeAdsServerOptions {
   readonly peer: AdsPeer;
-  /** istiod: the spelling it serves. Default `current` (istiod ≥1.24). */
-  readonly serves?: 'current' | 'legacy';
+  /**
+   * istiod: the spelling it serves. Default `current` (istiod ≥1.24); `both` answers either with
+   * the same objects, as a meshmux upstream does.
+   */
+  readonly serves?: Spelling;
   /** Server TLS; default plaintext. */
   readonly credentials?: grpc.ServerCredentials;
   /**
@@ -100,8 +106,12 @@ export class FakeAdsServer extends Waitable {
   private pushCount = 0;
   private port = 0;
 
+  /** The spelling answered with objects (see {@link FakeAdsServerOptions.serves}); for the next responses. */
+  serves: Spelling;
+
   private constructor(private readonly options: FakeAdsServerOptions) {
     super();
+    this.serves = options.serves ?? 'current';
     this.mute = options.mute ?? new Set();
   }
 
@@ -356,7 +366,8 @@ export class FakeAdsServer extends Waitable {
     const served =
       peer === 'nacos'
         ? typeUrl === SE_LEGACY
-        : version === (this.options.serves === 'legacy' ? kind.legacyVersion : kind.currentVersion);
+        : this.serves === 'both' ||
+          version === (this.serves === 'legacy' ? kind.legacyVersion : kind.currentVersion);
     if (!served) return [];
     return this.store.objects(kind).map((s) =>
       encodeAny(

@@ -37,6 +37,8 @@ export function openSubscription(
   describe: string,
   log: Logger,
   emit: (event: SourceEvent) => void,
+  /** Whether the reader keeps each result by name (see `McpResourceReaderOptions.remember`). */
+  remember = true,
 ): { state: SubscriptionState; reader: McpResourceReader } {
   const state = new SubscriptionState({
     source: options.name,
@@ -51,6 +53,7 @@ export function openSubscription(
     defaultNamespace: options.namespace,
     origin: describe,
     source: options.name,
+    remember,
   });
   return { state, reader };
 }

@@ -4,6 +4,7 @@ import { channelPatchOf } from '../streaming/channel-patch.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
 import type { ReadResult } from '../mcp-resource-reader.js';
 import { ResponseLayout, type ResponseSplice } from './discovery-response.js';
+import { EarlierReads } from './earlier-reads.js';
 import { ResentResponseMatcher, type ResponseHead } from './resent-response-matcher.js';
 import type { MessageMatcher } from '../streaming/grpc-message-reader.js';
 import { INVALID_ARGUMENT, reportUndecodable, type AdsClientContext } from './ads-client-context.js';
@@ -67,6 +68,8 @@ export class SotwAdsClient implements StreamHandlers {
    * by comparing runs of bytes from both ends, and only those in between are looked at one by one.
    */
   private readonly previous = new Map<string, PreviousResponse>();
+  /** Per type URL, what objects served but left out of its last response were read as (see {@link keepServed}). */
+  private readonly stillServed = new Map<string, readonly ReadResult[]>();
   /** An offsets array no kept layout uses, for the next response to be read into. */
   private spareOffsets: Int32Array<ArrayBuffer> | undefined;
 
@@ -194,8 +197,23 @@ export class SotwAdsClient implements StreamHandlers {
     const reused = new Uint8Array(Math.max(0, beforeEnd - prefix));
     const middle: ReadResult[] = [];
     let wrongTypes = 0;
-    // A first state (a start): nothing of the kind to look up while its entries are read.
-    const lookUp = this.ctx.reader.remembers(kind);
+    // What was read before, where an entry not found in place may be: this type's last response
+    // between the ends it shares with this one (the rest are in place), what is served though it
+    // left it out, and the last response of each other spelling of the kind's type URL: searched
+    // whole for this type's first state, else at the entry's own position (searching it by name
+    // for every change would cost as much as the reader's map of every object this replaces).
+    // Nothing at a start.
+    const earlier = new EarlierReads(this.ctx.reader);
+    if (before !== undefined) earlier.add(before.results, prefix, beforeEnd);
+    const served = this.stillServed.get(typeUrl);
+    if (served !== undefined) earlier.add(served);
+    for (const [other, previous] of this.previous) {
+      if (other === typeUrl || this.ctx.state.kindOf(other) !== kind) continue;
+      if (before === undefined) earlier.add(previous.results);
+      else earlier.addAligned(previous.results);
+    }
+    // Objects read after a first state are copies (see below), wherever they are found.
+    const lookUp = earlier.any || (before !== undefined && before.results.length > 0);
     // The response is kept, unless it repeats the last one: its bytes are settled first, so that
     // the objects read from a first state, or from the bytes a splice changed, keep views of them.
     if (!resent) this.settle(stream, layout);
@@ -213,7 +231,9 @@ export class SotwAdsClient implements StreamHandlers {
       } else {
         // Elsewhere the object's bytes are copied: a view would keep a whole response alive for them.
         const view = !lookUp || layout.inOwnBytes(prefix + k);
-        middle.push(this.ctx.reader.read(kind, any.value, where, lookUp, view));
+        middle.push(
+          earlier.find(any.value, prefix + k) ?? this.ctx.reader.read(kind, any.value, where, lookUp, view),
+        );
       }
     }
     const removed: ReadResult[] = [];
@@ -229,7 +249,7 @@ export class SotwAdsClient implements StreamHandlers {
     const patch = before?.whole === true ? channelPatchOf(removed, middle, sameAs) : undefined;
     if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, version, dropped !== undefined)) {
       this.keep(before, { layout, results, whole: true, dropped, wrongTypes: 0 }, resent);
-      this.forgetGone(typeUrl, removed);
+      this.keepServed(typeUrl, removed);
       if (dropped === undefined) {
         this.accepted.set(typeUrl, version);
         this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
@@ -255,7 +275,7 @@ export class SotwAdsClient implements StreamHandlers {
       },
       resent,
     );
-    this.forgetGone(typeUrl, removed);
+    this.keepServed(typeUrl, removed);
     if (detail === undefined) {
       this.accepted.set(typeUrl, version);
       this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
@@ -317,16 +337,22 @@ export class SotwAdsClient implements StreamHandlers {
   }
 
   /**
-   * Lets the reader drop what it remembers of objects a full state removed or replaced (those of
-   * the last response this one did not re-send as they were), unless still served: a refused
-   * response keeps them served. Costs a lookup per object not re-sent.
+   * Keeps, apart from the kept responses, what the objects still served though the last response
+   * of their type left them out were read as (a refused response keeps the state before it): to
+   * be found when they are sent again. Costs a lookup per object the response did not re-send.
    */
-  private forgetGone(typeUrl: string, removed: readonly ReadResult[]): void {
-    if (removed.length === 0) return;
+  private keepServed(typeUrl: string, removed: readonly ReadResult[]): void {
+    const earlier = this.stillServed.get(typeUrl);
+    if (removed.length === 0 && earlier === undefined) return;
     const served = this.ctx.state.resourcesOf(typeUrl);
-    for (const result of removed) {
-      if (!(result.ok && served.get(result.name) === result.resource)) this.ctx.reader.forget(result);
-    }
+    const kept = new Set<ReadResult>();
+    const keepIfServed = (result: ReadResult): void => {
+      if (result.ok && served.get(result.name) === result.resource) kept.add(result);
+    };
+    removed.forEach(keepIfServed);
+    earlier?.forEach(keepIfServed);
+    if (kept.size === 0) this.stillServed.delete(typeUrl);
+    else this.stillServed.set(typeUrl, [...kept]);
   }
 
   onClose(error: MeshmuxError): void {

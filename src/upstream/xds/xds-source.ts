@@ -39,11 +39,17 @@ export class XdsSource implements UpstreamSource {
 
     this.events$ = new Observable<SourceEvent>((subscriber) => {
       const log = componentLogger('xds-source', { source: options.name, upstream: describe });
-      const { state, reader } = openSubscription(options, channels, describe, log, (event) =>
-        subscriber.next(event),
+      const delta = options.delta === true;
+      // The state-of-the-world client finds what it read before in the responses it keeps.
+      const { state, reader } = openSubscription(
+        options,
+        channels,
+        describe,
+        log,
+        (event) => subscriber.next(event),
+        delta,
       );
       const context = { state, reader, node, log, describe, onAnswer: () => stream.answered() };
-      const delta = options.delta === true;
       const stream: ReconnectingStream = new ReconnectingStream(
         {
           address: options.address,
