@@ -37,6 +37,11 @@ export interface ConfigResource {
   readonly kind: string;
   readonly namespace: string;
   readonly name: string;
+  /**
+   * `<namespace>/<name>`: the object's name within its kind, one string per object that every map
+   * keyed by object shares, where each would build a copy of its own (see {@link nameKey}).
+   */
+  readonly key: string;
   readonly labels: Readonly<Record<string, string>>;
   readonly annotations: Readonly<Record<string, string>>;
   /** Always set: istiod ≤1.13 drops resources without it. */
@@ -48,8 +53,27 @@ export interface ConfigResource {
   readonly origin: ResourceOrigin;
 }
 
-/** The fields a resource is built from; `version` is derived. */
-export type ResourceFields = Omit<ConfigResource, 'version'>;
+/**
+ * The fields a resource is built from; `version` is derived, and so is `key` unless given (a key
+ * given that is not `<namespace>/<name>` is not taken).
+ */
+export type ResourceFields = Omit<ConfigResource, 'version' | 'key'> & { readonly key?: string | undefined };
+
+/**
+ * `<namespace>/<name>` as a flat string: `given` when it is that already (the name as an upstream
+ * sent it, the key of the resource a new one is built from), else one built.
+ */
+export function nameKey(namespace: string, name: string, given?: string): string {
+  if (
+    given !== undefined &&
+    given.length === namespace.length + 1 + name.length &&
+    given.charCodeAt(namespace.length) === 47 &&
+    given.startsWith(namespace) &&
+    given.endsWith(name)
+  )
+    return given;
+  return compactString(`${namespace}/${name}`);
+}
 
 /** `<kind>|<namespace>/<name>`: the identity of an object across sources. */
 export function resourceKey(r: Pick<ConfigResource, 'kind' | 'namespace' | 'name'>): string {
@@ -299,6 +323,7 @@ export function makeResource(fields: ResourceFields): ConfigResource {
     kind: fields.kind,
     namespace: fields.namespace,
     name: fields.name,
+    key: nameKey(fields.namespace, fields.name, fields.key),
     labels: entries(fields.labels),
     annotations: entries(fields.annotations),
     createTime: fields.createTime,
@@ -317,6 +342,7 @@ export function restoreResource(fields: ResourceFields, version: string): Config
     kind: fields.kind,
     namespace: fields.namespace,
     name: fields.name,
+    key: nameKey(fields.namespace, fields.name, fields.key),
     labels: fields.labels,
     annotations: fields.annotations,
     createTime: fields.createTime,
@@ -353,6 +379,7 @@ export function withProvenance(
     kind: r.kind,
     namespace: r.namespace,
     name: r.name,
+    key: r.key,
     labels: r.labels,
     annotations: provenanceAnnotations(r.annotations, source, r.origin.upstreamVersion ?? r.version),
     createTime,
@@ -377,6 +404,7 @@ export function makeResourceFrom(source: string, fields: ResourceFields): Config
     kind: fields.kind,
     namespace: fields.namespace,
     name: fields.name,
+    key: nameKey(fields.namespace, fields.name, fields.key),
     labels: entries(fields.labels),
     annotations: provenanceAnnotations(entries(annotations), source, sourceVersion),
     createTime: fields.createTime,

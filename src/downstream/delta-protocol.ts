@@ -5,9 +5,9 @@ import type { ClientView } from './client-view.js';
 import { decodeDeltaDiscoveryRequest, type DeltaDiscoveryRequest } from './discovery-request.js';
 import type { BuiltResponse, ResponseCache } from './response-cache.js';
 
-/** The name of every object in delta: the MCP name, `<namespace>/<name>`. */
+/** The name of every object in delta: the MCP name, `<namespace>/<name>` (its key). */
 function deltaName(r: ConfigResource): string {
-  return `${r.namespace}/${r.name}`;
+  return r.key;
 }
 
 /** The name that subscribes to every object of a type. */

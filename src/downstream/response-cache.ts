@@ -114,7 +114,7 @@ export class ResponseCache {
     removed: readonly string[],
   ): BuiltResponse {
     const entries = changed.map((r) =>
-      deltaResourceEntry(r.version, `${r.namespace}/${r.name}`, anyOfFramed(this.encoder.framed(r))),
+      deltaResourceEntry(r.version, r.key, anyOfFramed(this.encoder.framed(r))),
     );
     return this.assemble(
       typeUrl,

@@ -1,5 +1,4 @@
 import { ChunkedList, type ReadList } from '../core/chunked-list.js';
-import { compactString } from '../core/compact-string.js';
 import type { MeshmuxError } from '../core/errors.js';
 import type { ConfigResource } from '../core/resource.js';
 import type {
@@ -68,9 +67,9 @@ interface Admitted {
 
 const NO_KINDS: ReadonlySet<string> = new Set();
 
-/** `namespace/name`: how a ledger keys the objects of one kind. */
+/** `namespace/name`: how a ledger keys the objects of one kind (the object's own key string). */
 function keyOf(r: ConfigResource): string {
-  return compactString(`${r.namespace}/${r.name}`);
+  return r.key;
 }
 
 /**

@@ -20,16 +20,12 @@ function reader(): McpResourceReader {
 }
 
 describe('McpResourceReader', () => {
-  it('keeps a plain read in four fields of its own, and a read with anything unusual whole', () => {
+  it('keeps a plain read in three fields of its own, named by its object’s key, and a read with anything unusual whole', () => {
     const r = reader();
     const plain = r.read(SE, envelope('a.example.com'), 'test');
     assert.ok(plain.ok);
-    assert.deepEqual(Object.getOwnPropertyNames(plain).sort(), [
-      'envelopeAt',
-      'envelopeEnd',
-      'name',
-      'resource',
-    ]);
+    assert.deepEqual(Object.getOwnPropertyNames(plain).sort(), ['envelopeAt', 'envelopeEnd', 'resource']);
+    assert.equal(plain.name, plain.resource.key, 'the object’s key is the read’s name');
     assert.deepEqual([plain.unknownEnvelopeFields, plain.unknownBodyFields, plain.warnings], [[], [], []]);
     assert.ok(r.readsAs(plain, envelope('a.example.com')), 'its bytes recognised when sent again');
     assert.equal(r.read(SE, envelope('a.example.com'), 'test'), plain);

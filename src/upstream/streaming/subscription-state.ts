@@ -1,4 +1,3 @@
-import { compactString } from '../../core/compact-string.js';
 import { MeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { compareByName, type ConfigResource } from '../../core/resource.js';
@@ -510,7 +509,7 @@ export class SubscriptionState {
     if (chosen.keyedByName) return (chosen.listed ??= ChunkedList.filtered(chosen.resources.values()));
     // Two upstream names may denote one object (delta names vs. MCP names): the later one wins.
     const byName = new Map<string, ConfigResource>();
-    for (const r of chosen.resources.values()) byName.set(compactString(`${r.namespace}/${r.name}`), r);
+    for (const r of chosen.resources.values()) byName.set(r.key, r);
     return [...byName.values()].sort(compareByName);
   }
 
