@@ -208,13 +208,15 @@ export class KindTable {
     const groups = new Set<string>();
     this.touchedGroups = groups;
     touched.forEach((key) => this.reindex(key, this.winner(key), was.get(key)));
-    // Keys of other sources in the groups touched are looked at again too.
-    const recheck = groups.size === 0 ? touched : new Set(touched);
-    for (const g of groups) this.semantic.addMembersTo(g, recheck);
-    if (this.policy === 'highest-priority') this.suppress(groups, touched);
+    // Keys of other sources in the groups touched are looked at again too: kept apart from the
+    // touched ones, not in a copy of them (a first sync touches every key of the source).
+    const others = new Set<string>();
+    for (const g of groups) this.semantic.addMembersTo(g, others, touched);
+    if (this.policy === 'highest-priority') this.suppress(touched, others);
     // Many keys at once (a first sync, a restore): insert them unordered and sort once, instead of
     // one insertion into the ordered list each (a chunk copied per key).
-    const bulk = recheck.size > 256 && recheck.size * 8 > this.ordered.length;
+    const visited = touched.size + others.size;
+    const bulk = visited > 256 && visited * 8 > this.ordered.length;
     if (bulk) {
       this.bulk = { left: new Set(), came: [] };
       // The next snapshot walks the kind after a bulk change: what each key served before is not
@@ -222,14 +224,16 @@ export class KindTable {
       this.pending = undefined;
     }
     try {
-      recheck.forEach((key) => {
+      const recheck = (key: string): void => {
         this.serve(key, was.get(key), bulk);
         this.staleKey(key);
         // What a clash says of a member (its holder, withheld or served) may have changed.
         const claimed = this.winner(key)?.groups ?? NO_GROUPS;
         if (typeof claimed === 'string') this.staleGroup(claimed);
         else for (let i = 0; i < claimed.length; i++) this.staleGroup(claimed[i] as string);
-      });
+      };
+      touched.forEach(recheck);
+      others.forEach(recheck);
       for (const g of groups) this.staleGroup(g);
     } finally {
       // Whatever the change got to, the order follows the served set: the next bulk change
@@ -501,26 +505,28 @@ export class KindTable {
 
   /**
    * In each clashing group, objects from sources of lower priority than the group's best are
-   * withheld. The touched keys are decided too: a key that left every group (its object no longer
-   * claims the host, or was deleted) must not stay withheld.
+   * withheld: the keys a change touched and `others`, the other members of the groups it touched.
+   * The touched keys are decided too: a key that left every group (its object no longer claims the
+   * host, or was deleted) must not stay withheld.
    */
-  private suppress(groups: ReadonlySet<string>, touched: ReadonlySet<string>): void {
-    const affected = new Set<string>(touched);
-    for (const g of groups) this.semantic.addMembersTo(g, affected);
-    for (const key of affected) {
-      const me = this.winner(key);
-      let beaten = false;
-      for (const g of me === undefined ? NO_GROUPS : listOf(me.groups)) {
-        for (const other of this.semantic.membersOf(g)) {
-          const rival = other === key ? undefined : this.winner(other);
-          if (rival !== undefined && me !== undefined && rival.rank.priority > me.rank.priority)
-            beaten = true;
-        }
-      }
-      if (beaten) this.suppressed.add(key);
-      else this.suppressed.delete(key);
-    }
+  private suppress(touched: ReadonlySet<string>, others: ReadonlySet<string>): void {
+    touched.forEach(this.decideWithheld);
+    others.forEach(this.decideWithheld);
   }
+
+  /** Withholds `key` when a member of one of its groups comes from a source of higher priority. */
+  private readonly decideWithheld = (key: string): void => {
+    const me = this.winner(key);
+    let beaten = false;
+    for (const g of me === undefined ? NO_GROUPS : listOf(me.groups)) {
+      for (const other of this.semantic.membersOf(g)) {
+        const rival = other === key ? undefined : this.winner(other);
+        if (rival !== undefined && me !== undefined && rival.rank.priority > me.rank.priority) beaten = true;
+      }
+    }
+    if (beaten) this.suppressed.add(key);
+    else this.suppressed.delete(key);
+  };
 
   /**
    * Brings the served set, its order and its digest in line with the winner of `key`; with

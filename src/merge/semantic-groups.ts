@@ -22,12 +22,16 @@ export class SemanticGroups {
     return m === undefined ? 0 : typeof m === 'string' ? 1 : m.size;
   }
 
-  /** Adds the keys in `group` to `into`: {@link membersOf} without a list for a group of one. */
-  addMembersTo(group: string, into: Set<string>): void {
+  /**
+   * Adds the keys in `group` to `into`, but those in `except`: {@link membersOf} without a list
+   * for a group of one.
+   */
+  addMembersTo(group: string, into: Set<string>, except?: ReadonlySet<string>): void {
     const m = this.members.get(group);
     if (m === undefined) return;
-    if (typeof m === 'string') into.add(m);
-    else for (const key of m) into.add(key);
+    if (typeof m === 'string') {
+      if (except?.has(m) !== true) into.add(m);
+    } else for (const key of m) if (except?.has(key) !== true) into.add(key);
   }
 
   /**
