@@ -1,6 +1,7 @@
 import type { Observable, Subscription } from 'rxjs';
 import type { SourceEvent, SourceSnapshotEvent, SourceStatusEvent } from '../../src/core/source-event.js';
 import { XdsSource } from '../../src/upstream/xds/xds-source.js';
+import type { XdsSourceOptions } from '../../src/upstream/xds/xds-source-options.js';
 
 interface Waiter {
   readonly from: number;
@@ -104,15 +105,22 @@ function describe(e: SourceEvent): string {
     : `status ${e.state}${e.error === undefined ? '' : `: ${e.error.describe()}`}`;
 }
 
-/** The events of an xds source named `upstream` reading `kinds` from `address`, once it is synced. */
-export async function syncedXdsSource(address: string, kinds: string[]): Promise<SourceEventRecorder> {
+/**
+ * The events of an xds source named `upstream` reading `kinds` from `address` (the current spelling
+ * of their type URLs unless `apiVersions` says otherwise), once it is synced.
+ */
+export async function syncedXdsSource(
+  address: string,
+  kinds: string[],
+  apiVersions: XdsSourceOptions['apiVersions'] = 'current',
+): Promise<SourceEventRecorder> {
   const recorder = new SourceEventRecorder(
     new XdsSource({
       name: 'upstream',
       namespace: 'default',
       address,
       kinds,
-      apiVersions: 'current',
+      apiVersions,
       reconnect: { initialDelay: 50, maxDelay: 400 },
     }).events$,
   );

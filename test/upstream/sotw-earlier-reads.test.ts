@@ -7,11 +7,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { ConfigResource } from '../../src/core/resource.js';
-import { XdsSource } from '../../src/upstream/xds/xds-source.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { fakeServiceEntry, type FakeObject } from '../support/fake-objects.js';
 import { foldSourceEvents } from '../support/folded-source-state.js';
-import { SourceEventRecorder } from '../support/source-event-recorder.js';
+import { syncedXdsSource, type SourceEventRecorder } from '../support/source-event-recorder.js';
 
 const SE = 'networking.istio.io/ServiceEntry';
 const COUNT = 200;
@@ -39,16 +38,8 @@ describe('an xds source finding objects it read before where a response moves th
   before(async () => {
     fake = await FakeAdsServer.start({ peer: 'istiod', serves: 'both' });
     fake.set('ServiceEntry', serviceEntries());
-    recorder = new SourceEventRecorder(
-      new XdsSource({
-        name: 'upstream',
-        namespace: 'default',
-        address: fake.address,
-        kinds: ['ServiceEntry'],
-        reconnect: { initialDelay: 50, maxDelay: 400 },
-      }).events$,
-    );
-    await recorder.status('synced');
+    // Both spellings subscribed (the default), both answered with the same objects.
+    recorder = await syncedXdsSource(fake.address, ['ServiceEntry'], 'auto');
     assert.equal(served(recorder).size, COUNT);
   });
   after(async () => {
