@@ -316,20 +316,32 @@ function entries(map: Readonly<Record<string, string>>): Readonly<Record<string,
  * for as long as it is served, and a copy per object is memory per object).
  */
 export function makeResource(fields: ResourceFields): ConfigResource {
-  // Every resource has the same hidden class: the properties are listed, never spread, and
-  // nothing is frozen (freezing a spread copy costs V8 a hidden class per object, which at 50k
-  // objects is tens of megabytes). Immutability is the type's promise.
+  return assembled(fields, entries(fields.labels), entries(fields.annotations), contentVersion(fields));
+}
+
+/**
+ * A resource of `fields` with these maps and version. Every resource has the same hidden class:
+ * the properties are listed here, never spread, and nothing is frozen (freezing a spread copy
+ * costs V8 a hidden class per object, which at 50k objects is tens of megabytes). Immutability is
+ * the type's promise.
+ */
+function assembled(
+  fields: ResourceFields,
+  labels: Readonly<Record<string, string>>,
+  annotations: Readonly<Record<string, string>>,
+  version: string,
+): ConfigResource {
   return {
     kind: fields.kind,
     namespace: fields.namespace,
     name: fields.name,
     key: nameKey(fields.namespace, fields.name, fields.key),
-    labels: entries(fields.labels),
-    annotations: entries(fields.annotations),
+    labels,
+    annotations,
     createTime: fields.createTime,
     body: fields.body,
     origin: fields.origin,
-    version: contentVersion(fields),
+    version,
   };
 }
 
@@ -338,18 +350,7 @@ export function makeResource(fields: ResourceFields): ConfigResource {
  * the same object `makeResource` would build, without hashing its content again.
  */
 export function restoreResource(fields: ResourceFields, version: string): ConfigResource {
-  return {
-    kind: fields.kind,
-    namespace: fields.namespace,
-    name: fields.name,
-    key: nameKey(fields.namespace, fields.name, fields.key),
-    labels: fields.labels,
-    annotations: fields.annotations,
-    createTime: fields.createTime,
-    body: fields.body,
-    origin: fields.origin,
-    version,
-  };
+  return assembled(fields, fields.labels, fields.annotations, version);
 }
 
 /**
@@ -400,18 +401,12 @@ export function makeResourceFrom(source: string, fields: ResourceFields): Config
     return withProvenance(makeResource(fields), source);
   const version = contentVersion(fields);
   const sourceVersion = fields.origin.upstreamVersion ?? version;
-  return {
-    kind: fields.kind,
-    namespace: fields.namespace,
-    name: fields.name,
-    key: nameKey(fields.namespace, fields.name, fields.key),
-    labels: entries(fields.labels),
-    annotations: provenanceAnnotations(entries(annotations), source, sourceVersion),
-    createTime: fields.createTime,
-    body: fields.body,
-    origin: fields.origin,
-    version: annotatedVersion(version, source, sourceVersion),
-  };
+  return assembled(
+    fields,
+    entries(fields.labels),
+    provenanceAnnotations(entries(annotations), source, sourceVersion),
+    annotatedVersion(version, source, sourceVersion),
+  );
 }
 
 /**
