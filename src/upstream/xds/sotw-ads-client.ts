@@ -249,7 +249,7 @@ export class SotwAdsClient implements StreamHandlers {
     const patch = before?.whole === true ? channelPatchOf(removed, middle, sameAs) : undefined;
     if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, version, dropped !== undefined)) {
       this.keep(before, { layout, results, whole: true, dropped, wrongTypes: 0 }, resent);
-      this.keepServed(typeUrl, removed);
+      this.keepServed(typeUrl, removed, middle);
       if (dropped === undefined) {
         this.accepted.set(typeUrl, version);
         this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
@@ -275,7 +275,7 @@ export class SotwAdsClient implements StreamHandlers {
       },
       resent,
     );
-    this.keepServed(typeUrl, removed);
+    this.keepServed(typeUrl, removed, middle);
     if (detail === undefined) {
       this.accepted.set(typeUrl, version);
       this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
@@ -339,15 +339,20 @@ export class SotwAdsClient implements StreamHandlers {
   /**
    * Keeps, apart from the kept responses, what the objects still served though the last response
    * of their type left them out were read as (a refused response keeps the state before it): to
-   * be found when they are sent again. Costs a lookup per object the response did not re-send.
+   * be found when they are sent again. `middle`: what the response read anew or found elsewhere,
+   * which its kept results hold (an object that only moved is not kept twice, nor looked for
+   * among the kept ones at every response after). Costs a lookup per object the response did not
+   * re-send in place.
    */
-  private keepServed(typeUrl: string, removed: readonly ReadResult[]): void {
+  private keepServed(typeUrl: string, removed: readonly ReadResult[], middle: readonly ReadResult[]): void {
     const earlier = this.stillServed.get(typeUrl);
     if (removed.length === 0 && earlier === undefined) return;
     const served = this.ctx.state.resourcesOf(typeUrl);
+    const inResponse = new Set(middle);
     const kept = new Set<ReadResult>();
     const keepIfServed = (result: ReadResult): void => {
-      if (result.ok && served.get(result.name) === result.resource) kept.add(result);
+      if (result.ok && served.get(result.name) === result.resource && !inResponse.has(result))
+        kept.add(result);
     };
     removed.forEach(keepIfServed);
     earlier?.forEach(keepIfServed);
