@@ -7,6 +7,7 @@ import { messageType } from '../../src/schema/proto-root.js';
 import { SubscriptionState, type ChannelPatch } from '../../src/upstream/streaming/subscription-state.js';
 import { MeshmuxError } from '../../src/core/errors.js';
 import { ResponseLayout } from '../../src/upstream/xds/discovery-response.js';
+import { EarlierReads } from '../../src/upstream/xds/earlier-reads.js';
 import { countCalls } from '../support/call-count.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { fakeVirtualService, kindNamed } from '../support/fake-objects.js';
@@ -166,6 +167,7 @@ type Edit =
   | { readonly op: 'change'; readonly at: number; readonly note: Note }
   | { readonly op: 'remove' | 'break' | 'shadow'; readonly at: number }
   | { readonly op: 'insert'; readonly at: number; readonly name: string; readonly note: Note }
+  | { readonly op: 'move' | 'reverse'; readonly at: number; readonly to: number }
   | {
       readonly op: 'duplicate' | 'refused-annotation' | 'garbage-body' | 'bare-body' | 'no-name';
       readonly at: number;
@@ -192,6 +194,16 @@ const edit: fc.Arbitrary<Edit> = fc.oneof(
       note,
     }),
   },
+  // The same entries in another order: one moved elsewhere, or a stretch listed backwards (an
+  // upstream that orders its objects otherwise from one response to the next).
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constantFrom('move' as const, 'reverse' as const),
+      at: fc.nat(),
+      to: fc.nat(),
+    }),
+  },
   {
     weight: 2,
     arbitrary: fc.record({
@@ -208,7 +220,7 @@ const edit: fc.Arbitrary<Edit> = fc.oneof(
 );
 
 /**
- * Applies edits: changes, removals, insertions and breaks also change the base the next step
+ * Applies edits: changes, removals, insertions, moves and breaks also change the base the next step
  * starts from (a broken object is sent as it is until a change repairs it); the faults (a name
  * twice, a refused annotation, an undecodable body, a wrong Any, no usable name) are in this
  * response only, as an upstream fixing its mistake would send.
@@ -234,6 +246,13 @@ function applyEdits(
     } else if (e.op === 'insert') {
       if (!next.some((x) => x.name === e.name))
         next.splice(at, 0, { is: 'good', name: e.name, generation, note: e.note });
+    } else if (e.op === 'move') {
+      const [moved] = next.splice(at, 1);
+      if (moved !== undefined) next.splice(e.to % (next.length + 1), 0, moved);
+    } else if (e.op === 'reverse') {
+      const end = e.to % (next.length + 1);
+      const [from, to] = at <= end ? [at, end] : [end, at];
+      next.splice(from, to - from, ...next.slice(from, to).reverse());
     } else if (target !== undefined) {
       faults.push({ at, entry: e.op === 'duplicate' ? { ...target } : { is: e.op, name: target.name } });
     }
@@ -256,6 +275,12 @@ describe('an xds source reading state-of-the-world responses by what changed', (
   const applyPatch = Object.getOwnPropertyDescriptor(SubscriptionState.prototype, 'applyPatch')?.value as (
     ...args: unknown[]
   ) => boolean;
+  /** Entries handed back as read before, found elsewhere than in place. */
+  let foundElsewhere = 0;
+  const find = Object.getOwnPropertyDescriptor(EarlierReads.prototype, 'find')?.value as (
+    this: EarlierReads,
+    ...args: unknown[]
+  ) => unknown;
 
   before(async () => {
     // Counts how often a response was applied as a change of the last state, so the property
@@ -268,12 +293,18 @@ describe('an xds source reading state-of-the-world responses by what changed', (
       if (taken && args[3] === true) patches.dropsAgain++;
       return taken;
     };
+    EarlierReads.prototype.find = function (this: EarlierReads, ...args: unknown[]) {
+      const found = find.apply(this, args);
+      if (found !== undefined) foundElsewhere++;
+      return found as ReturnType<EarlierReads['find']>;
+    };
     fake = await FakeAdsServer.start({ peer: 'istiod' });
     fake.set('VirtualService', []);
     recorder = await syncedXdsSource(fake.address, ['VirtualService']);
   });
   after(async () => {
     SubscriptionState.prototype.applyPatch = applyPatch;
+    EarlierReads.prototype.find = find as EarlierReads['find'];
     recorder.close();
     await fake.stop();
   });
@@ -373,6 +404,23 @@ describe('an xds source reading state-of-the-world responses by what changed', (
               [{ op: 'change', at: 5, note: 'none' }],
             ],
           ],
+          // A broken object, its last version kept, moved elsewhere while others change; then
+          // the whole list backwards with one object changed, and the broken one repaired.
+          [
+            600,
+            [
+              [{ op: 'break', at: 7 }],
+              [
+                { op: 'move', at: 7, to: 400 },
+                { op: 'change', at: 10, note: 'none' },
+              ],
+              [
+                { op: 'reverse', at: 0, to: 600 },
+                { op: 'change', at: 50, note: 'field100' },
+              ],
+              [{ op: 'change', at: 200, note: 'none' }],
+            ],
+          ],
         ],
       },
     );
@@ -383,6 +431,7 @@ describe('an xds source reading state-of-the-world responses by what changed', (
       `applied as changes dropping objects again ${patches.dropsAgain} times`,
     );
     assert.ok(patches.declined > 0, `declined ${patches.declined} times`);
+    assert.ok(foundElsewhere > 100, `objects found where they were read before ${foundElsewhere} times`);
   });
 
   it('carries the warnings of a state whose every object has one through a change without describing them again', async () => {
