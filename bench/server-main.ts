@@ -190,7 +190,7 @@ async function main(): Promise<void> {
     stop = () => raw.close();
   } else {
     if (config === undefined) throw new Error(`${args.mode} needs upstreams`);
-    const [{ EmulatedServer, STRATEGIES }, { MergeEngine }, { semanticKeysOf }, { XdsSource }] =
+    const [{ EmulatedServer, STRATEGIES }, { MergeEngine }, { semanticRuleOf }, { XdsSource }] =
       await Promise.all([
         import('./baselines.js'),
         import('../src/merge/merge-engine.js'),
@@ -203,7 +203,7 @@ async function main(): Promise<void> {
         const s = new XdsSource(source);
         return { descriptor: s.descriptor, events$: s.events$ };
       }),
-      { syncTimeoutMs: config.syncTimeout, semanticKeys: semanticKeysOf },
+      { syncTimeoutMs: config.syncTimeout, semanticRules: semanticRuleOf },
     );
     engine.start();
     const server = new EmulatedServer(engine, config, STRATEGIES[args.mode]);

@@ -14,7 +14,7 @@ import { AdminGuard } from './http/admin-guard.js';
 import { debugActions, debugPages, hookActions, type DebugPageSources } from './http/debug-pages.js';
 import { HttpServer } from './http/http-server.js';
 import { MergeEngine, type MergeInput } from './merge/merge-engine.js';
-import { semanticKeysOf } from './schema/semantic-keys.js';
+import { semanticRuleOf } from './schema/semantic-keys.js';
 import { KINDS } from './schema/kinds.js';
 import { messageType } from './schema/proto-root.js';
 import { encodeProtoJson } from './schema/proto-json.js';
@@ -203,7 +203,7 @@ export async function startMeshmux(
       syncTimeoutMs: config.syncTimeout,
       restored: persisted.restored,
       ...(persisted.store === undefined ? {} : { store: persisted.store }),
-      semanticKeys: semanticKeysOf,
+      semanticRules: semanticRuleOf,
       semanticConflicts: config.merge.semanticConflicts,
       log: componentLogger('merge'),
     },

@@ -44,8 +44,18 @@ interface BulkChange {
 /** What to serve when objects clash semantically (two ServiceEntries for one host, ...). */
 export type SemanticConflictPolicy = 'serve-all' | 'highest-priority';
 
-/** Semantic keys of an object: `<conflict type>|<subject>`; objects sharing one clash. */
-export type SemanticKeys = (resource: ConfigResource) => readonly string[];
+/**
+ * How objects of one kind clash semantically: the type of the clash, and the subjects each object
+ * claims (a host, ...); objects claiming one subject clash. One type per kind, so a group is its
+ * subject alone, the string an object claims it with.
+ */
+export interface SemanticRule {
+  readonly type: Exclude<ConflictType, 'same-key'>;
+  readonly subjects: (resource: ConfigResource) => readonly string[];
+}
+
+/** The semantic rule of each kind that has one (by the kind's key). */
+export type SemanticRules = (kind: string) => SemanticRule | undefined;
 
 /** What a source change may tell the table beyond its two states. */
 export interface ApplyHints {
@@ -135,7 +145,7 @@ export class KindTable {
 
   constructor(
     readonly kind: string,
-    private readonly semanticKeys: SemanticKeys | undefined,
+    private readonly semanticRule: SemanticRule | undefined,
     private readonly policy: SemanticConflictPolicy,
     private readonly nextGeneration: () => number,
   ) {}
@@ -437,7 +447,6 @@ export class KindTable {
     const known = this.groupConflicts.get(group);
     if (known !== undefined && !this.staleGroups.has(group)) return known;
     const members = this.semantic.membersOf(group);
-    const bar = group.indexOf('|');
     const parties: ConflictParty[] = [];
     let anySuppressed = false;
     for (const key of members) {
@@ -446,8 +455,9 @@ export class KindTable {
       if (this.suppressed.has(key)) anySuppressed = true;
     }
     const conflict: Conflict = {
-      type: group.slice(0, bar) as ConflictType,
-      subject: group.slice(bar + 1),
+      // A group exists only with a rule.
+      type: (this.semanticRule as SemanticRule).type,
+      subject: group,
       resolution: anySuppressed ? 'priority' : 'served-all',
       parties,
     };
@@ -489,10 +499,11 @@ export class KindTable {
    * to no group is touched.
    */
   private reindex(key: string, winner: Holder | undefined, was: Holder | undefined): void {
-    if (this.semanticKeys === undefined) return;
+    if (this.semanticRule === undefined) return;
     const old = was === undefined ? NO_GROUPS : listOf(was.groups);
     // The same holder still winning claims what it claimed: its object is not read again.
-    const now = winner === undefined ? NO_GROUPS : winner === was ? old : this.semanticKeys(winner.resource);
+    const now =
+      winner === undefined ? NO_GROUPS : winner === was ? old : this.semanticRule.subjects(winner.resource);
     this.semantic.move(key, old, now, this.moved);
     if (winner !== undefined && winner !== was) winner.groups = now.length === 1 ? (now[0] as string) : now;
   }

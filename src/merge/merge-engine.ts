@@ -20,7 +20,7 @@ import type {
   KindSnapshot,
   SnapshotReader,
 } from './config-snapshot.js';
-import { KindTable, type SemanticConflictPolicy, type SemanticKeys, type SourceRank } from './kind-table.js';
+import { KindTable, type SemanticConflictPolicy, type SemanticRules, type SourceRank } from './kind-table.js';
 import { type KindChange, SourceLedger } from './source-ledger.js';
 import type { SourceRecord, SourceRecordStore } from './source-record.js';
 import { DEFAULT_SOURCE_POLICY, type SourcePolicy } from './source-rules.js';
@@ -52,8 +52,8 @@ export interface MergeOptions {
   readonly restored?: ReadonlyMap<string, SourceRecord>;
   /** Where every change of a source's contribution is recorded. */
   readonly store?: SourceRecordStore;
-  /** Semantic keys of objects, for conflict detection; without it only same-key conflicts are seen. */
-  readonly semanticKeys?: SemanticKeys;
+  /** How objects of each kind clash, for conflict detection; without it only same-key conflicts are seen. */
+  readonly semanticRules?: SemanticRules;
   /** What to serve on a semantic conflict. Default `serve-all` (istiod resolves it, meshmux reports it). */
   readonly semanticConflicts?: SemanticConflictPolicy;
   /** Schedules snapshot builds and timers; virtual time in tests. Default `asapScheduler`. */
@@ -375,7 +375,7 @@ export class MergeEngine implements SnapshotReader {
     if (table === undefined) {
       table = new KindTable(
         kind,
-        this.options.semanticKeys,
+        this.options.semanticRules?.(kind),
         this.options.semanticConflicts ?? 'serve-all',
         () => ++this.kindGeneration,
       );

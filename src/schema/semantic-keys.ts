@@ -3,6 +3,7 @@ import { compactString } from '../core/compact-string.js';
 import type { ConfigResource } from '../core/resource.js';
 import { KINDS } from './kinds.js';
 import { messageType } from './proto-root.js';
+import { utf8Text } from '../wire/strict-reader.js';
 import { WireCursor } from '../wire/wire-cursor.js';
 import { WIRE_LENGTH_DELIMITED } from '../wire/wire-types.js';
 
@@ -13,45 +14,71 @@ interface Body {
   workload_selector?: unknown;
 }
 
-type Extractor = (namespace: string, body: Body) => string[];
+const NONE: readonly string[] = Object.freeze([]);
+
+type Extractor = (namespace: string, body: Body) => readonly string[];
+
+/** The kinds of clash a body's fields can make (see `Conflict` in the merge). */
+export type SemanticConflictType =
+  'service-entry-host' | 'gateway-host' | 'destination-rule-host' | 'sidecar-default';
 
 /**
- * Clashes istiod resolves silently, per kind: the keys objects share when they clash.
- * - two ServiceEntries for one host;
- * - two VirtualServices binding one host on one gateway (`mesh` for sidecars);
- * - two DestinationRules without workload selector for one host in one namespace;
- * - two Sidecars without workload selector in one namespace.
+ * How objects of one kind clash: what the clash is called, and what each object claims (objects
+ * claiming one subject clash).
  */
-const EXTRACTORS: ReadonlyMap<string, Extractor> = new Map<string, Extractor>([
-  [
-    'networking.istio.io/ServiceEntry',
-    (_ns, b) => (b.hosts ?? []).map((h) => compactString(`service-entry-host|${h}`)),
-  ],
-  [
-    'networking.istio.io/VirtualService',
-    (ns, b) => {
-      const gateways = b.gateways === undefined || b.gateways.length === 0 ? ['mesh'] : b.gateways;
-      return gateways.flatMap((g) => {
-        const gateway = g === 'mesh' || g.includes('/') ? g : `${ns}/${g}`;
-        return (b.hosts ?? []).map((h) => compactString(`gateway-host|${gateway} ${h}`));
-      });
-    },
-  ],
-  [
-    'networking.istio.io/DestinationRule',
-    (ns, b) =>
-      b.host === undefined || (b.workload_selector !== undefined && b.workload_selector !== null)
-        ? []
-        : [compactString(`destination-rule-host|${ns} ${b.host}`)],
-  ],
-  [
-    'networking.istio.io/Sidecar',
-    (ns, b) =>
-      b.workload_selector === undefined || b.workload_selector === null ? [`sidecar-default|${ns}`] : [],
-  ],
-]);
+export interface SemanticRule {
+  readonly type: SemanticConflictType;
+  /** The subjects `resource` claims, read from its body's bytes each time they are asked for. */
+  readonly subjects: (resource: ConfigResource) => readonly string[];
+}
 
-const NONE: readonly string[] = Object.freeze([]);
+/**
+ * Clashes istiod resolves silently, per kind (one type of clash per kind), and the subject each
+ * object claims:
+ * - two ServiceEntries for one host (the host);
+ * - two VirtualServices binding one host on one gateway, `mesh` for sidecars (`gateway host`);
+ * - two DestinationRules without workload selector for one host in one namespace (`namespace host`);
+ * - two Sidecars without workload selector in one namespace (the namespace).
+ * A subject is the string a table of 50k objects keeps per object: the host as decoded, not a
+ * string built around it.
+ */
+const EXTRACTORS: ReadonlyMap<string, { readonly type: SemanticConflictType; readonly extract: Extractor }> =
+  new Map([
+    [
+      'networking.istio.io/ServiceEntry',
+      { type: 'service-entry-host', extract: (_ns, b) => b.hosts ?? NONE },
+    ],
+    [
+      'networking.istio.io/VirtualService',
+      {
+        type: 'gateway-host',
+        extract: (ns, b) => {
+          const gateways = b.gateways === undefined || b.gateways.length === 0 ? ['mesh'] : b.gateways;
+          return gateways.flatMap((g) => {
+            const gateway = g === 'mesh' || g.includes('/') ? g : `${ns}/${g}`;
+            return (b.hosts ?? []).map((h) => compactString(`${gateway} ${h}`));
+          });
+        },
+      },
+    ],
+    [
+      'networking.istio.io/DestinationRule',
+      {
+        type: 'destination-rule-host',
+        extract: (ns, b) =>
+          b.host === undefined || (b.workload_selector !== undefined && b.workload_selector !== null)
+            ? NONE
+            : [compactString(`${ns} ${b.host}`)],
+      },
+    ],
+    [
+      'networking.istio.io/Sidecar',
+      {
+        type: 'sidecar-default',
+        extract: (ns, b) => (b.workload_selector === undefined || b.workload_selector === null ? [ns] : NONE),
+      },
+    ],
+  ]);
 
 /**
  * The fields the extractors read, from a decoded body message: proto3 leaves a string that was
@@ -70,33 +97,42 @@ function bodyFields(message: object): Body {
 }
 
 /**
- * The semantic keys of an object (none for kinds without clash rules, or a body whose top level
- * is not well-formed), read from the top level of its body's bytes each time they are asked for.
- * The merge asks when an object starts or stops being a key's winner, once per change of it;
- * keeping them per body instead was a weak-map entry, an object and a list per object, for as
- * long as it is served.
+ * The subjects of an object (none for kinds without clash rules, or a body whose top level is not
+ * well-formed), read from the top level of its body's bytes each time they are asked for. The
+ * merge asks when an object starts or stops being a key's winner, once per change of it; keeping
+ * them per body instead was a weak-map entry, an object and a list per object, for as long as it
+ * is served.
  */
 export function semanticKeysOf(resource: ConfigResource): readonly string[] {
-  const extract = EXTRACTORS.get(resource.kind);
+  const rule = EXTRACTORS.get(resource.kind);
   const kind = KINDS.get(resource.kind);
-  if (extract === undefined || kind === undefined) return NONE;
+  if (rule === undefined || kind === undefined) return NONE;
   let fields: Body;
   try {
     fields = topLevelFields(messageType(kind.bodyType), resource.body);
   } catch {
     return NONE;
   }
-  const keys = extract(resource.namespace, fields);
+  const keys = rule.extract(resource.namespace, fields);
   return keys.length === 0 ? NONE : keys;
 }
 
+const RULES = new Map<string, SemanticRule>(
+  [...EXTRACTORS].map(([kind, { type }]) => [kind, { type, subjects: semanticKeysOf }]),
+);
+
+/** The clash rule of a kind (by its key, `<group>/<Kind>`), or undefined for a kind without one. */
+export function semanticRuleOf(kind: string): SemanticRule | undefined {
+  return RULES.get(kind);
+}
+
 /**
- * The semantic keys of a body of `kind` in `namespace` already decoded into `message`: what
+ * The subjects of a body of `kind` in `namespace` already decoded into `message`: what
  * {@link semanticKeysOf} reads from the body's bytes, for a body that decodes.
  */
 export function semanticKeysOfMessage(kind: string, namespace: string, message: object): readonly string[] {
-  const extract = EXTRACTORS.get(kind);
-  return extract === undefined ? NONE : extract(namespace, bodyFields(message));
+  const rule = EXTRACTORS.get(kind);
+  return rule === undefined ? NONE : rule.extract(namespace, bodyFields(message));
 }
 
 /**
@@ -106,7 +142,6 @@ export function semanticKeysOfMessage(kind: string, namespace: string, message: 
 function topLevelFields(type: protobuf.Type, body: Uint8Array): Body {
   const ids = fieldIds(type);
   const out: { hosts?: string[]; gateways?: string[]; host?: string; workload_selector?: unknown } = {};
-  const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   const cursor = new WireCursor(body);
   while (cursor.pos < body.length) {
     const tag = cursor.uint32(body.length);
@@ -122,10 +157,15 @@ function topLevelFields(type: protobuf.Type, body: Uint8Array): Body {
       out.workload_selector = true;
       continue;
     }
-    const value = text.toString('utf8', cursor.start, cursor.end);
-    if (id === ids.hosts) (out.hosts ??= []).push(value);
-    else if (id === ids.gateways) (out.gateways ??= []).push(value);
-    else out.host = value;
+    const value = utf8Text(body, cursor.start, cursor.end);
+    // A list made with its first element, not grown from empty: nearly every object has one host.
+    if (id === ids.hosts) {
+      if (out.hosts === undefined) out.hosts = [value];
+      else out.hosts.push(value);
+    } else if (id === ids.gateways) {
+      if (out.gateways === undefined) out.gateways = [value];
+      else out.gateways.push(value);
+    } else out.host = value;
   }
   if (out.host === '') delete out.host;
   return out;

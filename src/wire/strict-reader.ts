@@ -9,6 +9,14 @@ const utf8Slice = (Buffer.prototype as unknown as { utf8Slice: (start: number, e
   .utf8Slice;
 
 /**
+ * `bytes[start..end)` decoded as UTF-8 as `Buffer.toString` decodes it (malformed sequences as
+ * U+FFFD), without a Buffer made over the bytes first.
+ */
+export function utf8Text(bytes: Uint8Array, start: number, end: number): string {
+  return utf8Slice.call(bytes, start, end);
+}
+
+/**
  * Reads like `protobuf.Reader` over a plain `Uint8Array` (an overrun throws, where protobufjs's
  * reader of Buffers would cut the value short), with two differences in `string()`: the text is
  * decoded by Node rather than in JavaScript (faster, and no garbage per character run), and bytes

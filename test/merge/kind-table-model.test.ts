@@ -20,7 +20,7 @@ const SOURCES: readonly SourceRank[] = [
 /** An object's semantic keys: the hosts it claims (comma-separated), when it names any. */
 function hostKeys(r: ConfigResource): string[] {
   const hosts = r.labels['host'];
-  return hosts === undefined ? [] : hosts.split(',').map((host) => `service-entry-host|${host}`);
+  return hosts === undefined ? [] : hosts.split(',');
 }
 
 const editArb = fc.record({
@@ -100,10 +100,9 @@ function expected(states: readonly State[], semantic: boolean, policy: SemanticC
   }
   for (const [g, members] of groups) {
     if (members.length < 2) continue;
-    const bar = g.indexOf('|');
     conflicts.push({
-      type: g.slice(0, bar) as Conflict['type'],
-      subject: g.slice(bar + 1),
+      type: 'service-entry-host',
+      subject: g,
       resolution: members.some((k) => withheld.has(k)) ? 'priority' : 'served-all',
       parties: members.map((k) =>
         party(winners.get(k) as { rank: SourceRank; resource: ConfigResource }, isServed(k)),
@@ -142,7 +141,12 @@ describe('a kind table under any sequence of source changes', () => {
       fc.assert(
         fc.property(fc.array(stepArb, { minLength: 1, maxLength: 12 }), (steps) => {
           let counter = 0;
-          const table = new KindTable(KIND, semantic ? hostKeys : undefined, policy, () => ++counter);
+          const table = new KindTable(
+            KIND,
+            semantic ? { type: 'service-entry-host', subjects: hostKeys } : undefined,
+            policy,
+            () => ++counter,
+          );
           const states: State[] = SOURCES.map(() => new Map<string, ConfigResource>());
           const revisions = new Map<number, string>();
           let lastVersion: string | undefined;

@@ -14,9 +14,13 @@ function entry(name: string, host: string | undefined): ConfigResource {
 
 function table(): KindTable {
   let generation = 0;
-  const hosts = (r: ConfigResource) =>
-    r.labels['host'] === undefined ? [] : [`service-entry-host|${r.labels['host']}`];
-  return new KindTable(SE, hosts, 'highest-priority', () => ++generation);
+  const hosts = (r: ConfigResource) => (r.labels['host'] === undefined ? [] : [r.labels['host']]);
+  return new KindTable(
+    SE,
+    { type: 'service-entry-host', subjects: hosts },
+    'highest-priority',
+    () => ++generation,
+  );
 }
 
 function state(...resources: ConfigResource[]): Map<string, ConfigResource> {

@@ -6,7 +6,7 @@ import type { SemanticConflictPolicy } from '../../src/merge/kind-table.js';
 import { MergeEngine } from '../../src/merge/merge-engine.js';
 import { KINDS } from '../../src/schema/kinds.js';
 import { messageType } from '../../src/schema/proto-root.js';
-import { semanticKeysOf, semanticKeysOfMessage } from '../../src/schema/semantic-keys.js';
+import { semanticKeysOf, semanticKeysOfMessage, semanticRuleOf } from '../../src/schema/semantic-keys.js';
 import { readYamlDocuments } from '../../src/schema/yaml-reader.js';
 
 function state(yaml: string): SourceEvent {
@@ -49,7 +49,7 @@ function twoSources(policy: SemanticConflictPolicy) {
         policy: { priority: 1 },
       },
     ],
-    { scheduler: queueScheduler, syncTimeoutMs: 0, semanticKeys: semanticKeysOf, semanticConflicts: policy },
+    { scheduler: queueScheduler, syncTimeoutMs: 0, semanticRules: semanticRuleOf, semanticConflicts: policy },
   );
   engine.start();
   return { engine, a, b };
@@ -122,16 +122,23 @@ describe('semantic conflicts istiod would resolve silently', () => {
       `apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: s, namespace: shop}\nspec: {workloadSelector: {labels: {app: r}}}\n`,
     ];
     const expected = [
-      ['service-entry-host|api.example.com'],
-      ['service-entry-host|a.example.com', 'service-entry-host|b.example.com'],
-      ['gateway-host|edge/ingress shop.example.com'],
-      ['gateway-host|mesh shop.example.com'],
-      ['gateway-host|mesh shop.example.com', 'gateway-host|other/gw shop.example.com'],
-      ['destination-rule-host|shop reviews'],
+      ['api.example.com'],
+      ['a.example.com', 'b.example.com'],
+      ['edge/ingress shop.example.com'],
+      ['mesh shop.example.com'],
+      ['mesh shop.example.com', 'other/gw shop.example.com'],
+      ['shop reviews'],
       [],
       [],
-      ['sidecar-default|shop'],
+      ['shop'],
       [],
+    ];
+    // The clash each kind's subjects are in: one per kind.
+    const types = [
+      ...Array<string>(2).fill('service-entry-host'),
+      ...Array<string>(3).fill('gateway-host'),
+      ...Array<string>(3).fill('destination-rule-host'),
+      ...Array<string>(2).fill('sidecar-default'),
     ];
     documents.forEach((yaml, i) => {
       const read = readYamlDocuments(yaml, { file: 'test.yaml', defaultNamespace: 'default' });
@@ -144,13 +151,17 @@ describe('semantic conflicts istiod would resolve silently', () => {
       const type = messageType(KINDS.get(r.kind)?.bodyType ?? '');
       const decoded = semanticKeysOfMessage(r.kind, r.namespace, type.decode(r.body));
       assert.deepEqual(alone, expected[i], `document ${i}`);
+      assert.equal(semanticRuleOf(r.kind)?.type, types[i], `document ${i}`);
       assert.deepEqual(decoded, alone, `document ${i}`);
       // The same body in another namespace names that namespace.
       if (r.kind.endsWith('DestinationRule') && alone.length > 0)
-        assert.deepEqual(semanticKeysOf({ ...r, namespace: 'other' }), [
-          'destination-rule-host|other reviews',
-        ]);
+        assert.deepEqual(semanticKeysOf({ ...r, namespace: 'other' }), ['other reviews']);
     });
+  });
+
+  it('has no clash rule for a kind whose objects never clash', () => {
+    assert.equal(semanticRuleOf('networking.istio.io/Gateway'), undefined);
+    assert.equal(semanticRuleOf('security.istio.io/AuthorizationPolicy'), undefined);
   });
 
   it('keeps the same conflict list across snapshots while no conflict changes', () => {
