@@ -545,10 +545,6 @@ for (const [key, value] of [
   Object.defineProperty(PlainRead.prototype, key, { value, enumerable: true });
 
 /**
- * `result` with its bytes and key, written out field by field: a spread copy of the result takes
- * a hidden class of its own per object in V8 (two heap objects more per object, measured).
- */
-/**
  * The name as sent (`metadata.name`) of the envelope a result handed out by a reader was read
  * from: what {@link sentNameOf} finds in those bytes. Undefined for a result read from none (a
  * bare body) or whose envelope could not be read.
@@ -557,6 +553,10 @@ export function sentNameOfRead(result: ReadResult): string | undefined {
   return (result as Partial<KeptRead>).cacheName;
 }
 
+/**
+ * `result` with its bytes and key, written out field by field: a spread copy of the result takes
+ * a hidden class of its own per object in V8 (two heap objects more per object, measured).
+ */
 function keptRead(result: ReadResult, raw: Uint8Array, cacheKind: string, cacheName: string): KeptRead {
   if (result.ok) {
     const body = result.resource.body;
