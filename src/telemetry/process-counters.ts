@@ -7,6 +7,11 @@ import { youngCollections } from '../core/young-collections.js';
 export interface ProcessCounters {
   readonly cpuUserMs: number;
   readonly cpuSystemMs: number;
+  /**
+   * Page faults served without I/O since the process started: memory touched for the first time,
+   * most of them. Where a fault is dear (a virtual machine's), they are much of `cpuSystemMs`.
+   */
+  readonly minorPageFaults: number;
   readonly rssBytes: number;
   /** The most memory the process has had resident since it started ({@link peakRssBytes}). */
   readonly maxRssBytes: number;
@@ -37,6 +42,7 @@ export function processCounters(loopDelay: IntervalHistogram): ProcessCounters {
   return {
     cpuUserMs: cpu.user / 1000,
     cpuSystemMs: cpu.system / 1000,
+    minorPageFaults: process.resourceUsage().minorPageFault,
     rssBytes: memory.rss,
     maxRssBytes: peakRssBytes(),
     heapUsedBytes: memory.heapUsed,

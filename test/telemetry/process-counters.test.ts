@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { describe, it } from 'node:test';
+import { processCounters } from '../../src/telemetry/process-counters.js';
 
 const MiB = 1024 * 1024;
 
@@ -35,5 +37,18 @@ describe('peakRssBytes', () => {
       // What getrusage reports there: the parent's peak, carried across the fork and exec.
       assert.ok(child.rusage >= 256 * MiB, `getrusage said ${(child.rusage / MiB).toFixed(0)} MiB`);
     }
+  });
+});
+
+describe('processCounters', () => {
+  it('counts the page faults memory touched for the first time takes', () => {
+    const loopDelay = monitorEventLoopDelay();
+    const before = processCounters(loopDelay).minorPageFaults;
+    // 32 MiB outside any pool, written through: 8,192 pages of 4 KiB, or 16 huge pages.
+    const held = Buffer.allocUnsafeSlow(32 * MiB).fill(1);
+    const after = processCounters(loopDelay).minorPageFaults;
+    assert.equal(held[held.length - 1], 1);
+    assert.ok(before > 0, `${before} page faults counted at first`);
+    assert.ok(after - before >= 16, `${after - before} page faults for 32 MiB touched`);
   });
 });
