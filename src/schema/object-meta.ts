@@ -121,13 +121,14 @@ export function checkTypedMeta(
   if (meta.name === '') errors.push(metaError('metadata.name', 'metadata.name is required'));
   else checkName(meta.name, errors, warnings);
   checkNamespace(meta.namespace, errors);
-  for (const key of Object.keys(meta.labels)) {
+  // for-in, not a list of keys: the maps are plain records, and this runs for every object read.
+  for (const key in meta.labels) {
     const bad = labelProblem(key, meta.labels[key] as string);
     if (bad !== undefined) errors.push(metaError(childPath('metadata.labels', key), bad));
   }
   // Counted over the annotations that pass, as readObjectMeta counts the map it keeps.
   let bytes = 0;
-  for (const key of Object.keys(meta.annotations)) {
+  for (const key in meta.annotations) {
     const value = meta.annotations[key] as string;
     const bad = annotationKeyProblem(key);
     if (bad === undefined) bytes += annotationBytes(key, value);
