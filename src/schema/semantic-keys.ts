@@ -23,16 +23,6 @@ export type SemanticConflictType =
   'service-entry-host' | 'gateway-host' | 'destination-rule-host' | 'sidecar-default';
 
 /**
- * How objects of one kind clash: what the clash is called, and what each object claims (objects
- * claiming one subject clash).
- */
-export interface SemanticRule {
-  readonly type: SemanticConflictType;
-  /** The subjects `resource` claims, read from its body's bytes each time they are asked for. */
-  readonly subjects: (resource: ConfigResource) => readonly string[];
-}
-
-/**
  * Clashes istiod resolves silently, per kind (one type of clash per kind), and the subject each
  * object claims:
  * - two ServiceEntries for one host (the host);
@@ -117,12 +107,21 @@ export function semanticKeysOf(resource: ConfigResource): readonly string[] {
   return keys.length === 0 ? NONE : keys;
 }
 
-const RULES = new Map<string, SemanticRule>(
+/**
+ * How objects of one kind clash: what the clash is called, and the subjects each object claims,
+ * read from its body's bytes each time they are asked for (objects claiming one subject clash).
+ */
+type Rule = {
+  readonly type: SemanticConflictType;
+  readonly subjects: (resource: ConfigResource) => readonly string[];
+};
+
+const RULES = new Map<string, Rule>(
   [...EXTRACTORS].map(([kind, { type }]) => [kind, { type, subjects: semanticKeysOf }]),
 );
 
 /** The clash rule of a kind (by its key, `<group>/<Kind>`), or undefined for a kind without one. */
-export function semanticRuleOf(kind: string): SemanticRule | undefined {
+export function semanticRuleOf(kind: string): Rule | undefined {
   return RULES.get(kind);
 }
 
