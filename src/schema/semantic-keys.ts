@@ -93,7 +93,7 @@ function bodyFields(message: object): Body {
  * them per body instead was a weak-map entry, an object and a list per object, for as long as it
  * is served.
  */
-export function semanticKeysOf(resource: ConfigResource): readonly string[] {
+export function semanticSubjectsOf(resource: ConfigResource): readonly string[] {
   const rule = EXTRACTORS.get(resource.kind);
   const kind = KINDS.get(resource.kind);
   if (rule === undefined || kind === undefined) return NONE;
@@ -117,7 +117,7 @@ type Rule = {
 };
 
 const RULES = new Map<string, Rule>(
-  [...EXTRACTORS].map(([kind, { type }]) => [kind, { type, subjects: semanticKeysOf }]),
+  [...EXTRACTORS].map(([kind, { type }]) => [kind, { type, subjects: semanticSubjectsOf }]),
 );
 
 /** The clash rule of a kind (by its key, `<group>/<Kind>`), or undefined for a kind without one. */
@@ -127,9 +127,13 @@ export function semanticRuleOf(kind: string): Rule | undefined {
 
 /**
  * The subjects of a body of `kind` in `namespace` already decoded into `message`: what
- * {@link semanticKeysOf} reads from the body's bytes, for a body that decodes.
+ * {@link semanticSubjectsOf} reads from the body's bytes, for a body that decodes.
  */
-export function semanticKeysOfMessage(kind: string, namespace: string, message: object): readonly string[] {
+export function semanticSubjectsOfMessage(
+  kind: string,
+  namespace: string,
+  message: object,
+): readonly string[] {
   const rule = EXTRACTORS.get(kind);
   return rule === undefined ? NONE : rule.extract(namespace, bodyFields(message));
 }

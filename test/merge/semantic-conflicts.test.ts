@@ -6,7 +6,11 @@ import type { SemanticConflictPolicy } from '../../src/merge/kind-table.js';
 import { MergeEngine } from '../../src/merge/merge-engine.js';
 import { KINDS } from '../../src/schema/kinds.js';
 import { messageType } from '../../src/schema/proto-root.js';
-import { semanticKeysOf, semanticKeysOfMessage, semanticRuleOf } from '../../src/schema/semantic-keys.js';
+import {
+  semanticSubjectsOf,
+  semanticSubjectsOfMessage,
+  semanticRuleOf,
+} from '../../src/schema/semantic-keys.js';
 import { readYamlDocuments } from '../../src/schema/yaml-reader.js';
 
 function state(yaml: string): SourceEvent {
@@ -146,16 +150,16 @@ describe('semantic conflicts istiod would resolve silently', () => {
       const [r] = read.resources;
       assert.ok(r !== undefined);
       // From the body's bytes, as the merge reads them...
-      const alone = semanticKeysOf(r);
+      const alone = semanticSubjectsOf(r);
       // ...and from the decoded message.
       const type = messageType(KINDS.get(r.kind)?.bodyType ?? '');
-      const decoded = semanticKeysOfMessage(r.kind, r.namespace, type.decode(r.body));
+      const decoded = semanticSubjectsOfMessage(r.kind, r.namespace, type.decode(r.body));
       assert.deepEqual(alone, expected[i], `document ${i}`);
       assert.equal(semanticRuleOf(r.kind)?.type, types[i], `document ${i}`);
       assert.deepEqual(decoded, alone, `document ${i}`);
       // The same body in another namespace names that namespace.
       if (r.kind.endsWith('DestinationRule') && alone.length > 0)
-        assert.deepEqual(semanticKeysOf({ ...r, namespace: 'other' }), ['other reviews']);
+        assert.deepEqual(semanticSubjectsOf({ ...r, namespace: 'other' }), ['other reviews']);
     });
   });
 

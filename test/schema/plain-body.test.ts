@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { makeResource } from '../../src/core/resource.js';
 import { KINDS } from '../../src/schema/kinds.js';
 import { messageType } from '../../src/schema/proto-root.js';
-import { semanticKeysOf, semanticKeysOfMessage } from '../../src/schema/semantic-keys.js';
+import { semanticSubjectsOf, semanticSubjectsOfMessage } from '../../src/schema/semantic-keys.js';
 import { findUnknownFields, isPlainBody } from '../../src/schema/unknown-fields.js';
 import { StrictReader } from '../../src/wire/strict-reader.js';
 import { arbitraryMessage } from '../support/arbitrary-messages.js';
@@ -43,7 +43,7 @@ function mutate(body: Uint8Array, m: Mutation): Uint8Array {
  * or (`inPlace`) where it lies.
  */
 function keys(kind: string, body: Uint8Array, inPlace = false): readonly string[] {
-  return semanticKeysOf(
+  return semanticSubjectsOf(
     makeResource({
       kind,
       namespace: 'shop',
@@ -74,7 +74,11 @@ describe('a plain body', () => {
           plain++;
           const decoded = type.decode(new StrictReader(body));
           assert.deepEqual(findUnknownFields(type, body), []);
-          assert.deepEqual(keys(kind.key, body), semanticKeysOfMessage(kind.key, 'shop', decoded), kind.kind);
+          assert.deepEqual(
+            keys(kind.key, body),
+            semanticSubjectsOfMessage(kind.key, 'shop', decoded),
+            kind.kind,
+          );
         }),
         { numRuns: 200, seed: 5 },
       );
