@@ -7,6 +7,7 @@ import type protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
 import { checkTypedMeta } from './object-meta.js';
 import { checkDecodedAsJson, jsonRoundTripCanFail, type MessageList } from './proto-json.js';
+import { PLAIN_BODY } from './unknown-fields.js';
 
 /** The metadata an upstream envelope carries, as it was sent. */
 export interface EnvelopeMeta {
@@ -28,22 +29,21 @@ export interface ObjectCheckResult {
  * body, through its proto3 JSON form, with the schema checks of `fromProtoJson` (ranges, durations,
  * alternatives set together, `null` list elements ...), unless no message of its type decoded
  * from bytes can fail them (`jsonRoundTripCanFail`). `message` is the decoded body, without the
- * top-level lists held apart in `lists` (see `decodeBodyParts`); it may be left out only for such
- * a type, which needs none. Each error carries the field path (`metadata.name`,
- * `spec.http[0].timeout`) and no file.
+ * top-level lists held apart in `lists` (see `decodeBodyParts`), or `PLAIN_BODY` for a body
+ * `isPlainBody` accepted, which those checks cannot refuse and need not be decoded for. Each error
+ * carries the field path (`metadata.name`, `spec.http[0].timeout`) and no file.
  */
 export function checkUpstreamObject(
   meta: EnvelopeMeta,
   bodyType: protobuf.Type,
-  message: protobuf.Message | undefined,
+  message: protobuf.Message | typeof PLAIN_BODY,
   lists?: ReadonlyMap<protobuf.Field, MessageList>,
 ): ObjectCheckResult {
   const errors: MeshmuxError[] = [];
   const warnings: MeshmuxError[] = [];
   checkTypedMeta(meta, errors, warnings);
   // Most kinds' messages cannot fail them at all (ServiceEntry, WorkloadEntry ...): not walked.
-  if (!jsonRoundTripCanFail(bodyType)) return { errors, warnings };
-  if (message === undefined) throw new TypeError(`a ${bodyType.fullName} body must be decoded to be checked`);
+  if (message === PLAIN_BODY || !jsonRoundTripCanFail(bodyType)) return { errors, warnings };
   try {
     // Checked on the decoded message as its JSON form would be; nothing is printed or encoded.
     const found: MeshmuxError[] = [];

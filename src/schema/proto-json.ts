@@ -198,6 +198,19 @@ function hasSpecialJson(type: protobuf.Type): boolean {
   return SPECIAL_JSON.has(fullNameOf(type));
 }
 
+/**
+ * What decides whether a message of `type` decoded from bytes passes `checkDecodedAsJson`, as a
+ * reader of its bytes that decodes nothing must judge it: `fields`, its fields alone (an ordinary
+ * message, or a wrapper, whose one value prints and reads back whatever it holds but a float);
+ * `duration`, its two numbers (refused beyond Go's range of about ±292 years); `printed`, only
+ * printing it (every other well-known type with a JSON form of its own, `Any` among them).
+ */
+export function decodedJsonFormOf(type: protobuf.Type): 'fields' | 'duration' | 'printed' {
+  const name = fullNameOf(type);
+  if (!SPECIAL_JSON.has(name) || WRAPPERS.has(name)) return 'fields';
+  return name === `${WKT}Duration` ? 'duration' : 'printed';
+}
+
 // ---------------------------------------------------------------------------------------------
 // JSON → message
 

@@ -7,7 +7,7 @@
 import protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
 import { childPath, indexPath } from './field-path.js';
-import { jsonNameOf } from './proto-json.js';
+import { decodedJsonFormOf, jsonNameOf } from './proto-json.js';
 import { fullNameOf, protoRoot } from './proto-root.js';
 import { isUtf8Range } from '../wire/strict-reader.js';
 import { WireCursor } from '../wire/wire-cursor.js';
@@ -215,11 +215,14 @@ export function findUnknownFields(type: protobuf.Type, bytes: Uint8Array): strin
 }
 
 /**
- * Whether `bytes` are a message of `type` exactly as the schema describes it, so that decoding it
- * through `StrictReader` cannot fail and {@link findUnknownFields} finds nothing: every field
- * declared and with its wire type (lists packed or not), every length and varint within its
- * message, every string (map keys and values too) valid UTF-8, and no `Any` (whose payload is
- * left to whoever decodes it). False says nothing more: such bytes are for a full decode to judge.
+ * Whether `bytes` are a message of `type` exactly as the schema describes it and nothing in them
+ * can be refused: decoding them through `StrictReader` cannot fail, {@link findUnknownFields}
+ * finds nothing, and the decoded message passes `checkDecodedAsJson` (so `checkUpstreamObject`
+ * finds nothing wrong with the body). That is: every field declared and with its wire type (lists
+ * packed or not), every length and varint within its message, every string (map keys and values
+ * too) valid UTF-8; no two alternatives of a oneof, no map keyed by bool, no float, no `Any` or
+ * other well-known type whose JSON form only printing it would judge, and every Duration within
+ * Go's range. False says nothing more: such bytes are for a full decode and its checks to judge.
  */
 export function isPlainBody(type: protobuf.Type, bytes: Uint8Array): boolean {
   try {
@@ -229,6 +232,9 @@ export function isPlainBody(type: protobuf.Type, bytes: Uint8Array): boolean {
   }
 }
 
+/** Stands for a body {@link isPlainBody} accepted where its decoded message would be checked. */
+export const PLAIN_BODY: unique symbol = Symbol('plain body');
+
 /** How a plain message's field is read past, decided once per field of the schema. */
 const enum ValueKind {
   /** A scalar of `wire`; a repeated one may also come packed. */
@@ -237,6 +243,8 @@ const enum ValueKind {
   Bytes,
   Message,
   Map,
+  /** A value the checks of the decoded message may refuse (a float, an entry of a bool-keyed map). */
+  Refused,
 }
 
 interface ValuePlan {
@@ -255,8 +263,13 @@ interface ValuePlan {
 /** A message's fields by number: undefined for numbers it does not declare. */
 interface MessagePlan {
   readonly fields: (ValuePlan | undefined)[];
-  /** `google.protobuf.Any`, whose payload is never plain: a field of it is not. */
-  readonly any: boolean;
+  /** What judges a message of this type beyond its fields (see `decodedJsonFormOf`). */
+  readonly form: 'fields' | 'duration' | 'printed';
+  /**
+   * By field number, a bit of its oneof for the members of oneofs of two or more fields: a
+   * message holding two values of one such oneof (the same member twice too) is not plain.
+   */
+  readonly alternatives: number[];
 }
 
 /**
@@ -266,23 +279,38 @@ interface MessagePlan {
  */
 const plans = new WeakMap<protobuf.Type, MessagePlan>();
 
+/** Oneofs of two or more fields a message may have for its plan to tell them apart. */
+const MAX_ALTERNATIVES = 30;
+
+/** A value of no wire type: every one arriving is not plain. */
+const REFUSED: ValuePlan = { kind: ValueKind.Refused, wire: -1, packable: false };
+
 function planOf(type: protobuf.Type): MessagePlan {
   let plan = plans.get(type);
   if (plan !== undefined) return plan;
   const fields: (ValuePlan | undefined)[] = [];
-  plan = { fields, any: fullNameOf(type) === '.google.protobuf.Any' };
+  const alternatives: number[] = [];
+  const oneofs = type.oneofsArray.filter((o) => o.fieldsArray.length > 1);
+  const form = oneofs.length > MAX_ALTERNATIVES ? 'printed' : decodedJsonFormOf(type);
+  oneofs.forEach((o, i) => {
+    for (const field of o.fieldsArray) alternatives[field.id] = 1 << i;
+  });
+  plan = { fields, form, alternatives };
   // Set before the fields are planned: a message may contain itself.
   plans.set(type, plan);
   for (const field of type.fieldsArray) {
     field.resolve();
     if (field instanceof protobuf.MapField) {
-      fields[field.id] = {
-        kind: ValueKind.Map,
-        wire: WIRE_LENGTH_DELIMITED,
-        packable: false,
-        mapKey: valuePlan(field.keyType, null, false),
-        mapValue: valuePlan(field.type, field.resolvedType, false),
-      };
+      fields[field.id] =
+        field.keyType === 'bool'
+          ? REFUSED
+          : {
+              kind: ValueKind.Map,
+              wire: WIRE_LENGTH_DELIMITED,
+              packable: false,
+              mapKey: valuePlan(field.keyType, null, false),
+              mapValue: valuePlan(field.type, field.resolvedType, false),
+            };
     } else fields[field.id] = valuePlan(field.type, field.resolvedType, field.repeated);
   }
   return plan;
@@ -300,6 +328,8 @@ function valuePlan(
       packable: false,
       message: planOf(resolved),
     };
+  // A float may print in a shortest form just beyond the range reading it back allows.
+  if (typeName === 'float') return REFUSED;
   const wire = wireTypeOf(typeName, resolved);
   if (typeName === 'string') return { kind: ValueKind.String, wire, packable: false };
   if (wire === WIRE_LENGTH_DELIMITED) return { kind: ValueKind.Bytes, wire, packable: false };
@@ -307,11 +337,18 @@ function valuePlan(
 }
 
 function plainMessage(plan: MessagePlan, cursor: WireCursor, bytes: Uint8Array, limit: number): boolean {
-  const fields = plan.fields;
+  const { fields, alternatives } = plan;
+  let taken = 0;
   while (cursor.pos < limit) {
     const tag = cursor.uint32(limit);
-    const field = fields[tag >>> 3];
+    const id = tag >>> 3;
+    const field = fields[id];
     if (field === undefined) return false;
+    const oneof = alternatives[id];
+    if (oneof !== undefined) {
+      if ((taken & oneof) !== 0) return false;
+      taken |= oneof;
+    }
     if (!plainValue(field, tag & 7, cursor, bytes, limit)) return false;
   }
   return cursor.pos === limit;
@@ -338,10 +375,11 @@ function plainValue(
         return true;
       case ValueKind.Message: {
         const message = plan.message as MessagePlan;
-        if (message.any) return false;
+        if (message.form === 'printed') return false;
         cursor.lengthDelimited(limit);
         const end = cursor.end;
         cursor.pos = cursor.start;
+        if (message.form === 'duration') return plainDuration(cursor, bytes, end);
         return plainMessage(message, cursor, bytes, end);
       }
       case ValueKind.Map: {
@@ -350,6 +388,8 @@ function plainValue(
         cursor.pos = cursor.start;
         return plainMapEntry(plan, cursor, bytes, end);
       }
+      case ValueKind.Refused:
+        return false;
     }
   }
   if (!plan.packable || wire !== WIRE_LENGTH_DELIMITED) return false;
@@ -359,6 +399,38 @@ function plainValue(
   if (plan.wire !== WIRE_VARINT) return (end - cursor.start) % (plan.wire === WIRE_FIXED64 ? 8 : 4) === 0;
   cursor.pos = cursor.start;
   while (cursor.pos < end) cursor.skip(WIRE_VARINT, end, 0);
+  return true;
+}
+
+/**
+ * Seconds a plain Duration may hold: its printed form is read back as Go reads durations, an
+ * int64 of nanoseconds (some 9.22e9 seconds); this stays below that with any nanos.
+ */
+const MAX_PLAIN_SECONDS = 9_000_000_000;
+const MAX_NANOS = 999_999_999;
+
+/**
+ * A Duration's fields (seconds as field 1, nanos as field 2, both varints) up to `end`: plain when
+ * each is neither negative nor beyond what prints and reads back, and nothing else is there.
+ */
+function plainDuration(cursor: WireCursor, bytes: Uint8Array, end: number): boolean {
+  while (cursor.pos < end) {
+    const tag = cursor.uint32(end);
+    if ((tag & 7) !== WIRE_VARINT) return false;
+    const id = tag >>> 3;
+    const max = id === 1 ? MAX_PLAIN_SECONDS : id === 2 ? MAX_NANOS : -1;
+    // At most five bytes (35 bits): a negative number takes ten, and these bounds fit in 34 bits.
+    let value = 0;
+    let scale = 1;
+    for (let n = 0; ; n++) {
+      if (n === 5 || cursor.pos >= end) return false;
+      const b = bytes[cursor.pos++] as number;
+      value += (b & 0x7f) * scale;
+      scale *= 128;
+      if (b < 0x80) break;
+    }
+    if (value > max) return false;
+  }
   return true;
 }
 

@@ -16,9 +16,8 @@ import {
 import { type BodyParts, decodeBodyParts } from '../schema/body-parts.js';
 import type { KindDescriptor } from '../schema/kinds.js';
 import { checkUpstreamObject } from '../schema/object-checks.js';
-import { jsonRoundTripCanFail } from '../schema/proto-json.js';
 import { messageType } from '../schema/proto-root.js';
-import { findUnknownFields, isPlainBody } from '../schema/unknown-fields.js';
+import { findUnknownFields, isPlainBody, PLAIN_BODY } from '../schema/unknown-fields.js';
 import { StrictReader } from '../wire/strict-reader.js';
 import { sameBytes, unknownFieldNumbers } from '../wire/wire-fields.js';
 import { readPlainEnvelope, type McpEnvelope } from './mcp-envelope.js';
@@ -391,12 +390,12 @@ export class McpResourceReader {
     }
     const bodyMessage = messageType(kind.bodyType);
     let unknownBodyFields: readonly string[] = NONE;
-    let message: protobuf.Message | undefined;
+    let message: protobuf.Message | typeof PLAIN_BODY = PLAIN_BODY;
     let lists: BodyParts['lists'] | undefined;
     try {
-      // A body of a kind no schema check can refuse needs no decoding when its bytes are plain
-      // (nothing to report, no text that is not UTF-8): nothing would read the decoded message.
-      if (jsonRoundTripCanFail(bodyMessage) || !isPlainBody(bodyMessage, parts.body)) {
+      // A plain body (nearly all) holds nothing to report and nothing the checks could refuse:
+      // nothing would read it decoded.
+      if (!isPlainBody(bodyMessage, parts.body)) {
         // A large body is decoded a list element at a time; any other, or one that fails so, whole.
         const split = decodeBodyParts(bodyMessage, parts.body);
         message = split?.message ?? bodyMessage.decode(new StrictReader(parts.body));

@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import protobuf from 'protobufjs';
 import { makeResource } from '../../src/core/resource.js';
 import { KINDS } from '../../src/schema/kinds.js';
+import { checkUpstreamObject } from '../../src/schema/object-checks.js';
 import { messageType } from '../../src/schema/proto-root.js';
 import { semanticSubjectsOf, semanticSubjectsOfMessage } from '../../src/schema/semantic-keys.js';
 import { findUnknownFields, isPlainBody } from '../../src/schema/unknown-fields.js';
@@ -38,6 +40,24 @@ function mutate(body: Uint8Array, m: Mutation): Uint8Array {
   return out;
 }
 
+/** Metadata that passes its checks: what an object's checks find is its body's. */
+const META = { namespace: 'shop', name: 'x', labels: {}, annotations: {} };
+
+/**
+ * Whether a full decode and the checks an upstream object passes find anything in `body`: a fault
+ * decoding it, a field the schema does not declare, or what the checks of its JSON form refuse.
+ */
+function refusedInFull(type: protobuf.Type, body: Uint8Array): boolean {
+  try {
+    const decoded = type.decode(new StrictReader(body));
+    return (
+      findUnknownFields(type, body).length > 0 || checkUpstreamObject(META, type, decoded).errors.length > 0
+    );
+  } catch {
+    return true;
+  }
+}
+
 /**
  * The semantic keys of `body`, read from its bytes as the merge reads them: from a copy of its own,
  * or (`inPlace`) where it lies.
@@ -58,7 +78,7 @@ function keys(kind: string, body: Uint8Array, inPlace = false): readonly string[
 }
 
 describe('a plain body', () => {
-  it('decodes without fault, has nothing unknown and gives the semantic keys decoding gives, for every kind, however spoiled', () => {
+  it('decodes without fault, has nothing unknown or refused by the checks, and gives the semantic keys decoding gives, for every kind, however spoiled', () => {
     let plain = 0;
     let refused = 0;
     for (const kind of KINDS.kinds) {
@@ -74,6 +94,7 @@ describe('a plain body', () => {
           plain++;
           const decoded = type.decode(new StrictReader(body));
           assert.deepEqual(findUnknownFields(type, body), []);
+          assert.deepEqual(checkUpstreamObject(META, type, decoded).errors, [], kind.kind);
           assert.deepEqual(
             keys(kind.key, body),
             semanticSubjectsOfMessage(kind.key, 'shop', decoded),
@@ -138,12 +159,18 @@ describe('a plain body', () => {
     ];
     for (const [what, body] of spoiled) assert.equal(isPlainBody(se, body), false, what);
     const ef = messageType('istio.networking.v1alpha3.EnvoyFilter');
-    const withAny = ef
+    const withStruct = ef
       .encode(
-        ef.fromObject({ configPatches: [{ patch: { value: { fields: { a: { stringValue: 'b' } } } } }] }),
+        ef.fromObject({ config_patches: [{ patch: { value: { fields: { a: { stringValue: 'b' } } } } }] }),
       )
       .finish();
-    assert.equal(isPlainBody(ef, withAny), true, 'a Struct is plain');
+    assert.ok(withStruct.length > 10);
+    assert.equal(
+      isPlainBody(ef, withStruct),
+      false,
+      'a Struct is left to the checks (only printing it tells)',
+    );
+    assert.equal(refusedInFull(ef, withStruct), false, 'a Struct the checks accept');
     const resource = messageType('istio.mcp.v1alpha1.Resource');
     const wrapped = resource
       .encode(
@@ -154,5 +181,156 @@ describe('a plain body', () => {
       )
       .finish();
     assert.equal(isPlainBody(resource, wrapped), false, 'an Any is left to a full decode');
+  });
+});
+
+/**
+ * A message holding every part the checks of a decoded message may refuse, each beside parts of
+ * its kind they accept: a Duration, alternatives of a oneof, a float, a map keyed by bool,
+ * wrappers (one of a float), a Struct, and all of them again nested, listed and as map values.
+ */
+const HAZARDS_PROTO = `
+syntax = "proto3";
+package plain.test;
+message Hazards {
+  google.protobuf.Duration timeout = 1;
+  oneof match {
+    string exact = 2;
+    string prefix = 3;
+    Hazards nested = 4;
+  }
+  float ratio = 5;
+  map<bool, string> flags = 6;
+  google.protobuf.FloatValue scale = 7;
+  google.protobuf.BoolValue on = 8;
+  google.protobuf.Struct extra = 9;
+  repeated Hazards children = 10;
+  map<string, google.protobuf.Duration> timeouts = 11;
+  optional string note = 12;
+}
+`;
+
+function hazardsType(): protobuf.Type {
+  const root = new protobuf.Root();
+  for (const file of ['duration', 'wrappers', 'struct']) {
+    const json = protobuf.common.get(`google/protobuf/${file}.proto`) as protobuf.INamespace;
+    root.addJSON(json.nested ?? {});
+  }
+  protobuf.parse(HAZARDS_PROTO, root, { keepCase: true });
+  root.resolveAll();
+  return root.lookupType('plain.test.Hazards');
+}
+
+/** `value` one time in five, else nothing: a part the checks may refuse, left out of most bodies. */
+function rare<T>(value: fc.Arbitrary<T>): fc.Arbitrary<T | undefined> {
+  return fc.oneof({ weight: 4, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: value });
+}
+
+/** Seconds and nanos about the bounds a Duration's JSON form is read back within, and far off. */
+const duration = fc.record(
+  {
+    seconds: fc.oneof(
+      { weight: 4, arbitrary: fc.integer({ min: 0, max: 100 }) },
+      { weight: 2, arbitrary: fc.integer({ min: 8_999_999_990, max: 9_400_000_000 }) },
+      { weight: 1, arbitrary: fc.integer({ min: -100, max: -1 }) },
+      { weight: 1, arbitrary: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).map(String) },
+    ),
+    nanos: fc.oneof(
+      { weight: 4, arbitrary: fc.integer({ min: 0, max: 999_999_999 }) },
+      { weight: 1, arbitrary: fc.integer({ min: 999_999_990, max: 1_000_000_010 }) },
+      { weight: 1, arbitrary: fc.integer({ min: -1_000_000_010, max: 0 }) },
+    ),
+  },
+  { requiredKeys: [] },
+);
+
+/** The largest float, whose shortest printed form reads back beyond the float range. */
+const MAX_FLOAT = 3.4028234663852886e38;
+
+/** Any float, the largest of either sign often. */
+const float = fc.oneof(fc.float(), fc.constantFrom(MAX_FLOAT, -MAX_FLOAT));
+
+/** A Struct's value: one with a kind, or one without (whose JSON form cannot be printed). */
+const structValue = fc.oneof(
+  fc.record({ stringValue: fc.string({ maxLength: 3 }) }),
+  fc.record({ numberValue: fc.double() }),
+  fc.constant({}),
+);
+
+function hazards(depth: number): fc.Arbitrary<Record<string, unknown>> {
+  const inner = depth > 0 ? hazards(depth - 1) : fc.constant({});
+  return fc.record({
+    timeout: fc.option(duration, { nil: undefined }),
+    exact: fc.option(fc.string({ maxLength: 3 }), { nil: undefined }),
+    prefix: rare(fc.string({ maxLength: 3 })),
+    nested: rare(inner),
+    children: fc.option(fc.array(inner, { maxLength: 2 }), { nil: undefined }),
+    ratio: rare(float),
+    flags: rare(fc.dictionary(fc.constantFrom('true', 'false'), fc.string({ maxLength: 2 }), { maxKeys: 2 })),
+    scale: fc.option(fc.record({ value: rare(float) }), { nil: undefined }),
+    on: fc.option(fc.record({ value: fc.boolean() }), { nil: undefined }),
+    extra: rare(
+      fc.record({ fields: fc.dictionary(fc.string({ maxLength: 2 }), structValue, { maxKeys: 2 }) }),
+    ),
+    timeouts: fc.option(fc.dictionary(fc.string({ maxLength: 2 }), duration, { maxKeys: 2 }), {
+      nil: undefined,
+    }),
+    note: fc.option(fc.string({ maxLength: 2 }), { nil: undefined }),
+  });
+}
+
+describe('a plain body and the checks of its decoded message', () => {
+  it('is never a body the checks refuse, whatever part of it they refuse and wherever it lies', () => {
+    const type = hazardsType();
+    let plain = 0;
+    let refused = 0;
+    fc.assert(
+      fc.property(hazards(1), (fields) => {
+        const body = type.encode(type.fromObject(fields)).finish();
+        const inFull = refusedInFull(type, body);
+        if (inFull) refused++;
+        if (!isPlainBody(type, body)) return;
+        plain++;
+        assert.equal(inFull, false, 'a plain body the checks refuse');
+      }),
+      { numRuns: 3000, seed: 11 },
+    );
+    // Both answers are reached, and the checks refuse many of the bodies generated.
+    assert.ok(plain > 100, `${plain} plain bodies`);
+    assert.ok(refused > 1000, `${refused} bodies the checks refuse`);
+  });
+
+  it('is a body with Durations within Go’s range, one alternative of a oneof and wrappers of anything but a float', () => {
+    const type = hazardsType();
+    const body = (fields: Record<string, unknown>): Uint8Array =>
+      type.encode(type.fromObject(fields)).finish();
+    const plainOnes: Record<string, unknown>[] = [
+      { timeout: { seconds: 5 }, exact: 'a', on: { value: true } },
+      { timeout: { seconds: 9_000_000_000, nanos: 999_999_999 }, nested: { prefix: 'b' } },
+      { timeouts: { x: { nanos: 1 } }, children: [{ exact: 'c' }, { prefix: 'd' }], note: '' },
+    ];
+    for (const fields of plainOnes) {
+      assert.equal(isPlainBody(type, body(fields)), true, JSON.stringify(fields));
+      assert.equal(refusedInFull(type, body(fields)), false, JSON.stringify(fields));
+    }
+    // Refused by the checks: each is left to them.
+    const refusedOnes: Record<string, unknown>[] = [
+      { timeout: { seconds: 9_300_000_000 } },
+      { children: [{ timeouts: { y: { seconds: 400_000_000_000 } } }] },
+      { exact: 'a', prefix: 'b' },
+      { flags: { true: 'x' } },
+      { ratio: MAX_FLOAT },
+      { nested: { scale: { value: -MAX_FLOAT } } },
+      { extra: { fields: { k: {} } } },
+    ];
+    for (const fields of refusedOnes) {
+      assert.equal(isPlainBody(type, body(fields)), false, JSON.stringify(fields));
+      assert.equal(refusedInFull(type, body(fields)), true, JSON.stringify(fields));
+    }
+    // Accepted by the checks, but left to them all the same: nothing tells them apart from bytes
+    // the checks refuse without reading as much.
+    for (const fields of [{ timeout: { seconds: -1 } }, { ratio: 0.5 }, { scale: { value: 2 } }]) {
+      assert.equal(isPlainBody(type, body(fields)), false, JSON.stringify(fields));
+    }
   });
 });
