@@ -90,6 +90,35 @@ export function compareByName(
   return 0;
 }
 
+/**
+ * Sorts `items` in place into {@link compareByName}'s order, and returns it: by namespace, each
+ * namespace's objects by name. A kind's objects share a few namespaces (a reader keeps one string
+ * per namespace), so they are put into one list per namespace and each list is sorted by name
+ * alone: about half the comparisons of one sort by both, each of one string. Objects of one name
+ * keep their order.
+ */
+export function sortByName<T extends Pick<ConfigResource, 'namespace' | 'name'>>(items: T[]): T[] {
+  const byNamespace = new Map<string, T[]>();
+  for (let i = 0; i < items.length; i++) {
+    const r = items[i] as T;
+    const list = byNamespace.get(r.namespace);
+    if (list === undefined) byNamespace.set(r.namespace, [r]);
+    else list.push(r);
+  }
+  // Without a comparator strings sort by their UTF-16 code units, as `<` compares them.
+  const namespaces = [...byNamespace.keys()].sort();
+  let at = 0;
+  for (const namespace of namespaces) {
+    const list = (byNamespace.get(namespace) as T[]).sort(compareNames);
+    for (let i = 0; i < list.length; i++) items[at++] = list[i] as T;
+  }
+  return items;
+}
+
+function compareNames(a: Pick<ConfigResource, 'name'>, b: Pick<ConfigResource, 'name'>): number {
+  return a.name === b.name ? 0 : a.name < b.name ? -1 : 1;
+}
+
 /** Annotation naming the source an object was served from. */
 export const SOURCE_ANNOTATION = 'meshmux.io/source';
 /** Annotation carrying the source's own version of the object (upstream version, or content hash). */

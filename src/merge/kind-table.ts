@@ -1,7 +1,7 @@
 import { SemanticGroups } from './semantic-groups.js';
 import { ChunkedList } from '../core/chunked-list.js';
 import { ContentDigest } from '../core/content-digest.js';
-import { compareByName, type ConfigResource } from '../core/resource.js';
+import { compareByName, sortByName, type ConfigResource } from '../core/resource.js';
 import type { Conflict, ConflictParty, ConflictType, KindChanges, KindSnapshot } from './config-snapshot.js';
 import type { KindState } from './source-ledger.js';
 
@@ -257,9 +257,9 @@ export class KindTable {
 
   /**
    * Brings the served order in line with a bulk change: the objects still served keep their order
-   * and go first, those that came after them. The sort finds the first part already in order and
-   * merges the second into it, so a first sync from a second source sorts its own objects, not
-   * every object served.
+   * and go first, those that came after them. Sorted namespace by namespace, each namespace's sort
+   * finds its first part already in order and merges the second into it, so a first sync from a
+   * second source sorts its own objects, not every object served.
    */
   private reorder(): void {
     const bulk = this.bulk;
@@ -270,7 +270,7 @@ export class KindTable {
       if (!bulk.left.has(r)) items.push(r);
     });
     for (let i = 0; i < bulk.came.length; i++) items.push(bulk.came[i] as ConfigResource);
-    this.ordered = ChunkedList.filtered(items.sort(compareByName));
+    this.ordered = ChunkedList.filtered(sortByName(items));
   }
 
   /** The served objects, or undefined when there are none. Reused until the next change. */
