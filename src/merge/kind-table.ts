@@ -155,7 +155,9 @@ export class KindTable {
    * which makes a one-object change O(1) however many objects the source holds.
    */
   apply(rank: SourceRank, before: KindState, after: KindState, hints: ApplyHints = {}): void {
-    const touched = new Set<string>();
+    // Each key at most once: a change drops keys `after` lacks and holds those it has anew, and
+    // `hints.changed` is a set. A list, not a set: a first sync touches every key of the source.
+    const touched: string[] = [];
     // The winner of each touched key that had one, before this change: the one served, if any,
     // and whose groups the index holds for the key. A first sync, all of whose keys are new, notes none.
     const was = new Map<string, Holder>();
@@ -169,7 +171,7 @@ export class KindTable {
       if (list.length === 0) this.holders.delete(key);
       else this.holders.set(key, list.length === 1 ? (list[0] as Holder) : list);
       this.setContested(key, list.length > 1);
-      touched.add(key);
+      touched.push(key);
     };
     const hold = (key: string, r: ConfigResource): void => {
       const held: Holder = { rank, resource: r, groups: NO_GROUPS, served: false };
@@ -178,7 +180,7 @@ export class KindTable {
       // Held by nobody, or by this source alone (nearly every key): no lists to build.
       if (current === undefined || (!isHolderList(current) && current.rank.name === rank.name)) {
         this.holders.set(key, held);
-        touched.add(key);
+        touched.push(key);
         return;
       }
       const others = this.holdersOf(key).filter((h) => h.rank.name !== rank.name);
@@ -187,7 +189,7 @@ export class KindTable {
         this.holders.set(key, [...others, held].sort(compareRank));
         this.setContested(key, true);
       }
-      touched.add(key);
+      touched.push(key);
     };
     if (hints.changed !== undefined) {
       for (const key of hints.changed) {
@@ -206,7 +208,7 @@ export class KindTable {
         if (before.get(key) !== r) hold(key, r);
       });
     }
-    if (touched.size === 0) return;
+    if (touched.length === 0) return;
     // Only a change that alters what the source holds moves its revision: a re-sent state does not.
     if (after.size === 0) this.revisions.delete(rank.name);
     else {
@@ -217,15 +219,21 @@ export class KindTable {
     this.conflictsStale = true;
     const groups = new Set<string>();
     this.touchedGroups = groups;
-    touched.forEach((key) => this.reindex(key, this.winner(key), was.get(key)));
+    for (let i = 0; i < touched.length; i++) {
+      const key = touched[i] as string;
+      this.reindex(key, this.winner(key), was.get(key));
+    }
     // Keys of other sources in the groups touched are looked at again too: kept apart from the
-    // touched ones, not in a copy of them (a first sync touches every key of the source).
+    // touched ones (a first sync, which touches every key of the source, touches next to no group).
     const others = new Set<string>();
-    for (const g of groups) this.semantic.addMembersTo(g, others, touched);
+    if (groups.size > 0) {
+      const except = new Set(touched);
+      for (const g of groups) this.semantic.addMembersTo(g, others, except);
+    }
     if (this.policy === 'highest-priority') this.suppress(touched, others);
     // Many keys at once (a first sync, a restore): insert them unordered and sort once, instead of
     // one insertion into the ordered list each (a chunk copied per key).
-    const visited = touched.size + others.size;
+    const visited = touched.length + others.size;
     const bulk = visited > 256 && visited * 8 > this.ordered.length;
     if (bulk) {
       this.bulk = { left: new Set(), came: [] };
@@ -242,7 +250,7 @@ export class KindTable {
         if (typeof claimed === 'string') this.staleGroup(claimed);
         else for (let i = 0; i < claimed.length; i++) this.staleGroup(claimed[i] as string);
       };
-      touched.forEach(recheck);
+      for (let i = 0; i < touched.length; i++) recheck(touched[i] as string);
       others.forEach(recheck);
       for (const g of groups) this.staleGroup(g);
     } finally {
@@ -520,8 +528,8 @@ export class KindTable {
    * The touched keys are decided too: a key that left every group (its object no longer claims the
    * host, or was deleted) must not stay withheld.
    */
-  private suppress(touched: ReadonlySet<string>, others: ReadonlySet<string>): void {
-    touched.forEach(this.decideWithheld);
+  private suppress(touched: readonly string[], others: ReadonlySet<string>): void {
+    for (let i = 0; i < touched.length; i++) this.decideWithheld(touched[i] as string);
     others.forEach(this.decideWithheld);
   }
 
