@@ -219,9 +219,13 @@ export class KindTable {
     this.conflictsStale = true;
     const groups = new Set<string>();
     this.touchedGroups = groups;
+    // Each touched key's winner, looked up once: nothing from here on changes who holds a key.
+    const winners = new Array<Holder | undefined>(touched.length);
     for (let i = 0; i < touched.length; i++) {
       const key = touched[i] as string;
-      this.reindex(key, this.winner(key), was.get(key));
+      const winner = this.winner(key);
+      winners[i] = winner;
+      this.reindex(key, winner, was.get(key));
     }
     // Keys of other sources in the groups touched are looked at again too: kept apart from the
     // touched ones (a first sync, which touches every key of the source, touches next to no group).
@@ -242,16 +246,16 @@ export class KindTable {
       this.pending = undefined;
     }
     try {
-      const recheck = (key: string): void => {
-        this.serve(key, was.get(key), bulk);
+      const recheck = (key: string, winner: Holder | undefined): void => {
+        this.serve(key, winner, was.get(key), bulk);
         this.staleKey(key);
         // What a clash says of a member (its holder, withheld or served) may have changed.
-        const claimed = this.winner(key)?.groups ?? NO_GROUPS;
+        const claimed = winner?.groups ?? NO_GROUPS;
         if (typeof claimed === 'string') this.staleGroup(claimed);
         else for (let i = 0; i < claimed.length; i++) this.staleGroup(claimed[i] as string);
       };
-      for (let i = 0; i < touched.length; i++) recheck(touched[i] as string);
-      others.forEach(recheck);
+      for (let i = 0; i < touched.length; i++) recheck(touched[i] as string, winners[i]);
+      others.forEach((key) => recheck(key, this.winner(key)));
       for (const g of groups) this.staleGroup(g);
     } finally {
       // Whatever the change got to, the order follows the served set: the next bulk change
@@ -548,12 +552,11 @@ export class KindTable {
   };
 
   /**
-   * Brings the served set, its order and its digest in line with the winner of `key`; with
+   * Brings the served set, its order and its digest in line with `now`, the winner of `key`; with
    * `unordered`, the served order is left to `reorder()`. `was`: the key's winner before the
    * change being applied, when the change touched the key and it had one (else it is the winner).
    */
-  private serve(key: string, was: Holder | undefined, unordered = false): void {
-    const now = this.winner(key);
+  private serve(key: string, now: Holder | undefined, was: Holder | undefined, unordered: boolean): void {
     const winner = now === undefined || this.suppressed.has(key) ? undefined : now;
     const before = was ?? now;
     const current = before?.served === true ? before : undefined;
