@@ -16,7 +16,16 @@ export class WireCursor {
   start = 0;
   end = 0;
 
-  constructor(private readonly bytes: Uint8Array) {}
+  constructor(private bytes: Uint8Array) {}
+
+  /** Points the cursor at `pos` in `bytes`: one cursor for many walks, not one made per walk. */
+  reset(bytes: Uint8Array, pos: number): this {
+    this.bytes = bytes;
+    this.pos = pos;
+    this.start = 0;
+    this.end = 0;
+    return this;
+  }
 
   /** A varint of at most 32 significant bits (tags and lengths). */
   uint32(limit: number): number {

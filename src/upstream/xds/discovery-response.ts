@@ -443,7 +443,7 @@ export class ResponseLayout {
    * Walks entry `i`'s `Any` in the buffer it lies in, left in {@link walked} (a copy when it spans
    * two: the first bytes of a splice's first entry can be its own).
    */
-  private walkEntry(i: number): AnyParts {
+  private walkEntry(i: number): Readonly<AnyParts> {
     const start = this.offsets[STRIDE * i + 1] as number;
     const end = this.offsets[STRIDE * i + 2] as number;
     const part = start < end ? this.rope.partHolding(start, end) : undefined;
@@ -532,19 +532,23 @@ export class ResponseLayout {
 
 /** Where the type URL and the value of an `Any` lie. */
 interface AnyParts {
-  readonly typeStart: number;
-  readonly typeEnd: number;
-  readonly valueStart: number;
-  readonly valueEnd: number;
+  typeStart: number;
+  typeEnd: number;
+  valueStart: number;
+  valueEnd: number;
 }
+
+/** The cursor {@link walkAny} walks with, and the parts it found: one of each for every walk. */
+const anyCursor = new WireCursor(new Uint8Array(0));
+const anyParts: AnyParts = { typeStart: 0, typeEnd: 0, valueStart: 0, valueEnd: 0 };
 
 /**
  * Walks the `Any` in `bytes` from `start` to `end` (fields other than 1 and 2 skipped; the last of
- * each taken). Throws when it is not well formed.
+ * each taken). Throws when it is not well formed. The parts are the same object for every walk,
+ * to be read before the next: a walk per entry, and often two, made two objects per entry.
  */
-export function walkAny(bytes: Uint8Array, start: number, end: number): AnyParts {
-  const cursor = new WireCursor(bytes);
-  cursor.pos = start;
+export function walkAny(bytes: Uint8Array, start: number, end: number): Readonly<AnyParts> {
+  const cursor = anyCursor.reset(bytes, start);
   let typeStart = 0;
   let typeEnd = 0;
   let valueStart = 0;
@@ -567,7 +571,11 @@ export function walkAny(bytes: Uint8Array, start: number, end: number): AnyParts
       typeEnd = cursor.end;
     }
   }
-  return { typeStart, typeEnd, valueStart, valueEnd };
+  anyParts.typeStart = typeStart;
+  anyParts.typeEnd = typeEnd;
+  anyParts.valueStart = valueStart;
+  anyParts.valueEnd = valueEnd;
+  return anyParts;
 }
 
 const EMPTY = Buffer.alloc(0);
