@@ -541,6 +541,8 @@ interface AnyParts {
 /** The cursor {@link walkAny} walks with, and the parts it found: one of each for every walk. */
 const anyCursor = new WireCursor(new Uint8Array(0));
 const anyParts: AnyParts = { typeStart: 0, typeEnd: 0, valueStart: 0, valueEnd: 0 };
+/** What the cursor points at between walks: it must not hold a response's buffer alive. */
+const NO_BYTES = new Uint8Array(0);
 
 /**
  * Walks the `Any` in `bytes` from `start` to `end` (fields other than 1 and 2 skipped; the last of
@@ -553,23 +555,27 @@ export function walkAny(bytes: Uint8Array, start: number, end: number): Readonly
   let typeEnd = 0;
   let valueStart = 0;
   let valueEnd = 0;
-  while (cursor.pos < end) {
-    const tag = cursor.uint32(end);
-    const field = tag >>> 3;
-    if (field !== 1 && field !== 2) {
-      if (field === 0) throw new Error(`invalid field number 0 at byte ${cursor.pos}`);
-      cursor.skip(tag & 7, end, field);
-      continue;
+  try {
+    while (cursor.pos < end) {
+      const tag = cursor.uint32(end);
+      const field = tag >>> 3;
+      if (field !== 1 && field !== 2) {
+        if (field === 0) throw new Error(`invalid field number 0 at byte ${cursor.pos}`);
+        cursor.skip(tag & 7, end, field);
+        continue;
+      }
+      expectLengthDelimited(field, tag & 7, 'Any');
+      cursor.lengthDelimited(end);
+      if (field === 2) {
+        valueStart = cursor.start;
+        valueEnd = cursor.end;
+      } else {
+        typeStart = cursor.start;
+        typeEnd = cursor.end;
+      }
     }
-    expectLengthDelimited(field, tag & 7, 'Any');
-    cursor.lengthDelimited(end);
-    if (field === 2) {
-      valueStart = cursor.start;
-      valueEnd = cursor.end;
-    } else {
-      typeStart = cursor.start;
-      typeEnd = cursor.end;
-    }
+  } finally {
+    cursor.reset(NO_BYTES, 0);
   }
   anyParts.typeStart = typeStart;
   anyParts.typeEnd = typeEnd;
