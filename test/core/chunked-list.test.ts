@@ -115,6 +115,37 @@ describe('ChunkedList', () => {
     assert.deepEqual(list.toArray(), []);
   });
 
+  it('gives every item of a list of more chunks than one join takes, in order', () => {
+    // 1,100 chunks of 512: past the chunks joined at once, and stretches of it past them too.
+    const items = Array.from({ length: 1100 * 512 + 7 }, (_, i) => i);
+    const list = ChunkedList.filtered(items);
+    const all = list.toArray();
+    assert.equal(all.length, items.length);
+    assert.ok(
+      all.every((x, i) => x === i),
+      'every item in its place',
+    );
+    const edited = list.replaced(3, -1).replaced(items.length - 2, -2);
+    // The first chunk and the last (7 items) differ.
+    const [was, now] = ChunkedList.unshared(list, edited);
+    const tail = items.slice(-7);
+    assert.deepEqual(was, [...items.slice(0, 512), ...tail]);
+    assert.deepEqual(now, [
+      ...items.slice(0, 3),
+      -1,
+      ...items.slice(4, 512),
+      ...tail.slice(0, 5),
+      -2,
+      tail[6],
+    ]);
+    assert.ok(
+      ChunkedList.unshared(list, ChunkedList.filtered([...items])).every(
+        (side) => side.length === items.length,
+      ),
+      'lists sharing no chunk differ whole',
+    );
+  });
+
   it('refuses places outside the list', () => {
     const list = ChunkedList.filtered([1, 2, 3]);
     assert.throws(() => list.inserted(4, 9), RangeError);
