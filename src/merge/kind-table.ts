@@ -39,6 +39,17 @@ interface BulkChange {
   readonly left: Set<ConfigResource>;
   /** Objects served since, in no order. */
   readonly came: ConfigResource[];
+  /**
+   * Whether the served set was the last snapshot's when the change began: what the change did
+   * is then the next snapshot's change set.
+   */
+  readonly fromSnapshot: boolean;
+}
+
+/** The objects a bulk change made leave and come, each in served order (see `reorder`). */
+interface BulkDifference {
+  readonly removed: readonly ConfigResource[];
+  readonly added: readonly ConfigResource[];
 }
 
 /** What to serve when objects clash semantically (two ServiceEntries for one host, ...). */
@@ -135,11 +146,17 @@ export class KindTable {
   /**
    * Keys served differently since the last snapshot, with what that snapshot served under each:
    * the next snapshot's `changes`. Undefined when there is no snapshot to lead from, or after a
-   * bulk change (then a walk is as cheap as anything).
+   * bulk change (see `bulkDifference`).
    */
   private pending: Map<string, ConfigResource | undefined> | undefined;
   /** During a bulk change: what it did to the served set (see {@link reorder}). */
   private bulk: BulkChange | undefined;
+  /**
+   * What a bulk change made of the last snapshot's served set, when nothing else changed it
+   * since: the next snapshot's change set, so its readers (the ADS server, the metrics, each view)
+   * need not walk both lists of the kind to find it.
+   */
+  private bulkDifference: BulkDifference | undefined;
   /** The groups {@link reindex} adds to, for the change being applied. */
   private touchedGroups = new Set<string>();
 
@@ -209,6 +226,8 @@ export class KindTable {
       });
     }
     if (touched.length === 0) return;
+    // A bulk change's difference leads from the last snapshot only while nothing follows it.
+    this.bulkDifference = undefined;
     // Only a change that alters what the source holds moves its revision: a re-sent state does not.
     if (after.size === 0) this.revisions.delete(rank.name);
     else {
@@ -240,11 +259,14 @@ export class KindTable {
     const visited = touched.length + others.size;
     const bulk = visited > 256 && visited * 8 > this.ordered.length;
     if (bulk) {
-      this.bulk = { left: new Set(), came: [] };
-      // The next snapshot walks the kind after a bulk change: what each key served before is not
-      // recorded, key by key, only to be dropped (a second source's first sync records 50k).
+      // An empty record: nothing was served differently since the last snapshot. No record at all:
+      // no snapshot to lead from, or a bulk change came first, and the next snapshot walks the kind.
+      this.bulk = { left: new Set(), came: [], fromSnapshot: this.pending?.size === 0 };
+      // What each key served before is not recorded key by key (a second source's first sync
+      // would record 50k): the objects that left and came are the change's difference.
       this.pending = undefined;
     }
+    let done = false;
     try {
       const recheck = (key: string, winner: Holder | undefined): void => {
         this.serve(key, winner, was.get(key), bulk);
@@ -257,12 +279,13 @@ export class KindTable {
       for (let i = 0; i < touched.length; i++) recheck(touched[i] as string, winners[i]);
       others.forEach((key) => recheck(key, this.winner(key)));
       for (const g of groups) this.staleGroup(g);
+      done = true;
     } finally {
       // Whatever the change got to, the order follows the served set: the next bulk change
-      // starts from it.
+      // starts from it. Only a change that ran to its end says what it did.
       if (bulk) {
         this.pending = undefined;
-        this.reorder();
+        this.reorder(done);
       }
     }
   }
@@ -273,16 +296,22 @@ export class KindTable {
    * finds its first part already in order and merges the second into it, so a first sync from a
    * second source sorts its own objects, not every object served.
    */
-  private reorder(): void {
+  private reorder(complete: boolean): void {
     const bulk = this.bulk;
     this.bulk = undefined;
     if (bulk === undefined) return;
     const items: ConfigResource[] = [];
+    const removed: ConfigResource[] = [];
     this.ordered.forEach((r) => {
       if (!bulk.left.has(r)) items.push(r);
+      else removed.push(r);
     });
-    for (let i = 0; i < bulk.came.length; i++) items.push(bulk.came[i] as ConfigResource);
+    // Those that came sorted on their own first: they are the change set's `added`, and each
+    // namespace's sort below then merges two runs already in order.
+    const added = sortByName(bulk.came);
+    for (let i = 0; i < added.length; i++) items.push(added[i] as ConfigResource);
     this.ordered = ChunkedList.filtered(sortByName(items));
+    if (complete && bulk.fromSnapshot) this.bulkDifference = { removed, added };
   }
 
   /** The served objects, or undefined when there are none. Reused until the next change. */
@@ -291,6 +320,7 @@ export class KindTable {
       // Content that comes back after a gap is a new generation, so no response is reused across it.
       this.lastVersion = '';
       this.pending = undefined;
+      this.bulkDifference = undefined;
       return undefined;
     }
     if (this.cached !== undefined) return this.cached;
@@ -305,6 +335,7 @@ export class KindTable {
       .map((r) => r.revision);
     const changes = from === undefined ? undefined : this.takeChanges(from);
     this.pending = new Map();
+    this.bulkDifference = undefined;
     this.lastSerial = ++nextSerial;
     this.cached = new TableSnapshot(
       this.kind,
@@ -318,10 +349,17 @@ export class KindTable {
     return this.cached;
   }
 
-  /** The pending keys as the difference from the snapshot numbered `from`, in served order. */
+  /**
+   * The pending keys, or the bulk change that followed the last snapshot, as the difference from
+   * the snapshot numbered `from`, in served order; undefined when neither tells it.
+   */
   private takeChanges(from: number): KindChanges | undefined {
     const pending = this.pending;
-    if (pending === undefined) return undefined;
+    if (pending === undefined) {
+      const bulk = this.bulkDifference;
+      if (bulk === undefined) return undefined;
+      return Object.freeze({ from, removed: Object.freeze(bulk.removed), added: Object.freeze(bulk.added) });
+    }
     const removed: ConfigResource[] = [];
     const added: ConfigResource[] = [];
     const moved: {

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import type { ConfigResource } from '../../src/core/resource.js';
+import type { KindSnapshot } from '../../src/merge/config-snapshot.js';
+import { diffSorted } from '../../src/merge/kind-changes.js';
 import { KindTable, type SourceRank } from '../../src/merge/kind-table.js';
 import type { KindState } from '../../src/merge/source-ledger.js';
 import { fakeResource } from '../support/resources.js';
@@ -97,5 +100,83 @@ describe('a kind table taking many objects at once', () => {
     assert.deepEqual(t.snapshot()?.resources, [r]);
     t.apply(B, one, new Map());
     assert.equal(t.snapshot(), undefined, 'nothing served once neither holds it');
+  });
+
+  it('says what a bulk change following a snapshot did, as a walk of both lists finds it', () => {
+    // Each step: a source's new state (a stretch of names, some objects kept as the same instance,
+    // some given a new body), and whether a snapshot is taken after it.
+    const stepArb = fc.record({
+      source: fc.constantFrom(A, B),
+      from: fc.nat({ max: 400 }),
+      count: fc.integer({ min: 0, max: 700 }),
+      body: fc.constantFrom('v1', 'v2', 'v3'),
+      keepEvery: fc.integer({ min: 1, max: 4 }),
+      snapshot: fc.boolean(),
+    });
+    let carried = 0;
+    let walked = 0;
+    fc.assert(
+      fc.property(fc.array(stepArb, { minLength: 1, maxLength: 8 }), (steps) => {
+        const t = table();
+        const states = new Map<string, Map<string, ConfigResource>>([
+          [A.name, new Map()],
+          [B.name, new Map()],
+        ]);
+        let last: KindSnapshot | undefined;
+        // Whether exactly one change (counted only when it had anything to do) came since `last`.
+        let since = 0;
+        steps.forEach((step, n) => {
+          const before = states.get(step.source.name) as Map<string, ConfigResource>;
+          const after = new Map<string, ConfigResource>();
+          let i = 0;
+          for (const [key, r] of state(step.count, step.from, step.body)) {
+            const kept = before.get(key);
+            after.set(key, kept !== undefined && i++ % step.keepEvery === 0 ? kept : r);
+          }
+          const differs = [...new Set([...before.keys(), ...after.keys()])].some(
+            (k) => before.get(k) !== after.get(k),
+          );
+          t.apply(step.source, before, after);
+          states.set(step.source.name, after);
+          if (differs) since++;
+          if (!step.snapshot && n < steps.length - 1) return;
+          const snap = t.snapshot();
+          const at = `step ${n + 1}`;
+          const changes = snap?.changes;
+          if (snap !== undefined && last !== undefined && changes !== undefined) {
+            assert.equal(changes.from, last.serial, `${at}: leads from the last snapshot`);
+            const walk = diffSorted(last.resources, snap.resources);
+            assert.deepEqual(changes.removed, walk.removed, `${at}: removed`);
+            assert.deepEqual(changes.added, walk.added, `${at}: added`);
+            walked++;
+            if (since === 1 && 2 * step.count > 256) carried++;
+          }
+          if (snap !== undefined) since = 0;
+          last = snap;
+        });
+      }),
+      { numRuns: 150, seed: 7 },
+    );
+    assert.ok(walked > 100, `${walked} change sets checked`);
+    assert.ok(carried > 20, `${carried} change sets of large changes right after a snapshot`);
+  });
+
+  it('leaves the change set to a walk when more than one change came since the last snapshot', () => {
+    const t = table();
+    const first = state(600);
+    t.apply(A, new Map(), first);
+    const start = t.snapshot();
+    const second = state(600, 0, 'v2');
+    t.apply(A, first, second);
+    const one = t.snapshot();
+    assert.ok(one?.changes !== undefined, 'a bulk change right after a snapshot carries its change set');
+    assert.equal(one.changes.from, start?.serial);
+    assert.equal(one.changes.removed.length, 600);
+    assert.equal(one.changes.added.length, 600);
+    // Two bulk changes with no snapshot between: the second one's difference is not the pair's.
+    const third = state(600, 0, 'v3');
+    t.apply(A, second, third);
+    t.apply(A, third, state(600, 300, 'v4'));
+    assert.equal(t.snapshot()?.changes, undefined);
   });
 });
