@@ -66,7 +66,14 @@ export class ChunkedList<T> {
   }
 
   /** The items of `items` that `keep` accepts, in order, cut into chunks. */
-  static filtered<T>(items: Iterable<T>, keep: (item: T) => boolean = () => true): ChunkedList<T> {
+  static filtered<T>(items: Iterable<T>, keep: (item: T) => boolean = keepAll): ChunkedList<T> {
+    // Every item of an array: its chunks are slices of it, each copied as one block.
+    if (keep === keepAll && Array.isArray(items)) {
+      const all = items as readonly T[];
+      const slices: T[][] = [];
+      for (let i = 0; i < all.length; i += CHUNK) slices.push(all.slice(i, i + CHUNK));
+      return ChunkedList.ofChunks(slices);
+    }
     const chunks: T[][] = [];
     let chunk: T[] = [];
     const take = (item: T): void => {
@@ -352,6 +359,11 @@ export class ChunkedList<T> {
 /** `list`'s items in an array: the list itself when it is one. */
 export function asArray<T>(list: ReadList<T>): readonly T[] {
   return Array.isArray(list) ? (list as readonly T[]) : [...list];
+}
+
+/** {@link ChunkedList.filtered}'s test by default: every item. */
+function keepAll(): boolean {
+  return true;
 }
 
 /** Chunks joined per call to `concat` (a call's arguments are bounded). */

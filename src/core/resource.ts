@@ -115,6 +115,35 @@ export function sortByName<T extends Pick<ConfigResource, 'namespace' | 'name'>>
   return items;
 }
 
+/**
+ * Two lists in {@link compareByName}'s order as one in that order, in a new array: one comparison
+ * per object, where sorting them together would also bucket and copy every object. Of two objects
+ * of one name, the first list's comes first.
+ */
+export function mergedByName<T extends Pick<ConfigResource, 'namespace' | 'name'>>(
+  first: readonly T[],
+  second: readonly T[],
+): T[] {
+  const out = new Array<T>(first.length + second.length);
+  let i = 0;
+  let j = 0;
+  let at = 0;
+  while (i < first.length && j < second.length) {
+    const a = first[i] as T;
+    const b = second[j] as T;
+    if (compareByName(b, a) < 0) {
+      out[at++] = b;
+      j++;
+    } else {
+      out[at++] = a;
+      i++;
+    }
+  }
+  while (i < first.length) out[at++] = first[i++] as T;
+  while (j < second.length) out[at++] = second[j++] as T;
+  return out;
+}
+
 function compareNames(a: Pick<ConfigResource, 'name'>, b: Pick<ConfigResource, 'name'>): number {
   return a.name === b.name ? 0 : a.name < b.name ? -1 : 1;
 }

@@ -1,7 +1,7 @@
 import { SemanticGroups } from './semantic-groups.js';
 import { ChunkedList } from '../core/chunked-list.js';
 import { ContentDigest } from '../core/content-digest.js';
-import { compareByName, sortByName, type ConfigResource } from '../core/resource.js';
+import { compareByName, mergedByName, sortByName, type ConfigResource } from '../core/resource.js';
 import type { Conflict, ConflictParty, ConflictType, KindChanges, KindSnapshot } from './config-snapshot.js';
 import type { KindState } from './source-ledger.js';
 
@@ -300,17 +300,16 @@ export class KindTable {
     const bulk = this.bulk;
     this.bulk = undefined;
     if (bulk === undefined) return;
-    const items: ConfigResource[] = [];
+    const kept: ConfigResource[] = [];
     const removed: ConfigResource[] = [];
     this.ordered.forEach((r) => {
-      if (!bulk.left.has(r)) items.push(r);
+      if (!bulk.left.has(r)) kept.push(r);
       else removed.push(r);
     });
-    // Those that came sorted on their own first: they are the change set's `added`, and each
-    // namespace's sort below then merges two runs already in order.
+    // Those that came, sorted on their own (the change set's `added`), then merged into those
+    // kept, in order already: no key is in both.
     const added = sortByName(bulk.came);
-    for (let i = 0; i < added.length; i++) items.push(added[i] as ConfigResource);
-    this.ordered = ChunkedList.filtered(sortByName(items));
+    this.ordered = ChunkedList.filtered(kept.length === 0 ? added : mergedByName(kept, added));
     if (complete && bulk.fromSnapshot) this.bulkDifference = { removed, added };
   }
 

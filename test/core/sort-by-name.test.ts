@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { compareByName, sortByName } from '../../src/core/resource.js';
+import { compareByName, mergedByName, sortByName } from '../../src/core/resource.js';
 
 interface Named {
   readonly namespace: string;
@@ -62,6 +62,24 @@ describe('sortByName', () => {
     assert.deepEqual(
       sortByName([...sorted]).map((r) => r.id),
       [3, 2, 1, 0],
+    );
+  });
+});
+
+describe('mergedByName', () => {
+  it('gives two sorted lists as one sort of both does, the first list first where names tie', () => {
+    const named = fc.array(fc.record({ namespace: text(3), name: text(2) }), { maxLength: 40 });
+    fc.assert(
+      fc.property(named, named, (x, y) => {
+        const first: Named[] = x.map((p, id) => ({ ...p, id })).sort(compareByName);
+        const second: Named[] = y.map((p, id) => ({ ...p, id: 1000 + id })).sort(compareByName);
+        const expected = [...first, ...second].sort(compareByName);
+        assert.deepEqual(
+          mergedByName(first, second).map((r) => r.id),
+          expected.map((r) => r.id),
+        );
+      }),
+      { numRuns: 500, seed: 5 },
     );
   });
 });
