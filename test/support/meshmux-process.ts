@@ -27,6 +27,8 @@ export interface MeshmuxProcessOptions {
   readonly timeoutMs?: number;
   /** The entry point to run with node; default this checkout's `dist/src/cli.js` (an installed `bin/meshmux`, say). */
   readonly cli?: string;
+  /** node's own flags, before the entry point (as the image's entry point gives them). */
+  readonly nodeArgs?: readonly string[];
 }
 
 interface LogWaiter {
@@ -102,6 +104,7 @@ export class MeshmuxProcess {
     const child = spawn(
       process.execPath,
       [
+        ...(options.nodeArgs ?? []),
         options.cli ?? CLI,
         'serve',
         '--config',
