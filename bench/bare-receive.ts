@@ -56,7 +56,7 @@ export async function measureBareReceive(
   const sizes = typeof bytes === 'number' ? [bytes] : bytes;
   if (sizes.length === 0) throw new Error('nothing to receive');
   const receiver = fork(SCRIPT, ['--receive', sizes.join(','), String(rounds)], {
-    execArgv: [...SHIPPED.nodeFlags],
+    execArgv: [SHIPPED.semiSpaceFlag],
     env: { ...process.env, GLIBC_TUNABLES: SHIPPED.tunables },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });

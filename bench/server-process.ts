@@ -15,21 +15,17 @@ import { PACKAGE_ROOT } from '../src/core/paths.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
-/**
- * What `npm start` (and the image) gives node: its flags (the young generation's bound, the old
- * generation's initial room) and malloc's tunables.
- */
-export const SHIPPED = ((): { readonly nodeFlags: readonly string[]; readonly tunables: string } => {
+/** What `npm start` (and the image) gives node: its young generation's bound and malloc's tunables. */
+export const SHIPPED = ((): { readonly semiSpaceFlag: string; readonly tunables: string } => {
   const pkg = JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as {
     scripts: Record<string, string>;
   };
   const start = pkg.scripts['start'] ?? '';
-  const nodeFlags = /\bnode ((?:--\S+ )+)dist\/src\/cli\.js /.exec(start)?.[1]?.trim().split(' ');
-  if (!nodeFlags?.some((f) => f.startsWith('--max-semi-space-size=')))
-    throw new Error('npm start gives node no --max-semi-space-size');
+  const semiSpaceFlag = /--max-semi-space-size=\d+/.exec(start)?.[0];
+  if (semiSpaceFlag === undefined) throw new Error('npm start gives node no --max-semi-space-size');
   const tunables = /^GLIBC_TUNABLES=(\S+) /.exec(start)?.[1];
   if (tunables === undefined) throw new Error('npm start sets no GLIBC_TUNABLES');
-  return { nodeFlags, tunables };
+  return { semiSpaceFlag, tunables };
 })();
 
 /** Whether processes can be pinned to cores here. */
@@ -95,7 +91,7 @@ export class ServerProcess {
       process.execPath,
       '--expose-gc',
       '--max-old-space-size=8192',
-      ...SHIPPED.nodeFlags,
+      SHIPPED.semiSpaceFlag,
       ...flags,
       script,
       JSON.stringify(args),

@@ -3,7 +3,6 @@ import { isDeepStrictEqual } from 'node:util';
 import { fitMarkingToCpu } from './core/concurrent-marking.js';
 import { MeshmuxError, toMeshmuxError } from './core/errors.js';
 import { heapCollections } from './core/heap-collections.js';
-import { collectOnceReady } from './core/start-collection.js';
 import { componentLogger, type Logger } from './core/logger.js';
 import { AdsServer } from './downstream/ads-server.js';
 import { anonymousIdentity, withNode } from './downstream/client-identity.js';
@@ -239,8 +238,6 @@ export async function startMeshmux(
   const signals =
     decisions === undefined ? undefined : persisted.shared?.openSignals((s) => decisions.onSignal(s));
   if (decisions !== undefined) engine.snapshots$.subscribe(() => decisions.retry());
-  // Started with an initial old generation: one full collection once the state is first ready.
-  const startCollection = collectOnceReady(engine.snapshots$, log);
   const sources: DebugPageSources = {
     snapshot: () => engine.current(),
     clients: () => ads.reports(),
@@ -398,7 +395,6 @@ export async function startMeshmux(
     },
     async stop() {
       loopDelay.disable();
-      startCollection?.unsubscribe();
       await ads.close();
       await http.close();
       await admin.close();

@@ -27,8 +27,6 @@ export interface MeshmuxProcessOptions {
   readonly timeoutMs?: number;
   /** The entry point to run with node; default this checkout's `dist/src/cli.js` (an installed `bin/meshmux`, say). */
   readonly cli?: string;
-  /** node's own flags, before the entry point (as the image's entry point gives them). */
-  readonly nodeArgs?: readonly string[];
 }
 
 interface LogWaiter {
@@ -104,7 +102,6 @@ export class MeshmuxProcess {
     const child = spawn(
       process.execPath,
       [
-        ...(options.nodeArgs ?? []),
         options.cli ?? CLI,
         'serve',
         '--config',
