@@ -87,6 +87,13 @@ type KeptRead = ReadResult & {
   readonly cacheName: string;
 };
 
+/** `bytes` as a plain `Uint8Array`: itself when it is one (a response's entry), else a view of its memory. */
+function plainView(bytes: Uint8Array): Uint8Array {
+  return Object.getPrototypeOf(bytes) === Uint8Array.prototype
+    ? bytes
+    : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 /** The envelope a kept result was read from. */
 function envelopeOf(kept: KeptRead): Uint8Array {
   if (kept.raw !== undefined) return kept.raw;
@@ -178,11 +185,7 @@ export class McpResourceReader {
     // caller keeps that buffer as it is anyway (`view`); a plain Uint8Array (not a Buffer) also
     // makes protobufjs fail on overruns instead of truncating. Otherwise the objects of a first
     // state share slabs (see {@link SlabCopier}); any other is a buffer of its own.
-    const raw = view
-      ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-      : lookUp
-        ? new Uint8Array(bytes)
-        : this.slabs.copy(bytes);
+    const raw = view ? plainView(bytes) : lookUp ? new Uint8Array(bytes) : this.slabs.copy(bytes);
     // Envelopes in the plain shape (nearly all) are read from their bytes; any other through the
     // schema, which names what is wrong with it.
     const plain = readPlainEnvelope(raw, UNKNOWN_FIELDS);

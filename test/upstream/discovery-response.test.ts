@@ -319,7 +319,10 @@ describe('ResponseLayout', () => {
     assert.equal(after.nonce, 'n-v22');
     assert.equal(after.commonPrefix(before, after.count), 1234);
     assert.equal(after.commonSuffix(before, after.count - 1234), 999);
-    assert.equal(after.entry(4000).value.toString(), 'object-4001');
+    // A plain Uint8Array, not a Buffer: a reader keeps it as the object's envelope as it is.
+    const entry = after.entry(4000).value;
+    assert.equal(Object.getPrototypeOf(entry), Uint8Array.prototype);
+    assert.equal(Buffer.from(entry).toString(), 'object-4001');
     // Without an earlier response every entry is walked.
     const alone = new ResponseLayout(response(later, 'v22'));
     assert.equal(

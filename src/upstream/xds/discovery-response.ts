@@ -3,9 +3,13 @@ import { WireCursor } from '../../wire/wire-cursor.js';
 import { WIRE_LENGTH_DELIMITED } from '../../wire/wire-types.js';
 import { ByteRope, RopeBuilder } from './byte-rope.js';
 
-/** One `google.protobuf.Any` of a response's `resources`; `value` is a view into the response's bytes. */
+/** One `google.protobuf.Any` of a response's `resources`. */
 export interface ResponseEntry {
   readonly typeUrl: string;
+  /**
+   * A view into the response's bytes, a plain `Uint8Array` (not a `Buffer`): what a reader keeps
+   * as an object's envelope where it may keep a view (see `McpResourceReader.read`).
+   */
   readonly value: Uint8Array;
 }
 
@@ -431,7 +435,12 @@ export class ResponseLayout {
       typeUrl = bytes.toString('utf8', any.typeStart, any.typeEnd);
       this.lastType = { bytes: Buffer.from(bytes.subarray(any.typeStart, any.typeEnd)), text: typeUrl };
     }
-    return { typeUrl, value: bytes.subarray(any.valueStart, any.valueEnd) };
+    const value = new Uint8Array(
+      bytes.buffer,
+      bytes.byteOffset + any.valueStart,
+      any.valueEnd - any.valueStart,
+    );
+    return { typeUrl, value };
   }
 
   /** Throws when entry `i`'s `Any` is not well formed, as {@link entry} would; reads nothing out. */
