@@ -143,9 +143,20 @@ export function semanticSubjectsOfMessage(
  * `gateways` keep every element, as decoding gives them; `workload_selector` is only told present.
  */
 function topLevelFields(type: protobuf.Type, body: Uint8Array): Body {
-  const ids = fieldIds(type);
+  try {
+    return readTopLevelFields(fieldIds(type), bodyCursor.reset(body, 0), body);
+  } finally {
+    // The last body read is not held on to.
+    bodyCursor.reset(NO_BYTES, 0);
+  }
+}
+
+/** The cursor {@link topLevelFields} reads with: one for every body read, not one made per body. */
+const NO_BYTES = new Uint8Array(0);
+const bodyCursor = new WireCursor(NO_BYTES);
+
+function readTopLevelFields(ids: FieldIds, cursor: WireCursor, body: Uint8Array): Body {
   const out: { hosts?: string[]; gateways?: string[]; host?: string; workload_selector?: unknown } = {};
-  const cursor = new WireCursor(body);
   while (cursor.pos < body.length) {
     const tag = cursor.uint32(body.length);
     const id = tag >>> 3;
