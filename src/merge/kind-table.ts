@@ -291,10 +291,11 @@ export class KindTable {
   }
 
   /**
-   * Brings the served order in line with a bulk change: the objects still served keep their order
-   * and go first, those that came after them. Sorted namespace by namespace, each namespace's sort
-   * finds its first part already in order and merges the second into it, so a first sync from a
-   * second source sorts its own objects, not every object served.
+   * Brings the served order in line with a bulk change: the objects that came are sorted on their
+   * own and merged into those still served, which are in order already, so a first sync from a
+   * second source sorts its own objects, not every object served. With `complete` (the change ran
+   * to its end) and the change following the last snapshot, what left and came is kept as the
+   * next snapshot's change set.
    */
   private reorder(complete: boolean): void {
     const bulk = this.bulk;

@@ -151,8 +151,8 @@ function topLevelFields(type: protobuf.Type, body: Uint8Array): Body {
   }
 }
 
-/** The cursor {@link topLevelFields} reads with: one for every body read, not one made per body. */
 const NO_BYTES = new Uint8Array(0);
+/** The cursor {@link topLevelFields} reads with: one for every body read, not one made per body. */
 const bodyCursor = new WireCursor(NO_BYTES);
 
 function readTopLevelFields(ids: FieldIds, cursor: WireCursor, body: Uint8Array): Body {
