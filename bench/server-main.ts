@@ -12,6 +12,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
 import { startMeshmux, type RunningMeshmux } from '../src/app.js';
 import { heapCollections } from '../src/core/heap-collections.js';
+import { filter, firstValueFrom, type Observable } from '../src/core/rx.js';
 import { processCounters, type ProcessCounters } from '../src/telemetry/process-counters.js';
 import { parseMeshmuxConfig, type MeshmuxConfig } from '../src/settings/meshmux-config.js';
 import type { BaselineCounters } from './baselines.js';
@@ -98,8 +99,11 @@ function send(message: ChildMessage): void {
   process.send?.(message);
 }
 
-async function waitReady(engine: { current(): { ready: boolean } }): Promise<void> {
-  while (!engine.current().ready) await new Promise((r) => setTimeout(r, 20));
+/** Resolves when the engine publishes its first ready snapshot (a start is timed to that moment). */
+async function waitReady(engine: {
+  readonly snapshots$: Observable<{ readonly ready: boolean }>;
+}): Promise<void> {
+  await firstValueFrom(engine.snapshots$.pipe(filter((s) => s.ready)));
 }
 
 /** Starts V8's sampling heap profiler (see {@link ServerArgs.heapSampling}); returns how to stop it. */
