@@ -26,7 +26,7 @@ import {
   type JsonObject,
   type JsonValue,
 } from './json-value.js';
-import { fullNameOf, protoRoot } from './proto-root.js';
+import { fullNameOf, lookupProto } from './proto-root.js';
 import { formatRfc3339, parseRfc3339 } from './rfc3339.js';
 
 /** Options and collectors for `fromProtoJson` / `encodeProtoJson`. */
@@ -41,7 +41,7 @@ export interface ProtoJsonContext {
    * error was added. Without it, the first error is thrown.
    */
   readonly errors?: MeshmuxError[];
-  /** Resolves an `Any`'s `@type` URL; by default its last segment is looked up in `protoRoot`. */
+  /** Resolves an `Any`'s `@type` URL; by default its last segment is looked up in proto/. */
   readonly resolveAny?: (typeUrl: string) => protobuf.Type | undefined;
 }
 
@@ -151,7 +151,7 @@ function defaultAnyResolver(typeUrl: string): protobuf.Type | undefined {
   const name = typeUrl.slice(typeUrl.lastIndexOf('/') + 1);
   if (name === '') return undefined;
   try {
-    const found = protoRoot.lookup(name);
+    const found = lookupProto(name);
     return found instanceof protobuf.Type ? found : undefined;
   } catch {
     return undefined;

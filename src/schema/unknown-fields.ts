@@ -8,7 +8,7 @@ import protobuf from 'protobufjs';
 import { MeshmuxError } from '../core/errors.js';
 import { childPath, indexPath } from './field-path.js';
 import { decodedJsonFormOf, jsonNameOf } from './proto-json.js';
-import { fullNameOf, protoRoot } from './proto-root.js';
+import { fullNameOf, lookupProto } from './proto-root.js';
 import { isUtf8Range } from '../wire/strict-reader.js';
 import { WireCursor } from '../wire/wire-cursor.js';
 import { WIRE_FIXED32, WIRE_FIXED64, WIRE_LENGTH_DELIMITED, WIRE_VARINT } from '../wire/wire-types.js';
@@ -40,7 +40,7 @@ function wireTypeOf(typeName: string, resolved: protobuf.ReflectionObject | null
 function resolveAnyType(typeUrl: string): protobuf.Type | undefined {
   const name = typeUrl.slice(typeUrl.lastIndexOf('/') + 1);
   try {
-    const t = protoRoot.lookup(name);
+    const t = lookupProto(name);
     return t instanceof protobuf.Type ? t : undefined;
   } catch {
     return undefined;
@@ -193,7 +193,7 @@ class Scanner {
 /**
  * Paths of everything in `bytes` that `type` does not account for: undeclared field numbers as
  * `path.#N`, declared fields with a foreign wire type as `path (wire type W, expected E)`. Nested
- * messages, map values and `Any` payloads (when their type is in `protoRoot`) are scanned too.
+ * messages, map values and `Any` payloads (when their type is in proto/) are scanned too.
  * Empty when the bytes are fully described by the schema. Throws a `DECODE` MeshmuxError for bytes
  * that are not protobuf at all.
  */

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import protobuf from 'protobufjs';
 import { MeshmuxError } from '../../src/core/errors.js';
 import { encodeProtoJson, toProtoJson } from '../../src/schema/proto-json.js';
-import { messageType, protoRoot } from '../../src/schema/proto-root.js';
+import { allProtos, messageType } from '../../src/schema/proto-root.js';
 import { findUnknownFields } from '../../src/schema/unknown-fields.js';
 
 const GATEWAY = 'istio.networking.v1alpha3.Gateway';
@@ -23,7 +23,7 @@ function mutatedSchema(
   field: string,
   change: { id?: number; type?: string },
 ): protobuf.Root {
-  const json = protoRoot.toJSON() as JsonNamespace;
+  const json = allProtos().toJSON() as JsonNamespace;
   let node: JsonNamespace | undefined = json;
   for (const part of message.split('.')) node = node?.nested?.[part];
   const target = node?.fields?.[field];

@@ -13,7 +13,7 @@
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
 import type { Timestamp } from '../../src/core/resource.js';
-import { messageType, protoRoot } from '../../src/schema/proto-root.js';
+import { lookupProto, messageType } from '../../src/schema/proto-root.js';
 import { KINDS, MESH_CONFIG_KIND, typeUrlOf, type KindDescriptor } from '../../src/schema/kinds.js';
 import {
   ADS_STREAM_PATH,
@@ -661,7 +661,7 @@ export class IstiodClient {
       return undefined;
     }
     const bodyType = bodyTypeUrl.slice(bodyTypeUrl.lastIndexOf('/') + 1);
-    const bodyMessage = protoRoot.lookup(bodyType);
+    const bodyMessage = lookupProto(bodyType);
     if (!(bodyMessage instanceof protobuf.Type)) {
       this.problem(stream, 'body', typeUrl, `unknown body message "${bodyTypeUrl}"`, fullName);
       return undefined;
