@@ -2,7 +2,7 @@ import type { RefusalReason } from '../http/admin-guard.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { SourceEvent, SourceState } from '../core/source-event.js';
-import type { ConfigSnapshot, HoldReason, KindSnapshot } from '../merge/config-snapshot.js';
+import type { ConfigSnapshot, HoldReason, KindSnapshot, SourceReport } from '../merge/config-snapshot.js';
 import { changesBetween } from '../merge/kind-changes.js';
 import { MESHMUX_VERSION } from '../core/version.js';
 
@@ -24,8 +24,8 @@ export interface MetricsOptions {
 
 /**
  * Prometheus metrics of meshmux, all prefixed `meshmux_`. Fed by the telemetry hooks only; the
- * per-source gauges are recomputed from each snapshot's reports, and time-dependent ones at scrape
- * time. Every label set is bounded: `source` comes from the configuration, `kind`/`type` from the
+ * gauges of what a snapshot holds (its sources' reports, its objects and conflicts) are set from
+ * the last snapshot at scrape time, as are the time-dependent ones. Every label set is bounded: `source` comes from the configuration, `kind`/`type` from the
  * kind registry (anything else is `unknown`), `policy` from the configured policies, `view` is
  * capped (a view embeds the revision a client declares), and `reason`, `code`, `state` and
  * conflict `type` come from closed enums.
@@ -41,37 +41,55 @@ export class Metrics {
     help: '1 while a source holds a current view of its upstream (synced), 0 while connecting, stale or failing.',
     labelNames: ['source', 'type'] as const,
     registers: [this.registry],
+    collect: (): void =>
+      this.perSource(this.sourceUp, (g, s) =>
+        g.set({ source: s.name, type: s.type }, s.state === 'synced' ? 1 : 0),
+      ),
   });
   private readonly sourceSynced = new Gauge({
     name: 'meshmux_source_synced',
     help: '1 once a source has delivered one complete state since start.',
     labelNames: ['source'] as const,
     registers: [this.registry],
+    collect: (): void =>
+      this.perSource(this.sourceSynced, (g, s) => g.set({ source: s.name }, s.everSynced ? 1 : 0)),
   });
   private readonly sourceState = new Gauge({
     name: 'meshmux_source_state',
     help: 'The state of a source: 1 for the current state, 0 for the others.',
     labelNames: ['source', 'state'] as const,
     registers: [this.registry],
+    collect: (): void =>
+      this.perSource(this.sourceState, (g, s) => {
+        for (const state of SOURCE_STATES) g.set({ source: s.name, state }, s.state === state ? 1 : 0);
+      }),
   });
   private readonly sourceStaleSeconds = new Gauge({
     name: 'meshmux_source_stale_seconds',
     help: 'How long a source has been stale (its last good state still served); 0 when it is not.',
     labelNames: ['source'] as const,
     registers: [this.registry],
-    collect: () => this.collectStaleness(),
+    collect: (): void => this.collectStaleness(),
   });
   private readonly sourceLastSync = new Gauge({
     name: 'meshmux_source_last_sync_timestamp_seconds',
     help: 'When a source last delivered a complete state (Unix time).',
     labelNames: ['source'] as const,
     registers: [this.registry],
+    collect: (): void =>
+      this.perSource(this.sourceLastSync, (g, s) => {
+        if (s.lastSyncTime !== undefined) g.set({ source: s.name }, s.lastSyncTime.getTime() / 1000);
+      }),
   });
   private readonly sourceObjects = new Gauge({
     name: 'meshmux_source_objects',
     help: 'Objects a source currently contributes, per kind.',
     labelNames: ['source', 'kind'] as const,
     registers: [this.registry],
+    collect: (): void =>
+      this.perSource(this.sourceObjects, (g, s) => {
+        for (const [kind, n] of Object.entries(s.counts)) g.set({ source: s.name, kind }, n);
+      }),
   });
   private readonly sourceUpdates = new Counter({
     name: 'meshmux_source_updates_total',
@@ -90,18 +108,31 @@ export class Metrics {
     help: 'Documents of a source currently rejected as invalid, by error code.',
     labelNames: ['source', 'code'] as const,
     registers: [this.registry],
+    collect: (): void =>
+      this.perSource(this.sourceRejected, (g, s) => {
+        for (const [code, n] of countBy(s.errors, (e) => e.code)) g.set({ source: s.name, code }, n);
+      }),
   });
   private readonly sourceRejections = new Gauge({
     name: 'meshmux_source_rejections',
     help: 'Objects a source sent that its access rules currently keep out, by reason.',
     labelNames: ['source', 'reason'] as const,
     registers: [this.registry],
+    collect: (): void =>
+      this.perSource(this.sourceRejections, (g, s) => {
+        for (const [reason, n] of countBy(s.rejections, (r) => r.reason))
+          g.set({ source: s.name, reason }, n);
+      }),
   });
   private readonly sourceHeld = new Gauge({
     name: 'meshmux_source_held_deletions',
     help: 'Deletions held back by the empty-state or mass-deletion guard (0 when nothing is held).',
     labelNames: ['source', 'reason'] as const,
     registers: [this.registry],
+    collect: (): void =>
+      this.perSource(this.sourceHeld, (g, s) => {
+        if (s.held !== undefined) g.set({ source: s.name, reason: s.held.reason }, s.held.deletions);
+      }),
   });
   private readonly sourceHolds = new Counter({
     name: 'meshmux_source_holds_total',
@@ -116,17 +147,20 @@ export class Metrics {
     help: 'Current conflicts between objects, by type.',
     labelNames: ['type'] as const,
     registers: [this.registry],
+    collect: (): void => this.collectConflicts(),
   });
   private readonly servedObjects = new Gauge({
     name: 'meshmux_served_objects',
     help: 'Objects in the merged snapshot, per kind.',
     labelNames: ['kind'] as const,
     registers: [this.registry],
+    collect: (): void => this.collectServed(),
   });
   private readonly snapshotGeneration = new Gauge({
     name: 'meshmux_merge_generation',
     help: 'Generation of the snapshot being served.',
     registers: [this.registry],
+    collect: (): void => this.snapshotGeneration.set(this.latest?.generation ?? 0),
   });
   private readonly snapshotBuilds = new Counter({
     name: 'meshmux_merge_snapshots_total',
@@ -158,7 +192,7 @@ export class Metrics {
     help: 'Connected ADS streams (istiods), per policy and view.',
     labelNames: ['policy', 'view'] as const,
     registers: [this.registry],
-    collect: () => this.collectClients(),
+    collect: (): void => this.collectClients(),
   });
   private readonly connections = new Counter({
     name: 'meshmux_client_connections_total',
@@ -276,48 +310,12 @@ export class Metrics {
     this.latest = snapshot;
     this.snapshotBuilds.inc();
     this.snapshotBuildSeconds.observe(buildMs / 1000);
-    this.snapshotGeneration.set(snapshot.generation);
     this.batchKinds.observe(changedKinds.size);
     let objects = 0;
     for (const kind of changedKinds) {
       objects += changedObjects(previous?.kinds.get(kind), snapshot.kinds.get(kind));
     }
     this.batchObjects.observe(objects);
-
-    this.servedObjects.reset();
-    for (const [kind, k] of snapshot.kinds) this.servedObjects.set({ kind }, (k.list ?? k.resources).length);
-    // The same list as the last snapshot's (the merge keeps it while no conflict changes): the
-    // gauges stand. Otherwise counted first, then set once per label set: a gauge call per object
-    // is an allocation per object (its labels), on every snapshot.
-    if (snapshot.conflicts !== previous?.conflicts) {
-      this.conflicts.reset();
-      for (const [type, n] of countBy(snapshot.conflicts, (c) => c.type)) this.conflicts.set({ type }, n);
-    }
-    // Recomputed whole: a source removed by a reload disappears from every gauge.
-    for (const g of [
-      this.sourceUp,
-      this.sourceSynced,
-      this.sourceState,
-      this.sourceLastSync,
-      this.sourceObjects,
-      this.sourceRejected,
-      this.sourceRejections,
-      this.sourceHeld,
-    ]) {
-      g.reset();
-    }
-    for (const s of snapshot.sources) {
-      const source = s.name;
-      this.sourceUp.set({ source, type: s.type }, s.state === 'synced' ? 1 : 0);
-      this.sourceSynced.set({ source }, s.everSynced ? 1 : 0);
-      for (const state of SOURCE_STATES) this.sourceState.set({ source, state }, s.state === state ? 1 : 0);
-      if (s.lastSyncTime !== undefined) this.sourceLastSync.set({ source }, s.lastSyncTime.getTime() / 1000);
-      for (const [kind, n] of Object.entries(s.counts)) this.sourceObjects.set({ source, kind }, n);
-      for (const [code, n] of countBy(s.errors, (e) => e.code)) this.sourceRejected.set({ source, code }, n);
-      for (const [reason, n] of countBy(s.rejections, (r) => r.reason))
-        this.sourceRejections.set({ source, reason }, n);
-      if (s.held !== undefined) this.sourceHeld.set({ source, reason: s.held.reason }, s.held.deletions);
-    }
   }
 
   onConnect(): void {
@@ -362,6 +360,27 @@ export class Metrics {
   /** A client acknowledged a version containing a change `source` delivered `seconds` ago. */
   onConverged(source: string, type: string, seconds: number): void {
     this.convergence.observe({ source, type }, seconds);
+  }
+
+  /**
+   * Sets `gauge` anew from the last snapshot's source reports, at scrape time: snapshots (one per
+   * change under churn) set no gauge, and a source a reload removed leaves every gauge.
+   */
+  private perSource<L extends string>(gauge: Gauge<L>, fill: (g: Gauge<L>, s: SourceReport) => void): void {
+    gauge.reset();
+    for (const s of this.latest?.sources ?? []) fill(gauge, s);
+  }
+
+  private collectServed(): void {
+    this.servedObjects.reset();
+    for (const [kind, k] of this.latest?.kinds ?? [])
+      this.servedObjects.set({ kind }, (k.list ?? k.resources).length);
+  }
+
+  private collectConflicts(): void {
+    this.conflicts.reset();
+    for (const [type, n] of countBy(this.latest?.conflicts ?? [], (c) => c.type))
+      this.conflicts.set({ type }, n);
   }
 
   private collectStaleness(): void {

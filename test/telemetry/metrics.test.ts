@@ -62,6 +62,25 @@ describe('meshmux metrics', () => {
     assert.ok((sample(text, 'meshmux_source_last_sync_timestamp_seconds', { source: 'git' }) ?? 0) > 1.7e9);
   });
 
+  it('reads the gauges of a scrape from the last snapshot: a label set it no longer has is gone', async () => {
+    const r = rig(['git']);
+    await r.send('git', stateWithInvalidDocument(['a']));
+    let text = await r.telemetry.metrics.registry.metrics();
+    assert.equal(sample(text, 'meshmux_source_rejected_documents', { source: 'git', code: 'SCHEMA' }), 1);
+    assert.equal(sample(text, 'meshmux_served_objects', { kind: VS }), 1);
+    // Snapshots between two scrapes: only the last one counts.
+    await r.send('git', state(['a', 'b', 'c']));
+    await r.send('git', state(['a', 'b']));
+    text = await r.telemetry.metrics.registry.metrics();
+    assert.equal(
+      sample(text, 'meshmux_source_rejected_documents', { source: 'git', code: 'SCHEMA' }),
+      undefined,
+    );
+    assert.equal(sample(text, 'meshmux_source_objects', { source: 'git', kind: VS }), 2);
+    assert.equal(sample(text, 'meshmux_served_objects', { kind: VS }), 2);
+    assert.equal(sample(text, 'meshmux_merge_generation'), r.engine.current().generation);
+  });
+
   it('reports conflicts by type, and keeps the count while a change leaves them as they were', async () => {
     const r = rig(['git', 'zk']);
     await r.send('git', state(['a', 'b']));
