@@ -188,7 +188,8 @@ export class ResourceEncoder {
    * in use stay with it.
    */
   forget(removed: readonly ConfigResource[], added: readonly ConfigResource[]): void {
-    if (removed.length === 0) return;
+    // Nothing kept by content (nothing encoded yet, as while a start's sources sync): nothing to drop.
+    if (removed.length === 0 || this.cache.size === 0) return;
     if (removed.length <= added.length) {
       // The smaller side in the set: a first sync adds tens of thousands of objects where a few go.
       const gone = new Set<string>();
