@@ -105,7 +105,7 @@ export function messageType(fullName: string): protobuf.Type {
   return library.messageType(fullName);
 }
 
-/** Any definition of proto/ (or a well-known type) by full name, without a leading dot; null when none. */
+/** Any definition of proto/ (or a well-known type) by full name (a leading dot or none); null when none. */
 export function lookupProto(fullName: string): protobuf.ReflectionObject | null {
   return library.lookup(fullName);
 }

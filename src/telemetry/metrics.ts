@@ -25,10 +25,10 @@ export interface MetricsOptions {
 /**
  * Prometheus metrics of meshmux, all prefixed `meshmux_`. Fed by the telemetry hooks only; the
  * gauges of what a snapshot holds (its sources' reports, its objects and conflicts) are set from
- * the last snapshot at scrape time, as are the time-dependent ones. Every label set is bounded: `source` comes from the configuration, `kind`/`type` from the
- * kind registry (anything else is `unknown`), `policy` from the configured policies, `view` is
- * capped (a view embeds the revision a client declares), and `reason`, `code`, `state` and
- * conflict `type` come from closed enums.
+ * the last snapshot at scrape time, as are the time-dependent ones. Every label set is bounded:
+ * `source` comes from the configuration, `kind`/`type` from the kind registry (anything else is
+ * `unknown`), `policy` from the configured policies, `view` is capped (a view embeds the revision
+ * a client declares), and `reason`, `code`, `state` and conflict `type` come from closed enums.
  */
 export class Metrics {
   readonly registry = new Registry();
