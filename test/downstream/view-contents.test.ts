@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import { ChunkedList } from '../../src/core/chunked-list.js';
 import { ContentDigest } from '../../src/core/content-digest.js';
 import { compareByName, type ConfigResource } from '../../src/core/resource.js';
 import type { ClientView } from '../../src/downstream/client-view.js';
@@ -182,6 +183,86 @@ describe('view contents', () => {
     assert.deepEqual(third.resources, [blue, blue2]);
     assert.equal(third.version.split('~')[0], contentVersion([blue, blue2]));
   });
+
+  it('edits a view for a change of a few of its objects, and builds it again for one of many, alike', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 100, max: 3000 }),
+        fc.array(fc.record({ changes: fc.integer({ min: 0, max: 400 }), seed: fc.nat() }), {
+          minLength: 1,
+          maxLength: 4,
+        }),
+        (size, steps) => {
+          let counter = 0;
+          const table = new KindTable(KIND, undefined, 'serve-all', () => ++counter);
+          const rank = { name: 'git', priority: 0, order: 0 };
+          const contents = new ViewContents();
+          const team = (i: number): string => (i % 3 === 0 ? 'red' : 'blue');
+          let held = new Map<string, ConfigResource>();
+          for (let i = 0; i < size; i++) held.set(`a/${i}`, object('a', `${i}`, { team: team(i) }));
+          table.apply(rank, new Map(), held);
+          let last = contents.of(RED_TEAM_DENIED, table.snapshot());
+          steps.forEach(({ changes, seed }, n) => {
+            const next = new Map(held);
+            for (let j = 0; j < changes; j++) {
+              const i = (seed + j * 7) % (size + 50);
+              // Some removed, some new, most edited in place.
+              if (j % 5 === 0) next.delete(`a/${i}`);
+              else next.set(`a/${i}`, object('a', `${i}`, { team: team(i) }, `step ${n}`));
+            }
+            table.apply(rank, held, next);
+            held = next;
+            const kind = table.snapshot();
+            const got = contents.of(RED_TEAM_DENIED, kind);
+            const want = (kind?.resources ?? []).filter((r) => RED_TEAM_DENIED.admits(r));
+            assert.equal(got.resources.length, want.length, `step ${n + 1}: count`);
+            got.resources.forEach((r, i) => assert.equal(r, want[i], `step ${n + 1}: object ${i}`));
+            assert.equal(got.version, new ViewContents().of(RED_TEAM_DENIED, kind).version, `step ${n + 1}`);
+            // A few edits share every chunk they did not touch with the list before (an edit
+            // touches one or two); many, none.
+            const before = new Set(ChunkedList.chunksOf(last.list));
+            const chunks = ChunkedList.chunksOf(got.list);
+            const shared = chunks.filter((c) => before.has(c)).length;
+            if (changes <= 10) assert.ok(shared >= chunks.length - 2 * changes, `step ${n + 1}: ${shared}`);
+            if (changes >= 200) assert.equal(shared, 0, `step ${n + 1}: ${changes} changes`);
+            last = got;
+          });
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('builds a view again for a change of hundreds of its objects, even all in one chunk', () => {
+    let counter = 0;
+    const table = new KindTable(KIND, undefined, 'serve-all', () => ++counter);
+    const rank = { name: 'git', priority: 0, order: 0 };
+    const contents = new ViewContents();
+    const name = (i: number): string => String(i).padStart(5, '0');
+    const held = new Map<string, ConfigResource>();
+    for (let i = 0; i < 6000; i++) held.set(`a/${name(i)}`, object('a', name(i), { team: 'blue' }));
+    table.apply(rank, new Map(), held);
+    const first = contents.of(RED_TEAM_DENIED, table.snapshot());
+    const before = new Set(ChunkedList.chunksOf(first.list));
+    // One object: every chunk but the one it lies in stays.
+    const one = new Map(held);
+    one.set('a/00010', object('a', name(10), { team: 'blue' }, 'edited'));
+    table.apply(rank, held, one);
+    const second = contents.of(RED_TEAM_DENIED, table.snapshot());
+    const chunks = ChunkedList.chunksOf(second.list);
+    assert.equal(chunks.filter((c) => before.has(c)).length, chunks.length - 1);
+    // Three hundred objects of the first chunk: the content is built again, sharing nothing.
+    const many = new Map(one);
+    for (let i = 0; i < 300; i++) many.set(`a/${name(i)}`, object('a', name(i), { team: 'blue' }, 'again'));
+    table.apply(rank, one, many);
+    const kind = table.snapshot();
+    const third = contents.of(RED_TEAM_DENIED, kind);
+    const kept = new Set(ChunkedList.chunksOf(second.list));
+    assert.equal(ChunkedList.chunksOf(third.list).filter((c) => kept.has(c)).length, 0);
+    assert.deepEqual(third.resources, kind?.resources);
+    assert.equal(third.version, new ViewContents().of(RED_TEAM_DENIED, kind).version);
+  });
+
   it('serves an absent kind as empty, under the empty version', () => {
     const got = new ViewContents().of(RED_TEAM_DENIED, undefined);
     assert.equal(got.version, EMPTY_KIND_VERSION);
