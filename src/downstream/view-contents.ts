@@ -2,7 +2,7 @@ import { ChunkedList } from '../core/chunked-list.js';
 import { ContentDigest } from '../core/content-digest.js';
 import { compareByName as compare, type ConfigResource } from '../core/resource.js';
 import { EMPTY_KIND_VERSION, type KindSnapshot } from '../merge/config-snapshot.js';
-import { changesBetween } from '../merge/kind-changes.js';
+import { changesBetween, type KindDifference } from '../merge/kind-changes.js';
 import type { ClientView } from './client-view.js';
 
 /** Separates a served version's content part from the upstream revisions it names. */
@@ -112,20 +112,21 @@ export class ViewContents {
     let digest: ContentDigest;
     let content: string;
     let whole: KindSnapshot | undefined;
-    let edits: { readonly removed: ConfigResource[]; readonly added: ConfigResource[] } | undefined;
+    let edits: KindDifference | undefined;
     if (view.admitsAll) {
       // The kind's own version is already a content digest of exactly these objects.
       whole = kind;
       list = kind.list ?? ChunkedList.wrapping(kind.resources);
       digest = new ContentDigest();
       content = kind.version;
-    } else if (last !== undefined && (edits = admittedChanges(view, last, kind)) !== undefined) {
+    } else if (last !== undefined && (edits = fewEdits(view, last, kind)) !== undefined) {
       // A change to objects the view does not admit (most changes, for a small view; the small
       // view's, for the large ones) leaves its list and digest as they were; one it admits copies
       // the chunk it falls in, not the list.
       list = last.list;
       let changed: ContentDigest | undefined;
       for (const r of edits.removed) {
+        if (!view.admits(r)) continue;
         const at = list.position(r, compare);
         if (list.at(at) !== r) continue;
         list = list.removed(at);
@@ -133,6 +134,7 @@ export class ViewContents {
         changed.remove(r);
       }
       for (const r of edits.added) {
+        if (!view.admits(r)) continue;
         list = list.inserted(list.position(r, compare), r);
         changed ??= last.digest.clone();
         changed.add(r);
@@ -159,28 +161,28 @@ export class ViewContents {
 }
 
 /**
- * A view's content is built again from the kind (one filtering walk and a digest of what passes,
- * some 0.2 µs per object of the kind) instead of edited object by object (each edit searches the
- * list and copies the chunk it falls in, some 5–7 µs at 50k objects) once a change brings more
- * edits than the kind has objects divided by this, and more than {@link REBUILD_AFTER_EDITS}.
+ * A view's content is edited object by object while a change brings it few edits (each searches
+ * the list and copies the chunk it falls in: some 5–8 µs at 50k objects), and built again from the
+ * kind past that (a filtering walk of the kind, some 0.05 µs an object, and a digest of what
+ * passes, some 0.15 µs an object): past a 128th of the kind plus a 32nd of the view, and past
+ * {@link REBUILD_AFTER_EDITS}.
  */
-const REBUILD_FRACTION = 32;
+const KIND_SHARE = 128;
+const VIEW_SHARE = 32;
 const REBUILD_AFTER_EDITS = 64;
 
 /**
- * The objects `view` admits that left (`removed`) or came (`added`) between the kind its last
- * content was derived from and `kind`; undefined when they are so many that building the
- * content afresh costs less.
+ * The objects that left (`removed`) or came (`added`) between the kind `last` was derived from and
+ * `kind`, when the view admits few enough of them to edit its content by them; undefined when
+ * building the content afresh costs less. Stops counting once past the bound.
  */
-function admittedChanges(
-  view: ClientView,
-  last: ViewState,
-  kind: KindSnapshot,
-): { removed: ConfigResource[]; added: ConfigResource[] } | undefined {
-  const { removed, added } = changesBetween(last.from, kind);
-  const most = Math.max(REBUILD_AFTER_EDITS, (kind.list?.length ?? kind.resources.length) / REBUILD_FRACTION);
-  const out = { removed: [] as ConfigResource[], added: [] as ConfigResource[] };
-  for (const r of removed) if (view.admits(r)) out.removed.push(r);
-  for (const r of added) if (view.admits(r)) out.added.push(r);
-  return out.removed.length + out.added.length > most ? undefined : out;
+function fewEdits(view: ClientView, last: ViewState, kind: KindSnapshot): KindDifference | undefined {
+  const changes = changesBetween(last.from, kind);
+  const kindLength = kind.list?.length ?? kind.resources.length;
+  const most = Math.max(REBUILD_AFTER_EDITS, kindLength / KIND_SHARE + last.list.length / VIEW_SHARE);
+  if (changes.removed.length + changes.added.length <= most) return changes;
+  let edits = 0;
+  for (const r of changes.removed) if (view.admits(r) && ++edits > most) return undefined;
+  for (const r of changes.added) if (view.admits(r) && ++edits > most) return undefined;
+  return changes;
 }
