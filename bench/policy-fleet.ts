@@ -54,7 +54,7 @@ await writeFile(
 );
 const server = spawn(
   process.execPath,
-  [path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js'), 'serve', '--config', 'meshmux.yaml'],
+  [path.join(PACKAGE_ROOT, 'dist', 'bundle', 'cli.js'), 'serve', '--config', 'meshmux.yaml'],
   {
     cwd: dir,
     env: { ...process.env, MESHMUX_LOG_LEVEL: 'warn' },

@@ -1,7 +1,7 @@
 /**
- * The parent's handle on the server under test: spawns `server-main` pinned to core 0 (when
- * `taskset` exists and the machine has two cores or more), waits for it to listen, and reads its
- * counters: meshmux's from its own `/debug/counters` endpoint, a baseline's over IPC.
+ * The parent's handle on the server under test: spawns `server-main` (bundled) pinned to core 0
+ * (when `taskset` exists and the machine has two cores or more), waits for it to listen, and reads
+ * its counters: meshmux's from its own `/debug/counters` endpoint, a baseline's over IPC.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -81,7 +81,8 @@ export class ServerProcess {
 
   /** Starts a server and resolves once it listens (and, with sources, has synced them). */
   static async start(args: ServerArgs, timeoutMs = 120_000): Promise<ServerProcess> {
-    const script = path.join(HERE, 'server-main.js');
+    // Bundled as the shipped CLI is (see bundle.mjs), so a server loads its code as a real start does.
+    const script = path.join(HERE, 'bundle', 'server-main.js');
     // BENCH_SERVER_PROFILE=<folder> writes a CPU profile of each server there (development aid).
     const profile = process.env['BENCH_SERVER_PROFILE'];
     const flags = profile === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profile}`];

@@ -35,7 +35,10 @@ interface Job {
   readonly result: ReadYamlResult;
 }
 
-/** The worker script beside this module, in `src/` under ts and in `dist/src/` once built. */
+/**
+ * The worker script beside this module: in `dist/src/` once built; in `dist/bundle/`, where it is an
+ * entry of its own, beside the chunk that holds this code.
+ */
 const WORKER_SCRIPT = new URL('./yaml-worker-main.js', import.meta.url);
 
 function rebuildError(e: PlainError): MeshmuxError {

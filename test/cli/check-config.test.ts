@@ -81,7 +81,7 @@ describe('meshmux schema', () => {
     assert.equal(
       stdout,
       published,
-      'regenerate with: node dist/src/cli.js schema > config/meshmux.schema.json',
+      'regenerate with: node dist/bundle/cli.js schema > config/meshmux.schema.json',
     );
     assert.deepEqual(JSON.parse(stdout), configJsonSchema());
   });

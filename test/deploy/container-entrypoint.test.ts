@@ -60,14 +60,15 @@ describe('the container entry point, from the packed package', () => {
 
   it('installs the built program, its protos and configurations, and no development files', async () => {
     for (const needed of [
-      'dist/src/cli.js',
+      'dist/bundle/cli.js',
+      'dist/bundle/yaml-worker-main.js',
       'proto',
       'config/container.yaml',
       'config/meshmux.yaml',
       'LICENSE',
     ])
       assert.ok(existsSync(path.join(installed, needed)), needed);
-    for (const absent of ['src', 'test', 'dist/test', 'bench', 'node_modules/typescript'])
+    for (const absent of ['src', 'test', 'dist/src', 'dist/test', 'bench', 'node_modules/typescript'])
       assert.ok(!existsSync(path.join(installed, absent)), `${absent} is not installed`);
     const { stdout } = await run(process.execPath, [bin, '--version']);
     assert.equal(stdout.trim(), await version());

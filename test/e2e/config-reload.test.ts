@@ -4,14 +4,12 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { PACKAGE_ROOT } from '../../src/core/paths.js';
+import { CLI } from '../support/meshmux-cli.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { plainServiceEntry } from '../support/hostile-files.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { SE } from '../support/type-urls.js';
-
-const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
 
 /** A configuration serving ./mesh to loopback clients; `extra` is appended under `sources:`. */
 function config(cidr = '127.0.0.0/8', extra = ''): string {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import type { RunningMeshmux } from '../../src/app.js';
-import { PACKAGE_ROOT } from '../../src/core/paths.js';
+import { CLI } from '../support/meshmux-cli.js';
 import { mirrorFolderName } from '../../src/upstream/git/git-url.js';
 import { GitDaemon, TestRepo, serviceEntry, virtualService } from '../support/git-fixtures.js';
 import { IstiodClient } from '../support/istiod-client.js';
@@ -353,7 +353,7 @@ describe('meshmux validate on a git repository', () => {
     return new Promise((resolve) => {
       execFile(
         process.execPath,
-        [path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js'), 'validate', ...args],
+        [CLI, 'validate', ...args],
         { env: { ...process.env, MESHMUX_LOG_LEVEL: 'silent' } },
         (err, stdout, stderr) => resolve({ code: err === null ? 0 : Number(err.code), stdout, stderr }),
       );

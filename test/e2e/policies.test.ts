@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
-import { PACKAGE_ROOT } from '../../src/core/paths.js';
+import { CLI } from '../support/meshmux-cli.js';
 import { parseMeshmuxConfig } from '../../src/settings/meshmux-config.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
@@ -292,7 +292,7 @@ describe('meshmux preview', () => {
       const { stdout } = await run(
         process.execPath,
         [
-          path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js'),
+          CLI,
           'preview',
           '--config',
           'meshmux.yaml',

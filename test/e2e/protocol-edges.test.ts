@@ -5,12 +5,12 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
+import { CLI } from '../support/meshmux-cli.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { startFromYaml, tempDir } from '../support/meshmux-harness.js';
 import { SE } from '../support/type-urls.js';
 
 const run = promisify(execFile);
-const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
 const CORPUS = path.join(PACKAGE_ROOT, 'test', 'fixtures', 'corpus');
 
 function serviceEntries(count: number): string {

@@ -4,6 +4,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
+import { CLI } from '../support/meshmux-cli.js';
 import { serviceEntry, TestRepo } from '../support/git-fixtures.js';
 import { tempDir } from '../support/meshmux-harness.js';
 
@@ -11,7 +12,7 @@ function validate(...args: string[]): Promise<{ code: number; stdout: string; st
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      [path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js'), 'validate', ...args],
+      [CLI, 'validate', ...args],
       { env: { ...process.env, MESHMUX_LOG_LEVEL: 'silent' } },
       (err, stdout, stderr) => resolve({ code: err === null ? 0 : Number(err.code), stdout, stderr }),
     );

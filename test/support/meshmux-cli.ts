@@ -3,8 +3,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { PACKAGE_ROOT } from '../../src/core/paths.js';
 
-/** The built CLI, as `npm start` and the package's `bin` run it. */
-export const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
+/** The built and bundled CLI, as `npm start`, the package's `bin` and the image run it. */
+export const CLI = path.join(PACKAGE_ROOT, 'dist', 'bundle', 'cli.js');
 
 const execFileAsync = promisify(execFile);
 

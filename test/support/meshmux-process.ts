@@ -1,5 +1,5 @@
 /**
- * meshmux as a real child process (`node dist/src/cli.js serve`), on ephemeral loopback ports, as
+ * meshmux as a real child process (`node dist/bundle/cli.js serve`), on ephemeral loopback ports, as
  * an operator runs it: for tests that must prove the process itself survives (it keeps running,
  * keeps its streams and says what went wrong) and for what survives a SIGKILL and a restart.
  */
@@ -7,10 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
-import { PACKAGE_ROOT } from '../../src/core/paths.js';
-
-/** The built command line entry point. */
-const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli.js');
+import { CLI } from './meshmux-cli.js';
 
 /** One JSON log line of the child (a line that is not JSON becomes `{ msg: line }`). */
 export type LogLine = Readonly<Record<string, unknown>> & { readonly msg?: string };
@@ -25,7 +22,7 @@ export interface MeshmuxProcessOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** How long it may take to report its ports. Default 30 s. */
   readonly timeoutMs?: number;
-  /** The entry point to run with node; default this checkout's `dist/src/cli.js` (an installed `bin/meshmux`, say). */
+  /** The entry point to run with node; default this checkout's `dist/bundle/cli.js` (an installed `bin/meshmux`, say). */
   readonly cli?: string;
 }
 

@@ -1,11 +1,12 @@
 /**
  * Preloaded with `--import` into a process under test: records every module it loads into the
  * file `MODULE_LOAD_LOG` names, the ES modules as they are resolved and the CommonJS ones at exit,
- * one URL per line. {@link loadedPackages} reads the file back as package names.
+ * one URL per line. {@link loadedPackages} reads the file back as package names, {@link loadedFiles}
+ * as paths.
  */
 import { appendFileSync, readFileSync } from 'node:fs';
 import { createRequire, register } from 'node:module';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** The environment variable naming the log file. */
 export const MODULE_LOAD_LOG = 'MODULE_LOAD_LOG';
@@ -27,4 +28,12 @@ export function loadedPackages(logFile: string): ReadonlySet<string> {
     if (m?.[1] !== undefined) packages.add(m[1]);
   }
   return packages;
+}
+
+/** The paths of the files the log names, each once, in the order first named. */
+export function loadedFiles(logFile: string): readonly string[] {
+  const files = new Set<string>();
+  for (const line of readFileSync(logFile, 'utf8').split('\n'))
+    if (line.startsWith('file:')) files.add(fileURLToPath(line));
+  return [...files];
 }
