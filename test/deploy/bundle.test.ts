@@ -50,18 +50,12 @@ describe('the bundled program', () => {
     const { dir, dispose } = await tempDir('meshmux-bundle-');
     const receiver = await OtlpReceiver.start();
     try {
-      const meshmux = await meshmuxOnFolder(dir, {
+      const env = {
         OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
         OTEL_SERVICE_NAME: 'meshmux-bundle',
         OTEL_BSP_SCHEDULE_DELAY: '50',
-      });
-      const istiod = new IstiodClient({ address: meshmux.xds }).start();
-      try {
-        await istiod.waitFor(
-          (c) => c.configs(SE).has('shop/cart'),
-          20_000,
-          () => 'cart',
-        );
+      };
+      await whileServed(dir, env, async (istiod) => {
         await writeFile(path.join(dir, 'mesh', 'ledger.yaml'), plainServiceEntry('ledger'));
         await istiod.waitFor(
           (c) => c.configs(SE).has('shop/ledger'),
@@ -74,10 +68,7 @@ describe('the bundled program', () => {
         const push = pushOfReceive(receiver.spans);
         assert.equal(push?.resource['service.name'], 'meshmux-bundle');
         assert.equal(push?.status.code, 1, 'ended by the ACK');
-      } finally {
-        istiod.close();
-        assert.equal((await meshmux.stop()).code, 0);
-      }
+      });
     } finally {
       await receiver.close();
       await dispose();
@@ -88,19 +79,8 @@ describe('the bundled program', () => {
 /** Starts meshmux on a folder of one object, waits until a client holds it, and checks what it loaded. */
 async function servedFromBundle(dir: string): Promise<void> {
   const log = path.join(dir, 'loaded.modules');
-  const meshmux = await meshmuxOnFolder(dir, { NODE_OPTIONS: `--import=${PRELOAD}`, [MODULE_LOAD_LOG]: log });
-  const istiod = new IstiodClient({ address: meshmux.xds }).start();
-  try {
-    // Served: the start loaded whatever a start loads, the YAML worker included.
-    await istiod.waitFor(
-      (c) => c.configs(SE).has('shop/cart'),
-      20_000,
-      () => 'cart',
-    );
-  } finally {
-    istiod.close();
-    assert.equal((await meshmux.stop()).code, 0);
-  }
+  // Served: the start loaded whatever a start loads, the YAML worker included.
+  await whileServed(dir, { NODE_OPTIONS: `--import=${PRELOAD}`, [MODULE_LOAD_LOG]: log }, async () => {});
   const files = loadedFiles(log).map((f) => path.relative(PACKAGE_ROOT, f));
   const bundled = files.filter((f) => f.startsWith('dist/bundle/'));
   assert.ok(bundled.includes('dist/bundle/cli.js'), files.join('\n'));
@@ -110,10 +90,15 @@ async function servedFromBundle(dir: string): Promise<void> {
 }
 
 /**
- * Writes a folder of one ServiceEntry and a configuration serving it to loopback, and starts the
- * bundled CLI on it.
+ * Writes a folder of one ServiceEntry and a configuration serving it to loopback, starts the
+ * bundled CLI on it with `env`, runs `during` once a client holds the object, and stops it (a clean
+ * exit, so the process's exit hooks ran).
  */
-async function meshmuxOnFolder(dir: string, env: Readonly<Record<string, string>>): Promise<MeshmuxProcess> {
+async function whileServed(
+  dir: string,
+  env: Readonly<Record<string, string>>,
+  during: (istiod: IstiodClient) => Promise<void>,
+): Promise<void> {
   await mkdir(path.join(dir, 'mesh'));
   await writeFile(path.join(dir, 'mesh', 'cart.yaml'), plainServiceEntry('cart'));
   const config = path.join(dir, 'meshmux.yaml');
@@ -131,7 +116,19 @@ async function meshmuxOnFolder(dir: string, env: Readonly<Record<string, string>
       '    rescanInterval: 200ms',
     ].join('\n') + '\n',
   );
-  return MeshmuxProcess.start(config, { cwd: dir, env });
+  const meshmux = await MeshmuxProcess.start(config, { cwd: dir, env });
+  const istiod = new IstiodClient({ address: meshmux.xds }).start();
+  try {
+    await istiod.waitFor(
+      (c) => c.configs(SE).has('shop/cart'),
+      20_000,
+      () => 'cart',
+    );
+    await during(istiod);
+  } finally {
+    istiod.close();
+    assert.equal((await meshmux.stop()).code, 0);
+  }
 }
 
 /** A push span whose parent is a merge span whose parent is a receive span, all of one trace. */
