@@ -496,7 +496,7 @@ export class MeshModel {
     return Buffer.concat(frames);
   }
 
-  /** Per policy and type URL, the SHA-256 of the bytes a client must hold. */
+  /** Per policy and type URL, the digest of the entries a client must hold (see {@link entriesDigest}). */
   expectedDigests(): Map<PolicyName, Map<string, string>> {
     const stamp = this.upstreams.reduce((n, u) => n + u.mutations, 0);
     if (this.digests?.stamp !== stamp) this.digests = { stamp, value: this.computeDigests() };
@@ -513,7 +513,7 @@ export class MeshModel {
       for (const url of CONFIG_TYPE_URLS) {
         perType.set(
           url,
-          url === SE_URL || url === VS_URL ? digestOf(this.expectedBytes(policy, url)) : empty,
+          url === SE_URL || url === VS_URL ? entriesDigest(this.expectedBytes(policy, url)) : empty,
         );
       }
       out.set(policy, perType);
@@ -630,6 +630,36 @@ export class MeshModel {
       POLICIES.some((p) => admits(p, after.object.zone));
     return { upstream, kind, key, op, affected, servesNew };
   }
+}
+
+/** The tag of a DiscoveryResponse's `resources` entry: field 2, length-delimited. */
+const RESOURCES_TAG = 0x12;
+
+/**
+ * The SHA-256 (base64url) of the `resources` entries in `bytes` (each with its tag and length, as
+ * a response carries them) taken in the order of their bytes: which entries a client holds, not
+ * the order they came in. istiod keeps a response's objects by name, whatever their order, and
+ * meshmux sends a view's objects part by part (the parts its views share), not by name.
+ */
+export function entriesDigest(bytes: Uint8Array | readonly Uint8Array[]): string {
+  const all = Buffer.concat(bytes instanceof Uint8Array ? [bytes] : bytes);
+  const entries: Buffer[] = [];
+  for (let at = 0; at < all.length;) {
+    const start = at;
+    if (all[at++] !== RESOURCES_TAG) throw new Error(`no resources entry at byte ${start}`);
+    let length = 0;
+    for (let shift = 0; ; shift += 7) {
+      const b = all[at++];
+      if (b === undefined) throw new Error(`an entry's length runs past the end at byte ${start}`);
+      length += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) break;
+    }
+    at += length;
+    if (at > all.length) throw new Error(`an entry runs past the end at byte ${start}`);
+    entries.push(all.subarray(start, at));
+  }
+  entries.sort((a, b) => Buffer.compare(a, b));
+  return digestOf(entries);
 }
 
 /** SHA-256 of bytes, base64url. */

@@ -15,7 +15,13 @@
  * names a change's upstream state into that change's arrival at that client.
  */
 import http2 from 'node:http2';
-import { CONFIG_TYPE_URLS, digestOf, nodeIdOfClient, policyOfClient, type PolicyName } from './fixtures.js';
+import {
+  CONFIG_TYPE_URLS,
+  entriesDigest,
+  nodeIdOfClient,
+  policyOfClient,
+  type PolicyName,
+} from './fixtures.js';
 import { ChunkedBytes, samePieces } from './chunked-bytes.js';
 import { encodeNode, encodeRequest, scanResponse } from './wire-scan.js';
 
@@ -31,7 +37,7 @@ export interface HeldType {
   readonly version: string;
   /** Size of the response, bytes. */
   readonly bytes: number;
-  /** SHA-256 of the resource entries, computed when first asked for (verification only). */
+  /** The digest of the resource entries as a set (`entriesDigest`), computed when first asked for (verification only). */
   readonly digest: () => string;
   readonly resources: number;
   readonly receivedAt: number;
@@ -244,7 +250,7 @@ export class FleetClient {
       response: known,
       version: known.versionInfo,
       bytes: known.bytes.length,
-      digest: () => (known.digestMemo ??= digestOf(known.resourcePieces)),
+      digest: () => (known.digestMemo ??= entriesDigest(known.resourcePieces)),
       resources: known.resources,
       receivedAt: at,
     });

@@ -98,6 +98,11 @@ export interface AdsCounters {
   readonly blocksSpliced: number;
   readonly blocksShared: number;
   readonly blockBytesCopied: number;
+  /**
+   * Responses built from a view's own list because the parts of its kind it takes (see
+   * `KindPartitions`) did not hold as many objects as the view: 0 unless the two disagree.
+   */
+  readonly partsMismatched: number;
   readonly streams: number;
   /** Responses written to streams. */
   readonly pushes: number;
@@ -371,6 +376,7 @@ export class AdsServer {
       blocksSpliced: this.responses.blockCounters.blocksSpliced,
       blocksShared: this.responses.blockCounters.blocksShared,
       blockBytesCopied: this.responses.blockCounters.bytesCopied,
+      partsMismatched: this.responses.counters.partsMismatched,
       streams: this.streams.size,
       ...this.pushCounters,
       bytesInFlight: this.budget.bytesInFlight,

@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { shortDigest } from '../core/content-digest.js';
+import type { ChunkedList } from '../core/chunked-list.js';
 import type { ConfigResource } from '../core/resource.js';
 import type { KindSnapshot } from '../merge/config-snapshot.js';
 import type { ClientView } from './client-view.js';
 import { type BlockCounters, FrameBlocks } from './frame-blocks.js';
+import { KindPartitions } from './kind-partitions.js';
 import type { ResourceEncoder } from './resource-encoder.js';
 import { REVISIONS_SEPARATOR, type ViewContent, ViewContents } from './view-contents.js';
 import { bytesField, encodeAny, stringField } from '../wire/wire-writer.js';
@@ -29,6 +31,11 @@ export interface BuiltResponse {
 export interface ResponseCounters {
   /** Responses assembled (not written) since start. */
   assemblies: number;
+  /**
+   * Responses built from a view's own list where its parts were meant to serve, as they did not
+   * hold as many objects as the view: never, unless the parts and the view's list disagree.
+   */
+  partsMismatched: number;
 }
 
 /** The serialized bytes of a response in one buffer (tests, previews; never the serving path). */
@@ -71,6 +78,15 @@ export class ResponseCache {
   private nonceCounter = 0;
   private readonly contents = new ViewContents();
   private readonly blocks = new FrameBlocks();
+  private readonly partitions = new KindPartitions();
+  /**
+   * Per view id, per kind: the block lists (parts) its latest response was built from, and per
+   * block list how many views' latest responses use it; a list no view uses is forgotten.
+   */
+  private readonly partsOfView = new Map<string, Map<string, readonly string[]>>();
+  private readonly partUsers = new Map<string, number>();
+  /** Per kind, how many views' latest responses were built from its parts: at none, its split goes. */
+  private readonly splitUsers = new Map<string, number>();
   /**
    * Per view id, per type URL: the latest response, by kind generation. Older ones are never sent
    * again. Only type URLs of known kinds are kept; a view's entries go with `forgetView`.
@@ -78,7 +94,7 @@ export class ResponseCache {
   private readonly latest = new Map<string, Map<string, LatestResponse>>();
   /** Bare responses (MeshConfig) by content. */
   private readonly responses: LRUCache<string, BuiltResponse>;
-  readonly counters: ResponseCounters = { assemblies: 0 };
+  readonly counters: ResponseCounters = { assemblies: 0, partsMismatched: 0 };
   /** Blocks of framed objects built, and the bytes copied into them. */
   readonly blockCounters: BlockCounters = this.blocks.counters;
 
@@ -148,8 +164,7 @@ export class ResponseCache {
     const hit = byType?.get(typeUrl);
     if (hit?.generation === generation) return hit.built;
     const content = this.contents.of(view, kind);
-    const chunks =
-      kind === undefined ? [] : this.blocks.chunks(`${view.id}|${kind.kind}`, content.list, this.encoder);
+    const chunks = kind === undefined ? [] : this.chunks(view, kind, content);
     const built = this.assemble(typeUrl, content.version, chunks, content.list.length);
     if (byType === undefined) {
       byType = new Map<string, LatestResponse>();
@@ -159,10 +174,79 @@ export class ResponseCache {
     return built;
   }
 
+  /**
+   * The framed objects of `content` (the view's objects of `kind`): the blocks of the view's parts
+   * where it has a place in a split of the kind, else of its own list.
+   */
+  private chunks(view: ClientView, kind: KindSnapshot, content: ViewContent): Buffer[] {
+    const own = `${view.id}|${kind.kind}`;
+    const partition = view.partition;
+    const parts = partition === undefined ? undefined : this.partitions.of(partition.scheme, kind);
+    if (partition !== undefined && parts !== undefined) {
+      const keys: string[] = [];
+      let count = 0;
+      for (const [part, list] of parts) {
+        if (!partition.includes(part)) continue;
+        keys.push(part);
+        count += list.length;
+      }
+      if (count === content.list.length) {
+        // In the order of the parts' keys: the same content is the same bytes, on every replica.
+        keys.sort();
+        const out: Buffer[] = [];
+        const lists = keys.map((part) => `${partition.scheme.id}|${kind.kind}|${part}`);
+        keys.forEach((part, i) => {
+          const list = parts.get(part) as ChunkedList<ConfigResource>;
+          for (const chunk of this.blocks.chunks(lists[i] as string, list, this.encoder)) out.push(chunk);
+        });
+        this.usesParts(view.id, kind.kind, lists);
+        // The view's own blocks, from before its kind was split, serve no response from now on.
+        this.blocks.forget(own);
+        return out;
+      }
+      this.counters.partsMismatched++;
+    }
+    this.usesParts(view.id, kind.kind, []);
+    return this.blocks.chunks(own, content.list, this.encoder);
+  }
+
+  /** Notes the block lists of parts a view's latest response of a kind was built from. */
+  private usesParts(viewId: string, kind: string, lists: readonly string[]): void {
+    let byKind = this.partsOfView.get(viewId);
+    const before = byKind?.get(kind) ?? [];
+    if (before.length === 0 && lists.length === 0) return;
+    for (const list of lists) this.partUsers.set(list, (this.partUsers.get(list) ?? 0) + 1);
+    this.releaseParts(before);
+    const users = (this.splitUsers.get(kind) ?? 0) + (lists.length > 0 ? 1 : 0) - (before.length > 0 ? 1 : 0);
+    if (users > 0) this.splitUsers.set(kind, users);
+    else {
+      this.splitUsers.delete(kind);
+      this.partitions.forget(kind);
+    }
+    if (byKind === undefined) this.partsOfView.set(viewId, (byKind = new Map<string, readonly string[]>()));
+    if (lists.length === 0) byKind.delete(kind);
+    else byKind.set(kind, lists);
+    if (byKind.size === 0) this.partsOfView.delete(viewId);
+  }
+
+  /** One view fewer uses each of `lists`; a list none uses any more has its blocks forgotten. */
+  private releaseParts(lists: readonly string[]): void {
+    for (const list of lists) {
+      const users = (this.partUsers.get(list) ?? 1) - 1;
+      if (users > 0) {
+        this.partUsers.set(list, users);
+        continue;
+      }
+      this.partUsers.delete(list);
+      this.blocks.forget(list);
+    }
+  }
+
   /** Drops every response, view content and block kept for a view (its last client left). */
   forgetView(viewId: string): void {
     this.latest.delete(viewId);
     for (const kind of this.contents.forget(viewId)) this.blocks.forget(`${viewId}|${kind}`);
+    for (const kind of [...(this.partsOfView.get(viewId)?.keys() ?? [])]) this.usesParts(viewId, kind, []);
   }
 
   /**
@@ -180,6 +264,7 @@ export class ResponseCache {
     }
     for (const kind of kinds) {
       if (this.contents.forgetKind(viewId, kind)) this.blocks.forget(`${viewId}|${kind}`);
+      this.usesParts(viewId, kind, []);
     }
   }
 

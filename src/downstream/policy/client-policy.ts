@@ -3,7 +3,7 @@ import { shortDigest } from '../../core/content-digest.js';
 import { globMatcher } from '../../core/glob.js';
 import type { ConfigResource } from '../../core/resource.js';
 import type { ClientIdentity } from '../client-identity.js';
-import type { ClientView } from '../client-view.js';
+import type { ClientView, PartitionScheme, ViewPartition } from '../client-view.js';
 
 /** Label istiod uses to bind an object to one control-plane revision. */
 export const REVISION_LABEL = 'istio.io/rev';
@@ -172,12 +172,17 @@ export class ClientPolicy {
 /**
  * The view of a policy for one revision: istiod's own rule on top of the policy — an object
  * labelled `istio.io/rev` reaches only istiods of that revision; unlabelled objects reach all, and
- * a client without a revision gets everything.
+ * a client without a revision gets everything. `partition`: the view's place among the views of
+ * its configuration (see {@link PolicyPartitions}), whose filter must be this one.
  */
-export function policyView(policy: ClientPolicy | undefined, revision: string): ClientView {
+export function policyView(
+  policy: ClientPolicy | undefined,
+  revision: string,
+  partition?: ViewPartition,
+): ClientView {
   const byPolicy = policy === undefined || policy.admitsAll ? undefined : policy;
   const filtersRevision = revision !== '';
-  return Object.freeze({
+  const view: ClientView = {
     id: `${policy?.name ?? '*'}@${policy?.fingerprint ?? ''}|rev=${revision}`,
     admitsAll: byPolicy === undefined && !filtersRevision,
     admits: (r: ConfigResource) => {
@@ -187,5 +192,59 @@ export function policyView(policy: ClientPolicy | undefined, revision: string): 
       }
       return byPolicy === undefined || byPolicy.admits(r);
     },
-  });
+  };
+  return Object.freeze(partition === undefined ? view : { ...view, partition });
+}
+
+/** Most policies {@link PolicyPartitions} splits by: a part's key holds a bit per policy in a small integer. */
+const MAX_PARTITION_POLICIES = 30;
+
+/** Between a part key's policy bits and the revision label of its objects. */
+const REVISION_PART = '~';
+
+/**
+ * The split of objects by which policies of a configuration admit them and by their
+ * `istio.io/rev` label: each view of a policy (for any revision) admits every object of a part or
+ * none, so views share the parts' blocks. A part's key is the policies' bits in base 36, then,
+ * for objects that carry the label, `~` and its value (absent and empty differ, as in
+ * {@link policyView}). Only for two policies or more, up to 30; with one, a view's own list is its
+ * only part.
+ */
+export class PolicyPartitions implements PartitionScheme {
+  readonly id: string;
+
+  private constructor(private readonly policies: readonly ClientPolicy[]) {
+    this.id = shortDigest(JSON.stringify(policies.map((p) => p.fingerprint)), 10);
+  }
+
+  /** The split for `policies` (in configuration order), or undefined where there is none to make. */
+  static of(policies: readonly ClientPolicy[]): PolicyPartitions | undefined {
+    if (policies.length < 2 || policies.length > MAX_PARTITION_POLICIES) return undefined;
+    return new PolicyPartitions(policies);
+  }
+
+  partOf(r: ConfigResource): string | undefined {
+    const policies = this.policies;
+    let bits = 0;
+    for (let i = 0; i < policies.length; i++) if ((policies[i] as ClientPolicy).admits(r)) bits |= 1 << i;
+    if (bits === 0) return undefined;
+    const rev = r.labels[REVISION_LABEL];
+    return rev === undefined ? bits.toString(36) : `${bits.toString(36)}${REVISION_PART}${rev}`;
+  }
+
+  /** The place of `policy`'s view for `revision`; undefined for a policy not of this split. */
+  view(policy: ClientPolicy, revision: string): ViewPartition | undefined {
+    const index = this.policies.indexOf(policy);
+    if (index < 0) return undefined;
+    const bit = 1 << index;
+    return Object.freeze({
+      scheme: this,
+      includes: (part: string): boolean => {
+        const cut = part.indexOf(REVISION_PART);
+        if ((parseInt(cut < 0 ? part : part.slice(0, cut), 36) & bit) === 0) return false;
+        // The revision rule of policyView: a labelled object reaches istiods of its revision only.
+        return revision === '' || cut < 0 || part.slice(cut + 1) === revision;
+      },
+    });
+  }
 }

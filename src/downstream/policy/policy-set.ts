@@ -1,6 +1,6 @@
 import { type ClientIdentity, describeIdentity } from '../client-identity.js';
 import type { ClientView } from '../client-view.js';
-import { ClientPolicy, type PolicyConfig, policyView } from './client-policy.js';
+import { ClientPolicy, type PolicyConfig, PolicyPartitions, policyView } from './client-policy.js';
 
 /** The outcome of looking a client up: its view, or why it is refused. */
 export type Admission =
@@ -14,9 +14,12 @@ export type Admission =
  */
 export class PolicySet {
   private readonly policies: readonly ClientPolicy[];
+  /** How the policies' views share each object's bytes (two policies or more). */
+  private readonly partitions: PolicyPartitions | undefined;
 
   constructor(configs: readonly PolicyConfig[]) {
     this.policies = configs.map((c) => new ClientPolicy(c));
+    this.partitions = PolicyPartitions.of(this.policies);
   }
 
   /** Names in order, for reports. */
@@ -53,6 +56,10 @@ export class PolicySet {
   private view(policy: ClientPolicy | undefined, revision: string): ClientView {
     // Not kept here: the revision is the client's claim. The server's view registry shares one
     // object per view id among the connected clients and forgets it once they leave.
-    return policyView(policy, revision);
+    return policyView(
+      policy,
+      revision,
+      policy === undefined ? undefined : this.partitions?.view(policy, revision),
+    );
   }
 }
