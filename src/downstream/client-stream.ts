@@ -372,8 +372,13 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
       }
       view = shared;
       if (previous !== undefined) this.env.views.release(previous);
-    } else {
+    } else if (previous.partition?.scheme.id === view.partition?.scheme.id) {
       view = previous;
+    } else {
+      // The same filter in a configuration whose policies split kinds otherwise (a policy beside
+      // it changed): its clients take the new split, as the views of the new policies do, so one
+      // split of each kind serves every view.
+      this.env.views.refresh(view);
     }
     const first = previous === undefined;
     if (first || admission.policy !== this.policy || view.id !== previous.id) {

@@ -41,14 +41,16 @@ export class KindPartitions {
   private readonly splits = new Map<string, Split>();
 
   /**
-   * The parts of `kind` under `scheme`, or undefined when it splits into too many. A scheme other
-   * than the one kept for the kind (a new configuration) splits it afresh.
+   * The parts of `kind` under `scheme`, or undefined when it splits into too many. A scheme of
+   * another id than the one kept for the kind (a configuration whose policies filter otherwise)
+   * splits it afresh; one of the same id splits it alike, and takes the parts kept.
    */
   of(scheme: PartitionScheme, kind: KindSnapshot): KindParts | undefined {
     const last = this.splits.get(kind.kind);
-    if (last?.scheme === scheme && last.generation === kind.generation) return last.parts;
+    const same = last?.scheme.id === scheme.id;
+    if (same && last?.generation === kind.generation) return last.parts;
     const parts =
-      last?.scheme === scheme && last.parts !== undefined
+      same && last?.parts !== undefined
         ? (edited(scheme, last.from, last.parts, kind) ?? split(scheme, kind))
         : split(scheme, kind);
     this.splits.set(kind.kind, { scheme, generation: kind.generation, from: kind, parts });

@@ -13,7 +13,7 @@ export interface ViewRegistryOptions {
 }
 
 interface Entry {
-  readonly view: ClientView;
+  view: ClientView;
   clients: number;
   /** Set while the view has no client: frees it when the grace period ends. */
   expiry?: Subscription;
@@ -66,6 +66,16 @@ export class ViewRegistry {
     }
     this.entries.set(view.id, { view, clients: 1 });
     return view;
+  }
+
+  /**
+   * Makes `view` the shared object of its id, for clients that acquire it from now on: a new
+   * configuration's view of the same filter, whose place in the split of kinds (see
+   * `ClientView.partition`) may differ from the one its clients were admitted with.
+   */
+  refresh(view: ClientView): void {
+    const known = this.entries.get(view.id);
+    if (known !== undefined) known.view = view;
   }
 
   /** Counts one client fewer of a view acquired before; the last one starts the grace period. */

@@ -212,6 +212,28 @@ describe('views that share the parts of a kind', () => {
     assert.equal(cache.counters.partsMismatched, 0);
   });
 
+  it('keep the split of a kind across a configuration of the same filters, and split anew for other filters', () => {
+    const objects = sorted(Array.from({ length: 300 }, (_, i) => object(i, ZONES[i % 3] as string, 'v0')));
+    const kind: KindSnapshot = { kind: KIND, version: 'v', generation: 1, resources: objects };
+    const schemeOf = (configs: readonly PolicyConfig[]) => {
+      const scheme = viewOf(new PolicySet(configs), 'core').partition?.scheme;
+      assert.ok(scheme !== undefined);
+      return scheme;
+    };
+    const kept = new KindPartitions();
+    const first = kept.of(schemeOf(POLICIES), kind);
+    // Another match, the same filters: the same split, not walked again.
+    const rematched = POLICIES.map((p) => ({ ...p, match: { nodeId: `*istiod-${p.name}*` } }));
+    assert.equal(kept.of(schemeOf(rematched), kind), first);
+    const narrowed = [POLICIES[0], { ...POLICIES[1], allow: { labels: { zone: 'west' } } }, POLICIES[2]];
+    const other = kept.of(schemeOf(narrowed as PolicyConfig[]), kind);
+    assert.notEqual(other, first);
+    assert.deepEqual(
+      membersOf(other),
+      membersOf(new KindPartitions().of(schemeOf(narrowed as PolicyConfig[]), kind)),
+    );
+  });
+
   it('serve views their own lists where a kind falls in too many parts, and forget parts no view uses', () => {
     // Each object's revision label its own part: more parts than a response should be cut into.
     const many = sorted(Array.from({ length: 2 * MAX_PARTS }, (_, i) => object(i, 'east', 'v0', `r${i}`)));

@@ -47,6 +47,20 @@ describe('ViewRegistry', () => {
     assert.deepEqual(freed, []);
   });
 
+  it('shares a refreshed view object with clients that come later, keeping the count of its clients', () => {
+    const { registry, freed, runTo } = rig();
+    const first = view('rev-a');
+    registry.acquire(first);
+    const renewed = view('rev-a');
+    registry.refresh(renewed);
+    registry.refresh(view('rev-b'));
+    assert.equal(registry.size, 1, 'refreshing an id nobody holds adds nothing');
+    assert.equal(registry.acquire(view('rev-a')), renewed);
+    registry.release(first);
+    runTo(60_000);
+    assert.deepEqual(freed, [], 'the second client holds the view still');
+  });
+
   it('at the cap, replaces the view idle the longest, and refuses when every view has clients', () => {
     const { registry, freed, runTo } = rig(2);
     const a = view('a');

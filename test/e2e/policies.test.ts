@@ -145,6 +145,19 @@ describe('per-istiod policy views', () => {
     // Without a revision of its own, the fleet istiod also gets revision-labelled objects (istiod's rule).
     assert.deepEqual(names(fleet, VS), ['payments/charge', 'shop/canary-only', 'shop/storefront']);
     assert.equal(canary.received.length, canaryReceived, 'the canary view did not change');
+    // Both views serve storefront: its change is framed once, in the part of the kind the new
+    // configuration's views share, the canary view's included (its filter unchanged, its
+    // clients move to the new configuration's split). Two parts of VirtualServices: the objects
+    // both policies admit, and those of them labelled for the canary revision.
+    await writeFile(
+      path.join(dir, 'mesh', 'all.yaml'),
+      MESH.replace('hosts: [storefront]', 'hosts: [storefront, shop]'),
+    );
+    const changed = (c: IstiodClient) =>
+      (c.configs(VS).get('shop/storefront')?.body['hosts'] as string[] | undefined)?.length === 2;
+    await Promise.all([canary.waitFor(changed, 10_000), fleet.waitFor(changed, 10_000)]);
+    assert.equal(meshmux.ads.counters().blockLists, 2, 'the parts of one split only');
+    await writeFile(path.join(dir, 'mesh', 'all.yaml'), MESH);
     await meshmux.reload(parseMeshmuxConfig(config(POLICIES), 'restored', dir));
     await fleet.waitFor((c) => c.configs(VS).has('ops/internal'), 10_000);
   });
