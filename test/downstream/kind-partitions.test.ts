@@ -13,6 +13,7 @@ import type { KindSnapshot } from '../../src/merge/config-snapshot.js';
 import { KindTable } from '../../src/merge/kind-table.js';
 import { KINDS } from '../../src/schema/kinds.js';
 import { messageType } from '../../src/schema/proto-root.js';
+import { changeSteps } from '../support/change-steps.js';
 import { fakeResource } from '../support/resources.js';
 
 const KIND = 'networking.istio.io/VirtualService';
@@ -97,57 +98,51 @@ const editArb = fc.record({
 describe('views that share the parts of a kind', () => {
   it('serve each view exactly what it admits through changes, with parts edited as a fresh split would make them', () => {
     fc.assert(
-      fc.property(
-        fc.array(
-          fc.record({ edits: fc.array(editArb, { minLength: 1, maxLength: 12 }), looks: fc.nat({ max: 7 }) }),
-          { minLength: 1, maxLength: 6 },
-        ),
-        (steps) => {
-          const set = new PolicySet(POLICIES);
-          const views = ['core', 'east', 'edge'].map((p) => viewOf(set, p));
-          const scheme = views[0]?.partition?.scheme;
-          assert.ok(scheme !== undefined, 'views of three policies have a place in a split');
-          let counter = 0;
-          const table = new KindTable(KIND, undefined, 'serve-all', () => ++counter);
-          const rank = { name: 'upstream', priority: 0, order: 0 };
-          const cache = new ResponseCache(new ResourceEncoder(KINDS));
-          const kept = new KindPartitions();
-          let held = new Map<string, ConfigResource>();
-          for (let i = 0; i < OBJECTS; i++) {
-            const r = object(i, ZONES[i % 3] as string, 'v0');
-            held.set(r.key, r);
-          }
-          table.apply(rank, new Map(), held);
-          steps.forEach(({ edits, looks }, n) => {
-            if (n > 0) {
-              const next = new Map(held);
-              for (const e of edits) {
-                const before = next.get(object(e.i, 'east', '').key);
-                const zone = e.op === 'relabel' ? e.zone : (before?.labels['zone'] ?? e.zone);
-                const r = object(e.i, zone, `v${n}`);
-                if (e.op === 'remove') next.delete(r.key);
-                else next.set(r.key, r);
-              }
-              table.apply(rank, held, next);
-              held = next;
+      fc.property(changeSteps(editArb), (steps) => {
+        const set = new PolicySet(POLICIES);
+        const views = ['core', 'east', 'edge'].map((p) => viewOf(set, p));
+        const scheme = views[0]?.partition?.scheme;
+        assert.ok(scheme !== undefined, 'views of three policies have a place in a split');
+        let counter = 0;
+        const table = new KindTable(KIND, undefined, 'serve-all', () => ++counter);
+        const rank = { name: 'upstream', priority: 0, order: 0 };
+        const cache = new ResponseCache(new ResourceEncoder(KINDS));
+        const kept = new KindPartitions();
+        let held = new Map<string, ConfigResource>();
+        for (let i = 0; i < OBJECTS; i++) {
+          const r = object(i, ZONES[i % 3] as string, 'v0');
+          held.set(r.key, r);
+        }
+        table.apply(rank, new Map(), held);
+        steps.forEach(({ edits, looks }, n) => {
+          if (n > 0) {
+            const next = new Map(held);
+            for (const e of edits) {
+              const before = next.get(object(e.i, 'east', '').key);
+              const zone = e.op === 'relabel' ? e.zone : (before?.labels['zone'] ?? e.zone);
+              const r = object(e.i, zone, `v${n}`);
+              if (e.op === 'remove') next.delete(r.key);
+              else next.set(r.key, r);
             }
-            const kind = table.snapshot();
-            assert.ok(kind !== undefined);
-            const edited = membersOf(kept.of(scheme, kind));
-            assert.deepEqual(
-              edited,
-              membersOf(new KindPartitions().of(scheme, kind)),
-              `parts after step ${n + 1}`,
-            );
-            views.forEach((view, i) => {
-              if (n > 0 && (looks & (1 << i)) === 0) return;
-              const got = served(responseBytes(cache.response(TYPE_URL, view, kind)));
-              assert.deepEqual(got, expected(held.values(), view), `${view.id} after step ${n + 1}`);
-            });
+            table.apply(rank, held, next);
+            held = next;
+          }
+          const kind = table.snapshot();
+          assert.ok(kind !== undefined);
+          const edited = membersOf(kept.of(scheme, kind));
+          assert.deepEqual(
+            edited,
+            membersOf(new KindPartitions().of(scheme, kind)),
+            `parts after step ${n + 1}`,
+          );
+          views.forEach((view, i) => {
+            if (n > 0 && (looks & (1 << i)) === 0) return;
+            const got = served(responseBytes(cache.response(TYPE_URL, view, kind)));
+            assert.deepEqual(got, expected(held.values(), view), `${view.id} after step ${n + 1}`);
           });
-          assert.equal(cache.counters.partsMismatched, 0);
-        },
-      ),
+        });
+        assert.equal(cache.counters.partsMismatched, 0);
+      }),
       { numRuns: 12 },
     );
   });

@@ -9,6 +9,7 @@ import { ResponseCache, responseBytes } from '../../src/downstream/response-cach
 import { KindTable } from '../../src/merge/kind-table.js';
 import { KINDS } from '../../src/schema/kinds.js';
 import { messageType } from '../../src/schema/proto-root.js';
+import { changeSteps } from '../support/change-steps.js';
 import { fakeResource } from '../support/resources.js';
 
 const KIND = 'networking.istio.io/VirtualService';
@@ -51,48 +52,42 @@ const editArb = fc.record({
 describe('responses of a kind of many objects', () => {
   it('carry exactly what each view admits, in order, through changes that views see or skip', () => {
     fc.assert(
-      fc.property(
-        fc.array(
-          fc.record({ edits: fc.array(editArb, { minLength: 1, maxLength: 12 }), looks: fc.nat({ max: 7 }) }),
-          { minLength: 1, maxLength: 6 },
-        ),
-        (steps) => {
-          let counter = 0;
-          const table = new KindTable(KIND, undefined, 'serve-all', () => ++counter);
-          const rank = { name: 'upstream', priority: 0, order: 0 };
-          const cache = new ResponseCache(new ResourceEncoder(KINDS));
-          let held = new Map<string, ConfigResource>();
-          for (let i = 0; i < OBJECTS; i++) {
-            const r = object(i, i % 3 === 0 ? 'red' : 'blue', 'v0');
-            held.set(`${r.namespace}/${r.name}`, r);
-          }
-          table.apply(rank, new Map(), held);
-          steps.forEach(({ edits, looks }, n) => {
-            if (n > 0) {
-              const next = new Map(held);
-              for (const e of edits) {
-                const r = object(e.i, e.op === 'relabel' ? (n % 2 === 0 ? 'red' : 'blue') : 'blue', `v${n}`);
-                const key = `${r.namespace}/${r.name}`;
-                if (e.op === 'remove') next.delete(key);
-                else next.set(key, r);
-              }
-              table.apply(rank, held, next);
-              held = next;
+      fc.property(changeSteps(editArb), (steps) => {
+        let counter = 0;
+        const table = new KindTable(KIND, undefined, 'serve-all', () => ++counter);
+        const rank = { name: 'upstream', priority: 0, order: 0 };
+        const cache = new ResponseCache(new ResourceEncoder(KINDS));
+        let held = new Map<string, ConfigResource>();
+        for (let i = 0; i < OBJECTS; i++) {
+          const r = object(i, i % 3 === 0 ? 'red' : 'blue', 'v0');
+          held.set(`${r.namespace}/${r.name}`, r);
+        }
+        table.apply(rank, new Map(), held);
+        steps.forEach(({ edits, looks }, n) => {
+          if (n > 0) {
+            const next = new Map(held);
+            for (const e of edits) {
+              const r = object(e.i, e.op === 'relabel' ? (n % 2 === 0 ? 'red' : 'blue') : 'blue', `v${n}`);
+              const key = `${r.namespace}/${r.name}`;
+              if (e.op === 'remove') next.delete(key);
+              else next.set(key, r);
             }
-            const kind = table.snapshot();
-            // Each view is asked for this snapshot or not, as its clients happen to (bit i of `looks`).
-            VIEWS.forEach((view, i) => {
-              if (n > 0 && (looks & (1 << i)) === 0) return;
-              const got = served(responseBytes(cache.response(TYPE_URL, view, kind)));
-              const want = [...held.values()]
-                .filter((r) => view.admits(r))
-                .sort((a, b) => (`${a.namespace}\0${a.name}` < `${b.namespace}\0${b.name}` ? -1 : 1))
-                .map((r) => `${r.namespace}/${r.name}@${r.version}`);
-              assert.deepEqual(got, want, `${view.id} after step ${n + 1}`);
-            });
+            table.apply(rank, held, next);
+            held = next;
+          }
+          const kind = table.snapshot();
+          // Each view is asked for this snapshot or not, as its clients happen to (bit i of `looks`).
+          VIEWS.forEach((view, i) => {
+            if (n > 0 && (looks & (1 << i)) === 0) return;
+            const got = served(responseBytes(cache.response(TYPE_URL, view, kind)));
+            const want = [...held.values()]
+              .filter((r) => view.admits(r))
+              .sort((a, b) => (`${a.namespace}\0${a.name}` < `${b.namespace}\0${b.name}` ? -1 : 1))
+              .map((r) => `${r.namespace}/${r.name}@${r.version}`);
+            assert.deepEqual(got, want, `${view.id} after step ${n + 1}`);
           });
-        },
-      ),
+        });
+      }),
       { numRuns: 12 },
     );
   });
