@@ -2,7 +2,7 @@
  * What one changed object costs meshmux, in CPU:
  *
  *   npm run build && node dist/bench/change-cost.js [--shape L] [--changes 40] [--views edge|all]
- *     [--zone edge|east|west] [--clients 1] [--resync] [--pause 0] [--collect] [--profile]
+ *     [--zone edge|east|west] [--clients 1] [--resync] [--pause 0] [--collect] [--profile] [--allocations]
  *
  * The benchmark's three upstreams hold a shape's objects (L: 50k ServiceEntries + 2k
  * VirtualServices) and meshmux runs as shipped in a process of its own, pinned to one core. The
@@ -25,6 +25,9 @@
  * the benchmark's identical resyncs (where it reads the memory retained).
  * `--profile` also prints where the server spent the rounds' CPU (self time per function); a folder
  * named in `BENCH_SERVER_PROFILE` keeps the profile, and the rounds' window in it is printed.
+ * `--allocations` prints what the server allocated in the rounds, per change and allocating
+ * function (V8's sampling heap profiler, a sample every 8 KiB: small figures are rough); what
+ * fills the young generation, and so how often a change pays for a young collection.
  */
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -33,6 +36,7 @@ import { SE, SE_URL, SHAPES, VS_URL, type PolicyName } from './fixtures.js';
 import { Fleet, LatencyTracker, percentile } from './fleet.js';
 import { option } from './in-process.js';
 import { quiesce, ShapeRig } from './phases.js';
+import { bySite, sampledTotal, type SampledNode } from './sampled-sites.js';
 import { cpuMs, pinSelf, ServerProcess } from './server-process.js';
 
 const shape = SHAPES[option('shape', 'L') === 'S' ? 'S' : 'L'];
@@ -43,6 +47,7 @@ const PROFILE = process.argv.includes('--profile');
 const RESYNC = process.argv.includes('--resync');
 const PAUSE_MS = Number(option('pause', '0'));
 const COLLECT = process.argv.includes('--collect');
+const ALLOCATIONS = process.argv.includes('--allocations');
 const ZONE = option('zone', 'edge');
 if (ZONE !== 'edge' && ZONE !== 'east' && ZONE !== 'west')
   throw new Error(`--zone ${ZONE}: edge, east or west`);
@@ -132,6 +137,7 @@ try {
   const serving: number[] = [];
   // The kernel's share (network, page faults), of the same rounds, not net of the counters' reads.
   const system: number[] = [];
+  if (ALLOCATIONS) await server.startHeapSample('allocated');
   const fromUs = monotonicUs();
   const countersBefore = await server.counters();
   const collectionsBefore = countersBefore.process;
@@ -181,6 +187,7 @@ try {
     system.push(end.process.cpuSystemMs - start.process.cpuSystemMs);
   }
   window = { fromUs, toUs: monotonicUs() };
+  const allocated = ALLOCATIONS ? await server.heapSample() : undefined;
   // Read after a pause: node reports a collection a little after it ends.
   await sleep(200);
   const countersAfter = await server.counters();
@@ -209,6 +216,13 @@ try {
   console.log(
     `collections of the heap during the changes: ${collectionsAfter.fullCollections - collectionsBefore.fullCollections} full, ${collectionsAfter.youngCollections - collectionsBefore.youngCollections} young (${collectionsAfter.youngCollectionsAfterInput - collectionsBefore.youngCollectionsAfterInput} of them run after network input, ${collectionsAfter.youngCollectionsSkippedWhileMarking - collectionsBefore.youngCollectionsSkippedWhileMarking} more left out during markings)`,
   );
+  if (allocated !== undefined) {
+    const sites = bySite(allocated as { readonly head: SampledNode });
+    const kb = (bytes: number): string => (bytes / CHANGES / 1024).toFixed(1).padStart(9);
+    console.log(`allocated per change: ${kb(sampledTotal(sites)).trim()} KiB, by function:`);
+    for (const [site, bytes] of [...sites].sort((a, b) => b[1] - a[1]).slice(0, 25))
+      console.log(`${kb(bytes)} KiB  ${site}`);
+  }
   console.log(
     JSON.stringify({
       shape: shape.name,

@@ -61,6 +61,11 @@ export type ParentMessage =
   | { readonly type: 'firstPush'; readonly id: number }
   /** Writes a heap snapshot of the server to `file` (after a full collection) and replies when done. */
   | { readonly type: 'heapSnapshot'; readonly id: number; readonly file: string }
+  /**
+   * Starts sampling the heap's allocations as `heapSampling` would, from now on (nothing when
+   * sampling already): what a phase allocates, without the start's allocations.
+   */
+  | { readonly type: 'heapSampleFrom'; readonly id: number; readonly mode: HeapSampling }
   /** Stops the sampling `heapSampling` started and replies with its profile (V8's `SamplingHeapProfile`). */
   | { readonly type: 'heapSample'; readonly id: number };
 
@@ -127,7 +132,7 @@ function startHeapSampling(mode: HeapSampling): () => Promise<unknown> {
 
 async function main(): Promise<void> {
   const args = JSON.parse(process.argv[2] ?? '{}') as ServerArgs;
-  const stopSampling = args.heapSampling === undefined ? undefined : startHeapSampling(args.heapSampling);
+  let stopSampling = args.heapSampling === undefined ? undefined : startHeapSampling(args.heapSampling);
   // meshmux persists as in production, into a folder of this run's own.
   const stateDir = mkdtempSync(path.join(tmpdir(), 'meshmux-bench-state-'));
   process.once('exit', () => rmSync(stateDir, { recursive: true, force: true }));
@@ -239,9 +244,14 @@ async function main(): Promise<void> {
       case 'heapSnapshot':
         reply(writeHeapSnapshot(message.file));
         return;
+      case 'heapSampleFrom':
+        stopSampling ??= startHeapSampling(message.mode);
+        reply(true);
+        return;
       case 'heapSample':
         if (stopSampling === undefined) reply(null);
         else void stopSampling().then(reply);
+        stopSampling = undefined;
         return;
       case 'push':
         push(message.policy, message.seq, message.byCount === true);

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ChildMessage, ParentMessage, RetainedMemory, ServerArgs } from './server-main.js';
+import type { ChildMessage, HeapSampling, ParentMessage, RetainedMemory, ServerArgs } from './server-main.js';
 import type { ProcessCounters } from '../src/telemetry/process-counters.js';
 import type { PolicyName } from './fixtures.js';
 import { PACKAGE_ROOT } from '../src/core/paths.js';
@@ -170,9 +170,15 @@ export class ServerProcess {
     return (await this.request({ type: 'heapSnapshot', file })) as string;
   }
 
+  /** Starts the server's sampling heap profiler now (see `heapSampleFrom`), unless sampling already. */
+  async startHeapSample(mode: HeapSampling): Promise<void> {
+    await this.request({ type: 'heapSampleFrom', mode });
+  }
+
   /**
    * The sampling heap profile of the server since its start (V8's `SamplingHeapProfile`), for a
-   * server started with `heapSampling`; undefined otherwise. Sampling stops.
+   * server started with `heapSampling`, or since {@link startHeapSample}; undefined otherwise.
+   * Sampling stops.
    */
   async heapSample(): Promise<unknown> {
     return (await this.request({ type: 'heapSample' })) ?? undefined;

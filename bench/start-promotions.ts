@@ -18,33 +18,11 @@
  */
 import { MeshModel, SHAPES } from './fixtures.js';
 import { option } from './in-process.js';
+import { bySite, sampledTotal as total, type SampledNode } from './sampled-sites.js';
 import type { HeapSampling } from './server-main.js';
 import { pinSelf, ServerProcess } from './server-process.js';
 import { UpstreamSimulator } from './upstream-simulator.js';
 
-interface SampledNode {
-  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number };
-  readonly selfSize: number;
-  readonly children: readonly SampledNode[];
-}
-
-/** Bytes sampled per allocating function (`name file:line`). */
-function bySite(profile: { readonly head: SampledNode }): Map<string, number> {
-  const sites = new Map<string, number>();
-  const visit = (node: SampledNode, caller: string): void => {
-    const { functionName, url, lineNumber } = node.callFrame;
-    const own = `${functionName || '(anonymous)'} ${url.split('/').slice(-2).join('/')}:${lineNumber + 1}`;
-    // A builtin (`set`, `push`, `subarray`) says little alone: named with the function that called it.
-    const builtin = url === '';
-    const site = builtin ? `${own} in ${caller}` : own;
-    if (node.selfSize > 0) sites.set(site, (sites.get(site) ?? 0) + node.selfSize);
-    for (const child of node.children) visit(child, builtin ? caller : own);
-  };
-  visit(profile.head, '(root)');
-  return sites;
-}
-
-const total = (sites: Map<string, number>): number => [...sites.values()].reduce((a, b) => a + b, 0);
 const MB = (bytes: number): string => (bytes / 1e6).toFixed(2).padStart(8);
 
 pinSelf(1);
