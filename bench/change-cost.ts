@@ -137,6 +137,8 @@ try {
   const serving: number[] = [];
   // The kernel's share (network, page faults), of the same rounds, not net of the counters' reads.
   const system: number[] = [];
+  // Page faults of the same rounds: memory the rounds touched for the first time.
+  const faults: number[] = [];
   if (ALLOCATIONS) await server.startHeapSample('allocated');
   const fromUs = monotonicUs();
   const countersBefore = await server.counters();
@@ -157,6 +159,7 @@ try {
       const end = await server.counters();
       cpu.push(cpuMs(end) - before - overhead * (reads + 1));
       system.push(end.process.cpuSystemMs - start.process.cpuSystemMs);
+      faults.push(end.process.minorPageFaults - start.process.minorPageFaults);
       continue;
     }
     const trackers = fleets.map((f) => new LatencyTracker(f));
@@ -185,6 +188,7 @@ try {
       serving.push(tracked.doneAt - (end.lastSnapshotAtMs - performance.timeOrigin));
     }
     system.push(end.process.cpuSystemMs - start.process.cpuSystemMs);
+    faults.push(end.process.minorPageFaults - start.process.minorPageFaults);
   }
   window = { fromUs, toUs: monotonicUs() };
   const allocated = ALLOCATIONS ? await server.heapSample() : undefined;
@@ -199,7 +203,7 @@ try {
     if (wrong.length > 0) throw new Error(`after the changes: ${wrong.slice(0, 3).join('; ')}`);
   }
   console.log(
-    `${CHANGES} ${RESYNC ? 'identical resyncs' : 'one-object changes to the small view'}: server CPU per change p50 ${percentile(cpu, 50).toFixed(1)} ms, p90 ${percentile(cpu, 90).toFixed(1)} ms, max ${Math.max(...cpu).toFixed(1)} ms, mean ${mean.toFixed(1)} ms (reading counters: ${overhead.toFixed(1)} ms, taken off; system CPU p50 ${percentile(system, 50).toFixed(1)} ms)`,
+    `${CHANGES} ${RESYNC ? 'identical resyncs' : 'one-object changes to the small view'}: server CPU per change p50 ${percentile(cpu, 50).toFixed(1)} ms, p90 ${percentile(cpu, 90).toFixed(1)} ms, max ${Math.max(...cpu).toFixed(1)} ms, mean ${mean.toFixed(1)} ms (reading counters: ${overhead.toFixed(1)} ms, taken off; system CPU p50 ${percentile(system, 50).toFixed(1)} ms, page faults p50 ${percentile(faults, 50)})`,
   );
   if (firstByte.length > 0)
     console.log(
