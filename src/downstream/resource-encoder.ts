@@ -100,9 +100,10 @@ function bytesOf(f: Framed): Uint8Array {
 
 /**
  * Bytes of a slab of {@link ResourceEncoder.framedAhead}. glibc maps an allocation this large apart
- * from its heap (from 128 KiB on, until it has let a larger mapping go), so a slab let go is memory
- * given back; taken from the heap instead, it leaves one free stretch that the next large
- * allocation can reuse, not a hole per object.
+ * from its heap (with the tunables `npm start` and the image set, from 1 MiB on, always; by default
+ * from 128 KiB on, until it has let a larger mapping go), so a slab let go is memory given back;
+ * taken from the heap instead, it leaves one free stretch that the next large allocation can
+ * reuse, not a hole per object.
  */
 const AHEAD_SLAB_BYTES = 1024 * 1024;
 
