@@ -146,8 +146,8 @@ describe("malloc's tunables in the shipped launch commands", () => {
       return;
     }
     const tunables = await imageEnv('GLIBC_TUNABLES');
-    // Plain glibc keeps the holes in most runs, not all (when the first buffer's memory is freed,
-    // on a thread of V8's, decides it): three runs with the tunables, each of which must hand back.
+    // Plain glibc keeps the holes in most runs, not all (7 of 8 here): three runs with the
+    // tunables, each of which must hand back, so that without them the test fails nearly always.
     const plain = await handedBackMb(undefined);
     const tuned = [];
     for (let i = 0; i < 3; i++) tuned.push(await handedBackMb(tunables));
