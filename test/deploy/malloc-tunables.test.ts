@@ -36,13 +36,17 @@ interface Allocation {
   readonly hugeKb: number;
 }
 
-async function allocate(tunables: string | undefined): Promise<Allocation> {
+/** What `script` prints as JSON, run by a node process given `tunables` (none when undefined). */
+async function runScript<T>(script: string, tunables: string | undefined): Promise<T> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env['GLIBC_TUNABLES'];
   if (tunables !== undefined) env['GLIBC_TUNABLES'] = tunables;
-  const { stdout } = await run(process.execPath, ['-e', ALLOCATE], { env, timeout: 60_000 });
-  return JSON.parse(stdout) as Allocation;
+  const { stdout } = await run(process.execPath, ['-e', script], { env, timeout: 60_000 });
+  return JSON.parse(stdout) as T;
 }
+
+const allocate = (tunables: string | undefined): Promise<Allocation> =>
+  runScript<Allocation>(ALLOCATE, tunables);
 
 /**
  * Lets one 24 MiB buffer go (plain glibc then stops mapping allocations below that size apart from
@@ -77,11 +81,7 @@ const collect = async () => { for (let i = 0; i < 3; i++) { gc(); await pause(50
 `;
 
 async function handedBackMb(tunables: string | undefined): Promise<number> {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  delete env['GLIBC_TUNABLES'];
-  if (tunables !== undefined) env['GLIBC_TUNABLES'] = tunables;
-  const { stdout } = await run(process.execPath, ['-e', HOLES], { env, timeout: 60_000 });
-  return (JSON.parse(stdout) as { handedBackMb: number }).handedBackMb;
+  return (await runScript<{ handedBackMb: number }>(HOLES, tunables)).handedBackMb;
 }
 
 /** The kernel's transparent huge page mode (`always`, `madvise` or `never`), when it tells. */
