@@ -3,8 +3,10 @@
  * node: the same in both, and taking effect in a real node process. Its buffers outside V8's heap
  * sit on transparent huge pages and cost far fewer page faults; and buffers of 1 MiB or more freed
  * after a larger one was are handed back to the system, where plain glibc keeps their memory as
- * holes under the objects allocated after them. Hosts where a tunable can do nothing (huge pages
- * not granted on request, no glibc 2.35 or later, no glibc at all) skip the test of it, saying why.
+ * holes under the objects allocated after them; and memory another thread let go is the main
+ * thread's to reuse, where glibc's arena per thread keeps it apart. Hosts where a tunable can do
+ * nothing (huge pages not granted on request, no glibc 2.35 or later, no glibc at all) skip the
+ * test of it, saying why.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -84,6 +86,38 @@ async function handedBackMb(tunables: string | undefined): Promise<number> {
   return (await runScript<{ handedBackMb: number }>(HOLES, tunables)).handedBackMb;
 }
 
+/**
+ * A worker thread allocates 64 buffers of 256 KiB (from an arena of its own, unless there is one
+ * for every thread) and ends, letting them go; then the main thread allocates as many, and prints
+ * how much that grew the process's resident memory.
+ */
+const REUSE = `
+const { Worker } = require('node:worker_threads');
+const pieces = 64;
+const size = 256 * 1024;
+const worker = \`
+const { parentPort } = require('node:worker_threads');
+const held = [];
+for (let i = 0; i < \${pieces}; i++) held.push(Buffer.allocUnsafeSlow(\${size}).fill(1));
+parentPort.postMessage(held.length);
+\`;
+(async () => {
+  await new Promise((resolve, reject) => {
+    const w = new Worker(worker, { eval: true });
+    w.once('message', () => w.terminate().then(resolve, reject));
+    w.once('error', reject);
+  });
+  const before = process.memoryUsage.rss();
+  const kept = [];
+  for (let i = 0; i < pieces; i++) kept.push(Buffer.allocUnsafeSlow(size).fill(2));
+  console.log(JSON.stringify({ grewMb: (process.memoryUsage.rss() - before) / 2 ** 20, kept: kept.length }));
+})();
+`;
+
+async function grewMb(tunables: string): Promise<number> {
+  return (await runScript<{ grewMb: number }>(REUSE, tunables)).grewMb;
+}
+
 /** The kernel's transparent huge page mode (`always`, `madvise` or `never`), when it tells. */
 async function hugePageMode(): Promise<string | undefined> {
   try {
@@ -108,6 +142,7 @@ describe("malloc's tunables in the shipped launch commands", () => {
     assert.match(image, /\bglibc\.malloc\.hugetlb=1\b/);
     assert.match(image, /\bglibc\.malloc\.mmap_threshold=1048576\b/);
     assert.match(image, /\bglibc\.malloc\.trim_threshold=33554432\b/);
+    assert.match(image, /\bglibc\.malloc\.arena_max=1\b/);
     assert.ok(start.startsWith(`GLIBC_TUNABLES=${image} node `), `npm start sets the image's: ${start}`);
   });
 
@@ -157,5 +192,26 @@ describe("malloc's tunables in the shipped launch commands", () => {
       tuned.every((mb) => mb >= 40),
       `of 48 MiB let go, handed back ${figures}`,
     );
+  });
+
+  it("give the main thread what another thread's buffers left free", async (t) => {
+    const glibc = glibcVersion();
+    if (glibc === undefined) {
+      t.skip('this node runs on no glibc');
+      return;
+    }
+    const tunables = await imageEnv('GLIBC_TUNABLES');
+    // The shipped tunables but the one arena: up to 32 MiB free stays at the top of each arena.
+    const apart = tunables
+      .split(':')
+      .filter((tunable) => !tunable.startsWith('glibc.malloc.arena_max='))
+      .join(':');
+    const shared = await grewMb(tunables);
+    const perThread = await grewMb(apart);
+    console.log(
+      `# glibc ${glibc}; 16 MiB allocated after a thread let as much go grew RSS by ${shared.toFixed(1)} MiB ` +
+        `with ${tunables}, ${perThread.toFixed(1)} with ${apart}`,
+    );
+    assert.ok(shared < 4, `RSS grew by ${shared.toFixed(1)} MiB with ${tunables}`);
   });
 });
