@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { imageEnv, npmStartScript } from '../support/image-env.js';
 
 const run = promisify(execFile);
@@ -135,6 +135,16 @@ function glibcVersion(): number | undefined {
   return version === undefined ? undefined : Number(/^\d+\.\d+/.exec(version)?.[0]);
 }
 
+/** The glibc node runs on and the image's tunables; undefined, the test skipped, without glibc. */
+async function shippedOnGlibc(t: TestContext): Promise<{ glibc: number; tunables: string } | undefined> {
+  const glibc = glibcVersion();
+  if (glibc === undefined) {
+    t.skip('this node runs on no glibc');
+    return undefined;
+  }
+  return { glibc, tunables: await imageEnv('GLIBC_TUNABLES') };
+}
+
 describe("malloc's tunables in the shipped launch commands", () => {
   it('the image and npm start set the same ones', async () => {
     const image = await imageEnv('GLIBC_TUNABLES');
@@ -175,12 +185,9 @@ describe("malloc's tunables in the shipped launch commands", () => {
   });
 
   it('hand back the memory of large buffers let go after a larger one, which plain glibc keeps', async (t) => {
-    const glibc = glibcVersion();
-    if (glibc === undefined) {
-      t.skip('this node runs on no glibc');
-      return;
-    }
-    const tunables = await imageEnv('GLIBC_TUNABLES');
+    const shipped = await shippedOnGlibc(t);
+    if (shipped === undefined) return;
+    const { glibc, tunables } = shipped;
     // Plain glibc keeps the holes in most runs, not all (7 of 8 here): three runs with the
     // tunables, each of which must hand back, so that without them the test fails nearly always.
     const plain = await handedBackMb(undefined);
@@ -195,12 +202,9 @@ describe("malloc's tunables in the shipped launch commands", () => {
   });
 
   it("give the main thread what another thread's buffers left free", async (t) => {
-    const glibc = glibcVersion();
-    if (glibc === undefined) {
-      t.skip('this node runs on no glibc');
-      return;
-    }
-    const tunables = await imageEnv('GLIBC_TUNABLES');
+    const shipped = await shippedOnGlibc(t);
+    if (shipped === undefined) return;
+    const { glibc, tunables } = shipped;
     // The shipped tunables but the one arena: up to 32 MiB free stays at the top of each arena.
     const apart = tunables
       .split(':')
