@@ -601,8 +601,9 @@ function keptRead(result: ReadResult, raw: Uint8Array, cacheKind: string, cacheN
 
 /**
  * Bytes of one slab of {@link SlabCopier}: below glibc's threshold for giving an allocation pages
- * of its own (128 KiB by default, 1 MiB as shipped), so slabs come from malloc's heap, on huge pages where it may use them (a
- * slab of 256 KiB cost three times the page faults of a buffer per object).
+ * of its own (128 KiB by default, 1 MiB as shipped), so slabs come from malloc's heap, on huge
+ * pages where it may use them (a slab of 256 KiB cost three times the page faults of a buffer per
+ * object).
  */
 const SLAB_BYTES = 32 * 1024;
 /** Envelopes from this size on are copied into a buffer of their own. */
