@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
@@ -16,6 +18,51 @@ function serviceEntry(name: string, host = `${name}.example.com`): string {
 
 function names(snapshot: SourceSnapshotEvent): string[] {
   return [...snapshot.resources].map((r) => r.name).sort();
+}
+
+/**
+ * A separate node process that rewrites `file` `rounds` times in place, as a program writing in
+ * pieces does: truncate, write the first `split` documents, stop for `pauseMs`, write the rest,
+ * close, then wait `gapMs`. Round `i` gives every host a `v<i>` label. `firstWrite` settles once
+ * the first round's first write is done, `done` once the process has ended well.
+ */
+function rewriteInTwoWrites(
+  file: string,
+  options: { count: number; split: number; rounds: number; pauseMs: number; gapMs: number },
+): { firstWrite: Promise<void>; done: Promise<void> } {
+  const writer = `
+    const { closeSync, openSync, writeSync } = require('node:fs');
+    const [file, count, split, rounds, pauseMs, gapMs] = process.argv.slice(1);
+    const sleep = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Number(ms));
+    const doc = (j, i) =>
+      'apiVersion: networking.istio.io/v1\\nkind: ServiceEntry\\n' +
+      'metadata: {name: se-' + j + ', namespace: shop}\\n' +
+      'spec: {hosts: [se-' + j + '.v' + i + '.example.com], resolution: DNS,' +
+      ' ports: [{number: 443, name: https, protocol: TLS}]}\\n---\\n';
+    const docs = (from, to, i) => Array.from({ length: to - from }, (_, k) => doc(from + k, i)).join('');
+    for (let i = 0; i < Number(rounds); i++) {
+      const fd = openSync(file, 'w');
+      writeSync(fd, docs(0, Number(split), i));
+      if (i === 0) writeSync(1, 'first\\n');
+      sleep(pauseMs);
+      writeSync(fd, docs(Number(split), Number(count), i));
+      closeSync(fd);
+      sleep(gapMs);
+    }`;
+  const { count, split, rounds, pauseMs, gapMs } = options;
+  const child = spawn(
+    process.execPath,
+    ['-e', writer, file, ...[count, split, rounds, pauseMs, gapMs].map(String)],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const done = once(child, 'exit').then(([code]) => {
+    assert.equal(code, 0, 'the writer process ended well');
+  });
+  const firstWrite = Promise.race([
+    once(child.stdout, 'data').then(() => undefined),
+    done.then(() => assert.fail('the writer ended before its first write')),
+  ]);
+  return { firstWrite, done };
 }
 
 describe('the file source', () => {
@@ -194,5 +241,46 @@ describe('the file source', () => {
     assert.equal(byName(next, 'cart'), byName(first, 'cart'));
     assert.equal(byName(next, 'sock'), byName(first, 'sock'));
     assert.notEqual(byName(next, 'shoe')?.version, byName(first, 'shoe')?.version);
+  });
+
+  it('never serves a file caught between two writes of a process writing it in place', async (t) => {
+    const count = 12;
+    const all = Array.from({ length: count }, (_, j) => `se-${j}`).sort();
+    const dir = path.join(root, `case-${++counter}`);
+    await mkdir(dir);
+    const file = path.join(dir, 'a.yaml');
+    // Started in the writer's first pause: its first state waits for the whole file.
+    const firstRound = rewriteInTwoWrites(file, { count, split: 6, rounds: 1, pauseMs: 60, gapMs: 0 });
+    await firstRound.firstWrite;
+    // Rescans every 5 ms look at the file in each pause; the settle window outlasts the pause.
+    const { recorder, first } = await start({}, { path: file, rescanMs: 5, settleMs: 100 });
+    await firstRound.done;
+    assert.deepEqual(names(first), all, 'the first state');
+    const from = recorder.count;
+    const rounds = 8;
+    await rewriteInTwoWrites(file, { count, split: 6, rounds, pauseMs: 30, gapMs: 150 }).done;
+    const last = `se-0.v${rounds - 1}.example.com`;
+    const final = (await recorder.next(
+      (e) =>
+        e.type === 'snapshot' &&
+        [...e.resources].some((r) => r.name === 'se-0' && Buffer.from(r.body).includes(last)),
+      from,
+    )) as SourceSnapshotEvent;
+    const snapshots = recorder.events.slice(from).filter((e) => e.type === 'snapshot');
+    const partial = snapshots.filter((s) => names(s).length !== count);
+    assert.deepEqual(
+      partial.map(names),
+      [],
+      `${partial.length} of ${snapshots.length} snapshots lacked objects of the file`,
+    );
+    for (const r of final.resources) {
+      assert.ok(Buffer.from(r.body).includes(`.v${rounds - 1}.`), `${r.name} is of the last round`);
+    }
+    // Later rounds were read as they came, not only the last one.
+    const versions = new Set(
+      snapshots.map((s) => /\.v(\d+)\./.exec(Buffer.from([...s.resources][0]?.body ?? []).toString())?.[1]),
+    );
+    assert.ok(versions.size >= rounds / 2, `rounds seen: ${[...versions].join(',')}`);
+    t.diagnostic(`${snapshots.length} states served over ${rounds} rounds, ${versions.size} rounds seen`);
   });
 });

@@ -100,6 +100,8 @@ class FileSourceRun {
   private cancelFollowUp: (() => void) | undefined;
   private followUpAt = Infinity;
   private scanning = false;
+  /** Whether the scan under way put off reading a file it had never read. */
+  private unreadFiles = false;
   private rescanAgain = false;
   private stopped = false;
   private readonly settleMs: number;
@@ -194,6 +196,7 @@ class FileSourceRun {
   }
 
   private async scan(): Promise<void> {
+    this.unreadFiles = false;
     const found = await listYamlFiles(this.options.path);
     const reads: Array<[string, YamlFileRead]> = [];
     const present = new Set(found);
@@ -213,6 +216,9 @@ class FileSourceRun {
       if (this.withinGrace(file, prev)) reads.push([file, prev]);
       else this.vanishedSince.delete(file);
     }
+    // The first state waits for every file: served without one, it would delete what a restart
+    // restored of it.
+    if (this.lastState === undefined && this.unreadFiles) return;
     reads.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     if (this.lastState !== undefined && sameFiles(this.set, reads)) {
       // Every file as it was (a rescan that found nothing new): the set and its state are the
@@ -230,13 +236,18 @@ class FileSourceRun {
     const stamp = this.stamps.get(file);
     if (prev !== undefined && stamp?.mtimeMs === info.mtimeMs && stamp.size === info.size) return prev;
     this.stamps.delete(file);
+    // Modified less than `settleMs` ago: its writer may be between two writes, the file holding
+    // only the first. Keep what it held and read it once it has been quiet that long. The clock
+    // counts whole milliseconds, so a fresh time can lie a little ahead of it; one further off
+    // (a file server's clock, a virtual clock) says nothing and is not waited on.
+    const age = this.clock.now() - info.mtimeMs;
+    if (Math.abs(age) < this.settleMs) return this.readLater(prev, this.settleMs - age);
     const bytes = info.size > this.maxFileBytes ? undefined : await readAtMost(file, this.maxFileBytes);
     if (bytes !== undefined) {
       const after = await stat(file);
       if (after.mtimeMs !== info.mtimeMs || after.size !== info.size || bytes.length !== after.size) {
         // Written to while read: keep what it held and read it again once the writer is done.
-        this.scanAgainIn(this.settleMs);
-        return prev ?? NOTHING;
+        return this.readLater(prev, this.settleMs);
       }
     }
     const result = await readYamlBytes({
@@ -254,6 +265,13 @@ class FileSourceRun {
     }
     this.stamps.set(file, { mtimeMs: info.mtimeMs, size: info.size });
     return withInstancesOf(prev, result);
+  }
+
+  /** What a file not read now yields until it is read `ms` from now: what it held, if anything. */
+  private readLater(prev: YamlFileRead | undefined, ms: number): YamlFileRead {
+    this.scanAgainIn(ms);
+    if (prev === undefined) this.unreadFiles = true;
+    return prev ?? NOTHING;
   }
 
   /** Whether a file that held objects and now yields none is still within its grace period. */
