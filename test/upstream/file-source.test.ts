@@ -283,4 +283,32 @@ describe('the file source', () => {
     assert.ok(versions.size >= rounds / 2, `rounds seen: ${[...versions].join(',')}`);
     t.diagnostic(`${snapshots.length} states served over ${rounds} rounds, ${versions.size} rounds seen`);
   });
+
+  it('serves its first state without a file written without end once the grace period is over, and the file once it is left alone', async () => {
+    const dir = path.join(root, `case-${++counter}`);
+    await mkdir(dir);
+    await writeFile(path.join(dir, 'other.yaml'), serviceEntry('other'));
+    const busy = rewriteInTwoWrites(path.join(dir, 'busy.yaml'), {
+      count: 4,
+      split: 2,
+      rounds: 150,
+      pauseMs: 0,
+      gapMs: 10,
+    });
+    await busy.firstWrite;
+    const writing = { done: false };
+    void busy.done.then(() => (writing.done = true));
+    const { recorder, first } = await start({}, { path: dir, settleMs: 100, vanishGraceMs: 300 });
+    assert.deepEqual(names(first), ['other'], 'the first state, without the file being written');
+    assert.ok(!writing.done, 'served while the file was still being written');
+    const from = recorder.count;
+    await busy.done;
+    const read = await recorder.next(
+      (e) =>
+        e.type === 'snapshot' &&
+        [...e.resources].some((r) => r.name === 'se-0' && Buffer.from(r.body).includes('.v149.')),
+      from,
+    );
+    assert.deepEqual(names(read as SourceSnapshotEvent), ['other', 'se-0', 'se-1', 'se-2', 'se-3']);
+  });
 });

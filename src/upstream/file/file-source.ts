@@ -32,7 +32,8 @@ export interface FileSourceOptions {
   /**
    * How long a file that held objects must stay empty or absent before its objects are deleted.
    * Writers that truncate before writing, and editors that remove before renaming, pass through
-   * such states for a moment. Default 1 s.
+   * such states for a moment. Also the longest a source's first state waits for a file that is
+   * still being written. Default 1 s.
    */
   readonly vanishGraceMs?: number;
   /**
@@ -102,6 +103,8 @@ class FileSourceRun {
   private scanning = false;
   /** Whether the scan under way put off reading a file it had never read. */
   private unreadFiles = false;
+  /** Until when the first state waits for files being written. */
+  private firstStateDue = 0;
   private rescanAgain = false;
   private stopped = false;
   private readonly settleMs: number;
@@ -124,6 +127,7 @@ class FileSourceRun {
   }
 
   start(): void {
+    this.firstStateDue = this.clock.now() + this.graceMs;
     this.tracker.connecting();
     try {
       this.watcher = watch(this.options.path, { recursive: true, persistent: false }, () => this.onFsEvent());
@@ -216,9 +220,10 @@ class FileSourceRun {
       if (this.withinGrace(file, prev)) reads.push([file, prev]);
       else this.vanishedSince.delete(file);
     }
-    // The first state waits for every file: served without one, it would delete what a restart
-    // restored of it.
-    if (this.lastState === undefined && this.unreadFiles) return;
+    // The first state waits for every file, as served without one it would delete what a restart
+    // restored of it; but for no longer than a file may stay absent, so one written without end
+    // does not hold back the others.
+    if (this.lastState === undefined && this.unreadFiles && this.clock.now() < this.firstStateDue) return;
     reads.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     if (this.lastState !== undefined && sameFiles(this.set, reads)) {
       // Every file as it was (a rescan that found nothing new): the set and its state are the
