@@ -250,15 +250,16 @@ describe('the file source', () => {
     await mkdir(dir);
     const file = path.join(dir, 'a.yaml');
     // Started in the writer's first pause: its first state waits for the whole file.
-    const firstRound = rewriteInTwoWrites(file, { count, split: 6, rounds: 1, pauseMs: 60, gapMs: 0 });
+    const firstRound = rewriteInTwoWrites(file, { count, split: 6, rounds: 1, pauseMs: 50, gapMs: 0 });
     await firstRound.firstWrite;
-    // Rescans every 5 ms look at the file in each pause; the settle window outlasts the pause.
-    const { recorder, first } = await start({}, { path: file, rescanMs: 5, settleMs: 100 });
+    // Rescans every 5 ms look at the file in each pause; the settle window outlasts the pause by
+    // 100 ms, for a writer the machine's load keeps waiting.
+    const { recorder, first } = await start({}, { path: file, rescanMs: 5, settleMs: 150 });
     await firstRound.done;
     assert.deepEqual(names(first), all, 'the first state');
     const from = recorder.count;
     const rounds = 8;
-    await rewriteInTwoWrites(file, { count, split: 6, rounds, pauseMs: 30, gapMs: 150 }).done;
+    await rewriteInTwoWrites(file, { count, split: 6, rounds, pauseMs: 30, gapMs: 200 }).done;
     const last = `se-0.v${rounds - 1}.example.com`;
     const final = (await recorder.next(
       (e) =>
