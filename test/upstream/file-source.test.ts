@@ -312,4 +312,19 @@ describe('the file source', () => {
     );
     assert.deepEqual(names(read as SourceSnapshotEvent), ['other', 'se-0', 'se-1', 'se-2', 'se-3']);
   });
+
+  it('holds its first state for a file put off at the start of a first scan that outlasts the grace period', async () => {
+    const dir = path.join(root, `case-${++counter}`);
+    await mkdir(dir);
+    for (let f = 0; f < 20; f++) {
+      const docs = Array.from({ length: 100 }, (_, i) => serviceEntry(`f${f}-${i}`)).join('---\n');
+      await writeFile(path.join(dir, `f${String(f).padStart(2, '0')}.yaml`), docs);
+    }
+    // Left alone past the settle window; only a.yaml is fresh when the source starts.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await writeFile(path.join(dir, 'a.yaml'), serviceEntry('fresh'));
+    const { first } = await start({}, { path: dir, settleMs: 150, vanishGraceMs: 20 });
+    assert.equal(first.resources.length, 2001, 'every file, the fresh one too');
+    assert.ok(names(first).includes('fresh'));
+  });
 });

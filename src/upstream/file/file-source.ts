@@ -54,7 +54,7 @@ interface FileStamp {
 /** Errors logged one by one per change of a source's errors; the rest are counted. */
 const MAX_LOGGED_ERRORS = 20;
 
-/** The read of a file that held nothing and is read again later. */
+/** What a file not read yet holds (put off while it was being written); read again later. */
 const NOTHING: YamlFileRead = { resources: [], errors: [], warnings: [] };
 
 /**
@@ -101,7 +101,7 @@ class FileSourceRun {
   private cancelFollowUp: (() => void) | undefined;
   private followUpAt = Infinity;
   private scanning = false;
-  /** Whether the scan under way put off reading a file it had never read. */
+  /** Whether the scan under way put off reading a file not read yet (held as {@link NOTHING}). */
   private unreadFiles = false;
   /** Until when the first state waits for files being written. */
   private firstStateDue = 0;
@@ -200,6 +200,7 @@ class FileSourceRun {
   }
 
   private async scan(): Promise<void> {
+    const startedAt = this.clock.now();
     this.unreadFiles = false;
     const found = await listYamlFiles(this.options.path);
     const reads: Array<[string, YamlFileRead]> = [];
@@ -220,10 +221,6 @@ class FileSourceRun {
       if (this.withinGrace(file, prev)) reads.push([file, prev]);
       else this.vanishedSince.delete(file);
     }
-    // The first state waits for every file, as served without one it would delete what a restart
-    // restored of it; but for no longer than a file may stay absent, so one written without end
-    // does not hold back the others.
-    if (this.lastState === undefined && this.unreadFiles && this.clock.now() < this.firstStateDue) return;
     reads.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     if (this.lastState !== undefined && sameFiles(this.set, reads)) {
       // Every file as it was (a rescan that found nothing new): the set and its state are the
@@ -232,6 +229,10 @@ class FileSourceRun {
       return;
     }
     this.set = nextYamlFileSet(this.set, reads);
+    // The first state waits for every file, as served without one it would delete what a restart
+    // restored of it; but for no longer than a file may stay absent, so one written without end
+    // does not hold back the others. What the scan read is kept: the next one reads only the rest.
+    if (this.lastState === undefined && this.unreadFiles && startedAt < this.firstStateDue) return;
     this.emitState();
   }
 
@@ -275,7 +276,7 @@ class FileSourceRun {
   /** What a file not read now yields until it is read `ms` from now: what it held, if anything. */
   private readLater(prev: YamlFileRead | undefined, ms: number): YamlFileRead {
     this.scanAgainIn(ms);
-    if (prev === undefined) this.unreadFiles = true;
+    if (prev === undefined || prev === NOTHING) this.unreadFiles = true;
     return prev ?? NOTHING;
   }
 
