@@ -54,7 +54,7 @@ interface FileStamp {
 /** Errors logged one by one per change of a source's errors; the rest are counted. */
 const MAX_LOGGED_ERRORS = 20;
 
-/** What a file not read yet holds (put off while it was being written); read again later. */
+/** What a file not read yet holds (put off while it was being written), until it is read. */
 const NOTHING: YamlFileRead = { resources: [], errors: [], warnings: [] };
 
 /**
@@ -101,8 +101,6 @@ class FileSourceRun {
   private cancelFollowUp: (() => void) | undefined;
   private followUpAt = Infinity;
   private scanning = false;
-  /** Whether the scan under way put off reading a file not read yet (held as {@link NOTHING}). */
-  private unreadFiles = false;
   /** Until when the first state waits for files being written. */
   private firstStateDue = 0;
   private rescanAgain = false;
@@ -201,7 +199,6 @@ class FileSourceRun {
 
   private async scan(): Promise<void> {
     const startedAt = this.clock.now();
-    this.unreadFiles = false;
     const found = await listYamlFiles(this.options.path);
     const reads: Array<[string, YamlFileRead]> = [];
     const present = new Set(found);
@@ -232,7 +229,8 @@ class FileSourceRun {
     // The first state waits for every file, as served without one it would delete what a restart
     // restored of it; but for no longer than a file may stay absent, so one written without end
     // does not hold back the others. What the scan read is kept: the next one reads only the rest.
-    if (this.lastState === undefined && this.unreadFiles && startedAt < this.firstStateDue) return;
+    const waiting = this.lastState === undefined && startedAt < this.firstStateDue;
+    if (waiting && reads.some(([, read]) => read === NOTHING)) return;
     this.emitState();
   }
 
@@ -276,7 +274,6 @@ class FileSourceRun {
   /** What a file not read now yields until it is read `ms` from now: what it held, if anything. */
   private readLater(prev: YamlFileRead | undefined, ms: number): YamlFileRead {
     this.scanAgainIn(ms);
-    if (prev === undefined || prev === NOTHING) this.unreadFiles = true;
     return prev ?? NOTHING;
   }
 
