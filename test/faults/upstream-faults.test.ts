@@ -9,14 +9,21 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { kindNamed, type FakeObject } from '../support/fake-objects.js';
-import { bareBodyAny, discoveryResponse, everyConfigTypeUrl, mcpAny } from '../support/faulty-responses.js';
+import {
+  bareBodyAny,
+  discoveryResponse,
+  everyConfigTypeUrl,
+  mcpAny,
+  type RawAny,
+} from '../support/faulty-responses.js';
 import { freePort } from '../support/free-port.js';
 import { TestRepo, serviceEntry, virtualService } from '../support/git-fixtures.js';
 import { connectIstiod, inventory, lost, readiness, report } from '../support/fault-kit.js';
 import type { IstiodClient } from '../support/istiod-client.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
-import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
+import { fakeDestinationRule, fakeServiceEntry, fakeVirtualService } from '../support/fake-objects.js';
+import { deltaResponse, ScriptedDeltaUpstream } from '../support/scripted-delta-upstream.js';
 import { DR, SE, VS } from '../support/type-urls.js';
 
 const VS_KIND = kindNamed('VirtualService');
@@ -269,6 +276,110 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
     report('an upstream object with a string that is not UTF-8', {
       'objects lost': missing.length,
       'ms for the rest of the response to reach the istiod': servedMs,
+    });
+  });
+});
+
+describe('faults: a delta upstream whose first state on a new stream is refused', () => {
+  const SE_KIND = kindNamed('ServiceEntry');
+  const entry = (i: number, host = `svc-${i}.example.com`): { name: string; any: RawAny } => ({
+    name: `payments/svc-${i}`,
+    any: mcpAny(SE_KIND, fakeServiceEntry(`svc-${i}`, host)),
+  });
+  const COUNT = 8;
+  const all = (changed?: string): Array<{ name: string; any: RawAny }> =>
+    Array.from({ length: COUNT }, (_, i) =>
+      i === 0 && changed !== undefined ? entry(0, changed) : entry(i),
+    );
+
+  let dir: { dir: string; dispose: () => Promise<void> };
+  let upstream: ScriptedDeltaUpstream;
+  let meshmux: MeshmuxProcess;
+  let client: IstiodClient;
+
+  before(async () => {
+    dir = await tempDir('meshmux-fault-delta-');
+    upstream = await ScriptedDeltaUpstream.start();
+    await writeFile(
+      path.join(dir.dir, 'meshmux.yaml'),
+      [
+        'syncTimeout: 10s',
+        'sources:',
+        '  - name: nacos',
+        '    type: xds',
+        '    delta: true',
+        `    address: ${upstream.address}`,
+        '    kinds: [ServiceEntry]',
+        '    apiVersions: current',
+        '    reconnect: { initialDelay: 50ms, maxDelay: 400ms }',
+        '',
+      ].join('\n'),
+    );
+    meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
+    client = connectIstiod(meshmux.xds);
+    await upstream.waitFor(() => upstream.subscriptions(SE) === 1, 15_000, 'the first stream');
+    upstream.send(deltaResponse(SE, all(), 'first'));
+    await client.waitFor(
+      (c) => c.configs(SE).size === COUNT,
+      15_000,
+      () => 'the first state served',
+    );
+  });
+  after(async () => {
+    client.close();
+    await meshmux.kill();
+    upstream.stop();
+    await dir.dispose();
+  });
+
+  it('keeps every object when a change follows a refused first state, and reads the complete state on a new stream', async () => {
+    const held = inventory(client);
+    const started = performance.now();
+    upstream.endStreams();
+    await upstream.waitFor(() => upstream.subscriptions(SE) === 2, 10_000, 'a second stream');
+    // The second stream's first response, the complete state, holds one entry in the wrong Any:
+    // refused whole. The upstream then sends its next change, on that stream, as delta servers do.
+    const torn = [...all()];
+    torn.splice(3, 0, {
+      name: 'payments/torn',
+      any: bareBodyAny(VS_KIND, fakeVirtualService('torn')),
+    });
+    upstream.send(deltaResponse(SE, torn, 'torn-first'));
+    upstream.send(deltaResponse(SE, [entry(0, 'changed.example.com')], 'a-change'));
+    await upstream.waitFor(
+      () => upstream.requests.some((r) => r.nonce === 'torn-first' && r.errorDetail?.code === 3),
+      10_000,
+      'the NACK of the refused state',
+    );
+    // Taken on the stream, the change would be answered (and served, an istiod push later).
+    await upstream.waitFor(
+      () => upstream.subscriptions(SE) === 3 || upstream.requests.some((r) => r.nonce === 'a-change'),
+      10_000,
+      'a third stream, or an answer to the change',
+    );
+    const reopenedMs = performance.now() - started;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const lostMeanwhile = lost(held, inventory(client));
+    assert.deepEqual(lostMeanwhile, [], 'nothing the istiod held is lost');
+    await upstream.waitFor(() => upstream.subscriptions(SE) === 3, 10_000, 'a third stream');
+    upstream.send(deltaResponse(SE, all('changed.example.com'), 'complete'));
+    await client.waitFor(
+      (c) =>
+        (c.configs(SE).get('payments/svc-0')?.body['hosts'] as string[] | undefined)?.[0] ===
+        'changed.example.com',
+      10_000,
+      () => 'the complete state of the third stream served',
+    );
+    assert.equal(client.configs(SE).size, COUNT);
+    assert.deepEqual(lost(held, inventory(client)), []);
+    const sources = (await (await fetch(`${meshmux.admin}/debug/sources`)).json()) as Array<{
+      name: string;
+      state: string;
+    }>;
+    assert.equal(sources.find((x) => x.name === 'nacos')?.state, 'synced');
+    report('a change after a refused first state on a delta stream', {
+      'objects lost': lostMeanwhile.length,
+      'ms to a new stream': reopenedMs,
     });
   });
 });

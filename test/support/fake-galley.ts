@@ -20,6 +20,8 @@ export interface FakeGalleyOptions {
   readonly collections?: readonly string[];
   /** Answer incrementally when a sink asks. Default true. */
   readonly incremental?: boolean;
+  /** Record requests and answer none: the test writes every message itself ({@link FakeGalley.sendRaw}). */
+  readonly scripted?: boolean;
 }
 
 /** A Galley serving `ResourceSource` (meshmux dials it: `type: mcp`). */
@@ -27,6 +29,7 @@ export class FakeGalley extends Waitable implements GalleyState {
   readonly store = new FakeStore();
   readonly collections: ReadonlySet<string>;
   readonly allowIncremental: boolean;
+  readonly scripted: boolean;
   readonly requests: RecordedMcpRequest[] = [];
   snapshotVersion = 1;
   private server: grpc.Server | undefined;
@@ -41,6 +44,7 @@ export class FakeGalley extends Waitable implements GalleyState {
         KINDS.kinds.flatMap((k) => (k.legacyCollection === undefined ? [] : [k.legacyCollection])),
     );
     this.allowIncremental = options.incremental ?? true;
+    this.scripted = options.scripted ?? false;
   }
 
   static async start(options: FakeGalleyOptions = {}, port = 0): Promise<FakeGalley> {
@@ -122,7 +126,7 @@ export class FakeGalley extends Waitable implements GalleyState {
           call.on('data', (bytes: Buffer) => {
             const req = decodeRequestResources(session.id, bytes);
             this.requests.push(req);
-            session.onRequest(req);
+            if (!this.scripted) session.onRequest(req);
             this.notify();
           });
           this.notify();

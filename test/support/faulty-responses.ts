@@ -70,17 +70,19 @@ export function discoveryResponse(
   return w.finish();
 }
 
-/** An encoded full-state `istio.mcp.v1alpha1.Resources` of a Galley. */
+/** An encoded `istio.mcp.v1alpha1.Resources` of a Galley: a full state, or marked incremental. */
 export function galleyResources(
   collection: string,
   resources: readonly Uint8Array[],
   nonce: string,
+  incremental = false,
 ): Uint8Array {
   const w = protobuf.Writer.create();
   w.uint32((1 << 3) | 2).string(nonce);
   w.uint32((2 << 3) | 2).string(collection);
   for (const r of resources) w.uint32((3 << 3) | 2).bytes(r);
   w.uint32((5 << 3) | 2).string(nonce);
+  if (incremental) w.uint32(6 << 3).bool(true);
   return w.finish();
 }
 

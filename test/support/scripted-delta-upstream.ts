@@ -84,6 +84,22 @@ export class ScriptedDeltaUpstream {
     for (const call of this.calls) call.write(bytes);
   }
 
+  /** Ends every open stream with UNAVAILABLE, as an upstream restarting does. */
+  endStreams(): void {
+    for (const call of this.calls) {
+      call.emit('error', {
+        code: grpc.status.UNAVAILABLE,
+        details: 'the scripted upstream ended the stream',
+      });
+    }
+    this.calls.clear();
+  }
+
+  /** The initial requests for `typeUrl` (no nonce): one per stream that subscribed it. */
+  subscriptions(typeUrl: string): number {
+    return this.requests.filter((r) => r.typeUrl === typeUrl && r.nonce === '').length;
+  }
+
   /** Resolves once `check()` holds (checked on every request); rejects after `timeoutMs`. */
   waitFor(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
     return new Promise((resolve, reject) => {

@@ -498,16 +498,83 @@ describe('a legacy MCP source refusing what it cannot name', () => {
   });
 });
 
+describe('a legacy MCP source asking for incremental answers', () => {
+  it('never takes an incremental answer after a refused first state as the collection, and reads it whole on a new stream', async () => {
+    const collection = 'istio/networking/v1alpha3/virtualservices';
+    const galley = await FakeGalley.start({ collections: [collection], scripted: true });
+    const recorder = new SourceEventRecorder(
+      new McpSource({
+        name: 'galley',
+        namespace: 'default',
+        address: galley.address,
+        kinds: ['VirtualService'],
+        incremental: true,
+        reconnect: { initialDelay: 50, maxDelay: 400 },
+      }).events$,
+    );
+    const asked = (): number => galley.requests.filter((r) => r.nonce === '').length;
+    const vs = (name: string, host = name): Uint8Array =>
+      encodeMcpResource(VS_KIND, fakeVirtualService(name, host));
+    const names = ['reviews', 'ratings', 'details'];
+    try {
+      await galley.waitFor(() => asked() === 1, 5_000, 'the first subscription');
+      galley.sendRaw(
+        galleyResources(
+          collection,
+          names.map((n) => vs(n)),
+          'first',
+        ),
+      );
+      await recorder.status('synced');
+      galley.disconnectAll();
+      await galley.waitFor(() => asked() === 2, 5_000, 'a second stream');
+      const from = recorder.count;
+      // Its first answer, the whole collection, holds a DestinationRule: refused whole. The next,
+      // marked incremental, changes one object of what the source takes as delivered.
+      const torn = [...names.map((n) => vs(n)), encodeMcpResource(DR_KIND, fakeDestinationRule('x'))];
+      galley.sendRaw(galleyResources(collection, torn, 'torn-first', true));
+      galley.sendRaw(galleyResources(collection, [vs('reviews', 'changed')], 'a-change', true));
+      await galley.waitFor(
+        () => asked() === 3 || galley.requests.some((r) => r.nonce === 'a-change'),
+        5_000,
+        'a third stream, or an answer to the change',
+      );
+      assert.equal(galley.requests.find((r) => r.nonce === 'torn-first')?.errorDetail?.code, 3);
+      assert.deepEqual(snapshotsOf(recorder.events.slice(from), VS), [], 'nothing served changed');
+      assert.deepEqual(servedKeys(recorder.events, VS), ['shop/details', 'shop/ratings', 'shop/reviews']);
+      await galley.waitFor(() => asked() === 3, 5_000, 'a third stream');
+      // Reported as the stream's end: the source is stale until the new stream answers.
+      await recorder.next(
+        (e) =>
+          e.type === 'status' &&
+          e.state === 'stale' &&
+          /out of step with the MCP source/.test(e.error?.message ?? ''),
+        from,
+      );
+      const reopened = recorder.count;
+      galley.sendRaw(
+        galleyResources(collection, [vs('reviews', 'changed'), vs('ratings'), vs('details')], 'whole', true),
+      );
+      await recorder.next((e) => e.type === 'snapshot', reopened);
+      assert.deepEqual(servedKeys(recorder.events, VS), ['shop/details', 'shop/ratings', 'shop/reviews']);
+    } finally {
+      recorder.close();
+      await galley.stop();
+    }
+  });
+});
+
 describe('a delta xds source refusing what it cannot name', () => {
-  it('NACKs a delta response with a resource in the wrong Any, applying none of its removals, and applies the next one', async () => {
-    const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
-    const SE = 'networking.istio.io/ServiceEntry';
-    const SE_KIND = kindNamed('ServiceEntry');
-    const se = (name: string): FakeObject => ({
-      namespace: 'payments',
-      name,
-      spec: { hosts: [`${name}.example.com`], resolution: 'DNS' },
-    });
+  const SE_V1 = 'networking.istio.io/v1/ServiceEntry';
+  const SE = 'networking.istio.io/ServiceEntry';
+  const SE_KIND = kindNamed('ServiceEntry');
+  const se = (name: string): FakeObject => ({
+    namespace: 'payments',
+    name,
+    spec: { hosts: [`${name}.example.com`], resolution: 'DNS' },
+  });
+
+  it('NACKs a delta response with a resource in the wrong Any, applying none of it, and takes the complete state of a new stream', async () => {
     const upstream = await ScriptedDeltaUpstream.start();
     const recorder = await subscribedDeltaSource(upstream, 'delta');
     try {
@@ -533,18 +600,60 @@ describe('a delta xds source refusing what it cannot name', () => {
           ['payments/cards'],
         ),
       );
+      // A change that came after the refused one, on the stream that is ending: never taken.
+      upstream.send(deltaResponse(SE_V1, [], 'after', ['payments/loans']));
       await upstream.waitFor(() => upstream.requests.some((r) => r.nonce === 'wrong-any'), 5_000, 'the NACK');
       const nack = upstream.requests.find((r) => r.nonce === 'wrong-any');
       assert.equal(nack?.errorDetail?.code, 3);
       assert.match(nack?.errorDetail?.message ?? '', /rejected the whole response/);
-
-      upstream.send(deltaResponse(SE_V1, [], 'removal', ['payments/loans']));
-      await recorder.next((e) => e.type === 'snapshot', from);
-      assert.deepEqual(
-        servedKeys(recorder.events, SE),
-        ['payments/cards'],
-        'only the accepted response removed anything',
+      // The changes it carried are lost to the stream: a new one begins with the complete state.
+      await upstream.waitFor(() => upstream.subscriptions(SE_V1) === 2, 5_000, 'a new stream');
+      const stale = await recorder.status('stale', from);
+      assert.match(
+        stale.error?.message ?? '',
+        /out of step with the upstream.*new stream is opened for the complete state/,
       );
+      assert.ok(!upstream.requests.some((r) => r.nonce === 'after'), 'nothing after the refusal is read');
+      assert.deepEqual(
+        snapshotsOf(recorder.events.slice(from), SE),
+        [],
+        'the refused response changed nothing',
+      );
+
+      const reopened = recorder.count;
+      upstream.send(
+        deltaResponse(SE_V1, [{ name: 'payments/loans', any: mcpAny(SE_KIND, se('loans')) }], 'complete'),
+      );
+      await recorder.next((e) => e.type === 'snapshot', reopened);
+      assert.deepEqual(servedKeys(recorder.events, SE), ['payments/loans'], 'the complete state, whole');
+    } finally {
+      recorder.close();
+      upstream.stop();
+    }
+  });
+
+  it('never takes a change after a refused first state as the whole state', async () => {
+    const upstream = await ScriptedDeltaUpstream.start();
+    const recorder = await subscribedDeltaSource(upstream, 'delta-first');
+    try {
+      const state = ['cards', 'loans', 'fx'].map((n) => ({
+        name: `payments/${n}`,
+        any: mcpAny(SE_KIND, se(n)),
+      }));
+      upstream.send(
+        deltaResponse(
+          SE_V1,
+          [...state, { name: 'payments/x', any: bareBodyAny(VS_KIND, fakeVirtualService('x')) }],
+          'torn-first',
+        ),
+      );
+      upstream.send(deltaResponse(SE_V1, [state[0] as (typeof state)[number]], 'a-change'));
+      await upstream.waitFor(() => upstream.subscriptions(SE_V1) === 2, 5_000, 'a new stream');
+      assert.deepEqual(snapshotsOf(recorder.events, SE), [], 'no part of the state is served as all of it');
+      assert.ok(!upstream.requests.some((r) => r.nonce === 'a-change'));
+      upstream.send(deltaResponse(SE_V1, state, 'complete'));
+      await recorder.status('synced');
+      assert.deepEqual(servedKeys(recorder.events, SE), ['payments/cards', 'payments/fx', 'payments/loans']);
     } finally {
       recorder.close();
       upstream.stop();

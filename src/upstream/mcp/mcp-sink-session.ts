@@ -79,13 +79,21 @@ export class McpSinkSession {
     }
   }
 
-  /** One `Resources` message: applies it and sends the ACK or NACK. */
-  message(bytes: Uint8Array, send: (message: Uint8Array) => void): void {
+  /**
+   * One `Resources` message: applies it and sends the ACK or NACK. `restart` ends the stream, for
+   * a new one that begins with every collection's complete state (see {@link outOfStep}).
+   */
+  message(
+    bytes: Uint8Array,
+    send: (message: Uint8Array) => void,
+    restart: (error: MeshmuxError) => void,
+  ): void {
     let resources: ResourcesMessage;
     try {
       resources = readResourcesMessage(bytes);
     } catch (err) {
-      this.undecodable(bytes, err, send);
+      const error = this.undecodable(bytes, err, send);
+      this.outOfStep(error, restart);
       return;
     }
     const { collection, nonce } = resources;
@@ -96,7 +104,6 @@ export class McpSinkSession {
       send(this.nack(collection, nonce, UNIMPLEMENTED, `unsupported collection "${collection}"`));
       return;
     }
-    this.ctx.onAnswer();
     const where = `${this.ctx.describe} ${collection}`;
     const incremental = resources.incremental && this.ctx.state.answered(collection);
     const version = resources.systemVersionInfo;
@@ -117,6 +124,7 @@ export class McpSinkSession {
       const read = this.readFullState(kind, bytes, resources.resources, where, before);
       results = read.results;
       if (read.patch !== undefined && this.ctx.state.applyPatch(collection, read.patch, version)) {
+        this.ctx.onAnswer();
         this.previous.set(collection, { results, whole: true });
         ack();
         return;
@@ -132,6 +140,7 @@ export class McpSinkSession {
       const removed = resources.removedResources.map((name) => this.fullName(name));
       const patch = statedPatch(removed, results);
       if (patch !== undefined && this.ctx.state.applyPatch(collection, patch, version)) {
+        this.ctx.onAnswer();
         ack();
         return;
       }
@@ -154,12 +163,36 @@ export class McpSinkSession {
       this.previous.set(collection, { results, whole });
     }
     if (update.dropped === 0) {
+      this.ctx.onAnswer();
       ack();
       return;
     }
     const detail = update.nackMessage();
     this.ctx.log.warn({ collection, dropped: update.dropped, kept, refused: update.refused }, detail);
     send(this.nack(collection, nonce, INVALID_ARGUMENT, detail));
+    if (built.refused === undefined) this.ctx.onAnswer();
+    else this.outOfStep(built.refused, restart);
+  }
+
+  /**
+   * A message was refused whole (or did not decode) on a stream that asked for incremental
+   * answers: none of its changes were taken, and the source sends each change once. Applied to
+   * what meshmux holds, the next answers would serve a state the source never had (after a
+   * refused first answer, an incremental one taken as the whole collection deletes the rest of
+   * it downstream), so the stream is ended, every object served kept, and the next begins with
+   * the complete state. Full states need none of this: the next one replaces the collection.
+   * The refusal does not reset the reconnect backoff.
+   */
+  private outOfStep(refused: MeshmuxError, restart: (error: MeshmuxError) => void): void {
+    if (!this.ctx.incremental) return;
+    restart(
+      new MeshmuxError(
+        'UNAVAILABLE',
+        `${refused.message}; the stream is out of step with the MCP source, which sends each ` +
+          'change once: a new stream begins with the complete state',
+        refused.location,
+      ),
+    );
   }
 
   /**
@@ -206,7 +239,7 @@ export class McpSinkSession {
     return { results, patch: channelPatchOf(removed, results, sameAs) };
   }
 
-  private undecodable(bytes: Uint8Array, err: unknown, send: (message: Uint8Array) => void): void {
+  private undecodable(bytes: Uint8Array, err: unknown, send: (message: Uint8Array) => void): MeshmuxError {
     const fields = readTopLevelFields(bytes).fields;
     const collection = salvageString(fields, 2);
     const nonce = salvageString(fields, 5);
@@ -221,6 +254,7 @@ export class McpSinkSession {
     if (collection !== undefined && nonce !== undefined && this.ctx.state.has(collection)) {
       send(this.nack(collection, nonce, INVALID_ARGUMENT, error.message));
     }
+    return error;
   }
 
   /** Removal names are `<namespace>/<name>`, or a bare name in the default namespace. */

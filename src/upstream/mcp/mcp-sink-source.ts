@@ -102,8 +102,17 @@ export class McpSinkSource implements UpstreamSource {
             active = undefined;
             state.streamClosed(new MeshmuxError('UNAVAILABLE', reason, { file: describe }));
           };
+          // The session can no longer read the stream: ended with UNAVAILABLE, so the MCP source
+          // dials again and begins with every collection's complete state.
+          const restart = (error: MeshmuxError): void => {
+            if (active !== call) return;
+            active = undefined;
+            log.warn({ peer: call.getPeer(), err: error.message }, 'ending the MCP source stream');
+            state.streamClosed(error);
+            call.emit('error', { code: grpc.status.UNAVAILABLE, details: error.message });
+          };
           call.on('data', (message: Buffer) => {
-            if (active === call) session.message(message, send);
+            if (active === call) session.message(message, send, restart);
           });
           call.on('end', () => {
             closed(`the MCP source ${call.getPeer()} closed its stream`);

@@ -61,7 +61,12 @@ export class McpSource implements UpstreamSource {
         },
         {
           onOpen: (s) => session.open((m) => s.send(m)),
-          onMessage: (s, message) => session.message(message, (m) => s.send(m)),
+          onMessage: (s, message) =>
+            session.message(
+              message,
+              (m) => s.send(m),
+              (error) => s.restart(error),
+            ),
           onClose: (error) => state.streamClosed(error),
         },
       );

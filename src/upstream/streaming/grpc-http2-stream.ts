@@ -218,6 +218,22 @@ export class GrpcHttp2Stream {
     this.close();
   }
 
+  /**
+   * Ends the stream and its connection without reporting an end, once what was written (a NACK
+   * saying why) has gone out: the connection is closed gracefully then, or at once after
+   * `lingerMs` when the upstream does not take the bytes.
+   */
+  finish(lingerMs = 1_000): void {
+    if (this.ended) return;
+    this.ended = true;
+    const force = setTimeout(() => this.close(), lingerMs);
+    force.unref();
+    this.stream.end(() => {
+      clearTimeout(force);
+      this.close(true);
+    });
+  }
+
   private onHeaders(headers: IncomingHttpHeaders & IncomingHttpStatusHeader): void {
     const httpStatus = headers[':status'] ?? 0;
     if (httpStatus !== 200) {
@@ -318,13 +334,16 @@ export class GrpcHttp2Stream {
     this.handlers.onEnd(end);
   }
 
-  private close(): void {
+  /** `gracefully`: the connection sends what it holds before it closes. */
+  private close(gracefully = false): void {
     clearTimeout(this.quiet);
     clearInterval(this.keepaliveTimer);
     clearTimeout(this.pingTimer);
     this.keepaliveTimer = undefined;
     this.pingTimer = undefined;
     if (!this.stream.closed) this.stream.close(constants.NGHTTP2_CANCEL);
-    if (!this.session.destroyed) this.session.destroy();
+    if (this.session.destroyed) return;
+    if (gracefully) this.session.close();
+    else this.session.destroy();
   }
 }

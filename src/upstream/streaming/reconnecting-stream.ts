@@ -20,6 +20,11 @@ export interface OpenStream {
    * give: copy it then.
    */
   adoptMessage(): Buffer | undefined;
+  /**
+   * Ends this stream for `error` and opens a new one after the backoff, as if the upstream had
+   * ended it: for a protocol that can no longer make sense of what the stream sends.
+   */
+  restart(error: MeshmuxError): void;
 }
 
 /** What a protocol does with a stream; all calls are synchronous and never overlap. */
@@ -125,6 +130,12 @@ export class ReconnectingStream {
         if (call !== undefined && this.call === call) call.write(message);
       },
       adoptMessage: () => (call !== undefined && this.call === call ? call.adoptMessage() : undefined),
+      restart: (error) => {
+        if (call === undefined || this.call !== call) return;
+        this.call = undefined;
+        call.finish();
+        this.failed(error);
+      },
     };
     call = new GrpcHttp2Stream(
       {

@@ -23,16 +23,16 @@ export interface AdsClientContext {
 }
 
 /**
- * Reports a response that does not decode at all (it changes nothing) and returns what a NACK of
- * it needs: its type URL and nonce (fields 4 and 5 of both response messages), when they can be
- * salvaged and the type is subscribed; undefined otherwise.
+ * Reports a response that does not decode at all (it changes nothing) and returns the error, with
+ * what a NACK of it needs: its type URL and nonce (fields 4 and 5 of both response messages), when
+ * they can be salvaged and the type is subscribed (`nack` undefined otherwise).
  */
 export function reportUndecodable(
   ctx: AdsClientContext,
   messageName: string,
   message: Uint8Array,
   err: unknown,
-): { typeUrl: string; nonce: string; error: MeshmuxError } | undefined {
+): { readonly error: MeshmuxError; readonly nack: { typeUrl: string; nonce: string } | undefined } {
   const fields = readTopLevelFields(message).fields;
   const typeUrl = salvageString(fields, 4);
   const nonce = salvageString(fields, 5);
@@ -44,6 +44,7 @@ export function reportUndecodable(
   );
   ctx.log.warn({ err: error.message }, 'undecodable response');
   ctx.state.report(error);
-  if (typeUrl === undefined || nonce === undefined || !ctx.state.has(typeUrl)) return undefined;
-  return { typeUrl, nonce, error };
+  if (typeUrl === undefined || nonce === undefined || !ctx.state.has(typeUrl))
+    return { error, nack: undefined };
+  return { error, nack: { typeUrl, nonce } };
 }

@@ -68,7 +68,8 @@ function deltaPatch(removals: readonly string[], entries: readonly DeltaEntry[])
  * without `initial_resource_versions`: the first response of each type on a stream is therefore
  * the upstream's complete state and replaces what the type held; later responses add, update
  * and remove by resource name. Objects arrive in an MCP envelope, or bare (Nacos: the body alone,
- * no name), in which case they are named after the delta name or their first host.
+ * no name), in which case they are named after the delta name or their first host. A response
+ * refused whole ends the stream (see {@link DeltaAdsClient.outOfStep}).
  */
 export class DeltaAdsClient implements StreamHandlers {
   constructor(private readonly ctx: AdsClientContext) {}
@@ -93,7 +94,6 @@ export class DeltaAdsClient implements StreamHandlers {
       this.undecodable(stream, message, err);
       return;
     }
-    this.ctx.onAnswer();
     const { type_url: typeUrl, nonce } = response;
     const kind = this.ctx.state.kindOf(typeUrl);
     if (kind === undefined) {
@@ -145,6 +145,7 @@ export class DeltaAdsClient implements StreamHandlers {
     // not to a copy of every object the type holds.
     const patch = answered ? deltaPatch(removals, entries) : undefined;
     if (patch !== undefined && this.ctx.state.applyPatch(typeUrl, patch, response.system_version_info)) {
+      this.ctx.onAnswer();
       this.send(stream, { typeUrl, responseNonce: nonce });
       return;
     }
@@ -161,8 +162,10 @@ export class DeltaAdsClient implements StreamHandlers {
       else if (entry.rejected !== undefined) update.reject(entry.rejected);
       else update.remove(entry.removed);
     }
-    const kept = this.ctx.state.apply(typeUrl, update.build(response.system_version_info));
+    const built = update.build(response.system_version_info);
+    const kept = this.ctx.state.apply(typeUrl, built);
     if (update.dropped === 0) {
+      this.ctx.onAnswer();
       this.send(stream, { typeUrl, responseNonce: nonce });
       return;
     }
@@ -173,6 +176,28 @@ export class DeltaAdsClient implements StreamHandlers {
       responseNonce: nonce,
       errorDetail: { code: INVALID_ARGUMENT, message: detail },
     });
+    if (built.refused === undefined) this.ctx.onAnswer();
+    else this.outOfStep(stream, built.refused);
+  }
+
+  /**
+   * A response was refused whole (or did not decode): none of its changes were taken, and the
+   * upstream, which sends a delta stream's changes once, will not send them again. Applied to
+   * what meshmux holds, the next responses would serve a state the upstream never had: after a
+   * refused first response, a change taken as the whole state serves a few objects as all of
+   * them and deletes the rest downstream. The stream is ended instead, every object served kept,
+   * and the next begins with the complete state. The refusal does not reset the reconnect
+   * backoff, so an upstream whose every state is refused is asked again less and less often.
+   */
+  private outOfStep(stream: OpenStream, refused: MeshmuxError): void {
+    stream.restart(
+      new MeshmuxError(
+        'UNAVAILABLE',
+        `${refused.message}; the stream is out of step with the upstream, which sends each change ` +
+          'once: a new stream is opened for the complete state',
+        refused.location,
+      ),
+    );
   }
 
   onClose(error: MeshmuxError): void {
@@ -180,14 +205,15 @@ export class DeltaAdsClient implements StreamHandlers {
   }
 
   private undecodable(stream: OpenStream, message: Uint8Array, err: unknown): void {
-    const salvaged = reportUndecodable(this.ctx, 'DeltaDiscoveryResponse', message, err);
-    if (salvaged === undefined) return;
-    const { typeUrl, nonce, error } = salvaged;
-    this.send(stream, {
-      typeUrl,
-      responseNonce: nonce,
-      errorDetail: { code: INVALID_ARGUMENT, message: error.message },
-    });
+    const { error, nack } = reportUndecodable(this.ctx, 'DeltaDiscoveryResponse', message, err);
+    if (nack !== undefined) {
+      this.send(stream, {
+        typeUrl: nack.typeUrl,
+        responseNonce: nack.nonce,
+        errorDetail: { code: INVALID_ARGUMENT, message: error.message },
+      });
+    }
+    this.outOfStep(stream, error);
   }
 
   private send(stream: OpenStream, request: DeltaDiscoveryRequestFields): void {

@@ -365,9 +365,9 @@ export class SotwAdsClient implements StreamHandlers {
   }
 
   private undecodable(stream: OpenStream, message: Uint8Array, err: unknown): void {
-    const salvaged = reportUndecodable(this.ctx, 'DiscoveryResponse', message, err);
-    if (salvaged === undefined) return;
-    const { typeUrl, nonce, error } = salvaged;
+    const { error, nack } = reportUndecodable(this.ctx, 'DiscoveryResponse', message, err);
+    if (nack === undefined) return;
+    const { typeUrl, nonce } = nack;
     this.send(stream, {
       typeUrl,
       responseNonce: nonce,
