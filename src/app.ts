@@ -221,6 +221,7 @@ export async function startMeshmux(
       maxTypesPerStream: config.server.maxTypesPerStream,
       maxNodeIdLength: config.server.maxNodeIdLength,
       maxMetadataBytes: config.server.maxMetadataBytes,
+      maxRequestBytes: config.server.maxRequestBytes,
     },
     maxViews: config.server.maxViews,
     viewGraceMs: config.server.viewGrace,

@@ -4,10 +4,13 @@ export const MAX_LOGGED_CHARS = 256;
 /**
  * `text` cut to `max` characters, with how much was left out: a client decides what it sends, so
  * a 10 MB NACK message or node id must not become a 10 MB log line. Shorter text is returned as is.
+ * The cut text is a copy: in V8 a slice of a long string keeps the whole of it alive, and a
+ * truncated string may be kept (a stream's last acknowledged version).
  */
 export function truncateForLog(text: string, max = MAX_LOGGED_CHARS): string {
   if (text.length <= max) return text;
-  return `${text.slice(0, max)}… (${text.length - max} more characters)`;
+  const cut = Buffer.from(text.slice(0, max), 'utf16le').toString('utf16le');
+  return `${cut}… (${text.length - max} more characters)`;
 }
 
 /**

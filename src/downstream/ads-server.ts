@@ -139,22 +139,29 @@ export interface AdsCounters {
   readonly lastSnapshotAtMs: number;
 }
 
-/** gRPC channel options of the server: accept istiod's 30 s keepalive pings, no size limit istiod would hit. */
-export const ADS_SERVER_CHANNEL_OPTIONS: grpc.ChannelOptions = {
-  'grpc.keepalive_permit_without_calls': 1,
-  'grpc.http2.min_ping_interval_without_data_ms': 5_000,
-  'grpc.max_receive_message_length': 64 * 1024 * 1024,
-  'grpc.max_send_message_length': -1,
-  'grpc.keepalive_time_ms': 60_000,
-  'grpc.keepalive_timeout_ms': 20_000,
-};
+/**
+ * gRPC channel options of the server: accept istiod's 30 s keepalive pings, no size limit on what
+ * is sent, and requests of at most `maxRequestBytes` (a larger one is refused before it is read).
+ */
+export function adsServerChannelOptions(
+  maxRequestBytes = DEFAULT_STREAM_LIMITS.maxRequestBytes,
+): grpc.ChannelOptions {
+  return {
+    'grpc.keepalive_permit_without_calls': 1,
+    'grpc.http2.min_ping_interval_without_data_ms': 5_000,
+    'grpc.max_receive_message_length': maxRequestBytes,
+    'grpc.max_send_message_length': -1,
+    'grpc.keepalive_time_ms': 60_000,
+    'grpc.keepalive_timeout_ms': 20_000,
+  };
+}
 
 /**
  * The ADS server istiods connect to. It owns one subscription to the snapshot stream and fans
  * each snapshot out to every stream; streams share responses built once per view and version.
  */
 export class AdsServer {
-  private readonly server = new grpc.Server(ADS_SERVER_CHANNEL_OPTIONS);
+  private readonly server: grpc.Server;
   private readonly streams = new Set<AdsStream>();
   private readonly encoder: ResourceEncoder;
   readonly responses: ResponseCache;
@@ -195,6 +202,7 @@ export class AdsServer {
       stallAfterMs: stallAfterFor(sendTimeoutMs),
       ...options.limits,
     };
+    this.server = new grpc.Server(adsServerChannelOptions(limits.maxRequestBytes));
     this.views = new ViewRegistry({
       maxViews: options.maxViews ?? DEFAULT_MAX_VIEWS,
       graceMs: options.viewGraceMs ?? DEFAULT_VIEW_GRACE_MS,

@@ -14,7 +14,7 @@ import type { AdsRequest } from './discovery-request.js';
 import { abortUnavailable, type FrameWriter, frameWriterFor } from './frame-writer.js';
 import { type BuiltResponse, contentOf, type ResponseCache } from './response-cache.js';
 import { SendDeadline } from './send-deadline.js';
-import type { LimitName, StreamLimits } from './stream-limits.js';
+import { MAX_TYPE_URL_CHARS, type LimitName, type StreamLimits } from './stream-limits.js';
 import type { ViewRegistry } from './view-registry.js';
 import { WarningLimiter } from './warning-limiter.js';
 import type { BudgetWaiter, WriteBudget } from './write-budget.js';
@@ -300,6 +300,13 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
     if (request.typeUrl === '') return;
     const state = this.types.get(request.typeUrl);
     if (state === undefined) {
+      if (request.typeUrl.length > MAX_TYPE_URL_CHARS) {
+        this.refuseOverLimit(
+          'type-url-length',
+          `a type URL of ${request.typeUrl.length} characters is over the server limit of ${MAX_TYPE_URL_CHARS}: ${truncateForLog(request.typeUrl, 128)}`,
+        );
+        return;
+      }
       const max = this.env.limits.maxTypesPerStream;
       if (this.types.size >= max) {
         this.refuseOverLimit(

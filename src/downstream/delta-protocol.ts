@@ -95,8 +95,14 @@ class DeltaSubscription implements TypeSubscription<DeltaDiscoveryRequest> {
         : content.resources.filter((r) => this.subscribed(deltaName(r)));
     const { changed, removed } =
       this.initial === undefined ? this.diff(current) : this.diffFromInitial(current, this.initial);
-    for (const name of this.unanswered) {
-      if (!current.some((r) => deltaName(r) === name) && !removed.includes(name)) removed.push(name);
+    if (this.unanswered.size > 0) {
+      // Linear in what is subscribed and held: a client may name hundreds of thousands of objects.
+      const present = new Set<string>();
+      for (const r of current) present.add(deltaName(r));
+      const named = new Set(removed);
+      for (const name of this.unanswered) {
+        if (!present.has(name) && !named.has(name)) removed.push(name);
+      }
     }
     if (changed.length === 0 && removed.length === 0 && !this.owed) return undefined;
     const response = this.responses.deltaResponse(this.typeUrl, content.version, changed, removed);

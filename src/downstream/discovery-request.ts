@@ -1,4 +1,4 @@
-import type protobuf from 'protobufjs';
+import protobuf from 'protobufjs';
 import { messageType } from '../schema/proto-root.js';
 
 const DISCOVERY_REQUEST = messageType('envoy.service.discovery.v3.DiscoveryRequest');
@@ -17,7 +17,6 @@ export interface AdsRequest {
 /** The parts of a DiscoveryRequest the server acts on. */
 export interface DiscoveryRequest extends AdsRequest {
   readonly versionInfo: string;
-  readonly resourceNames: readonly string[];
 }
 
 /** The parts of a DeltaDiscoveryRequest the server acts on. */
@@ -56,7 +55,6 @@ interface RawCommon {
 }
 interface RawRequest extends RawCommon {
   version_info?: string;
-  resource_names?: string[];
 }
 interface RawDeltaRequest extends RawCommon {
   resource_names_subscribe?: string[];
@@ -73,11 +71,17 @@ const CONVERSION = {
 
 /** The message in `bytes`, its node (decoded, so checked) dropped unless `withNode`. */
 function decoded(type: protobuf.Type, bytes: Uint8Array, withNode: boolean): protobuf.Message {
-  // protobufjs reads a Node Buffer leniently (a field overrunning the end is truncated, not an
-  // error); a plain Uint8Array view makes malformed requests fail to decode.
-  const message = type.decode(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  const message = type.decode(plain(bytes));
   if (!withNode) (message as { node?: unknown }).node = null;
   return message;
+}
+
+/**
+ * `bytes` as a plain Uint8Array view: protobufjs reads a Node Buffer leniently (a field overrunning
+ * the end is truncated, not an error), and a plain view makes malformed requests fail to decode.
+ */
+function plain(bytes: Uint8Array): Uint8Array {
+  return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 function common(raw: RawCommon): AdsRequest {
@@ -93,16 +97,52 @@ function common(raw: RawCommon): AdsRequest {
   };
 }
 
+/** `DiscoveryRequest.resource_names`. */
+const RESOURCE_NAMES_FIELD = 3;
+
+/**
+ * `bytes` without the top-level fields numbered `field`: the same bytes when it has none, or when
+ * they cannot be walked (decoding them then says what is wrong).
+ */
+function withoutField(bytes: Uint8Array, field: number): Uint8Array {
+  const reader = protobuf.Reader.create(bytes);
+  const kept: Array<[number, number]> = [];
+  let start = 0;
+  try {
+    while (reader.pos < reader.len) {
+      const at = reader.pos;
+      const tag = reader.uint32();
+      reader.skipType(tag & 7);
+      if (tag >>> 3 !== field) continue;
+      if (at > start) kept.push([start, at]);
+      start = reader.pos;
+    }
+  } catch {
+    return bytes;
+  }
+  if (start === 0) return bytes;
+  if (start < bytes.byteLength) kept.push([start, bytes.byteLength]);
+  const out = new Uint8Array(kept.reduce((n, [from, to]) => n + to - from, 0));
+  let at = 0;
+  for (const [from, to] of kept) {
+    out.set(bytes.subarray(from, to), at);
+    at += to - from;
+  }
+  return out;
+}
+
 /**
  * Decodes a DiscoveryRequest; throws (a protobufjs error) on malformed bytes. Unknown fields are
- * skipped. The node is left out unless `withNode` (see `AdsProtocol.decode`).
+ * skipped. The node is left out unless `withNode` (see `AdsProtocol.decode`). So are the resource
+ * names: every config type is served whole (istiod names none), and each name would be a string
+ * to allocate, millions of them in a request a client may make as large as the server allows.
  */
 export function decodeDiscoveryRequest(bytes: Uint8Array, withNode = true): DiscoveryRequest {
   const raw = DISCOVERY_REQUEST.toObject(
-    decoded(DISCOVERY_REQUEST, bytes, withNode),
+    decoded(DISCOVERY_REQUEST, withoutField(plain(bytes), RESOURCE_NAMES_FIELD), withNode),
     CONVERSION,
   ) as RawRequest;
-  return { ...common(raw), versionInfo: raw.version_info ?? '', resourceNames: raw.resource_names ?? [] };
+  return { ...common(raw), versionInfo: raw.version_info ?? '' };
 }
 
 /** Decodes a DeltaDiscoveryRequest as {@link decodeDiscoveryRequest} decodes a DiscoveryRequest. */

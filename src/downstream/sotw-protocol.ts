@@ -1,5 +1,6 @@
 import type { AdsProtocol } from './ads-protocol.js';
 import { decodeDiscoveryRequest, type DiscoveryRequest } from './discovery-request.js';
+import { truncateForLog } from '../core/truncate-for-log.js';
 
 /**
  * State-of-the-world ADS: every response of a type carries everything the view holds of it, so a
@@ -9,7 +10,9 @@ import { decodeDiscoveryRequest, type DiscoveryRequest } from './discovery-reque
 export const SOTW_PROTOCOL: AdsProtocol<DiscoveryRequest> = Object.freeze<AdsProtocol<DiscoveryRequest>>({
   name: 'sotw',
   decode: decodeDiscoveryRequest,
-  ackedVersion: (request: DiscoveryRequest) => request.versionInfo,
+  // The version sent, as kept: a client's own string is only as long as a log line allows.
+  ackedVersion: (request: DiscoveryRequest, sentVersion: string | undefined) =>
+    request.versionInfo === sentVersion ? sentVersion : truncateForLog(request.versionInfo),
   subscribe: (typeUrl, _request, responses) => ({
     owed: false,
     update: () => false,

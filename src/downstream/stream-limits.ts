@@ -13,11 +13,19 @@ export interface StreamLimits {
   readonly maxNodeIdLength: number;
   /** Bytes of the node metadata, as JSON. */
   readonly maxMetadataBytes: number;
+  /** Bytes of one request message (set when the server is created). */
+  readonly maxRequestBytes: number;
 }
 
 /** Which limit a client hit; a closed set, for metrics. */
 export type LimitName =
-  'send-timeout' | 'max-views' | 'types-per-stream' | 'node-id-length' | 'metadata-size';
+  'send-timeout' | 'max-views' | 'types-per-stream' | 'node-id-length' | 'metadata-size' | 'type-url-length';
+
+/**
+ * Characters in a type URL a client subscribes to: each is kept while the stream lives (up to
+ * `maxTypesPerStream` of them), and real ones are some 40 to 80 characters.
+ */
+export const MAX_TYPE_URL_CHARS = 512;
 
 /** istiod asks for about 17 type URLs, with a node id of about 80 characters and a few hundred bytes of metadata. */
 export const DEFAULT_STREAM_LIMITS: StreamLimits = Object.freeze({
@@ -26,6 +34,7 @@ export const DEFAULT_STREAM_LIMITS: StreamLimits = Object.freeze({
   maxTypesPerStream: 100,
   maxNodeIdLength: 1024,
   maxMetadataBytes: 64 * 1024,
+  maxRequestBytes: 4 * 1024 * 1024,
 });
 
 /** The stall threshold for a send timeout: 2 s, or the timeout itself when shorter. */

@@ -81,6 +81,15 @@ export const ConfigFile = z.strictObject({
         .int()
         .min(1)
         .default(64 * 1024),
+      /**
+       * Bytes of one request message a client may send (istiod's are a few kilobytes); a larger
+       * one ends its stream with RESOURCE_EXHAUSTED before it is read.
+       */
+      maxRequestBytes: z
+        .number()
+        .int()
+        .min(64 * 1024)
+        .default(4 * 1024 * 1024),
     })
     .prefault({})
     .refine((s) => (s.xdsTls === undefined) === (s.tls === undefined), {

@@ -260,7 +260,7 @@ export class Metrics {
   });
   private readonly limitRefusals = new Counter({
     name: 'meshmux_client_limit_refusals_total',
-    help: 'Clients refused at admission for going over a server limit (max-views, types-per-stream, node-id-length, metadata-size).',
+    help: 'Clients refused at admission for going over a server limit (max-views, types-per-stream, node-id-length, metadata-size, type-url-length).',
     labelNames: ['limit'] as const,
     registers: [this.registry],
   });

@@ -45,6 +45,30 @@ describe('decoding ADS requests', () => {
     assert.equal(later.responseNonce, 'n-1');
   });
 
+  it('reads a request with resource names as the same request without them, wherever the names lie', () => {
+    const names = (n: number): Buffer =>
+      Buffer.concat(
+        Array.from({ length: n }, (_, i) =>
+          Buffer.from(encoded('envoy.service.discovery.v3.DiscoveryRequest', { resource_names: [`r${i}`] })),
+        ),
+      );
+    const mixed = Buffer.concat([names(3), Buffer.from(ACK), names(2)]);
+    assert.deepEqual(decodeDiscoveryRequest(mixed, true), decodeDiscoveryRequest(ACK, true));
+    assert.ok(!('resourceNames' in decodeDiscoveryRequest(mixed, true)));
+    const nack = encoded('envoy.service.discovery.v3.DiscoveryRequest', {
+      resource_names: ['a', 'b'],
+      type_url: 'networking.istio.io/v1/VirtualService',
+      response_nonce: 'n-3',
+      error_detail: { code: 3, message: 'bad' },
+    });
+    assert.deepEqual(decodeDiscoveryRequest(nack, false), {
+      typeUrl: 'networking.istio.io/v1/VirtualService',
+      responseNonce: 'n-3',
+      errorDetail: { code: 3, message: 'bad' },
+      versionInfo: '',
+    });
+  });
+
   it('refuses a request whose node is malformed, node asked for or not', () => {
     // The node (field 2) claims more bytes than it holds; the type URL follows it in the bytes.
     const nodeBytes = encoded('envoy.config.core.v3.Node', NODE);

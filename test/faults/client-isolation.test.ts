@@ -8,6 +8,7 @@ import { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { RawAdsStream } from '../support/raw-ads-stream.js';
+import { RawDeltaStream } from '../support/raw-delta-stream.js';
 import { stringStruct } from '../support/ads-wire.js';
 import { StalledAdsClient } from '../support/stalled-ads-client.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -264,9 +265,74 @@ describe('one client costs only itself (meshmux in a child process, a 20 MB type
     });
     assert.equal(tooMany.code, grpc.status.INVALID_ARGUMENT);
     assert.match(tooMany.details, /at most 1000 type URLs \(server limit maxTypesPerStream\)/);
+    const longType = await refused((raw) =>
+      raw.send({ type_url: `type.example.com/${'t'.repeat(100_000)}`, node: { id: 'n' } }),
+    );
+    assert.equal(longType.code, grpc.status.INVALID_ARGUMENT);
+    assert.match(longType.details, /a type URL of 100017 characters is over the server limit of 512/);
+    // Some 5 MB of resource names, over maxRequestBytes (4 MiB): refused before it is read.
+    const names = Array.from({ length: 400_000 }, (_, i) => `name-${i}`);
+    const huge = await refused((raw) => raw.send({ type_url: SE, node: { id: 'n' }, resource_names: names }));
+    assert.equal(huge.code, grpc.status.RESOURCE_EXHAUSTED);
     const metrics = await fetch(`${meshmux.http}/metrics`).then((r) => r.text());
-    for (const limit of ['node-id-length', 'metadata-size', 'types-per-stream']) {
+    for (const limit of ['node-id-length', 'metadata-size', 'types-per-stream', 'type-url-length']) {
       assert.match(metrics, new RegExp(`^meshmux_client_limit_refusals_total\\{limit="${limit}"\\} 1$`, 'm'));
+    }
+    await change(healthy);
+  });
+
+  it('answers a delta subscription to 200k names, none of them served, in one response', async () => {
+    // Before, each name was looked for in the whole type and among those already answered: a
+    // subscription of 120k names froze the process for 26 s (over 60 s at this size).
+    const names = Array.from({ length: 200_000 }, (_, i) => `ghost/svc-${i}`);
+    const delta = new RawDeltaStream(meshmux.xds);
+    try {
+      const started = performance.now();
+      delta.send({ type_url: SE, node: { id: 'names' }, resource_names_subscribe: names });
+      const response = await delta.next(30_000);
+      assert.equal(response.removed_resources.length, names.length);
+      assert.equal(response.resources.length, 0);
+      console.log(
+        `# delta names: ${names.length} answered as removed in ${(performance.now() - started).toFixed(0)} ms`,
+      );
+    } finally {
+      delta.close();
+    }
+    await change(healthy);
+  });
+
+  it('keeps a bounded copy of each version a client acknowledges, whatever it sends', async () => {
+    const TYPES = 20;
+    const raw = new RawAdsStream(meshmux.xds);
+    try {
+      raw.send({ type_url: 'type.example.com/v0', node: { id: 'acker' } });
+      for (let t = 1; t < TYPES; t++) raw.send({ type_url: `type.example.com/v${t}` });
+      const nonces = new Map<string, string>();
+      while (nonces.size < TYPES) {
+        const response = await raw.next(10_000);
+        nonces.set(response.type_url, response.nonce);
+      }
+      // An ACK of each (its nonce) with a version of 2 MB: 40 MB kept per stream, before.
+      const version = 'v'.repeat(2_000_000);
+      for (const [typeUrl, nonce] of nonces)
+        raw.send({ type_url: typeUrl, response_nonce: nonce, version_info: version });
+      type Syncz = Array<{ client: { nodeId: string }; types: Array<{ ackedVersion?: string }> }>;
+      const deadline = Date.now() + 20_000;
+      let acked: Array<{ ackedVersion?: string }> = [];
+      let bytes = 0;
+      while (acked.length < TYPES) {
+        assert.ok(Date.now() < deadline, `the ACKs were not all taken: ${acked.length} of ${TYPES}`);
+        const body = await fetch(`${meshmux.admin}/debug/syncz`).then((r) => r.text());
+        bytes = body.length;
+        const stream = (JSON.parse(body) as Syncz).find((c) => c.client.nodeId === 'acker');
+        acked = (stream?.types ?? []).filter((t) => t.ackedVersion !== undefined && t.ackedVersion !== '');
+        if (acked.length < TYPES) await delay(100);
+      }
+      for (const t of acked) assert.match(t.ackedVersion ?? '', /^v{256}… \(1999744 more characters\)$/);
+      assert.ok(bytes < 1_000_000, `/debug/syncz is ${bytes} bytes`);
+      console.log(`# acknowledged versions: ${TYPES} ACKs of 2 MB each, /debug/syncz ${bytes} bytes`);
+    } finally {
+      raw.close();
     }
     await change(healthy);
   });
