@@ -39,8 +39,9 @@ interface StreamAccount {
  *
  * A stream that does not fit the global budget waits in line and, when resumed, writes whatever is
  * latest by then, so a client that waits never receives a stale response. The line never blocks:
- * when room comes back every waiter is offered it in arrival order, and one that still does not fit
- * keeps its place while those behind it that fit go. A stream over its own share waits for its own
+ * when room comes back every waiter is offered it (those a write of which flushed first, then the
+ * others, each in arrival order), and one that still does not fit keeps its place while those
+ * behind it that fit go. A stream over its own share waits for its own
  * writes only. A response larger than the whole budget goes alone.
  *
  * A stream whose peer stopped reading is `park`ed by its owner: its bytes stay counted against the
@@ -55,6 +56,8 @@ export class WriteBudget {
   /** Streams waiting for their own writes to flush. */
   private readonly overShare = new Set<BudgetWaiter>();
   private readonly accounts = new Map<BudgetWaiter, StreamAccount>();
+  /** Waiters a write of which flushed: their peers read. */
+  private readonly reading = new WeakSet<BudgetWaiter>();
   /** The waiter being resumed: it may take bytes while others are queued. */
   private turn: BudgetWaiter | undefined;
   private pumping = false;
@@ -122,6 +125,7 @@ export class WriteBudget {
    * whoever waits. The oldest bytes flush first, so parked bytes are given back before charged ones.
    */
   release(bytes: number, waiter: BudgetWaiter): void {
+    this.reading.add(waiter);
     const account = this.accounts.get(waiter);
     if (account !== undefined) {
       const parked = account.inFlight - account.charged;
@@ -174,7 +178,12 @@ export class WriteBudget {
     }
   }
 
-  /** Offers room to every queued waiter in arrival order; one that does not fit keeps its place. */
+  /**
+   * Offers room to every queued waiter, those whose peers were seen reading first, each group in
+   * arrival order; one that does not fit keeps its place. Streams that never had a write flushed
+   * (new ones, and clients that connect and never read, which hold their bytes until they are
+   * parked) thus never delay a reading istiod's next change by more than one room's turn.
+   */
   private pump(): void {
     if (this.pumping) {
       this.pumpAgain = true;
@@ -184,13 +193,16 @@ export class WriteBudget {
     try {
       do {
         this.pumpAgain = false;
-        for (const [waiter, bytes] of [...this.queue]) {
-          if (!this.queue.has(waiter)) continue;
-          const fits =
-            bytes <= this.options.smallBytes ||
-            this.inFlight === 0 ||
-            this.inFlight + bytes <= this.options.maxBytes;
-          if (fits) this.offer(waiter);
+        const line = [...this.queue];
+        for (const readers of [true, false]) {
+          for (const [waiter, bytes] of line) {
+            if (this.reading.has(waiter) !== readers || !this.queue.has(waiter)) continue;
+            const fits =
+              bytes <= this.options.smallBytes ||
+              this.inFlight === 0 ||
+              this.inFlight + bytes <= this.options.maxBytes;
+            if (fits) this.offer(waiter);
+          }
         }
       } while (this.pumpAgain);
     } finally {

@@ -137,4 +137,22 @@ describe('WriteBudget', () => {
     assert.equal(budget.bytesInFlight, 0);
     assert.equal(budget.waiting, 0, 'the closed stream no longer waits');
   });
+
+  it('gives room first to streams a write of which flushed, so clients that never read queue behind them', () => {
+    const budget = new WriteBudget({ maxBytes: 100, smallBytes: 10, maxStreamBytes: 100 });
+    const log: string[] = [];
+    const reader = new Writer('reader', budget, 50, log);
+    assert.equal(reader.tryWrite(), true);
+    reader.finish();
+    // Two new streams that never read fill the budget; more of them, then the reader, wait.
+    const stuck = Array.from({ length: 6 }, (_, i) => new Writer(`stuck-${i}`, budget, 50, log));
+    for (const s of stuck) s.tryWrite();
+    assert.equal(reader.tryWrite(), false);
+    assert.deepEqual(log, ['reader', 'stuck-0', 'stuck-1']);
+    // The first two are parked (their peers stopped reading): the reader goes before the others.
+    budget.park(stuck[0] as Writer);
+    assert.deepEqual(log.slice(3), ['reader'], 'the reading stream had the first room');
+    budget.park(stuck[1] as Writer);
+    assert.deepEqual(log.slice(4), ['stuck-2']);
+  });
 });

@@ -180,6 +180,31 @@ describe('one client costs only itself (meshmux in a child process, a 20 MB type
     }
   });
 
+  it('gives a reading istiod its change before clients that connected and never read, however many wait', async () => {
+    const MANY = 30;
+    const before = await counters();
+    const stalled = Array.from(
+      { length: MANY },
+      (_, i) =>
+        new StalledAdsClient(meshmux.xds, [SE], `sidecar~10.8.0.${i}~many-${i}.ns~ns.svc.cluster.local`),
+    );
+    try {
+      // A few fit the write budget at a time; the rest wait in line until those are parked.
+      await until('the first stalled clients to be parked', (c) => c.stalls - before.stalls >= 1);
+      const changeMs = await change(healthy);
+      const at = await counters();
+      const parked = at.stalls - before.stalls;
+      console.log(
+        `# many stalled clients: ${MANY} never reading, a change reached the healthy istiod in ${changeMs.toFixed(0)} ms, after ${parked} of them were parked`,
+      );
+      // Before, the line was served in arrival order: the change waited for nearly all of them.
+      assert.ok(parked < MANY / 2, `the change waited for ${parked} stalled clients to be parked`);
+    } finally {
+      for (const s of stalled) s.close();
+    }
+    await until('the stalled clients to be gone', (c) => c.streams <= before.streams);
+  });
+
   it('frees the views of short-lived clients with distinct revisions once they leave, and never keeps what unknown type URLs were answered with', async () => {
     const baseline = await until(
       'the stalled clients to be gone',
