@@ -1,6 +1,6 @@
 import protobuf from 'protobufjs';
 import { compactString } from '../core/compact-string.js';
-import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
+import { MeshmuxError } from '../core/errors.js';
 import {
   makeResource,
   makeResourceFrom,
@@ -43,6 +43,24 @@ export type ReadResult =
       readonly name?: string;
       readonly error: MeshmuxError;
     };
+
+/**
+ * `result` as read from the entry at `index` of its response: a failure that names no object
+ * names its place instead, so the NACK and the source's error say which entry it was.
+ */
+export function atEntry(result: ReadResult, index: number): ReadResult {
+  if (result.ok || result.name !== undefined) return result;
+  const { error } = result;
+  return {
+    ok: false,
+    error: new MeshmuxError(
+      error.code,
+      `resources[${index}]: ${error.message}`,
+      { ...error.location, field: `resources[${index}]` },
+      { cause: error },
+    ),
+  };
+}
 
 export interface McpResourceReaderOptions {
   /** Namespace of objects whose name carries none. */
@@ -195,7 +213,12 @@ export class McpResourceReader {
     } catch (err) {
       return {
         ok: false,
-        error: toMeshmuxError(err, 'DECODE', { file: where }).at({ field: 'resources' }),
+        error: new MeshmuxError(
+          'DECODE',
+          `an envelope of ${raw.byteLength} bytes does not decode as an MCP Resource: ${(err as Error).message}`,
+          { file: where, field: 'resources' },
+          { cause: err },
+        ),
       };
     }
     const metadata = decoded.metadata ?? {};

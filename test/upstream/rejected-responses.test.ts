@@ -128,6 +128,10 @@ describe('an xds source refusing responses whose objects cannot all be named', (
       'torn',
     );
     assert.match(answer.errorDetail?.message ?? '', /1 of 2 objects cannot be named/);
+    assert.match(
+      answer.errorDetail?.message ?? '',
+      /resources\[1\]: an envelope of 2 bytes does not decode as an MCP Resource: /,
+    );
     await marker();
     assert.deepEqual(snapshotsOf(recorder.events.slice(from), VS), [], 'ratings is not deleted');
     assert.deepEqual(servedKeys(recorder.events, VS), ['shop/ratings', 'shop/reviews']);
@@ -478,6 +482,18 @@ describe('a legacy MCP source refusing what it cannot name', () => {
       const nack = galley.requests.find((r) => r.nonce === 'swapped');
       assert.equal(nack?.errorDetail?.code, 3);
       assert.match(nack?.errorDetail?.message ?? '', /rejected the whole response/);
+      galley.sendRaw(
+        galleyResources(
+          collection,
+          [encodeMcpResource(VS_KIND, fakeVirtualService('reviews')), Uint8Array.of(0x08, 0x01)],
+          'garbled',
+        ),
+      );
+      await galley.waitFor(() => galley.requests.some((r) => r.nonce === 'garbled'), 5_000, 'the NACK');
+      assert.match(
+        galley.requests.find((r) => r.nonce === 'garbled')?.errorDetail?.message ?? '',
+        /1 of 2 objects cannot be named as objects of this type: resources\[1\]: an envelope of 2 bytes does not decode/,
+      );
       galley.set('VirtualService', [
         fakeVirtualService('reviews'),
         fakeVirtualService('ratings'),

@@ -2,7 +2,7 @@ import { MeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { ConfigResource } from '../../core/resource.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
-import type { McpResourceReader, ReadResult } from '../mcp-resource-reader.js';
+import { atEntry, type McpResourceReader, type ReadResult } from '../mcp-resource-reader.js';
 import type { KindDescriptor } from '../../schema/kinds.js';
 import { channelPatchOf, statedPatch } from '../streaming/channel-patch.js';
 import type { ChannelPatch, SubscriptionState } from '../streaming/subscription-state.js';
@@ -134,7 +134,8 @@ export class McpSinkSession {
       const entries = resources.resources;
       results = [];
       for (let i = 0; i < entries.length; i += 2) {
-        results.push(this.ctx.reader.read(kind, bytes.subarray(entries[i], entries[i + 1]), where, lookUp));
+        const entry = bytes.subarray(entries[i], entries[i + 1]);
+        results.push(atEntry(this.ctx.reader.read(kind, entry, where, lookUp), i / 2));
       }
       // Good objects, each named once: applied to the state as it stands, not to a copy of every object.
       const removed = resources.removedResources.map((name) => this.fullName(name));
@@ -231,7 +232,7 @@ export class McpSinkSession {
       if (same >= 0) {
         reused[same] = 1;
         results[i] = last[same] as ReadResult;
-      } else results[i] = reader.read(kind, entry, where, lookUp);
+      } else results[i] = atEntry(reader.read(kind, entry, where, lookUp), i);
     }
     if (before?.whole !== true) return { results, patch: undefined };
     const removed: ReadResult[] = [];

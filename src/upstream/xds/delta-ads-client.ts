@@ -4,7 +4,7 @@ import { messageType } from '../../schema/proto-root.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
 import { statedPatch } from '../streaming/channel-patch.js';
 import type { ChannelPatch } from '../streaming/subscription-state.js';
-import type { ReadResult } from '../mcp-resource-reader.js';
+import { atEntry, type ReadResult } from '../mcp-resource-reader.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
 import { plainBytes } from '../../wire/wire-fields.js';
 import { INVALID_ARGUMENT, reportUndecodable, type AdsClientContext } from './ads-client-context.js';
@@ -122,7 +122,7 @@ export class DeltaAdsClient implements StreamHandlers {
         return;
       }
       if (any.type_url.endsWith(MCP_RESOURCE_SUFFIX)) {
-        const result = this.ctx.reader.read(kind, any.value, where, lookUp);
+        const result = atEntry(this.ctx.reader.read(kind, any.value, where, lookUp), i);
         entries.push({ result, key: r.name === '' ? undefined : r.name });
         return;
       }

@@ -2,7 +2,7 @@ import { MeshmuxError } from '../../core/errors.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
 import { channelPatchOf } from '../streaming/channel-patch.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
-import type { ReadResult } from '../mcp-resource-reader.js';
+import { atEntry, type ReadResult } from '../mcp-resource-reader.js';
 import { ResponseLayout, type ResponseSplice } from './discovery-response.js';
 import { EarlierReads } from './earlier-reads.js';
 import { ResentResponseMatcher, type ResponseHead } from './resent-response-matcher.js';
@@ -232,7 +232,8 @@ export class SotwAdsClient implements StreamHandlers {
         // Elsewhere the object's bytes are copied: a view would keep a whole response alive for them.
         const view = !lookUp || layout.inOwnBytes(prefix + k);
         middle.push(
-          earlier.find(any.value, prefix + k) ?? this.ctx.reader.read(kind, any.value, where, lookUp, view),
+          earlier.find(any.value, prefix + k) ??
+            atEntry(this.ctx.reader.read(kind, any.value, where, lookUp, view), prefix + k),
         );
       }
     }
