@@ -27,6 +27,12 @@ import { deltaResponse, ScriptedDeltaUpstream } from '../support/scripted-delta-
 import { DR, SE, VS } from '../support/type-urls.js';
 
 const VS_KIND = kindNamed('VirtualService');
+
+/** A meshmux process of its own in `dir`, configured by `lines` of its YAML. */
+async function meshmuxWith(dir: string, lines: readonly string[]): Promise<MeshmuxProcess> {
+  await writeFile(path.join(dir, 'meshmux.yaml'), [...lines, ''].join('\n'));
+  return MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir });
+}
 const DR_KIND = kindNamed('DestinationRule');
 
 describe('faults: an xds upstream mute from the start, beside a file source', () => {
@@ -45,23 +51,18 @@ describe('faults: an xds upstream mute from the start, beside a file source', ()
       path.join(dir.dir, 'files', 'egress.yaml'),
       serviceEntry('cards', 'payments', 'api.cards.example.com'),
     );
-    await writeFile(
-      path.join(dir.dir, 'meshmux.yaml'),
-      [
-        'syncTimeout: 2s',
-        'sources:',
-        '  - name: files',
-        '    type: file',
-        '    path: files',
-        '  - name: mute',
-        '    type: xds',
-        `    address: ${mute.address}`,
-        '    kinds: [VirtualService]',
-        '    syncTimeout: 500ms',
-        '',
-      ].join('\n'),
-    );
-    meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
+    meshmux = await meshmuxWith(dir.dir, [
+      'syncTimeout: 2s',
+      'sources:',
+      '  - name: files',
+      '    type: file',
+      '    path: files',
+      '  - name: mute',
+      '    type: xds',
+      `    address: ${mute.address}`,
+      '    kinds: [VirtualService]',
+      '    syncTimeout: 500ms',
+    ]);
     client = connectIstiod(meshmux.xds);
     await client.waitFor(
       (c) => c.configs(SE).has('payments/cards'),
@@ -132,20 +133,15 @@ describe('faults: an xds upstream sending responses that cannot be named, on a l
         fakeVirtualService('details'),
       ])
       .set('DestinationRule', [fakeDestinationRule('reviews')]);
-    await writeFile(
-      path.join(dir.dir, 'meshmux.yaml'),
-      [
-        'syncTimeout: 10s',
-        'sources:',
-        '  - name: upstream',
-        '    type: xds',
-        `    address: ${upstream.address}`,
-        '    kinds: [VirtualService, DestinationRule]',
-        '    apiVersions: current',
-        '',
-      ].join('\n'),
-    );
-    meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
+    meshmux = await meshmuxWith(dir.dir, [
+      'syncTimeout: 10s',
+      'sources:',
+      '  - name: upstream',
+      '    type: xds',
+      `    address: ${upstream.address}`,
+      '    kinds: [VirtualService, DestinationRule]',
+      '    apiVersions: current',
+    ]);
     client = connectIstiod(meshmux.xds);
     await client.waitFor(
       (c) => c.configs(VS).size === 3 && c.configs(DR).size === 1,
@@ -300,22 +296,17 @@ describe('faults: a delta upstream whose first state on a new stream is refused'
   before(async () => {
     dir = await tempDir('meshmux-fault-delta-');
     upstream = await ScriptedDeltaUpstream.start();
-    await writeFile(
-      path.join(dir.dir, 'meshmux.yaml'),
-      [
-        'syncTimeout: 10s',
-        'sources:',
-        '  - name: nacos',
-        '    type: xds',
-        '    delta: true',
-        `    address: ${upstream.address}`,
-        '    kinds: [ServiceEntry]',
-        '    apiVersions: current',
-        '    reconnect: { initialDelay: 50ms, maxDelay: 400ms }',
-        '',
-      ].join('\n'),
-    );
-    meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
+    meshmux = await meshmuxWith(dir.dir, [
+      'syncTimeout: 10s',
+      'sources:',
+      '  - name: nacos',
+      '    type: xds',
+      '    delta: true',
+      `    address: ${upstream.address}`,
+      '    kinds: [ServiceEntry]',
+      '    apiVersions: current',
+      '    reconnect: { initialDelay: 50ms, maxDelay: 400ms }',
+    ]);
     client = connectIstiod(meshmux.xds);
     await upstream.waitFor(() => upstream.subscriptions(SE) === 1, 15_000, 'the first stream');
     upstream.send(deltaResponse(SE, all(), 'first'));

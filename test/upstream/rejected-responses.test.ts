@@ -458,20 +458,26 @@ describe('an xds upstream whose first state has an entry that is no Any', () => 
   });
 });
 
+/** A legacy MCP source of the Galley's VirtualServices, its events recorded. */
+function galleySource(galley: FakeGalley, incremental = false): SourceEventRecorder {
+  return new SourceEventRecorder(
+    new McpSource({
+      name: 'galley',
+      namespace: 'default',
+      address: galley.address,
+      kinds: ['VirtualService'],
+      incremental,
+      reconnect: { initialDelay: 50, maxDelay: 400 },
+    }).events$,
+  );
+}
+
 describe('a legacy MCP source refusing what it cannot name', () => {
   it('NACKs a Resources message whose objects are of another kind and keeps the collection', async () => {
     const collection = 'istio/networking/v1alpha3/virtualservices';
     const galley = await FakeGalley.start({ collections: [collection] });
     galley.set('VirtualService', [fakeVirtualService('reviews'), fakeVirtualService('ratings')]);
-    const recorder = new SourceEventRecorder(
-      new McpSource({
-        name: 'galley',
-        namespace: 'default',
-        address: galley.address,
-        kinds: ['VirtualService'],
-        reconnect: { initialDelay: 50, maxDelay: 400 },
-      }).events$,
-    );
+    const recorder = galleySource(galley);
     try {
       await recorder.status('synced');
       const from = recorder.count;
@@ -518,16 +524,7 @@ describe('a legacy MCP source asking for incremental answers', () => {
   it('never takes an incremental answer after a refused first state as the collection, and reads it whole on a new stream', async () => {
     const collection = 'istio/networking/v1alpha3/virtualservices';
     const galley = await FakeGalley.start({ collections: [collection], scripted: true });
-    const recorder = new SourceEventRecorder(
-      new McpSource({
-        name: 'galley',
-        namespace: 'default',
-        address: galley.address,
-        kinds: ['VirtualService'],
-        incremental: true,
-        reconnect: { initialDelay: 50, maxDelay: 400 },
-      }).events$,
-    );
+    const recorder = galleySource(galley, true);
     const asked = (): number => galley.requests.filter((r) => r.nonce === '').length;
     const vs = (name: string, host = name): Uint8Array =>
       encodeMcpResource(VS_KIND, fakeVirtualService(name, host));
