@@ -135,13 +135,6 @@ export class GrpcHttp2Stream {
   private pingTimer: NodeJS.Timeout | undefined;
   /** Frees the reader's reassembly buffer once no message has come for a while. */
   private readonly quiet: NodeJS.Timeout;
-  /** What the reader hands each message to: functions of their own, not two closures per chunk. */
-  private readonly deliver = (message: Uint8Array): void => {
-    if (!this.ended) this.handlers.onMessage(message);
-  };
-  private readonly delivered = (matcher: MessageMatcher): void => {
-    if (!this.ended) matcher.deliver();
-  };
 
   constructor(
     options: GrpcHttp2StreamOptions,
@@ -263,7 +256,15 @@ export class GrpcHttp2Stream {
   private onData(chunk: Buffer): void {
     if (this.ended) return;
     try {
-      this.reader.push(chunk, this.deliver, this.delivered);
+      this.reader.push(
+        chunk,
+        (message) => {
+          if (!this.ended) this.handlers.onMessage(message);
+        },
+        (matcher) => {
+          if (!this.ended) matcher.deliver();
+        },
+      );
       this.quiet.refresh();
       // The reader copied what it keeps: the chunk's memory is garbage from here on.
       this.collections.received(chunk.byteLength, !this.reader.midMessage);
