@@ -143,9 +143,7 @@ export interface AdsCounters {
  * gRPC channel options of the server: accept istiod's 30 s keepalive pings, no size limit on what
  * is sent, and requests of at most `maxRequestBytes` (a larger one is refused before it is read).
  */
-export function adsServerChannelOptions(
-  maxRequestBytes = DEFAULT_STREAM_LIMITS.maxRequestBytes,
-): grpc.ChannelOptions {
+function adsServerChannelOptions(maxRequestBytes: number): grpc.ChannelOptions {
   return {
     'grpc.keepalive_permit_without_calls': 1,
     'grpc.http2.min_ping_interval_without_data_ms': 5_000,

@@ -1,5 +1,6 @@
 import protobuf from 'protobufjs';
 import { messageType } from '../schema/proto-root.js';
+import { plainBytes } from '../wire/wire-fields.js';
 
 const DISCOVERY_REQUEST = messageType('envoy.service.discovery.v3.DiscoveryRequest');
 const DELTA_DISCOVERY_REQUEST = messageType('envoy.service.discovery.v3.DeltaDiscoveryRequest');
@@ -71,17 +72,11 @@ const CONVERSION = {
 
 /** The message in `bytes`, its node (decoded, so checked) dropped unless `withNode`. */
 function decoded(type: protobuf.Type, bytes: Uint8Array, withNode: boolean): protobuf.Message {
-  const message = type.decode(plain(bytes));
+  // protobufjs reads a Node Buffer leniently (a field overrunning the end is truncated, not an
+  // error); a plain Uint8Array view makes malformed requests fail to decode.
+  const message = type.decode(plainBytes(bytes));
   if (!withNode) (message as { node?: unknown }).node = null;
   return message;
-}
-
-/**
- * `bytes` as a plain Uint8Array view: protobufjs reads a Node Buffer leniently (a field overrunning
- * the end is truncated, not an error), and a plain view makes malformed requests fail to decode.
- */
-function plain(bytes: Uint8Array): Uint8Array {
-  return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 function common(raw: RawCommon): AdsRequest {
@@ -139,7 +134,7 @@ function withoutField(bytes: Uint8Array, field: number): Uint8Array {
  */
 export function decodeDiscoveryRequest(bytes: Uint8Array, withNode = true): DiscoveryRequest {
   const raw = DISCOVERY_REQUEST.toObject(
-    decoded(DISCOVERY_REQUEST, withoutField(plain(bytes), RESOURCE_NAMES_FIELD), withNode),
+    decoded(DISCOVERY_REQUEST, withoutField(plainBytes(bytes), RESOURCE_NAMES_FIELD), withNode),
     CONVERSION,
   ) as RawRequest;
   return { ...common(raw), versionInfo: raw.version_info ?? '' };

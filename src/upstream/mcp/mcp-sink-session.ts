@@ -1,7 +1,7 @@
 import { MeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { ConfigResource } from '../../core/resource.js';
-import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
+import { ChannelUpdateBuilder, outOfStep } from '../streaming/channel-update-builder.js';
 import { atEntry, type McpResourceReader, type ReadResult } from '../mcp-resource-reader.js';
 import type { KindDescriptor } from '../../schema/kinds.js';
 import { channelPatchOf, statedPatch } from '../streaming/channel-patch.js';
@@ -159,41 +159,25 @@ export class McpSinkSession {
     for (const result of results) update.add(result);
     const built = update.build(version);
     const kept = this.ctx.state.apply(collection, built);
+    // Only an answer taken resets the reconnect backoff.
+    if (built.refused === undefined) this.ctx.onAnswer();
     if (!incremental) {
       const whole = built.refused === undefined && update.dropped === 0 && built.warnings.length === 0;
       this.previous.set(collection, { results, whole });
     }
     if (update.dropped === 0) {
-      this.ctx.onAnswer();
       ack();
       return;
     }
     const detail = update.nackMessage();
     this.ctx.log.warn({ collection, dropped: update.dropped, kept, refused: update.refused }, detail);
     send(this.nack(collection, nonce, INVALID_ARGUMENT, detail));
-    if (built.refused === undefined) this.ctx.onAnswer();
-    else this.outOfStep(built.refused, restart);
+    if (built.refused !== undefined) this.outOfStep(built.refused, restart);
   }
 
-  /**
-   * A message was refused whole (or did not decode) on a stream that asked for incremental
-   * answers: none of its changes were taken, and the source sends each change once. Applied to
-   * what meshmux holds, the next answers would serve a state the source never had (after a
-   * refused first answer, an incremental one taken as the whole collection deletes the rest of
-   * it downstream), so the stream is ended, every object served kept, and the next begins with
-   * the complete state. Full states need none of this: the next one replaces the collection.
-   * The refusal does not reset the reconnect backoff.
-   */
+  /** Ends a stream that asked for incremental answers (see `outOfStep`); full states need not. */
   private outOfStep(refused: MeshmuxError, restart: (error: MeshmuxError) => void): void {
-    if (!this.ctx.incremental) return;
-    restart(
-      new MeshmuxError(
-        'UNAVAILABLE',
-        `${refused.message}; the stream is out of step with the MCP source, which sends each ` +
-          'change once: a new stream begins with the complete state',
-        refused.location,
-      ),
-    );
+    if (this.ctx.incremental) restart(outOfStep(refused, 'the MCP source'));
   }
 
   /**

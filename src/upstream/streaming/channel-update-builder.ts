@@ -8,6 +8,23 @@ import { ChannelNotes } from './channel-notes.js';
 const NACK_NAMES_LIMIT = 20;
 
 /**
+ * Why a stream whose changes come once (delta, incremental MCP) is ended after `refused`, a
+ * response refused whole or one that did not decode: none of its changes were taken, and
+ * applied to what meshmux holds, the next answers would serve a state `peer` never had (after a
+ * refused first answer, a change taken as the whole state deletes the rest of it downstream).
+ * The stream's owner ends it, every object served kept, and the next begins with the complete
+ * state; the refusal does not reset the reconnect backoff.
+ */
+export function outOfStep(refused: MeshmuxError, peer: string): MeshmuxError {
+  return new MeshmuxError(
+    'UNAVAILABLE',
+    `${refused.message}; the stream is out of step with ${peer}, which sends each change once: ` +
+      'a new stream is opened for the complete state',
+    refused.location,
+  );
+}
+
+/**
  * Collects the objects of one upstream response for one channel: good ones into the new state,
  * bad ones into rejections, and builds the update and the NACK text from them. Start from an
  * empty map for a full state, or from a copy of the channel's state for an incremental one.

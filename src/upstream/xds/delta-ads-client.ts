@@ -1,7 +1,7 @@
 import { MeshmuxError } from '../../core/errors.js';
 import type { ConfigResource } from '../../core/resource.js';
 import { messageType } from '../../schema/proto-root.js';
-import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
+import { ChannelUpdateBuilder, outOfStep } from '../streaming/channel-update-builder.js';
 import { statedPatch } from '../streaming/channel-patch.js';
 import type { ChannelPatch } from '../streaming/subscription-state.js';
 import { atEntry, type ReadResult } from '../mcp-resource-reader.js';
@@ -69,7 +69,7 @@ function deltaPatch(removals: readonly string[], entries: readonly DeltaEntry[])
  * the upstream's complete state and replaces what the type held; later responses add, update
  * and remove by resource name. Objects arrive in an MCP envelope, or bare (Nacos: the body alone,
  * no name), in which case they are named after the delta name or their first host. A response
- * refused whole ends the stream (see {@link DeltaAdsClient.outOfStep}).
+ * refused whole ends the stream (see `outOfStep`).
  */
 export class DeltaAdsClient implements StreamHandlers {
   constructor(private readonly ctx: AdsClientContext) {}
@@ -164,8 +164,9 @@ export class DeltaAdsClient implements StreamHandlers {
     }
     const built = update.build(response.system_version_info);
     const kept = this.ctx.state.apply(typeUrl, built);
+    // Only an answer taken resets the reconnect backoff.
+    if (built.refused === undefined) this.ctx.onAnswer();
     if (update.dropped === 0) {
-      this.ctx.onAnswer();
       this.send(stream, { typeUrl, responseNonce: nonce });
       return;
     }
@@ -176,28 +177,7 @@ export class DeltaAdsClient implements StreamHandlers {
       responseNonce: nonce,
       errorDetail: { code: INVALID_ARGUMENT, message: detail },
     });
-    if (built.refused === undefined) this.ctx.onAnswer();
-    else this.outOfStep(stream, built.refused);
-  }
-
-  /**
-   * A response was refused whole (or did not decode): none of its changes were taken, and the
-   * upstream, which sends a delta stream's changes once, will not send them again. Applied to
-   * what meshmux holds, the next responses would serve a state the upstream never had: after a
-   * refused first response, a change taken as the whole state serves a few objects as all of
-   * them and deletes the rest downstream. The stream is ended instead, every object served kept,
-   * and the next begins with the complete state. The refusal does not reset the reconnect
-   * backoff, so an upstream whose every state is refused is asked again less and less often.
-   */
-  private outOfStep(stream: OpenStream, refused: MeshmuxError): void {
-    stream.restart(
-      new MeshmuxError(
-        'UNAVAILABLE',
-        `${refused.message}; the stream is out of step with the upstream, which sends each change ` +
-          'once: a new stream is opened for the complete state',
-        refused.location,
-      ),
-    );
+    if (built.refused !== undefined) stream.restart(outOfStep(built.refused, 'the upstream'));
   }
 
   onClose(error: MeshmuxError): void {
@@ -213,7 +193,7 @@ export class DeltaAdsClient implements StreamHandlers {
         errorDetail: { code: INVALID_ARGUMENT, message: error.message },
       });
     }
-    this.outOfStep(stream, error);
+    stream.restart(outOfStep(error, 'the upstream'));
   }
 
   private send(stream: OpenStream, request: DeltaDiscoveryRequestFields): void {
