@@ -93,8 +93,11 @@ export interface Conflict {
   readonly parties: readonly ConflictParty[];
 }
 
-/** Every reason a guard may hold an update back. A closed set: it labels metrics. */
-export const HOLD_REASONS = ['empty', 'mass-delete'] as const;
+/**
+ * Every reason a guard may hold an update back. A closed set: it labels metrics. `removed`: the
+ * source left the configuration while holding objects the guards would not let go at once.
+ */
+export const HOLD_REASONS = ['empty', 'mass-delete', 'removed'] as const;
 
 /** Why a guard holds an update back (one of `HOLD_REASONS`). */
 export type HoldReason = (typeof HOLD_REASONS)[number];

@@ -26,6 +26,14 @@ import type { SourceRecord, SourceRecordStore } from './source-record.js';
 import { DEFAULT_SOURCE_POLICY, type SourcePolicy } from './source-rules.js';
 import { appendAll } from '../core/append-all.js';
 
+/** What the log says of a hold, by its reason. */
+const HOLD_MESSAGES: Readonly<Record<HoldReason, string>> = {
+  empty: 'a source sent an empty state: holding it, its last objects stay served (confirm to apply)',
+  'mass-delete': 'a source update would delete too much at once: holding it (confirm to apply)',
+  removed:
+    'a source left the configuration: its objects stay served until its removal is confirmed (or it is configured again)',
+};
+
 /** Why the merge waits on a source: its update settling, a held update's `confirmAfter`, `maxStale`. */
 type TimerPurpose = 'settle' | 'confirm' | 'expiry';
 
@@ -123,6 +131,7 @@ export class MergeEngine implements SnapshotReader {
         new SourceLedger(input.descriptor, { ...DEFAULT_SOURCE_POLICY, ...input.policy }, index),
     );
     for (const ledger of this.ledgers) this.restore(ledger);
+    this.restoreRemoved(new Set(inputs.map((i) => i.descriptor.name)));
     this.subject = new BehaviorSubject(this.build());
   }
 
@@ -147,14 +156,14 @@ export class MergeEngine implements SnapshotReader {
     this.subscription.add(
       this.scheduler.schedule(() => {
         this.timedOut = true;
-        const optional = this.ledgers.filter((l) => !l.policy.required && !l.servesAll);
+        const optional = this.ledgers.filter((l) => !l.policy.required && !l.servesAll && !l.retired);
         if (optional.length > 0) {
           this.options.log?.warn(
             { sources: optional.map((l) => l.descriptor.name) },
             'startup budget passed: serving without these sources (required: false)',
           );
         }
-        const missing = this.ledgers.filter((l) => l.policy.required && !l.servesAll);
+        const missing = this.ledgers.filter((l) => l.policy.required && !l.servesAll && !l.retired);
         if (missing.length > 0) {
           this.options.log?.error(
             { missing: Object.fromEntries(missing.map((l) => [l.descriptor.name, l.missingKinds()])) },
@@ -168,9 +177,12 @@ export class MergeEngine implements SnapshotReader {
   }
 
   /**
-   * Applies a new list of sources (configuration reload). Sources are matched by name: removed ones
-   * are stopped and their objects withdrawn, new ones start, kept ones take their new rules and
-   * position at once and are resubscribed only when their fingerprint changed.
+   * Applies a new list of sources (configuration reload). Sources are matched by name: new ones
+   * start, kept ones take their new rules and position at once and are resubscribed only when
+   * their fingerprint changed. Removed ones are stopped, and their objects withdrawn as far as
+   * their guards allow: a removal they would hold (by default, any source holding objects) keeps
+   * the objects served, behind every configured source, until it is confirmed, `confirmAfter`
+   * passes, or the source is configured again.
    */
   reconfigure(inputs: readonly MergeInput[]): void {
     const byName = new Map(this.ledgers.map((l) => [l.descriptor.name, l]));
@@ -186,6 +198,15 @@ export class MergeEngine implements SnapshotReader {
         return;
       }
       next.push(existing);
+      if (existing.retired) {
+        // Configured again before its removal was confirmed: nothing was withdrawn.
+        existing.reinstate();
+        this.cancel(existing, 'confirm');
+        this.options.log?.info(
+          { source: existing.descriptor.name },
+          'a source whose removal was held is configured again: its removal is dropped',
+        );
+      }
       const oldRank = this.rankOf(existing);
       const reRank = existing.policy.priority !== policy.priority || existing.order !== order;
       if (reRank)
@@ -203,17 +224,29 @@ export class MergeEngine implements SnapshotReader {
       } else this.take(existing, changes);
       this.persist(existing);
       const current = this.attached.get(existing);
-      if (this.started && current?.fingerprint !== input.fingerprint) {
+      if (this.started && (current === undefined || current.fingerprint !== input.fingerprint)) {
         current?.subscription.unsubscribe();
         this.attach(existing, input);
       }
     });
+    // A source left out is no longer heard; its objects go only as far as its guards let them.
+    const now = new Date(this.scheduler.now());
+    let after = inputs.length;
     for (const removed of byName.values()) {
-      this.attached.get(removed)?.subscription.unsubscribe();
-      this.attached.delete(removed);
-      this.clearTimers(removed);
-      this.take(removed, removed.clear());
-      this.options.store?.removed(removed.descriptor.name);
+      if (!removed.retired) {
+        this.attached.get(removed)?.subscription.unsubscribe();
+        this.attached.delete(removed);
+        this.clearTimers(removed);
+        this.take(removed, removed.retire(now));
+        if (removed.heldUpdate === undefined) {
+          this.options.store?.removed(removed.descriptor.name);
+          continue;
+        }
+        this.onHold(removed);
+      }
+      // Behind every configured source: a source that takes over its objects wins them.
+      this.reorder(removed, after++);
+      next.push(removed);
     }
     this.ledgers = next;
     this.inputs = inputs;
@@ -231,9 +264,33 @@ export class MergeEngine implements SnapshotReader {
     );
     this.take(ledger, ledger.release());
     this.cancel(ledger, 'confirm');
-    this.persist(ledger);
+    this.released(ledger);
     this.kicks.next();
     return true;
+  }
+
+  /** After a held update was applied: a source whose removal it was is gone for good. */
+  private released(ledger: SourceLedger): void {
+    if (!ledger.retired) {
+      this.persist(ledger);
+      return;
+    }
+    this.clearTimers(ledger);
+    this.ledgers = this.ledgers.filter((l) => l !== ledger);
+    this.options.store?.removed(ledger.descriptor.name);
+  }
+
+  /** Moves a source to another place in the configuration's order, re-ranking what it holds. */
+  private reorder(ledger: SourceLedger, order: number): void {
+    if (ledger.order === order) return;
+    const before = this.rankOf(ledger);
+    for (const [kind, state] of ledger.entries()) this.tableFor(kind).apply(before, state, new Map());
+    ledger.order = order;
+    const rank = this.rankOf(ledger);
+    for (const [kind, state] of ledger.entries()) {
+      this.tableFor(kind).apply(rank, new Map(), state, { revision: ledger.lastRevision });
+      this.changed.add(kind);
+    }
   }
 
   /**
@@ -300,6 +357,44 @@ export class MergeEngine implements SnapshotReader {
       },
       'serving the persisted state until the source syncs',
     );
+  }
+
+  /**
+   * The records of sources the configuration no longer names (removed or renamed while the process
+   * was down): each is served under the rules it recorded, and its removal judged by them as a
+   * reload would judge it. A record of an earlier release, which recorded no rules, is not served.
+   */
+  private restoreRemoved(configured: ReadonlySet<string>): void {
+    let order = this.ledgers.length;
+    for (const [name, record] of this.options.restored ?? []) {
+      if (configured.has(name)) continue;
+      const savedAt = new Date(record.savedMs).toISOString();
+      if (record.rules === undefined) {
+        this.options.log?.error(
+          { source: name, objects: record.resources.length, savedAt },
+          'persisted state of a source no longer configured, from a release that did not record its rules: not served',
+        );
+        continue;
+      }
+      const { defaultNamespace, ...rules } = record.rules;
+      const ledger = new SourceLedger(
+        { name, type: record.type, defaultNamespace },
+        { ...DEFAULT_SOURCE_POLICY, ...rules },
+        order++,
+      );
+      this.take(ledger, ledger.restore(record));
+      this.take(ledger, ledger.retire(new Date(this.scheduler.now())));
+      if (ledger.heldUpdate === undefined) {
+        this.options.store?.removed(name);
+        continue;
+      }
+      this.ledgers.push(ledger);
+      this.options.log?.info(
+        { source: name, objects: record.resources.length, savedAt },
+        'serving the persisted state of a source no longer configured',
+      );
+      this.onHold(ledger);
+    }
   }
 
   /** Tells the store the ledger's record changed. */
@@ -401,12 +496,7 @@ export class MergeEngine implements SnapshotReader {
     const held = ledger.heldUpdate;
     if (held === undefined) return;
     this.hooks.onHeld?.(ledger.descriptor.name, held.reason, held.deletions);
-    this.options.log?.error(
-      { source: ledger.descriptor.name, ...held },
-      held.reason === 'empty'
-        ? 'a source sent an empty state: holding it, its last objects stay served (confirm to apply)'
-        : 'a source update would delete too much at once: holding it (confirm to apply)',
-    );
+    this.options.log?.error({ source: ledger.descriptor.name, ...held }, HOLD_MESSAGES[held.reason]);
     const after = ledger.policy.confirmAfterMs;
     if (after === undefined) return;
     // Counted from when the hold began, which a restart does not reset.
@@ -415,7 +505,7 @@ export class MergeEngine implements SnapshotReader {
       if (ledger.heldUpdate?.since.getTime() !== held.since.getTime()) return;
       this.options.log?.warn({ source: ledger.descriptor.name }, 'held update persisted: applying it');
       this.take(ledger, ledger.release());
-      this.persist(ledger);
+      this.released(ledger);
       this.kicks.next();
     });
   }
@@ -504,7 +594,7 @@ export class MergeEngine implements SnapshotReader {
     const timedOut = this.timedOut;
     // Sources still waited for, with what each can serve, frozen with this snapshot.
     const waiting = this.ledgers
-      .filter((l) => (l.policy.required || !timedOut) && !l.servesAll)
+      .filter((l) => (l.policy.required || !timedOut) && !l.servesAll && !l.retired)
       .map((l) => ({ ledger: l, missing: new Set(l.missingKinds()) }));
     // Ready for every kind whenever ready (nothing waited for): the ADS server relies on it to look
     // only at the kinds a snapshot moved once two in a row are ready.

@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import { ChunkedList, type ReadList } from '../core/chunked-list.js';
 import type { MeshmuxError } from '../core/errors.js';
 import type { ConfigResource } from '../core/resource.js';
@@ -11,7 +12,7 @@ import type { HoldReason, Rejection, SourceReport } from './config-snapshot.js';
 import { diffByIdentity } from './identity-diff.js';
 import { KindStateView } from './kind-state-view.js';
 import { Provenance } from './provenance.js';
-import type { SourceRecord } from './source-record.js';
+import type { RecordedRules, SourceRecord } from './source-record.js';
 import { SourceReadiness } from './source-readiness.js';
 import { SourceAcl, type SourcePolicy } from './source-rules.js';
 import { foldDigest, foldEvent, foldIn, type UpdateFold } from './update-fold.js';
@@ -97,6 +98,8 @@ export class SourceLedger {
   private readonly readiness = new SourceReadiness();
   /** Whether this ledger started from a persisted record. */
   private restored = false;
+  /** Whether the source left the configuration (see `retire`). */
+  private retiredFlag = false;
   /**
    * Moves whenever what `record()` returns changes in substance: the objects held, the kinds
    * known, the held update. A source re-sending the same state leaves it alone.
@@ -136,6 +139,8 @@ export class SourceLedger {
    * returns the kinds that changed. Guards do not apply: the operator asked for the change.
    */
   setPolicy(policy: SourcePolicy): KindChange[] {
+    // The record carries the rules: a restart that no longer configures the source serves by them.
+    if (!isDeepStrictEqual(policy, this.rules)) this.recordChanges++;
     this.rules = policy;
     this.acl = new SourceAcl(policy);
     // Identity says nothing about admission under new rules: re-admit everything the full way.
@@ -152,9 +157,49 @@ export class SourceLedger {
     );
   }
 
-  /** Removes every object (the source left the configuration); returns the kinds that changed. */
-  clear(): KindChange[] {
-    return this.dropAll();
+  /**
+   * The source left the configuration: its upstream is no longer heard, and letting its objects go
+   * is an update like any other, judged by its guards against what it holds. Either every object
+   * is dropped at once (the kinds that changed are returned), or the removal is held (reason
+   * `removed`, replacing any update held or settling) and the objects stay served until it is
+   * confirmed (`release`) or the source is configured again (`reinstate`).
+   */
+  retire(now: Date): KindChange[] {
+    this.retiredFlag = true;
+    this.pending = undefined;
+    const fold = foldIn(undefined, {
+      type: 'snapshot',
+      resources: [],
+      revision: this.revision,
+      errors: [],
+      warnings: [],
+    });
+    const effect = { deletions: this.total, after: 0, emptiesKind: this.total > 0 };
+    const verdict = guardVerdict(effect, this.total, this.rules);
+    if (verdict === undefined) {
+      this.held = undefined;
+      return this.dropAll();
+    }
+    this.held = {
+      update: { ...verdict, reason: 'removed', since: now, digest: foldDigest(fold) },
+      fold,
+    };
+    return [];
+  }
+
+  /** Whether the source left the configuration and holds objects until its removal is confirmed. */
+  get retired(): boolean {
+    return this.retiredFlag;
+  }
+
+  /**
+   * The source is configured again while its removal is held: the removal is forgotten, and the
+   * objects stay served until its upstream's next state is judged as usual.
+   */
+  reinstate(): void {
+    if (!this.retiredFlag) return;
+    this.retiredFlag = false;
+    if (this.held?.update.reason === 'removed') this.held = undefined;
   }
 
   /** Whether the source contributes any object. */
@@ -252,6 +297,7 @@ export class SourceLedger {
     if (held === undefined) return [];
     this.held = undefined;
     this.recordChanges++;
+    if (this.retiredFlag) return this.dropAll();
     return this.commit(this.admit(foldEvent(held.fold), false));
   }
 
@@ -334,6 +380,22 @@ export class SourceLedger {
               revision: held.fold.revision,
             },
           }),
+      rules: this.recordedRules(),
+    };
+  }
+
+  /** The rules as a record carries them (see `RecordedRules`). */
+  private recordedRules(): RecordedRules {
+    const r = this.rules;
+    return {
+      priority: r.priority,
+      ...(r.allow === undefined ? {} : { allow: r.allow }),
+      ...(r.deny === undefined ? {} : { deny: r.deny }),
+      keepOnEmpty: r.keepOnEmpty,
+      maxDeleteRatio: r.maxDeleteRatio,
+      minDeletes: r.minDeletes,
+      ...(r.confirmAfterMs === undefined ? {} : { confirmAfterMs: r.confirmAfterMs }),
+      defaultNamespace: this.descriptor.defaultNamespace,
     };
   }
 

@@ -1,6 +1,7 @@
 import type { ReadList } from '../core/chunked-list.js';
 import type { ConfigResource } from '../core/resource.js';
 import type { HoldReason } from './config-snapshot.js';
+import type { SourcePolicy } from './source-rules.js';
 
 /**
  * What one source last contributed, in a form that outlives the process: the objects it sent
@@ -28,6 +29,19 @@ export interface SourceRecord {
    */
   readonly resources: ReadList<ConfigResource>;
   readonly held?: HeldRecord;
+  /** The rules the source ran under; absent in records of earlier releases. */
+  readonly rules?: RecordedRules;
+}
+
+/**
+ * What a source admitted and how its guards judged, as recorded: enough to go on serving what it
+ * served, and to judge its removal, once it is no longer configured.
+ */
+export interface RecordedRules extends Pick<
+  SourcePolicy,
+  'priority' | 'allow' | 'deny' | 'keepOnEmpty' | 'maxDeleteRatio' | 'minDeletes' | 'confirmAfterMs'
+> {
+  readonly defaultNamespace: string;
 }
 
 /** An update the guards hold: the state the source asked for, not yet applied. */

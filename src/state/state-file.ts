@@ -10,7 +10,8 @@ import {
   type ConfigResource,
 } from '../core/resource.js';
 import type { ListSplice } from '../merge/identity-diff.js';
-import type { HeldRecord, SourceRecord } from '../merge/source-record.js';
+import type { HeldRecord, RecordedRules, SourceRecord } from '../merge/source-record.js';
+import type { Selector } from '../merge/source-rules.js';
 import { HOLD_REASONS, type HoldReason } from '../merge/config-snapshot.js';
 import { messageType } from '../schema/proto-root.js';
 import { lengthDelimitedSize, SizedWriter, utf8Length, varintSize } from '../wire/sized-writer.js';
@@ -294,7 +295,80 @@ function recordFields(record: SourceRecord): Record<string, unknown> {
     complete: record.complete,
     answered_kinds: record.answeredKinds,
     ...(record.held === undefined ? {} : { held: heldMessage(record.held, record.source) }),
+    ...(record.rules === undefined ? {} : { rules: rulesMessage(record.rules) }),
   };
+}
+
+function selectorMessage(s: Selector | undefined): Record<string, unknown> | undefined {
+  if (s === undefined) return undefined;
+  return {
+    namespaces: s.namespaces ?? [],
+    kinds: s.kinds ?? [],
+    has_namespaces: s.namespaces !== undefined,
+    has_kinds: s.kinds !== undefined,
+  };
+}
+
+function rulesMessage(r: RecordedRules): Record<string, unknown> {
+  return {
+    priority: r.priority,
+    allow: selectorMessage(r.allow),
+    deny: selectorMessage(r.deny),
+    keep_on_empty: r.keepOnEmpty,
+    max_delete_ratio: r.maxDeleteRatio,
+    min_deletes: r.minDeletes,
+    confirm_after_ms: r.confirmAfterMs ?? 0,
+    default_namespace: r.defaultNamespace,
+  };
+}
+
+/** A decoded Selector. */
+interface SelectorObject {
+  namespaces: string[];
+  kinds: string[];
+  has_namespaces: boolean;
+  has_kinds: boolean;
+}
+
+function selectorFrom(o: SelectorObject | null | undefined): { selector?: Selector } {
+  if (o === null || o === undefined) return {};
+  return {
+    selector: {
+      ...(o.has_namespaces ? { namespaces: o.namespaces } : {}),
+      ...(o.has_kinds ? { kinds: o.kinds } : {}),
+    },
+  };
+}
+
+function rulesFrom(o: RulesObject, fail: (why: string) => never): RecordedRules {
+  const ratio = o.max_delete_ratio;
+  if (!(ratio >= 0 && ratio <= 1)) fail(`recorded rules: maxDeleteRatio ${ratio} is not between 0 and 1`);
+  if (!Number.isInteger(o.priority)) fail(`recorded rules: priority ${o.priority} is not an integer`);
+  const allow = selectorFrom(o.allow).selector;
+  const deny = selectorFrom(o.deny).selector;
+  const confirmAfterMs = toNumber(o.confirm_after_ms);
+  return {
+    priority: o.priority,
+    ...(allow === undefined ? {} : { allow }),
+    ...(deny === undefined ? {} : { deny }),
+    keepOnEmpty: o.keep_on_empty,
+    maxDeleteRatio: ratio,
+    minDeletes: o.min_deletes,
+    ...(confirmAfterMs > 0 ? { confirmAfterMs } : {}),
+    defaultNamespace: o.default_namespace,
+  };
+}
+
+/** Decoded RecordedRules. */
+interface RulesObject {
+  priority: number;
+  allow?: SelectorObject | null;
+  deny?: SelectorObject | null;
+  keep_on_empty: boolean;
+  max_delete_ratio: number;
+  min_deletes: number;
+  confirm_after_ms: number | { toNumber(): number };
+  default_namespace: string;
 }
 
 /**
@@ -411,6 +485,7 @@ interface RecordObject {
     resources: ResourceObject[];
     revision: string;
   };
+  rules?: RulesObject | null;
 }
 
 /** A decoded SourceRecord as a record, or `fail` naming what cannot be believed. */
@@ -418,6 +493,7 @@ function recordFrom(o: RecordObject, fail: (why: string) => never): SourceRecord
   if (o.source === '' || o.type === '') fail('the record names no source');
   const held = o.held ?? undefined;
   if (held !== undefined && !KNOWN_HOLD_REASONS.has(held.reason)) fail(`unknown hold reason ${held.reason}`);
+  const rules = o.rules === null || o.rules === undefined ? undefined : rulesFrom(o.rules, fail);
   return {
     source: o.source,
     type: o.type,
@@ -440,6 +516,7 @@ function recordFrom(o: RecordObject, fail: (why: string) => never): SourceRecord
             revision: held.revision,
           },
         }),
+    ...(rules === undefined ? {} : { rules }),
   };
 }
 

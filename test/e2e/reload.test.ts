@@ -58,9 +58,13 @@ describe('reloading the configuration file without a restart', () => {
     assert.equal(client.streams, streams);
   });
 
-  it('stops a removed source and withdraws exactly its objects', async () => {
-    const updates = client.updates;
+  it('stops a removed source, holds its objects until the removal is confirmed, then withdraws exactly them', async () => {
     await meshmux.reload(parseMeshmuxConfig(one, 'reload', dir));
+    const extra = meshmux.engine.current().sources.find((s) => s.name === 'extra');
+    assert.deepEqual([extra?.held?.reason, extra?.held?.deletions], ['removed', 2]);
+    assert.equal(client.configs(VS).has('shop/search'), true, 'held: still served');
+    const updates = client.updates;
+    assert.equal(meshmux.engine.confirm('extra'), true);
     await client.waitFor((c) => !c.configs(VS).has('shop/search'), 10_000);
     assert.equal(timeoutOf('cart'), 1);
     assert.equal(client.updates - updates, 1, 'only search went away');

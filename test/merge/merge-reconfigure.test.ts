@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
-import { defer, queueScheduler, Subject } from 'rxjs';
+import { defer, queueScheduler, Subject, VirtualTimeScheduler } from 'rxjs';
 import { MeshmuxError } from '../../src/core/errors.js';
 import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceEvent } from '../../src/core/source-event.js';
@@ -74,9 +74,9 @@ function served(engine: MergeEngine, kind = VS): string[] {
 }
 
 describe('a configuration reload', () => {
-  it('withdraws the objects of a source removed from the configuration and tells the store it is gone', () => {
+  it('withdraws the objects of a source removed from the configuration, when its guards let them go, and tells the store it is gone', () => {
     const a = source('a');
-    const b = source('b');
+    const b = source('b', { keepOnEmpty: false });
     const removed: string[] = [];
     const { engine } = engineOf([a.input(), b.input()], {
       store: { changed: () => undefined, removed: (s) => removed.push(s) },
@@ -98,6 +98,89 @@ describe('a configuration reload', () => {
     b.events.next(snapshotOf([fakeResource('z')]));
     assert.deepEqual(served(engine), ['x@a'], 'a removed source is no longer listened to');
     assert.equal(b.events.observed, false);
+    engine.stop();
+  });
+
+  it('holds the removal of a source holding objects: served behind the configured sources, unheard, until confirmed', () => {
+    const a = source('a');
+    const b = source('b', { priority: 5 });
+    const removed: string[] = [];
+    const { engine, hooks } = engineOf([a.input(), b.input()], {
+      store: { changed: () => undefined, removed: (s) => removed.push(s) },
+    });
+    engine.start();
+    a.events.next(snapshotOf([fakeResource('x')]));
+    b.events.next(snapshotOf([fakeResource('x'), fakeResource('y')]));
+    assert.deepEqual(served(engine), ['x@b', 'y@b']);
+    // Renamed by mistake: `b` is gone, `c` (its upstream not answering yet) is new.
+    const c = source('c', { priority: 5 });
+    engine.reconfigure([a.input(), c.input()]);
+    assert.deepEqual(served(engine), ['x@b', 'y@b'], 'nothing withdrawn');
+    assert.deepEqual(hooks.held, ['b:removed:2']);
+    assert.deepEqual(removed, [], 'its record is kept');
+    const report = engine.current().sources.find((s) => s.name === 'b');
+    assert.deepEqual([report?.held?.reason, report?.held?.deletions, report?.held?.total], ['removed', 2, 2]);
+    assert.deepEqual(engine.current().waitingFor, ['c'], 'a removed source is not waited for');
+    assert.equal(b.events.observed, false, 'no longer heard');
+    // The new source sends the same objects: it wins them, the removed one being behind it.
+    c.events.next(snapshotOf([fakeResource('x'), fakeResource('y')]));
+    assert.deepEqual(served(engine), ['x@c', 'y@c']);
+    assert.equal(engine.confirm('b'), true);
+    assert.deepEqual(served(engine), ['x@c', 'y@c'], 'confirmed: nothing goes that another source serves');
+    assert.deepEqual(removed, ['b']);
+    assert.equal(engine.has('b'), false);
+    assert.deepEqual(
+      engine.current().sources.map((s) => s.name),
+      ['a', 'c'],
+    );
+    engine.stop();
+  });
+
+  it('drops a held removal when the source is configured again: nothing withdrawn, heard again', () => {
+    const a = source('a');
+    const b = source('b');
+    const removed: string[] = [];
+    const { engine } = engineOf([a.input(), b.input()], {
+      store: { changed: () => undefined, removed: (s) => removed.push(s) },
+    });
+    engine.start();
+    b.events.next(snapshotOf([fakeResource('x'), fakeResource('y')]));
+    const snapshots: string[][] = [];
+    engine.snapshots$.subscribe((snap) =>
+      snapshots.push((snap.kinds.get(VS)?.resources ?? []).map((r) => r.name).sort()),
+    );
+    engine.reconfigure([a.input()]);
+    engine.reconfigure([a.input(), b.input()]);
+    assert.equal(engine.current().sources.find((s) => s.name === 'b')?.held, undefined);
+    assert.equal(b.counter.subscriptions, 2, 'subscribed again');
+    b.events.next(snapshotOf([fakeResource('y'), fakeResource('z')]));
+    assert.deepEqual(served(engine), ['y@b', 'z@b']);
+    assert.ok(
+      snapshots.every((names) => names.includes('y')),
+      `y served throughout: ${JSON.stringify(snapshots)}`,
+    );
+    assert.deepEqual(removed, []);
+    assert.equal(engine.confirm('b'), false, 'nothing left to confirm');
+    engine.stop();
+  });
+
+  it('applies a held removal once confirmAfter passes', () => {
+    const clock = new VirtualTimeScheduler();
+    const b = source('b', { confirmAfterMs: 60_000 });
+    const a = source('a');
+    const { engine } = engineOf([a.input(), b.input()], { scheduler: clock, syncTimeoutMs: 1_000 });
+    engine.start();
+    b.events.next(snapshotOf([fakeResource('x')]));
+    a.events.next(snapshotOf([fakeResource('w')]));
+    clock.flush();
+    engine.reconfigure([a.input()]);
+    clock.maxFrames = clock.now() + 59_000;
+    clock.flush();
+    assert.deepEqual(served(engine), ['w@a', 'x@b'], 'a minute not yet passed');
+    clock.maxFrames = Number.POSITIVE_INFINITY;
+    clock.flush();
+    assert.deepEqual(served(engine), ['w@a']);
+    assert.equal(engine.has('b'), false);
     engine.stop();
   });
 
@@ -275,6 +358,90 @@ describe('the merge around its sources', () => {
     const same = engineOf([a.input()], { restored: new Map([['a', { ...record, type: 'test' }]]) }).engine;
     assert.deepEqual(served(same), ['persisted@a'], 'a record of the same type is served');
     assert.equal(same.current().sources[0]?.state, 'restored');
+  });
+
+  it('serves the record of a source no longer configured under the rules it recorded, its removal held', () => {
+    const record: SourceRecord = {
+      source: 'gone',
+      type: 'git',
+      revision: 'old',
+      savedMs: 0,
+      complete: true,
+      answeredKinds: [],
+      resources: [
+        fakeResource('mine', { namespace: 'team-a' }),
+        fakeResource('denied', { namespace: 'team-b' }),
+      ],
+      rules: {
+        priority: 0,
+        allow: { namespaces: ['team-a'] },
+        keepOnEmpty: true,
+        maxDeleteRatio: 0.5,
+        minDeletes: 10,
+        defaultNamespace: 'team-a',
+      },
+    };
+    const removed: string[] = [];
+    const store = { changed: () => undefined, removed: (s: string) => removed.push(s) };
+    const a = source('a');
+    const { engine, hooks } = engineOf([a.input()], { restored: new Map([['gone', record]]), store });
+    assert.deepEqual(served(engine), ['mine@gone'], 'what its rules admitted, and only that');
+    assert.deepEqual(hooks.held, ['gone:removed:1']);
+    engine.start();
+    a.events.next(snapshotOf([fakeResource('x')]));
+    assert.equal(engine.current().ready, true, 'a removed source is not waited for');
+    assert.deepEqual(removed, []);
+    assert.equal(engine.confirm('gone'), true);
+    assert.deepEqual(served(engine), ['x@a']);
+    assert.deepEqual(removed, ['gone']);
+
+    // Rules that let its objects go at once: dropped, and its record forgotten.
+    removed.length = 0;
+    const loose = { ...record, rules: { ...record.rules, keepOnEmpty: false } } as SourceRecord;
+    const dropped = engineOf([a.input()], { restored: new Map([['gone', loose]]), store }).engine;
+    assert.deepEqual(served(dropped), []);
+    assert.deepEqual(removed, ['gone']);
+    assert.deepEqual(
+      dropped.current().sources.map((s) => s.name),
+      ['a'],
+    );
+
+    // A record of a release that recorded no rules: what it admitted is unknown, so nothing is served.
+    const { rules: _rules, ...unruled } = record;
+    const unknown = engineOf([a.input()], { restored: new Map([['gone', unruled]]), store }).engine;
+    assert.deepEqual(served(unknown), []);
+    assert.deepEqual(
+      unknown.current().sources.map((s) => s.name),
+      ['a'],
+    );
+  });
+
+  it('records the rules a source runs under, and records them again when a reload changes them', () => {
+    const records: SourceRecord[] = [];
+    const reads: Array<() => SourceRecord> = [];
+    const store = {
+      changed: (_s: string, read: () => SourceRecord) => reads.push(read),
+      removed: () => undefined,
+    };
+    const a = source('a', { priority: 3, deny: { namespaces: ['kube-system'] } });
+    const { engine } = engineOf([a.input()], { store });
+    engine.start();
+    a.events.next(snapshotOf([fakeResource('x')]));
+    records.push(...reads.splice(0).map((read) => read()));
+    assert.deepEqual(records.at(-1)?.rules, {
+      priority: 3,
+      deny: { namespaces: ['kube-system'] },
+      keepOnEmpty: true,
+      maxDeleteRatio: 0.5,
+      minDeletes: 10,
+      defaultNamespace: 'default',
+    });
+    engine.reconfigure([
+      a.input({ priority: 3, deny: { namespaces: ['kube-system'] }, confirmAfterMs: 5_000 }),
+    ]);
+    assert.equal(reads.length, 1, 'rewritten for the new rules alone');
+    assert.equal(reads[0]?.().rules?.confirmAfterMs, 5_000);
+    engine.stop();
   });
 
   it('listens to no source once stopped, and keeps its last snapshot readable', () => {

@@ -43,7 +43,9 @@ describe('SourceLedger records', () => {
     l.apply(snapshot(objects(VS, 2), 'r1', [VS]), new Date(1_000));
     assert.equal(l.holdsObjects, true);
     l.apply(snapshot(objects(DR, 1), 'r2', [DR]), new Date(1_100));
-    l.clear();
+    l.retire(new Date(1_200));
+    assert.equal(l.holdsObjects, true, 'while leaving the configuration is held');
+    l.release();
     assert.equal(l.holdsObjects, false, 'after leaving the configuration');
   });
 

@@ -135,13 +135,14 @@ describe('SourceLedger', () => {
   });
 
   it('withdraws every object when the source leaves the configuration, and forgets what it sent', () => {
-    const l = ledger();
+    const l = ledger({ keepOnEmpty: false });
     l.apply(state(fakeResource('a'), fakeResource('d', { kind: DR })), new Date(0));
     assert.deepEqual([...l.entries()].map(([k, s]) => [k, s.size]).sort(), [
       [DR, 1],
       [VS, 1],
     ]);
-    const changes = l.clear();
+    const changes = l.retire(new Date(1));
+    assert.equal(l.heldUpdate, undefined, 'two objects, and an empty state not kept: not held');
     assert.deepEqual(changes.map((c) => [c.kind, c.before.size, c.after.size]).sort(), [
       [DR, 1, 0],
       [VS, 1, 0],
@@ -151,6 +152,41 @@ describe('SourceLedger', () => {
     // Not held as an empty state afterwards: the source has nothing.
     l.apply(state(), new Date(1));
     assert.equal(l.heldUpdate, undefined);
+  });
+
+  it('holds leaving the configuration as its guards would hold an empty state, until released or configured again', () => {
+    const kept = ledger();
+    kept.apply(state(fakeResource('a'), fakeResource('d', { kind: DR })), new Date(0));
+    assert.deepEqual(kept.retire(new Date(5)), [], 'nothing withdrawn');
+    assert.equal(kept.retired, true);
+    assert.deepEqual(
+      { ...kept.heldUpdate, digest: undefined },
+      { reason: 'removed', deletions: 2, total: 2, since: new Date(5), digest: undefined },
+    );
+    assert.deepEqual(names(kept, VS), ['default/a'], 'still served');
+    const changes = kept.release();
+    assert.deepEqual(changes.map((c) => [c.kind, c.before.size, c.after.size]).sort(), [
+      [DR, 1, 0],
+      [VS, 1, 0],
+    ]);
+    assert.equal(kept.heldUpdate, undefined);
+
+    // A source deleting more than its ratio allows (11 of 11 > 10) is held even when empty states are not kept.
+    const many = ledger({ keepOnEmpty: false });
+    many.apply(state(...Array.from({ length: 11 }, (_, i) => fakeResource(`v${i}`))), new Date(0));
+    many.retire(new Date(1));
+    assert.equal(many.heldUpdate?.reason, 'removed');
+
+    // Configured again: the removal is dropped, everything stays, and the next state is judged as usual.
+    const back = ledger();
+    back.apply(state(fakeResource('a'), fakeResource('b')), new Date(0));
+    back.retire(new Date(1));
+    back.reinstate();
+    assert.equal(back.retired, false);
+    assert.equal(back.heldUpdate, undefined);
+    assert.deepEqual(names(back, VS), ['default/a', 'default/b']);
+    back.apply(state(fakeResource('a')), new Date(2));
+    assert.deepEqual(names(back, VS), ['default/a'], 'a small deletion applies at once');
   });
 
   it('may contribute only the kinds it declares and its rules allow', () => {

@@ -95,6 +95,28 @@ describe('state files', () => {
     );
   });
 
+  it('read back the rules a source ran under, each selector list present or absent as recorded', async () => {
+    const rules = [
+      {
+        priority: -3,
+        allow: { namespaces: ['team-a', 'team-a-*'] },
+        deny: { kinds: [], namespaces: ['kube-system'] },
+        keepOnEmpty: false,
+        maxDeleteRatio: 0.25,
+        minDeletes: 10,
+        confirmAfterMs: 600_000,
+        defaultNamespace: 'team-a',
+      },
+      { priority: 200, keepOnEmpty: true, maxDeleteRatio: 1, minDeletes: 10, defaultNamespace: 'default' },
+    ];
+    for (const r of rules) {
+      const back = decodeStateFile(await fileOf({ ...record(2), rules: r }), 'gitops.state');
+      assert.deepEqual(back.rules, r);
+    }
+    const unruled = decodeStateFile(await fileOf(record(2)), 'gitops.state');
+    assert.equal(unruled.rules, undefined, 'a record of a release that recorded none');
+  });
+
   it('keep objects read with their source’s provenance as the source sent them, byte for byte', async () => {
     // As the upstream sent them: one plain, one relayed by another meshmux, one naming a version.
     const sent = [

@@ -1,0 +1,240 @@
+/**
+ * A source left out of the configuration by an edit (dropped, or renamed, by a slip of the
+ * operator or of a template), against meshmux running as its own process with an istiod stand-in
+ * connected: on a live reload and across a restart, the stand-in must lose nothing until the
+ * removal is confirmed. An `xds` upstream (15 objects) and a file source beside it, which answers
+ * every kind, so a missing source's kinds are answered without its objects.
+ */
+import assert from 'node:assert/strict';
+import { access, mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { FakeAdsServer } from '../support/fake-ads-server.js';
+import { fakeDestinationRule, fakeVirtualService, type FakeObject } from '../support/fake-objects.js';
+import { connectIstiod, inventory, lost, readiness, report } from '../support/fault-kit.js';
+import { freePort } from '../support/free-port.js';
+import type { IstiodClient } from '../support/istiod-client.js';
+import { tempDir } from '../support/meshmux-harness.js';
+import { MeshmuxProcess } from '../support/meshmux-process.js';
+import { DR, SE, VS } from '../support/type-urls.js';
+
+const WAIT_MS = 20_000;
+
+function se(name: string): FakeObject {
+  return {
+    namespace: 'shop',
+    name,
+    spec: { hosts: [`${name}.example.com`], location: 'MESH_EXTERNAL', resolution: 'DNS' },
+  };
+}
+
+function localVs(name: string): string {
+  return `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ${name}, namespace: local}
+spec: {hosts: [${name}], http: [{route: [{destination: {host: ${name}}}]}]}
+`;
+}
+
+interface SourcesPage {
+  name: string;
+  held?: { reason: string; deletions: number; total: number };
+}
+
+async function until(check: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = performance.now() + WAIT_MS;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error(`timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function heldRemoval(meshmux: MeshmuxProcess, source: string): Promise<SourcesPage['held']> {
+  const sources = await meshmux.debug<SourcesPage[]>('sources');
+  const held = sources.find((s) => s.name === source)?.held;
+  return held?.reason === 'removed'
+    ? { reason: held.reason, deletions: held.deletions, total: held.total }
+    : undefined;
+}
+
+describe('faults: a source left out of the configuration by an edit', () => {
+  let fake: FakeAdsServer;
+  const names = [0, 1, 2, 3, 4].map((i) => `svc-${i}`);
+
+  before(async () => {
+    fake = await FakeAdsServer.start({ peer: 'istiod' });
+    fake
+      .set(
+        'VirtualService',
+        names.map((n) => fakeVirtualService(n)),
+      )
+      .set(
+        'DestinationRule',
+        names.map((n) => fakeDestinationRule(n)),
+      )
+      .set('ServiceEntry', names.map(se));
+  });
+  after(async () => {
+    await fake.stop();
+  });
+
+  /** A folder with the file source's one object and a configuration naming `sources`. */
+  async function setUp(prefix: string) {
+    const dir = await tempDir(prefix);
+    await mkdir(path.join(dir.dir, 'local'));
+    await writeFile(path.join(dir.dir, 'local', 'vs.yaml'), localVs('front'));
+    const configFile = path.join(dir.dir, 'meshmux.yaml');
+    const write = (withMesh: boolean): Promise<void> =>
+      writeFile(
+        configFile,
+        [
+          'state: { dir: state }',
+          'sources:',
+          '  - { name: local, type: file, path: ./local }',
+          ...(withMesh
+            ? [
+                `  - { name: mesh, type: xds, address: ${fake.address}, kinds: [VirtualService, DestinationRule, ServiceEntry] }`,
+              ]
+            : []),
+          '',
+        ].join('\n'),
+      );
+    await write(true);
+    return { dir, configFile, write };
+  }
+
+  const holdsAll = (c: IstiodClient): boolean =>
+    c.configs(VS).size === 6 && c.configs(SE).size === 5 && c.configs(VS).has('local/front');
+
+  it('keeps serving a source dropped by a live reload until its removal is confirmed', async () => {
+    const { dir, configFile, write } = await setUp('meshmux-fault-config-reload-');
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
+    const client = connectIstiod(meshmux.xds);
+    try {
+      await client.waitFor(holdsAll, WAIT_MS, () => 'the first state');
+      const before = inventory(client);
+      await write(false);
+      await until(async () => {
+        const sources = await meshmux.debug<SourcesPage[]>('sources');
+        return sources.every((s) => s.name !== 'mesh' || s.held !== undefined);
+      }, 'the reload applied');
+      // A later change of the file source is served: everything pushed after the reload is in.
+      await writeFile(path.join(dir.dir, 'local', 'vs2.yaml'), localVs('back'));
+      await client.waitFor(
+        (c) => c.configs(VS).has('local/back'),
+        WAIT_MS,
+        () => 'a later change',
+      );
+      assert.deepEqual(lost(before, inventory(client)), [], 'objects lost by the reload');
+      assert.deepEqual(await heldRemoval(meshmux, 'mesh'), {
+        reason: 'removed',
+        deletions: 15,
+        total: 15,
+      });
+      const ready = await readiness(meshmux.http);
+      assert.equal(ready.status, 200, JSON.stringify(ready.body));
+      await until(
+        () =>
+          access(path.join(dir.dir, 'state', 'mesh.state')).then(
+            () => true,
+            () => false,
+          ),
+        'the removed source’s record kept',
+      );
+
+      const confirmedAt = performance.now();
+      const answer = await fetch(`${meshmux.admin}/debug/sources/mesh/confirm`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
+      assert.equal(answer.status, 200);
+      await client.waitFor(
+        (c) => c.configs(SE).size === 0 && c.configs(DR).size === 0 && c.configs(VS).size === 2,
+        WAIT_MS,
+        () => 'the confirmed removal',
+      );
+      const withdrawnMs = performance.now() - confirmedAt;
+      assert.deepEqual(
+        [...client.configs(VS).keys()].sort(),
+        ['local/back', 'local/front'],
+        'exactly the removed source’s objects withdrawn',
+      );
+      const sources = await meshmux.debug<SourcesPage[]>('sources');
+      assert.deepEqual(
+        sources.map((s) => s.name),
+        ['local'],
+      );
+      await until(
+        () =>
+          access(path.join(dir.dir, 'state', 'mesh.state')).then(
+            () => false,
+            () => true,
+          ),
+        'the removed source’s state file deleted',
+      );
+      report('a source dropped by a live reload', {
+        'objects lost before the confirmation': 0,
+        'objects held': 15,
+        'ms from confirmation to withdrawal': withdrawnMs,
+      });
+    } finally {
+      client.close();
+      await meshmux.kill();
+      await dir.dispose();
+    }
+  });
+
+  it('serves a source dropped while meshmux was down from its persisted state, held until confirmed', async () => {
+    const { dir, configFile, write } = await setUp('meshmux-fault-config-restart-');
+    const xds = `127.0.0.1:${await freePort()}`;
+    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+    const client = connectIstiod(xds);
+    try {
+      await client.waitFor(holdsAll, WAIT_MS, () => 'the first state');
+      await until(
+        () =>
+          access(path.join(dir.dir, 'state', 'mesh.state')).then(
+            () => true,
+            () => false,
+          ),
+        'the state of mesh written',
+      );
+      const before = inventory(client);
+      await meshmux.kill('SIGKILL');
+      await write(false);
+      const streams = client.streams;
+      meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+      await client.waitFor(
+        (c) =>
+          c.requestedTypeUrls.every((t) => c.received.some((r) => r.stream > streams && r.typeUrl === t)),
+        WAIT_MS,
+        () => 'every type answered by the restarted meshmux',
+      );
+      const servedMs = performance.now() - meshmux.spawnedAt;
+      assert.deepEqual(lost(before, inventory(client)), [], 'objects lost by the restart');
+      assert.deepEqual(await heldRemoval(meshmux, 'mesh'), {
+        reason: 'removed',
+        deletions: 15,
+        total: 15,
+      });
+      const ready = await readiness(meshmux.http);
+      assert.equal(ready.status, 200, JSON.stringify(ready.body));
+      report('a source dropped from the configuration while meshmux was down', {
+        'objects lost': 0,
+        'ms from spawn to every type answered': servedMs,
+      });
+      // Configured again: the same objects, from its upstream, and nothing left held.
+      await write(true);
+      await until(async () => {
+        const sources = await meshmux.debug<SourcesPage[]>('sources');
+        return sources.some((s) => s.name === 'mesh' && s.held === undefined);
+      }, 'the removal dropped once configured again');
+      assert.deepEqual(lost(before, inventory(client)), []);
+    } finally {
+      client.close();
+      await meshmux.kill();
+      await dir.dispose();
+    }
+  });
+});
