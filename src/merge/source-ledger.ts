@@ -16,7 +16,13 @@ import type { RecordedRules, SourceRecord } from './source-record.js';
 import { SourceReadiness } from './source-readiness.js';
 import { SourceAcl, type SourcePolicy } from './source-rules.js';
 import { foldDigest, foldEvent, foldIn, type UpdateFold } from './update-fold.js';
-import { appliesAtOnce, guardVerdict, type HeldUpdate, type UpdateEffect } from './update-guards.js';
+import {
+  appliesAtOnce,
+  DeletionWindow,
+  guardVerdict,
+  type HeldUpdate,
+  type UpdateEffect,
+} from './update-guards.js';
 
 export { SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION } from './provenance.js';
 export type { HeldUpdate } from './update-guards.js';
@@ -100,6 +106,8 @@ export class SourceLedger {
   private restored = false;
   /** Whether the source left the configuration (see `retire`). */
   private retiredFlag = false;
+  /** What deletions are judged from (see `DeletionWindow`). */
+  private readonly deletions = new DeletionWindow();
   /**
    * Moves whenever what `record()` returns changes in substance: the objects held, the kinds
    * known, the held update. A source re-sending the same state leaves it alone.
@@ -146,7 +154,7 @@ export class SourceLedger {
     // Identity says nothing about admission under new rules: re-admit everything the full way.
     this.sentByKind.clear();
     const resources = this.sentObjects((r) => r);
-    return this.commit(
+    const changes = this.commit(
       this.admit({
         type: 'snapshot',
         resources,
@@ -155,6 +163,9 @@ export class SourceLedger {
         warnings: this.warnings,
       }),
     );
+    // What the old rules admitted is not the source's to lose.
+    this.deletions.reset(this.total);
+    return changes;
   }
 
   /**
@@ -245,7 +256,8 @@ export class SourceLedger {
       return [];
     }
     const next = this.admit(event);
-    if (appliesAtOnce(this.effect(next), this.total, this.rules)) return this.commit(next);
+    const { effect, total } = this.judged(next, now);
+    if (appliesAtOnce(effect, total, this.rules)) return this.commit(next);
     if (this.rules.settleMs > 0) {
       this.pending = { fold: foldIn(undefined, event), due: now.getTime() + this.rules.settleMs };
       return [];
@@ -277,7 +289,8 @@ export class SourceLedger {
   /** Applies the folded update unless a guard holds it (then it replaces any held one). */
   private judge(fold: UpdateFold, now: Date, admitted?: Admitted): KindChange[] {
     const next = admitted ?? this.admit(foldEvent(fold), false);
-    const verdict = guardVerdict(this.effect(next), this.total, this.rules);
+    const { effect, total } = this.judged(next, now);
+    const verdict = guardVerdict(effect, total, this.rules);
     if (verdict !== undefined) {
       this.held = {
         update: { ...verdict, since: this.held?.update.since ?? now, digest: foldDigest(fold) },
@@ -298,7 +311,9 @@ export class SourceLedger {
     this.held = undefined;
     this.recordChanges++;
     if (this.retiredFlag) return this.dropAll();
-    return this.commit(this.admit(foldEvent(held.fold), false));
+    const changes = this.commit(this.admit(foldEvent(held.fold), false));
+    this.deletions.reset(this.total);
+    return changes;
   }
 
   /**
@@ -788,6 +803,11 @@ export class SourceLedger {
   }
 
   /** Counts what an admitted update would delete from the committed state. */
+  /** An admitted update's effect as the guards judge it now, and the total to judge it against. */
+  private judged(admitted: Admitted, now: Date): { effect: UpdateEffect; total: number } {
+    return this.deletions.judged(this.effect(admitted), this.total, now.getTime(), this.rules.deleteWindowMs);
+  }
+
   private effect(admitted: Admitted): UpdateEffect {
     let deletions = 0;
     let after = this.total;

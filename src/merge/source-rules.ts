@@ -25,6 +25,12 @@ export interface SourcePolicy {
   readonly maxStaleMs?: number;
   /** Hold updates deleting more than this share of a source's objects (and more than `minDeletes`). Default 0.5. */
   readonly maxDeleteRatio: number;
+  /**
+   * How long the guards remember the most objects the source held: an update is judged by how far
+   * it takes the source below that, when more than it deletes itself. 0: each update alone.
+   * Default 10 minutes.
+   */
+  readonly deleteWindowMs: number;
   /** Deletions at or below this count are never held. Default 10. */
   readonly minDeletes: number;
   /** A held update is applied once it has persisted this long; absent = only by operator confirmation. */
@@ -47,6 +53,7 @@ export const DEFAULT_SOURCE_POLICY: SourcePolicy = Object.freeze({
   priority: 0,
   keepOnEmpty: true,
   maxDeleteRatio: 0.5,
+  deleteWindowMs: 600_000,
   minDeletes: 10,
   settleMs: 1000,
   required: true,

@@ -28,6 +28,41 @@ export interface UpdateEffect {
 export type GuardRules = Pick<SourcePolicy, 'keepOnEmpty' | 'minDeletes' | 'maxDeleteRatio' | 'settleMs'>;
 
 /**
+ * The most objects a source held within a window of time, which the guards judge deletions from:
+ * a source worn down a few objects per update is judged as if it had lost them in one. The window
+ * starts at the first deleting update after the last one ended.
+ */
+export class DeletionWindow {
+  private start = Number.NEGATIVE_INFINITY;
+  private peak = 0;
+
+  /**
+   * The update's effect on a source holding `total` objects, as the guards judge it at `nowMs`:
+   * when the update takes the source further below the window's peak than its own deletions, those
+   * are the deletions, judged against the peak. An update that deletes nothing is judged alone.
+   */
+  judged(
+    effect: UpdateEffect,
+    total: number,
+    nowMs: number,
+    windowMs: number,
+  ): { effect: UpdateEffect; total: number } {
+    if (effect.deletions > 0 && (windowMs === 0 || nowMs - this.start > windowMs)) {
+      this.start = nowMs;
+      this.peak = total;
+    } else if (total > this.peak) this.peak = total;
+    const shrink = this.peak - effect.after;
+    if (effect.deletions === 0 || shrink <= effect.deletions) return { effect, total };
+    return { effect: { ...effect, deletions: shrink }, total: this.peak };
+  }
+
+  /** Judges from `total` from now on: a state an operator confirmed, restored, or re-admitted under new rules. */
+  reset(total: number): void {
+    this.peak = total;
+  }
+}
+
+/**
  * Whether an update is small enough to apply at once, without waiting for the rest of the
  * source's update or asking the guards: the source held nothing, it deletes nothing, or it
  * deletes no more than `minDeletes` and empties no kind.

@@ -12,6 +12,7 @@ export function sourcePolicy(rules: MergeRules): Partial<SourcePolicy> {
     keepOnEmpty: rules.onEmpty === 'keep',
     ...(rules.maxStale === undefined ? {} : { maxStaleMs: rules.maxStale }),
     maxDeleteRatio: rules.maxDeleteRatio,
+    deleteWindowMs: rules.deleteWindow,
     ...(rules.confirmAfter === undefined ? {} : { confirmAfterMs: rules.confirmAfter }),
     settleMs: rules.settle,
     required: rules.required,

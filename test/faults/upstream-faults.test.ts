@@ -450,3 +450,57 @@ describe('faults: a git remote gone when meshmux restarts', () => {
     }
   });
 });
+
+describe('faults: an xds upstream wearing itself down a few objects per response', () => {
+  it('holds the wearing down once it passes the ratio of the most the source held, as one update would be', async () => {
+    const dir = await tempDir('meshmux-fault-erosion-');
+    const fake = await FakeAdsServer.start({ peer: 'istiod' });
+    const entries = (from: number): FakeObject[] =>
+      Array.from({ length: 100 - from }, (_, i) =>
+        fakeServiceEntry(`svc-${from + i}`, `svc-${from + i}.example.com`),
+      );
+    fake.set('ServiceEntry', entries(0));
+    const meshmux = await meshmuxWith(dir.dir, [
+      'sources:',
+      '  - name: mesh',
+      '    type: xds',
+      `    address: ${fake.address}`,
+      '    kinds: [ServiceEntry]',
+    ]);
+    const client = connectIstiod(meshmux.xds);
+    try {
+      await client.waitFor(
+        (c) => c.configs(SE).size === 100,
+        15_000,
+        () => 'the first state',
+      );
+      // Nine fewer objects per response, 1.5 s apart (past the settle window each time): each
+      // response alone deletes fewer than 10, under any ratio.
+      for (let step = 1; step <= 10; step++) {
+        fake.set('ServiceEntry', entries(9 * step)).push();
+        await new Promise((r) => setTimeout(r, 1_500));
+      }
+      await meshmux.waitForLog(
+        (e) => e['source'] === 'mesh' && /delete too much/.test(String(e['msg'])),
+        0,
+        5_000,
+        'the wearing down held',
+      );
+      const held = client.configs(SE).size;
+      const sources =
+        await meshmux.debug<Array<{ name: string; held?: { deletions: number; total: number } }>>('sources');
+      const hold = sources.find((s) => s.name === 'mesh')?.held;
+      assert.deepEqual([hold?.deletions, hold?.total], [90, 100], 'judged against the most it held');
+      assert.ok(held >= 50, `the istiod holds ${held} of 100: no more than half lost`);
+      report('an upstream wearing itself down 9 objects per response', {
+        'objects lost of 100': 100 - held,
+        'responses applied': (100 - held) / 9,
+      });
+    } finally {
+      client.close();
+      await meshmux.kill();
+      await fake.stop();
+      await dir.dispose();
+    }
+  });
+});

@@ -189,6 +189,60 @@ describe('SourceLedger', () => {
     assert.deepEqual(names(back, VS), ['default/a'], 'a small deletion applies at once');
   });
 
+  describe('deletions judged over a window', () => {
+    const many = (from: number, to: number) =>
+      Array.from({ length: to - from }, (_, i) => fakeResource(`s${from + i}`));
+    const minute = 60_000;
+
+    it('holds a source worn down a few objects per update once it is past its ratio of the most it held', () => {
+      const l = ledger();
+      l.apply(state(...many(0, 100)), new Date(0));
+      const left: number[] = [];
+      for (let i = 1; i <= 10; i++) {
+        l.apply(state(...many(9 * i, 100)), new Date(i * 1000));
+        left.push(l.kind(VS).size);
+      }
+      assert.deepEqual(left, [91, 82, 73, 64, 55, 55, 55, 55, 55, 55]);
+      assert.deepEqual(
+        [l.heldUpdate?.reason, l.heldUpdate?.deletions, l.heldUpdate?.total],
+        ['mass-delete', 90, 100],
+      );
+      l.release();
+      assert.equal(l.kind(VS).size, 10);
+      l.apply(state(...many(91, 100)), new Date(11_000));
+      assert.equal(l.kind(VS).size, 9, 'judged from the confirmed state: one deletion applies at once');
+    });
+
+    it('judges each update alone with a window of 0, and a window anew once it has passed', () => {
+      const alone = ledger({ deleteWindowMs: 0 });
+      alone.apply(state(...many(0, 100)), new Date(0));
+      for (let i = 1; i <= 10; i++) alone.apply(state(...many(9 * i, 100)), new Date(i));
+      assert.equal(alone.kind(VS).size, 10);
+      assert.equal(alone.heldUpdate, undefined);
+
+      const slow = ledger();
+      slow.apply(state(...many(0, 100)), new Date(0));
+      for (let i = 1; i <= 10; i++) slow.apply(state(...many(9 * i, 100)), new Date(i * 11 * minute));
+      assert.equal(slow.kind(VS).size, 10, 'nine every eleven minutes: each window sees one update');
+      assert.equal(slow.heldUpdate, undefined);
+    });
+
+    it('never holds objects replaced by others, nor an update that deletes nothing', () => {
+      const l = ledger();
+      l.apply(state(...many(0, 100)), new Date(0));
+      for (let i = 1; i <= 10; i++) l.apply(state(...many(9 * i, 100 + 9 * i)), new Date(i * 1000));
+      assert.equal(l.kind(VS).size, 100);
+      assert.equal(l.heldUpdate, undefined);
+
+      const worn = ledger();
+      worn.apply(state(...many(0, 100)), new Date(0));
+      worn.apply(state(...many(9, 100)), new Date(1));
+      worn.apply(state(...many(18, 100)), new Date(2));
+      worn.apply(state(...many(18, 100), fakeResource('new')), new Date(3));
+      assert.equal(worn.kind(VS).size, 83, 'an addition after a shrink applies at once');
+    });
+  });
+
   it('may contribute only the kinds it declares and its rules allow', () => {
     assert.equal(ledger({}, [VS]).mayContribute(VS), true);
     assert.equal(ledger({}, [VS]).mayContribute(DR), false, 'not a declared kind');

@@ -12,6 +12,7 @@ const EDITED: Record<keyof typeof MERGE_RULE_FIELDS, string> = {
   onEmpty: 'accept',
   maxStale: '10m',
   maxDeleteRatio: '0.9',
+  deleteWindow: '1h',
   confirmAfter: '1h',
   settle: '3s',
   required: 'false',

@@ -160,6 +160,12 @@ export const MERGE_RULE_FIELDS = {
   maxStale: Duration.optional(),
   /** Hold an update that deletes more than this share of the source's objects (and more than 10). */
   maxDeleteRatio: z.number().min(0).max(1).default(0.5),
+  /**
+   * Deletions are judged over this window: an update that takes the source further below the most
+   * it held within it than `maxDeleteRatio` allows is held, however few objects it deletes itself.
+   * `0s` judges each update against the state before it alone.
+   */
+  deleteWindow: Duration.default(600_000),
   /** Apply a held update once it has persisted this long; default only on operator confirmation. */
   confirmAfter: Duration.optional(),
   /**
