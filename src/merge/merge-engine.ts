@@ -119,6 +119,14 @@ export class MergeEngine implements SnapshotReader {
   };
   private timedOut = false;
   private started = false;
+  /** Whether a snapshot has been ready: from then on a reload never makes the merge wait again. */
+  private everReady = false;
+  /**
+   * Sources a reload added, or changed so that they have kinds yet to answer, once the merge had
+   * been ready: not waited for. Istiods hold nothing of theirs yet, so serving without them loses
+   * nothing, where waiting would hold back every other source's changes of their kinds.
+   */
+  private readonly unwaited = new WeakSet<SourceLedger>();
 
   constructor(
     private inputs: readonly MergeInput[],
@@ -250,8 +258,20 @@ export class MergeEngine implements SnapshotReader {
     }
     this.ledgers = next;
     this.inputs = inputs;
+    if (this.everReady) this.stopWaiting(next);
     this.options.log?.info({ sources: next.map((l) => l.descriptor.name) }, 'sources reconfigured');
     this.kicks.next();
+  }
+
+  /** Marks the sources a reload left with kinds to answer as not waited for, and says so. */
+  private stopWaiting(ledgers: readonly SourceLedger[]): void {
+    const pending = ledgers.filter((l) => !l.servesAll && !l.retired && !this.unwaited.has(l));
+    for (const ledger of pending) this.unwaited.add(ledger);
+    if (pending.length === 0) return;
+    this.options.log?.warn(
+      { missing: Object.fromEntries(pending.map((l) => [l.descriptor.name, l.missingKinds()])) },
+      'sources a reload added or changed have kinds to answer: their kinds are served without them until they do',
+    );
   }
 
   /** Applies an update a guard holds for a source (operator confirmation). False if none was held. */
@@ -339,13 +359,13 @@ export class MergeEngine implements SnapshotReader {
     const record = this.options.restored?.get(ledger.descriptor.name);
     if (record === undefined) return;
     if (record.type !== ledger.descriptor.type) {
+      // What it served is still what istiods hold: the new source's first state is judged against it.
       this.options.log?.warn(
         { source: ledger.descriptor.name, persisted: record.type, configured: ledger.descriptor.type },
-        'persisted state belongs to a source of another type: not restored',
+        'persisted state belongs to a source of another type: served until the source syncs, its first state judged against it',
       );
-      return;
     }
-    this.take(ledger, ledger.restore(record));
+    this.take(ledger, ledger.restore(record, new Date(this.scheduler.now())));
     if (ledger.heldUpdate !== undefined) this.onHold(ledger);
     this.armExpiry(ledger);
     this.options.log?.info(
@@ -382,8 +402,9 @@ export class MergeEngine implements SnapshotReader {
         { ...DEFAULT_SOURCE_POLICY, ...rules },
         order++,
       );
-      this.take(ledger, ledger.restore(record));
-      this.take(ledger, ledger.retire(new Date(this.scheduler.now())));
+      const now = new Date(this.scheduler.now());
+      this.take(ledger, ledger.restore(record, now));
+      this.take(ledger, ledger.retire(now));
       if (ledger.heldUpdate === undefined) {
         this.options.store?.removed(name);
         continue;
@@ -555,6 +576,7 @@ export class MergeEngine implements SnapshotReader {
     const changed = new Set(this.changed);
     this.changed.clear();
     const snapshot = this.build();
+    if (snapshot.ready) this.everReady = true;
     const previous = this.subject.getValue();
     if (
       snapshot.version === previous.version &&
@@ -594,7 +616,7 @@ export class MergeEngine implements SnapshotReader {
     const timedOut = this.timedOut;
     // Sources still waited for, with what each can serve, frozen with this snapshot.
     const waiting = this.ledgers
-      .filter((l) => (l.policy.required || !timedOut) && !l.servesAll && !l.retired)
+      .filter((l) => (l.policy.required || !timedOut) && !l.servesAll && !l.retired && !this.unwaited.has(l))
       .map((l) => ({ ledger: l, missing: new Set(l.missingKinds()) }));
     // Ready for every kind whenever ready (nothing waited for): the ADS server relies on it to look
     // only at the kinds a snapshot moved once two in a row are ready.

@@ -321,14 +321,16 @@ export class SourceLedger {
    * at once, state `restored`, until the upstream replaces them through the usual guards. Call
    * before any event. Returns the kinds it filled.
    */
-  restore(record: SourceRecord): KindChange[] {
+  restore(record: SourceRecord, now: Date): KindChange[] {
     this.restored = true;
     this.readiness.restoreFrom(record);
     this.state = 'restored';
     this.revision = record.revision;
     if (record.lastSyncMs !== undefined) this.lastSyncTime = new Date(record.lastSyncMs);
-    // Stale since the upstream last answered, as far as anything in this process can tell.
-    this.staleSince = new Date(record.lastSyncMs ?? record.savedMs);
+    // Stale, as far as this process can tell, since it started: a record is written when what the
+    // source holds changes, so its times say nothing of an upstream heard since, and `maxStale`
+    // must not drop a healthy source restarted after a quiet spell.
+    this.staleSince = now;
     const changes = this.commit(
       this.admit(
         {

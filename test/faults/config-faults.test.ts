@@ -38,6 +38,7 @@ spec: {hosts: [${name}], http: [{route: [{destination: {host: ${name}}}]}]}
 
 interface SourcesPage {
   name: string;
+  state: string;
   held?: { reason: string; deletions: number; total: number };
 }
 
@@ -78,24 +79,26 @@ describe('faults: a source left out of the configuration by an edit', () => {
     await fake.stop();
   });
 
-  /** A folder with the file source's one object and a configuration naming `sources`. */
+  const meshLine = (address: string, extra = ''): string =>
+    `  - { name: mesh, type: xds, address: ${address}, kinds: [VirtualService, DestinationRule, ServiceEntry]${extra} }`;
+
+  /**
+   * A folder with the file source's one object and a configuration of it and, when `write` is
+   * given `true` or a line of its own, the `mesh` source.
+   */
   async function setUp(prefix: string) {
     const dir = await tempDir(prefix);
     await mkdir(path.join(dir.dir, 'local'));
     await writeFile(path.join(dir.dir, 'local', 'vs.yaml'), localVs('front'));
     const configFile = path.join(dir.dir, 'meshmux.yaml');
-    const write = (withMesh: boolean): Promise<void> =>
+    const write = (mesh: boolean | string): Promise<void> =>
       writeFile(
         configFile,
         [
           'state: { dir: state }',
           'sources:',
           '  - { name: local, type: file, path: ./local }',
-          ...(withMesh
-            ? [
-                `  - { name: mesh, type: xds, address: ${fake.address}, kinds: [VirtualService, DestinationRule, ServiceEntry] }`,
-              ]
-            : []),
+          ...(mesh === false ? [] : [mesh === true ? meshLine(fake.address) : mesh]),
           '',
         ].join('\n'),
       );
@@ -234,6 +237,166 @@ describe('faults: a source left out of the configuration by an edit', () => {
     } finally {
       client.close();
       await meshmux.kill();
+      await dir.dispose();
+    }
+  });
+
+  it('serves every other change while a source added by a reload with a wrong address never answers', async () => {
+    const { dir, configFile, write } = await setUp('meshmux-fault-config-added-');
+    await write(false);
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
+    const client = connectIstiod(meshmux.xds);
+    try {
+      await client.waitFor(
+        (c) => c.configs(VS).has('local/front'),
+        WAIT_MS,
+        () => 'the first state',
+      );
+      await write(meshLine(`127.0.0.1:${await freePort()}`));
+      await until(async () => {
+        const sources = await meshmux.debug<SourcesPage[]>('sources');
+        return sources.some((s) => s.name === 'mesh');
+      }, 'the reload applied');
+      const changedAt = performance.now();
+      await writeFile(path.join(dir.dir, 'local', 'vs2.yaml'), localVs('back'));
+      await client.waitFor(
+        (c) => c.configs(VS).has('local/back'),
+        WAIT_MS,
+        () => 'a later change',
+      );
+      const changeMs = performance.now() - changedAt;
+      const ready = await readiness(meshmux.http);
+      assert.equal(ready.status, 200, JSON.stringify(ready.body));
+      const late = connectIstiod(meshmux.xds);
+      try {
+        await late.waitFor(
+          (c) => c.configs(VS).size === 2 && c.requestedTypeUrls.every((t) => c.store.has(t)),
+          WAIT_MS,
+          () => 'every type answered to an istiod connecting now',
+        );
+      } finally {
+        late.close();
+      }
+      report('a source with a wrong address added by a reload', {
+        'ms for a change of another source to reach the istiod': changeMs,
+      });
+    } finally {
+      client.close();
+      await meshmux.kill();
+      await dir.dispose();
+    }
+  });
+
+  it('serves the record of a source whose type an edit changed while meshmux was down, and holds its empty first state', async () => {
+    const { dir, configFile, write } = await setUp('meshmux-fault-config-type-');
+    const empty = await FakeAdsServer.start({ peer: 'istiod' });
+    const xds = `127.0.0.1:${await freePort()}`;
+    // First a file source named mesh, holding 3 VirtualServices.
+    await mkdir(path.join(dir.dir, 'mesh'));
+    await writeFile(
+      path.join(dir.dir, 'mesh', 'vs.yaml'),
+      ['a', 'b', 'c'].map((n) => localVs(n).replace('namespace: local', 'namespace: shop')).join('---\n'),
+    );
+    await write('  - { name: mesh, type: file, path: ./mesh }');
+    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+    const client = connectIstiod(xds);
+    try {
+      await client.waitFor(
+        (c) => c.configs(VS).size === 4,
+        WAIT_MS,
+        () => 'the first state',
+      );
+      await until(
+        () =>
+          access(path.join(dir.dir, 'state', 'mesh.state')).then(
+            () => true,
+            () => false,
+          ),
+        'the state of mesh written',
+      );
+      const before = inventory(client);
+      await meshmux.kill('SIGKILL');
+      // Now an xds source of the same name, its upstream answering nothing.
+      await write(meshLine(empty.address));
+      meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+      await until(
+        async () =>
+          (await meshmux.debug<SourcesPage[]>('sources')).some(
+            (s) => s.name === 'mesh' && s.state === 'synced',
+          ),
+        'the new source synced',
+      );
+      await writeFile(path.join(dir.dir, 'local', 'vs2.yaml'), localVs('back'));
+      await client.waitFor(
+        (c) => c.configs(VS).has('local/back'),
+        WAIT_MS,
+        () => 'a later change',
+      );
+      assert.deepEqual(lost(before, inventory(client)), [], 'objects lost');
+      await until(
+        async () => (await meshmux.debug<SourcesPage[]>('sources')).some((s) => s.held !== undefined),
+        'the empty first state judged (after settle)',
+      );
+      assert.deepEqual(lost(before, inventory(client)), [], 'objects lost once judged');
+      const held = (await meshmux.debug<SourcesPage[]>('sources')).find((s) => s.name === 'mesh')?.held;
+      assert.deepEqual([held?.reason, held?.deletions], ['empty', 3]);
+      report('a source whose type changed while meshmux was down', { 'objects lost': 0 });
+    } finally {
+      client.close();
+      await meshmux.kill();
+      await empty.stop();
+      await dir.dispose();
+    }
+  });
+
+  it('counts maxStale from the restart, not from the last change of a quiet, healthy source', async () => {
+    const { dir, configFile, write } = await setUp('meshmux-fault-config-stale-');
+    const quiet = await FakeAdsServer.start({ peer: 'istiod' });
+    quiet.set(
+      'VirtualService',
+      names.map((n) => fakeVirtualService(n)),
+    );
+    await write(meshLine(quiet.address, ', maxStale: 3s'));
+    const xds = `127.0.0.1:${await freePort()}`;
+    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+    const client = connectIstiod(xds);
+    try {
+      await client.waitFor(
+        (c) => c.configs(VS).size === 6,
+        WAIT_MS,
+        () => 'the first state',
+      );
+      // Synced and unchanged for longer than maxStale, then restarted while the upstream is away.
+      await new Promise((r) => setTimeout(r, 4_000));
+      const before = inventory(client);
+      await meshmux.kill('SIGKILL');
+      await quiet.stop();
+      const streams = client.streams;
+      meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+      await client.waitFor(
+        (c) =>
+          c.requestedTypeUrls.every((t) => c.received.some((r) => r.stream > streams && r.typeUrl === t)),
+        WAIT_MS,
+        () => 'every type answered by the restarted meshmux',
+      );
+      assert.deepEqual(lost(before, inventory(client)), [], 'objects lost at the restart');
+      // Stale past maxStale counted from the restart: then dropped, as configured.
+      const restartedAt = meshmux.spawnedAt;
+      await client.waitFor(
+        (c) => c.configs(VS).size === 1,
+        WAIT_MS,
+        () => 'dropped past maxStale',
+      );
+      const droppedAfterMs = performance.now() - restartedAt;
+      assert.ok(droppedAfterMs >= 3_000, `dropped ${Math.round(droppedAfterMs)} ms after the restart`);
+      report('a quiet source restarted with maxStale 3s', {
+        'objects lost at the restart': 0,
+        'ms from the restart to the drop maxStale asks for': droppedAfterMs,
+      });
+    } finally {
+      client.close();
+      await meshmux.kill();
+      await quiet.stop();
       await dir.dispose();
     }
   });

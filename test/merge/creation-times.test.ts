@@ -42,7 +42,7 @@ describe('creation times meshmux stamped', () => {
     );
 
     const after = ledger();
-    after.restore(record);
+    after.restore(record, new Date(4_000));
     // The restarted source stamps the time it reads them at; one of them was also edited.
     after.apply(
       state(object('reviews', 9_000, true), object('ratings', 9_000, true, 'edited')),

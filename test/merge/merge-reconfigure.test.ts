@@ -120,7 +120,11 @@ describe('a configuration reload', () => {
     assert.deepEqual(removed, [], 'its record is kept');
     const report = engine.current().sources.find((s) => s.name === 'b');
     assert.deepEqual([report?.held?.reason, report?.held?.deletions, report?.held?.total], ['removed', 2, 2]);
-    assert.deepEqual(engine.current().waitingFor, ['c'], 'a removed source is not waited for');
+    assert.deepEqual(
+      engine.current().waitingFor,
+      [],
+      'neither the removed source nor the added one is waited for',
+    );
     assert.equal(b.events.observed, false, 'no longer heard');
     // The new source sends the same objects: it wins them, the removed one being behind it.
     c.events.next(snapshotOf([fakeResource('x'), fakeResource('y')]));
@@ -184,19 +188,39 @@ describe('a configuration reload', () => {
     engine.stop();
   });
 
-  it('starts a source added by a reload and serves what it sends', () => {
+  it('serves the kinds a source added by a reload may hold without waiting for it, once the merge was ready', () => {
     const a = source('a');
     const b = source('b');
-    const { engine } = engineOf([a.input()]);
+    const c = source('c');
+    const { engine, hooks } = engineOf([a.input()]);
     engine.start();
     a.events.next(snapshotOf([fakeResource('x')]));
     engine.reconfigure([a.input(), b.input()]);
-    assert.equal(engine.current().ready, false, 'waits for the new source');
-    assert.deepEqual(engine.current().waitingFor, ['b']);
+    assert.equal(engine.current().ready, true, 'istiods hold nothing of it: nothing to wait for');
+    assert.deepEqual(engine.current().waitingFor, []);
+    const published = hooks.changed.length;
+    a.events.next(snapshotOf([fakeResource('x'), fakeResource('w')]));
+    assert.equal(hooks.changed.length, published + 1, "the other source's change is published");
+    assert.deepEqual(engine.current().kinds.get(VS)?.resources.length, 2);
     b.events.next(snapshotOf([fakeResource('y')]));
-    assert.deepEqual(served(engine), ['x@a', 'y@b']);
-    assert.equal(engine.current().ready, true);
+    assert.deepEqual(served(engine), ['w@a', 'x@a', 'y@b']);
+    // A source made required by a reload while it has not synced is not waited for either.
+    const lazy = source('lazy', { required: false });
+    const { engine: other } = engineOf([a.input(), lazy.input()], { syncTimeoutMs: 0 });
+    other.start();
+    a.events.next(snapshotOf([fakeResource('x')]));
+    assert.equal(other.current().ready, true);
+    other.reconfigure([a.input(), lazy.input({ required: true })]);
+    assert.equal(other.current().ready, true);
+    // Before the merge was ever ready, a reload's source is waited for as at start.
+    const { engine: early } = engineOf([c.input()]);
+    early.start();
+    early.reconfigure([c.input(), b.input()]);
+    c.events.next(snapshotOf([fakeResource('z')]));
+    assert.deepEqual(early.current().waitingFor, ['b']);
     engine.stop();
+    other.stop();
+    early.stop();
   });
 
   it('does not subscribe to a source added before the merge started until it starts', () => {
@@ -341,7 +365,7 @@ describe('the merge around its sources', () => {
     engine.stop();
   });
 
-  it('does not start a source from a persisted record of another source type', () => {
+  it('starts a source from a persisted record of another source type, and judges its first state against it', () => {
     const record: SourceRecord = {
       source: 'a',
       type: 'git',
@@ -351,13 +375,14 @@ describe('the merge around its sources', () => {
       answeredKinds: [],
       resources: [fakeResource('persisted')],
     };
-    const a = source('a');
-    const { engine } = engineOf([a.input()], { restored: new Map([['a', record]]) });
-    assert.deepEqual(served(engine), []);
-    assert.equal(engine.current().sources[0]?.state, 'connecting');
-    const same = engineOf([a.input()], { restored: new Map([['a', { ...record, type: 'test' }]]) }).engine;
-    assert.deepEqual(served(same), ['persisted@a'], 'a record of the same type is served');
-    assert.equal(same.current().sources[0]?.state, 'restored');
+    const a = source('a', { keepOnEmpty: true });
+    const { engine, hooks } = engineOf([a.input()], { restored: new Map([['a', record]]) });
+    assert.deepEqual(served(engine), ['persisted@a'], 'what istiods hold stays served');
+    assert.equal(engine.current().sources[0]?.state, 'restored');
+    engine.start();
+    a.events.next(snapshotOf([]));
+    assert.deepEqual(served(engine), ['persisted@a'], 'an empty first state is held');
+    assert.deepEqual(hooks.held, ['a:empty:1']);
   });
 
   it('serves the record of a source no longer configured under the rules it recorded, its removal held', () => {

@@ -49,7 +49,7 @@ describe('SourceLedger records', () => {
     assert.equal(l.holdsObjects, false, 'after leaving the configuration');
   });
 
-  it('records when it last synced and restores as restored, stale since then, with the same objects', () => {
+  it('records when it last synced and restores as restored, stale since the restart, with the same objects', () => {
     const first = ledger();
     first.apply(snapshot([...objects(VS, 2), ...objects(DR, 1)], 'r1'), new Date(1_000));
     first.apply(
@@ -62,12 +62,16 @@ describe('SourceLedger records', () => {
     assert.equal(record.revision, 'r1');
 
     const second = ledger();
-    second.restore(record);
+    second.restore(record, new Date(4_000));
     const report = second.report();
     assert.equal(report.state, 'restored');
     assert.equal(report.revision, 'r1');
     assert.equal(report.lastSyncTime?.getTime(), 1_000);
-    assert.equal(report.staleSince?.getTime(), 1_000, 'stale since the upstream last answered');
+    assert.equal(
+      report.staleSince?.getTime(),
+      4_000,
+      'stale since the restart: the record says when its objects last changed, not when the upstream was last heard',
+    );
     assert.equal(report.restoredFrom?.getTime(), 3_000);
     assert.equal(second.holdsObjects, true);
     assert.deepEqual(held(second, VS), held(first, VS));
@@ -80,7 +84,7 @@ describe('SourceLedger records', () => {
     const record = first.record(new Date(4_000));
     assert.equal(record.lastSyncMs, undefined);
     const second = ledger();
-    second.restore(record);
+    second.restore(record, new Date(4_000));
     assert.equal(second.report().lastSyncTime, undefined);
     assert.equal(second.report().staleSince?.getTime(), 4_000);
   });
@@ -92,18 +96,18 @@ describe('SourceLedger records', () => {
       return l.record(new Date(2_000));
     })();
     const connecting = ledger();
-    connecting.restore(record);
+    connecting.restore(record, new Date(4_000));
     connecting.apply({ type: 'status', state: 'connecting' }, new Date(3_000));
     assert.equal(connecting.report().state, 'restored');
-    assert.equal(connecting.report().staleSince?.getTime(), 1_000, 'still stale since the last sync');
+    assert.equal(connecting.report().staleSince?.getTime(), 4_000, 'still stale since the restart');
 
     const stale = ledger();
-    stale.restore(record);
+    stale.restore(record, new Date(4_000));
     stale.apply({ type: 'status', state: 'stale' }, new Date(3_000));
     assert.equal(stale.report().state, 'stale');
 
     const synced = ledger();
-    synced.restore(record);
+    synced.restore(record, new Date(4_000));
     synced.apply({ type: 'status', state: 'synced' }, new Date(3_000));
     assert.equal(synced.report().state, 'synced');
     assert.equal(synced.report().staleSince, undefined);
@@ -122,7 +126,7 @@ describe('SourceLedger records', () => {
     assert.equal(record.held?.sinceMs, 2_000);
 
     const second = ledger();
-    second.restore(record);
+    second.restore(record, new Date(4_000));
     const heldAfter = second.report().held;
     assert.deepEqual(
       [
@@ -149,7 +153,7 @@ describe('SourceLedger records', () => {
     assert.equal(record.held.kinds, undefined);
     assert.equal(record.held.resources.length, 1);
     const second = ledger();
-    second.restore(record);
+    second.restore(record, new Date(4_000));
     second.release();
     assert.deepEqual(held(second, VS), ['default/VirtualService-0']);
     assert.deepEqual(held(second, DR), []);
