@@ -95,9 +95,10 @@ export interface Conflict {
 
 /**
  * Every reason a guard may hold an update back. A closed set: it labels metrics. `removed`: the
- * source left the configuration while holding objects the guards would not let go at once.
+ * source left the configuration while holding objects the guards would not let go at once;
+ * `rules`: edited access rules would withdraw as much.
  */
-export const HOLD_REASONS = ['empty', 'mass-delete', 'removed'] as const;
+export const HOLD_REASONS = ['empty', 'mass-delete', 'removed', 'rules'] as const;
 
 /** Why a guard holds an update back (one of `HOLD_REASONS`). */
 export type HoldReason = (typeof HOLD_REASONS)[number];

@@ -32,6 +32,8 @@ const HOLD_MESSAGES: Readonly<Record<HoldReason, string>> = {
   'mass-delete': 'a source update would delete too much at once: holding it (confirm to apply)',
   removed:
     'a source left the configuration: its objects stay served until its removal is confirmed (or it is configured again)',
+  rules:
+    "a source's edited access rules would withdraw too much at once: holding them, the rules in force stay (confirm to apply)",
 };
 
 /** Why the merge waits on a source: its update settling, a held update's `confirmAfter`, `maxStale`. */
@@ -193,6 +195,7 @@ export class MergeEngine implements SnapshotReader {
    * passes, or the source is configured again.
    */
   reconfigure(inputs: readonly MergeInput[]): void {
+    const now = new Date(this.scheduler.now());
     const byName = new Map(this.ledgers.map((l) => [l.descriptor.name, l]));
     const next: SourceLedger[] = [];
     inputs.forEach((input, order) => {
@@ -221,7 +224,8 @@ export class MergeEngine implements SnapshotReader {
         for (const [kind, state] of existing.entries()) this.tableFor(kind).apply(oldRank, state, new Map());
       existing.order = order;
       existing.descriptor = input.descriptor;
-      const changes = existing.setPolicy(policy);
+      const wasHeld = existing.heldUpdate;
+      const changes = existing.setPolicy(policy, now);
       if (reRank) {
         const rank = this.rankOf(existing);
         for (const [kind, state] of existing.entries()) {
@@ -230,6 +234,10 @@ export class MergeEngine implements SnapshotReader {
         }
         for (const c of changes) this.changed.add(c.kind);
       } else this.take(existing, changes);
+      if (existing.heldUpdate !== wasHeld) {
+        this.cancel(existing, 'confirm');
+        this.onHold(existing);
+      }
       this.persist(existing);
       const current = this.attached.get(existing);
       if (this.started && (current === undefined || current.fingerprint !== input.fingerprint)) {
@@ -238,7 +246,6 @@ export class MergeEngine implements SnapshotReader {
       }
     });
     // A source left out is no longer heard; its objects go only as far as its guards let them.
-    const now = new Date(this.scheduler.now());
     let after = inputs.length;
     for (const removed of byName.values()) {
       if (!removed.retired) {
@@ -293,6 +300,8 @@ export class MergeEngine implements SnapshotReader {
   private released(ledger: SourceLedger): void {
     if (!ledger.retired) {
       this.persist(ledger);
+      // A source may hold its own update and edited rules: the other one comes next.
+      if (ledger.heldUpdate !== undefined) this.onHold(ledger);
       return;
     }
     this.clearTimers(ledger);
@@ -365,7 +374,11 @@ export class MergeEngine implements SnapshotReader {
         'persisted state belongs to a source of another type: served until the source syncs, its first state judged against it',
       );
     }
-    this.take(ledger, ledger.restore(record, new Date(this.scheduler.now())));
+    const configured = ledger.policy;
+    const now = new Date(this.scheduler.now());
+    this.take(ledger, ledger.restore(record, now));
+    // Restored under the access rules it recorded: rules edited since are judged as on a reload.
+    if (ledger.policy !== configured) this.take(ledger, ledger.setPolicy(configured, now));
     if (ledger.heldUpdate !== undefined) this.onHold(ledger);
     this.armExpiry(ledger);
     this.options.log?.info(
@@ -649,6 +662,8 @@ function sameReports(a: ConfigSnapshot, b: ConfigSnapshot): boolean {
     return (
       o !== undefined &&
       o.state === s.state &&
+      o.priority === s.priority &&
+      o.required === s.required &&
       o.revision === s.revision &&
       o.errors === s.errors &&
       o.rejections === s.rejections &&

@@ -12,6 +12,7 @@ import type { HoldReason, Rejection, SourceReport } from './config-snapshot.js';
 import { diffByIdentity } from './identity-diff.js';
 import { KindStateView } from './kind-state-view.js';
 import { Provenance } from './provenance.js';
+import { linesDigest } from '../core/content-digest.js';
 import type { RecordedRules, SourceRecord } from './source-record.js';
 import { SourceReadiness } from './source-readiness.js';
 import { SourceAcl, type SourcePolicy } from './source-rules.js';
@@ -108,6 +109,8 @@ export class SourceLedger {
   private retiredFlag = false;
   /** What deletions are judged from (see `DeletionWindow`). */
   private readonly deletions = new DeletionWindow();
+  /** Access rules a guard holds back (see `setPolicy`), with the policy they belong to. */
+  private heldRules: { policy: SourcePolicy; update: HeldUpdate } | undefined;
   /**
    * Moves whenever what `record()` returns changes in substance: the objects held, the kinds
    * known, the held update. A source re-sending the same state leaves it alone.
@@ -143,29 +146,60 @@ export class SourceLedger {
   }
 
   /**
-   * Replaces the source's rules (configuration reload) and re-admits what it last sent under them;
-   * returns the kinds that changed. Guards do not apply: the operator asked for the change.
+   * Replaces the source's rules (configuration reload, or a restart under edited rules) and
+   * re-admits what it last sent under them; returns the kinds that changed. Access rules under
+   * which the source would lose more than its guards let one update delete are held instead
+   * (reason `rules`): the rest of the policy applies, and what the rules in force admit stays
+   * served until the change is released (`release`), or a later policy names the rules in force
+   * again.
    */
-  setPolicy(policy: SourcePolicy): KindChange[] {
+  setPolicy(policy: SourcePolicy, now: Date): KindChange[] {
     // The record carries the rules: a restart that no longer configures the source serves by them.
     if (!isDeepStrictEqual(policy, this.rules)) this.recordChanges++;
+    if (sameAccess(policy, this.rules)) {
+      this.heldRules = undefined;
+      this.rules = policy;
+      return [];
+    }
+    const inForce = { acl: this.acl, rejected: this.rejected };
+    const next = this.admitUnder(new SourceAcl(policy));
+    const verdict = guardVerdict(this.effect(next), this.total, this.rules);
+    if (verdict !== undefined) {
+      this.acl = inForce.acl;
+      this.rejected = inForce.rejected;
+      // Everything but what the source may hold applies now.
+      this.rules = withAccessOf(policy, this.rules);
+      this.heldRules = {
+        policy,
+        update: {
+          ...verdict,
+          reason: 'rules',
+          since: this.heldRules?.update.since ?? now,
+          digest: linesDigest(['rules', JSON.stringify([policy.allow ?? null, policy.deny ?? null])]),
+        },
+      };
+      return [];
+    }
+    this.heldRules = undefined;
     this.rules = policy;
-    this.acl = new SourceAcl(policy);
-    // Identity says nothing about admission under new rules: re-admit everything the full way.
-    this.sentByKind.clear();
-    const resources = this.sentObjects((r) => r);
-    const changes = this.commit(
-      this.admit({
-        type: 'snapshot',
-        resources,
-        revision: this.revision,
-        errors: this.errors,
-        warnings: this.warnings,
-      }),
-    );
+    const changes = this.commit(next);
     // What the old rules admitted is not the source's to lose.
     this.deletions.reset(this.total);
     return changes;
+  }
+
+  /** What the source last sent, admitted under `acl` (which stays in force). */
+  private admitUnder(acl: SourceAcl): Admitted {
+    this.acl = acl;
+    // Identity says nothing about admission under new rules: re-admit everything the full way.
+    this.sentByKind.clear();
+    return this.admit({
+      type: 'snapshot',
+      resources: this.sentObjects((r) => r),
+      revision: this.revision,
+      errors: this.errors,
+      warnings: this.warnings,
+    });
   }
 
   /**
@@ -307,7 +341,7 @@ export class SourceLedger {
   /** Applies a held update (operator confirmation or `confirmAfter`); returns the kinds it changed. */
   release(): KindChange[] {
     const held = this.held;
-    if (held === undefined) return [];
+    if (held === undefined) return this.releaseRules();
     this.held = undefined;
     this.recordChanges++;
     if (this.retiredFlag) return this.dropAll();
@@ -316,13 +350,32 @@ export class SourceLedger {
     return changes;
   }
 
+  /** Puts held access rules in force; returns the kinds that changed. */
+  private releaseRules(): KindChange[] {
+    const rules = this.heldRules;
+    if (rules === undefined) return [];
+    this.heldRules = undefined;
+    this.rules = rules.policy;
+    this.recordChanges++;
+    const changes = this.commit(this.admitUnder(new SourceAcl(rules.policy)));
+    this.deletions.reset(this.total);
+    return changes;
+  }
+
   /**
-   * Starts from a persisted record: its objects are admitted under the current rules and served
-   * at once, state `restored`, until the upstream replaces them through the usual guards. Call
-   * before any event. Returns the kinds it filled.
+   * Starts from a persisted record: its objects are admitted under the access rules it was
+   * recorded with (when it names them; the current ones otherwise) and served at once, state
+   * `restored`, until the upstream replaces them through the usual guards. Call before any event.
+   * Returns the kinds it filled.
    */
   restore(record: SourceRecord, now: Date): KindChange[] {
     this.restored = true;
+    // Served as it was served: under the access rules it was recorded with. Rules edited since
+    // are then a change like one on reload (the caller's `setPolicy` with the configured policy).
+    if (record.rules !== undefined && !sameAccess(record.rules, this.rules)) {
+      this.rules = withAccessOf(this.rules, record.rules);
+      this.acl = new SourceAcl(this.rules);
+    }
     this.readiness.restoreFrom(record);
     this.state = 'restored';
     this.revision = record.revision;
@@ -474,8 +527,9 @@ export class SourceLedger {
     return this.staleSince;
   }
 
+  /** The update a guard holds: the source's own first, then held access rules. */
   get heldUpdate(): HeldUpdate | undefined {
-    return this.held?.update;
+    return this.held?.update ?? this.heldRules?.update;
   }
 
   /** A view of this source's admitted objects of one kind (read before the ledger's next change). */
@@ -535,7 +589,7 @@ export class SourceLedger {
       ...(this.lastSyncTime === undefined ? {} : { lastSyncTime: this.lastSyncTime }),
       ...(this.lastError === undefined ? {} : { lastError: this.lastError }),
       ...(this.staleSince === undefined ? {} : { staleSince: this.staleSince }),
-      ...(this.held === undefined ? {} : { held: this.held.update }),
+      ...(this.heldUpdate === undefined ? {} : { held: this.heldUpdate }),
       counts,
       errors: this.errors,
       warnings: this.warnings,
@@ -894,4 +948,22 @@ function sameState(a: KindState, b: KindState): boolean {
   if (a.size !== b.size) return false;
   for (const [key, r] of a) if (b.get(key) !== r) return false;
   return true;
+}
+
+/** Whether two policies admit the same: equal access rules. */
+function sameAccess(
+  a: Pick<SourcePolicy, 'allow' | 'deny'>,
+  b: Pick<SourcePolicy, 'allow' | 'deny'>,
+): boolean {
+  return isDeepStrictEqual(a.allow, b.allow) && isDeepStrictEqual(a.deny, b.deny);
+}
+
+/** `policy` with the access rules of `from`. */
+function withAccessOf(policy: SourcePolicy, from: Pick<SourcePolicy, 'allow' | 'deny'>): SourcePolicy {
+  const { allow: _allow, deny: _deny, ...rest } = policy;
+  return {
+    ...rest,
+    ...(from.allow === undefined ? {} : { allow: from.allow }),
+    ...(from.deny === undefined ? {} : { deny: from.deny }),
+  };
 }

@@ -50,12 +50,17 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
   }
 }
 
-async function heldRemoval(meshmux: MeshmuxProcess, source: string): Promise<SourcesPage['held']> {
+async function heldReason(meshmux: MeshmuxProcess, source: string): Promise<SourcesPage['held']> {
   const sources = await meshmux.debug<SourcesPage[]>('sources');
   const held = sources.find((s) => s.name === source)?.held;
-  return held?.reason === 'removed'
-    ? { reason: held.reason, deletions: held.deletions, total: held.total }
-    : undefined;
+  return held === undefined
+    ? undefined
+    : { reason: held.reason, deletions: held.deletions, total: held.total };
+}
+
+async function heldRemoval(meshmux: MeshmuxProcess, source: string): Promise<SourcesPage['held']> {
+  const held = await heldReason(meshmux, source);
+  return held?.reason === 'removed' ? held : undefined;
 }
 
 describe('faults: a source left out of the configuration by an edit', () => {
@@ -397,6 +402,77 @@ describe('faults: a source left out of the configuration by an edit', () => {
       client.close();
       await meshmux.kill();
       await quiet.stop();
+      await dir.dispose();
+    }
+  });
+
+  it('holds access rules edited with a typo, on a live reload and across a restart, until confirmed', async () => {
+    const { dir, configFile, write } = await setUp('meshmux-fault-config-allow-');
+    await write(meshLine(fake.address, ", allow: { namespaces: ['shop'] }"));
+    const xds = `127.0.0.1:${await freePort()}`;
+    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+    const client = connectIstiod(xds);
+    try {
+      await client.waitFor(holdsAll, WAIT_MS, () => 'the first state');
+      const before = inventory(client);
+      await write(meshLine(fake.address, ", allow: { namespaces: ['shp'] }"));
+      await until(async () => {
+        const sources = await meshmux.debug<SourcesPage[]>('sources');
+        return sources.some((s) => s.name === 'mesh' && s.held?.reason === 'rules');
+      }, 'the edited rules held');
+      await writeFile(path.join(dir.dir, 'local', 'vs2.yaml'), localVs('back'));
+      await client.waitFor(
+        (c) => c.configs(VS).has('local/back'),
+        WAIT_MS,
+        () => 'a later change',
+      );
+      assert.deepEqual(lost(before, inventory(client)), [], 'objects lost by the reload');
+
+      // Restarted with the typo still in the file: the record's rules serve, the edit is held again.
+      await until(async () => {
+        const page = await meshmux.debug<{ files: Array<{ source: string; lastWrite?: string }> }>('state');
+        return page.files.some((f) => f.source === 'mesh' && f.lastWrite !== undefined);
+      }, 'the record of mesh written');
+      await meshmux.kill('SIGKILL');
+      const streams = client.streams;
+      meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+      await client.waitFor(
+        (c) =>
+          c.requestedTypeUrls.every((t) => c.received.some((r) => r.stream > streams && r.typeUrl === t)),
+        WAIT_MS,
+        () => 'every type answered by the restarted meshmux',
+      );
+      await until(async () => {
+        const sources = await meshmux.debug<SourcesPage[]>('sources');
+        return sources.some((s) => s.name === 'mesh' && s.state === 'synced');
+      }, 'the upstream heard again');
+      await writeFile(path.join(dir.dir, 'local', 'vs3.yaml'), localVs('side'));
+      await client.waitFor(
+        (c) => c.configs(VS).has('local/side'),
+        WAIT_MS,
+        () => 'a change after the restart',
+      );
+      assert.deepEqual(lost(before, inventory(client)), [], 'objects lost by the restart');
+      assert.deepEqual(await heldReason(meshmux, 'mesh'), { reason: 'rules', deletions: 15, total: 15 });
+
+      const answer = await fetch(`${meshmux.admin}/debug/sources/mesh/confirm`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
+      assert.equal(answer.status, 200);
+      await client.waitFor(
+        (c) => c.configs(SE).size === 0 && c.configs(VS).size === 3,
+        WAIT_MS,
+        () => 'the confirmed rules applied',
+      );
+      report('access rules edited with a typo (a namespace glob matching none of 15 objects)', {
+        'objects lost on reload': 0,
+        'objects lost on restart': 0,
+      });
+    } finally {
+      client.close();
+      await meshmux.kill();
       await dir.dispose();
     }
   });

@@ -61,8 +61,10 @@ function toPolicy(
     keepOnEmpty: guards,
     maxDeleteRatio: guards ? 0.5 : 1,
     minDeletes: guards ? 2 : Number.MAX_SAFE_INTEGER,
-    // Each step is judged as it arrives (the settle window is a timer, covered in virtual time).
+    // Each step is judged as it arrives, against the state before it alone (the settle window is
+    // a timer, covered in virtual time; the deletion window in source-ledger.test.ts).
     settleMs: 0,
+    deleteWindowMs: 0,
   };
 }
 

@@ -140,6 +140,38 @@ describe('a configuration reload', () => {
     engine.stop();
   });
 
+  it('holds edited access rules that would withdraw too much until confirmed, on a reload and across a restart', () => {
+    const objects = Array.from({ length: 12 }, (_, i) => fakeResource(`o${i}`, { namespace: 'team-a' }));
+    const good = { allow: { namespaces: ['team-a'] } };
+    const typo = { allow: { namespaces: ['tema-a'] } };
+    const a = source('a', good);
+    const reads: Array<() => SourceRecord> = [];
+    const store = {
+      changed: (_s: string, read: () => SourceRecord) => reads.push(read),
+      removed: () => undefined,
+    };
+    const { engine, hooks } = engineOf([a.input()], { store });
+    engine.start();
+    a.events.next(snapshotOf(objects));
+    engine.reconfigure([a.input(typo)]);
+    assert.equal(served(engine).length, 12, 'nothing withdrawn');
+    assert.deepEqual(hooks.held, ['a:rules:12']);
+    const record = reads.at(-1)?.();
+    assert.ok(record !== undefined);
+    assert.deepEqual(record.rules?.allow, good.allow, 'the record keeps the rules in force');
+    engine.stop();
+
+    // Restarted with the typo in the file: served under the recorded rules, the edit held again.
+    const b = source('a', typo);
+    const restarted = engineOf([b.input()], { restored: new Map([['a', record]]) });
+    assert.equal(served(restarted.engine).length, 12);
+    assert.deepEqual(restarted.hooks.held, ['a:rules:12']);
+    restarted.engine.start();
+    assert.equal(restarted.engine.confirm('a'), true);
+    assert.deepEqual(served(restarted.engine), []);
+    assert.equal(restarted.engine.current().sources[0]?.held, undefined);
+  });
+
   it('drops a held removal when the source is configured again: nothing withdrawn, heard again', () => {
     const a = source('a');
     const b = source('b');

@@ -72,14 +72,14 @@ describe('SourceLedger admission', () => {
     const withdrawn = ledger({ deny: { kinds: ['DestinationRule'] } });
     withdrawn.apply(snapshot([vs('a'), dr('old')]), at(1_000));
     withdrawn.apply(snapshot([vs('a')]), at(2_000));
-    withdrawn.setPolicy({ ...DEFAULT_SOURCE_POLICY, settleMs: 0 });
+    withdrawn.setPolicy({ ...DEFAULT_SOURCE_POLICY, settleMs: 0 }, new Date(0));
     assert.deepEqual(keys(withdrawn, DR), [], 'the DestinationRule a full state withdrew stays withdrawn');
 
     const partial = ledger({ deny: { kinds: ['DestinationRule'] } });
     partial.apply(snapshot([vs('a'), dr('old')]), at(1_000));
     partial.apply(snapshot([vs('b')], [VS]), at(3_000));
     partial.apply(snapshot([dr('new')], [DR]), at(4_000));
-    partial.setPolicy({ ...DEFAULT_SOURCE_POLICY, settleMs: 0 });
+    partial.setPolicy({ ...DEFAULT_SOURCE_POLICY, settleMs: 0 }, new Date(0));
     assert.deepEqual(keys(partial, VS), ['default/b']);
     assert.deepEqual(keys(partial, DR), ['default/new']);
   });

@@ -117,14 +117,17 @@ describe('SourceLedger', () => {
       new Date(0),
     );
     assert.deepEqual(names(l, VS), ['default/a']);
-    const widened = l.setPolicy({ ...DEFAULT_SOURCE_POLICY });
+    const widened = l.setPolicy({ ...DEFAULT_SOURCE_POLICY }, new Date(0));
     assert.deepEqual(
       widened.map((c) => c.kind),
       [VS],
       'only the kind whose admitted objects changed',
     );
     assert.deepEqual(names(l, VS), ['default/a', 'secret/s']);
-    const narrowed = l.setPolicy({ ...DEFAULT_SOURCE_POLICY, deny: { kinds: ['DestinationRule'] } });
+    const narrowed = l.setPolicy(
+      { ...DEFAULT_SOURCE_POLICY, deny: { kinds: ['DestinationRule'] } },
+      new Date(0),
+    );
     assert.deepEqual(
       narrowed.map((c) => c.kind),
       [DR],
@@ -148,10 +151,53 @@ describe('SourceLedger', () => {
       [VS, 1, 0],
     ]);
     assert.deepEqual([...l.entries()], []);
-    assert.deepEqual(l.setPolicy({ ...DEFAULT_SOURCE_POLICY }), [], 'nothing left to re-admit');
+    assert.deepEqual(l.setPolicy({ ...DEFAULT_SOURCE_POLICY }, new Date(0)), [], 'nothing left to re-admit');
     // Not held as an empty state afterwards: the source has nothing.
     l.apply(state(), new Date(1));
     assert.equal(l.heldUpdate, undefined);
+  });
+
+  it('holds access rules that would withdraw more than its guards allow, applying the rest of the policy', () => {
+    const team = (n: number, ns = 'team-a') =>
+      Array.from({ length: n }, (_, i) => fakeResource(`v${i}`, { namespace: ns }));
+    const l = ledger({ allow: { namespaces: ['team-a*'] } });
+    l.apply(state(...team(20), fakeResource('other', { namespace: 'team-b' })), new Date(0));
+    assert.equal(l.kind(VS).size, 20);
+    // A typo: `tema-a*` admits none of them.
+    const typo = { ...DEFAULT_SOURCE_POLICY, settleMs: 0, priority: 7, allow: { namespaces: ['tema-a*'] } };
+    assert.deepEqual(l.setPolicy(typo, new Date(5)), []);
+    assert.deepEqual(
+      [l.heldUpdate?.reason, l.heldUpdate?.deletions, l.heldUpdate?.total, l.heldUpdate?.since],
+      ['rules', 20, 20, new Date(5)],
+    );
+    assert.equal(l.kind(VS).size, 20, 'still served under the rules in force');
+    assert.equal(l.policy.priority, 7, 'the rest of the policy applies');
+    assert.deepEqual(l.policy.allow, { namespaces: ['team-a*'] });
+    // The source goes on, under the rules in force.
+    l.apply(state(...team(21)), new Date(6));
+    assert.equal(l.kind(VS).size, 21);
+    // The same edit again keeps its time; the old rules again drop the hold.
+    l.setPolicy(typo, new Date(9));
+    assert.deepEqual(l.heldUpdate?.since, new Date(5));
+    l.setPolicy({ ...typo, allow: { namespaces: ['team-a*'] } }, new Date(10));
+    assert.equal(l.heldUpdate, undefined);
+    assert.equal(l.kind(VS).size, 21);
+    // Held again, then released: applied.
+    l.setPolicy(typo, new Date(11));
+    const changes = l.release();
+    assert.deepEqual(
+      changes.map((c) => [c.kind, c.before.size, c.after.size]),
+      [[VS, 21, 0]],
+    );
+    assert.deepEqual(l.policy.allow, { namespaces: ['tema-a*'] });
+    assert.equal(l.heldUpdate, undefined);
+
+    // Narrowing that withdraws no more than the guards allow applies at once.
+    const small = ledger();
+    small.apply(state(...team(20), ...team(5, 'team-b')), new Date(0));
+    small.setPolicy({ ...DEFAULT_SOURCE_POLICY, deny: { namespaces: ['team-b'] } }, new Date(1));
+    assert.equal(small.heldUpdate, undefined);
+    assert.equal(small.kind(VS).size, 20);
   });
 
   it('holds leaving the configuration as its guards would hold an empty state, until released or configured again', () => {
@@ -281,7 +327,11 @@ describe('SourceLedger', () => {
       // A new commit edits o0 and deletes most objects: held, o0 still served as it was.
       l.apply(state(object('o0', 'two', 'c2'), object('o1', 'one', 'c1')), new Date(1));
       assert.equal(l.heldUpdate?.reason, 'mass-delete');
-      assert.deepEqual(l.setPolicy({ ...DEFAULT_SOURCE_POLICY, settleMs: 0 }), [], `versioned ${versioned}`);
+      assert.deepEqual(
+        l.setPolicy({ ...DEFAULT_SOURCE_POLICY, settleMs: 0 }, new Date(0)),
+        [],
+        `versioned ${versioned}`,
+      );
       const again = [...l.kind(VS).values()];
       assert.equal(again.length, 14);
       again.forEach((r, i) => assert.equal(r, served[i], `${r.name}, versioned ${versioned}`));
