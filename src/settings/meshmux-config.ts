@@ -357,13 +357,17 @@ export function readMeshmuxConfig(
   file: string,
   baseDir = path.dirname(path.resolve(file)),
 ): { config: MeshmuxConfig; text: string } {
-  let text: string;
+  const text = readConfigText(file);
+  return { config: parseMeshmuxConfig(text, file, baseDir), text };
+}
+
+/** The text of a configuration file; one that cannot be read is a CONFIG error naming it. */
+export function readConfigText(file: string): string {
   try {
-    text = readFileSync(file, 'utf8');
+    return readFileSync(file, 'utf8');
   } catch (err) {
     throw new MeshmuxError('CONFIG', `cannot read: ${(err as Error).message}`, { file }, { cause: err });
   }
-  return { config: parseMeshmuxConfig(text, file, baseDir), text };
 }
 
 function formatPath(p: readonly PropertyKey[]): string {

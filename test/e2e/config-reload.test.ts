@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import path from 'node:path';
 import { describe, it } from 'node:test';
@@ -175,6 +175,77 @@ describe('configuration reloads', () => {
       await (meshmux ?? (await starting.catch(() => undefined)))?.stop();
       for (const socket of held) socket.destroy();
       silent.close();
+      await dispose();
+    }
+  });
+
+  it('applies an edit of a file mounted as Kubernetes mounts a ConfigMap, and reloads nothing when an update leaves it alone', async () => {
+    const { dir, dispose } = await tempDir('meshmux-config-reload-');
+    await mkdir(path.join(dir, 'mesh'));
+    await mkdir(path.join(dir, 'extra'));
+    await writeFile(path.join(dir, 'mesh', 'a.yaml'), plainServiceEntry('cart'));
+    await writeFile(path.join(dir, 'extra', 'b.yaml'), plainServiceEntry('ledger'));
+    // The volume as the kubelet writes it: the key is a link through `..data`, itself a link to the
+    // folder of the current version. An update writes a new version folder, points a new link at
+    // it, renames that link over `..data` and removes the old folder; the key's own entry never
+    // changes. Paths in the file resolve against the volume.
+    const volume = path.join(dir, 'config');
+    const one = 'sources:\n  - {name: local, type: file, path: ../mesh}\n';
+    const two = `${one}  - {name: extra, type: file, path: ../extra}\n`;
+    let current = '';
+    const update = async (version: string, text: string): Promise<void> => {
+      await mkdir(path.join(volume, version), { recursive: true });
+      await writeFile(path.join(volume, version, 'meshmux.yaml'), text);
+      await symlink(version, path.join(volume, '..data_tmp'));
+      await rename(path.join(volume, '..data_tmp'), path.join(volume, '..data'));
+      if (current !== '') await rm(path.join(volume, current), { recursive: true });
+      current = version;
+    };
+    await update('..2026_01_05_10_00_00.000000001', one);
+    await symlink('..data/meshmux.yaml', path.join(volume, 'meshmux.yaml'));
+    // At debug level it says when a change in the folder left the file as it was.
+    const meshmux = await MeshmuxProcess.start(path.join(volume, 'meshmux.yaml'), {
+      cwd: dir,
+      env: { MESHMUX_LOG_LEVEL: 'debug' },
+    });
+    const client = new IstiodClient({ address: meshmux.xds }).start();
+    try {
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/cart'),
+        20_000,
+        () => 'cart',
+      );
+      const from = meshmux.logs.length;
+      const swapped = performance.now();
+      await update('..2026_01_05_10_01_00.000000002', two);
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/ledger'),
+        20_000,
+        () => 'the object of the source the update added',
+      );
+      const ms = performance.now() - swapped;
+
+      const later = meshmux.logs.length;
+      await update('..2026_01_05_10_02_00.000000003', two);
+      await meshmux.waitForLog(
+        (l) => l.msg === 'configuration file unchanged; not reloaded',
+        later,
+        15_000,
+        'the update that leaves the file alone looked at',
+      );
+      const reloads = meshmux.logs.slice(from).filter((l) => l.msg === 'reloading configuration');
+      assert.deepEqual(
+        reloads.map((l) => l['why']),
+        ['file changed'],
+        'one reload, for the update that changed the file',
+      );
+      assert.equal(client.streamEnds.length, 0);
+      console.log(
+        `# ConfigMap update adding a source: its object at the istiod ${ms.toFixed(0)} ms after the swap`,
+      );
+    } finally {
+      client.close();
+      await meshmux.stop();
       await dispose();
     }
   });
