@@ -18,7 +18,12 @@ import { semanticRuleOf } from './schema/semantic-keys.js';
 import { KINDS } from './schema/kinds.js';
 import { messageType } from './schema/proto-root.js';
 import { encodeProtoJson } from './schema/proto-json.js';
-import { configProblems, type MeshmuxConfig, type SourceConfig } from './settings/meshmux-config.js';
+import {
+  configProblems,
+  restartOnlyChanges,
+  type MeshmuxConfig,
+  type SourceConfig,
+} from './settings/meshmux-config.js';
 import { sameConnection, sourcePolicy } from './settings/merge-rules.js';
 import { renderStatusPage } from './http/status-page.js';
 import { ConfigReloads } from './telemetry/config-reloads.js';
@@ -46,8 +51,10 @@ export interface RunningMeshmux {
   readonly metrics: Metrics;
   /**
    * Applies a new configuration without a restart: sources and policies change in place; clients
-   * whose view changed receive the difference, the others nothing. Listener addresses, TLS files and
-   * the mesh section need a restart (a warning says so). Given a function, calls it to read the
+   * whose view changed receive the difference, the others nothing. Every other setting (`server`,
+   * `mesh`, `state`, `merge`, `syncTimeout`) applies only on restart: a warning names each one the
+   * new configuration sets otherwise than the process started with, and the status page shows them
+   * until a restart, or an edit that takes them back. Given a function, calls it to read the
    * configuration, so a file that cannot be read or parsed counts as a failed reload too.
    * Everything new (sources, policies) is built before anything is swapped: on any error nothing
    * changes, no stream is touched, and the error is returned, logged, shown on the status page and
@@ -289,6 +296,7 @@ export async function startMeshmux(
     statusPage: () =>
       renderStatusPage(engine.current(), ads.reports(), {
         reloadFailure: reloads.failure(),
+        restartPending: reloads.pendingRestart,
         configLoadedAt: reloads.loadedAt,
         dashboardUrl: config.server.admin.dashboardUrl,
       }),
@@ -358,8 +366,15 @@ export async function startMeshmux(
       return { applied: false, error };
     }
     // Swap.
-    if (!isDeepStrictEqual(next.server, current.server) || !isDeepStrictEqual(next.mesh, current.mesh)) {
-      log.warn('server and mesh settings change only on restart; sources and policies are applied now');
+    // Compared with the configuration the process started with, not the last one applied: a
+    // change waiting for a restart is named again by every reload until then, and one that an
+    // edit takes back is no longer named.
+    const restartOnly = restartOnlyChanges(config, next);
+    if (restartOnly.length > 0) {
+      log.warn(
+        { restartOnly, file: next.origin },
+        'settings that apply only on restart changed; they keep their running values, sources and policies are applied now',
+      );
     }
     engine.reconfigure(commitInputs(planned));
     if (nextPolicies !== undefined) {
@@ -371,7 +386,7 @@ export async function startMeshmux(
       ads.setPolicies(policies);
     }
     current = next;
-    reloads.succeeded(at);
+    reloads.succeeded(at, restartOnly);
     return { applied: true };
   };
 

@@ -250,6 +250,71 @@ describe('configuration reloads', () => {
     }
   });
 
+  it('names every changed setting that applies only on restart, in the log and on the status page, and applies the sources now', async () => {
+    const { dir, dispose } = await tempDir('meshmux-config-reload-');
+    const configFile = path.join(dir, 'meshmux.yaml');
+    await mkdir(path.join(dir, 'mesh'));
+    await mkdir(path.join(dir, 'extra'));
+    await writeFile(path.join(dir, 'mesh', 'a.yaml'), plainServiceEntry('cart'));
+    await writeFile(path.join(dir, 'extra', 'b.yaml'), plainServiceEntry('ledger'));
+    const startOnly = 'state: {dir: none}\nmerge: {semanticConflicts: serve-all}\nsyncTimeout: 30s\n';
+    const changed = 'state: {dir: ./state}\nmerge: {semanticConflicts: highest-priority}\nsyncTimeout: 10s\n';
+    const extra = '  - {name: extra, type: file, path: ./extra}\n';
+    const edit = async (text: string): Promise<void> => {
+      await writeFile(`${configFile}.tmp`, text);
+      await rename(`${configFile}.tmp`, configFile);
+    };
+    await writeFile(configFile, `${startOnly}${config()}\n`);
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir });
+    const client = new IstiodClient({ address: meshmux.xds }).start();
+    const restartWarning =
+      'settings that apply only on restart changed; they keep their running values, sources and policies are applied now';
+    try {
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/cart'),
+        20_000,
+        () => 'cart',
+      );
+      let from = meshmux.logs.length;
+      await edit(`${changed}${config()}\n${extra}`);
+      await meshmux.waitForLog((l) => l.msg === 'configuration reloaded', from, 15_000, 'the reload');
+      const warned = meshmux.logs.slice(from).filter((l) => l.msg === restartWarning);
+      assert.deepEqual(
+        warned.map((l) => l['restartOnly']),
+        [['syncTimeout', 'state', 'merge']],
+      );
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/ledger'),
+        20_000,
+        () => 'the object of the source the edit added',
+      );
+      assert.equal(
+        (await meshmux.debug<{ dir: string }>('state')).dir,
+        'none',
+        'state.dir waits for a restart',
+      );
+      const page = await meshmux.statusPage();
+      assert.match(
+        page,
+        /id="config-restart-pending"[^]*<code>syncTimeout<\/code>, <code>state<\/code>, <code>merge<\/code>/,
+      );
+
+      // Taken back by a later edit: nothing waits for a restart any more.
+      from = meshmux.logs.length;
+      await edit(`${startOnly}${config()}\n${extra}`);
+      await meshmux.waitForLog((l) => l.msg === 'configuration reloaded', from, 15_000, 'the reload');
+      assert.deepEqual(
+        meshmux.logs.slice(from).filter((l) => l.msg === restartWarning),
+        [],
+      );
+      assert.doesNotMatch(await meshmux.statusPage(), /id="config-restart-pending"/);
+    } finally {
+      client.close();
+      await meshmux.stop();
+      await dispose();
+    }
+  });
+
   it('refuses to start on an invalid configuration with one line per problem and exit code 1, never a stack trace', async () => {
     const { dir, dispose } = await tempDir('meshmux-config-start-');
     const configFile = path.join(dir, 'meshmux.yaml');
