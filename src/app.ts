@@ -1,5 +1,6 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { isDeepStrictEqual } from 'node:util';
+import { appendAll } from './core/append-all.js';
 import { fitMarkingToCpu } from './core/concurrent-marking.js';
 import { MeshmuxError, toMeshmuxError } from './core/errors.js';
 import { heapCollections } from './core/heap-collections.js';
@@ -8,7 +9,11 @@ import { AdsServer } from './downstream/ads-server.js';
 import { anonymousIdentity, withNode } from './downstream/client-identity.js';
 import { PolicySet } from './downstream/policy/policy-set.js';
 import { previewClient, type Preview } from './downstream/preview.js';
-import { reloadingServerCredentials } from './downstream/server-tls.js';
+import {
+  reloadingServerCredentials,
+  serverTlsProblems,
+  type ServerTlsFiles,
+} from './downstream/server-tls.js';
 import type { WriteBudgetOptions } from './downstream/write-budget.js';
 import { AdminGuard } from './http/admin-guard.js';
 import { debugActions, debugPages, hookActions, type DebugPageSources } from './http/debug-pages.js';
@@ -19,6 +24,7 @@ import { KINDS } from './schema/kinds.js';
 import { messageType } from './schema/proto-root.js';
 import { encodeProtoJson } from './schema/proto-json.js';
 import {
+  configError,
   configProblems,
   restartOnlyChanges,
   type MeshmuxConfig,
@@ -112,6 +118,44 @@ function encodeMeshConfig(config: MeshmuxConfig): Uint8Array | undefined {
   }
 }
 
+/** The TLS files of the ADS listener, as the configuration names them. */
+function serverTlsFiles(tls: NonNullable<MeshmuxConfig['server']['tls']>): ServerTlsFiles {
+  return {
+    cert: tls.cert,
+    key: tls.key,
+    clientCa: tls.clientCa,
+    refreshIntervalMs: tls.refreshInterval,
+    field: 'server.tls',
+  };
+}
+
+/** A configuration checked beyond its schema: what only encoding its sections and reading its files tells. */
+export interface CheckedConfig {
+  /** The MeshConfig istiods are answered with, encoded once; undefined without a `mesh` section. */
+  readonly meshConfig: Uint8Array | undefined;
+}
+
+/**
+ * Checks what the schema cannot, the same way for `meshmux check-config`, a start and a reload, so
+ * that a configuration they accept also starts: the mesh section encodes as a MeshConfig, and the
+ * PEM files of `server.tls` can be read and make a TLS identity. Throws one CONFIG error whose
+ * `configProblems` name each file and field.
+ */
+export async function checkBeyondSchema(config: MeshmuxConfig): Promise<CheckedConfig> {
+  const problems: MeshmuxError[] = [];
+  let meshConfig: Uint8Array | undefined;
+  try {
+    meshConfig = encodeMeshConfig(config);
+  } catch (err) {
+    problems.push(toMeshmuxError(err, 'CONFIG', { file: config.origin }));
+  }
+  if (config.server.tls !== undefined) {
+    appendAll(problems, await serverTlsProblems(serverTlsFiles(config.server.tls)));
+  }
+  if (problems.length > 0) throw configError(config.origin, 'invalid configuration', problems);
+  return { meshConfig };
+}
+
 /**
  * The composition root: builds sources, the merge, the ADS server, HTTP and telemetry from a
  * validated configuration, wires their hooks together and starts them.
@@ -131,6 +175,8 @@ export async function startMeshmux(
   } = {},
 ): Promise<RunningMeshmux> {
   const log = overrides.log ?? componentLogger('app');
+  // Before anything starts: a configuration that cannot start leaves nothing to tear down.
+  const { meshConfig } = await checkBeyondSchema(config);
   const marking = fitMarkingToCpu();
   if (!marking.concurrent && !marking.explicit) {
     log.info(
@@ -145,7 +191,6 @@ export async function startMeshmux(
     ...(tracing === undefined ? {} : { tracing }),
   });
   const metrics = telemetry.metrics;
-  const meshConfig = encodeMeshConfig(config);
   // Sampled every 10 ms for /debug/counters; the cost is one timer.
   const loopDelay = monitorEventLoopDelay({ resolution: 10 });
   loopDelay.enable();
@@ -324,15 +369,7 @@ export async function startMeshmux(
   const xdsTlsPort =
     tls === undefined || xdsTlsAddress === undefined
       ? undefined
-      : await ads.listen(
-          xdsTlsAddress,
-          await reloadingServerCredentials({
-            cert: tls.cert,
-            key: tls.key,
-            clientCa: tls.clientCa,
-            refreshIntervalMs: tls.refreshInterval,
-          }),
-        );
+      : await ads.listen(xdsTlsAddress, await reloadingServerCredentials(serverTlsFiles(tls)));
   const httpPort = await http.listen(overrides.http ?? config.server.http);
   const adminPort = await admin.listen(adminAddress);
   log.info(
@@ -350,7 +387,7 @@ export async function startMeshmux(
     try {
       next = typeof load === 'function' ? load() : load;
       await loadSourceLibraries(next.sources);
-      encodeMeshConfig(next);
+      await checkBeyondSchema(next);
       nextPolicies = isDeepStrictEqual(next.policies, current.policies)
         ? undefined
         : new PolicySet(next.policies);

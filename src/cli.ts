@@ -4,7 +4,7 @@ import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { filter, firstValueFrom, of, timeout } from './core/rx.js';
-import { startMeshmux, type RunningMeshmux } from './app.js';
+import { checkBeyondSchema, startMeshmux, type RunningMeshmux } from './app.js';
 import {
   diffPolicies,
   type PolicyDiff,
@@ -352,11 +352,15 @@ function compilerStyle(problem: MeshmuxError): string {
   return `${where}: ${field === undefined ? '' : `${field}: `}${problem.message}`;
 }
 
-/** Loads and checks a configuration without starting anything; returns the exit code. */
-function checkConfig(file: string | undefined): number {
+/**
+ * Loads and checks a configuration without starting anything, as a start would check it (the
+ * files it reads itself included); returns the exit code.
+ */
+async function checkConfig(file: string | undefined): Promise<number> {
   const location = configLocation(file);
   try {
     const config = loadMeshmuxConfig(location.file, location.baseDir);
+    await checkBeyondSchema(config);
     console.log(
       `${location.file}: valid (${config.sources.length} source(s), ${config.policies.length} policy(ies))`,
     );
@@ -667,8 +671,8 @@ program
   .command('check-config')
   .description('check a configuration file alone (no source is started); every problem as file:line:column')
   .argument('[file]', 'configuration file (default: the embedded one)')
-  .action((file: string | undefined) => {
-    process.exitCode = checkConfig(file);
+  .action(async (file: string | undefined) => {
+    process.exitCode = await checkConfig(file);
   });
 
 program

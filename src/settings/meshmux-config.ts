@@ -257,7 +257,11 @@ export function configProblems(err: MeshmuxError): readonly MeshmuxError[] {
 }
 
 /** One CONFIG error for several problems: the message lists them all, `configProblems` returns them. */
-function configError(origin: string, summary: string, problems: readonly MeshmuxError[]): MeshmuxError {
+export function configError(
+  origin: string,
+  summary: string,
+  problems: readonly MeshmuxError[],
+): MeshmuxError {
   const list = problems.map((p) =>
     p.location.field === undefined ? p.message : `${p.location.field}: ${p.message}`,
   );

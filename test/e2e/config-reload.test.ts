@@ -45,6 +45,11 @@ const INVALID: ReadonlyArray<readonly [string, string, RegExp]> = [
   ],
   ['a YAML syntax error', `${config()}\n  - name: broken\n   type: [file\n`, /not valid YAML/],
   [
+    'TLS files that do not exist',
+    `server: {xdsTls: 127.0.0.1:0, tls: {cert: ./certs/tls.crt, key: ./certs/tls.key}}\n${config()}`,
+    /server\.tls\.cert: cannot read the server certificate[^]*server\.tls\.key: cannot read the server private key/,
+  ],
+  [
     'an unknown source type',
     config(undefined, '  - name: other\n    type: consul'),
     /sources\[1\]\.type: unknown source type .{1,6}consul/,
