@@ -97,14 +97,23 @@ interface PlannedInput {
   readonly source: UpstreamSource;
 }
 
-/** Encodes the configured MeshConfig once; a config error names the field. */
-function encodeMeshConfig(config: MeshmuxConfig): Uint8Array | undefined {
+/**
+ * Encodes the configured MeshConfig once; a config error names the field. Each field it drops (a
+ * field MeshConfig does not have at that place, or a second spelling of one) is appended to
+ * `warnings`: a start never refused them, so they stay no error, but most are typos.
+ */
+function encodeMeshConfig(config: MeshmuxConfig, warnings: MeshmuxError[]): Uint8Array | undefined {
   if (config.mesh === undefined) return undefined;
-  const warnings: string[] = [];
   try {
     return encodeProtoJson(messageType('istio.mesh.v1alpha1.MeshConfig'), config.mesh, {
       path: 'mesh',
-      onPruned: (field: string) => warnings.push(field),
+      onPruned: (field: string) =>
+        warnings.push(
+          new MeshmuxError('CONFIG', 'ignored: no such field in MeshConfig, or a second spelling of one', {
+            file: config.origin,
+            field,
+          }),
+        ),
     });
   } catch (err) {
     throw new MeshmuxError(
@@ -133,6 +142,8 @@ function serverTlsFiles(tls: NonNullable<MeshmuxConfig['server']['tls']>): Serve
 export interface CheckedConfig {
   /** The MeshConfig istiods are answered with, encoded once; undefined without a `mesh` section. */
   readonly meshConfig: Uint8Array | undefined;
+  /** What is accepted but ignored (fields of the mesh section MeshConfig does not have), each naming file and field. */
+  readonly warnings: readonly MeshmuxError[];
 }
 
 /**
@@ -143,9 +154,10 @@ export interface CheckedConfig {
  */
 export async function checkBeyondSchema(config: MeshmuxConfig): Promise<CheckedConfig> {
   const problems: MeshmuxError[] = [];
+  const warnings: MeshmuxError[] = [];
   let meshConfig: Uint8Array | undefined;
   try {
-    meshConfig = encodeMeshConfig(config);
+    meshConfig = encodeMeshConfig(config, warnings);
   } catch (err) {
     problems.push(toMeshmuxError(err, 'CONFIG', { file: config.origin }));
   }
@@ -153,7 +165,12 @@ export async function checkBeyondSchema(config: MeshmuxConfig): Promise<CheckedC
     appendAll(problems, await serverTlsProblems(serverTlsFiles(config.server.tls)));
   }
   if (problems.length > 0) throw configError(config.origin, 'invalid configuration', problems);
-  return { meshConfig };
+  return { meshConfig, warnings };
+}
+
+/** Logs each thing a configuration has that is accepted but ignored, naming its file and field. */
+function logIgnored(log: Logger, checked: CheckedConfig): void {
+  for (const w of checked.warnings) log.warn({ file: w.location.file, field: w.location.field }, w.message);
 }
 
 /**
@@ -176,7 +193,9 @@ export async function startMeshmux(
 ): Promise<RunningMeshmux> {
   const log = overrides.log ?? componentLogger('app');
   // Before anything starts: a configuration that cannot start leaves nothing to tear down.
-  const { meshConfig } = await checkBeyondSchema(config);
+  const checked = await checkBeyondSchema(config);
+  const meshConfig = checked.meshConfig;
+  logIgnored(log, checked);
   const marking = fitMarkingToCpu();
   if (!marking.concurrent && !marking.explicit) {
     log.info(
@@ -387,7 +406,7 @@ export async function startMeshmux(
     try {
       next = typeof load === 'function' ? load() : load;
       await loadSourceLibraries(next.sources);
-      await checkBeyondSchema(next);
+      logIgnored(log, await checkBeyondSchema(next));
       nextPolicies = isDeepStrictEqual(next.policies, current.policies)
         ? undefined
         : new PolicySet(next.policies);

@@ -360,7 +360,8 @@ async function checkConfig(file: string | undefined): Promise<number> {
   const location = configLocation(file);
   try {
     const config = loadMeshmuxConfig(location.file, location.baseDir);
-    await checkBeyondSchema(config);
+    const { warnings } = await checkBeyondSchema(config);
+    for (const w of warnings) console.error(`warning: ${compilerStyle(w)}`);
     console.log(
       `${location.file}: valid (${config.sources.length} source(s), ${config.policies.length} policy(ies))`,
     );

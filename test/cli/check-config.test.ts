@@ -75,6 +75,28 @@ describe('meshmux check-config', () => {
     }
   });
 
+  it('warns of each field of the mesh section MeshConfig does not have, naming it, and still passes the file', async () => {
+    const t = await tempDir();
+    try {
+      const file = path.join(t.dir, 'meshmux.yaml');
+      await writeFile(
+        file,
+        'sources:\n  - {name: local, type: file, path: ./mesh}\n' +
+          'mesh:\n  discoveryAdress: istiod.istio-system.svc:15012\n' +
+          '  defaultConfig: {proxyMetadata: {A: b}, holdApplicationUntilProxyStart: true}\n',
+      );
+      const { code, stdout, stderr } = await meshmux(['check-config', file]);
+      assert.equal(code, 0, stderr);
+      assert.equal(stdout.trim(), `${file}: valid (1 source(s), 0 policy(ies))`);
+      assert.deepEqual(stderr.trim().split('\n'), [
+        `warning: ${file}: mesh.discoveryAdress: ignored: no such field in MeshConfig, or a second spelling of one`,
+        `warning: ${file}: mesh.defaultConfig.holdApplicationUntilProxyStart: ignored: no such field in MeshConfig, or a second spelling of one`,
+      ]);
+    } finally {
+      await t.dispose();
+    }
+  });
+
   it('resolves relative paths against the file, not the working directory', async () => {
     const t = await tempDir();
     try {

@@ -8,7 +8,7 @@ import { CLI } from '../support/meshmux-cli.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { plainServiceEntry } from '../support/hostile-files.js';
 import { tempDir } from '../support/meshmux-harness.js';
-import { MeshmuxProcess } from '../support/meshmux-process.js';
+import { MeshmuxProcess, type LogLine } from '../support/meshmux-process.js';
 import { SE } from '../support/type-urls.js';
 
 /** A configuration serving ./mesh to loopback clients; `extra` is appended under `sources:`. */
@@ -315,6 +315,40 @@ describe('configuration reloads', () => {
       assert.doesNotMatch(await meshmux.statusPage(), /id="config-restart-pending"/);
     } finally {
       client.close();
+      await meshmux.stop();
+      await dispose();
+    }
+  });
+
+  it('warns of each field of the mesh section MeshConfig does not have, naming file and field, at start and on a reload', async () => {
+    const { dir, dispose } = await tempDir('meshmux-config-reload-');
+    const configFile = path.join(dir, 'meshmux.yaml');
+    await mkdir(path.join(dir, 'mesh'));
+    await writeFile(path.join(dir, 'mesh', 'a.yaml'), plainServiceEntry('cart'));
+    const mesh = 'mesh: {discoveryAdress: istiod.istio-system.svc:15012}\n';
+    await writeFile(configFile, `${mesh}${config()}\n`);
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir });
+    const ignored = (l: LogLine): boolean =>
+      l.msg === 'ignored: no such field in MeshConfig, or a second spelling of one';
+    try {
+      assert.deepEqual(
+        meshmux.logs.filter(ignored).map((l) => [l['file'], l['field']]),
+        [[configFile, 'mesh.discoveryAdress']],
+        'at start',
+      );
+      const from = meshmux.logs.length;
+      await writeFile(`${configFile}.tmp`, `${mesh}${config('127.0.0.1/32')}\n`);
+      await rename(`${configFile}.tmp`, configFile);
+      await meshmux.waitForLog((l) => l.msg === 'configuration reloaded', from, 15_000, 'the reload');
+      assert.deepEqual(
+        meshmux.logs
+          .slice(from)
+          .filter(ignored)
+          .map((l) => [l['file'], l['field']]),
+        [[configFile, 'mesh.discoveryAdress']],
+        'on the reload',
+      );
+    } finally {
       await meshmux.stop();
       await dispose();
     }
