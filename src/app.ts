@@ -1,5 +1,6 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { isDeepStrictEqual } from 'node:util';
+import { appendAll } from './core/append-all.js';
 import { fitMarkingToCpu } from './core/concurrent-marking.js';
 import { MeshmuxError, toMeshmuxError } from './core/errors.js';
 import { heapCollections } from './core/heap-collections.js';
@@ -8,7 +9,11 @@ import { AdsServer } from './downstream/ads-server.js';
 import { anonymousIdentity, withNode } from './downstream/client-identity.js';
 import { PolicySet } from './downstream/policy/policy-set.js';
 import { previewClient, type Preview } from './downstream/preview.js';
-import { reloadingServerCredentials } from './downstream/server-tls.js';
+import {
+  reloadingServerCredentials,
+  serverTlsProblems,
+  type ServerTlsFiles,
+} from './downstream/server-tls.js';
 import type { WriteBudgetOptions } from './downstream/write-budget.js';
 import { AdminGuard } from './http/admin-guard.js';
 import { debugActions, debugPages, hookActions, type DebugPageSources } from './http/debug-pages.js';
@@ -18,7 +23,13 @@ import { semanticRuleOf } from './schema/semantic-keys.js';
 import { KINDS } from './schema/kinds.js';
 import { messageType } from './schema/proto-root.js';
 import { encodeProtoJson } from './schema/proto-json.js';
-import { configProblems, type MeshmuxConfig, type SourceConfig } from './settings/meshmux-config.js';
+import {
+  configError,
+  configProblems,
+  restartOnlyChanges,
+  type MeshmuxConfig,
+  type SourceConfig,
+} from './settings/meshmux-config.js';
 import { sameConnection, sourcePolicy } from './settings/merge-rules.js';
 import { renderStatusPage } from './http/status-page.js';
 import { ConfigReloads } from './telemetry/config-reloads.js';
@@ -46,8 +57,10 @@ export interface RunningMeshmux {
   readonly metrics: Metrics;
   /**
    * Applies a new configuration without a restart: sources and policies change in place; clients
-   * whose view changed receive the difference, the others nothing. Listener addresses, TLS files and
-   * the mesh section need a restart (a warning says so). Given a function, calls it to read the
+   * whose view changed receive the difference, the others nothing. Every other setting (`server`,
+   * `mesh`, `state`, `merge`, `syncTimeout`) applies only on restart: a warning names each one the
+   * new configuration sets otherwise than the process started with, and the status page shows them
+   * until a restart, or an edit that takes them back. Given a function, calls it to read the
    * configuration, so a file that cannot be read or parsed counts as a failed reload too.
    * Everything new (sources, policies) is built before anything is swapped: on any error nothing
    * changes, no stream is touched, and the error is returned, logged, shown on the status page and
@@ -84,14 +97,23 @@ interface PlannedInput {
   readonly source: UpstreamSource;
 }
 
-/** Encodes the configured MeshConfig once; a config error names the field. */
-function encodeMeshConfig(config: MeshmuxConfig): Uint8Array | undefined {
+/**
+ * Encodes the configured MeshConfig once; a config error names the field. Each field it drops (a
+ * field MeshConfig does not have at that place, or a second spelling of one) is appended to
+ * `warnings`: a start never refused them, so they stay no error, but most are typos.
+ */
+function encodeMeshConfig(config: MeshmuxConfig, warnings: MeshmuxError[]): Uint8Array | undefined {
   if (config.mesh === undefined) return undefined;
-  const warnings: string[] = [];
   try {
     return encodeProtoJson(messageType('istio.mesh.v1alpha1.MeshConfig'), config.mesh, {
       path: 'mesh',
-      onPruned: (field: string) => warnings.push(field),
+      onPruned: (field: string) =>
+        warnings.push(
+          new MeshmuxError('CONFIG', 'ignored: no such field in MeshConfig, or a second spelling of one', {
+            file: config.origin,
+            field,
+          }),
+        ),
     });
   } catch (err) {
     throw new MeshmuxError(
@@ -103,6 +125,52 @@ function encodeMeshConfig(config: MeshmuxConfig): Uint8Array | undefined {
       },
     );
   }
+}
+
+/** The TLS files of the ADS listener, as the configuration names them. */
+function serverTlsFiles(tls: NonNullable<MeshmuxConfig['server']['tls']>): ServerTlsFiles {
+  return {
+    cert: tls.cert,
+    key: tls.key,
+    clientCa: tls.clientCa,
+    refreshIntervalMs: tls.refreshInterval,
+    field: 'server.tls',
+  };
+}
+
+/** A configuration checked beyond its schema: what only encoding its sections and reading its files tells. */
+export interface CheckedConfig {
+  /** The MeshConfig istiods are answered with, encoded once; undefined without a `mesh` section. */
+  readonly meshConfig: Uint8Array | undefined;
+  /** What is accepted but ignored (fields of the mesh section MeshConfig does not have), each naming file and field. */
+  readonly warnings: readonly MeshmuxError[];
+}
+
+/**
+ * Checks what the schema cannot, the same way for `meshmux check-config`, a start and a reload, so
+ * that a configuration they accept also starts: the mesh section encodes as a MeshConfig, and the
+ * PEM files of `server.tls` can be read and make a TLS identity. Throws one CONFIG error whose
+ * `configProblems` name each file and field.
+ */
+export async function checkBeyondSchema(config: MeshmuxConfig): Promise<CheckedConfig> {
+  const problems: MeshmuxError[] = [];
+  const warnings: MeshmuxError[] = [];
+  let meshConfig: Uint8Array | undefined;
+  try {
+    meshConfig = encodeMeshConfig(config, warnings);
+  } catch (err) {
+    problems.push(toMeshmuxError(err, 'CONFIG', { file: config.origin }));
+  }
+  if (config.server.tls !== undefined) {
+    appendAll(problems, await serverTlsProblems(serverTlsFiles(config.server.tls)));
+  }
+  if (problems.length > 0) throw configError(config.origin, 'invalid configuration', problems);
+  return { meshConfig, warnings };
+}
+
+/** Logs each thing a configuration has that is accepted but ignored, naming its file and field. */
+function logIgnored(log: Logger, checked: CheckedConfig): void {
+  for (const w of checked.warnings) log.warn({ file: w.location.file, field: w.location.field }, w.message);
 }
 
 /**
@@ -124,6 +192,10 @@ export async function startMeshmux(
   } = {},
 ): Promise<RunningMeshmux> {
   const log = overrides.log ?? componentLogger('app');
+  // Before anything starts: a configuration that cannot start leaves nothing to tear down.
+  const checked = await checkBeyondSchema(config);
+  const meshConfig = checked.meshConfig;
+  logIgnored(log, checked);
   const marking = fitMarkingToCpu();
   if (!marking.concurrent && !marking.explicit) {
     log.info(
@@ -138,7 +210,6 @@ export async function startMeshmux(
     ...(tracing === undefined ? {} : { tracing }),
   });
   const metrics = telemetry.metrics;
-  const meshConfig = encodeMeshConfig(config);
   // Sampled every 10 ms for /debug/counters; the cost is one timer.
   const loopDelay = monitorEventLoopDelay({ resolution: 10 });
   loopDelay.enable();
@@ -289,6 +360,7 @@ export async function startMeshmux(
     statusPage: () =>
       renderStatusPage(engine.current(), ads.reports(), {
         reloadFailure: reloads.failure(),
+        restartPending: reloads.pendingRestart,
         configLoadedAt: reloads.loadedAt,
         dashboardUrl: config.server.admin.dashboardUrl,
       }),
@@ -316,15 +388,7 @@ export async function startMeshmux(
   const xdsTlsPort =
     tls === undefined || xdsTlsAddress === undefined
       ? undefined
-      : await ads.listen(
-          xdsTlsAddress,
-          await reloadingServerCredentials({
-            cert: tls.cert,
-            key: tls.key,
-            clientCa: tls.clientCa,
-            refreshIntervalMs: tls.refreshInterval,
-          }),
-        );
+      : await ads.listen(xdsTlsAddress, await reloadingServerCredentials(serverTlsFiles(tls)));
   const httpPort = await http.listen(overrides.http ?? config.server.http);
   const adminPort = await admin.listen(adminAddress);
   log.info(
@@ -342,7 +406,7 @@ export async function startMeshmux(
     try {
       next = typeof load === 'function' ? load() : load;
       await loadSourceLibraries(next.sources);
-      encodeMeshConfig(next);
+      logIgnored(log, await checkBeyondSchema(next));
       nextPolicies = isDeepStrictEqual(next.policies, current.policies)
         ? undefined
         : new PolicySet(next.policies);
@@ -358,8 +422,15 @@ export async function startMeshmux(
       return { applied: false, error };
     }
     // Swap.
-    if (!isDeepStrictEqual(next.server, current.server) || !isDeepStrictEqual(next.mesh, current.mesh)) {
-      log.warn('server and mesh settings change only on restart; sources and policies are applied now');
+    // Compared with the configuration the process started with, not the last one applied: a
+    // change waiting for a restart is named again by every reload until then, and one that an
+    // edit takes back is no longer named.
+    const restartOnly = restartOnlyChanges(config, next);
+    if (restartOnly.length > 0) {
+      log.warn(
+        { restartOnly, file: next.origin },
+        'settings that apply only on restart changed; they keep their running values, sources and policies are applied now',
+      );
     }
     engine.reconfigure(commitInputs(planned));
     if (nextPolicies !== undefined) {
@@ -371,7 +442,7 @@ export async function startMeshmux(
       ads.setPolicies(policies);
     }
     current = next;
-    reloads.succeeded(at);
+    reloads.succeeded(at, restartOnly);
     return { applied: true };
   };
 

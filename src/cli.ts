@@ -4,7 +4,7 @@ import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { filter, firstValueFrom, of, timeout } from './core/rx.js';
-import { startMeshmux, type RunningMeshmux } from './app.js';
+import { checkBeyondSchema, startMeshmux, type RunningMeshmux } from './app.js';
 import {
   diffPolicies,
   type PolicyDiff,
@@ -20,6 +20,8 @@ import {
   configJsonSchema,
   configProblems,
   loadMeshmuxConfig,
+  parseMeshmuxConfig,
+  readConfigText,
   readMeshmuxConfig,
   type MeshmuxConfig,
 } from './settings/meshmux-config.js';
@@ -92,32 +94,57 @@ async function serve(options: {
   // one (unreadable, not YAML, failing the schema, or failing to build) is reported, counted and
   // shown on the status page, and the running configuration stays.
   let timer: NodeJS.Timeout | undefined;
+  // What the file read when a reload was last decided on or run (at first, what meshmux started
+  // with); undefined when it could not be read. A change in the folder reloads only when the file
+  // now reads otherwise, so an edit is applied once, however many events it makes.
+  let lastRead: string | undefined = startedFrom;
+  const load = (): MeshmuxConfig => {
+    try {
+      lastRead = readConfigText(location.file);
+    } catch (err) {
+      lastRead = undefined;
+      throw err;
+    }
+    return parseMeshmuxConfig(lastRead, location.file, location.baseDir);
+  };
   const reload = (why: string): void => {
     log.info({ why, file: location.file }, 'reloading configuration');
-    void started
-      .reload(() => loadMeshmuxConfig(location.file, location.baseDir))
-      .then((outcome) => {
-        if (outcome.applied) log.info({ why, file: location.file }, 'configuration reloaded');
-      });
+    void started.reload(load).then((outcome) => {
+      if (outcome.applied) log.info({ why, file: location.file }, 'configuration reloaded');
+    });
+  };
+  const reloadIfChanged = (why: string): void => {
+    let now: string | undefined;
+    try {
+      now = readFileSync(location.file, 'utf8');
+    } catch {
+      now = undefined;
+    }
+    if (now === lastRead) {
+      log.debug({ why, file: location.file }, 'configuration file unchanged; not reloaded');
+      return;
+    }
+    lastRead = now;
+    reload(why);
   };
   try {
-    watch(path.dirname(location.file), { persistent: false }, (_event, name) => {
-      if (name !== path.basename(location.file)) return;
+    // Every event in the folder is a reason to look, not only one naming the file: Kubernetes
+    // mounts a ConfigMap key as a symbolic link through `..data`, and an update writes a new
+    // `..<timestamp>` folder and renames a new `..data` link over the old one, so the file's own
+    // name never comes up. Which entries a path resolves through differs between such writers and
+    // changes with every update; comparing what the file reads instead costs one read of a small
+    // file per burst of events, and churn that leaves the file alone reloads nothing.
+    watch(path.dirname(location.file), { persistent: false }, () => {
       if (timer !== undefined) clearTimeout(timer);
-      timer = setTimeout(() => reload('file changed'), 200);
+      timer = setTimeout(() => reloadIfChanged('file changed'), 200);
     });
   } catch (err) {
     log.warn({ err: String(err) }, 'cannot watch the configuration file; reload with SIGHUP');
   }
+  // SIGHUP reloads whatever the file reads: the operator asked for it.
   process.on('SIGHUP', () => reload('SIGHUP'));
   // An edit made while meshmux started came before the folder was watched: applied now.
-  let now: string | undefined;
-  try {
-    now = readFileSync(location.file, 'utf8');
-  } catch {
-    now = undefined;
-  }
-  if (now !== startedFrom) reload('file changed while starting');
+  reloadIfChanged('file changed while starting');
 }
 
 /** Starts the sources and the merge of a configuration, waits for it to be served, and prints what a client would get. */
@@ -325,11 +352,16 @@ function compilerStyle(problem: MeshmuxError): string {
   return `${where}: ${field === undefined ? '' : `${field}: `}${problem.message}`;
 }
 
-/** Loads and checks a configuration without starting anything; returns the exit code. */
-function checkConfig(file: string | undefined): number {
+/**
+ * Loads and checks a configuration without starting anything, as a start would check it (the
+ * files it reads itself included); returns the exit code.
+ */
+async function checkConfig(file: string | undefined): Promise<number> {
   const location = configLocation(file);
   try {
     const config = loadMeshmuxConfig(location.file, location.baseDir);
+    const { warnings } = await checkBeyondSchema(config);
+    for (const w of warnings) console.error(`warning: ${compilerStyle(w)}`);
     console.log(
       `${location.file}: valid (${config.sources.length} source(s), ${config.policies.length} policy(ies))`,
     );
@@ -640,8 +672,8 @@ program
   .command('check-config')
   .description('check a configuration file alone (no source is started); every problem as file:line:column')
   .argument('[file]', 'configuration file (default: the embedded one)')
-  .action((file: string | undefined) => {
-    process.exitCode = checkConfig(file);
+  .action(async (file: string | undefined) => {
+    process.exitCode = await checkConfig(file);
   });
 
 program

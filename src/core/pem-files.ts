@@ -2,15 +2,18 @@ import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 import { MeshmuxError } from './errors.js';
 
-/** Reads one PEM file; a missing or unreadable file is a CONFIG error naming it and what it was for. */
-export async function readPemFile(file: string, what: string): Promise<Buffer> {
+/**
+ * Reads one PEM file; a missing or unreadable file is a CONFIG error naming it, what it was for
+ * and, when given, the configuration field that names it.
+ */
+export async function readPemFile(file: string, what: string, field?: string): Promise<Buffer> {
   try {
     return await readFile(file);
   } catch (err) {
     throw new MeshmuxError(
       'CONFIG',
       `cannot read the ${what}: ${(err as Error).message}`,
-      { file },
+      { file, ...(field === undefined ? {} : { field }) },
       { cause: err },
     );
   }
@@ -23,6 +26,7 @@ export async function readPemFile(file: string, what: string): Promise<Buffer> {
 export function checkTlsIdentity(
   pem: { cert?: Buffer | null; key?: Buffer | null; ca?: Buffer | null },
   files: readonly (string | undefined)[],
+  field?: string,
 ): void {
   try {
     createSecureContext({
@@ -34,7 +38,7 @@ export function checkTlsIdentity(
     throw new MeshmuxError(
       'CONFIG',
       `TLS files rejected (${(err as Error).message}); check that the key matches the certificate and both are PEM`,
-      { file: files.filter((f) => f !== undefined).join(', ') },
+      { file: files.filter((f) => f !== undefined).join(', '), ...(field === undefined ? {} : { field }) },
       { cause: err },
     );
   }

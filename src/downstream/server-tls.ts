@@ -1,5 +1,5 @@
 import { experimental, type ServerCredentials } from '@grpc/grpc-js';
-import { MeshmuxError } from '../core/errors.js';
+import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import { checkTlsIdentity, readPemFile } from '../core/pem-files.js';
 
 export interface ServerTlsFiles {
@@ -8,14 +8,39 @@ export interface ServerTlsFiles {
   /** When set, clients are asked for a certificate verified against this CA; presenting none is still allowed. */
   readonly clientCa?: string | undefined;
   readonly refreshIntervalMs: number;
+  /** The configuration field that names these files (`server.tls`), for errors. */
+  readonly field: string;
 }
 
-/** Reads and checks the PEM files; a bad file is a CONFIG error naming it. */
-async function checkFiles(files: ServerTlsFiles): Promise<void> {
-  const cert = await readPemFile(files.cert, 'server certificate');
-  const key = await readPemFile(files.key, 'server private key');
-  const ca = files.clientCa === undefined ? null : await readPemFile(files.clientCa, 'client CA bundle');
-  checkTlsIdentity({ cert, key, ca }, [files.cert, files.key, files.clientCa]);
+/**
+ * What keeps these files from making the server's TLS identity now, as CONFIG errors: each file
+ * that cannot be read, naming it and its field (`server.tls.key`); when all can be
+ * read, a key that does not match the certificate or a file that is not PEM. Empty when usable.
+ * A start refuses them, so `meshmux check-config` and a reload report them before one is tried.
+ */
+export async function serverTlsProblems(files: ServerTlsFiles): Promise<MeshmuxError[]> {
+  const read = async (file: string | undefined, what: string, name: string): Promise<Buffer | null> =>
+    file === undefined ? null : readPemFile(file, what, `${files.field}.${name}`);
+  const [cert, key, ca] = await Promise.allSettled([
+    read(files.cert, 'server certificate', 'cert'),
+    read(files.key, 'server private key', 'key'),
+    read(files.clientCa, 'client CA bundle', 'clientCa'),
+  ]);
+  if (cert.status === 'rejected' || key.status === 'rejected' || ca.status === 'rejected') {
+    return [cert, key, ca].flatMap((r) =>
+      r.status === 'rejected' ? [toMeshmuxError(r.reason, 'CONFIG')] : [],
+    );
+  }
+  try {
+    checkTlsIdentity(
+      { cert: cert.value, key: key.value, ca: ca.value },
+      [files.cert, files.key, files.clientCa],
+      files.field,
+    );
+  } catch (err) {
+    return [toMeshmuxError(err, 'CONFIG')];
+  }
+  return [];
 }
 
 /**
@@ -26,7 +51,8 @@ async function checkFiles(files: ServerTlsFiles): Promise<void> {
  * loaded, so the first handshake already has them.
  */
 export async function reloadingServerCredentials(files: ServerTlsFiles): Promise<ServerCredentials> {
-  await checkFiles(files);
+  const [problem] = await serverTlsProblems(files);
+  if (problem !== undefined) throw problem;
   const provider = new experimental.FileWatcherCertificateProvider({
     certificateFile: files.cert,
     privateKeyFile: files.key,

@@ -32,6 +32,8 @@ export interface StatusPageOptions {
   readonly now?: Date;
   /** A configuration reload that was refused (the running configuration stayed): shown as a banner on top. */
   readonly reloadFailure?: ReloadFailure | undefined;
+  /** Settings the applied configuration changes that apply only on restart: shown as a notice on top. */
+  readonly restartPending?: readonly string[];
   /** When the running configuration was loaded. */
   readonly configLoadedAt?: Date;
   /** A dashboard to link to (e.g. Grafana's meshmux dashboard). */
@@ -108,6 +110,7 @@ th{background:#f3f3f3}code{font-size:.95em}
 .ok{color:#176c2e;font-weight:600}.warn{color:#9a6700;font-weight:600}.bad{color:#b3261e;font-weight:600}
 .muted{color:#666}
 .banner{border:2px solid #b3261e;background:#fdecea;padding:.6em .9em;margin:.8em 0}
+.notice{border:2px solid #b26a00;background:#fff4e0;padding:.6em .9em;margin:.8em 0}
 nav{margin:.3em 0 .8em}
 #fleet{font-size:1.15em;margin:.6em 0}
 .badge{display:inline-block;padding:.05em .5em;border-radius:.3em;font-weight:600;font-size:.9em;color:#fff}
@@ -118,7 +121,7 @@ details summary{cursor:pointer;color:#555}
 </head>
 <body>
 <h1>meshmux</h1>
-${reloadBanner(options.reloadFailure)}<nav id="links">${LINKS.map(([href, label]) => `<a href="${href}">${label}</a>`).join(' · ')}${options.dashboardUrl === undefined ? '' : ` · <a href="${esc(options.dashboardUrl)}">dashboard</a>`}</nav>
+${reloadBanner(options.reloadFailure)}${restartNotice(options.restartPending)}<nav id="links">${LINKS.map(([href, label]) => `<a href="${href}">${label}</a>`).join(' · ')}${options.dashboardUrl === undefined ? '' : ` · <a href="${esc(options.dashboardUrl)}">dashboard</a>`}</nav>
 ${fleetSummary(clients)}
 <p id="summary">${snapshot.ready ? '<span class="ok">ready</span>' : `<span class="warn">waiting for ${esc(snapshot.waitingFor.join(', '))}</span>`}
 · snapshot <code>${esc(snapshot.version)}</code> (generation ${snapshot.generation})
@@ -140,6 +143,14 @@ function reloadBanner(failure: ReloadFailure | undefined): string {
   return `<div class="banner" id="config-reload-error" role="alert"><span class="bad">configuration not reloaded</span>
 at ${esc(failure.at.toISOString())}; still serving the configuration loaded at ${esc(failure.runningSince.toISOString())}.
 <pre>${failure.errors.map(esc).join('\n')}</pre></div>
+`;
+}
+
+function restartNotice(pending: readonly string[] | undefined): string {
+  if (pending === undefined || pending.length === 0) return '';
+  return `<div class="notice" id="config-restart-pending" role="status"><span class="warn">restart pending</span>:
+the applied configuration changes ${pending.map((k) => `<code>${esc(k)}</code>`).join(', ')}; these apply only on restart,
+and until then keep the values meshmux started with.</div>
 `;
 }
 

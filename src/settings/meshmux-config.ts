@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { LineCounter, isMap, isNode, isScalar, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
 import { closestWord } from '../core/closest-word.js';
@@ -190,6 +191,33 @@ export type MeshmuxConfig = Omit<z.infer<typeof ConfigFile>, 'sources'> & {
   readonly baseDir: string;
 };
 
+/**
+ * When a running meshmux applies each top-level setting: sources and policies on a reload, the
+ * others only when it starts (they shape listeners, the state stores and the merge it is built
+ * with). Typed over every setting, so a new one cannot be left out.
+ */
+const APPLIED_ON: Readonly<Record<Exclude<keyof MeshmuxConfig, 'origin' | 'baseDir'>, 'reload' | 'restart'>> =
+  {
+    server: 'restart',
+    policies: 'reload',
+    syncTimeout: 'restart',
+    state: 'restart',
+    sources: 'reload',
+    merge: 'restart',
+    mesh: 'restart',
+  };
+
+/**
+ * The top-level settings that apply only on restart and that `next` sets otherwise than
+ * `running` (the configuration a process started with), in the order of the file's schema.
+ */
+export function restartOnlyChanges(running: MeshmuxConfig, next: MeshmuxConfig): string[] {
+  const settings = Object.keys(APPLIED_ON) as Array<keyof typeof APPLIED_ON>;
+  return settings.filter(
+    (key) => APPLIED_ON[key] === 'restart' && !isDeepStrictEqual(running[key], next[key]),
+  );
+}
+
 /** Fields holding local file paths, resolved against the configuration's base folder. */
 const PATH_FIELDS = new Set([
   'path',
@@ -229,7 +257,11 @@ export function configProblems(err: MeshmuxError): readonly MeshmuxError[] {
 }
 
 /** One CONFIG error for several problems: the message lists them all, `configProblems` returns them. */
-function configError(origin: string, summary: string, problems: readonly MeshmuxError[]): MeshmuxError {
+export function configError(
+  origin: string,
+  summary: string,
+  problems: readonly MeshmuxError[],
+): MeshmuxError {
   const list = problems.map((p) =>
     p.location.field === undefined ? p.message : `${p.location.field}: ${p.message}`,
   );
@@ -357,13 +389,17 @@ export function readMeshmuxConfig(
   file: string,
   baseDir = path.dirname(path.resolve(file)),
 ): { config: MeshmuxConfig; text: string } {
-  let text: string;
+  const text = readConfigText(file);
+  return { config: parseMeshmuxConfig(text, file, baseDir), text };
+}
+
+/** The text of a configuration file; one that cannot be read is a CONFIG error naming it. */
+export function readConfigText(file: string): string {
   try {
-    text = readFileSync(file, 'utf8');
+    return readFileSync(file, 'utf8');
   } catch (err) {
     throw new MeshmuxError('CONFIG', `cannot read: ${(err as Error).message}`, { file }, { cause: err });
   }
-  return { config: parseMeshmuxConfig(text, file, baseDir), text };
 }
 
 function formatPath(p: readonly PropertyKey[]): string {

@@ -22,6 +22,7 @@ export class ConfigReloads {
   private lastAttempt: Date;
   private lastSuccess: Date;
   private lastErrors: readonly MeshmuxError[] | undefined;
+  private restartOnly: readonly string[] = [];
 
   /** `loadedAt`: when the configuration the process started with was read. */
   constructor(loadedAt: Date) {
@@ -29,11 +30,15 @@ export class ConfigReloads {
     this.lastSuccess = loadedAt;
   }
 
-  /** A new configuration was applied. */
-  succeeded(at: Date): void {
+  /**
+   * A new configuration was applied; `restartOnly` names the settings it changes that apply only
+   * on restart (empty when none), which keep their running values until then.
+   */
+  succeeded(at: Date, restartOnly: readonly string[] = []): void {
     this.lastAttempt = at;
     this.lastSuccess = at;
     this.lastErrors = undefined;
+    this.restartOnly = [...restartOnly];
   }
 
   /** A new configuration was refused for these problems (at least one); the running one stays. */
@@ -50,6 +55,14 @@ export class ConfigReloads {
   /** Whether the last attempt succeeded. */
   get successful(): boolean {
     return this.lastErrors === undefined;
+  }
+
+  /**
+   * The settings the applied configuration changes that wait for a restart (empty when none): a
+   * refused reload leaves them as they were, since the configuration in force did not change.
+   */
+  get pendingRestart(): readonly string[] {
+    return this.restartOnly;
   }
 
   /** The last failure, while no later reload has succeeded. */

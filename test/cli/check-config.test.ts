@@ -53,6 +53,50 @@ describe('meshmux check-config', () => {
     }
   });
 
+  it('names each TLS file of the ADS listener that cannot be read, with its field, and exits 1, as a start would', async () => {
+    const t = await tempDir();
+    try {
+      const file = path.join(t.dir, 'meshmux.yaml');
+      await writeFile(
+        file,
+        'server: {xdsTls: 127.0.0.1:15012, tls: {cert: ./certs/tls.crt, key: ./certs/tls.key}}\n' +
+          'sources:\n  - {name: local, type: file, path: ./mesh}\n',
+      );
+      const { code, stdout, stderr } = await meshmux(['check-config', file]);
+      assert.equal(code, 1);
+      assert.equal(stdout, '');
+      const [cert, key] = ['tls.crt', 'tls.key'].map((f) => path.join(t.dir, 'certs', f));
+      assert.deepEqual(stderr.trim().split('\n'), [
+        `${cert}: server.tls.cert: cannot read the server certificate: ENOENT: no such file or directory, open '${cert}'`,
+        `${key}: server.tls.key: cannot read the server private key: ENOENT: no such file or directory, open '${key}'`,
+      ]);
+    } finally {
+      await t.dispose();
+    }
+  });
+
+  it('warns of each field of the mesh section MeshConfig does not have, naming it, and still passes the file', async () => {
+    const t = await tempDir();
+    try {
+      const file = path.join(t.dir, 'meshmux.yaml');
+      await writeFile(
+        file,
+        'sources:\n  - {name: local, type: file, path: ./mesh}\n' +
+          'mesh:\n  discoveryAdress: istiod.istio-system.svc:15012\n' +
+          '  defaultConfig: {proxyMetadata: {A: b}, holdApplicationUntilProxyStart: true}\n',
+      );
+      const { code, stdout, stderr } = await meshmux(['check-config', file]);
+      assert.equal(code, 0, stderr);
+      assert.equal(stdout.trim(), `${file}: valid (1 source(s), 0 policy(ies))`);
+      assert.deepEqual(stderr.trim().split('\n'), [
+        `warning: ${file}: mesh.discoveryAdress: ignored: no such field in MeshConfig, or a second spelling of one`,
+        `warning: ${file}: mesh.defaultConfig.holdApplicationUntilProxyStart: ignored: no such field in MeshConfig, or a second spelling of one`,
+      ]);
+    } finally {
+      await t.dispose();
+    }
+  });
+
   it('resolves relative paths against the file, not the working directory', async () => {
     const t = await tempDir();
     try {

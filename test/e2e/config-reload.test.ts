@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import path from 'node:path';
 import { describe, it } from 'node:test';
@@ -8,7 +8,7 @@ import { CLI } from '../support/meshmux-cli.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { plainServiceEntry } from '../support/hostile-files.js';
 import { tempDir } from '../support/meshmux-harness.js';
-import { MeshmuxProcess } from '../support/meshmux-process.js';
+import { MeshmuxProcess, type LogLine } from '../support/meshmux-process.js';
 import { SE } from '../support/type-urls.js';
 
 /** A configuration serving ./mesh to loopback clients; `extra` is appended under `sources:`. */
@@ -44,6 +44,11 @@ const INVALID: ReadonlyArray<readonly [string, string, RegExp]> = [
     /sources\[1\]\.paths\[0\]: not a valid glob/,
   ],
   ['a YAML syntax error', `${config()}\n  - name: broken\n   type: [file\n`, /not valid YAML/],
+  [
+    'TLS files that do not exist',
+    `server: {xdsTls: 127.0.0.1:0, tls: {cert: ./certs/tls.crt, key: ./certs/tls.key}}\n${config()}`,
+    /server\.tls\.cert: cannot read the server certificate[^]*server\.tls\.key: cannot read the server private key/,
+  ],
   [
     'an unknown source type',
     config(undefined, '  - name: other\n    type: consul'),
@@ -175,6 +180,176 @@ describe('configuration reloads', () => {
       await (meshmux ?? (await starting.catch(() => undefined)))?.stop();
       for (const socket of held) socket.destroy();
       silent.close();
+      await dispose();
+    }
+  });
+
+  it('applies an edit of a file mounted as Kubernetes mounts a ConfigMap, and reloads nothing when an update leaves it alone', async () => {
+    const { dir, dispose } = await tempDir('meshmux-config-reload-');
+    await mkdir(path.join(dir, 'mesh'));
+    await mkdir(path.join(dir, 'extra'));
+    await writeFile(path.join(dir, 'mesh', 'a.yaml'), plainServiceEntry('cart'));
+    await writeFile(path.join(dir, 'extra', 'b.yaml'), plainServiceEntry('ledger'));
+    // The volume as the kubelet writes it: the key is a link through `..data`, itself a link to the
+    // folder of the current version. An update writes a new version folder, points a new link at
+    // it, renames that link over `..data` and removes the old folder; the key's own entry never
+    // changes. Paths in the file resolve against the volume.
+    const volume = path.join(dir, 'config');
+    const one = 'sources:\n  - {name: local, type: file, path: ../mesh}\n';
+    const two = `${one}  - {name: extra, type: file, path: ../extra}\n`;
+    let current = '';
+    const update = async (version: string, text: string): Promise<void> => {
+      await mkdir(path.join(volume, version), { recursive: true });
+      await writeFile(path.join(volume, version, 'meshmux.yaml'), text);
+      await symlink(version, path.join(volume, '..data_tmp'));
+      await rename(path.join(volume, '..data_tmp'), path.join(volume, '..data'));
+      if (current !== '') await rm(path.join(volume, current), { recursive: true });
+      current = version;
+    };
+    await update('..2026_01_05_10_00_00.000000001', one);
+    await symlink('..data/meshmux.yaml', path.join(volume, 'meshmux.yaml'));
+    // At debug level it says when a change in the folder left the file as it was.
+    const meshmux = await MeshmuxProcess.start(path.join(volume, 'meshmux.yaml'), {
+      cwd: dir,
+      env: { MESHMUX_LOG_LEVEL: 'debug' },
+    });
+    const client = new IstiodClient({ address: meshmux.xds }).start();
+    try {
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/cart'),
+        20_000,
+        () => 'cart',
+      );
+      const from = meshmux.logs.length;
+      const swapped = performance.now();
+      await update('..2026_01_05_10_01_00.000000002', two);
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/ledger'),
+        20_000,
+        () => 'the object of the source the update added',
+      );
+      const ms = performance.now() - swapped;
+
+      const later = meshmux.logs.length;
+      await update('..2026_01_05_10_02_00.000000003', two);
+      await meshmux.waitForLog(
+        (l) => l.msg === 'configuration file unchanged; not reloaded',
+        later,
+        15_000,
+        'the update that leaves the file alone looked at',
+      );
+      const reloads = meshmux.logs.slice(from).filter((l) => l.msg === 'reloading configuration');
+      assert.deepEqual(
+        reloads.map((l) => l['why']),
+        ['file changed'],
+        'one reload, for the update that changed the file',
+      );
+      assert.equal(client.streamEnds.length, 0);
+      console.log(
+        `# ConfigMap update adding a source: its object at the istiod ${ms.toFixed(0)} ms after the swap`,
+      );
+    } finally {
+      client.close();
+      await meshmux.stop();
+      await dispose();
+    }
+  });
+
+  it('names every changed setting that applies only on restart, in the log and on the status page, and applies the sources now', async () => {
+    const { dir, dispose } = await tempDir('meshmux-config-reload-');
+    const configFile = path.join(dir, 'meshmux.yaml');
+    await mkdir(path.join(dir, 'mesh'));
+    await mkdir(path.join(dir, 'extra'));
+    await writeFile(path.join(dir, 'mesh', 'a.yaml'), plainServiceEntry('cart'));
+    await writeFile(path.join(dir, 'extra', 'b.yaml'), plainServiceEntry('ledger'));
+    const startOnly = 'state: {dir: none}\nmerge: {semanticConflicts: serve-all}\nsyncTimeout: 30s\n';
+    const changed = 'state: {dir: ./state}\nmerge: {semanticConflicts: highest-priority}\nsyncTimeout: 10s\n';
+    const extra = '  - {name: extra, type: file, path: ./extra}\n';
+    const edit = async (text: string): Promise<void> => {
+      await writeFile(`${configFile}.tmp`, text);
+      await rename(`${configFile}.tmp`, configFile);
+    };
+    await writeFile(configFile, `${startOnly}${config()}\n`);
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir });
+    const client = new IstiodClient({ address: meshmux.xds }).start();
+    const restartWarning =
+      'settings that apply only on restart changed; they keep their running values, sources and policies are applied now';
+    try {
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/cart'),
+        20_000,
+        () => 'cart',
+      );
+      let from = meshmux.logs.length;
+      await edit(`${changed}${config()}\n${extra}`);
+      await meshmux.waitForLog((l) => l.msg === 'configuration reloaded', from, 15_000, 'the reload');
+      const warned = meshmux.logs.slice(from).filter((l) => l.msg === restartWarning);
+      assert.deepEqual(
+        warned.map((l) => l['restartOnly']),
+        [['syncTimeout', 'state', 'merge']],
+      );
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/ledger'),
+        20_000,
+        () => 'the object of the source the edit added',
+      );
+      assert.equal(
+        (await meshmux.debug<{ dir: string }>('state')).dir,
+        'none',
+        'state.dir waits for a restart',
+      );
+      const page = await meshmux.statusPage();
+      assert.match(
+        page,
+        /id="config-restart-pending"[^]*<code>syncTimeout<\/code>, <code>state<\/code>, <code>merge<\/code>/,
+      );
+
+      // Taken back by a later edit: nothing waits for a restart any more.
+      from = meshmux.logs.length;
+      await edit(`${startOnly}${config()}\n${extra}`);
+      await meshmux.waitForLog((l) => l.msg === 'configuration reloaded', from, 15_000, 'the reload');
+      assert.deepEqual(
+        meshmux.logs.slice(from).filter((l) => l.msg === restartWarning),
+        [],
+      );
+      assert.doesNotMatch(await meshmux.statusPage(), /id="config-restart-pending"/);
+    } finally {
+      client.close();
+      await meshmux.stop();
+      await dispose();
+    }
+  });
+
+  it('warns of each field of the mesh section MeshConfig does not have, naming file and field, at start and on a reload', async () => {
+    const { dir, dispose } = await tempDir('meshmux-config-reload-');
+    const configFile = path.join(dir, 'meshmux.yaml');
+    await mkdir(path.join(dir, 'mesh'));
+    await writeFile(path.join(dir, 'mesh', 'a.yaml'), plainServiceEntry('cart'));
+    const mesh = 'mesh: {discoveryAdress: istiod.istio-system.svc:15012}\n';
+    await writeFile(configFile, `${mesh}${config()}\n`);
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir });
+    const ignored = (l: LogLine): boolean =>
+      l.msg === 'ignored: no such field in MeshConfig, or a second spelling of one';
+    try {
+      assert.deepEqual(
+        meshmux.logs.filter(ignored).map((l) => [l['file'], l['field']]),
+        [[configFile, 'mesh.discoveryAdress']],
+        'at start',
+      );
+      const from = meshmux.logs.length;
+      await writeFile(`${configFile}.tmp`, `${mesh}${config('127.0.0.1/32')}\n`);
+      await rename(`${configFile}.tmp`, configFile);
+      await meshmux.waitForLog((l) => l.msg === 'configuration reloaded', from, 15_000, 'the reload');
+      assert.deepEqual(
+        meshmux.logs
+          .slice(from)
+          .filter(ignored)
+          .map((l) => [l['file'], l['field']]),
+        [[configFile, 'mesh.discoveryAdress']],
+        'on the reload',
+      );
+    } finally {
+      await meshmux.stop();
       await dispose();
     }
   });
