@@ -21,6 +21,25 @@ function policyWithCidrs(...cidrs: string[]): string {
 }
 
 describe('configuration validation', () => {
+  it('refuses a kind in a source’s rules that matches no kind meshmux serves, suggesting the nearest', () => {
+    const rules = (selector: string): string => `${FILE_SOURCE}    allow: ${selector}\n`;
+    assert.deepEqual(problems(rules('{kinds: [VirtualServce]}')), [
+      'meshmux.yaml line 5 field sources[0].allow.kinds[0]: VirtualServce matches no kind meshmux serves (did you mean VirtualService?)',
+    ]);
+    assert.match(
+      problems(`${FILE_SOURCE}    deny: {kinds: ["Gateway*", "Nothing*"]}\n`)[0] ?? '',
+      /deny\.kinds\[1\]: Nothing\* matches no kind meshmux serves$/,
+    );
+    for (const ok of [
+      'VirtualService',
+      'networking.istio.io/VirtualService',
+      'networking.istio.io/*',
+      'Destination*',
+    ]) {
+      assert.deepEqual(problems(rules(`{kinds: ["${ok}"]}`)), [], ok);
+    }
+  });
+
   it('refuses a CIDR whose prefix is out of range, naming the file, line and field', () => {
     assert.deepEqual(problems(policyWithCidrs('10.0.0.0/99')), [
       'meshmux.yaml line 8 field policies[0].match.peerCidrs[0]: prefix length must be 0 to 32 for an IPv4 address, got /99',

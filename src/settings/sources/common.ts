@@ -1,6 +1,8 @@
 import { BlockList, isIPv4, isIPv6 } from 'node:net';
 import { z } from 'zod';
-import { globProblem, type GlobSubject } from '../../core/glob.js';
+import { closestWord } from '../../core/closest-word.js';
+import { globMatcher, globProblem, type GlobSubject } from '../../core/glob.js';
+import { CONFIG_KINDS } from '../../schema/kinds.js';
 import { parseGoDuration } from '../../core/go-duration.js';
 
 /**
@@ -134,11 +136,36 @@ export function globSchema(subject: GlobSubject) {
   });
 }
 
+/**
+ * A kind's name (`VirtualService`), its registry key, or a glob of either, which must match a kind
+ * meshmux serves: a misspelt kind would allow or deny nothing, and say nothing of it.
+ */
+const KindGlob = z
+  .string()
+  .min(1)
+  .superRefine((glob, ctx) => {
+    const problem = globProblem(glob, 'name');
+    if (problem !== undefined) {
+      ctx.addIssue({ code: 'custom', message: problem });
+      return;
+    }
+    const matches = globMatcher([glob]);
+    if (CONFIG_KINDS.some((k) => matches(k.kind) || matches(k.key))) return;
+    const near = closestWord(
+      glob,
+      CONFIG_KINDS.map((k) => k.kind),
+    );
+    ctx.addIssue({
+      code: 'custom',
+      message: `${glob} matches no kind meshmux serves${near === undefined ? '' : ` (did you mean ${near}?)`}`,
+    });
+  });
+
 const Selector = z.strictObject({
   /** Namespace names or globs (`team-a-*`). */
   namespaces: z.array(Glob.min(1)).optional(),
-  /** Kind names (`VirtualService`) or globs. */
-  kinds: z.array(Glob.min(1)).optional(),
+  /** Kind names (`VirtualService`) or globs, each matching some kind meshmux serves. */
+  kinds: z.array(KindGlob).optional(),
 });
 
 /** Fields every source type accepts: identity, precedence, access rules and safety. Spread into each type's schema. */
