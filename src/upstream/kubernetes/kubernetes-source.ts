@@ -3,7 +3,7 @@ import https from 'node:https';
 import type * as KubernetesClient from '@kubernetes/client-node';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Observable, type SchedulerLike } from '../../core/rx.js';
-import { toMeshmuxError, type MeshmuxError } from '../../core/errors.js';
+import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { globMatcher, isPlainName } from '../../core/glob.js';
 import { componentLogger } from '../../core/logger.js';
 import type { ConfigResource } from '../../core/resource.js';
@@ -16,7 +16,7 @@ import { readYamlBytes } from '../runtime/yaml-file-reader.js';
 import type { YamlFileRead } from '../runtime/yaml-file-set.js';
 import { ExponentialBackoff } from '../streaming/exponential-backoff.js';
 import type { UpstreamSource } from '../upstream-source.js';
-import { configDocument, type KubernetesObject } from './kubernetes-object.js';
+import { configDocument, MAX_OBJECT_DEPTH, tooDeepAt, type KubernetesObject } from './kubernetes-object.js';
 import { appendAll } from '../../core/append-all.js';
 
 export interface KubernetesSourceOptions {
@@ -300,23 +300,33 @@ export class KubernetesSource implements UpstreamSource {
         cancelDebounce?.();
         cancelDebounce = undefined;
         if (stopped || watches.some((w) => w.served && !w.listed)) return;
-        void build().then((state) => {
-          if (stopped) return;
-          const revision = state.revision;
-          const served = tracker.serve({
-            type: 'snapshot',
-            kinds: kindKeys,
-            resources: state.resources,
-            revision,
-            errors: state.errors,
-            warnings: state.warnings,
-          });
-          if (served)
-            log.info(
-              { objects: state.resources.length, errors: state.errors.length, revision },
-              'cluster state read',
-            );
-        });
+        build().then(
+          (state) => {
+            if (stopped) return;
+            const revision = state.revision;
+            const served = tracker.serve({
+              type: 'snapshot',
+              kinds: kindKeys,
+              resources: state.resources,
+              revision,
+              errors: state.errors,
+              warnings: state.warnings,
+            });
+            if (served)
+              log.info(
+                { objects: state.resources.length, errors: state.errors.length, revision },
+                'cluster state read',
+              );
+          },
+          (err: unknown) => {
+            // Each object's failure is its own error (see readObject), so this is a bug: the state
+            // served stays, the source says why, and the next change builds again.
+            if (stopped) return;
+            const error = toMeshmuxError(err, 'INTERNAL', { file: server });
+            log.error({ error: error.message }, 'cluster state could not be built');
+            tracker.failed(error);
+          },
+        );
       };
 
       /**
@@ -329,6 +339,47 @@ export class KubernetesSource implements UpstreamSource {
         if (before !== undefined) for (const r of before.read.resources) digest.remove(r);
         for (const r of next.read.resources) digest.add(r);
         w.reads.set(key, next);
+      };
+
+      /**
+       * One object through the file reader; never throws. An object nested deeper than
+       * {@link MAX_OBJECT_DEPTH} is refused before anything recursive touches it, and any other
+       * failure to convert it becomes that object's error, so one object can neither keep the
+       * others from being served nor end the process.
+       */
+      const readObject = async (
+        w: KindWatch,
+        key: string,
+        object: KubernetesObject,
+      ): Promise<YamlFileRead> => {
+        const file = `${server}/${w.kind.kind}/${key}`;
+        const refused = (error: MeshmuxError): YamlFileRead => ({
+          resources: [],
+          errors: [error],
+          warnings: [],
+        });
+        const deep = tooDeepAt(object, MAX_OBJECT_DEPTH);
+        if (deep !== undefined) {
+          return refused(
+            new MeshmuxError('LIMIT', `nested more than ${MAX_OBJECT_DEPTH} levels deep; not read`, {
+              file,
+              field: deep,
+            }),
+          );
+        }
+        try {
+          const bytes = new TextEncoder().encode(JSON.stringify(configDocument(object)));
+          return await readYamlBytes({
+            file,
+            size: bytes.length,
+            bytes,
+            maxFileBytes: MAX_OBJECT_BYTES,
+            defaultNamespace: options.defaultNamespace,
+            createTimeFor: () => ({ seconds: Math.floor(clock.now() / 1000), nanos: 0 }),
+          });
+        } catch (err) {
+          return refused(toMeshmuxError(err, 'INTERNAL', { file }));
+        }
       };
 
       /**
@@ -347,16 +398,7 @@ export class KubernetesSource implements UpstreamSource {
           for (const [key, object] of w.objects) {
             const rv = object.metadata?.resourceVersion ?? '';
             if (w.reads.get(key)?.rv === rv) continue;
-            const bytes = new TextEncoder().encode(JSON.stringify(configDocument(object)));
-            const read = await readYamlBytes({
-              file: `${server}/${w.kind.kind}/${key}`,
-              size: bytes.length,
-              bytes,
-              maxFileBytes: MAX_OBJECT_BYTES,
-              defaultNamespace: options.defaultNamespace,
-              createTimeFor: () => ({ seconds: Math.floor(clock.now() / 1000), nanos: 0 }),
-            });
-            setRead(w, key, { rv, read });
+            setRead(w, key, { rv, read: await readObject(w, key, object) });
           }
         }
         const resources: ConfigResource[] = [];
