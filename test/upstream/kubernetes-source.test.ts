@@ -168,6 +168,38 @@ describe('Kubernetes source', () => {
     assert.ok(names(snapshot).includes('shop/cart'));
   });
 
+  it('keeps serving an object updated to a spec it refuses, and reports the error of the new version', async () => {
+    const timed = (timeout: string): KubeObject => ({
+      kind: 'VirtualService',
+      metadata: { name: 'timed', namespace: 'shop' },
+      spec: { hosts: ['timed.example.com'], http: [{ timeout, route: [{ destination: { host: 'a' } }] }] },
+    });
+    api.put(timed('5s'));
+    const events = start();
+    const good = (await events.next(
+      (e) => e.type === 'snapshot' && names(e).includes('shop/timed'),
+    )) as SourceSnapshotEvent;
+    const served = [...good.resources].find((r) => r.name === 'timed')!;
+    const marker = events.count;
+    // The CRD's schema (a string) lets it in; meshmux refuses the duration.
+    api.put(timed('5 minutes'));
+    const broken = (await events.next(
+      (e) => e.type === 'snapshot' && e.errors.some((x) => x.describe().includes('shop/timed')),
+      marker,
+    )) as SourceSnapshotEvent;
+    const kept = [...broken.resources].find((r) => r.name === 'timed');
+    assert.ok(kept !== undefined, 'the object is still served: leaving it out deletes it from every istiod');
+    assert.deepEqual(kept.body, served.body, 'as it was before the refused update');
+    // Fixed again: the new version is served and the error is gone.
+    api.put(timed('7s'));
+    const fixed = (await events.next(
+      (e) => e.type === 'snapshot' && e.errors.length === 0,
+      events.count,
+    )) as SourceSnapshotEvent;
+    assert.notDeepEqual([...fixed.resources].find((r) => r.name === 'timed')?.body, served.body);
+    api.remove('VirtualService', 'shop', 'timed');
+  });
+
   it('reads only the namespaces asked for', async () => {
     api.put(vs('team-a', 'home'));
     const events = start({ namespaces: ['team-*'] });

@@ -6,7 +6,7 @@ import { Observable, type SchedulerLike } from '../../core/rx.js';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { globMatcher, isPlainName } from '../../core/glob.js';
 import { componentLogger } from '../../core/logger.js';
-import type { ConfigResource } from '../../core/resource.js';
+import { resourceKey, type ConfigResource } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
 import { CONFIG_KINDS, type KindDescriptor } from '../../schema/kinds.js';
 import { sourceClock } from '../runtime/source-clock.js';
@@ -336,9 +336,18 @@ export class KubernetesSource implements UpstreamSource {
       const digest = new ContentDigest(false);
       const setRead = (w: KindWatch, key: string, next: { rv: string; read: YamlFileRead }): void => {
         const before = w.reads.get(key);
+        let read = next.read;
+        if (read.errors.length > 0 && before !== undefined && before.read.resources.length > 0) {
+          // An object updated to something meshmux refuses keeps serving what it served before,
+          // with the new version's errors reported, as a broken file does (yaml-file-set.ts): in
+          // state of the world, leaving it out would delete it from every istiod.
+          const now = new Set(read.resources.map(resourceKey));
+          const kept = before.read.resources.filter((r) => !now.has(resourceKey(r)));
+          read = { ...read, resources: [...read.resources, ...kept] };
+        }
         if (before !== undefined) for (const r of before.read.resources) digest.remove(r);
-        for (const r of next.read.resources) digest.add(r);
-        w.reads.set(key, next);
+        for (const r of read.resources) digest.add(r);
+        w.reads.set(key, { rv: next.rv, read });
       };
 
       /**
