@@ -289,12 +289,15 @@ export class FakeKubeApiServer {
     else this.faults.set(key, fault);
   }
 
-  /** Cuts the connection of every open watch of `kind`, as a proxy or a network fault does. */
-  cutWatches(kind: string): number {
+  /**
+   * Cuts the connection of every open watch of `kind` (of those watching one namespace, the ones of
+   * `namespace` alone when given), as a proxy or a network fault does; returns how many.
+   */
+  cutWatches(kind: string, namespace?: string): number {
     const served = this.servedByKind(kind);
     let cut = 0;
     for (const w of this.watchers) {
-      if (w.served !== served) continue;
+      if (w.served !== served || (namespace !== undefined && w.namespace !== namespace)) continue;
       w.response.socket?.destroy();
       this.watchers.delete(w);
       cut++;

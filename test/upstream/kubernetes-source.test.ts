@@ -200,6 +200,92 @@ describe('Kubernetes source', () => {
     api.remove('VirtualService', 'shop', 'timed');
   });
 
+  /** An object carrying a label of one test's own, which that test's source selects. */
+  const labelled = (test: string, name: string): KubeObject => ({
+    ...vs('shop', name),
+    metadata: { name, namespace: 'shop', labels: { test } },
+  });
+  /** The VirtualService lists and watches of the source selecting `test`, from request `from` on. */
+  const asked = (test: string, from = 0): { lists: number; watches: number } => {
+    const mine = api.requests
+      .slice(from)
+      .filter((r) => r.includes('/virtualservices?') && r.includes(`test%3D${test}`));
+    const watches = mine.filter((r) => r.includes('watch=true')).length;
+    return { lists: mine.length - watches, watches };
+  };
+
+  it('opens a cut watch again and leaves the others open, never tearing its own watches down in a loop', async () => {
+    api.put(labelled('cut', 'cut-1'));
+    // One watch per namespace: the one cut and one that stays up.
+    const events = start({ labelSelector: 'test=cut', namespaces: ['shop', 'team-a'] });
+    await events.snapshot();
+    await until(() => asked('cut').watches === 2 && api.openWatches === 2, 10_000, 'the watches to open');
+    const from = api.requests.length;
+    const marker = events.count;
+    assert.equal(api.cutWatches('VirtualService', 'shop'), 1);
+    await until(() => asked('cut', from).watches >= 1 && api.openWatches === 2, 10_000, 'a new watch');
+    // Nothing to await for a loop that does not happen: give it the time of several rounds
+    // (before, each round aborted the watches of the last, after the shortest backoff, 0.25–0.75 s).
+    await new Promise((r) => setTimeout(r, 3_000));
+    const { watches, lists } = asked('cut', from);
+    assert.equal(lists, 0, 'nothing listed again: every watch resumes from its resourceVersion');
+    assert.ok(watches <= 2, `${watches} watches opened since the cut`);
+    const troubles = events.events.slice(marker).filter((e) => e.type === 'status' && e.state !== 'synced');
+    assert.ok(troubles.length <= 1, `one failure reported, not one per round: ${troubles.length}`);
+    api.put(labelled('cut', 'cut-2'));
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('shop/cut-2'), marker);
+    api.remove('VirtualService', 'shop', 'cut-1');
+    api.remove('VirtualService', 'shop', 'cut-2');
+  });
+
+  it('backs off, then relists, when the API server ends every watch at once; later changes arrive', async () => {
+    const events = start({ labelSelector: 'test=closing' });
+    await events.snapshot();
+    await until(() => asked('closing').watches === 1 && api.openWatches === 1, 10_000, 'the watch to open');
+    const from = api.requests.length;
+    const marker = events.count;
+    api.fault('VirtualService', 'watch', 'close');
+    try {
+      api.cutWatches('VirtualService');
+      await until(
+        () => asked('closing', from).lists >= 1,
+        20_000,
+        'a relist after watches that end at once',
+        {
+          describe: () => JSON.stringify(asked('closing', from)),
+        },
+      );
+      // Before: each ended watch was opened again at once, thousands per second.
+      const { watches } = asked('closing', from);
+      assert.ok(watches <= 6, `${watches} watches before the relist`);
+    } finally {
+      api.fault('VirtualService', 'watch', undefined);
+    }
+    api.put(labelled('closing', 'after-closes'));
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('shop/after-closes'), marker, 30_000);
+    api.remove('VirtualService', 'shop', 'after-closes');
+  });
+
+  it('relists after a 410 with backoff when every watch is answered 410', async () => {
+    const events = start({ labelSelector: 'test=gone' });
+    await events.snapshot();
+    await until(() => asked('gone').watches === 1 && api.openWatches === 1, 10_000, 'the watch to open');
+    const from = api.requests.length;
+    api.fault('VirtualService', 'watch', 'gone');
+    try {
+      api.cutWatches('VirtualService');
+      await until(() => asked('gone', from).lists >= 1, 20_000, 'the first relist', { intervalMs: 5 });
+      const first = performance.now();
+      await until(() => asked('gone', from).lists >= 3, 20_000, 'the third relist', { intervalMs: 5 });
+      const took = performance.now() - first;
+      // Backoff from the second relist on waits at least 0.56 s, then 0.84 s (jitter included);
+      // before, each 410 relisted at once.
+      assert.ok(took >= 1_000, `two more relists after ${Math.round(took)} ms`);
+    } finally {
+      api.fault('VirtualService', 'watch', undefined);
+    }
+  });
+
   it('reads only the namespaces asked for', async () => {
     api.put(vs('team-a', 'home'));
     const events = start({ namespaces: ['team-*'] });

@@ -70,7 +70,28 @@ interface KindWatch {
   /** What each of `objects` was read as, at its resourceVersion, by the same key. */
   readonly reads: Map<string, { rv: string; read: YamlFileRead }>;
   abort: AbortController | undefined;
+  /**
+   * Counts the watches opened and the ones meshmux ended itself: a watch reports its end only
+   * while the count is the one it was opened at, so closing a watch on purpose is no failure.
+   */
+  generation: number;
+  /** When the current watch was opened (the source clock's time). */
+  openedAt: number;
+  /** Watches in a row that the server ended soon after they opened, with no error. */
+  quickEnds: number;
+  /** Cancels the re-watch or relist this kind waits for, if any. */
+  cancelRetry: (() => void) | undefined;
 }
+
+/**
+ * How long a watch must stay up to prove the API server healthy: the backoff starts over only
+ * then, and only a watch ended after that long is opened again at once. A watch that fails or
+ * ends sooner waits the backoff, however often it happens.
+ */
+const STABLE_WATCH_MS = 30_000;
+
+/** Watches in a row ended soon after opening (with no error) after which the kind is listed again. */
+const RELIST_AFTER_QUICK_ENDS = 3;
 
 /**
  * The Istio objects of one Kubernetes cluster, listed then watched per kind (at the group's
@@ -134,6 +155,10 @@ export class KubernetesSource implements UpstreamSource {
           objects: new Map(),
           reads: new Map(),
           abort: undefined,
+          generation: 0,
+          openedAt: 0,
+          quickEnds: 0,
+          cancelRetry: undefined,
         })),
       );
       let stopped = false;
@@ -238,8 +263,72 @@ export class KubernetesSource implements UpstreamSource {
         });
       };
 
+      /** Ends the kind's watch, and any re-watch it waits for, without either counting as a failure. */
+      const stopWatch = (w: KindWatch): void => {
+        w.generation += 1;
+        w.abort?.abort();
+        w.abort = undefined;
+        w.cancelRetry?.();
+        w.cancelRetry = undefined;
+      };
+
+      /** Runs `next` for the kind after `delayMs`, replacing whatever it waited for before. */
+      const retryKind = (w: KindWatch, delayMs: number, next: (w: KindWatch) => Promise<void>): void => {
+        w.cancelRetry?.();
+        w.cancelRetry = clock.after(delayMs, () => {
+          w.cancelRetry = undefined;
+          void next(w);
+        });
+      };
+
+      /**
+       * What follows the end of a watch meshmux did not end itself. A watch that stayed up
+       * {@link STABLE_WATCH_MS} proved the server healthy: the backoff starts over and the watch
+       * is opened again (or the kind relisted, after a 410) at once. One that ended sooner waits
+       * the backoff, so a server or proxy that ends every watch at once, or answers each with a
+       * 410, is asked less and less often rather than in a loop; after
+       * {@link RELIST_AFTER_QUICK_ENDS} such ends in a row the kind is listed again, in case the
+       * watch missed what changed.
+       */
+      const watchEnded = (w: KindWatch, err: unknown, gone: boolean): void => {
+        const stable = clock.now() - w.openedAt >= STABLE_WATCH_MS;
+        if (stable) {
+          backoff.reset();
+          w.quickEnds = 0;
+        }
+        const delayMs = stable ? 0 : backoff.nextDelayMs();
+        // The status of the answer, never its text: a message may hold "410" in a port or a name.
+        const status = (err as { statusCode?: unknown } | null | undefined)?.statusCode;
+        if (gone || status === 410) {
+          log.info({ kind: w.kind.kind, delayMs: Math.round(delayMs) }, 'watch expired (410): relisting');
+          w.quickEnds = 0;
+          retryKind(w, delayMs, relist);
+        } else if (err === null || err === undefined) {
+          if (!stable) w.quickEnds += 1;
+          if (w.quickEnds >= RELIST_AFTER_QUICK_ENDS) {
+            log.warn(
+              { kind: w.kind.kind, watches: w.quickEnds, delayMs: Math.round(delayMs) },
+              'the API server ends each watch at once: relisting',
+            );
+            w.quickEnds = 0;
+            retryKind(w, delayMs, relist);
+          } else {
+            retryKind(w, delayMs, (again) =>
+              watch(again).catch((e: unknown) => fail(e, `watch ${again.kind.kind}`)),
+            );
+          }
+        } else {
+          fail(err, `watch ${w.kind.kind}`);
+        }
+      };
+
       const watch = async (w: KindWatch): Promise<void> => {
         if (stopped) return;
+        // One watch per kind: one still open (a relist and a new pass of run() may both get here)
+        // is replaced.
+        stopWatch(w);
+        const generation = w.generation;
+        w.openedAt = clock.now();
         const query: Record<string, string | boolean> = {
           allowWatchBookmarks: true,
           resourceVersion: w.resourceVersion,
@@ -250,6 +339,7 @@ export class KubernetesSource implements UpstreamSource {
           w.path ?? '',
           query,
           (phase, object: KubernetesObject & { code?: number }) => {
+            if (generation !== w.generation) return;
             if (phase === 'ERROR') {
               if (object.code === 410) gone = true;
               return;
@@ -263,21 +353,17 @@ export class KubernetesSource implements UpstreamSource {
             schedule();
           },
           (err: unknown) => {
+            // The client library reports the end of a watch meshmux aborted itself as an
+            // AbortError: that watch was replaced or is no longer wanted, and its end is no failure.
+            if (stopped || generation !== w.generation) return;
+            w.generation += 1;
             w.abort = undefined;
-            if (stopped) return;
-            const status = (err as { statusCode?: number; code?: number } | null)?.statusCode;
-            if (gone || status === 410 || String(err).includes('410')) {
-              log.info({ kind: w.kind.kind }, 'watch expired (410): relisting');
-              void relist(w);
-            } else if (err === null || err === undefined) {
-              void watch(w).catch((e: unknown) => fail(e, `watch ${w.kind.kind}`));
-            } else {
-              fail(err, `watch ${w.kind.kind}`);
-            }
+            watchEnded(w, err, gone);
           },
         );
-        // Unsubscribed while the watch was being opened: close it rather than leave it running.
-        if (stopped) abort.abort();
+        // Unsubscribed, replaced or already ended while it was being opened: close it rather than
+        // leave it running.
+        if (stopped || generation !== w.generation) abort.abort();
         else w.abort = abort;
       };
 
@@ -439,8 +525,7 @@ export class KubernetesSource implements UpstreamSource {
         groups = new Map();
         try {
           for (const w of watches) {
-            w.abort?.abort();
-            w.abort = undefined;
+            stopWatch(w);
             await discover(w);
             if (!w.served) {
               if (w.namespace === scopes[0])
@@ -451,8 +536,9 @@ export class KubernetesSource implements UpstreamSource {
           }
           if (stopped) return;
           publish();
+          // The backoff starts over once a watch has stayed up a while (watchEnded), not here: a
+          // watch the server fails at once would otherwise be retried at the shortest delay forever.
           for (const w of watches) if (w.served) await watch(w);
-          backoff.reset();
         } catch (err) {
           fail(err, 'list');
         }
@@ -464,7 +550,7 @@ export class KubernetesSource implements UpstreamSource {
         stopped = true;
         cancelDebounce?.();
         cancelRetry?.();
-        for (const w of watches) w.abort?.abort();
+        for (const w of watches) stopWatch(w);
       };
     });
   }
