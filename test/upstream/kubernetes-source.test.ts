@@ -286,6 +286,23 @@ describe('Kubernetes source', () => {
     }
   });
 
+  it('gives up a list whose bytes trickle in at its deadline, then lists again', async () => {
+    api.put(labelled('trickle', 'slow'));
+    api.fault('VirtualService', 'list', 'trickle');
+    let events: SourceEventRecorder;
+    try {
+      events = start({ labelSelector: 'test=trickle', requestDeadlineMs: 1_000 });
+      // Before, each byte started the timeout over: the list held the source for ever.
+      const failing = await events.status('failing', 0, 15_000);
+      assert.match(failing.error?.message ?? '', /virtualservices.*no complete answer within 1 s/);
+    } finally {
+      api.fault('VirtualService', 'list', undefined);
+    }
+    const snapshot = await events.snapshot(0, 30_000);
+    assert.deepEqual(names(snapshot), ['shop/slow']);
+    api.remove('VirtualService', 'shop', 'slow');
+  });
+
   it('reads only the namespaces asked for', async () => {
     api.put(vs('team-a', 'home'));
     const events = start({ namespaces: ['team-*'] });

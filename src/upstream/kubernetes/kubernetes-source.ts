@@ -33,6 +33,11 @@ export interface KubernetesSourceOptions {
   readonly kinds?: readonly string[];
   /** Quiet time after a watch event before the state is published. Default 20 ms. */
   readonly debounceMs?: number;
+  /**
+   * How long one list or discovery request may take from start to end, however its bytes trickle
+   * in. Default {@link REQUEST_DEADLINE_MS}.
+   */
+  readonly requestDeadlineMs?: number;
   readonly scheduler?: SchedulerLike | undefined;
 }
 
@@ -165,7 +170,8 @@ export class KubernetesSource implements UpstreamSource {
       let cancelDebounce: (() => void) | undefined;
       let cancelRetry: (() => void) | undefined;
 
-      const request = (path: string): Promise<ApiResponse> => getJson(config, `${server}${path}`);
+      const request = (path: string): Promise<ApiResponse> =>
+        getJson(config, `${server}${path}`, options.requestDeadlineMs ?? REQUEST_DEADLINE_MS);
 
       /** Discovery documents of the API groups, fetched once per connection attempt. */
       let groups = new Map<string, Promise<ApiResponse>>();
@@ -573,15 +579,26 @@ const UNTRUSTED_CERTIFICATE: ReadonlySet<string> = new Set([
 /** Objects per list request; the rest follows with the API server's continue token. */
 const LIST_PAGE_SIZE = 500;
 
-/** How long one list or discovery request may take before it counts as a failure. */
-const REQUEST_TIMEOUT_MS = 60_000;
+/**
+ * How long one list or discovery request may take, from start to end, before it counts as a
+ * failure. A deadline, not an idle timeout: an answer that trickles a byte now and then would
+ * otherwise hold the source for ever.
+ */
+const REQUEST_DEADLINE_MS = 60_000;
+
+/**
+ * The largest list page or discovery answer read, bytes. A page is {@link LIST_PAGE_SIZE} objects,
+ * each at most the API server's 1.5 MiB, and Istio objects are mostly a few KiB: a larger answer
+ * is refused before it is held whole.
+ */
+const MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
 
 /**
  * GET with the kubeconfig's credentials and trust: its CA (file or data), client certificate and
  * key, bearer token or exec/OIDC plugin, `insecure-skip-tls-verify` and `tls-server-name`, all
  * applied by the client library to node's own HTTPS request (the watch uses the same settings).
  */
-async function getJson(config: KubeConfig, url: string): Promise<ApiResponse> {
+async function getJson(config: KubeConfig, url: string, deadlineMs: number): Promise<ApiResponse> {
   const options: https.RequestOptions = { method: 'GET', headers: { accept: 'application/json' } };
   await config.applyToHTTPSOptions(options);
   const target = new URL(url);
@@ -590,9 +607,21 @@ async function getJson(config: KubeConfig, url: string): Promise<ApiResponse> {
   return new Promise<ApiResponse>((resolve, reject) => {
     const req = (plain ? http : https).request(target, options, (res) => {
       const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('error', reject);
+      let received = 0;
+      res.on('data', (chunk: Buffer) => {
+        received += chunk.length;
+        if (received > MAX_RESPONSE_BYTES) {
+          req.destroy(new Error(`answer larger than ${MAX_RESPONSE_BYTES / 1024 / 1024} MiB; not read`));
+          return;
+        }
+        chunks.push(chunk);
+      });
+      res.on('error', (err) => {
+        clearTimeout(deadline);
+        reject(err);
+      });
       res.on('end', () => {
+        clearTimeout(deadline);
         const text = Buffer.concat(chunks).toString('utf8');
         let body: unknown;
         try {
@@ -603,10 +632,12 @@ async function getJson(config: KubeConfig, url: string): Promise<ApiResponse> {
         resolve({ status: res.statusCode ?? 0, body });
       });
     });
-    req.setTimeout(REQUEST_TIMEOUT_MS, () =>
-      req.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS / 1000} s`)),
+    const deadline = setTimeout(
+      () => req.destroy(new Error(`no complete answer within ${deadlineMs / 1000} s`)),
+      deadlineMs,
     );
     req.on('error', (err: Error & { code?: string }) => {
+      clearTimeout(deadline);
       const untrusted = err.code !== undefined && UNTRUSTED_CERTIFICATE.has(err.code);
       reject(
         new Error(
