@@ -65,10 +65,11 @@ function toJson(value: unknown): string {
 /**
  * How the server answers a kind's lists or watches instead of serving them: `close` is a 200
  * whose body ends at once, `gone` a 200 carrying one `ERROR` 410 event, `trickle` a 200 whose
- * body is one space every 100 ms for as long as the client waits, a number that HTTP status with
- * a `Status` body (403 as after an RBAC change, 404 as after a CRD was deleted).
+ * body is one space every 100 ms for as long as the client waits, `hang` no answer at all (not
+ * even headers), a number that HTTP status with a `Status` body (403 as after an RBAC change, 404
+ * as after a CRD was deleted).
  */
-export type KubeFault = 'close' | 'gone' | 'trickle' | number;
+export type KubeFault = 'close' | 'gone' | 'trickle' | 'hang' | number;
 
 interface LoggedEvent {
   readonly rv: number;
@@ -534,6 +535,7 @@ export class FakeKubeApiServer {
   private injected(res: ServerResponse, fault: KubeFault): void {
     if (typeof fault === 'number')
       return this.status(res, fault, 'Injected', `injected ${fault} (a fault of the test)`);
+    if (fault === 'hang') return;
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     if (fault === 'trickle') {
       res.flushHeaders();

@@ -378,6 +378,50 @@ describe('Kubernetes source', () => {
   });
 });
 
+describe('Kubernetes source, one kind whose watch is never answered', () => {
+  const DR: ServedKind = { ...VS, kind: 'DestinationRule', plural: 'destinationrules' };
+  let api: FakeKubeApiServer;
+  let recorder: SourceEventRecorder | undefined;
+  before(async () => {
+    await loadKubernetesClient();
+    api = await FakeKubeApiServer.start([VS, DR]);
+    api.put({
+      kind: 'DestinationRule',
+      metadata: { name: 'cart', namespace: 'shop' },
+      spec: { host: 'cart' },
+    });
+    api.put(vs('shop', 'cart'));
+    // No response headers, ever: the client library has no timeout of its own for them.
+    api.fault('DestinationRule', 'watch', 'hang');
+  });
+  after(async () => {
+    recorder?.close();
+    await api.stop();
+  });
+
+  it('watches the other kinds all the same, and reports the silent watch at its deadline', async () => {
+    const events = new SourceEventRecorder(
+      new KubernetesSource({
+        name: 'east',
+        defaultNamespace: 'default',
+        kubeconfig: await kubeconfigFor(api.url),
+        context: 'east',
+        kinds: ['DestinationRule', 'VirtualService'],
+        requestDeadlineMs: 1_000,
+      }).events$,
+    );
+    recorder = events;
+    const first = await events.snapshot();
+    assert.deepEqual(names(first), ['shop/cart', 'shop/cart']);
+    const stale = await events.status('stale', 0, 15_000);
+    assert.match(stale.error?.message ?? '', /destinationrules.*no answer within 1 s/);
+    // Before, the VirtualService watch waited behind the DestinationRule one, never opened, and
+    // no later VirtualService change arrived.
+    api.put(vs('shop', 'later'));
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('shop/later'), 0, 15_000);
+  });
+});
+
 describe('Kubernetes source over TLS', () => {
   let api: FakeKubeApiServer;
   let pki: { ca: string; server: { cert: string; key: string }; client: { cert: string; key: string } };

@@ -35,7 +35,7 @@ export interface KubernetesSourceOptions {
   readonly debounceMs?: number;
   /**
    * How long one list or discovery request may take from start to end, however its bytes trickle
-   * in. Default {@link REQUEST_DEADLINE_MS}.
+   * in, and a watch request until its response headers. Default {@link REQUEST_DEADLINE_MS}.
    */
   readonly requestDeadlineMs?: number;
   readonly scheduler?: SchedulerLike | undefined;
@@ -341,7 +341,7 @@ export class KubernetesSource implements UpstreamSource {
         };
         if (options.labelSelector !== undefined) query['labelSelector'] = options.labelSelector;
         let gone = false;
-        const abort = await new client.Watch(config).watch(
+        const opening = new client.Watch(config).watch(
           w.path ?? '',
           query,
           (phase, object: KubernetesObject & { code?: number }) => {
@@ -367,6 +367,25 @@ export class KubernetesSource implements UpstreamSource {
             watchEnded(w, err, gone);
           },
         );
+        // The client library waits for the response headers with no timeout of its own: past the
+        // deadline the watch counts as failed, and is closed should its answer come after all.
+        const deadlineMs = options.requestDeadlineMs ?? REQUEST_DEADLINE_MS;
+        let cancelDeadline: (() => void) | undefined;
+        const late = new Promise<undefined>((resolve) => {
+          cancelDeadline = clock.after(deadlineMs, () => resolve(undefined));
+        });
+        const abort = await Promise.race([opening, late]);
+        cancelDeadline?.();
+        if (abort === undefined) {
+          void opening.then((a) => a.abort());
+          if (stopped || generation !== w.generation) return;
+          w.generation += 1;
+          fail(
+            new Error(`watch ${w.path ?? ''}: no answer within ${deadlineMs / 1000} s`),
+            `watch ${w.kind.kind}`,
+          );
+          return;
+        }
         // Unsubscribed, replaced or already ended while it was being opened: close it rather than
         // leave it running.
         if (stopped || generation !== w.generation) abort.abort();
@@ -544,7 +563,8 @@ export class KubernetesSource implements UpstreamSource {
           publish();
           // The backoff starts over once a watch has stayed up a while (watchEnded), not here: a
           // watch the server fails at once would otherwise be retried at the shortest delay forever.
-          for (const w of watches) if (w.served) await watch(w);
+          // The watches open side by side, so one whose answer never comes holds up no other.
+          await Promise.all(watches.filter((w) => w.served).map((w) => watch(w)));
         } catch (err) {
           fail(err, 'list');
         }
