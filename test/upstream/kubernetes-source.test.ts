@@ -422,6 +422,62 @@ describe('Kubernetes source, one kind whose watch is never answered', () => {
   });
 });
 
+describe('Kubernetes source, one kind its identity may not read', () => {
+  const DR: ServedKind = { ...VS, kind: 'DestinationRule', plural: 'destinationrules' };
+  let api: FakeKubeApiServer;
+  let recorder: SourceEventRecorder | undefined;
+  before(async () => {
+    await loadKubernetesClient();
+    api = await FakeKubeApiServer.start([VS, DR]);
+    api.put({
+      kind: 'DestinationRule',
+      metadata: { name: 'cart', namespace: 'shop' },
+      spec: { host: 'cart' },
+    });
+    api.put(vs('shop', 'cart'));
+    // As when the Role lacks destinationrules.
+    api.fault('DestinationRule', 'list', 403);
+  });
+  after(async () => {
+    recorder?.close();
+    await api.stop();
+  });
+
+  it('serves the other kinds, leaves the refused one out of its state, and reads it once allowed', async () => {
+    const events = new SourceEventRecorder(
+      new KubernetesSource({
+        name: 'east',
+        defaultNamespace: 'default',
+        kubeconfig: await kubeconfigFor(api.url),
+        context: 'east',
+        kinds: ['DestinationRule', 'VirtualService'],
+      }).events$,
+    );
+    recorder = events;
+    // Before, a 403 on one kind failed the whole pass, and nothing of the cluster was served.
+    const partial = await events.snapshot(0, 15_000);
+    assert.deepEqual(names(partial), ['shop/cart']);
+    assert.deepEqual(
+      [...partial.resources].map((r) => r.kind),
+      ['networking.istio.io/VirtualService'],
+    );
+    const kinds = [...(partial.kinds ?? [])];
+    assert.ok(kinds.some((k) => k.endsWith('VirtualService')));
+    assert.ok(!kinds.some((k) => k.endsWith('DestinationRule')), 'a kind never read is not served empty');
+    const failing = await events.status('failing');
+    assert.match(failing.error?.message ?? '', /destinationrules: HTTP 403/);
+    const marker = events.count;
+    api.fault('DestinationRule', 'list', undefined);
+    const whole = await events.next(
+      (e) => e.type === 'snapshot' && [...(e.kinds ?? [])].some((k) => k.endsWith('DestinationRule')),
+      marker,
+      30_000,
+    );
+    // A complete state: the source is synced again.
+    assert.deepEqual(names(whole), ['shop/cart', 'shop/cart']);
+  });
+});
+
 describe('Kubernetes source over TLS', () => {
   let api: FakeKubeApiServer;
   let pki: { ca: string; server: { cert: string; key: string }; client: { cert: string; key: string } };

@@ -86,6 +86,8 @@ interface KindWatch {
   quickEnds: number;
   /** Cancels the re-watch or relist this kind waits for, if any. */
   cancelRetry: (() => void) | undefined;
+  /** Why the API server refuses this kind here (403), while it does; retried on its own. */
+  refused: MeshmuxError | undefined;
 }
 
 /**
@@ -105,7 +107,8 @@ const RELIST_AFTER_QUICK_ENDS = 3;
  * publishes nothing until every served kind was listed once (then `synced`); a failed list or
  * watch makes it `stale` with its last state and retries with backoff, resuming from the last
  * resourceVersion; a `410 Gone` relists and replaces the kind's objects, so only the difference
- * reaches the merge. Objects become resources through the same reader as files (identical
+ * reaches the merge. A kind the API server refuses (403) fails alone: the others are published
+ * without it (see `refuse`). An object refused by validation keeps its last good version. Objects become resources through the same reader as files (identical
  * validation), with bookkeeping metadata dropped (see kubernetes-object.ts).
  */
 export class KubernetesSource implements UpstreamSource {
@@ -164,6 +167,7 @@ export class KubernetesSource implements UpstreamSource {
           openedAt: 0,
           quickEnds: 0,
           cancelRetry: undefined,
+          refused: undefined,
         })),
       );
       let stopped = false;
@@ -309,6 +313,8 @@ export class KubernetesSource implements UpstreamSource {
           log.info({ kind: w.kind.kind, delayMs: Math.round(delayMs) }, 'watch expired (410): relisting');
           w.quickEnds = 0;
           retryKind(w, delayMs, relist);
+        } else if (status === 403) {
+          refuse(w, new MeshmuxError('PERMISSION_DENIED', `watch ${server}${w.path ?? ''}: HTTP 403`));
         } else if (err === null || err === undefined) {
           if (!stable) w.quickEnds += 1;
           if (w.quickEnds >= RELIST_AFTER_QUICK_ENDS) {
@@ -392,6 +398,36 @@ export class KubernetesSource implements UpstreamSource {
         else w.abort = abort;
       };
 
+      /**
+       * The API server refuses one kind (in one namespace) while it serves the others, as when a
+       * Role lacks it: that kind keeps what it served (nothing, if it was never listed, and then
+       * its kind is left out of the state rather than served empty), the others are published and
+       * watched, and the refused one is tried again on its own, with backoff.
+       */
+      const refuse = (w: KindWatch, error: MeshmuxError): void => {
+        w.refused = error;
+        log.warn(
+          { kind: w.kind.kind, namespace: w.namespace, error: error.message },
+          'kubernetes API refuses this kind: serving the others',
+        );
+        retryKind(w, backoff.nextDelayMs(), retryRefused);
+        // Said now; the state of the others follows at the end of the pass (run) or already went.
+        tracker.failed(error);
+      };
+
+      const retryRefused = async (w: KindWatch): Promise<void> => {
+        try {
+          await discover(w);
+          if (w.served) await list(w);
+          w.refused = undefined;
+          publish();
+          if (w.served) await watch(w);
+        } catch (err) {
+          if (err instanceof MeshmuxError && err.code === 'PERMISSION_DENIED') refuse(w, err);
+          else fail(err, `list ${w.kind.kind}`);
+        }
+      };
+
       const relist = async (w: KindWatch): Promise<void> => {
         try {
           await list(w);
@@ -410,14 +446,18 @@ export class KubernetesSource implements UpstreamSource {
       const publish = (): void => {
         cancelDebounce?.();
         cancelDebounce = undefined;
-        if (stopped || watches.some((w) => w.served && !w.listed)) return;
-        build().then(
+        if (stopped || watches.some((w) => w.served && !w.listed && w.refused === undefined)) return;
+        // A kind refused in some scope before it was ever listed there is left out: its objects
+        // are not known, and a state naming the kind would delete them.
+        const unknown = new Set(watches.filter((w) => w.served && !w.listed).map((w) => w.kind.key));
+        const kinds = unknown.size === 0 ? kindKeys : new Set([...kindKeys].filter((k) => !unknown.has(k)));
+        build(kinds).then(
           (state) => {
             if (stopped) return;
             const revision = state.revision;
             const served = tracker.serve({
               type: 'snapshot',
-              kinds: kindKeys,
+              kinds,
               resources: state.resources,
               revision,
               errors: state.errors,
@@ -428,6 +468,8 @@ export class KubernetesSource implements UpstreamSource {
                 { objects: state.resources.length, errors: state.errors.length, revision },
                 'cluster state read',
               );
+            const refused = watches.find((w) => w.refused !== undefined)?.refused;
+            if (refused !== undefined) tracker.failed(refused);
           },
           (err: unknown) => {
             // Each object's failure is its own error (see readObject), so this is a bug: the state
@@ -508,7 +550,9 @@ export class KubernetesSource implements UpstreamSource {
        * object that came while others were read is left to the next state (its watch event
        * scheduled one).
        */
-      const build = async (): Promise<{
+      const build = async (
+        kinds: ReadonlySet<string>,
+      ): Promise<{
         resources: ConfigResource[];
         errors: MeshmuxError[];
         warnings: MeshmuxError[];
@@ -525,6 +569,7 @@ export class KubernetesSource implements UpstreamSource {
         const errors: MeshmuxError[] = [];
         const warnings: MeshmuxError[] = [];
         for (const w of watches) {
+          if (!kinds.has(w.kind.key)) continue;
           let found = 0;
           for (const key of w.objects.keys()) {
             const cached = w.reads.get(key);
@@ -551,20 +596,27 @@ export class KubernetesSource implements UpstreamSource {
         try {
           for (const w of watches) {
             stopWatch(w);
-            await discover(w);
-            if (!w.served) {
-              if (w.namespace === scopes[0])
-                log.info({ kind: w.kind.kind }, 'kind not served by this cluster');
-              continue;
+            // Each pass tries every kind again, a refused one too.
+            w.refused = undefined;
+            try {
+              await discover(w);
+              if (!w.served) {
+                if (w.namespace === scopes[0])
+                  log.info({ kind: w.kind.kind }, 'kind not served by this cluster');
+                continue;
+              }
+              if (!w.listed || w.resourceVersion === '') await list(w);
+            } catch (err) {
+              if (!(err instanceof MeshmuxError && err.code === 'PERMISSION_DENIED')) throw err;
+              refuse(w, err);
             }
-            if (!w.listed || w.resourceVersion === '') await list(w);
           }
           if (stopped) return;
           publish();
           // The backoff starts over once a watch has stayed up a while (watchEnded), not here: a
           // watch the server fails at once would otherwise be retried at the shortest delay forever.
           // The watches open side by side, so one whose answer never comes holds up no other.
-          await Promise.all(watches.filter((w) => w.served).map((w) => watch(w)));
+          await Promise.all(watches.filter((w) => w.served && w.refused === undefined).map((w) => watch(w)));
         } catch (err) {
           fail(err, 'list');
         }
@@ -669,11 +721,15 @@ async function getJson(config: KubeConfig, url: string, deadlineMs: number): Pro
   });
 }
 
-/** An unexpected status, with the API server's own message when it sent a `Status`. */
-function httpError(path: string, response: ApiResponse): Error {
+/**
+ * An unexpected status, with the API server's own message when it sent a `Status`; a 403 (this
+ * identity may not read it) is `PERMISSION_DENIED`, which fails that kind alone.
+ */
+function httpError(path: string, response: ApiResponse): MeshmuxError {
   const message = (response.body as { message?: unknown } | undefined)?.message;
-  return new Error(
-    `GET ${path}: HTTP ${response.status}${typeof message === 'string' ? `: ${message}` : ''}`,
+  return new MeshmuxError(
+    response.status === 403 ? 'PERMISSION_DENIED' : 'UNAVAILABLE',
+    `GET ${path}: HTTP ${response.status}${typeof message === 'string' ? `: ${message.slice(0, 500)}` : ''}`,
   );
 }
 
