@@ -7,7 +7,9 @@
  * `resourceVersion`. Label selectors (`k=v`, `k!=v`, `k`, `!k`) and field selectors
  * (`metadata.name`, `metadata.namespace`) apply to list and watch, on namespaced and cluster-wide
  * paths. A kind served at several versions shows the same objects at each. Its fidelity is proven
- * with the real `kubectl` (test/support/fake-kube-apiserver.test.ts).
+ * with the real `kubectl` (test/support/fake-kube-apiserver.test.ts). Faults a test injects per
+ * kind ({@link FakeKubeApiServer.fault}, {@link FakeKubeApiServer.cutWatches}, {@link RawJson})
+ * stand for a proxy, an RBAC change or an object no `JSON.stringify` can write.
  */
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -40,6 +42,34 @@ export interface KubeObject {
 }
 
 type EventType = 'ADDED' | 'MODIFIED' | 'DELETED';
+
+/**
+ * JSON text placed in an object as it is, for what `JSON.stringify` cannot write: an object
+ * nested thousands of levels deep, which the real API server accepts (up to 10,000 levels).
+ */
+export class RawJson {
+  constructor(readonly text: string) {}
+}
+
+/** `value` as JSON, with each {@link RawJson} in it written as its text. */
+function toJson(value: unknown): string {
+  const raw: string[] = [];
+  const text = JSON.stringify(value, (_key, v: unknown) => {
+    if (!(v instanceof RawJson)) return v;
+    raw.push(v.text);
+    return `@raw-json-${raw.length - 1}@`;
+  });
+  return raw.reduce((out, fragment, i) => out.replace(`"@raw-json-${i}@"`, () => fragment), text);
+}
+
+/**
+ * How the server answers a kind's lists or watches instead of serving them: `close` is a 200
+ * whose body ends at once, `gone` a 200 carrying one `ERROR` 410 event, `trickle` a 200 whose
+ * body is one space every 100 ms for as long as the client waits, `hang` no answer at all (not
+ * even headers), a number that HTTP status with a `Status` body (403 as after an RBAC change, 404
+ * as after a CRD was deleted).
+ */
+export type KubeFault = 'close' | 'gone' | 'trickle' | 'hang' | number;
 
 interface LoggedEvent {
   readonly rv: number;
@@ -125,6 +155,8 @@ export class FakeKubeApiServer {
   >();
   private pageTokens = 0;
   private expireContinue = false;
+  /** Injected faults by `<plural> list` or `<plural> watch`. */
+  private readonly faults = new Map<string, KubeFault>();
   /** Every request path with its query, in order (for asserting what a client asked). */
   readonly requests: string[] = [];
 
@@ -249,6 +281,32 @@ export class FakeKubeApiServer {
     }
   }
 
+  /**
+   * Answers every later list or watch of `kind` with `fault` (undefined: serves them again). A
+   * watch already open stays open: {@link cutWatches} ends it.
+   */
+  fault(kind: string, on: 'list' | 'watch', fault: KubeFault | undefined): void {
+    const key = `${this.servedByKind(kind).plural} ${on}`;
+    if (fault === undefined) this.faults.delete(key);
+    else this.faults.set(key, fault);
+  }
+
+  /**
+   * Cuts the connection of every open watch of `kind` (of those watching one namespace, the ones of
+   * `namespace` alone when given), as a proxy or a network fault does; returns how many.
+   */
+  cutWatches(kind: string, namespace?: string): number {
+    const served = this.servedByKind(kind);
+    let cut = 0;
+    for (const w of this.watchers) {
+      if (w.served !== served || (namespace !== undefined && w.namespace !== namespace)) continue;
+      w.response.socket?.destroy();
+      this.watchers.delete(w);
+      cut++;
+    }
+    return cut;
+  }
+
   /** How many watches are open now. */
   get openWatches(): number {
     return this.watchers.size;
@@ -316,7 +374,7 @@ export class FakeKubeApiServer {
   }
 
   private writeEvent(w: Watcher, event: { type: string; object: unknown }): void {
-    w.response.write(`${JSON.stringify(event)}\n`);
+    w.response.write(`${toJson(event)}\n`);
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
@@ -387,8 +445,10 @@ export class FakeKubeApiServer {
       }
       if (rest.length !== 1) return this.status(res, 404, 'NotFound', `${url.pathname} not found`);
       const watch = url.searchParams.get('watch');
-      if (watch === 'true' || watch === '1')
-        return this.watch(req, res, url, { served, version, namespace, matches });
+      const isWatch = watch === 'true' || watch === '1';
+      const fault = this.faults.get(`${served.plural} ${isWatch ? 'watch' : 'list'}`);
+      if (fault !== undefined) return this.injected(res, fault);
+      if (isWatch) return this.watch(req, res, url, { served, version, namespace, matches });
       // A paged list reads one snapshot: later pages come from it, as etcd serves them at the first
       // page's revision, until a compaction expires the continue token (410).
       const token = url.searchParams.get('continue');
@@ -472,6 +532,20 @@ export class FakeKubeApiServer {
     req.on('close', done);
   }
 
+  private injected(res: ServerResponse, fault: KubeFault): void {
+    if (typeof fault === 'number')
+      return this.status(res, fault, 'Injected', `injected ${fault} (a fault of the test)`);
+    if (fault === 'hang') return;
+    res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+    if (fault === 'trickle') {
+      res.flushHeaders();
+      const timer = setInterval(() => res.write(' '), 100);
+      res.on('close', () => clearInterval(timer));
+      return;
+    }
+    res.end(fault === 'gone' ? `${toJson({ type: 'ERROR', object: goneStatus() })}\n` : undefined);
+  }
+
   private kindOf(object: KubeObject): ServedKind | undefined {
     return this.kinds.find((k) => k.kind === object.kind);
   }
@@ -494,7 +568,7 @@ export class FakeKubeApiServer {
 
   private json(res: ServerResponse, body: unknown): void {
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify(body));
+    res.end(toJson(body));
   }
 
   private status(res: ServerResponse, code: number, reason: string, message: string): void {

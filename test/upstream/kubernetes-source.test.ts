@@ -168,6 +168,141 @@ describe('Kubernetes source', () => {
     assert.ok(names(snapshot).includes('shop/cart'));
   });
 
+  it('keeps serving an object updated to a spec it refuses, and reports the error of the new version', async () => {
+    const timed = (timeout: string): KubeObject => ({
+      kind: 'VirtualService',
+      metadata: { name: 'timed', namespace: 'shop' },
+      spec: { hosts: ['timed.example.com'], http: [{ timeout, route: [{ destination: { host: 'a' } }] }] },
+    });
+    api.put(timed('5s'));
+    const events = start();
+    const good = (await events.next(
+      (e) => e.type === 'snapshot' && names(e).includes('shop/timed'),
+    )) as SourceSnapshotEvent;
+    const served = [...good.resources].find((r) => r.name === 'timed')!;
+    const marker = events.count;
+    // The CRD's schema (a string) lets it in; meshmux refuses the duration.
+    api.put(timed('5 minutes'));
+    const broken = (await events.next(
+      (e) => e.type === 'snapshot' && e.errors.some((x) => x.describe().includes('shop/timed')),
+      marker,
+    )) as SourceSnapshotEvent;
+    const kept = [...broken.resources].find((r) => r.name === 'timed');
+    assert.ok(kept !== undefined, 'the object is still served: leaving it out deletes it from every istiod');
+    assert.deepEqual(kept.body, served.body, 'as it was before the refused update');
+    // Fixed again: the new version is served and the error is gone.
+    api.put(timed('7s'));
+    const fixed = (await events.next(
+      (e) => e.type === 'snapshot' && e.errors.length === 0,
+      events.count,
+    )) as SourceSnapshotEvent;
+    assert.notDeepEqual([...fixed.resources].find((r) => r.name === 'timed')?.body, served.body);
+    api.remove('VirtualService', 'shop', 'timed');
+  });
+
+  /** An object carrying a label of one test's own, which that test's source selects. */
+  const labelled = (test: string, name: string): KubeObject => ({
+    ...vs('shop', name),
+    metadata: { name, namespace: 'shop', labels: { test } },
+  });
+  /** The VirtualService lists and watches of the source selecting `test`, from request `from` on. */
+  const asked = (test: string, from = 0): { lists: number; watches: number } => {
+    const mine = api.requests
+      .slice(from)
+      .filter((r) => r.includes('/virtualservices?') && r.includes(`test%3D${test}`));
+    const watches = mine.filter((r) => r.includes('watch=true')).length;
+    return { lists: mine.length - watches, watches };
+  };
+
+  it('opens a cut watch again and leaves the others open, never tearing its own watches down in a loop', async () => {
+    api.put(labelled('cut', 'cut-1'));
+    // One watch per namespace: the one cut and one that stays up.
+    const events = start({ labelSelector: 'test=cut', namespaces: ['shop', 'team-a'] });
+    await events.snapshot();
+    await until(() => asked('cut').watches === 2 && api.openWatches === 2, 10_000, 'the watches to open');
+    const from = api.requests.length;
+    const marker = events.count;
+    assert.equal(api.cutWatches('VirtualService', 'shop'), 1);
+    await until(() => asked('cut', from).watches >= 1 && api.openWatches === 2, 10_000, 'a new watch');
+    // Nothing to await for a loop that does not happen: give it the time of several rounds
+    // (before, each round aborted the watches of the last, after the shortest backoff, 0.25–0.75 s).
+    await new Promise((r) => setTimeout(r, 3_000));
+    const { watches, lists } = asked('cut', from);
+    assert.equal(lists, 0, 'nothing listed again: every watch resumes from its resourceVersion');
+    assert.ok(watches <= 2, `${watches} watches opened since the cut`);
+    const troubles = events.events.slice(marker).filter((e) => e.type === 'status' && e.state !== 'synced');
+    assert.ok(troubles.length <= 1, `one failure reported, not one per round: ${troubles.length}`);
+    api.put(labelled('cut', 'cut-2'));
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('shop/cut-2'), marker);
+    api.remove('VirtualService', 'shop', 'cut-1');
+    api.remove('VirtualService', 'shop', 'cut-2');
+  });
+
+  it('backs off, then relists, when the API server ends every watch at once; later changes arrive', async () => {
+    const events = start({ labelSelector: 'test=closing' });
+    await events.snapshot();
+    await until(() => asked('closing').watches === 1 && api.openWatches === 1, 10_000, 'the watch to open');
+    const from = api.requests.length;
+    const marker = events.count;
+    api.fault('VirtualService', 'watch', 'close');
+    try {
+      api.cutWatches('VirtualService');
+      await until(
+        () => asked('closing', from).lists >= 1,
+        20_000,
+        'a relist after watches that end at once',
+        {
+          describe: () => JSON.stringify(asked('closing', from)),
+        },
+      );
+      // Before: each ended watch was opened again at once, thousands per second.
+      const { watches } = asked('closing', from);
+      assert.ok(watches <= 6, `${watches} watches before the relist`);
+    } finally {
+      api.fault('VirtualService', 'watch', undefined);
+    }
+    api.put(labelled('closing', 'after-closes'));
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('shop/after-closes'), marker, 30_000);
+    api.remove('VirtualService', 'shop', 'after-closes');
+  });
+
+  it('relists after a 410 with backoff when every watch is answered 410', async () => {
+    const events = start({ labelSelector: 'test=gone' });
+    await events.snapshot();
+    await until(() => asked('gone').watches === 1 && api.openWatches === 1, 10_000, 'the watch to open');
+    const from = api.requests.length;
+    api.fault('VirtualService', 'watch', 'gone');
+    try {
+      api.cutWatches('VirtualService');
+      await until(() => asked('gone', from).lists >= 1, 20_000, 'the first relist', { intervalMs: 5 });
+      const first = performance.now();
+      await until(() => asked('gone', from).lists >= 3, 20_000, 'the third relist', { intervalMs: 5 });
+      const took = performance.now() - first;
+      // Backoff from the second relist on waits at least 0.56 s, then 0.84 s (jitter included);
+      // before, each 410 relisted at once.
+      assert.ok(took >= 1_000, `two more relists after ${Math.round(took)} ms`);
+    } finally {
+      api.fault('VirtualService', 'watch', undefined);
+    }
+  });
+
+  it('gives up a list whose bytes trickle in at its deadline, then lists again', async () => {
+    api.put(labelled('trickle', 'slow'));
+    api.fault('VirtualService', 'list', 'trickle');
+    let events: SourceEventRecorder;
+    try {
+      events = start({ labelSelector: 'test=trickle', requestDeadlineMs: 1_000 });
+      // Before, each byte started the timeout over: the list held the source for ever.
+      const failing = await events.status('failing', 0, 15_000);
+      assert.match(failing.error?.message ?? '', /virtualservices.*no complete answer within 1 s/);
+    } finally {
+      api.fault('VirtualService', 'list', undefined);
+    }
+    const snapshot = await events.snapshot(0, 30_000);
+    assert.deepEqual(names(snapshot), ['shop/slow']);
+    api.remove('VirtualService', 'shop', 'slow');
+  });
+
   it('reads only the namespaces asked for', async () => {
     api.put(vs('team-a', 'home'));
     const events = start({ namespaces: ['team-*'] });
@@ -240,6 +375,106 @@ describe('Kubernetes source', () => {
     );
     await api.restart();
     await events.next((e) => e.type === 'status' && e.state === 'synced', marker, 60_000);
+  });
+});
+
+describe('Kubernetes source, one kind whose watch is never answered', () => {
+  const DR: ServedKind = { ...VS, kind: 'DestinationRule', plural: 'destinationrules' };
+  let api: FakeKubeApiServer;
+  let recorder: SourceEventRecorder | undefined;
+  before(async () => {
+    await loadKubernetesClient();
+    api = await FakeKubeApiServer.start([VS, DR]);
+    api.put({
+      kind: 'DestinationRule',
+      metadata: { name: 'cart', namespace: 'shop' },
+      spec: { host: 'cart' },
+    });
+    api.put(vs('shop', 'cart'));
+    // No response headers, ever: the client library has no timeout of its own for them.
+    api.fault('DestinationRule', 'watch', 'hang');
+  });
+  after(async () => {
+    recorder?.close();
+    await api.stop();
+  });
+
+  it('watches the other kinds all the same, and reports the silent watch at its deadline', async () => {
+    const events = new SourceEventRecorder(
+      new KubernetesSource({
+        name: 'east',
+        defaultNamespace: 'default',
+        kubeconfig: await kubeconfigFor(api.url),
+        context: 'east',
+        kinds: ['DestinationRule', 'VirtualService'],
+        requestDeadlineMs: 1_000,
+      }).events$,
+    );
+    recorder = events;
+    const first = await events.snapshot();
+    assert.deepEqual(names(first), ['shop/cart', 'shop/cart']);
+    const stale = await events.status('stale', 0, 15_000);
+    assert.match(stale.error?.message ?? '', /destinationrules.*no answer within 1 s/);
+    // Before, the VirtualService watch waited behind the DestinationRule one, never opened, and
+    // no later VirtualService change arrived.
+    api.put(vs('shop', 'later'));
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('shop/later'), 0, 15_000);
+  });
+});
+
+describe('Kubernetes source, one kind its identity may not read', () => {
+  const DR: ServedKind = { ...VS, kind: 'DestinationRule', plural: 'destinationrules' };
+  let api: FakeKubeApiServer;
+  let recorder: SourceEventRecorder | undefined;
+  before(async () => {
+    await loadKubernetesClient();
+    api = await FakeKubeApiServer.start([VS, DR]);
+    api.put({
+      kind: 'DestinationRule',
+      metadata: { name: 'cart', namespace: 'shop' },
+      spec: { host: 'cart' },
+    });
+    api.put(vs('shop', 'cart'));
+    // As when the Role lacks destinationrules.
+    api.fault('DestinationRule', 'list', 403);
+  });
+  after(async () => {
+    recorder?.close();
+    await api.stop();
+  });
+
+  it('serves the other kinds, leaves the refused one out of its state, and reads it once allowed', async () => {
+    const events = new SourceEventRecorder(
+      new KubernetesSource({
+        name: 'east',
+        defaultNamespace: 'default',
+        kubeconfig: await kubeconfigFor(api.url),
+        context: 'east',
+        kinds: ['DestinationRule', 'VirtualService'],
+      }).events$,
+    );
+    recorder = events;
+    // Before, a 403 on one kind failed the whole pass, and nothing of the cluster was served.
+    const partial = await events.snapshot(0, 15_000);
+    assert.deepEqual(names(partial), ['shop/cart']);
+    assert.deepEqual(
+      [...partial.resources].map((r) => r.kind),
+      ['networking.istio.io/VirtualService'],
+    );
+    const kinds = [...(partial.kinds ?? [])];
+    assert.ok(kinds.some((k) => k.endsWith('VirtualService')));
+    assert.ok(!kinds.some((k) => k.endsWith('DestinationRule')), 'a kind never read is not served empty');
+    const failing = await events.status('failing');
+    assert.match(failing.error?.message ?? '', /destinationrules: HTTP 403/);
+    const marker = events.count;
+    api.fault('DestinationRule', 'list', undefined);
+    const whole = await events.next(
+      (e) => e.type === 'snapshot' && [...(e.kinds ?? [])].some((k) => k.endsWith('DestinationRule')),
+      marker,
+      30_000,
+    );
+    // A complete state: the source is synced again.
+    assert.deepEqual(names(whole), ['shop/cart', 'shop/cart']);
   });
 });
 

@@ -3,10 +3,10 @@ import https from 'node:https';
 import type * as KubernetesClient from '@kubernetes/client-node';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Observable, type SchedulerLike } from '../../core/rx.js';
-import { toMeshmuxError, type MeshmuxError } from '../../core/errors.js';
+import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { globMatcher, isPlainName } from '../../core/glob.js';
 import { componentLogger } from '../../core/logger.js';
-import type { ConfigResource } from '../../core/resource.js';
+import { resourceKey, type ConfigResource } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
 import { CONFIG_KINDS, type KindDescriptor } from '../../schema/kinds.js';
 import { sourceClock } from '../runtime/source-clock.js';
@@ -16,7 +16,7 @@ import { readYamlBytes } from '../runtime/yaml-file-reader.js';
 import type { YamlFileRead } from '../runtime/yaml-file-set.js';
 import { ExponentialBackoff } from '../streaming/exponential-backoff.js';
 import type { UpstreamSource } from '../upstream-source.js';
-import { configDocument, type KubernetesObject } from './kubernetes-object.js';
+import { configDocument, MAX_OBJECT_DEPTH, tooDeepAt, type KubernetesObject } from './kubernetes-object.js';
 import { appendAll } from '../../core/append-all.js';
 
 export interface KubernetesSourceOptions {
@@ -33,6 +33,11 @@ export interface KubernetesSourceOptions {
   readonly kinds?: readonly string[];
   /** Quiet time after a watch event before the state is published. Default 20 ms. */
   readonly debounceMs?: number;
+  /**
+   * How long one list or discovery request may take from start to end, however its bytes trickle
+   * in, and a watch request until its response headers. Default {@link REQUEST_DEADLINE_MS}.
+   */
+  readonly requestDeadlineMs?: number;
   readonly scheduler?: SchedulerLike | undefined;
 }
 
@@ -70,7 +75,30 @@ interface KindWatch {
   /** What each of `objects` was read as, at its resourceVersion, by the same key. */
   readonly reads: Map<string, { rv: string; read: YamlFileRead }>;
   abort: AbortController | undefined;
+  /**
+   * Counts the watches opened and the ones meshmux ended itself: a watch reports its end only
+   * while the count is the one it was opened at, so closing a watch on purpose is no failure.
+   */
+  generation: number;
+  /** When the current watch was opened (the source clock's time). */
+  openedAt: number;
+  /** Watches in a row that the server ended soon after they opened, with no error. */
+  quickEnds: number;
+  /** Cancels the re-watch or relist this kind waits for, if any. */
+  cancelRetry: (() => void) | undefined;
+  /** Why the API server refuses this kind here (403), while it does; retried on its own. */
+  refused: MeshmuxError | undefined;
 }
+
+/**
+ * How long a watch must stay up to prove the API server healthy: the backoff starts over only
+ * then, and only a watch ended after that long is opened again at once. A watch that fails or
+ * ends sooner waits the backoff, however often it happens.
+ */
+const STABLE_WATCH_MS = 30_000;
+
+/** Watches in a row ended soon after opening (with no error) after which the kind is listed again. */
+const RELIST_AFTER_QUICK_ENDS = 3;
 
 /**
  * The Istio objects of one Kubernetes cluster, listed then watched per kind (at the group's
@@ -79,7 +107,8 @@ interface KindWatch {
  * publishes nothing until every served kind was listed once (then `synced`); a failed list or
  * watch makes it `stale` with its last state and retries with backoff, resuming from the last
  * resourceVersion; a `410 Gone` relists and replaces the kind's objects, so only the difference
- * reaches the merge. Objects become resources through the same reader as files (identical
+ * reaches the merge. A kind the API server refuses (403) fails alone: the others are published
+ * without it (see `refuse`). An object refused by validation keeps its last good version. Objects become resources through the same reader as files (identical
  * validation), with bookkeeping metadata dropped (see kubernetes-object.ts).
  */
 export class KubernetesSource implements UpstreamSource {
@@ -134,13 +163,19 @@ export class KubernetesSource implements UpstreamSource {
           objects: new Map(),
           reads: new Map(),
           abort: undefined,
+          generation: 0,
+          openedAt: 0,
+          quickEnds: 0,
+          cancelRetry: undefined,
+          refused: undefined,
         })),
       );
       let stopped = false;
       let cancelDebounce: (() => void) | undefined;
       let cancelRetry: (() => void) | undefined;
 
-      const request = (path: string): Promise<ApiResponse> => getJson(config, `${server}${path}`);
+      const request = (path: string): Promise<ApiResponse> =>
+        getJson(config, `${server}${path}`, options.requestDeadlineMs ?? REQUEST_DEADLINE_MS);
 
       /** Discovery documents of the API groups, fetched once per connection attempt. */
       let groups = new Map<string, Promise<ApiResponse>>();
@@ -238,18 +273,85 @@ export class KubernetesSource implements UpstreamSource {
         });
       };
 
+      /** Ends the kind's watch, and any re-watch it waits for, without either counting as a failure. */
+      const stopWatch = (w: KindWatch): void => {
+        w.generation += 1;
+        w.abort?.abort();
+        w.abort = undefined;
+        w.cancelRetry?.();
+        w.cancelRetry = undefined;
+      };
+
+      /** Runs `next` for the kind after `delayMs`, replacing whatever it waited for before. */
+      const retryKind = (w: KindWatch, delayMs: number, next: (w: KindWatch) => Promise<void>): void => {
+        w.cancelRetry?.();
+        w.cancelRetry = clock.after(delayMs, () => {
+          w.cancelRetry = undefined;
+          void next(w);
+        });
+      };
+
+      /**
+       * What follows the end of a watch meshmux did not end itself. A watch that stayed up
+       * {@link STABLE_WATCH_MS} proved the server healthy: the backoff starts over and the watch
+       * is opened again (or the kind relisted, after a 410) at once. One that ended sooner waits
+       * the backoff, so a server or proxy that ends every watch at once, or answers each with a
+       * 410, is asked less and less often rather than in a loop; after
+       * {@link RELIST_AFTER_QUICK_ENDS} such ends in a row the kind is listed again, in case the
+       * watch missed what changed.
+       */
+      const watchEnded = (w: KindWatch, err: unknown, gone: boolean): void => {
+        const stable = clock.now() - w.openedAt >= STABLE_WATCH_MS;
+        if (stable) {
+          backoff.reset();
+          w.quickEnds = 0;
+        }
+        const delayMs = stable ? 0 : backoff.nextDelayMs();
+        // The status of the answer, never its text: a message may hold "410" in a port or a name.
+        const status = (err as { statusCode?: unknown } | null | undefined)?.statusCode;
+        if (gone || status === 410) {
+          log.info({ kind: w.kind.kind, delayMs: Math.round(delayMs) }, 'watch expired (410): relisting');
+          w.quickEnds = 0;
+          retryKind(w, delayMs, relist);
+        } else if (status === 403) {
+          refuse(w, new MeshmuxError('PERMISSION_DENIED', `watch ${server}${w.path ?? ''}: HTTP 403`));
+        } else if (err === null || err === undefined) {
+          if (!stable) w.quickEnds += 1;
+          if (w.quickEnds >= RELIST_AFTER_QUICK_ENDS) {
+            log.warn(
+              { kind: w.kind.kind, watches: w.quickEnds, delayMs: Math.round(delayMs) },
+              'the API server ends each watch at once: relisting',
+            );
+            w.quickEnds = 0;
+            retryKind(w, delayMs, relist);
+          } else {
+            retryKind(w, delayMs, (again) =>
+              watch(again).catch((e: unknown) => fail(e, `watch ${again.kind.kind}`)),
+            );
+          }
+        } else {
+          fail(err, `watch ${w.kind.kind}`);
+        }
+      };
+
       const watch = async (w: KindWatch): Promise<void> => {
         if (stopped) return;
+        // One watch per kind: one still open (a relist and a new pass of run() may both get here)
+        // is replaced.
+        stopWatch(w);
+        const generation = w.generation;
+        w.openedAt = clock.now();
         const query: Record<string, string | boolean> = {
           allowWatchBookmarks: true,
           resourceVersion: w.resourceVersion,
         };
         if (options.labelSelector !== undefined) query['labelSelector'] = options.labelSelector;
         let gone = false;
-        const abort = await new client.Watch(config).watch(
+        const opening = new client.Watch(config).watch(
           w.path ?? '',
           query,
           (phase, object: KubernetesObject & { code?: number }) => {
+            if (generation !== w.generation) return;
             if (phase === 'ERROR') {
               if (object.code === 410) gone = true;
               return;
@@ -263,22 +365,67 @@ export class KubernetesSource implements UpstreamSource {
             schedule();
           },
           (err: unknown) => {
+            // The client library reports the end of a watch meshmux aborted itself as an
+            // AbortError: that watch was replaced or is no longer wanted, and its end is no failure.
+            if (stopped || generation !== w.generation) return;
+            w.generation += 1;
             w.abort = undefined;
-            if (stopped) return;
-            const status = (err as { statusCode?: number; code?: number } | null)?.statusCode;
-            if (gone || status === 410 || String(err).includes('410')) {
-              log.info({ kind: w.kind.kind }, 'watch expired (410): relisting');
-              void relist(w);
-            } else if (err === null || err === undefined) {
-              void watch(w).catch((e: unknown) => fail(e, `watch ${w.kind.kind}`));
-            } else {
-              fail(err, `watch ${w.kind.kind}`);
-            }
+            watchEnded(w, err, gone);
           },
         );
-        // Unsubscribed while the watch was being opened: close it rather than leave it running.
-        if (stopped) abort.abort();
+        // The client library waits for the response headers with no timeout of its own: past the
+        // deadline the watch counts as failed, and is closed should its answer come after all.
+        const deadlineMs = options.requestDeadlineMs ?? REQUEST_DEADLINE_MS;
+        let cancelDeadline: (() => void) | undefined;
+        const late = new Promise<undefined>((resolve) => {
+          cancelDeadline = clock.after(deadlineMs, () => resolve(undefined));
+        });
+        const abort = await Promise.race([opening, late]);
+        cancelDeadline?.();
+        if (abort === undefined) {
+          void opening.then((a) => a.abort());
+          if (stopped || generation !== w.generation) return;
+          w.generation += 1;
+          fail(
+            new Error(`watch ${w.path ?? ''}: no answer within ${deadlineMs / 1000} s`),
+            `watch ${w.kind.kind}`,
+          );
+          return;
+        }
+        // Unsubscribed, replaced or already ended while it was being opened: close it rather than
+        // leave it running.
+        if (stopped || generation !== w.generation) abort.abort();
         else w.abort = abort;
+      };
+
+      /**
+       * The API server refuses one kind (in one namespace) while it serves the others, as when a
+       * Role lacks it: that kind keeps what it served (nothing, if it was never listed, and then
+       * its kind is left out of the state rather than served empty), the others are published and
+       * watched, and the refused one is tried again on its own, with backoff.
+       */
+      const refuse = (w: KindWatch, error: MeshmuxError): void => {
+        w.refused = error;
+        log.warn(
+          { kind: w.kind.kind, namespace: w.namespace, error: error.message },
+          'kubernetes API refuses this kind: serving the others',
+        );
+        retryKind(w, backoff.nextDelayMs(), retryRefused);
+        // Said now; the state of the others follows at the end of the pass (run) or already went.
+        tracker.failed(error);
+      };
+
+      const retryRefused = async (w: KindWatch): Promise<void> => {
+        try {
+          await discover(w);
+          if (w.served) await list(w);
+          w.refused = undefined;
+          publish();
+          if (w.served) await watch(w);
+        } catch (err) {
+          if (err instanceof MeshmuxError && err.code === 'PERMISSION_DENIED') refuse(w, err);
+          else fail(err, `list ${w.kind.kind}`);
+        }
       };
 
       const relist = async (w: KindWatch): Promise<void> => {
@@ -299,24 +446,40 @@ export class KubernetesSource implements UpstreamSource {
       const publish = (): void => {
         cancelDebounce?.();
         cancelDebounce = undefined;
-        if (stopped || watches.some((w) => w.served && !w.listed)) return;
-        void build().then((state) => {
-          if (stopped) return;
-          const revision = state.revision;
-          const served = tracker.serve({
-            type: 'snapshot',
-            kinds: kindKeys,
-            resources: state.resources,
-            revision,
-            errors: state.errors,
-            warnings: state.warnings,
-          });
-          if (served)
-            log.info(
-              { objects: state.resources.length, errors: state.errors.length, revision },
-              'cluster state read',
-            );
-        });
+        if (stopped || watches.some((w) => w.served && !w.listed && w.refused === undefined)) return;
+        // A kind refused in some scope before it was ever listed there is left out: its objects
+        // are not known, and a state naming the kind would delete them.
+        const unknown = new Set(watches.filter((w) => w.served && !w.listed).map((w) => w.kind.key));
+        const kinds = unknown.size === 0 ? kindKeys : new Set([...kindKeys].filter((k) => !unknown.has(k)));
+        build(kinds).then(
+          (state) => {
+            if (stopped) return;
+            const revision = state.revision;
+            const served = tracker.serve({
+              type: 'snapshot',
+              kinds,
+              resources: state.resources,
+              revision,
+              errors: state.errors,
+              warnings: state.warnings,
+            });
+            if (served)
+              log.info(
+                { objects: state.resources.length, errors: state.errors.length, revision },
+                'cluster state read',
+              );
+            const refused = watches.find((w) => w.refused !== undefined)?.refused;
+            if (refused !== undefined) tracker.failed(refused);
+          },
+          (err: unknown) => {
+            // Each object's failure is its own error (see readObject), so this is a bug: the state
+            // served stays, the source says why, and the next change builds again.
+            if (stopped) return;
+            const error = toMeshmuxError(err, 'INTERNAL', { file: server });
+            log.error({ error: error.message }, 'cluster state could not be built');
+            tracker.failed(error);
+          },
+        );
       };
 
       /**
@@ -326,9 +489,59 @@ export class KubernetesSource implements UpstreamSource {
       const digest = new ContentDigest(false);
       const setRead = (w: KindWatch, key: string, next: { rv: string; read: YamlFileRead }): void => {
         const before = w.reads.get(key);
+        let read = next.read;
+        if (read.errors.length > 0 && before !== undefined && before.read.resources.length > 0) {
+          // An object updated to something meshmux refuses keeps serving what it served before,
+          // with the new version's errors reported, as a broken file does (yaml-file-set.ts): in
+          // state of the world, leaving it out would delete it from every istiod.
+          const now = new Set(read.resources.map(resourceKey));
+          const kept = before.read.resources.filter((r) => !now.has(resourceKey(r)));
+          read = { ...read, resources: [...read.resources, ...kept] };
+        }
         if (before !== undefined) for (const r of before.read.resources) digest.remove(r);
-        for (const r of next.read.resources) digest.add(r);
-        w.reads.set(key, next);
+        for (const r of read.resources) digest.add(r);
+        w.reads.set(key, { rv: next.rv, read });
+      };
+
+      /**
+       * One object through the file reader; never throws. An object nested deeper than
+       * {@link MAX_OBJECT_DEPTH} is refused before anything recursive touches it, and any other
+       * failure to convert it becomes that object's error, so one object can neither keep the
+       * others from being served nor end the process.
+       */
+      const readObject = async (
+        w: KindWatch,
+        key: string,
+        object: KubernetesObject,
+      ): Promise<YamlFileRead> => {
+        const file = `${server}/${w.kind.kind}/${key}`;
+        const refused = (error: MeshmuxError): YamlFileRead => ({
+          resources: [],
+          errors: [error],
+          warnings: [],
+        });
+        const deep = tooDeepAt(object, MAX_OBJECT_DEPTH);
+        if (deep !== undefined) {
+          return refused(
+            new MeshmuxError('LIMIT', `nested more than ${MAX_OBJECT_DEPTH} levels deep; not read`, {
+              file,
+              field: deep,
+            }),
+          );
+        }
+        try {
+          const bytes = new TextEncoder().encode(JSON.stringify(configDocument(object)));
+          return await readYamlBytes({
+            file,
+            size: bytes.length,
+            bytes,
+            maxFileBytes: MAX_OBJECT_BYTES,
+            defaultNamespace: options.defaultNamespace,
+            createTimeFor: () => ({ seconds: Math.floor(clock.now() / 1000), nanos: 0 }),
+          });
+        } catch (err) {
+          return refused(toMeshmuxError(err, 'INTERNAL', { file }));
+        }
       };
 
       /**
@@ -337,7 +550,9 @@ export class KubernetesSource implements UpstreamSource {
        * object that came while others were read is left to the next state (its watch event
        * scheduled one).
        */
-      const build = async (): Promise<{
+      const build = async (
+        kinds: ReadonlySet<string>,
+      ): Promise<{
         resources: ConfigResource[];
         errors: MeshmuxError[];
         warnings: MeshmuxError[];
@@ -347,22 +562,14 @@ export class KubernetesSource implements UpstreamSource {
           for (const [key, object] of w.objects) {
             const rv = object.metadata?.resourceVersion ?? '';
             if (w.reads.get(key)?.rv === rv) continue;
-            const bytes = new TextEncoder().encode(JSON.stringify(configDocument(object)));
-            const read = await readYamlBytes({
-              file: `${server}/${w.kind.kind}/${key}`,
-              size: bytes.length,
-              bytes,
-              maxFileBytes: MAX_OBJECT_BYTES,
-              defaultNamespace: options.defaultNamespace,
-              createTimeFor: () => ({ seconds: Math.floor(clock.now() / 1000), nanos: 0 }),
-            });
-            setRead(w, key, { rv, read });
+            setRead(w, key, { rv, read: await readObject(w, key, object) });
           }
         }
         const resources: ConfigResource[] = [];
         const errors: MeshmuxError[] = [];
         const warnings: MeshmuxError[] = [];
         for (const w of watches) {
+          if (!kinds.has(w.kind.key)) continue;
           let found = 0;
           for (const key of w.objects.keys()) {
             const cached = w.reads.get(key);
@@ -388,20 +595,28 @@ export class KubernetesSource implements UpstreamSource {
         groups = new Map();
         try {
           for (const w of watches) {
-            w.abort?.abort();
-            w.abort = undefined;
-            await discover(w);
-            if (!w.served) {
-              if (w.namespace === scopes[0])
-                log.info({ kind: w.kind.kind }, 'kind not served by this cluster');
-              continue;
+            stopWatch(w);
+            // Each pass tries every kind again, a refused one too.
+            w.refused = undefined;
+            try {
+              await discover(w);
+              if (!w.served) {
+                if (w.namespace === scopes[0])
+                  log.info({ kind: w.kind.kind }, 'kind not served by this cluster');
+                continue;
+              }
+              if (!w.listed || w.resourceVersion === '') await list(w);
+            } catch (err) {
+              if (!(err instanceof MeshmuxError && err.code === 'PERMISSION_DENIED')) throw err;
+              refuse(w, err);
             }
-            if (!w.listed || w.resourceVersion === '') await list(w);
           }
           if (stopped) return;
           publish();
-          for (const w of watches) if (w.served) await watch(w);
-          backoff.reset();
+          // The backoff starts over once a watch has stayed up a while (watchEnded), not here: a
+          // watch the server fails at once would otherwise be retried at the shortest delay forever.
+          // The watches open side by side, so one whose answer never comes holds up no other.
+          await Promise.all(watches.filter((w) => w.served && w.refused === undefined).map((w) => watch(w)));
         } catch (err) {
           fail(err, 'list');
         }
@@ -413,7 +628,7 @@ export class KubernetesSource implements UpstreamSource {
         stopped = true;
         cancelDebounce?.();
         cancelRetry?.();
-        for (const w of watches) w.abort?.abort();
+        for (const w of watches) stopWatch(w);
       };
     });
   }
@@ -436,15 +651,26 @@ const UNTRUSTED_CERTIFICATE: ReadonlySet<string> = new Set([
 /** Objects per list request; the rest follows with the API server's continue token. */
 const LIST_PAGE_SIZE = 500;
 
-/** How long one list or discovery request may take before it counts as a failure. */
-const REQUEST_TIMEOUT_MS = 60_000;
+/**
+ * How long one list or discovery request may take, from start to end, before it counts as a
+ * failure. A deadline, not an idle timeout: an answer that trickles a byte now and then would
+ * otherwise hold the source for ever.
+ */
+const REQUEST_DEADLINE_MS = 60_000;
+
+/**
+ * The largest list page or discovery answer read, bytes. A page is {@link LIST_PAGE_SIZE} objects,
+ * each at most the API server's 1.5 MiB, and Istio objects are mostly a few KiB: a larger answer
+ * is refused before it is held whole.
+ */
+const MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
 
 /**
  * GET with the kubeconfig's credentials and trust: its CA (file or data), client certificate and
  * key, bearer token or exec/OIDC plugin, `insecure-skip-tls-verify` and `tls-server-name`, all
  * applied by the client library to node's own HTTPS request (the watch uses the same settings).
  */
-async function getJson(config: KubeConfig, url: string): Promise<ApiResponse> {
+async function getJson(config: KubeConfig, url: string, deadlineMs: number): Promise<ApiResponse> {
   const options: https.RequestOptions = { method: 'GET', headers: { accept: 'application/json' } };
   await config.applyToHTTPSOptions(options);
   const target = new URL(url);
@@ -453,9 +679,21 @@ async function getJson(config: KubeConfig, url: string): Promise<ApiResponse> {
   return new Promise<ApiResponse>((resolve, reject) => {
     const req = (plain ? http : https).request(target, options, (res) => {
       const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('error', reject);
+      let received = 0;
+      res.on('data', (chunk: Buffer) => {
+        received += chunk.length;
+        if (received > MAX_RESPONSE_BYTES) {
+          req.destroy(new Error(`answer larger than ${MAX_RESPONSE_BYTES / 1024 / 1024} MiB; not read`));
+          return;
+        }
+        chunks.push(chunk);
+      });
+      res.on('error', (err) => {
+        clearTimeout(deadline);
+        reject(err);
+      });
       res.on('end', () => {
+        clearTimeout(deadline);
         const text = Buffer.concat(chunks).toString('utf8');
         let body: unknown;
         try {
@@ -466,10 +704,12 @@ async function getJson(config: KubeConfig, url: string): Promise<ApiResponse> {
         resolve({ status: res.statusCode ?? 0, body });
       });
     });
-    req.setTimeout(REQUEST_TIMEOUT_MS, () =>
-      req.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS / 1000} s`)),
+    const deadline = setTimeout(
+      () => req.destroy(new Error(`no complete answer within ${deadlineMs / 1000} s`)),
+      deadlineMs,
     );
     req.on('error', (err: Error & { code?: string }) => {
+      clearTimeout(deadline);
       const untrusted = err.code !== undefined && UNTRUSTED_CERTIFICATE.has(err.code);
       reject(
         new Error(
@@ -481,11 +721,15 @@ async function getJson(config: KubeConfig, url: string): Promise<ApiResponse> {
   });
 }
 
-/** An unexpected status, with the API server's own message when it sent a `Status`. */
-function httpError(path: string, response: ApiResponse): Error {
+/**
+ * An unexpected status, with the API server's own message when it sent a `Status`; a 403 (this
+ * identity may not read it) is `PERMISSION_DENIED`, which fails that kind alone.
+ */
+function httpError(path: string, response: ApiResponse): MeshmuxError {
   const message = (response.body as { message?: unknown } | undefined)?.message;
-  return new Error(
-    `GET ${path}: HTTP ${response.status}${typeof message === 'string' ? `: ${message}` : ''}`,
+  return new MeshmuxError(
+    response.status === 403 ? 'PERMISSION_DENIED' : 'UNAVAILABLE',
+    `GET ${path}: HTTP ${response.status}${typeof message === 'string' ? `: ${message.slice(0, 500)}` : ''}`,
   );
 }
 

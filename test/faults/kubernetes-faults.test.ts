@@ -1,0 +1,103 @@
+/**
+ * Kubernetes API faults against meshmux running as its own process, with an istiod stand-in
+ * connected: what the cluster serves that no Istio object looks like must cost that object alone,
+ * never the process or the other objects.
+ */
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { connectIstiod, report } from '../support/fault-kit.js';
+import {
+  FakeKubeApiServer,
+  RawJson,
+  type KubeObject,
+  type ServedKind,
+} from '../support/fake-kube-apiserver.js';
+import { until } from '../support/deadline.js';
+import type { IstiodClient } from '../support/istiod-client.js';
+import { MeshmuxProcess } from '../support/meshmux-process.js';
+import { tempDir } from '../support/meshmux-harness.js';
+import { VS } from '../support/type-urls.js';
+
+const VIRTUAL_SERVICES: ServedKind = {
+  group: 'networking.istio.io',
+  versions: ['v1', 'v1beta1', 'v1alpha3'],
+  kind: 'VirtualService',
+  plural: 'virtualservices',
+};
+
+function vs(name: string, spec: Record<string, unknown> = {}): KubeObject {
+  const host = `${name}.example.com`;
+  return {
+    kind: 'VirtualService',
+    metadata: { name, namespace: 'shop' },
+    spec: { hosts: [host], http: [{ route: [{ destination: { host } }] }], ...spec },
+  };
+}
+
+/** An unknown field nested `depth` levels deep, as JSON text (`JSON.stringify` cannot write it). */
+function nested(depth: number): RawJson {
+  return new RawJson(`${'{"a":'.repeat(depth)}{}${'}'.repeat(depth)}`);
+}
+
+describe('faults: a Kubernetes object nested 5,000 levels deep', () => {
+  let dir: { dir: string; dispose: () => Promise<void> };
+  let api: FakeKubeApiServer;
+  let meshmux: MeshmuxProcess | undefined;
+  let client: IstiodClient | undefined;
+
+  before(async () => {
+    dir = await tempDir('meshmux-kube-deep-');
+    api = await FakeKubeApiServer.start([VIRTUAL_SERVICES]);
+    for (let i = 0; i < 20; i++) api.put(vs(`vs-${i}`));
+    // In the list from the start: before the fix, every start of the process ended here.
+    api.put(vs('deep', { x: nested(5_000) }));
+    await writeFile(path.join(dir.dir, 'kubeconfig'), api.kubeconfig());
+    await writeFile(
+      path.join(dir.dir, 'meshmux.yaml'),
+      [
+        'state: { dir: none }',
+        'sources:',
+        '  - name: cluster',
+        '    type: kubernetes',
+        '    kubeconfig: ./kubeconfig',
+        '    kinds: [VirtualService]',
+        '',
+      ].join('\n'),
+    );
+  });
+  after(async () => {
+    client?.close();
+    await meshmux?.stop();
+    await api.stop();
+    await dir.dispose();
+  });
+
+  it('serves the other objects and names the deep one, listed at start or arriving on the watch', async () => {
+    const running = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
+    meshmux = running;
+    const istiod = connectIstiod(running.xds);
+    client = istiod;
+    await until(() => istiod.configs(VS).size === 20 || !running.alive, 30_000, 'the 20 valid objects', {
+      describe: () => `the istiod holds ${istiod.configs(VS).size}; ${running.tail(10)}`,
+    });
+    assert.ok(running.alive, `meshmux exited:\n${running.tail(10)}`);
+    const servedMs = performance.now() - running.spawnedAt;
+    const sources = await running.debug<Array<{ name: string; errors?: unknown }>>('sources');
+    const shown = JSON.stringify(sources);
+    assert.match(shown, /VirtualService\/shop\/deep/, shown.slice(0, 2_000));
+    assert.match(shown, /nested more than 128 levels deep/);
+    assert.match(shown, /spec\.x\.a\.a\.a\.a\.a\.a…/);
+
+    // The same object on the watch: each later change still arrives.
+    api.put(vs('deep-later', { x: nested(5_000) }));
+    api.put(vs('after-deep'));
+    await until(() => istiod.configs(VS).has('shop/after-deep') || !running.alive, 15_000, 'a later change', {
+      describe: () => running.tail(10),
+    });
+    assert.ok(running.alive, `meshmux exited:\n${running.tail(10)}`);
+    assert.equal(istiod.configs(VS).size, 21);
+    report('deeply nested Kubernetes object', { 'served after spawn (ms)': servedMs, 'objects lost': 0 });
+  });
+});
