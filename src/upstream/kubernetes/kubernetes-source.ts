@@ -108,8 +108,9 @@ const RELIST_AFTER_QUICK_ENDS = 3;
  * watch makes it `stale` with its last state and retries with backoff, resuming from the last
  * resourceVersion; a `410 Gone` relists and replaces the kind's objects, so only the difference
  * reaches the merge. A kind the API server refuses (403) fails alone: the others are published
- * without it (see `refuse`). An object refused by validation keeps its last good version. Objects become resources through the same reader as files (identical
- * validation), with bookkeeping metadata dropped (see kubernetes-object.ts).
+ * without it (see `refuse`). An object refused by validation keeps its last good version. Objects
+ * become resources through the same reader as files (identical validation), with bookkeeping
+ * metadata dropped (see kubernetes-object.ts).
  */
 export class KubernetesSource implements UpstreamSource {
   readonly descriptor: SourceDescriptor;
