@@ -10,8 +10,17 @@ import { access, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
-import { fakeDestinationRule, fakeVirtualService, type FakeObject } from '../support/fake-objects.js';
-import { connectIstiod, inventory, lost, readiness, report } from '../support/fault-kit.js';
+import { fakeVirtualService } from '../support/fake-objects.js';
+import {
+  answeredAfter,
+  connectIstiod,
+  inventory,
+  lost,
+  MESH_NAMES,
+  meshUpstream,
+  readiness,
+  report,
+} from '../support/fault-kit.js';
 import { freePort } from '../support/free-port.js';
 import type { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
@@ -19,14 +28,6 @@ import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { DR, SE, VS } from '../support/type-urls.js';
 
 const WAIT_MS = 20_000;
-
-function se(name: string): FakeObject {
-  return {
-    namespace: 'shop',
-    name,
-    spec: { hosts: [`${name}.example.com`], location: 'MESH_EXTERNAL', resolution: 'DNS' },
-  };
-}
 
 function localVs(name: string): string {
   return `apiVersion: networking.istio.io/v1
@@ -50,6 +51,24 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
   }
 }
 
+/** Whether meshmux keeps a state file of `source` in `dir`'s `state` folder. */
+function stateFileOf(dir: string, source: string): Promise<boolean> {
+  return access(path.join(dir, 'state', `${source}.state`)).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Confirms what `source` holds, as `meshmux confirm` does. */
+async function confirm(meshmux: MeshmuxProcess, source: string): Promise<void> {
+  const answer = await fetch(`${meshmux.admin}/debug/sources/${source}/confirm`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{}',
+  });
+  assert.equal(answer.status, 200);
+}
+
 async function heldReason(meshmux: MeshmuxProcess, source: string): Promise<SourcesPage['held']> {
   const sources = await meshmux.debug<SourcesPage[]>('sources');
   const held = sources.find((s) => s.name === source)?.held;
@@ -65,20 +84,9 @@ async function heldRemoval(meshmux: MeshmuxProcess, source: string): Promise<Sou
 
 describe('faults: a source left out of the configuration by an edit', () => {
   let fake: FakeAdsServer;
-  const names = [0, 1, 2, 3, 4].map((i) => `svc-${i}`);
 
   before(async () => {
-    fake = await FakeAdsServer.start({ peer: 'istiod' });
-    fake
-      .set(
-        'VirtualService',
-        names.map((n) => fakeVirtualService(n)),
-      )
-      .set(
-        'DestinationRule',
-        names.map((n) => fakeDestinationRule(n)),
-      )
-      .set('ServiceEntry', names.map(se));
+    fake = await meshUpstream();
   });
   after(async () => {
     await fake.stop();
@@ -141,22 +149,10 @@ describe('faults: a source left out of the configuration by an edit', () => {
       });
       const ready = await readiness(meshmux.http);
       assert.equal(ready.status, 200, JSON.stringify(ready.body));
-      await until(
-        () =>
-          access(path.join(dir.dir, 'state', 'mesh.state')).then(
-            () => true,
-            () => false,
-          ),
-        'the removed source’s record kept',
-      );
+      await until(() => stateFileOf(dir.dir, 'mesh'), 'the removed source’s record kept');
 
       const confirmedAt = performance.now();
-      const answer = await fetch(`${meshmux.admin}/debug/sources/mesh/confirm`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: '{}',
-      });
-      assert.equal(answer.status, 200);
+      await confirm(meshmux, 'mesh');
       await client.waitFor(
         (c) => c.configs(SE).size === 0 && c.configs(DR).size === 0 && c.configs(VS).size === 2,
         WAIT_MS,
@@ -174,11 +170,7 @@ describe('faults: a source left out of the configuration by an edit', () => {
         ['local'],
       );
       await until(
-        () =>
-          access(path.join(dir.dir, 'state', 'mesh.state')).then(
-            () => false,
-            () => true,
-          ),
+        async () => !(await stateFileOf(dir.dir, 'mesh')),
         'the removed source’s state file deleted',
       );
       report('a source dropped by a live reload', {
@@ -200,25 +192,13 @@ describe('faults: a source left out of the configuration by an edit', () => {
     const client = connectIstiod(xds);
     try {
       await client.waitFor(holdsAll, WAIT_MS, () => 'the first state');
-      await until(
-        () =>
-          access(path.join(dir.dir, 'state', 'mesh.state')).then(
-            () => true,
-            () => false,
-          ),
-        'the state of mesh written',
-      );
+      await until(() => stateFileOf(dir.dir, 'mesh'), 'the state of mesh written');
       const before = inventory(client);
       await meshmux.kill('SIGKILL');
       await write(false);
       const streams = client.streams;
       meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
-      await client.waitFor(
-        (c) =>
-          c.requestedTypeUrls.every((t) => c.received.some((r) => r.stream > streams && r.typeUrl === t)),
-        WAIT_MS,
-        () => 'every type answered by the restarted meshmux',
-      );
+      await answeredAfter(client, streams, 'every type answered by the restarted meshmux');
       const servedMs = performance.now() - meshmux.spawnedAt;
       assert.deepEqual(lost(before, inventory(client)), [], 'objects lost by the restart');
       assert.deepEqual(await heldRemoval(meshmux, 'mesh'), {
@@ -311,14 +291,7 @@ describe('faults: a source left out of the configuration by an edit', () => {
         WAIT_MS,
         () => 'the first state',
       );
-      await until(
-        () =>
-          access(path.join(dir.dir, 'state', 'mesh.state')).then(
-            () => true,
-            () => false,
-          ),
-        'the state of mesh written',
-      );
+      await until(() => stateFileOf(dir.dir, 'mesh'), 'the state of mesh written');
       const before = inventory(client);
       await meshmux.kill('SIGKILL');
       // Now an xds source of the same name, its upstream answering nothing.
@@ -359,7 +332,7 @@ describe('faults: a source left out of the configuration by an edit', () => {
     const quiet = await FakeAdsServer.start({ peer: 'istiod' });
     quiet.set(
       'VirtualService',
-      names.map((n) => fakeVirtualService(n)),
+      MESH_NAMES.map((n) => fakeVirtualService(n)),
     );
     await write(meshLine(quiet.address, ', maxStale: 3s'));
     const xds = `127.0.0.1:${await freePort()}`;
@@ -378,12 +351,7 @@ describe('faults: a source left out of the configuration by an edit', () => {
       await quiet.stop();
       const streams = client.streams;
       meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
-      await client.waitFor(
-        (c) =>
-          c.requestedTypeUrls.every((t) => c.received.some((r) => r.stream > streams && r.typeUrl === t)),
-        WAIT_MS,
-        () => 'every type answered by the restarted meshmux',
-      );
+      await answeredAfter(client, streams, 'every type answered by the restarted meshmux');
       assert.deepEqual(lost(before, inventory(client)), [], 'objects lost at the restart');
       // Stale past maxStale counted from the restart: then dropped, as configured.
       const restartedAt = meshmux.spawnedAt;
@@ -436,12 +404,7 @@ describe('faults: a source left out of the configuration by an edit', () => {
       await meshmux.kill('SIGKILL');
       const streams = client.streams;
       meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
-      await client.waitFor(
-        (c) =>
-          c.requestedTypeUrls.every((t) => c.received.some((r) => r.stream > streams && r.typeUrl === t)),
-        WAIT_MS,
-        () => 'every type answered by the restarted meshmux',
-      );
+      await answeredAfter(client, streams, 'every type answered by the restarted meshmux');
       await until(async () => {
         const sources = await meshmux.debug<SourcesPage[]>('sources');
         return sources.some((s) => s.name === 'mesh' && s.state === 'synced');
@@ -455,12 +418,7 @@ describe('faults: a source left out of the configuration by an edit', () => {
       assert.deepEqual(lost(before, inventory(client)), [], 'objects lost by the restart');
       assert.deepEqual(await heldReason(meshmux, 'mesh'), { reason: 'rules', deletions: 15, total: 15 });
 
-      const answer = await fetch(`${meshmux.admin}/debug/sources/mesh/confirm`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: '{}',
-      });
-      assert.equal(answer.status, 200);
+      await confirm(meshmux, 'mesh');
       await client.waitFor(
         (c) => c.configs(SE).size === 0 && c.configs(VS).size === 3,
         WAIT_MS,

@@ -9,9 +9,17 @@ import { spawnSync } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { FakeAdsServer } from '../support/fake-ads-server.js';
-import type { FakeObject } from '../support/fake-objects.js';
-import { connectIstiod, inventory, lost, readiness, report } from '../support/fault-kit.js';
+import type { FakeAdsServer } from '../support/fake-ads-server.js';
+import {
+  answeredAfter,
+  connectIstiod,
+  inventory,
+  lost,
+  meshServiceEntry,
+  meshUpstream,
+  readiness,
+  report,
+} from '../support/fault-kit.js';
 import { freePort } from '../support/free-port.js';
 import { serviceEntry } from '../support/git-fixtures.js';
 import type { IstiodClient } from '../support/istiod-client.js';
@@ -19,50 +27,10 @@ import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { DubboRegistry } from '../support/dubbo-registry.js';
 import { ZookeeperServer } from '../support/zookeeper-server.js';
-import { fakeDestinationRule, fakeVirtualService } from '../support/fake-objects.js';
+import { fakeVirtualService } from '../support/fake-objects.js';
 import { DR, SE, VS } from '../support/type-urls.js';
 
 const WAIT_MS = 20_000;
-
-function se(name: string): FakeObject {
-  return {
-    namespace: 'shop',
-    name,
-    spec: {
-      hosts: [`${name}.example.com`],
-      location: 'MESH_EXTERNAL',
-      resolution: 'DNS',
-      ports: [{ number: 443, name: 'https', protocol: 'TLS' }],
-    },
-  };
-}
-
-/** An upstream holding 5 VirtualServices, 5 DestinationRules and 5 ServiceEntries. */
-async function upstream(port = 0): Promise<FakeAdsServer> {
-  const fake = await FakeAdsServer.start({ peer: 'istiod' }, port);
-  const names = [0, 1, 2, 3, 4].map((i) => `svc-${i}`);
-  fake
-    .set(
-      'VirtualService',
-      names.map((n) => fakeVirtualService(n)),
-    )
-    .set(
-      'DestinationRule',
-      names.map((n) => fakeDestinationRule(n)),
-    )
-    .set('ServiceEntry', names.map(se));
-  return fake;
-}
-
-/** Resolves once the client has been answered every requested type on a stream after `afterStream`. */
-function answeredAfter(client: IstiodClient, afterStream: number, what: string): Promise<void> {
-  return client.waitFor(
-    (c) =>
-      c.requestedTypeUrls.every((t) => c.received.some((r) => r.stream > afterStream && r.typeUrl === t)),
-    WAIT_MS,
-    () => what,
-  );
-}
 
 interface StatePage {
   dir: string;
@@ -143,7 +111,7 @@ async function restartDuringOutage(
 describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () => {
   it('serves every object of an xds upstream that is down from its persisted state, and is ready', async () => {
     const dir = await tempDir('meshmux-fault-restart-xds-');
-    const fake = await upstream();
+    const fake = await meshUpstream();
     const configFile = await persistedXdsConfig(dir.dir, fake.address);
     const run = await restartDuringOutage(configFile, dir.dir, holdsTheUpstream, () => fake.stop());
     try {
@@ -185,7 +153,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
 
   it('serves the changes written to the state journal after the state file, once restarted during an outage', async () => {
     const dir = await tempDir('meshmux-fault-restart-journal-');
-    const fake = await upstream();
+    const fake = await meshUpstream();
     const configFile = await persistedXdsConfig(dir.dir, fake.address);
     const host = (c: IstiodClient): unknown =>
       (c.configs(VS).get('shop/svc-0')?.body['hosts'] as unknown[] | undefined)?.[0];
@@ -277,7 +245,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
 
   it('keeps the kinds of a source whose state file is corrupt unanswered, so the istiod keeps them', async () => {
     const dir = await tempDir('meshmux-fault-corrupt-');
-    const fake = await upstream();
+    const fake = await meshUpstream();
     const configFile = await persistedXdsConfig(dir.dir, fake.address);
     const xds = `127.0.0.1:${await freePort()}`;
     let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
@@ -331,7 +299,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
 describe('faults: an upstream emptying itself one type at a time on a live stream', () => {
   it('holds the whole emptying: the istiod keeps every object, and a later change still arrives', async () => {
     const dir = await tempDir('meshmux-fault-wipe-');
-    const fake = await upstream();
+    const fake = await meshUpstream();
     await mkdir(path.join(dir.dir, 'files'));
     const configFile = await writeConfig(dir.dir, [
       'state: { dir: none }',
@@ -424,7 +392,7 @@ describe('faults: a state folder that is read-only, or full', () => {
     dir = await tempDir('meshmux-fault-disk-');
     await mkdir(path.join(dir.dir, 'state'));
     mount = mountTmpfs(path.join(dir.dir, 'state'), '2m');
-    fake = await upstream();
+    fake = await meshUpstream();
   });
   /** The tmpfs; skips (or, in CI, fails) the test when it could not be mounted. */
   const mounted = (t: TestContext): Exclude<typeof mount, string> | undefined => {
@@ -498,7 +466,7 @@ describe('faults: a state folder that is read-only, or full', () => {
     await fake.restart();
     fake.set(
       'ServiceEntry',
-      [0, 1, 2, 3, 4].map((i) => se(`svc-${i}`)),
+      [0, 1, 2, 3, 4].map((i) => meshServiceEntry(`svc-${i}`)),
     );
     const filler = path.join(dir.dir, 'state', 'filler');
     await writeFile(filler, Buffer.alloc(1024));
@@ -522,7 +490,7 @@ describe('faults: a state folder that is read-only, or full', () => {
       );
       fake.set(
         'ServiceEntry',
-        [0, 1, 2, 3, 4, 5].map((i) => se(`svc-${i}`)),
+        [0, 1, 2, 3, 4, 5].map((i) => meshServiceEntry(`svc-${i}`)),
       );
       fake.push();
       await client.waitFor(

@@ -1,3 +1,5 @@
+import { FakeAdsServer } from './fake-ads-server.js';
+import { fakeDestinationRule, fakeVirtualService, type FakeObject } from './fake-objects.js';
 import { IstiodClient } from './istiod-client.js';
 
 /**
@@ -40,4 +42,52 @@ export function report(fault: string, figures: Record<string, number | string>):
     .map(([k, v]) => `${k}: ${typeof v === 'number' ? Math.round(v) : v}`)
     .join(', ');
   console.log(`# fault "${fault}": ${shown}`);
+}
+
+/** Resolves once `client` has been answered every type it requested on a stream after `afterStream`. */
+export function answeredAfter(
+  client: IstiodClient,
+  afterStream: number,
+  what: string,
+  timeoutMs = 20_000,
+): Promise<void> {
+  return client.waitFor(
+    (c) =>
+      c.requestedTypeUrls.every((t) => c.received.some((r) => r.stream > afterStream && r.typeUrl === t)),
+    timeoutMs,
+    () => what,
+  );
+}
+
+/** The names of what {@link meshUpstream} holds of each kind, in namespace `shop`. */
+export const MESH_NAMES: readonly string[] = [0, 1, 2, 3, 4].map((i) => `svc-${i}`);
+
+/** A ServiceEntry like the ones {@link meshUpstream} holds, named `name` in `shop`. */
+export function meshServiceEntry(name: string): FakeObject {
+  return {
+    namespace: 'shop',
+    name,
+    spec: {
+      hosts: [`${name}.example.com`],
+      location: 'MESH_EXTERNAL',
+      resolution: 'DNS',
+      ports: [{ number: 443, name: 'https', protocol: 'TLS' }],
+    },
+  };
+}
+
+/** An istiod-like upstream holding 5 VirtualServices, 5 DestinationRules and 5 ServiceEntries. */
+export async function meshUpstream(port = 0): Promise<FakeAdsServer> {
+  const fake = await FakeAdsServer.start({ peer: 'istiod' }, port);
+  fake
+    .set(
+      'VirtualService',
+      MESH_NAMES.map((n) => fakeVirtualService(n)),
+    )
+    .set(
+      'DestinationRule',
+      MESH_NAMES.map((n) => fakeDestinationRule(n)),
+    )
+    .set('ServiceEntry', MESH_NAMES.map(meshServiceEntry));
+  return fake;
 }
