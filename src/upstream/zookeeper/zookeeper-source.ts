@@ -118,7 +118,8 @@ export class ZookeeperSource implements UpstreamSource {
       /** The parses by interface, as the builder reads them: kept up to date, not made anew. */
       const view = new Map<string, ReadonlyMap<string, ProviderParse>>();
       const tracker = new SourceStatusTracker((event) => subscriber.next(event), SOURCE_KINDS);
-      let loggedProblems: string | undefined;
+      /** The errors of the last state served, as logged. */
+      let loggedErrors: ReadonlySet<string> = new Set();
       const clock = sourceClock(options.scheduler);
       let cancelDebounce: (() => void) | undefined;
 
@@ -161,11 +162,12 @@ export class ZookeeperSource implements UpstreamSource {
           warnings: result.warnings,
         });
         if (!served) return;
-        const problems = [...errors, ...result.warnings].map((e) => e.describe()).join('\n');
-        if (problems !== loggedProblems) {
-          for (const e of errors) log.warn({ error: e.describe() }, 'registration not served');
-          loggedProblems = problems;
-        }
+        // Each error once, when it first appears: a registry with hundreds of bad registrations
+        // changing one at a time would otherwise log all of them again on every change.
+        const described = new Set(errors.map((e) => e.describe()));
+        for (const d of described)
+          if (!loggedErrors.has(d)) log.warn({ error: d }, 'registration not served');
+        loggedErrors = described;
         log.info(
           {
             services: result.services,
