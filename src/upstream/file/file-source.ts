@@ -101,6 +101,8 @@ class FileSourceRun {
   private cancelFollowUp: (() => void) | undefined;
   private followUpAt = Infinity;
   private scanning = false;
+  /** Scans begun, the first one included. */
+  private scans = 0;
   /** Until when the first state waits for files being written. */
   private firstStateDue = 0;
   private rescanAgain = false;
@@ -199,6 +201,7 @@ class FileSourceRun {
 
   private async scan(): Promise<void> {
     const startedAt = this.clock.now();
+    const first = this.scans++ === 0;
     const found = await listYamlFiles(this.options.path);
     const reads: Array<[string, YamlFileRead]> = [];
     const present = new Set(found);
@@ -229,7 +232,8 @@ class FileSourceRun {
     // The first state waits for every file, as served without one it would delete what a restart
     // restored of it; but for no longer than a file may stay absent, so one written without end
     // does not hold back the others. What the scan read is kept: the next one reads only the rest.
-    const waiting = this.lastState === undefined && startedAt < this.firstStateDue;
+    // The first scan waits however late it began: a busy process may start it past the grace.
+    const waiting = this.lastState === undefined && (first || startedAt < this.firstStateDue);
     if (waiting && reads.some(([, read]) => read === NOTHING)) return;
     this.emitState();
   }
