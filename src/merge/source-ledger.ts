@@ -180,9 +180,14 @@ export class SourceLedger {
       };
       return [];
     }
+    return this.putInForce(policy, next);
+  }
+
+  /** Makes `policy` the rules in force with what the source sent admitted under them (`admitted`). */
+  private putInForce(policy: SourcePolicy, admitted: Admitted): KindChange[] {
     this.heldRules = undefined;
     this.rules = policy;
-    const changes = this.commit(next);
+    const changes = this.commit(admitted);
     // What the old rules admitted is not the source's to lose.
     this.deletions.reset(this.total);
     return changes;
@@ -354,12 +359,8 @@ export class SourceLedger {
   private releaseRules(): KindChange[] {
     const rules = this.heldRules;
     if (rules === undefined) return [];
-    this.heldRules = undefined;
-    this.rules = rules.policy;
     this.recordChanges++;
-    const changes = this.commit(this.admitUnder(new SourceAcl(rules.policy)));
-    this.deletions.reset(this.total);
-    return changes;
+    return this.putInForce(rules.policy, this.admitUnder(new SourceAcl(rules.policy)));
   }
 
   /**
