@@ -4,9 +4,12 @@ import { appendAll } from './core/append-all.js';
 import { fitMarkingToCpu } from './core/concurrent-marking.js';
 import { MeshmuxError, toMeshmuxError } from './core/errors.js';
 import { heapCollections } from './core/heap-collections.js';
+import { filter, take } from './core/rx.js';
 import { componentLogger, type Logger } from './core/logger.js';
 import { AdsServer } from './downstream/ads-server.js';
-import { anonymousIdentity, withNode } from './downstream/client-identity.js';
+import { anonymousIdentity, type ClientIdentity, withNode } from './downstream/client-identity.js';
+import { PolicyChanges } from './downstream/policy/policy-changes.js';
+import { holdingsUnder, type PolicyGuardRules } from './downstream/policy/policy-guard.js';
 import { PolicySet } from './downstream/policy/policy-set.js';
 import { previewClient, type Preview } from './downstream/preview.js';
 import {
@@ -26,6 +29,8 @@ import { encodeProtoJson } from './schema/proto-json.js';
 import {
   configError,
   configProblems,
+  parsePolicies,
+  type PolicyConfig,
   restartOnlyChanges,
   type MeshmuxConfig,
   type SourceConfig,
@@ -37,6 +42,7 @@ import type { Metrics } from './telemetry/metrics.js';
 import { StateMetrics } from './telemetry/state-metrics.js';
 import { hostOfAddress } from './core/loopback.js';
 import { openRecordStore } from './state/open-record-store.js';
+import { PolicyRecordFile, readPolicyRecord, type RecordedClient } from './state/policy-record.js';
 import { ReplicaDecisions } from './state/replica-decisions.js';
 import { processCounters } from './telemetry/process-counters.js';
 import { Telemetry } from './telemetry/telemetry.js';
@@ -267,7 +273,46 @@ export async function startMeshmux(
     },
     config.state.etcd,
   );
-  let policies = new PolicySet(config.policies);
+  // The policies a restart serves until it has judged the configured ones for the istiods the last
+  // run served: those it ran under, when the state folder kept them.
+  const recordedPolicies = await policiesOfLastRun(persisted.local?.dir, log);
+  const configuredPolicies = plainPolicies(config.policies);
+  const startPolicies =
+    recordedPolicies !== undefined && !isDeepStrictEqual(recordedPolicies.configs, configuredPolicies)
+      ? recordedPolicies
+      : undefined;
+  const policyFile =
+    persisted.local === undefined ? undefined : new PolicyRecordFile(persisted.local.dir, log);
+  let recordedClients: RecordedClient[] = (recordedPolicies?.clients ?? []).map((c) => ({
+    nodeId: c.nodeId,
+    peer: c.peer,
+    metadata: c.metadata,
+    sans: c.sans,
+  }));
+  let recordedStreams: string | undefined;
+  let recordedConfigs: unknown;
+  let lastPolicyRecord = '';
+  /**
+   * Keeps the policies in force and the istiods connected now, when either changed. With none
+   * connected (a restart they have not reached yet), the istiods named last are kept: a second
+   * restart before they come back judges for them still.
+   */
+  const recordPolicies = (): void => {
+    if (policyFile === undefined) return;
+    const holdings = ads.holdings();
+    const streams = holdings.map((h) => h.client.streamId).join(',');
+    if (streams === recordedStreams && policyChanges.configs === recordedConfigs) return;
+    recordedConfigs = policyChanges.configs;
+    if (holdings.length > 0 && streams !== recordedStreams) {
+      recordedClients = distinctClients(holdings.map((h) => h.client));
+    }
+    recordedStreams = streams;
+    const record = { policies: policyChanges.configs, clients: recordedClients };
+    const text = JSON.stringify(record);
+    if (text === lastPolicyRecord) return;
+    lastPolicyRecord = text;
+    policyFile.write({ savedAt: new Date().toISOString(), ...record });
+  };
   const engine: MergeEngine = new MergeEngine(
     inputs,
     {
@@ -285,7 +330,7 @@ export async function startMeshmux(
     kinds: KINDS,
     log: componentLogger('ads'),
     meshConfig: () => meshConfig,
-    policies,
+    policies: (startPolicies ?? { set: new PolicySet(configuredPolicies) }).set,
     ...(overrides.writeBudget === undefined ? {} : { writeBudget: overrides.writeBudget }),
     limits: {
       sendTimeoutMs: config.server.sendTimeout,
@@ -298,12 +343,68 @@ export async function startMeshmux(
     viewGraceMs: config.server.viewGrace,
     hooks: telemetry,
   });
+  const policyChanges = new PolicyChanges({
+    running:
+      startPolicies === undefined
+        ? { set: ads.policies, configs: configuredPolicies }
+        : { set: startPolicies.set, configs: startPolicies.configs },
+    rules: policyGuardRules(config.policyGuard),
+    snapshot: () => engine.current(),
+    holdings: () => ads.holdings(),
+    apply: (set, configs) => {
+      telemetry.onPoliciesChanged(
+        ads.policies.names(),
+        configs.map((p) => p.name),
+      );
+      ads.setPolicies(set);
+      recordPolicies();
+    },
+    onHeld: (held) => {
+      telemetry.onPolicyChangeHeld(
+        held === undefined ? undefined : Math.max(0, ...held.losses.map((l) => l.lost)),
+      );
+      // A confirmation another replica made before this one held the same change applies now.
+      if (held !== undefined) queueMicrotask(() => decisions?.retry());
+    },
+    log: componentLogger('policies'),
+  });
+  // A restart whose configuration changed the policies judges the change, once the merge serves
+  // what the last run did, for the istiods the last run served.
+  /** The configuration applied last. */
+  let current = config;
+  // Until then a reload's policies wait for that judgement, which takes the latest configured.
+  let startJudged = startPolicies === undefined;
+  const judgedAtStart =
+    startPolicies === undefined
+      ? undefined
+      : engine.snapshots$
+          .pipe(
+            filter((s) => s.ready),
+            take(1),
+          )
+          .subscribe(() => {
+            startJudged = true;
+            const configured = plainPolicies(current.policies);
+            const outcome = policyChanges.propose(
+              new PolicySet(configured),
+              configured,
+              holdingsUnder(startPolicies.set, startPolicies.clients),
+            );
+            log.info({ outcome }, 'the configured policies, changed since the last run, judged');
+          });
+  const policyRecordTimer = setInterval(recordPolicies, POLICY_RECORD_INTERVAL_MS);
+  policyRecordTimer.unref();
   // Decisions made on another replica (confirmations, push notifications) applied here.
   const decisions =
     persisted.shared === undefined
       ? undefined
       : new ReplicaDecisions(
-          engine,
+          {
+            confirmHeld: (source, digest) =>
+              source === POLICIES_SIGNAL
+                ? policyChanges.confirmHeld(digest)
+                : engine.confirmHeld(source, digest),
+          },
           (name) => running.get(name)?.source.refresh?.('another replica received a push notification'),
           componentLogger('replicas'),
         );
@@ -337,6 +438,16 @@ export async function startMeshmux(
         return a;
       });
     },
+    policies: () => policyChanges.report(),
+    confirmPolicies: () => {
+      const digest = policyChanges.report().held?.digest;
+      const confirmed = policyChanges.confirm();
+      // Every replica holding the same change applies it too.
+      if (confirmed && digest !== undefined) {
+        void signals?.send({ kind: 'confirm', source: POLICIES_SIGNAL, digest });
+      }
+      return confirmed;
+    },
     confirm: (name) => {
       if (!engine.has(name)) return undefined;
       const digest = engine.current().sources.find((s) => s.name === name)?.held?.digest;
@@ -362,6 +473,7 @@ export async function startMeshmux(
         reloadFailure: reloads.failure(),
         restartPending: reloads.pendingRestart,
         configLoadedAt: reloads.loadedAt,
+        heldPolicies: policyChanges.report().held,
         dashboardUrl: config.server.admin.dashboardUrl,
       }),
     metrics: metricsPage,
@@ -379,7 +491,12 @@ export async function startMeshmux(
   });
   const preview = (request: PreviewRequest): Preview => {
     const anon = anonymousIdentity(0, `${request.peer ?? '127.0.0.1'}:0`, request.sans ?? []);
-    return previewClient(engine.current(), policies, KINDS, withNode(anon, request.nodeId, request.metadata));
+    return previewClient(
+      engine.current(),
+      policyChanges.set,
+      KINDS,
+      withNode(anon, request.nodeId, request.metadata),
+    );
   };
   engine.start();
   const xdsPort = await ads.listen(overrides.xds ?? config.server.xds);
@@ -395,7 +512,6 @@ export async function startMeshmux(
     { sources: config.sources.map((s) => s.name), xdsPort, xdsTlsPort, httpPort, adminPort },
     'meshmux started',
   );
-  let current = config;
   let reloading: Promise<void> = Promise.resolve();
   const reloadNow = async (load: MeshmuxConfig | (() => MeshmuxConfig)): Promise<ReloadOutcome> => {
     const at = new Date();
@@ -409,7 +525,7 @@ export async function startMeshmux(
       logIgnored(log, await checkBeyondSchema(next));
       nextPolicies = isDeepStrictEqual(next.policies, current.policies)
         ? undefined
-        : new PolicySet(next.policies);
+        : new PolicySet(plainPolicies(next.policies));
       planned = planInputs(next);
     } catch (err) {
       const error = toMeshmuxError(err, 'CONFIG', { file: current.origin });
@@ -433,13 +549,9 @@ export async function startMeshmux(
       );
     }
     engine.reconfigure(commitInputs(planned));
-    if (nextPolicies !== undefined) {
-      telemetry.onPoliciesChanged(
-        policies.names(),
-        next.policies.map((p) => p.name),
-      );
-      policies = nextPolicies;
-      ads.setPolicies(policies);
+    policyChanges.setRules(policyGuardRules(next.policyGuard));
+    if (nextPolicies !== undefined && startJudged) {
+      policyChanges.propose(nextPolicies, plainPolicies(next.policies));
     }
     current = next;
     reloads.succeeded(at, restartOnly);
@@ -467,6 +579,11 @@ export async function startMeshmux(
     },
     async stop() {
       loopDelay.disable();
+      judgedAtStart?.unsubscribe();
+      clearInterval(policyRecordTimer);
+      policyChanges.close();
+      recordPolicies();
+      await policyFile?.flushed();
       await ads.close();
       await http.close();
       await admin.close();
@@ -476,4 +593,64 @@ export async function startMeshmux(
       await telemetry.shutdown();
     },
   };
+}
+
+/**
+ * What a confirmation of a held change of the policies names in place of a source, between
+ * replicas: no source can be called so (a source's name is a DNS label).
+ */
+const POLICIES_SIGNAL = '(policies)';
+
+/** How often the istiods connected are compared with those the policy record names. */
+const POLICY_RECORD_INTERVAL_MS = 1_000;
+
+/** Policies as JSON holds them (no absent fields spelled out), so that kept and configured compare equal. */
+function plainPolicies(policies: readonly PolicyConfig[]): PolicyConfig[] {
+  return JSON.parse(JSON.stringify(policies)) as PolicyConfig[];
+}
+
+function policyGuardRules(guard: MeshmuxConfig['policyGuard']): PolicyGuardRules {
+  return {
+    keepOnEmpty: guard.onEmpty === 'keep',
+    maxDeleteRatio: guard.maxDeleteRatio,
+    ...(guard.confirmAfter === undefined ? {} : { confirmAfterMs: guard.confirmAfter }),
+  };
+}
+
+/** Each identity once, as a policy may test it. */
+function distinctClients(clients: readonly ClientIdentity[]): RecordedClient[] {
+  const out = new Map<string, RecordedClient>();
+  for (const c of clients) {
+    const recorded = { nodeId: c.nodeId, peer: c.peer, metadata: c.metadata, sans: c.sans };
+    out.set(JSON.stringify([c.nodeId, c.peerIp, c.metadata, c.sans]), recorded);
+  }
+  return [...out.values()];
+}
+
+/**
+ * The policies the last run kept in the state folder, with the istiods it served, when it kept
+ * any that can still be read; a record that cannot is logged and passed over.
+ */
+async function policiesOfLastRun(
+  dir: string | undefined,
+  log: Logger,
+): Promise<{ set: PolicySet; configs: PolicyConfig[]; clients: ClientIdentity[] } | undefined> {
+  if (dir === undefined) return undefined;
+  const { record, problem } = await readPolicyRecord(dir);
+  try {
+    if (problem !== undefined) throw problem;
+    if (record === undefined) return undefined;
+    const configs = plainPolicies(parsePolicies(record.policies));
+    const clients = record.clients.map((c, i) =>
+      withNode(anonymousIdentity(-1 - i, c.peer, c.sans), c.nodeId, c.metadata),
+    );
+    return { set: new PolicySet(configs), configs, clients };
+  } catch (err) {
+    const error = toMeshmuxError(err, 'STATE', { file: dir });
+    log.error(
+      { err: error.describe() },
+      'the policies of the last run cannot be read: the configured ones apply',
+    );
+    return undefined;
+  }
 }

@@ -420,11 +420,20 @@ interface StatusClient {
 
 /** `meshmux status`: the sources, then one line per istiod with its state per type. Exit 1 unless all are in sync. */
 async function status(options: AdminOptions): Promise<number> {
-  const [{ body: sources }, { body: clients }] = await Promise.all([
+  const [{ body: sources }, { body: clients }, { body: policies }] = await Promise.all([
     adminJson<StatusSource[]>(options, '/debug/sources'),
     adminJson<StatusClient[]>(options, '/debug/syncz'),
+    adminJson<StatusPolicies>(options, '/debug/policies'),
   ]);
-  const out: string[] = ['SOURCE'.padEnd(24) + 'TYPE'.padEnd(11) + 'STATE'];
+  const out: string[] =
+    policies.held === undefined
+      ? []
+      : [
+          `POLICIES HELD since ${policies.held.since} (meshmux confirm --policies); the policies in force keep serving:`,
+          ...heldPolicyLines(policies.held),
+          '',
+        ];
+  out.push('SOURCE'.padEnd(24) + 'TYPE'.padEnd(11) + 'STATE');
   for (const s of sources) {
     const held =
       s.held === undefined
@@ -446,6 +455,61 @@ async function status(options: AdminOptions): Promise<number> {
   out.push('', `${clients.length} istiod(s): ${synced} in sync, ${behind} behind, ${nacking} NACKing`);
   console.log(out.join('\n'));
   return synced === clients.length ? 0 : 1;
+}
+
+interface StatusPolicies {
+  inForce: string[];
+  held?: {
+    since: string;
+    policies: string[];
+    losses: Array<{
+      policy: string;
+      next?: string;
+      clients: number;
+      objects: number;
+      lost: number;
+      held?: string;
+    }>;
+  };
+}
+
+/** One line per group of istiods a held change of the policies narrows too far. */
+function heldPolicyLines(held: NonNullable<StatusPolicies['held']>): string[] {
+  return held.losses
+    .filter((l) => l.held !== undefined)
+    .map(
+      (l) =>
+        `  ${l.clients} istiod(s) of policy ${l.policy}: ${l.lost} of ${l.objects} object(s) withdrawn${l.next === undefined ? ' (refused)' : l.next === l.policy ? '' : ` (moved to ${l.next})`}`,
+    );
+}
+
+/** `meshmux confirm --policies`: says what the held change of the policies withdraws, then applies it. */
+async function confirmPolicies(options: AdminOptions): Promise<number> {
+  const { body } = await adminJson<StatusPolicies>(options, '/debug/policies');
+  if (body.held === undefined) {
+    console.error('meshmux: no change of the policies is held');
+    return 1;
+  }
+  console.log(
+    [`policies: a change held since ${body.held.since}; applying it:`, ...heldPolicyLines(body.held)].join(
+      '\n',
+    ),
+  );
+  const { status: code, body: answer } = await adminJson<{ error?: string }>(
+    options,
+    '/debug/policies/confirm',
+    {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    },
+  );
+  if (code !== 200) {
+    console.error(`meshmux: ${answer.error ?? `confirmation refused (${code})`}`);
+    return 1;
+  }
+  console.log(`policies: applied (${body.held.policies.join(', ')})`);
+  return 0;
 }
 
 /** `meshmux confirm SOURCE`: says what the held update deletes, then applies it. */
@@ -690,12 +754,27 @@ program
 program
   .command('confirm')
   .description(
-    "apply a source's held update (after onEmpty or maxDeleteRatio held it), saying what it deletes",
+    "apply a source's held update (after onEmpty or maxDeleteRatio held it), or with --policies the held change of the policies (after policyGuard held it), saying what it deletes",
   )
-  .argument('<source>', 'the source whose held update to apply')
+  .argument('[source]', 'the source whose held update to apply')
+  .option('--policies', 'apply the held change of the policies instead (after policyGuard held it)')
   .option('--admin <url>', 'the admin listener of a running meshmux', 'http://127.0.0.1:15015')
   .option('--token-file <file>', 'file holding the admin token (server.admin.tokenFile)')
-  .action(async (source: string, options: AdminOptions) => {
+  .action(async (source: string | undefined, options: AdminOptions & { policies?: boolean }) => {
+    if (options.policies === true) {
+      if (source !== undefined) {
+        console.error('meshmux: give a source or --policies, not both');
+        process.exitCode = 2;
+        return;
+      }
+      process.exitCode = await confirmPolicies(options);
+      return;
+    }
+    if (source === undefined) {
+      console.error('meshmux: name the source whose held update to apply, or give --policies');
+      process.exitCode = 2;
+      return;
+    }
     process.exitCode = await confirm(source, options);
   });
 

@@ -13,6 +13,7 @@ export { of } from 'rxjs/internal/observable/of';
 export { auditTime } from 'rxjs/internal/operators/auditTime';
 export { catchError } from 'rxjs/internal/operators/catchError';
 export { filter } from 'rxjs/internal/operators/filter';
+export { take } from 'rxjs/internal/operators/take';
 export { timeout } from 'rxjs/internal/operators/timeout';
 export { asapScheduler } from 'rxjs/internal/scheduler/asap';
 export { asyncScheduler } from 'rxjs/internal/scheduler/async';

@@ -13,6 +13,7 @@ import { DELTA_PROTOCOL } from './delta-protocol.js';
 import type { AdsRequest } from './discovery-request.js';
 import { SOTW_PROTOCOL } from './sotw-protocol.js';
 import { abortUnavailable } from './frame-writer.js';
+import type { ClientHolding } from './policy/policy-guard.js';
 import { PolicySet } from './policy/policy-set.js';
 import { ResourceEncoder } from './resource-encoder.js';
 import { ResponseCache } from './response-cache.js';
@@ -171,7 +172,7 @@ export class AdsServer {
   private nextStreamId = 1;
   /** `close` began: new streams are refused with UNAVAILABLE. */
   private closing = false;
-  private policies: PolicySet;
+  private policySet: PolicySet;
   private readonly budget: WriteBudget;
   private readonly pushCounters: PushCounters = {
     pushes: 0,
@@ -191,7 +192,7 @@ export class AdsServer {
   constructor(private readonly options: AdsServerOptions) {
     this.encoder = new ResourceEncoder(options.kinds);
     this.responses = new ResponseCache(this.encoder);
-    this.policies = options.policies ?? new PolicySet([]);
+    this.policySet = options.policies ?? new PolicySet([]);
     this.budget = new WriteBudget({ ...DEFAULT_WRITE_BUDGET, ...options.writeBudget });
     const scheduler = options.scheduler ?? asyncScheduler;
     const sendTimeoutMs = options.limits?.sendTimeoutMs ?? DEFAULT_STREAM_LIMITS.sendTimeoutMs;
@@ -212,7 +213,7 @@ export class AdsServer {
       responses: this.responses,
       kinds: options.kinds,
       meshConfig: options.meshConfig ?? (() => undefined),
-      admit: (client: ClientIdentity) => this.policies.admit(client),
+      admit: (client: ClientIdentity) => this.policySet.admit(client),
       hooks: options.hooks ?? {},
       log: options.log,
       budget: this.budget,
@@ -360,10 +361,25 @@ export class AdsServer {
     setImmediate(step);
   }
 
+  /** The policies clients are looked up under. */
+  get policies(): PolicySet {
+    return this.policySet;
+  }
+
   /** Replaces the policies; every stream is looked up again and receives only what its new view changes. */
   setPolicies(policies: PolicySet): void {
-    this.policies = policies;
+    this.policySet = policies;
     for (const stream of [...this.streams]) stream.reevaluate();
+  }
+
+  /** Every admitted client with the policy and view it is served under, to judge a change of the policies. */
+  holdings(): ClientHolding[] {
+    const out: ClientHolding[] = [];
+    for (const stream of this.streams) {
+      const holding = stream.holding();
+      if (holding !== undefined) out.push(holding);
+    }
+    return out;
   }
 
   /** Reports of every open stream, for `/debug/syncz`. */

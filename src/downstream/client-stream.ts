@@ -118,6 +118,9 @@ export interface AdsStream {
   readonly weight: number;
   /** Looks the client up again after the policies changed. */
   reevaluate(): void;
+  /** The client with the policy and view it is served under; undefined before it is admitted. */
+  holding():
+    { readonly client: ClientIdentity; readonly policy: string; readonly view: ClientView } | undefined;
   report(): StreamReport;
   /** Ends the stream from the server side (shutdown). */
   end(): void;
@@ -234,6 +237,11 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
     if (this.view === undefined || this.closed) return;
     if (!this.admitWith(this.env.admit(this.identity))) return;
     this.onSnapshot(this.env.reader.current());
+  }
+
+  holding(): { client: ClientIdentity; policy: string; view: ClientView } | undefined {
+    if (this.view === undefined || this.closed) return undefined;
+    return { client: this.identity, policy: this.policy, view: this.view };
   }
 
   /** Client-supplied strings in it are truncated: it goes to debug pages and the status page. */

@@ -49,6 +49,10 @@ export interface DebugPageSources {
   ): Promise<{ status: number; body: unknown }> | undefined;
   /** Applies a source's held update: whether it had one, or undefined for an unknown source. */
   confirm(name: string): boolean | undefined;
+  /** The policies in force and a change of them the guard holds. */
+  policies(): unknown;
+  /** Applies the held change of the policies: whether there was one. */
+  confirmPolicies(): boolean;
 }
 
 /** The GET pages: `/debug/<name>`. */
@@ -63,6 +67,7 @@ export function debugPages(from: DebugPageSources): Readonly<Record<string, Debu
     git: () => from.details('git'),
     state: () => from.state(),
     preview: (url) => from.preview(previewQuery(url)),
+    policies: () => from.policies(),
   };
 }
 
@@ -92,6 +97,13 @@ export function debugActions(from: DebugPageSources): readonly PostAction[] {
         from.resetCounters();
         return { status: 200, body: { reset: true } };
       },
+    },
+    {
+      pattern: /^\/debug\/policies\/confirm$/,
+      handle: () =>
+        from.confirmPolicies()
+          ? { status: 200, body: { confirmed: 'policies' } }
+          : { status: 409, body: { error: 'no change of the policies is held' } },
     },
     {
       pattern: /^\/debug\/sources\/([^/]+)\/confirm$/,

@@ -36,8 +36,23 @@ export interface StatusPageOptions {
   readonly restartPending?: readonly string[];
   /** When the running configuration was loaded. */
   readonly configLoadedAt?: Date;
+  /** A change of the policies the guard holds: shown as a banner on top, with the groups it narrows too far. */
+  readonly heldPolicies?: HeldPolicyChange | undefined;
   /** A dashboard to link to (e.g. Grafana's meshmux dashboard). */
   readonly dashboardUrl?: string | undefined;
+}
+
+/** A held change of the policies, as the status page shows it. */
+export interface HeldPolicyChange {
+  readonly since: Date;
+  readonly losses: ReadonlyArray<{
+    readonly policy: string;
+    readonly next?: string;
+    readonly clients: number;
+    readonly objects: number;
+    readonly lost: number;
+    readonly held?: string;
+  }>;
 }
 
 /** The pages an operator may want next, linked from the top of the page. */
@@ -48,6 +63,7 @@ const LINKS: ReadonlyArray<readonly [string, string]> = [
   ['/debug/conflicts', 'conflicts'],
   ['/debug/rejections', 'rejections'],
   ['/debug/state', 'state'],
+  ['/debug/policies', 'policies'],
   ['/debug/counters', 'counters'],
   ['/debug/git', 'git'],
   ['/metrics', 'metrics'],
@@ -121,7 +137,7 @@ details summary{cursor:pointer;color:#555}
 </head>
 <body>
 <h1>meshmux</h1>
-${reloadBanner(options.reloadFailure)}${restartNotice(options.restartPending)}<nav id="links">${LINKS.map(([href, label]) => `<a href="${href}">${label}</a>`).join(' · ')}${options.dashboardUrl === undefined ? '' : ` · <a href="${esc(options.dashboardUrl)}">dashboard</a>`}</nav>
+${reloadBanner(options.reloadFailure)}${policyBanner(options.heldPolicies)}${restartNotice(options.restartPending)}<nav id="links">${LINKS.map(([href, label]) => `<a href="${href}">${label}</a>`).join(' · ')}${options.dashboardUrl === undefined ? '' : ` · <a href="${esc(options.dashboardUrl)}">dashboard</a>`}</nav>
 ${fleetSummary(clients)}
 <p id="summary">${snapshot.ready ? '<span class="ok">ready</span>' : `<span class="warn">waiting for ${esc(snapshot.waitingFor.join(', '))}</span>`}
 · snapshot <code>${esc(snapshot.version)}</code> (generation ${snapshot.generation})
@@ -143,6 +159,19 @@ function reloadBanner(failure: ReloadFailure | undefined): string {
   return `<div class="banner" id="config-reload-error" role="alert"><span class="bad">configuration not reloaded</span>
 at ${esc(failure.at.toISOString())}; still serving the configuration loaded at ${esc(failure.runningSince.toISOString())}.
 <pre>${failure.errors.map(esc).join('\n')}</pre></div>
+`;
+}
+
+function policyBanner(held: HeldPolicyChange | undefined): string {
+  if (held === undefined) return '';
+  const rows = held.losses
+    .filter((l) => l.held !== undefined)
+    .map(
+      (l) =>
+        `<li>${l.clients} istiod(s) of policy <code>${esc(l.policy)}</code> would lose ${l.lost} of ${l.objects} object(s)${l.next === undefined ? ' (refused by the new policies)' : l.next === l.policy ? '' : ` (moved to policy <code>${esc(l.next)}</code>)`}</li>`,
+    );
+  return `<div class="banner" id="policies-held" role="alert"><span class="bad">change of the policies held</span> since ${esc(held.since.toISOString())};
+the policies in force keep serving. <ul>${rows.join('')}</ul>To apply it: <code>meshmux confirm --policies</code></div>
 `;
 }
 

@@ -99,6 +99,19 @@ export const ConfigFile = z.strictObject({
   /** Ordered; the first policy matching a client decides what it receives. None: everything to everyone. */
   policies: z.array(Policy).default([]),
   /**
+   * How a reload or a restart that changes the policies is judged before connected istiods lose
+   * what they hold: a change that would leave some istiod with nothing (`onEmpty: keep`), or take
+   * more than `maxDeleteRatio` of its objects (and more than 10), is held, and the policies in force
+   * keep serving until `meshmux confirm --policies` or `confirmAfter`.
+   */
+  policyGuard: z
+    .strictObject({
+      onEmpty: z.enum(['keep', 'accept']).default('keep'),
+      maxDeleteRatio: z.number().min(0).max(1).default(0.5),
+      confirmAfter: Duration.optional(),
+    })
+    .prefault({}),
+  /**
    * After this long, sources marked `required: false` that have not synced are no longer waited for,
    * and required ones still missing are named in the log and on /ready (their kinds stay unanswered).
    */
@@ -181,6 +194,11 @@ export function configJsonSchema(): SchemaNode {
 }
 export type PolicyConfig = z.infer<typeof Policy>;
 
+/** Policies read back from where a process kept them, checked as a configuration's are; throws when they fail. */
+export function parsePolicies(value: unknown): PolicyConfig[] {
+  return z.array(Policy).parse(value);
+}
+
 /** meshmux's configuration after validation; paths are absolute. */
 export type MeshmuxConfig = Omit<z.infer<typeof ConfigFile>, 'sources'> & {
   /** The sources in configuration order, each with its merge rules apart. */
@@ -200,6 +218,7 @@ const APPLIED_ON: Readonly<Record<Exclude<keyof MeshmuxConfig, 'origin' | 'baseD
   {
     server: 'restart',
     policies: 'reload',
+    policyGuard: 'reload',
     syncTimeout: 'restart',
     state: 'restart',
     sources: 'reload',

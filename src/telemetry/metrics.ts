@@ -134,6 +134,16 @@ export class Metrics {
         if (s.held !== undefined) g.set({ source: s.name, reason: s.held.reason }, s.held.deletions);
       }),
   });
+  private readonly policyHeld = new Gauge({
+    name: 'meshmux_policy_change_held_deletions',
+    help: 'Objects a held change of the policies would take from the istiods it narrows most (0 when none is held).',
+    registers: [this.registry],
+  });
+  private readonly policyHolds = new Counter({
+    name: 'meshmux_policy_change_holds_total',
+    help: 'Changes of the policies the guard started holding back.',
+    registers: [this.registry],
+  });
   private readonly sourceHolds = new Counter({
     name: 'meshmux_source_holds_total',
     help: 'Updates a guard started holding back, by reason.',
@@ -299,6 +309,12 @@ export class Metrics {
   /** A guard started holding a source's update. */
   onHeld(source: string, reason: HoldReason): void {
     this.sourceHolds.inc({ source, reason });
+  }
+
+  /** A change of the policies began to be held (`deletions`: the most it takes from one istiod), or ended. */
+  onPolicyChangeHeld(deletions: number | undefined): void {
+    this.policyHeld.set(deletions ?? 0);
+    if (deletions !== undefined) this.policyHolds.inc();
   }
 
   /**

@@ -138,6 +138,11 @@ export class Telemetry implements MergeHooks, AdsHooks {
     this.audit.info({ event: 'policy-change', from, to }, 'policies changed');
   }
 
+  /** A change of the policies began to be held (the most it takes from one istiod), or ended. */
+  onPolicyChangeHeld(deletions: number | undefined): void {
+    this.metrics.onPolicyChangeHeld(deletions);
+  }
+
   /** Ends open spans and exports buffered ones. */
   async shutdown(): Promise<void> {
     await this.tracing?.shutdown();

@@ -139,6 +139,7 @@ describe('meshmux schema', () => {
       'merge',
       'mesh',
       'policies',
+      'policyGuard',
       'server',
       'sources',
       'state',

@@ -1,0 +1,115 @@
+/**
+ * Two replicas, each its own process with its own state folder, sharing state through a real etcd,
+ * both with an istiod stand-in connected, and the same slip made in both configuration files (a
+ * namespace misspelt in a policy): each holds the change, and a confirmation on one applies it on
+ * both. Needs `etcd` (Debian package `etcd-server`); skipped without it.
+ */
+import assert from 'node:assert/strict';
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { until } from '../support/deadline.js';
+import { EtcdServer, etcdMissing } from '../support/etcd-server.js';
+import { IstiodClient } from '../support/istiod-client.js';
+import { tempDir } from '../support/meshmux-harness.js';
+import { type MeshmuxProcess, startReplica } from '../support/meshmux-process.js';
+import { suiteSkip } from '../support/required-peer.js';
+import { VS } from '../support/type-urls.js';
+
+const WAIT_MS = 20_000;
+
+function vs(namespace: string, name: string): string {
+  return `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ${name}, namespace: ${namespace}}
+spec: {hosts: [${name}], http: [{route: [{destination: {host: ${name}}}]}]}
+---
+`;
+}
+
+const policy = (namespaces: string): string[] => [
+  'policies:',
+  `  - { name: shops, match: { nodeId: 'shop-*' }, allow: { namespaces: [${namespaces}] } }`,
+];
+
+async function heldDigest(meshmux: MeshmuxProcess): Promise<string | undefined> {
+  return (await meshmux.debug<{ held?: { digest: string } }>('policies')).held?.digest;
+}
+
+describe('replicas holding the same change of the policies', { skip: suiteSkip(etcdMissing()) }, () => {
+  let etcd: EtcdServer;
+  let dir: string;
+  let dispose: () => Promise<void>;
+  const replicas: MeshmuxProcess[] = [];
+  const clients: IstiodClient[] = [];
+
+  before(async () => {
+    etcd = await EtcdServer.start();
+    ({ dir, dispose } = await tempDir('meshmux-replica-policies-'));
+    const shop = Array.from({ length: 20 }, (_, i) => vs('shop', `svc-${i}`)).join('');
+    await writeFile(path.join(dir, 'objects.yaml'), shop + vs('web', 'front'));
+  });
+  after(async () => {
+    for (const c of clients) c.close();
+    for (const m of replicas) await m.kill('SIGKILL').catch(() => undefined);
+    await etcd.dispose();
+    await dispose();
+  });
+
+  it('applies on every replica a held change confirmed on one', async () => {
+    for (const name of ['a', 'b']) {
+      const meshmux = await startReplica(
+        dir,
+        name,
+        { endpoint: etcd.endpoint, prefix: '/policies/', leaseTtl: '2s' },
+        ['  - {name: local, type: file, path: ./objects.yaml}', ...policy('shop, web')],
+      );
+      replicas.push(meshmux);
+      const client = new IstiodClient({ address: meshmux.xds, nodeId: `shop-${name}` }).start();
+      clients.push(client);
+      await client.waitFor(
+        (c) => c.configs(VS).size === 21,
+        WAIT_MS,
+        () => `replica ${name} served`,
+      );
+    }
+    // The same slip reaches both files (a ConfigMap mounted in both pods).
+    for (const name of ['a', 'b']) {
+      const file = path.join(dir, `${name}.yaml`);
+      const text = await readFile(file, 'utf8');
+      await writeFile(file, text.replace('[shop, web]', '[shp, web]'));
+    }
+    await until(
+      async () => {
+        const held = await Promise.all(replicas.map((m) => heldDigest(m)));
+        return held.every((d) => d !== undefined && d === held[0]);
+      },
+      WAIT_MS,
+      'the same change held on both replicas',
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual(
+      clients.map((c) => c.configs(VS).size),
+      [21, 21],
+      'held: nothing withdrawn on either replica',
+    );
+    const confirmedAt = performance.now();
+    const answer = await fetch(`${(replicas[0] as MeshmuxProcess).admin}/debug/policies/confirm`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
+    assert.equal(answer.status, 200);
+    for (const c of clients) {
+      await c.waitFor(
+        (x) => x.configs(VS).size === 1,
+        WAIT_MS,
+        () => 'the confirmed change on both',
+      );
+    }
+    assert.deepEqual(await Promise.all(replicas.map((m) => heldDigest(m))), [undefined, undefined]);
+    console.log(
+      `# a change of the policies confirmed on one replica applied on both in ${Math.round(performance.now() - confirmedAt)} ms`,
+    );
+  });
+});
