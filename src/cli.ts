@@ -11,6 +11,7 @@ import {
   type ServedConfiguration,
   type ServedObject,
 } from './downstream/policy/policy-diff.js';
+import type { PolicyChangesPage } from './downstream/policy/policy-changes.js';
 import { PolicySet } from './downstream/policy/policy-set.js';
 import type { ConfigSnapshot } from './merge/config-snapshot.js';
 import { MeshmuxError } from './core/errors.js';
@@ -423,7 +424,7 @@ async function status(options: AdminOptions): Promise<number> {
   const [{ body: sources }, { body: clients }, { body: policies }] = await Promise.all([
     adminJson<StatusSource[]>(options, '/debug/sources'),
     adminJson<StatusClient[]>(options, '/debug/syncz'),
-    adminJson<StatusPolicies>(options, '/debug/policies'),
+    adminJson<PolicyChangesPage>(options, '/debug/policies'),
   ]);
   const out: string[] =
     policies.held === undefined
@@ -457,24 +458,8 @@ async function status(options: AdminOptions): Promise<number> {
   return synced === clients.length ? 0 : 1;
 }
 
-interface StatusPolicies {
-  inForce: string[];
-  held?: {
-    since: string;
-    policies: string[];
-    losses: Array<{
-      policy: string;
-      next?: string;
-      clients: number;
-      objects: number;
-      lost: number;
-      held?: string;
-    }>;
-  };
-}
-
 /** One line per group of istiods a held change of the policies narrows too far. */
-function heldPolicyLines(held: NonNullable<StatusPolicies['held']>): string[] {
+function heldPolicyLines(held: NonNullable<PolicyChangesPage['held']>): string[] {
   return held.losses
     .filter((l) => l.held !== undefined)
     .map(
@@ -485,7 +470,7 @@ function heldPolicyLines(held: NonNullable<StatusPolicies['held']>): string[] {
 
 /** `meshmux confirm --policies`: says what the held change of the policies withdraws, then applies it. */
 async function confirmPolicies(options: AdminOptions): Promise<number> {
-  const { body } = await adminJson<StatusPolicies>(options, '/debug/policies');
+  const { body } = await adminJson<PolicyChangesPage>(options, '/debug/policies');
   if (body.held === undefined) {
     console.error('meshmux: no change of the policies is held');
     return 1;

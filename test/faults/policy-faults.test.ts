@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { answeredAfter, inventory, lost, report } from '../support/fault-kit.js';
+import type { PolicyChangesPage } from '../../src/downstream/policy/policy-changes.js';
+import { answeredAfter, inventory, lost, report, virtualServiceYaml } from '../support/fault-kit.js';
 import { freePort } from '../support/free-port.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
@@ -19,31 +20,6 @@ import { VS } from '../support/type-urls.js';
 
 const WAIT_MS = 20_000;
 const SHOP = 20;
-
-interface PoliciesPage {
-  inForce: string[];
-  held?: {
-    since: string;
-    policies: string[];
-    losses: Array<{
-      policy: string;
-      next?: string;
-      clients: number;
-      objects: number;
-      lost: number;
-      held?: string;
-    }>;
-  };
-}
-
-function vs(namespace: string, name: string): string {
-  return `apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: ${name}, namespace: ${namespace}}
-spec: {hosts: [${name}], http: [{route: [{destination: {host: ${name}}}]}]}
----
-`;
-}
 
 async function until(check: () => Promise<boolean>, what: string): Promise<void> {
   const deadline = performance.now() + WAIT_MS;
@@ -57,8 +33,8 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
 async function setUp(prefix: string, guard = '') {
   const dir = await tempDir(prefix);
   await mkdir(path.join(dir.dir, 'local'));
-  const shop = Array.from({ length: SHOP }, (_, i) => vs('shop', `svc-${i}`)).join('');
-  await writeFile(path.join(dir.dir, 'local', 'objects.yaml'), shop + vs('web', 'front'));
+  const shop = Array.from({ length: SHOP }, (_, i) => virtualServiceYaml('shop', `svc-${i}`)).join('');
+  await writeFile(path.join(dir.dir, 'local', 'objects.yaml'), shop + virtualServiceYaml('web', 'front'));
   const configFile = path.join(dir.dir, 'meshmux.yaml');
   const write = (policy: string): Promise<void> =>
     writeFile(
@@ -88,8 +64,8 @@ function connect(xds: string): IstiodClient {
 
 const holdsAll = (c: IstiodClient): boolean => c.configs(VS).size === SHOP + 1;
 
-async function held(meshmux: MeshmuxProcess): Promise<PoliciesPage['held']> {
-  return (await meshmux.debug<PoliciesPage>('policies')).held;
+async function held(meshmux: MeshmuxProcess): Promise<PolicyChangesPage['held']> {
+  return (await meshmux.debug<PolicyChangesPage>('policies')).held;
 }
 
 /** Waits long enough for a change that is applied to reach the stand-in, then says what it lost. */
@@ -124,7 +100,7 @@ describe('faults: a slip in the policies', () => {
       const status = await (await fetch(`${meshmux.admin}/`)).text();
       assert.match(status, /change of the policies held/);
       // Everything else is applied and served: a new object of the source reaches the stand-in.
-      await writeFile(path.join(dir.dir, 'local', 'more.yaml'), vs('shop', 'late'));
+      await writeFile(path.join(dir.dir, 'local', 'more.yaml'), virtualServiceYaml('shop', 'late'));
       await client.waitFor(
         (c) => c.configs(VS).has('shop/late'),
         WAIT_MS,

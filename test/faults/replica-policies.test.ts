@@ -10,6 +10,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { until } from '../support/deadline.js';
 import { EtcdServer, etcdMissing } from '../support/etcd-server.js';
+import { virtualServiceYaml } from '../support/fault-kit.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { type MeshmuxProcess, startReplica } from '../support/meshmux-process.js';
@@ -17,15 +18,6 @@ import { suiteSkip } from '../support/required-peer.js';
 import { VS } from '../support/type-urls.js';
 
 const WAIT_MS = 20_000;
-
-function vs(namespace: string, name: string): string {
-  return `apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: ${name}, namespace: ${namespace}}
-spec: {hosts: [${name}], http: [{route: [{destination: {host: ${name}}}]}]}
----
-`;
-}
 
 const policy = (namespaces: string): string[] => [
   'policies:',
@@ -46,8 +38,8 @@ describe('replicas holding the same change of the policies', { skip: suiteSkip(e
   before(async () => {
     etcd = await EtcdServer.start();
     ({ dir, dispose } = await tempDir('meshmux-replica-policies-'));
-    const shop = Array.from({ length: 20 }, (_, i) => vs('shop', `svc-${i}`)).join('');
-    await writeFile(path.join(dir, 'objects.yaml'), shop + vs('web', 'front'));
+    const shop = Array.from({ length: 20 }, (_, i) => virtualServiceYaml('shop', `svc-${i}`)).join('');
+    await writeFile(path.join(dir, 'objects.yaml'), shop + virtualServiceYaml('web', 'front'));
   });
   after(async () => {
     for (const c of clients) c.close();

@@ -91,3 +91,13 @@ export async function meshUpstream(port = 0): Promise<FakeAdsServer> {
     .set('ServiceEntry', MESH_NAMES.map(meshServiceEntry));
   return fake;
 }
+
+/** A VirtualService routing to itself, as a YAML document followed by `---`. */
+export function virtualServiceYaml(namespace: string, name: string): string {
+  return `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ${name}, namespace: ${namespace}}
+spec: {hosts: [${name}], http: [{route: [{destination: {host: ${name}}}]}]}
+---
+`;
+}

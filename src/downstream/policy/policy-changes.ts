@@ -28,6 +28,12 @@ export interface PolicyChangesReport {
   readonly held?: HeldPolicies;
 }
 
+/** {@link PolicyChangesReport} as `/debug/policies` serves it, for the CLI and other readers. */
+export interface PolicyChangesPage {
+  readonly inForce: readonly string[];
+  readonly held?: Omit<HeldPolicies, 'since'> & { readonly since: string };
+}
+
 /** What the running process gives the guard of its policies. */
 export interface PolicyChangesOptions {
   readonly running: { readonly set: PolicySet; readonly configs: readonly PolicyConfig[] };
