@@ -238,6 +238,7 @@ export class MergeEngine implements SnapshotReader {
         this.cancel(existing, 'confirm');
         this.onHold(existing);
       }
+      this.dropLeftOut(existing, now);
       this.persist(existing);
       const current = this.attached.get(existing);
       if (this.started && (current === undefined || current.fingerprint !== input.fingerprint)) {
@@ -380,6 +381,8 @@ export class MergeEngine implements SnapshotReader {
     // Restored under the access rules it recorded: rules edited since are judged as on a reload.
     if (ledger.policy !== configured) this.take(ledger, ledger.setPolicy(configured, now));
     if (ledger.heldUpdate !== undefined) this.onHold(ledger);
+    // Kinds the record holds that the source is no longer configured to deliver: never answered again.
+    this.dropLeftOut(ledger, now);
     this.armExpiry(ledger);
     this.options.log?.info(
       {
@@ -429,6 +432,25 @@ export class MergeEngine implements SnapshotReader {
       );
       this.onHold(ledger);
     }
+  }
+
+  /**
+   * Lets go, through the source's guards, of the objects of kinds its configuration no longer lets
+   * it deliver (its `kinds` narrowed by an edit, or since its record was written): its upstream
+   * will not answer them again, so they would otherwise be served for ever.
+   */
+  private dropLeftOut(ledger: SourceLedger, now: Date): void {
+    const kinds = ledger.kindsLeftOut();
+    if (kinds.size === 0) return;
+    this.options.log?.info(
+      { source: ledger.descriptor.name, kinds: [...kinds] },
+      'the source is no longer configured for these kinds: their objects go as its guards allow',
+    );
+    const wasHeld = ledger.heldUpdate !== undefined;
+    const wasSettling = ledger.settleDue !== undefined;
+    this.take(ledger, ledger.dropKinds(kinds, now));
+    this.afterChange(ledger, wasHeld);
+    if (!wasSettling && ledger.settleDue !== undefined) this.armSettle(ledger);
   }
 
   /** Tells the store the ledger's record changed. */

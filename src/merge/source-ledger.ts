@@ -237,6 +237,37 @@ export class SourceLedger {
     return [];
   }
 
+  /**
+   * Kinds the source holds objects of that its descriptor no longer lets it deliver (an edit
+   * narrowed its `kinds`): its upstream will never answer them again. Empty for a source of any kind.
+   */
+  kindsLeftOut(): Set<string> {
+    const out = new Set<string>();
+    const kinds = this.descriptor.kinds;
+    if (kinds === undefined) return out;
+    for (const [kind, slot] of this.byKind) if (slot.state.size > 0 && !kinds.has(kind)) out.add(kind);
+    return out;
+  }
+
+  /**
+   * Lets the objects of `kinds` go, as an update of the source that empties those kinds: judged by
+   * its guards like any other (it may settle, or be held), so an edit that narrows a source's kinds
+   * withdraws no more than its upstream could in one update. Returns the kinds that changed.
+   */
+  dropKinds(kinds: ReadonlySet<string>, now: Date): KindChange[] {
+    return this.apply(
+      {
+        type: 'snapshot',
+        kinds,
+        resources: [],
+        revision: this.revision,
+        errors: this.errors,
+        warnings: this.warnings,
+      },
+      now,
+    );
+  }
+
   /** Whether the source left the configuration and holds objects until its removal is confirmed. */
   get retired(): boolean {
     return this.retiredFlag;

@@ -374,6 +374,35 @@ describe('faults: a source left out of the configuration by an edit', () => {
     }
   });
 
+  it("withdraws, as its guards allow, the objects of a kind taken out of a source's kinds by an edit", async () => {
+    const { dir, configFile, write } = await setUp('meshmux-fault-config-kinds-');
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
+    const client = connectIstiod(meshmux.xds);
+    try {
+      await client.waitFor(holdsAll, WAIT_MS, () => 'the first state');
+      assert.equal(client.configs(DR).size, 5);
+      const editedAt = performance.now();
+      await write(
+        `  - { name: mesh, type: xds, address: ${fake.address}, kinds: [VirtualService, ServiceEntry] }`,
+      );
+      await client.waitFor(
+        (c) => c.configs(DR).size === 0,
+        WAIT_MS,
+        () => 'the DestinationRules withdrawn',
+      );
+      const withdrawnMs = performance.now() - editedAt;
+      assert.ok(holdsAll(client), 'the kinds still configured are served as they were');
+      report("a kind taken out of a source's kinds by an edit", {
+        'objects of it served after the edit': client.configs(DR).size,
+        'ms from the edit to their withdrawal': withdrawnMs,
+      });
+    } finally {
+      client.close();
+      await meshmux.kill();
+      await dir.dispose();
+    }
+  });
+
   it('holds access rules edited with a typo, on a live reload and across a restart, until confirmed', async () => {
     const { dir, configFile, write } = await setUp('meshmux-fault-config-allow-');
     await write(meshLine(fake.address, ", allow: { namespaces: ['shop'] }"));

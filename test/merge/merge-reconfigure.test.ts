@@ -172,6 +172,55 @@ describe('a configuration reload', () => {
     assert.equal(restarted.engine.current().sources[0]?.held, undefined);
   });
 
+  it("lets go of the objects of kinds an edit takes out of a source's kinds, through its guards, on a reload and across a restart", () => {
+    const events = new Subject<SourceEvent>();
+    const input = (kinds: readonly string[], fingerprint: string): MergeInput => ({
+      descriptor: { name: 'a', type: 'test', defaultNamespace: 'default', kinds: new Set(kinds) },
+      events$: events,
+      policy: { settleMs: 0 },
+      fingerprint,
+    });
+    const reads: Array<() => SourceRecord> = [];
+    const store = {
+      changed: (_s: string, read: () => SourceRecord) => reads.push(read),
+      removed: () => undefined,
+    };
+    const { engine, hooks } = engineOf([input([VS, DR], 'f1')], { store });
+    engine.start();
+    const vs = Array.from({ length: 30 }, (_, i) => fakeResource(`v${i}`));
+    const dr = (n: number) => Array.from({ length: n }, (_, i) => fakeResource(`d${i}`, { kind: DR }));
+    events.next(snapshotOf([...vs, ...dr(4)]));
+    assert.equal(served(engine, DR).length, 4);
+    // A few: they go at once, and the source's other kinds stay.
+    engine.reconfigure([input([VS], 'f2')]);
+    assert.deepEqual(served(engine, DR), []);
+    assert.equal(served(engine).length, 30);
+    assert.deepEqual(hooks.held, []);
+    // More than the guards let one update delete: held, served until confirmed.
+    engine.reconfigure([input([VS, DR], 'f3')]);
+    events.next(snapshotOf([...vs, ...dr(40)]));
+    assert.equal(served(engine, DR).length, 40);
+    const record = reads.at(-1)?.();
+    assert.ok(record !== undefined);
+    engine.reconfigure([input([VS], 'f4')]);
+    assert.equal(served(engine, DR).length, 40, 'nothing withdrawn');
+    assert.deepEqual(hooks.held, ['a:mass-delete:40']);
+    engine.stop();
+
+    // The same edit made while meshmux was down: the record's objects of the dropped kind are held.
+    const restarted = engineOf([input([VS], 'f5')], { restored: new Map([['a', record]]) });
+    assert.equal(served(restarted.engine, DR).length, 40);
+    assert.deepEqual(
+      restarted.engine.current().sources[0]?.held?.deletions,
+      40,
+      'held again after the restart',
+    );
+    restarted.engine.start();
+    assert.equal(restarted.engine.confirm('a'), true);
+    assert.deepEqual(served(restarted.engine, DR), []);
+    assert.equal(served(restarted.engine).length, 30);
+  });
+
   it('drops a held removal when the source is configured again: nothing withdrawn, heard again', () => {
     const a = source('a');
     const b = source('b');
