@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { isDeepStrictEqual } from 'node:util';
 import { appendAll } from './core/append-all.js';
@@ -7,9 +8,14 @@ import { heapCollections } from './core/heap-collections.js';
 import { filter, take } from './core/rx.js';
 import { componentLogger, type Logger } from './core/logger.js';
 import { AdsServer } from './downstream/ads-server.js';
-import { anonymousIdentity, type ClientIdentity, withNode } from './downstream/client-identity.js';
+import { anonymousIdentity, withNode } from './downstream/client-identity.js';
 import { PolicyChanges } from './downstream/policy/policy-changes.js';
-import { holdingsUnder, type PolicyGuardRules } from './downstream/policy/policy-guard.js';
+import { KnownClients } from './downstream/policy/known-clients.js';
+import {
+  type ClientHolding,
+  holdingsUnder,
+  type PolicyGuardRules,
+} from './downstream/policy/policy-guard.js';
 import { PolicySet } from './downstream/policy/policy-set.js';
 import { previewClient, type Preview } from './downstream/preview.js';
 import {
@@ -42,7 +48,12 @@ import type { Metrics } from './telemetry/metrics.js';
 import { StateMetrics } from './telemetry/state-metrics.js';
 import { hostOfAddress } from './core/loopback.js';
 import { openRecordStore } from './state/open-record-store.js';
-import { PolicyRecordFile, readPolicyRecord, type RecordedClient } from './state/policy-record.js';
+import {
+  POLICY_RECORD_FILE,
+  PolicyRecordFile,
+  readPolicyRecord,
+  type RecordedClient,
+} from './state/policy-record.js';
 import { ReplicaDecisions } from './state/replica-decisions.js';
 import { processCounters } from './telemetry/process-counters.js';
 import { Telemetry } from './telemetry/telemetry.js';
@@ -275,7 +286,10 @@ export async function startMeshmux(
   );
   // The policies a restart serves until it has judged the configured ones for the istiods the last
   // run served: those it ran under, when the state folder kept them.
-  const recordedPolicies = await policiesOfLastRun(persisted.local?.dir, log);
+  const { last: recordedPolicies, problem: policyRecordProblem } = await policiesOfLastRun(
+    persisted.local?.dir,
+    log,
+  );
   const configuredPolicies = plainPolicies(config.policies);
   const startPolicies =
     recordedPolicies !== undefined && !isDeepStrictEqual(recordedPolicies.configs, configuredPolicies)
@@ -283,35 +297,42 @@ export async function startMeshmux(
       : undefined;
   const policyFile =
     persisted.local === undefined ? undefined : new PolicyRecordFile(persisted.local.dir, log);
-  let recordedClients: RecordedClient[] = (recordedPolicies?.clients ?? []).map((c) => ({
-    nodeId: c.nodeId,
-    peer: c.peer,
-    metadata: c.metadata,
-    sans: c.sans,
-  }));
-  let recordedStreams: string | undefined;
+  const knownClients = new KnownClients(
+    recordedPolicies?.clients ?? [],
+    recordedPolicies?.savedAtMs ?? Date.now(),
+    Date.now(),
+  );
+  /** The istiods a change of the policies is judged for: connected now, or lately (see KnownClients). */
+  const judgedClients = (): ClientHolding[] => {
+    knownClients.observe(
+      ads.holdings().map((h) => h.client),
+      Date.now(),
+    );
+    return holdingsUnder(policyChanges.set, knownClients.identities());
+  };
+  let recordedMembership = -1;
   let recordedConfigs: unknown;
-  let lastPolicyRecord = '';
-  /**
-   * Keeps the policies in force and the istiods connected now, when either changed. With none
-   * connected (a restart they have not reached yet), the istiods named last are kept: a second
-   * restart before they come back judges for them still.
-   */
-  const recordPolicies = (): void => {
+  /** Keeps the policies in force and the istiods known, when either changed; `always` at a stop. */
+  const recordPolicies = (always = false): void => {
     if (policyFile === undefined) return;
-    const holdings = ads.holdings();
-    const streams = holdings.map((h) => h.client.streamId).join(',');
-    if (streams === recordedStreams && policyChanges.configs === recordedConfigs) return;
-    recordedConfigs = policyChanges.configs;
-    if (holdings.length > 0 && streams !== recordedStreams) {
-      recordedClients = distinctClients(holdings.map((h) => h.client));
+    knownClients.observe(
+      ads.holdings().map((h) => h.client),
+      Date.now(),
+    );
+    if (
+      !always &&
+      knownClients.membership === recordedMembership &&
+      policyChanges.configs === recordedConfigs
+    ) {
+      return;
     }
-    recordedStreams = streams;
-    const record = { policies: policyChanges.configs, clients: recordedClients };
-    const text = JSON.stringify(record);
-    if (text === lastPolicyRecord) return;
-    lastPolicyRecord = text;
-    policyFile.write({ savedAt: new Date().toISOString(), ...record });
+    recordedMembership = knownClients.membership;
+    recordedConfigs = policyChanges.configs;
+    policyFile.write({
+      savedAt: new Date().toISOString(),
+      policies: policyChanges.configs,
+      clients: knownClients.toRecord(),
+    });
   };
   const engine: MergeEngine = new MergeEngine(
     inputs,
@@ -350,7 +371,7 @@ export async function startMeshmux(
         : { set: startPolicies.set, configs: startPolicies.configs },
     rules: policyGuardRules(config.policyGuard),
     snapshot: () => engine.current(),
-    holdings: () => ads.holdings(),
+    holdings: judgedClients,
     apply: (set, configs) => {
       telemetry.onPoliciesChanged(
         ads.policies.names(),
@@ -379,20 +400,30 @@ export async function startMeshmux(
       ? undefined
       : engine.snapshots$
           .pipe(
-            filter((s) => s.ready),
+            // Or once the startup budget passed: a required source that never answers must not
+            // freeze the policies at the last run's.
+            filter((s) => s.ready || s.budgetPassed),
             take(1),
           )
-          .subscribe(() => {
+          .subscribe((s) => {
             startJudged = true;
             const configured = plainPolicies(current.policies);
-            const outcome = policyChanges.propose(
-              new PolicySet(configured),
-              configured,
-              holdingsUnder(startPolicies.set, startPolicies.clients),
+            const outcome = policyChanges.propose(new PolicySet(configured), configured);
+            log.info(
+              { outcome, ready: s.ready },
+              'the configured policies, changed since the last run, judged',
             );
-            log.info({ outcome }, 'the configured policies, changed since the last run, judged');
           });
-  const policyRecordTimer = setInterval(recordPolicies, POLICY_RECORD_INTERVAL_MS);
+  if (startPolicies !== undefined) {
+    log.warn(
+      {
+        inForce: startPolicies.configs.map((p) => p.name),
+        configured: configuredPolicies.map((p) => p.name),
+      },
+      "the configured policies differ from the last run's: serving under those until the merge is ready (or syncTimeout passes), then judging the change for the istiods the last run served",
+    );
+  }
+  const policyRecordTimer = setInterval(() => recordPolicies(), POLICY_RECORD_INTERVAL_MS);
   policyRecordTimer.unref();
   // Decisions made on another replica (confirmations, push notifications) applied here.
   const decisions =
@@ -422,7 +453,10 @@ export async function startMeshmux(
       ...(persisted.shared === undefined
         ? {}
         : { etcd: persisted.shared.report(), confirmationsFromOtherReplicas: decisions?.report() ?? [] }),
-      problems: persisted.problems.map((e) => e.describe()),
+      problems: [
+        ...persisted.problems,
+        ...(policyRecordProblem === undefined ? [] : [policyRecordProblem]),
+      ].map((e) => e.describe()),
     }),
     preview: (query) => preview(query),
     details: (type) =>
@@ -582,7 +616,7 @@ export async function startMeshmux(
       judgedAtStart?.unsubscribe();
       clearInterval(policyRecordTimer);
       policyChanges.close();
-      recordPolicies();
+      recordPolicies(true);
       await policyFile?.flushed();
       await ads.close();
       await http.close();
@@ -617,16 +651,6 @@ function policyGuardRules(guard: MeshmuxConfig['policyGuard']): PolicyGuardRules
   };
 }
 
-/** Each identity once, as a policy may test it. */
-function distinctClients(clients: readonly ClientIdentity[]): RecordedClient[] {
-  const out = new Map<string, RecordedClient>();
-  for (const c of clients) {
-    const recorded = { nodeId: c.nodeId, peer: c.peer, metadata: c.metadata, sans: c.sans };
-    out.set(JSON.stringify([c.nodeId, c.peerIp, c.metadata, c.sans]), recorded);
-  }
-  return [...out.values()];
-}
-
 /**
  * The policies the last run kept in the state folder, with the istiods it served, when it kept
  * any that can still be read; a record that cannot is logged and passed over.
@@ -634,23 +658,31 @@ function distinctClients(clients: readonly ClientIdentity[]): RecordedClient[] {
 async function policiesOfLastRun(
   dir: string | undefined,
   log: Logger,
-): Promise<{ set: PolicySet; configs: PolicyConfig[]; clients: ClientIdentity[] } | undefined> {
-  if (dir === undefined) return undefined;
+): Promise<{
+  last?: { set: PolicySet; configs: PolicyConfig[]; clients: readonly RecordedClient[]; savedAtMs: number };
+  problem?: MeshmuxError;
+}> {
+  if (dir === undefined) return {};
   const { record, problem } = await readPolicyRecord(dir);
   try {
     if (problem !== undefined) throw problem;
-    if (record === undefined) return undefined;
+    if (record === undefined) return {};
     const configs = plainPolicies(parsePolicies(record.policies));
-    const clients = record.clients.map((c, i) =>
-      withNode(anonymousIdentity(-1 - i, c.peer, c.sans), c.nodeId, c.metadata),
-    );
-    return { set: new PolicySet(configs), configs, clients };
+    const savedAtMs = Date.parse(record.savedAt);
+    return {
+      last: {
+        set: new PolicySet(configs),
+        configs,
+        clients: record.clients,
+        savedAtMs: Number.isNaN(savedAtMs) ? Date.now() : savedAtMs,
+      },
+    };
   } catch (err) {
-    const error = toMeshmuxError(err, 'STATE', { file: dir });
+    const error = toMeshmuxError(err, 'STATE', { file: path.join(dir, POLICY_RECORD_FILE) });
     log.error(
       { err: error.describe() },
-      'the policies of the last run cannot be read: the configured ones apply',
+      'the policies of the last run cannot be read: the configured ones apply without being judged',
     );
-    return undefined;
+    return { problem: error };
   }
 }

@@ -460,12 +460,14 @@ async function status(options: AdminOptions): Promise<number> {
 
 /** One line per group of istiods a held change of the policies narrows too far. */
 function heldPolicyLines(held: NonNullable<PolicyChangesPage['held']>): string[] {
-  return held.losses
-    .filter((l) => l.held !== undefined)
+  const groups = held.losses.filter((l) => l.held !== undefined);
+  const lines = groups
+    .slice(0, 20)
     .map(
       (l) =>
         `  ${l.clients} istiod(s) of policy ${l.policy}: ${l.lost} of ${l.objects} object(s) withdrawn${l.next === undefined ? ' (refused)' : l.next === l.policy ? '' : ` (moved to ${l.next})`}`,
     );
+  return groups.length > 20 ? [...lines, `  … ${groups.length - 20} more group(s) (/debug/policies)`] : lines;
 }
 
 /** `meshmux confirm --policies`: says what the held change of the policies withdraws, then applies it. */

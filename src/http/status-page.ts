@@ -162,16 +162,20 @@ at ${esc(failure.at.toISOString())}; still serving the configuration loaded at $
 `;
 }
 
+/** Groups of istiods a held change of the policies lists at most on the page. */
+const MAX_HELD_ROWS = 20;
+
 function policyBanner(held: HeldPolicyChange | undefined): string {
   if (held === undefined) return '';
-  const rows = held.losses
-    .filter((l) => l.held !== undefined)
+  const heldGroups = held.losses.filter((l) => l.held !== undefined);
+  const rows = heldGroups
+    .slice(0, MAX_HELD_ROWS)
     .map(
       (l) =>
         `<li>${l.clients} istiod(s) of policy <code>${esc(l.policy)}</code> would lose ${l.lost} of ${l.objects} object(s)${l.next === undefined ? ' (refused by the new policies)' : l.next === l.policy ? '' : ` (moved to policy <code>${esc(l.next)}</code>)`}</li>`,
     );
   return `<div class="banner" id="policies-held" role="alert"><span class="bad">change of the policies held</span> since ${esc(held.since.toISOString())};
-the policies in force keep serving. <ul>${rows.join('')}</ul>To apply it: <code>meshmux confirm --policies</code></div>
+the policies in force keep serving. <ul>${rows.join('')}${heldGroups.length > MAX_HELD_ROWS ? `<li>… ${heldGroups.length - MAX_HELD_ROWS} more group(s): <a href="/debug/policies">/debug/policies</a></li>` : ''}</ul>To apply it: <code>meshmux confirm --policies</code></div>
 `;
 }
 

@@ -12,6 +12,8 @@ export interface RecordedClient {
   readonly peer: string;
   readonly metadata: Readonly<Record<string, unknown>>;
   readonly sans: readonly string[];
+  /** When it was last seen connected (Unix ms). */
+  readonly seenAtMs?: number;
 }
 
 /**

@@ -91,6 +91,63 @@ describe('policy guard', () => {
   });
 });
 
+describe('policy guard, clients claiming many revisions', () => {
+  const many = Array.from({ length: 3000 }, (_, i) =>
+    withNode(anonymousIdentity(i, '10.0.0.7:5000', []), `shop-${i}`, { ISTIO_REVISION: `rev-${i}` }),
+  );
+  const typo: PolicyConfig[] = [
+    { name: 'shops', match: { nodeId: 'shop-*' }, allow: { namespaces: ['shp'] } },
+  ];
+
+  it('judges them by policy when no object is labelled with a revision', () => {
+    const judgement = judgePolicyChange(
+      snapshot(),
+      holdingsUnder(new PolicySet(RUNNING), many),
+      new PolicySet(typo),
+      DEFAULT_POLICY_GUARD,
+    );
+    assert.deepEqual(judgement.losses, [
+      { policy: 'shops', next: 'shops', clients: 3000, objects: 35, lost: 35, held: 'empty' },
+    ]);
+  });
+
+  it('judges them view by view when objects are, up to a bound, and the rest by policy', () => {
+    const labelled = {
+      kinds: new Map([
+        [
+          'networking.istio.io/VirtualService',
+          {
+            resources: [
+              ...Array.from({ length: 30 }, (_, i) => fakeResource(`s${i}`, { namespace: 'shop' })),
+              fakeResource('canary', { namespace: 'shop', labels: { 'istio.io/rev': 'rev-1' } }),
+            ],
+          },
+        ],
+      ]),
+    } as unknown as ConfigSnapshot;
+    const judgement = judgePolicyChange(
+      labelled,
+      holdingsUnder(new PolicySet(RUNNING), many),
+      new PolicySet(typo),
+      DEFAULT_POLICY_GUARD,
+    );
+    assert.equal(judgement.losses.length, 65);
+    assert.equal(
+      judgement.losses.reduce((n, l) => n + l.clients, 0),
+      3000,
+    );
+    // The istiod of revision rev-1 holds the object labelled for it too: it loses most, and comes first.
+    assert.deepEqual(judgement.losses[0], {
+      policy: 'shops',
+      next: 'shops',
+      clients: 1,
+      objects: 31,
+      lost: 31,
+      held: 'empty',
+    });
+  });
+});
+
 describe('policy changes', () => {
   function changes(options: { confirmAfterMs?: number } = {}) {
     const applied: string[][] = [];

@@ -29,28 +29,48 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
   }
 }
 
-/** A configuration of the file source and one policy, written as `policy` says. */
-async function setUp(prefix: string, guard = '') {
+/**
+ * A configuration of the file source (`web` holding `web` objects) and the policies `write` is
+ * given (one, or several); `extra` goes at the top level, `source` after the file source.
+ */
+async function setUp(prefix: string, options: { extra?: string; source?: string; web?: number } = {}) {
   const dir = await tempDir(prefix);
   await mkdir(path.join(dir.dir, 'local'));
   const shop = Array.from({ length: SHOP }, (_, i) => virtualServiceYaml('shop', `svc-${i}`)).join('');
-  await writeFile(path.join(dir.dir, 'local', 'objects.yaml'), shop + virtualServiceYaml('web', 'front'));
+  const web = Array.from({ length: options.web ?? 1 }, (_, i) =>
+    virtualServiceYaml('web', i === 0 ? 'front' : `web-${i}`),
+  ).join('');
+  await writeFile(path.join(dir.dir, 'local', 'objects.yaml'), shop + web);
   const configFile = path.join(dir.dir, 'meshmux.yaml');
-  const write = (policy: string): Promise<void> =>
+  const write = (policies: string | readonly string[]): Promise<void> =>
     writeFile(
       configFile,
       [
         'state: { dir: state }',
+        options.extra ?? '',
         'sources:',
         '  - { name: local, type: file, path: ./local }',
+        options.source ?? '',
         'policies:',
-        `  - ${policy}`,
-        guard,
+        ...(typeof policies === 'string' ? [policies] : policies).map((p) => `  - ${p}`),
         '',
       ].join('\n'),
     );
   await write(GOOD);
   return { dir, configFile, write };
+}
+
+/** Resolves once the state folder's policy record names `nodeIds`. */
+function recorded(dir: string, ...nodeIds: string[]): Promise<void> {
+  const file = path.join(dir, 'state', 'policies.json');
+  return until(
+    () =>
+      readFile(file, 'utf8').then(
+        (t) => nodeIds.every((n) => t.includes(n)),
+        () => false,
+      ),
+    `the policy record naming ${nodeIds.join(', ')}`,
+  );
 }
 
 const GOOD = "{ name: shops, match: { nodeId: 'shop-*' }, allow: { namespaces: [shop, web] } }";
@@ -190,10 +210,9 @@ describe('faults: a slip in the policies', () => {
   });
 
   it('applies a held change once policyGuard.confirmAfter has passed', async () => {
-    const { dir, configFile, write } = await setUp(
-      'meshmux-fault-policy-after-',
-      'policyGuard: { confirmAfter: 1500ms }',
-    );
+    const { dir, configFile, write } = await setUp('meshmux-fault-policy-after-', {
+      extra: 'policyGuard: { confirmAfter: 1500ms }',
+    });
     const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
     const client = connect(meshmux.xds);
     try {
@@ -224,15 +243,7 @@ describe('faults: a slip in the policies', () => {
     const client = connect(xds);
     try {
       await client.waitFor(holdsAll, WAIT_MS, () => 'the first state');
-      const recordFile = path.join(dir.dir, 'state', 'policies.json');
-      await until(
-        () =>
-          readFile(recordFile, 'utf8').then(
-            (t) => t.includes('shop-1'),
-            () => false,
-          ),
-        'the policies in force and their istiods written',
-      );
+      await recorded(dir.dir, 'shop-1');
       const before = inventory(client);
       await meshmux.kill('SIGKILL');
       await write(NAMESPACE_TYPO);
@@ -260,6 +271,130 @@ describe('faults: a slip in the policies', () => {
       );
     } finally {
       client.close();
+      await meshmux.stop();
+      await dir.dispose();
+    }
+  });
+
+  it('judges a restart for an istiod slow to redial, across a second restart before it is back', async () => {
+    const WEB = 15;
+    const { dir, configFile, write } = await setUp('meshmux-fault-policy-slow-', { web: WEB });
+    const shops = "{ name: shops, match: { nodeId: 'shop-*' }, allow: { namespaces: [shop] } }";
+    const webs = (ns: string) => `{ name: webs, match: { nodeId: 'web-*' }, allow: { namespaces: [${ns}] } }`;
+    await write([shops, webs('web')]);
+    const xds = `127.0.0.1:${await freePort()}`;
+    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+    const fast = connect(xds);
+    // An istiod in backoff: it redials 12 s after losing its stream.
+    const slow = new IstiodClient({
+      address: xds,
+      nodeId: 'web-1',
+      backoff: { initialMs: 12_000, maxMs: 12_000, jitter: 0 },
+    }).start();
+    try {
+      await fast.waitFor(
+        (c) => c.configs(VS).size === SHOP,
+        WAIT_MS,
+        () => 'the fast istiod served',
+      );
+      await slow.waitFor(
+        (c) => c.configs(VS).size === WEB,
+        WAIT_MS,
+        () => 'the slow istiod served',
+      );
+      await recorded(dir.dir, 'shop-1', 'web-1');
+      const before = inventory(slow);
+      await meshmux.kill('SIGKILL');
+      await write([shops, webs('wbe')]);
+      meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+      await until(async () => (await held(meshmux)) !== undefined, 'held at the first restart');
+      // Only the fast istiod is back when meshmux restarts again.
+      await fast.waitFor(
+        (c) => c.streams >= 2,
+        WAIT_MS,
+        () => 'the fast istiod back',
+      );
+      await new Promise((r) => setTimeout(r, 1_500));
+      await meshmux.stop();
+      meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+      await until(async () => (await held(meshmux)) !== undefined, 'held at the second restart');
+      const streams = slow.streams;
+      await slow.waitFor(
+        (c) => c.streams > streams,
+        30_000,
+        () => 'the slow istiod back',
+      );
+      assert.deepEqual(await settledLoss(slow, before), [], 'objects the slow istiod lost');
+      report('a misspelt namespace found at two restarts while an istiod was redialling', {
+        'objects lost': lost(before, inventory(slow)).length,
+        'objects the change withdraws': (await held(meshmux))?.losses[0]?.lost ?? -1,
+      });
+    } finally {
+      fast.close();
+      slow.close();
+      await meshmux.stop();
+      await dir.dispose();
+    }
+  });
+
+  it('judges the policies changed at a restart once syncTimeout passes, when a required source never answers', async () => {
+    const dead = `127.0.0.1:${await freePort()}`;
+    const { dir, configFile, write } = await setUp('meshmux-fault-policy-unready-', {
+      extra: 'syncTimeout: 1s',
+      source: `  - { name: upstream, type: xds, address: '${dead}', kinds: [DestinationRule] }`,
+    });
+    const xds = `127.0.0.1:${await freePort()}`;
+    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+    const client = connect(xds);
+    let web: IstiodClient | undefined;
+    try {
+      await client.waitFor(holdsAll, WAIT_MS, () => 'the first state');
+      await recorded(dir.dir, 'shop-1');
+      await meshmux.kill('SIGKILL');
+      // A policy added for other istiods: it takes nothing from the recorded one.
+      await write([GOOD, "{ name: webs, match: { nodeId: 'web-*' }, allow: { namespaces: [web] } }"]);
+      meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
+      web = new IstiodClient({
+        address: xds,
+        nodeId: 'web-1',
+        backoff: { initialMs: 20, maxMs: 200 },
+      }).start();
+      await web.waitFor(
+        (c) => c.configs(VS).size === 1,
+        WAIT_MS,
+        () => 'the new policy applied',
+      );
+      const page = await meshmux.debug<PolicyChangesPage>('policies');
+      assert.deepEqual(page.inForce, ['shops', 'webs']);
+      assert.equal(page.held, undefined);
+      const ready = await fetch(`${meshmux.http}/ready`);
+      assert.equal(ready.status, 503, 'the required source is still missing');
+    } finally {
+      client.close();
+      web?.close();
+      await meshmux.stop();
+      await dir.dispose();
+    }
+  });
+
+  it('names a policy record it cannot read on /debug/state', async () => {
+    const { dir, configFile } = await setUp('meshmux-fault-policy-corrupt-');
+    await mkdir(path.join(dir.dir, 'state'), { recursive: true });
+    await writeFile(path.join(dir.dir, 'state', 'policies.json'), '{"savedAt":"2026-12-01T00:00:00Z","poli');
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
+    try {
+      const state = await meshmux.debug<{ problems: string[] }>('state');
+      assert.ok(
+        state.problems.some((p) => p.includes('policies.json') && p.includes('cannot be read')),
+        JSON.stringify(state.problems),
+      );
+      const client = connect(meshmux.xds);
+      try {
+        await client.waitFor(holdsAll, WAIT_MS, () => 'served under the configured policies');
+      } finally {
+        client.close();
+      }
+    } finally {
       await meshmux.stop();
       await dir.dispose();
     }

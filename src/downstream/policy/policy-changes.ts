@@ -50,6 +50,9 @@ export interface PolicyChangesOptions {
   readonly now?: () => Date;
 }
 
+/** Groups of istiods a log line names at most (the ones that lose most). */
+const LOGGED_LOSSES = 20;
+
 /** What became of a proposed change of the policies. */
 export type PolicyChangeOutcome = 'unchanged' | 'applied' | 'held' | 'withdrawn';
 
@@ -137,7 +140,11 @@ export class PolicyChanges {
     this.held = { set, configs, report };
     this.arm(this.held);
     this.options.log.error(
-      { losses: judgement.losses.filter((l) => l.held !== undefined), inForce: this.report().inForce },
+      {
+        losses: judgement.losses.filter((l) => l.held !== undefined).slice(0, LOGGED_LOSSES),
+        groups: judgement.losses.length,
+        inForce: this.report().inForce,
+      },
       'change of the policies held: it would withdraw from connected istiods more of what they hold than the guards allow; the running policies keep serving (meshmux confirm --policies applies it)',
     );
     this.options.onHeld?.(report);
@@ -179,7 +186,7 @@ export class PolicyChanges {
 
   private put(set: PolicySet, configs: readonly PolicyConfig[], losses: readonly PolicyLoss[]): void {
     this.inForce = { set, configs };
-    const narrowed = losses.filter((l) => l.lost > 0);
+    const narrowed = losses.filter((l) => l.lost > 0).slice(0, LOGGED_LOSSES);
     if (narrowed.length > 0) this.options.log.info({ losses: narrowed }, 'policies applied');
     this.options.apply(set, configs);
   }

@@ -3,6 +3,7 @@ import { DEFAULT_SOURCE_POLICY } from '../../merge/source-rules.js';
 import { guardVerdict, type GuardRules } from '../../merge/update-guards.js';
 import type { ClientIdentity } from '../client-identity.js';
 import type { ClientView } from '../client-view.js';
+import { REVISION_LABEL } from './client-policy.js';
 import type { PolicySet } from './policy-set.js';
 
 /** How a change of the policies is judged before the istiods it narrows lose what they hold. */
@@ -42,7 +43,7 @@ export interface PolicyLoss {
   readonly held?: 'empty' | 'mass-delete';
 }
 
-/** The verdict on a change of the policies: per group of istiods, what it takes from them. */
+/** The verdict on a change of the policies: per group of istiods, what it takes from them, most first. */
 export interface PolicyJudgement {
   readonly losses: readonly PolicyLoss[];
   /** Whether some group loses more than the guards let one change take. */
@@ -67,10 +68,18 @@ export function judgePolicyChange(
     string,
     { policy: string; from: ClientView; to?: ClientView; next?: string; clients: number }
   >();
+  // Views of one policy differ by the client's revision only in the objects labelled with one;
+  // without such objects, clients are judged by policy (a revision is the client's claim, and a
+  // group per claimed revision would cost a pass over every object each).
+  const byView = hasRevisionLabels(snapshot);
   for (const h of holdings) {
     const admission = next.admit(h.client);
     const to = admission.admitted ? admission.view : undefined;
-    const key = `${h.view.id}\u0000${to === undefined ? '' : `+${to.id}`}`;
+    const ends = to === undefined ? '' : `+${byView ? to.id : admission.policy}`;
+    let key = `${byView ? h.view.id : h.policy}\u0000${ends}`;
+    if (byView && !groups.has(key) && groups.size >= MAX_VIEW_GROUPS) {
+      key = `${h.policy}\u0000${to === undefined ? '' : `+${admission.policy}`}\u0000`;
+    }
     const group = groups.get(key);
     if (group !== undefined) group.clients++;
     else {
@@ -113,7 +122,18 @@ export function judgePolicyChange(
       ...(verdict === undefined ? {} : { held: verdict.reason === 'empty' ? 'empty' : 'mass-delete' }),
     });
   }
+  losses.sort((a, b) => b.lost - a.lost);
   return { losses, held: losses.some((l) => l.held !== undefined) };
+}
+
+/** Groups judged view by view at most; clients beyond them are judged by policy. */
+const MAX_VIEW_GROUPS = 64;
+
+function hasRevisionLabels(snapshot: ConfigSnapshot): boolean {
+  for (const kind of snapshot.kinds.values()) {
+    for (const r of kind.resources) if (r.labels[REVISION_LABEL] !== undefined) return true;
+  }
+  return false;
 }
 
 /** The clients as `set` serves them: those it admits, with their policy and view. */

@@ -1,0 +1,59 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { anonymousIdentity, withNode } from '../../src/downstream/client-identity.js';
+import {
+  KEEP_ABSENT_MS,
+  KnownClients,
+  MAX_KNOWN_CLIENTS,
+} from '../../src/downstream/policy/known-clients.js';
+
+const identity = (node: string, port = 5000) =>
+  withNode(anonymousIdentity(1, `10.0.0.7:${port}`, []), node, {});
+const START = 1_000_000;
+
+describe('known clients', () => {
+  it('keeps a recorded istiod until it has been absent for a while of this process, however old the record', () => {
+    // Recorded an hour before this process started (a long outage).
+    const known = new KnownClients(
+      [{ nodeId: 'web-1', peer: '10.0.0.9:4000', metadata: {}, sans: [] }],
+      START - 3_600_000,
+      START,
+    );
+    known.observe([identity('shop-1')], START + 1_000);
+    assert.deepEqual(
+      known
+        .identities()
+        .map((c) => c.nodeId)
+        .sort(),
+      ['shop-1', 'web-1'],
+    );
+    known.observe([identity('shop-1')], START + KEEP_ABSENT_MS - 1);
+    assert.equal(known.identities().length, 2);
+    known.observe([identity('shop-1')], START + KEEP_ABSENT_MS + 1);
+    assert.deepEqual(
+      known.identities().map((c) => c.nodeId),
+      ['shop-1'],
+    );
+  });
+
+  it('counts one istiod once whatever port it redials from, and moves its membership only when one comes or goes', () => {
+    const known = new KnownClients([], START, START);
+    known.observe([identity('shop-1', 5000)], START);
+    const membership = known.membership;
+    known.observe([identity('shop-1', 6000)], START + 10);
+    assert.equal(known.identities().length, 1);
+    assert.equal(known.membership, membership);
+    assert.equal(known.toRecord()[0]?.seenAtMs, START + 10);
+    known.observe([identity('shop-2')], START + 20);
+    assert.notEqual(known.membership, membership);
+  });
+
+  it('keeps the most recently seen when there are more than it may keep', () => {
+    const known = new KnownClients([], START, START);
+    const many = Array.from({ length: MAX_KNOWN_CLIENTS + 5 }, (_, i) => identity(`n-${i}`));
+    for (const [i, c] of many.entries()) known.observe([c], START + i);
+    assert.equal(known.identities().length, MAX_KNOWN_CLIENTS);
+    assert.ok(!known.identities().some((c) => c.nodeId === 'n-0'));
+    assert.ok(known.identities().some((c) => c.nodeId === `n-${MAX_KNOWN_CLIENTS + 4}`));
+  });
+});
