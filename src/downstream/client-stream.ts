@@ -14,6 +14,7 @@ import type { AdsRequest } from './discovery-request.js';
 import { abortUnavailable, type FrameWriter, frameWriterFor } from './frame-writer.js';
 import { type BuiltResponse, contentOf, type ResponseCache } from './response-cache.js';
 import { SendDeadline } from './send-deadline.js';
+import type { LogLineBudget } from './log-line-budget.js';
 import { MAX_TYPE_URL_CHARS, type LimitName, type StreamLimits } from './stream-limits.js';
 import type { ViewRegistry } from './view-registry.js';
 import { WarningLimiter } from './warning-limiter.js';
@@ -54,6 +55,8 @@ export interface StreamEnvironment {
   readonly limits: StreamLimits;
   /** Runs send deadlines and measures time for rate-limited warnings. */
   readonly scheduler: SchedulerLike;
+  /** Bounds the server's lines about streams that end, over every stream. */
+  readonly disconnects: LogLineBudget;
 }
 
 /** Per type URL state of one stream. */
@@ -621,10 +624,19 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
     if (this.view !== undefined) this.env.views.release(this.view);
     if (endOurSide) this.call.end();
     this.env.hooks.onDisconnect?.(this.identity, reason);
-    this.env.log.info(
-      { node: truncateForLog(this.identity.nodeId), peer: this.identity.peer, reason },
-      'client disconnected',
-    );
+    // A flood of streams opened and reset must not flood the log: the count is in the metrics.
+    const line = this.env.disconnects.allow();
+    if (line.log) {
+      this.env.log.info(
+        {
+          node: truncateForLog(this.identity.nodeId),
+          peer: this.identity.peer,
+          reason,
+          ...(line.leftOut === 0 ? {} : { notLoggedBefore: line.leftOut }),
+        },
+        'client disconnected',
+      );
+    }
     this.onClose(this);
   }
 }

@@ -361,4 +361,37 @@ describe('one client costs only itself (meshmux in a child process, a 20 MB type
     }
     await change(healthy);
   });
+
+  it('logs a flood of streams opened and reset in a few lines, and keeps serving', async () => {
+    const from = meshmux.logs.length;
+    const FLOOD = 1_000;
+    const started = performance.now();
+    for (let s = 0; s < FLOOD; s += 50) {
+      await Promise.all(
+        Array.from({ length: 50 }, async (_, k) => {
+          const raw = new RawAdsStream(meshmux.xds);
+          raw.send({
+            type_url: 'type.example.com/made.up.Kind',
+            node: { id: `flood-${s + k}`, metadata: stringStruct({}) },
+          });
+          await raw.next(30_000);
+          raw.close();
+        }),
+      );
+    }
+    const floodMs = performance.now() - started;
+    await until('the flood gone', (c) => c.streams === 1, 30_000);
+    const lines = meshmux.logs.slice(from).filter((l) => l.msg === 'client disconnected');
+    // At most 100 lines in 10 s: as many windows as the flood lasted, and the line after them.
+    const allowed = 100 * (Math.ceil(floodMs / 10_000) + 1);
+    assert.ok(
+      lines.length <= allowed,
+      `${lines.length} lines for ${FLOOD} streams in ${Math.round(floodMs)} ms`,
+    );
+    assert.ok(lines.length > 0, 'disconnections are still logged');
+    await change(healthy);
+    console.log(
+      `# ${FLOOD} streams opened and reset in ${Math.round(floodMs)} ms: ${lines.length} log lines`,
+    );
+  });
 });
