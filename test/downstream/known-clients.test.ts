@@ -7,8 +7,10 @@ import {
   MAX_KNOWN_CLIENTS,
 } from '../../src/downstream/policy/known-clients.js';
 
+let streams = 0;
+/** A new stream of `node` (each call is another stream, as each redial is). */
 const identity = (node: string, port = 5000) =>
-  withNode(anonymousIdentity(1, `10.0.0.7:${port}`, []), node, {});
+  withNode(anonymousIdentity(++streams, `10.0.0.7:${port}`, []), node, {});
 const START = 1_000_000;
 
 describe('known clients', () => {

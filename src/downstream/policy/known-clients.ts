@@ -12,6 +12,8 @@ export interface SeenClient {
 
 /** How long an istiod not connected is still judged for, counted while this process runs. */
 export const KEEP_ABSENT_MS = 10 * 60_000;
+/** How often the same streams are looked at anew (to forget the absent in time). */
+const LOOK_AGAIN_MS = 10_000;
 /** Identities kept at most; the least recently seen go first. */
 export const MAX_KNOWN_CLIENTS = 1000;
 
@@ -25,6 +27,9 @@ export const MAX_KNOWN_CLIENTS = 1000;
 export class KnownClients {
   private readonly seen = new Map<string, { client: SeenClient; identity: ClientIdentity; atMs: number }>();
   private version = 0;
+  /** The streams seen at the last full look, and when it was: the same streams are looked at anew only now and then. */
+  private lastStreams = '';
+  private lastLookMs = Number.NEGATIVE_INFINITY;
 
   constructor(
     recorded: readonly SeenClient[],
@@ -36,6 +41,10 @@ export class KnownClients {
 
   /** Notes the istiods connected at `nowMs`, and forgets those absent too long. */
   observe(connected: readonly ClientIdentity[], nowMs: number): void {
+    const streams = connected.map((c) => c.streamId).join(',');
+    if (streams === this.lastStreams && nowMs - this.lastLookMs < LOOK_AGAIN_MS) return;
+    this.lastStreams = streams;
+    this.lastLookMs = nowMs;
     for (const c of connected) {
       this.remember({ nodeId: c.nodeId, peer: c.peer, metadata: c.metadata, sans: c.sans }, nowMs, c);
     }
