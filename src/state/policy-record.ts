@@ -12,7 +12,7 @@ export interface RecordedClient {
   readonly peer: string;
   readonly metadata: Readonly<Record<string, unknown>>;
   readonly sans: readonly string[];
-  /** When it was last seen connected (Unix ms). */
+  /** When it was last seen connected (Unix ms); absent in a record that did not say (then: when it was saved). */
   readonly seenAtMs?: number;
 }
 

@@ -1,14 +1,8 @@
+import type { RecordedClient } from '../../state/policy-record.js';
 import { anonymousIdentity, type ClientIdentity, withNode } from '../client-identity.js';
 
-/** An istiod as a policy may test it, with when it was last seen connected. */
-export interface SeenClient {
-  readonly nodeId: string;
-  readonly peer: string;
-  readonly metadata: Readonly<Record<string, unknown>>;
-  readonly sans: readonly string[];
-  /** Unix ms; absent in a record that did not say (then: when the record was saved). */
-  readonly seenAtMs?: number;
-}
+/** An istiod as a policy may test it, with when it was last seen connected (as the state folder keeps it). */
+export type SeenClient = RecordedClient;
 
 /** How long an istiod not connected is still judged for, counted while this process runs. */
 export const KEEP_ABSENT_MS = 10 * 60_000;
