@@ -389,11 +389,11 @@ export async function startMeshmux(
     },
     log: componentLogger('policies'),
   });
-  // A restart whose configuration changed the policies judges the change, once the merge serves
-  // what the last run did, for the istiods the last run served.
   /** The configuration applied last. */
   let current = config;
-  // Until then a reload's policies wait for that judgement, which takes the latest configured.
+  // A restart whose configuration changed the policies judges the change, once the merge serves
+  // what the last run did, for the istiods the last run served. Until then a reload's policies
+  // wait for that judgement, which takes the latest configured.
   let startJudged = startPolicies === undefined;
   const judgedAtStart =
     startPolicies === undefined
