@@ -302,12 +302,14 @@ export async function startMeshmux(
     recordedPolicies?.savedAtMs ?? Date.now(),
     Date.now(),
   );
-  /** The istiods a change of the policies is judged for: connected now, or lately (see KnownClients). */
-  const judgedClients = (): ClientHolding[] => {
+  const observeConnected = (): void =>
     knownClients.observe(
       ads.holdings().map((h) => h.client),
       Date.now(),
     );
+  /** The istiods a change of the policies is judged for: connected now, or lately (see KnownClients). */
+  const judgedClients = (): ClientHolding[] => {
+    observeConnected();
     return holdingsUnder(policyChanges.set, knownClients.identities());
   };
   let recordedMembership = -1;
@@ -315,10 +317,7 @@ export async function startMeshmux(
   /** Keeps the policies in force and the istiods known, when either changed; `always` at a stop. */
   const recordPolicies = (always = false): void => {
     if (policyFile === undefined) return;
-    knownClients.observe(
-      ads.holdings().map((h) => h.client),
-      Date.now(),
-    );
+    observeConnected();
     if (
       !always &&
       knownClients.membership === recordedMembership &&

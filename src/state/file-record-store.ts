@@ -173,13 +173,8 @@ export class FileRecordStore implements SourceRecordStore {
     if (created) await this.syncFolder();
   }
 
-  private async syncFolder(): Promise<void> {
-    const folder = await open(this.options.dir, 'r');
-    try {
-      await folder.sync();
-    } finally {
-      await folder.close();
-    }
+  private syncFolder(): Promise<void> {
+    return syncFolder(this.options.dir);
   }
 
   private async writeWhole(source: string, record: SourceRecord): Promise<{ bytes: number; base: Buffer }> {
@@ -334,6 +329,16 @@ export function fallbackStateDir(): string {
  * Writes all of `bytes` at `position`, or at the end of a file opened to append (`null`): a write
  * may take fewer bytes than it was given.
  */
+/** Fsyncs a folder, so that a file renamed into it survives a crash. */
+export async function syncFolder(dir: string): Promise<void> {
+  const folder = await open(dir, 'r');
+  try {
+    await folder.sync();
+  } finally {
+    await folder.close();
+  }
+}
+
 async function writeAll(handle: FileHandle, bytes: Buffer, position: number | null): Promise<void> {
   let done = 0;
   while (done < bytes.byteLength) {

@@ -2,6 +2,7 @@ import { open, readFile, rename, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
+import { syncFolder } from './file-record-store.js';
 
 /** The file in the state folder that keeps the policies in force. */
 export const POLICY_RECORD_FILE = 'policies.json';
@@ -71,9 +72,9 @@ function isRecordedClient(c: unknown): c is RecordedClient {
 }
 
 /**
- * Writes the policy record of a state folder: whole, through a temporary file, fsync and rename,
- * one write at a time, the latest record only. A failed write is logged once per distinct error and
- * left for the next.
+ * Writes the policy record of a state folder: whole, through a temporary file, fsync, rename and
+ * an fsync of the folder, one write at a time, the latest record only. A failed write is logged
+ * once per distinct error and left for the next.
  */
 export class PolicyRecordFile {
   private pending: PolicyRecord | undefined;
@@ -119,6 +120,7 @@ export class PolicyRecordFile {
         await handle.close();
       }
       await rename(temporary, file);
+      await syncFolder(this.dir);
       this.lastError = '';
     } catch (err) {
       await unlink(temporary).catch(() => undefined);

@@ -378,19 +378,26 @@ describe('Kubernetes source', () => {
   });
 });
 
+const DR: ServedKind = { ...VS, kind: 'DestinationRule', plural: 'destinationrules' };
+
+/** An API server holding one VirtualService and one DestinationRule, `shop/cart`. */
+async function cartApiServer(): Promise<FakeKubeApiServer> {
+  await loadKubernetesClient();
+  const api = await FakeKubeApiServer.start([VS, DR]);
+  api.put({
+    kind: 'DestinationRule',
+    metadata: { name: 'cart', namespace: 'shop' },
+    spec: { host: 'cart' },
+  });
+  api.put(vs('shop', 'cart'));
+  return api;
+}
+
 describe('Kubernetes source, one kind whose watch is never answered', () => {
-  const DR: ServedKind = { ...VS, kind: 'DestinationRule', plural: 'destinationrules' };
   let api: FakeKubeApiServer;
   let recorder: SourceEventRecorder | undefined;
   before(async () => {
-    await loadKubernetesClient();
-    api = await FakeKubeApiServer.start([VS, DR]);
-    api.put({
-      kind: 'DestinationRule',
-      metadata: { name: 'cart', namespace: 'shop' },
-      spec: { host: 'cart' },
-    });
-    api.put(vs('shop', 'cart'));
+    api = await cartApiServer();
     // No response headers, ever: the client library has no timeout of its own for them.
     api.fault('DestinationRule', 'watch', 'hang');
   });
@@ -423,18 +430,10 @@ describe('Kubernetes source, one kind whose watch is never answered', () => {
 });
 
 describe('Kubernetes source, one kind its identity may not read', () => {
-  const DR: ServedKind = { ...VS, kind: 'DestinationRule', plural: 'destinationrules' };
   let api: FakeKubeApiServer;
   let recorder: SourceEventRecorder | undefined;
   before(async () => {
-    await loadKubernetesClient();
-    api = await FakeKubeApiServer.start([VS, DR]);
-    api.put({
-      kind: 'DestinationRule',
-      metadata: { name: 'cart', namespace: 'shop' },
-      spec: { host: 'cart' },
-    });
-    api.put(vs('shop', 'cart'));
+    api = await cartApiServer();
     // As when the Role lacks destinationrules.
     api.fault('DestinationRule', 'list', 403);
   });

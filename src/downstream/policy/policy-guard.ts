@@ -102,7 +102,7 @@ export function judgePolicyChange(
     let objects = 0;
     let lost = 0;
     for (const kind of snapshot.kinds.values()) {
-      for (const r of kind.resources) {
+      for (const r of kind.list ?? kind.resources) {
         if (!g.from.admits(r)) continue;
         objects++;
         if (g.to === undefined || !g.to.admits(r)) lost++;
@@ -131,7 +131,7 @@ const MAX_VIEW_GROUPS = 64;
 
 function hasRevisionLabels(snapshot: ConfigSnapshot): boolean {
   for (const kind of snapshot.kinds.values()) {
-    for (const r of kind.resources) if (r.labels[REVISION_LABEL] !== undefined) return true;
+    for (const r of kind.list ?? kind.resources) if (r.labels[REVISION_LABEL] !== undefined) return true;
   }
   return false;
 }
