@@ -410,7 +410,7 @@ interface StatusSource {
   name: string;
   type: string;
   state: string;
-  held?: { reason: string; deletions: number; total: number; since: string };
+  held?: { reason: string; deletions: number; total: number; since: string; emptiedKinds?: string[] };
   lastError?: string;
 }
 interface StatusClient {
@@ -439,7 +439,7 @@ async function status(options: AdminOptions): Promise<number> {
     const held =
       s.held === undefined
         ? ''
-        : `  HELD: ${s.held.reason}, ${s.held.deletions} of ${s.held.total} deleted (meshmux confirm ${s.name})`;
+        : `  HELD: ${s.held.reason}${s.held.emptiedKinds === undefined ? '' : ` (${s.held.emptiedKinds.join(', ')})`}, ${s.held.deletions} of ${s.held.total} deleted (meshmux confirm ${s.name})`;
     out.push(`${s.name.padEnd(24)}${s.type.padEnd(11)}${s.state}${held}`);
   }
   out.push('');

@@ -94,11 +94,12 @@ export interface Conflict {
 }
 
 /**
- * Every reason a guard may hold an update back. A closed set: it labels metrics. `removed`: the
- * source left the configuration while holding objects the guards would not let go at once;
- * `rules`: edited access rules would withdraw as much.
+ * Every reason a guard may hold an update back. A closed set: it labels metrics. `emptied-kind`:
+ * a full state takes every object of a kind the source held several of; `removed`: the source
+ * left the configuration while holding objects the guards would not let go at once; `rules`:
+ * edited access rules would withdraw as much.
  */
-export const HOLD_REASONS = ['empty', 'mass-delete', 'removed', 'rules'] as const;
+export const HOLD_REASONS = ['empty', 'mass-delete', 'emptied-kind', 'removed', 'rules'] as const;
 
 /** Why a guard holds an update back (one of `HOLD_REASONS`). */
 export type HoldReason = (typeof HOLD_REASONS)[number];
@@ -111,6 +112,8 @@ export interface HeldReport {
   readonly total: number;
   /** Names the held update: equal on every replica holding the same one. */
   readonly digest: string;
+  /** Reason `emptied-kind`: the kinds the update would take every object of, when judged in this process. */
+  readonly emptiedKinds?: readonly string[];
 }
 
 /** What the merge knows about one source, for readiness and the debug pages. */

@@ -224,7 +224,7 @@ export class SourceLedger {
       errors: [],
       warnings: [],
     });
-    const effect = { deletions: this.total, after: 0, emptiesKind: this.total > 0 };
+    const effect = { deletions: this.total, after: 0, emptiesKind: this.total > 0, emptiedKinds: [] };
     const verdict = guardVerdict(effect, this.total, this.rules);
     if (verdict === undefined) {
       this.held = undefined;
@@ -890,7 +890,6 @@ export class SourceLedger {
     return same;
   }
 
-  /** Counts what an admitted update would delete from the committed state. */
   /** An admitted update's effect as the guards judge it now, and the total to judge it against. */
   private judged(admitted: Admitted, now: Date): { effect: UpdateEffect; total: number } {
     return this.deletions.judged(this.effect(admitted), this.total, now.getTime(), this.rules.deleteWindowMs);
@@ -900,11 +899,17 @@ export class SourceLedger {
     let deletions = 0;
     let after = this.total;
     let emptiesKind = false;
+    const emptiedKinds: string[] = [];
+    const configured = this.descriptor.kinds;
+    // A kind the configuration no longer names goes because an operator took it out.
+    const takesWhole = (kind: string, before: number, after: number): boolean =>
+      before > 1 && after === 0 && (configured === undefined || configured.has(kind));
     for (const [kind, list] of admitted.next) {
       const before = this.stateOf(kind);
       for (const key of before.keys()) if (!list.has(key)) deletions++;
       after += list.size - before.size;
       if (before.size > 0 && list.size === 0) emptiesKind = true;
+      if (takesWhole(kind, before.size, list.size)) emptiedKinds.push(kind);
     }
     for (const [kind, { removed, upserts }] of admitted.deltas) {
       const before = this.stateOf(kind);
@@ -918,8 +923,9 @@ export class SourceLedger {
       for (const key of upserts.keys()) if (!before.has(key)) size++;
       after += size - before.size;
       if (before.size > 0 && size === 0) emptiesKind = true;
+      if (takesWhole(kind, before.size, size)) emptiedKinds.push(kind);
     }
-    return { deletions, after, emptiesKind };
+    return { deletions, after, emptiesKind, emptiedKinds };
   }
 
   private commit({ next, raw, full, deltas, sent }: Admitted): KindChange[] {

@@ -13,6 +13,8 @@ export interface HeldUpdate {
    * same update, so a confirmation can name exactly what it applies.
    */
   readonly digest: string;
+  /** Reason `emptied-kind`: the kinds it would take every object of. */
+  readonly emptiedKinds?: readonly string[];
 }
 
 /** What an admitted update would do to a source's committed state. */
@@ -22,6 +24,12 @@ export interface UpdateEffect {
   readonly after: number;
   /** Some kind the source holds would become empty. */
   readonly emptiesKind: boolean;
+  /**
+   * Kinds, still the source's to send, of which a full state would take every object where the
+   * source held more than one: a kind gone whole at once, as from an upstream whose registry of
+   * it is not ready, not one object deleted.
+   */
+  readonly emptiedKinds: readonly string[];
 }
 
 /** The guards a source's rules name, as they bear on one update. */
@@ -76,7 +84,9 @@ export function appliesAtOnce(effect: UpdateEffect, total: number, rules: GuardR
  * The guards' verdict on an update to a source holding `total` objects: why it is held, or
  * undefined when it may be applied. `empty`: it would leave the source with nothing while
  * `keepOnEmpty`. `mass-delete`: it deletes more than `minDeletes` and more than
- * `maxDeleteRatio` of what the source holds. A source holding nothing is never held.
+ * `maxDeleteRatio` of what the source holds. `emptied-kind`: it takes a kind whole
+ * (`emptiedKinds`) while `keepOnEmpty`, however few objects that is. A source holding nothing is
+ * never held.
  */
 export function guardVerdict(
   effect: UpdateEffect,
@@ -88,6 +98,9 @@ export function guardVerdict(
   if (after === 0 && rules.keepOnEmpty) return { reason: 'empty', deletions, total };
   if (deletions > rules.minDeletes && deletions > rules.maxDeleteRatio * total) {
     return { reason: 'mass-delete', deletions, total };
+  }
+  if (rules.keepOnEmpty && effect.emptiedKinds.length > 0) {
+    return { reason: 'emptied-kind', deletions, total, emptiedKinds: effect.emptiedKinds };
   }
   return undefined;
 }

@@ -13,6 +13,7 @@ import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { fakeVirtualService } from '../support/fake-objects.js';
 import {
   answeredAfter,
+  confirm,
   connectIstiod,
   inventory,
   lost,
@@ -57,16 +58,6 @@ function stateFileOf(dir: string, source: string): Promise<boolean> {
     () => true,
     () => false,
   );
-}
-
-/** Confirms what `source` holds, as `meshmux confirm` does. */
-async function confirm(meshmux: MeshmuxProcess, source: string): Promise<void> {
-  const answer = await fetch(`${meshmux.admin}/debug/sources/${source}/confirm`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: '{}',
-  });
-  assert.equal(answer.status, 200);
 }
 
 async function heldReason(meshmux: MeshmuxProcess, source: string): Promise<SourcesPage['held']> {

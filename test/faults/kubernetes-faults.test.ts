@@ -18,7 +18,7 @@ import { until } from '../support/deadline.js';
 import type { IstiodClient } from '../support/istiod-client.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
-import { VS } from '../support/type-urls.js';
+import { DR, VS } from '../support/type-urls.js';
 
 const VIRTUAL_SERVICES: ServedKind = {
   group: 'networking.istio.io',
@@ -99,5 +99,87 @@ describe('faults: a Kubernetes object nested 5,000 levels deep', () => {
     assert.ok(running.alive, `meshmux exited:\n${running.tail(10)}`);
     assert.equal(istiod.configs(VS).size, 21);
     report('deeply nested Kubernetes object', { 'served after spawn (ms)': servedMs, 'objects lost': 0 });
+  });
+});
+
+const DESTINATION_RULES: ServedKind = {
+  group: 'networking.istio.io',
+  versions: ['v1', 'v1beta1', 'v1alpha3'],
+  kind: 'DestinationRule',
+  plural: 'destinationrules',
+};
+
+function dr(name: string): KubeObject {
+  return {
+    kind: 'DestinationRule',
+    metadata: { name, namespace: 'shop' },
+    spec: { host: `${name}.example.com`, trafficPolicy: { tls: { mode: 'ISTIO_MUTUAL' } } },
+  };
+}
+
+describe('faults: a Kubernetes API server that lists a small kind empty for a while', () => {
+  it('holds the kind taken whole, and serves the next true list', async () => {
+    const dir = await tempDir('meshmux-kube-empty-list-');
+    const api = await FakeKubeApiServer.start([VIRTUAL_SERVICES, DESTINATION_RULES]);
+    for (let i = 0; i < 20; i++) api.put(vs(`vs-${i}`));
+    for (let i = 0; i < 3; i++) api.put(dr(`dr-${i}`));
+    await writeFile(path.join(dir.dir, 'kubeconfig'), api.kubeconfig());
+    await writeFile(
+      path.join(dir.dir, 'meshmux.yaml'),
+      [
+        'state: { dir: none }',
+        'sources:',
+        '  - name: cluster',
+        '    type: kubernetes',
+        '    kubeconfig: ./kubeconfig',
+        '    kinds: [VirtualService, DestinationRule]',
+        '',
+      ].join('\n'),
+    );
+    const meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
+    const istiod = connectIstiod(meshmux.xds);
+    const held = async (): Promise<string | undefined> => {
+      const sources = await meshmux.debug<Array<{ name: string; held?: { reason: string } }>>('sources');
+      return sources.find((s) => s.name === 'cluster')?.held?.reason;
+    };
+    try {
+      await until(
+        () => istiod.configs(VS).size === 20 && istiod.configs(DR).size === 3,
+        30_000,
+        'the first state',
+        { describe: () => meshmux.tail(10) },
+      );
+      // A compaction ends the watches; the relists that follow find no DestinationRule, as from
+      // an API server whose cache lags behind its storage.
+      api.fault('DestinationRule', 'list', 'empty');
+      const listed = api.requests.length;
+      api.compact();
+      await until(
+        () => api.requests.slice(listed).some((r) => /destinationrules(\?|$)/.test(r) && !/watch=/.test(r)),
+        15_000,
+        'the relist of the DestinationRules',
+      );
+      // Past the settle window (1 s), where the guards judge the update.
+      await new Promise((r) => setTimeout(r, 2_000));
+      const kept = [istiod.configs(VS).size, istiod.configs(DR).size];
+      assert.deepEqual(kept, [20, 3], `the istiod lost ${23 - (kept[0] ?? 0) - (kept[1] ?? 0)} of 23`);
+      await until(async () => (await held()) === 'emptied-kind', 15_000, 'the emptied kind held', {
+        describe: () => meshmux.tail(10),
+      });
+
+      // The next relist finds them: the hold ends, nothing changed at the istiod.
+      api.fault('DestinationRule', 'list', undefined);
+      api.compact();
+      await until(async () => (await held()) === undefined, 15_000, 'the hold ended by the next list');
+      assert.deepEqual([istiod.configs(VS).size, istiod.configs(DR).size], [20, 3]);
+      report('a Kubernetes kind listed empty for a while', {
+        'objects lost of 23': 23 - istiod.configs(VS).size - istiod.configs(DR).size,
+      });
+    } finally {
+      istiod.close();
+      await meshmux.stop();
+      await api.stop();
+      await dir.dispose();
+    }
   });
 });

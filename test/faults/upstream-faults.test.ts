@@ -18,7 +18,17 @@ import {
 } from '../support/faulty-responses.js';
 import { freePort } from '../support/free-port.js';
 import { TestRepo, serviceEntry, virtualService } from '../support/git-fixtures.js';
-import { connectIstiod, inventory, lost, readiness, report } from '../support/fault-kit.js';
+import {
+  confirm,
+  connectIstiod,
+  inventory,
+  lost,
+  MESH_NAMES,
+  meshUpstream,
+  readiness,
+  report,
+} from '../support/fault-kit.js';
+import { until } from '../support/deadline.js';
 import type { IstiodClient } from '../support/istiod-client.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
@@ -495,6 +505,85 @@ describe('faults: an xds upstream wearing itself down a few objects per response
       report('an upstream wearing itself down 9 objects per response', {
         'objects lost of 100': 100 - held,
         'responses applied': (100 - held) / 9,
+      });
+    } finally {
+      client.close();
+      await meshmux.kill();
+      await fake.stop();
+      await dir.dispose();
+    }
+  });
+});
+
+describe('faults: an xds upstream that answers one kind with nothing', () => {
+  it('holds a kind taken whole, however few of the source’s objects that is, until confirmed', async () => {
+    const dir = await tempDir('meshmux-fault-kind-gone-');
+    const fake = await meshUpstream();
+    const meshmux = await meshmuxWith(dir.dir, [
+      'sources:',
+      '  - name: mesh',
+      '    type: xds',
+      `    address: ${fake.address}`,
+    ]);
+    const client = connectIstiod(meshmux.xds);
+    const held = async (): Promise<{ reason: string; emptiedKinds?: string[] } | undefined> => {
+      const sources =
+        await meshmux.debug<Array<{ name: string; held?: { reason: string; emptiedKinds?: string[] } }>>(
+          'sources',
+        );
+      return sources.find((s) => s.name === 'mesh')?.held;
+    };
+    try {
+      await client.waitFor(
+        (c) => c.configs(VS).size === 5 && c.configs(DR).size === 5 && c.configs(SE).size === 5,
+        15_000,
+        () => 'the first state',
+      );
+      const served = inventory(client);
+      // Its DestinationRules not ready, the upstream answers them with nothing: 5 of its 15
+      // objects, under every count the guards had.
+      fake.set('DestinationRule', []).push();
+      // Past the settle window (1 s), where the guards judge the update.
+      await new Promise((r) => setTimeout(r, 2_000));
+      const gone = lost(served, inventory(client));
+      assert.deepEqual(gone, [], `the istiod lost ${gone.length} of ${served.size}`);
+      await meshmux.waitForLog(
+        (e) => e['source'] === 'mesh' && /every object of a kind/.test(String(e['msg'])),
+        0,
+        10_000,
+        'the emptied kind held',
+      );
+      const hold = await held();
+      assert.deepEqual(
+        [hold?.reason, hold?.emptiedKinds],
+        ['emptied-kind', ['networking.istio.io/DestinationRule']],
+      );
+
+      // The upstream's DestinationRules back: the hold ends by itself.
+      fake
+        .set(
+          'DestinationRule',
+          MESH_NAMES.map((n) => fakeDestinationRule(n)),
+        )
+        .push();
+      await until(async () => (await held()) === undefined, 10_000, 'the hold ended by the next state');
+      assert.deepEqual(lost(served, inventory(client)), []);
+
+      // Emptied again and confirmed: gone from the istiod, as the operator said.
+      fake.set('DestinationRule', []).push();
+      await until(async () => (await held())?.reason === 'emptied-kind', 10_000, 'held again');
+      const confirmedAt = performance.now();
+      await confirm(meshmux, 'mesh');
+      await client.waitFor(
+        (c) => c.configs(DR).size === 0,
+        10_000,
+        () => 'the confirmed emptying',
+      );
+      const appliedMs = performance.now() - confirmedAt;
+      assert.equal(inventory(client).size, 10, 'the other kinds untouched');
+      report('an xds upstream answering one kind with nothing', {
+        'objects lost of 15': 0,
+        'confirmed emptying at the istiod after (ms)': appliedMs,
       });
     } finally {
       client.close();

@@ -71,28 +71,33 @@ describe('guards over the whole source, in virtual time', () => {
     });
   });
 
-  it('applies a legitimate deletion of a whole kind once it has settled', () => {
-    scheduler().run(({ hot, expectObservable }) => {
-      const events = hot<SourceEvent>('-a 99ms b', {
-        a: {
-          type: 'snapshot',
-          kinds: new Set(KINDS),
-          resources: [...objects(VS, 2), ...objects(DR, 10), ...objects(SE, 10)],
-          revision: 'r1',
-          errors: [],
-          warnings: [],
-        },
-        b: kindState(VS, []),
-      });
-      const engine = new MergeEngine([{ descriptor, events$: events, policy: { settleMs: 500 } }]);
-      engine.start();
-      expectObservable(seen(engine.snapshots$), '^ 2000ms !').toBe('ab 599ms c', {
-        a: '!0,0,0/C',
-        b: '2,10,10/S',
-        c: '0,10,10/S',
+  for (const [count, after, verdict] of [
+    [1, '0,10,10/S', 'applies the deletion of a kind’s last object'],
+    [2, '2,10,10/SH', 'holds a kind taken whole'],
+  ] as const) {
+    it(`${verdict} once it has settled`, () => {
+      scheduler().run(({ hot, expectObservable }) => {
+        const events = hot<SourceEvent>('-a 99ms b', {
+          a: {
+            type: 'snapshot',
+            kinds: new Set(KINDS),
+            resources: [...objects(VS, count), ...objects(DR, 10), ...objects(SE, 10)],
+            revision: 'r1',
+            errors: [],
+            warnings: [],
+          },
+          b: kindState(VS, []),
+        });
+        const engine = new MergeEngine([{ descriptor, events$: events, policy: { settleMs: 500 } }]);
+        engine.start();
+        expectObservable(seen(engine.snapshots$), '^ 2000ms !').toBe('ab 599ms c', {
+          a: '!0,0,0/C',
+          b: `${count},10,10/S`,
+          c: after,
+        });
       });
     });
-  });
+  }
 
   it('applies a deletion of a few objects at once, with no settling', () => {
     scheduler().run(({ hot, expectObservable }) => {

@@ -20,10 +20,11 @@ const DR = 'networking.istio.io/DestinationRule';
 const RULES: GuardRules = { keepOnEmpty: true, minDeletes: 2, maxDeleteRatio: 0.5, settleMs: 0 };
 
 describe('the guards’ verdict', () => {
-  const effect = (deletions: number, after: number, emptiesKind = false) => ({
+  const effect = (deletions: number, after: number, emptiesKind = false, emptiedKinds: string[] = []) => ({
     deletions,
     after,
     emptiesKind,
+    emptiedKinds,
   });
 
   it('never holds an update to a source holding nothing', () => {
@@ -45,6 +46,22 @@ describe('the guards’ verdict', () => {
     assert.equal(guardVerdict(effect(5, 5), 10, RULES), undefined, 'exactly half is not more than half');
     assert.equal(guardVerdict(effect(2, 1), 3, RULES), undefined, 'exactly minDeletes is not more');
     assert.deepEqual(guardVerdict(effect(3, 1), 4, RULES), { reason: 'mass-delete', deletions: 3, total: 4 });
+  });
+
+  it('holds an update taking a kind whole while keepOnEmpty, however few objects, naming the kinds', () => {
+    assert.deepEqual(guardVerdict(effect(2, 8, true, [DR]), 10, RULES), {
+      reason: 'emptied-kind',
+      deletions: 2,
+      total: 10,
+      emptiedKinds: [DR],
+    });
+    assert.equal(guardVerdict(effect(2, 8, true, [DR]), 10, { ...RULES, keepOnEmpty: false }), undefined);
+    assert.equal(guardVerdict(effect(1, 9, true), 10, RULES), undefined, 'a kind of one object deleted');
+    assert.equal(
+      guardVerdict(effect(6, 4, true, [DR]), 10, RULES)?.reason,
+      'mass-delete',
+      'too many deletions says so first',
+    );
   });
 
   it('applies at once what deletes nothing, or no more than minDeletes without emptying a kind', () => {

@@ -98,8 +98,9 @@ describe('SourceLedger admission', () => {
 
   it('forgets a kind it no longer holds, on either path', () => {
     const l = ledger();
-    l.apply(snapshot([vs('a'), vs('b'), dr('c')]), at(1_000));
-    l.apply(snapshot([vs('a'), vs('b')], [VS]), at(2_000));
+    // A kind of one object, whose last deletion is an edit the guards let through.
+    l.apply(snapshot([vs('a'), dr('c')]), at(1_000));
+    l.apply(snapshot([vs('a')], [VS]), at(2_000));
     // The same instances again, then without them: the identity path applies it.
     l.apply(snapshot([], [VS]), at(3_000));
     assert.deepEqual(Object.keys(l.report().counts), [DR]);

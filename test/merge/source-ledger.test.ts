@@ -296,6 +296,48 @@ describe('SourceLedger', () => {
     assert.equal(ledger().mayContribute(DR), true);
   });
 
+  it('holds a full state taking every object of a kind it held several of, and lets one last object go', () => {
+    const vs = Array.from({ length: 12 }, (_, i) => fakeResource(`v${i}`));
+    const drs = [fakeResource('d0', { kind: DR }), fakeResource('d1', { kind: DR })];
+    const l = ledger();
+    l.apply(state(...vs, ...drs), new Date(0));
+    // 2 of 14 deleted: under every count, yet every DestinationRule.
+    l.apply(state(...vs), new Date(1));
+    assert.deepEqual(
+      [l.heldUpdate?.reason, l.heldUpdate?.deletions, l.heldUpdate?.emptiedKinds],
+      ['emptied-kind', 2, [DR]],
+    );
+    assert.deepEqual(names(l, DR), ['default/d0', 'default/d1'], 'still served');
+    assert.deepEqual(
+      l.release().map((c) => [c.kind, c.after.size]),
+      [[DR, 0]],
+    );
+    // A kind of one object losing it is one deletion, as an edit makes.
+    const one = ledger();
+    one.apply(state(...vs, drs[0]!), new Date(0));
+    one.apply(state(...vs), new Date(1));
+    assert.equal(one.heldUpdate, undefined);
+    assert.deepEqual(names(one, DR), []);
+    // `onEmpty: accept` lets it go.
+    const accepting = ledger({ keepOnEmpty: false });
+    accepting.apply(state(...vs, ...drs), new Date(0));
+    accepting.apply(state(...vs), new Date(1));
+    assert.equal(accepting.heldUpdate, undefined);
+  });
+
+  it('lets a kind the configuration no longer names go whole', () => {
+    const vs = Array.from({ length: 12 }, (_, i) => fakeResource(`v${i}`));
+    const drs = [fakeResource('d0', { kind: DR }), fakeResource('d1', { kind: DR })];
+    const l = ledger({}, [VS, DR]);
+    l.apply(state(...vs, ...drs), new Date(0));
+    l.descriptor = { ...l.descriptor, kinds: new Set([VS]) };
+    assert.deepEqual(
+      l.dropKinds(l.kindsLeftOut(), new Date(1)).map((c) => [c.kind, c.after.size]),
+      [[DR, 0]],
+    );
+    assert.equal(l.heldUpdate, undefined);
+  });
+
   it('releases nothing when nothing is held, and everything held in order when confirmed', () => {
     const l = ledger();
     assert.deepEqual(l.release(), []);

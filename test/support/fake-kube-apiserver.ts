@@ -67,9 +67,10 @@ function toJson(value: unknown): string {
  * whose body ends at once, `gone` a 200 carrying one `ERROR` 410 event, `trickle` a 200 whose
  * body is one space every 100 ms for as long as the client waits, `hang` no answer at all (not
  * even headers), a number that HTTP status with a `Status` body (403 as after an RBAC change, 404
- * as after a CRD was deleted).
+ * as after a CRD was deleted), `empty` a list of no items at the current resourceVersion (as from
+ * an API server whose cache lags behind its storage; lists only).
  */
-export type KubeFault = 'close' | 'gone' | 'trickle' | 'hang' | number;
+export type KubeFault = 'close' | 'gone' | 'trickle' | 'hang' | 'empty' | number;
 
 interface LoggedEvent {
   readonly rv: number;
@@ -447,8 +448,16 @@ export class FakeKubeApiServer {
       const watch = url.searchParams.get('watch');
       const isWatch = watch === 'true' || watch === '1';
       const fault = this.faults.get(`${served.plural} ${isWatch ? 'watch' : 'list'}`);
-      if (fault !== undefined) return this.injected(res, fault);
+      if (fault !== undefined && (fault !== 'empty' || isWatch)) return this.injected(res, fault);
       if (isWatch) return this.watch(req, res, url, { served, version, namespace, matches });
+      if (fault === 'empty') {
+        return this.json(res, {
+          apiVersion: `${group}/${version}`,
+          kind: `${served.kind}List`,
+          metadata: { resourceVersion: String(this.rv) },
+          items: [],
+        });
+      }
       // A paged list reads one snapshot: later pages come from it, as etcd serves them at the first
       // page's revision, until a compaction expires the continue token (410).
       const token = url.searchParams.get('continue');

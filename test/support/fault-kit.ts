@@ -1,6 +1,8 @@
+import assert from 'node:assert/strict';
 import { FakeAdsServer } from './fake-ads-server.js';
 import { fakeDestinationRule, fakeVirtualService, type FakeObject } from './fake-objects.js';
 import { IstiodClient } from './istiod-client.js';
+import type { MeshmuxProcess } from './meshmux-process.js';
 
 /**
  * An istiod stand-in subscribed to `xds` that redials fast (20 ms, backing off to 200 ms), so a
@@ -100,4 +102,14 @@ metadata: {name: ${name}, namespace: ${namespace}}
 spec: {hosts: [${name}], http: [{route: [{destination: {host: ${name}}}]}]}
 ---
 `;
+}
+
+/** Confirms what `source` holds, as `meshmux confirm` does. */
+export async function confirm(meshmux: MeshmuxProcess, source: string): Promise<void> {
+  const answer = await fetch(`${meshmux.admin}/debug/sources/${source}/confirm`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{}',
+  });
+  assert.equal(answer.status, 200);
 }

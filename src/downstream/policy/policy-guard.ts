@@ -109,7 +109,7 @@ export function judgePolicyChange(
       }
     }
     const verdict = guardVerdict(
-      { deletions: lost, after: objects - lost, emptiesKind: false },
+      { deletions: lost, after: objects - lost, emptiesKind: false, emptiedKinds: [] },
       objects,
       guard,
     );
