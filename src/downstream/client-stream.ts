@@ -185,6 +185,11 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
     return this.identity;
   }
 
+  /** The address the client connects from: the write budget's line takes turns between addresses. */
+  get peerIp(): string {
+    return this.identity.peerIp;
+  }
+
   get weight(): number {
     return this.lastSentBytes;
   }

@@ -1,6 +1,11 @@
 /** A stream waiting for room to write; `resume()` is called when it may try again. */
 export interface BudgetWaiter {
   resume(): void;
+  /**
+   * The address its peer connects from: in line, a peer none of whose streams holds bytes goes
+   * before another stream of a peer that does. Without one, a waiter is a peer of its own.
+   */
+  readonly peerIp?: string | undefined;
 }
 
 export interface WriteBudgetOptions {
@@ -25,6 +30,16 @@ export const DEFAULT_WRITE_BUDGET: WriteBudgetOptions = Object.freeze({
   maxStreamBytes: 32 * 1024 * 1024,
 });
 
+/**
+ * The order of the line: streams seen reading; then the others, those of a peer address holding no
+ * bytes first (a stream offered in an earlier pass is no longer in line).
+ */
+const PASSES = [
+  { readers: true, peersHoldingNothing: false },
+  { readers: false, peersHoldingNothing: true },
+  { readers: false, peersHoldingNothing: false },
+] as const;
+
 /** What one stream holds. `parked` bytes are in flight but no longer counted globally. */
 interface StreamAccount {
   inFlight: number;
@@ -39,10 +54,10 @@ interface StreamAccount {
  *
  * A stream that does not fit the global budget waits in line and, when resumed, writes whatever is
  * latest by then, so a client that waits never receives a stale response. The line never blocks:
- * when room comes back every waiter is offered it (those a write of which flushed first, then the
- * others, each in arrival order), and one that still does not fit keeps its place while those
- * behind it that fit go. A stream over its own share waits for its own writes only. A response
- * larger than the whole budget goes alone.
+ * when room comes back every waiter is offered it (those a write of which flushed first; then the
+ * others, those of a peer address none of whose streams holds bytes first; each in arrival order),
+ * and one that still does not fit keeps its place while those behind it that fit go. A stream over
+ * its own share waits for its own writes only. A response larger than the whole budget goes alone.
  *
  * A stream whose peer stopped reading is `park`ed by its owner: its bytes stay counted against the
  * stream (so it cannot take more than its share) but leave the global count, so a receiver that
@@ -58,6 +73,8 @@ export class WriteBudget {
   private readonly accounts = new Map<BudgetWaiter, StreamAccount>();
   /** Waiters a write of which flushed: their peers read. */
   private readonly reading = new WeakSet<BudgetWaiter>();
+  /** Per peer address, its streams whose bytes count against the global budget. */
+  private readonly chargedPeers = new Map<string, number>();
   /** The waiter being resumed: it may take bytes while others are queued. */
   private turn: BudgetWaiter | undefined;
   private pumping = false;
@@ -109,7 +126,7 @@ export class WriteBudget {
       this.overShare.delete(waiter);
       const a = account ?? { inFlight: 0, charged: 0 };
       a.inFlight += bytes;
-      a.charged += bytes;
+      this.charge(waiter, a, bytes);
       this.accounts.set(waiter, a);
       this.inFlight += bytes;
       if (this.inFlight > this.peakBytes) this.peakBytes = this.inFlight;
@@ -132,7 +149,7 @@ export class WriteBudget {
       const fromParked = Math.min(bytes, parked);
       const fromCharged = Math.min(bytes - fromParked, account.charged);
       account.inFlight -= fromParked + fromCharged;
-      account.charged -= fromCharged;
+      this.charge(waiter, account, -fromCharged);
       this.parked -= fromParked;
       this.inFlight -= fromCharged;
       if (account.inFlight <= 0) this.accounts.delete(waiter);
@@ -150,7 +167,7 @@ export class WriteBudget {
     if (account === undefined || account.charged === 0) return;
     this.inFlight -= account.charged;
     this.parked += account.charged;
-    account.charged = 0;
+    this.charge(waiter, account, -account.charged);
     this.pump();
   }
 
@@ -169,6 +186,22 @@ export class WriteBudget {
     else this.pump();
   }
 
+  /** Moves `bytes` into (or, negative, out of) the waiter's charged bytes, counting its peer's charged streams. */
+  private charge(waiter: BudgetWaiter, account: StreamAccount, bytes: number): void {
+    const was = account.charged > 0;
+    account.charged += bytes;
+    const peer = waiter.peerIp;
+    if (peer === undefined || was === account.charged > 0) return;
+    const streams = (this.chargedPeers.get(peer) ?? 0) + (was ? -1 : 1);
+    if (streams > 0) this.chargedPeers.set(peer, streams);
+    else this.chargedPeers.delete(peer);
+  }
+
+  /** Whether some stream of the waiter's peer address has bytes counted against the global budget. */
+  private peerCharged(waiter: BudgetWaiter): boolean {
+    return waiter.peerIp !== undefined && this.chargedPeers.has(waiter.peerIp);
+  }
+
   private offer(waiter: BudgetWaiter): void {
     this.turn = waiter;
     try {
@@ -182,7 +215,10 @@ export class WriteBudget {
    * Offers room to every queued waiter, those whose peers were seen reading first, each group in
    * arrival order; one that does not fit keeps its place. Streams that never had a write flushed
    * (new ones, and clients that connect and never read, which hold their bytes until they are
-   * parked) thus never delay a reading istiod's next change by more than one room's turn.
+   * parked) thus never delay a reading istiod's next change by more than one room's turn. Among
+   * those, a stream of a peer address holding no bytes goes first: one address opening many
+   * streams that never read takes a turn per round, and a new istiod elsewhere waits for one
+   * round (until the streams holding the room are parked), not for all of them.
    */
   private pump(): void {
     if (this.pumping) {
@@ -194,9 +230,10 @@ export class WriteBudget {
       do {
         this.pumpAgain = false;
         const line = [...this.queue];
-        for (const readers of [true, false]) {
+        for (const pass of PASSES) {
           for (const [waiter, bytes] of line) {
-            if (this.reading.has(waiter) !== readers || !this.queue.has(waiter)) continue;
+            if (this.reading.has(waiter) !== pass.readers || !this.queue.has(waiter)) continue;
+            if (pass.peersHoldingNothing && this.peerCharged(waiter)) continue;
             const fits =
               bytes <= this.options.smallBytes ||
               this.inFlight === 0 ||

@@ -10,6 +10,7 @@ class Writer implements BudgetWaiter {
     private readonly budget: WriteBudget,
     private readonly bytes: number,
     private readonly log: string[],
+    readonly peerIp?: string,
   ) {}
   tryWrite(): boolean {
     if (!this.budget.take(this.bytes, this)) return false;
@@ -154,5 +155,33 @@ describe('WriteBudget', () => {
     assert.deepEqual(log.slice(3), ['reader'], 'the reading stream had the first room');
     budget.park(stuck[1] as Writer);
     assert.deepEqual(log.slice(4), ['stuck-2']);
+  });
+
+  it('takes turns between peer addresses among streams never seen reading, so one address opening many waits for itself', () => {
+    const budget = new WriteBudget({ maxBytes: 100, smallBytes: 10, maxStreamBytes: 100 });
+    const log: string[] = [];
+    // One address opens six streams that never read: two fill the budget, four wait.
+    const stuck = Array.from({ length: 6 }, (_, i) => new Writer(`stuck-${i}`, budget, 50, log, '10.0.0.9'));
+    for (const s of stuck) s.tryWrite();
+    // A new istiod elsewhere, and a second one behind the same address as the stuck streams.
+    const fresh = new Writer('fresh', budget, 50, log, '10.0.0.1');
+    const sibling = new Writer('sibling', budget, 50, log, '10.0.0.9');
+    assert.equal(fresh.tryWrite(), false);
+    assert.equal(sibling.tryWrite(), false);
+    assert.deepEqual(log, ['stuck-0', 'stuck-1']);
+    // The first room goes to the new istiod, ahead of the four older streams of the busy address;
+    // once that address holds nothing (both parked), one of its streams goes.
+    budget.park(stuck[0] as Writer);
+    assert.deepEqual(log.slice(2), ['fresh']);
+    budget.park(stuck[1] as Writer);
+    assert.deepEqual(log.slice(3), ['stuck-2']);
+    // A round later (parked again), the busy address's next stream; its others keep their order.
+    budget.park(stuck[2] as Writer);
+    assert.deepEqual(log.slice(4), ['stuck-3']);
+    fresh.finish();
+    assert.deepEqual(log.slice(5), ['stuck-4'], 'the room a reader gives back goes to the line in order');
+    budget.park(stuck[3] as Writer);
+    budget.park(stuck[4] as Writer);
+    assert.deepEqual(log.slice(6), ['stuck-5', 'sibling']);
   });
 });

@@ -205,6 +205,43 @@ describe('one client costs only itself (meshmux in a child process, a 20 MB type
     await until('the stalled clients to be gone', (c) => c.streams <= before.streams);
   });
 
+  it('syncs a new istiod within one round of stalls, however many streams another address opened that never read', async () => {
+    const MANY = 30;
+    const before = await counters();
+    // One address (a broken tool, say) opens many streams that never read.
+    const stalled = Array.from(
+      { length: MANY },
+      (_, i) =>
+        new StalledAdsClient(
+          meshmux.xds,
+          [SE],
+          `sidecar~10.7.0.${i}~one-${i}.ns~ns.svc.cluster.local`,
+          {},
+          '127.0.0.2',
+        ),
+    );
+    const fresh = new IstiodClient({ address: meshmux.xds, release: [SE] });
+    try {
+      await until('the stalled streams to hold the budget', (c) => c.streams >= before.streams + MANY);
+      await delay(200);
+      const started = performance.now();
+      fresh.start();
+      await fresh.waitForSync(60_000);
+      const syncMs = performance.now() - started;
+      const parked = (await counters()).stalls - before.stalls;
+      console.log(
+        `# a new istiod behind ${MANY} streams of one address that never read: synced in ${syncMs.toFixed(0)} ms, after ${parked} of them were parked`,
+      );
+      // Before, the line was served in arrival order: the new istiod waited for nearly all of them.
+      assert.ok(parked < MANY / 2, `the new istiod waited for ${parked} stalled streams to be parked`);
+      assert.equal(fresh.configs(SE).size, healthy.configs(SE).size);
+    } finally {
+      fresh.close();
+      for (const s of stalled) s.close();
+    }
+    await until('the stalled clients to be gone', (c) => c.streams <= before.streams);
+  });
+
   it('frees the views of short-lived clients with distinct revisions once they leave, and never keeps what unknown type URLs were answered with', async () => {
     const baseline = await until(
       'the stalled clients to be gone',

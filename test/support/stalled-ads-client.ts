@@ -27,8 +27,13 @@ export class StalledAdsClient {
     typeUrls: readonly string[],
     nodeId: string,
     metadata: Record<string, string> = {},
+    /** The local address to connect from (any of 127.0.0.0/8 on loopback): another peer address. */
+    localAddress?: string,
   ) {
-    this.session = connect(`http://${address}`, { settings: { initialWindowSize: 1024 } });
+    this.session = connect(`http://${address}`, {
+      settings: { initialWindowSize: 1024 },
+      ...(localAddress === undefined ? {} : { localAddress }),
+    });
     this.session.on('error', () => undefined);
     this.stream = this.session.request({
       ':method': 'POST',
