@@ -201,7 +201,7 @@ function sourcesTable(sources: readonly SourceReport[]): string {
         .join(', '),
     )}</td>
 <td>${s.errors.length}</td><td>${s.rejections.length}</td>
-<td>${s.held === undefined ? '' : `<span class="bad">${esc(s.held.reason)}: ${s.held.deletions} of ${s.held.total} deletion(s) held</span> — to apply it: <code>meshmux confirm ${esc(s.name)}</code>`}
+<td>${s.held === undefined ? '' : `<span class="bad">${esc(s.held.reason)}${s.held.emptiedKinds === undefined ? '' : ` (${esc(s.held.emptiedKinds.join(', '))})`}: ${s.held.deletions} of ${s.held.total} deletion(s) held</span> — to apply it: <code>meshmux confirm ${esc(s.name)}</code>`}
 ${
   s.warnings.length === 0
     ? ''

@@ -30,6 +30,7 @@ import {
 } from '../support/fault-kit.js';
 import { until } from '../support/deadline.js';
 import type { IstiodClient } from '../support/istiod-client.js';
+import { runMeshmuxCli } from '../support/meshmux-cli.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { fakeDestinationRule, fakeServiceEntry, fakeVirtualService } from '../support/fake-objects.js';
@@ -558,6 +559,11 @@ describe('faults: an xds upstream that answers one kind with nothing', () => {
         [hold?.reason, hold?.emptiedKinds],
         ['emptied-kind', ['networking.istio.io/DestinationRule']],
       );
+      // Named where an operator looks: the status page and `meshmux status`.
+      const page = await (await fetch(`${meshmux.admin}/`)).text();
+      assert.match(page, /emptied-kind \(networking\.istio\.io\/DestinationRule\): 5 of 15 deletion/);
+      const status = await runMeshmuxCli(['status', '--admin', meshmux.admin]);
+      assert.match(status.stdout, /HELD: emptied-kind \(networking\.istio\.io\/DestinationRule\), 5 of 15/);
 
       // The upstream's DestinationRules back: the hold ends by itself.
       fake
