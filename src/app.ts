@@ -48,8 +48,10 @@ import type { Metrics } from './telemetry/metrics.js';
 import { StateMetrics } from './telemetry/state-metrics.js';
 import { hostOfAddress } from './core/loopback.js';
 import { openRecordStore } from './state/open-record-store.js';
+import type { EtcdPolicyRecords } from './state/etcd-policy-records.js';
 import {
   POLICY_RECORD_FILE,
+  type PolicyRecord,
   PolicyRecordFile,
   readPolicyRecord,
   type RecordedClient,
@@ -286,10 +288,19 @@ export async function startMeshmux(
   );
   // The policies a restart serves until it has judged the configured ones for the istiods the last
   // run served: those it ran under, when the state folder kept them.
+  // The istiods a change of the policies is judged for: this process's, the last run's, and with
+  // etcd every replica's (their records, kept up to date by a watch).
+  const knownClients = new KnownClients([], 0, Date.now());
+  const policyShared = persisted.shared?.openPolicyRecords((_replica, record) =>
+    knownClients.merge(record.clients, recordTimeOf(record)),
+  );
   const { last: recordedPolicies, problem: policyRecordProblem } = await policiesOfLastRun(
     persisted.local?.dir,
+    policyShared,
     log,
   );
+  if (recordedPolicies !== undefined)
+    knownClients.merge(recordedPolicies.clients, recordedPolicies.savedAtMs);
   const configuredPolicies = plainPolicies(config.policies);
   const startPolicies =
     recordedPolicies !== undefined && !isDeepStrictEqual(recordedPolicies.configs, configuredPolicies)
@@ -297,11 +308,6 @@ export async function startMeshmux(
       : undefined;
   const policyFile =
     persisted.local === undefined ? undefined : new PolicyRecordFile(persisted.local.dir, log);
-  const knownClients = new KnownClients(
-    recordedPolicies?.clients ?? [],
-    recordedPolicies?.savedAtMs ?? Date.now(),
-    Date.now(),
-  );
   const observeConnected = (): void =>
     knownClients.observe(
       ads.holdings().map((h) => h.client),
@@ -314,24 +320,34 @@ export async function startMeshmux(
   };
   let recordedMembership = -1;
   let recordedConfigs: unknown;
-  /** Keeps the policies in force and the istiods known, when either changed; `always` at a stop. */
+  let recordedAtMs = Number.NEGATIVE_INFINITY;
+  /**
+   * Keeps the policies in force and the istiods known, when either changed, and now and then
+   * anyway (when each istiod was last seen moves on: the other replicas age them by it); `always`
+   * at a stop.
+   */
   const recordPolicies = (always = false): void => {
-    if (policyFile === undefined) return;
+    if (policyFile === undefined && policyShared === undefined) return;
     observeConnected();
+    const nowMs = Date.now();
     if (
       !always &&
       knownClients.membership === recordedMembership &&
-      policyChanges.configs === recordedConfigs
+      policyChanges.configs === recordedConfigs &&
+      nowMs - recordedAtMs < POLICY_RECORD_REFRESH_MS
     ) {
       return;
     }
     recordedMembership = knownClients.membership;
     recordedConfigs = policyChanges.configs;
-    policyFile.write({
-      savedAt: new Date().toISOString(),
+    recordedAtMs = nowMs;
+    const record: PolicyRecord = {
+      savedAt: new Date(nowMs).toISOString(),
       policies: policyChanges.configs,
       clients: knownClients.toRecord(),
-    });
+    };
+    policyFile?.write(record);
+    policyShared?.write(record);
   };
   const engine: MergeEngine = new MergeEngine(
     inputs,
@@ -636,6 +652,16 @@ const POLICIES_SIGNAL = '(policies)';
 
 /** How often the istiods connected are compared with those the policy record names. */
 const POLICY_RECORD_INTERVAL_MS = 1_000;
+/** How often the policy record is written when nothing in it changed but when istiods were seen. */
+const POLICY_RECORD_REFRESH_MS = 60_000;
+/** How long a start waits for etcd to hand over the other replicas' policy records. */
+const POLICY_RECORDS_READ_MS = 5_000;
+
+/** When a record was saved (Unix ms); now when it does not say in a form that can be read. */
+function recordTimeOf(record: PolicyRecord): number {
+  const ms = Date.parse(record.savedAt);
+  return Number.isNaN(ms) ? Date.now() : ms;
+}
 
 /** Policies as JSON holds them (no absent fields spelled out), so that kept and configured compare equal. */
 function plainPolicies(policies: readonly PolicyConfig[]): PolicyConfig[] {
@@ -656,32 +682,56 @@ function policyGuardRules(guard: MeshmuxConfig['policyGuard']): PolicyGuardRules
  */
 async function policiesOfLastRun(
   dir: string | undefined,
+  shared: EtcdPolicyRecords | undefined,
   log: Logger,
 ): Promise<{
   last?: { set: PolicySet; configs: PolicyConfig[]; clients: readonly RecordedClient[]; savedAtMs: number };
   problem?: MeshmuxError;
 }> {
-  if (dir === undefined) return {};
-  const { record, problem } = await readPolicyRecord(dir);
-  try {
-    if (problem !== undefined) throw problem;
-    if (record === undefined) return {};
-    const configs = plainPolicies(parsePolicies(record.policies));
-    const savedAtMs = Date.parse(record.savedAt);
-    return {
-      last: {
-        set: new PolicySet(configs),
-        configs,
-        clients: record.clients,
-        savedAtMs: Number.isNaN(savedAtMs) ? Date.now() : savedAtMs,
-      },
-    };
-  } catch (err) {
-    const error = toMeshmuxError(err, 'STATE', { file: path.join(dir, POLICY_RECORD_FILE) });
-    log.error(
-      { err: error.describe() },
-      'the policies of the last run cannot be read: the configured ones apply without being judged',
-    );
-    return { problem: error };
+  const found: Array<{ record: PolicyRecord; where: string }> = [];
+  let problem: MeshmuxError | undefined;
+  if (dir !== undefined) {
+    const local = await readPolicyRecord(dir);
+    problem = local.problem;
+    if (local.record !== undefined)
+      found.push({ record: local.record, where: path.join(dir, POLICY_RECORD_FILE) });
   }
+  if (shared !== undefined) {
+    try {
+      for (const record of await shared.readAll(POLICY_RECORDS_READ_MS))
+        found.push({ record, where: 'etcd' });
+    } catch (err) {
+      log.warn(
+        { err: String(err) },
+        'the policy records of the replicas cannot be read from etcd: judging by the state folder alone',
+      );
+    }
+  }
+  // The newest record says which policies were in force; every record names istiods to judge for.
+  let last: { configs: PolicyConfig[]; savedAtMs: number } | undefined;
+  const clients: RecordedClient[] = [];
+  for (const { record, where } of found) {
+    try {
+      const configs = plainPolicies(parsePolicies(record.policies));
+      const savedAtMs = recordTimeOf(record);
+      if (last === undefined || savedAtMs > last.savedAtMs) last = { configs, savedAtMs };
+      for (const c of record.clients)
+        clients.push(c.seenAtMs === undefined ? { ...c, seenAtMs: savedAtMs } : c);
+    } catch (err) {
+      problem ??= toMeshmuxError(err, 'STATE', { file: where });
+    }
+  }
+  if (last === undefined) {
+    if (problem !== undefined) {
+      log.error(
+        { err: problem.describe() },
+        'the policies of the last run cannot be read: the configured ones apply without being judged',
+      );
+    }
+    return problem === undefined ? {} : { problem };
+  }
+  return {
+    last: { set: new PolicySet(last.configs), configs: last.configs, clients, savedAtMs: last.savedAtMs },
+    ...(problem === undefined ? {} : { problem }),
+  };
 }

@@ -10,7 +10,9 @@ import {
   type RecordWriteStatus,
 } from './record-write-queue.js';
 import { EtcdPrefixWatch } from './etcd-prefix-watch.js';
+import { EtcdPolicyRecords } from './etcd-policy-records.js';
 import { EtcdSignals, type ReplicaSignal } from './etcd-signals.js';
+import type { PolicyRecord } from './policy-record.js';
 import { decodeStateFile, encodeStateFile } from './state-file.js';
 
 /** How to reach etcd, as the configuration gives it (secrets already read from their files). */
@@ -90,6 +92,7 @@ export class EtcdRecordStore implements SourceRecordStore {
   private campaign: Campaign | undefined;
   private watch: EtcdPrefixWatch | undefined;
   private signals: EtcdSignals | undefined;
+  private policyRecords: EtcdPolicyRecords | undefined;
   private campaignTimer: NodeJS.Timeout | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
   private up = false;
@@ -163,6 +166,21 @@ export class EtcdRecordStore implements SourceRecordStore {
     return this.signals;
   }
 
+  /**
+   * The replicas' policy records over the same etcd connection (see {@link EtcdPolicyRecords});
+   * opened once, closed with the store.
+   */
+  openPolicyRecords(onRecord: (replica: string, record: PolicyRecord) => void): EtcdPolicyRecords {
+    this.policyRecords ??= EtcdPolicyRecords.open({
+      client: this.client,
+      prefix: this.prefix,
+      identity: this.options.identity,
+      log: this.options.log,
+      onRecord,
+    });
+    return this.policyRecords;
+  }
+
   /** Reachability, the writer role and each source's last write, for `/debug/state`. */
   report(): EtcdStoreStatus {
     return {
@@ -183,6 +201,7 @@ export class EtcdRecordStore implements SourceRecordStore {
     await this.queue.close();
     await this.watch?.cancel();
     await this.signals?.close();
+    await this.policyRecords?.close();
     const campaign = this.campaign;
     this.campaign = undefined;
     if (campaign !== undefined) await campaign.resign().catch(() => undefined);

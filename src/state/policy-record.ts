@@ -41,21 +41,26 @@ export async function readPolicyRecord(
     return { problem: toMeshmuxError(err, 'STATE', { file }) };
   }
   try {
-    const o = JSON.parse(text) as Partial<PolicyRecord> | null;
-    if (
-      o === null ||
-      typeof o !== 'object' ||
-      typeof o.savedAt !== 'string' ||
-      !Array.isArray(o.policies) ||
-      !Array.isArray(o.clients) ||
-      !o.clients.every(isRecordedClient)
-    ) {
-      throw new Error('not a policy record (savedAt, policies, clients)');
-    }
-    return { record: { savedAt: o.savedAt, policies: o.policies, clients: o.clients } };
+    return { record: parsePolicyRecord(text) };
   } catch (err) {
     return { problem: new MeshmuxError('STATE', `cannot be read: ${(err as Error).message}`, { file }) };
   }
+}
+
+/** A policy record from its JSON text; throws saying what is wrong with it. */
+export function parsePolicyRecord(text: string): PolicyRecord {
+  const o = JSON.parse(text) as Partial<PolicyRecord> | null;
+  if (
+    o === null ||
+    typeof o !== 'object' ||
+    typeof o.savedAt !== 'string' ||
+    !Array.isArray(o.policies) ||
+    !Array.isArray(o.clients) ||
+    !o.clients.every(isRecordedClient)
+  ) {
+    throw new Error('not a policy record (savedAt, policies, clients)');
+  }
+  return { savedAt: o.savedAt, policies: o.policies, clients: o.clients };
 }
 
 function isRecordedClient(c: unknown): c is RecordedClient {

@@ -14,6 +14,23 @@ const identity = (node: string, port = 5000) =>
 const START = 1_000_000;
 
 describe('known clients', () => {
+  it('takes in another record’s istiods, each as last seen when that record says or later', () => {
+    const known = new KnownClients([], 0, START);
+    const web = { nodeId: 'web-1', peer: '10.0.0.9:4000', metadata: {}, sans: [] };
+    known.merge([{ ...web, seenAtMs: START + 5_000 }], START);
+    // An older record of the same istiod (another replica's) does not age it.
+    known.merge([web], START - 60_000);
+    assert.deepEqual(
+      known.toRecord().map((c) => [c.nodeId, c.seenAtMs]),
+      [['web-1', START + 5_000]],
+    );
+    const before = known.membership;
+    known.merge([{ nodeId: 'db-1', peer: '10.0.0.8:4000', metadata: {}, sans: [] }], START);
+    assert.equal(known.membership, before + 1, 'a new istiod is a change of membership');
+    known.observe([], START + 5_000 + KEEP_ABSENT_MS + 1);
+    assert.deepEqual(known.identities(), [], 'each aged by its own time');
+  });
+
   it('keeps a recorded istiod until it has been absent for a while of this process, however old the record', () => {
     // Recorded an hour before this process started (a long outage).
     const known = new KnownClients(

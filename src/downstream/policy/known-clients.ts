@@ -30,7 +30,15 @@ export class KnownClients {
     recordedAtMs: number,
     private readonly startedAtMs: number,
   ) {
-    for (const c of recorded) this.remember(c, c.seenAtMs ?? recordedAtMs);
+    this.merge(recorded, recordedAtMs);
+  }
+
+  /**
+   * Adds istiods another record names (the last run's, another replica's), each as last seen when
+   * it says, or at `recordedAtMs`; an istiod known as seen later keeps that time.
+   */
+  merge(clients: readonly SeenClient[], recordedAtMs: number): void {
+    for (const c of clients) this.remember(c, c.seenAtMs ?? recordedAtMs);
   }
 
   /** Notes the istiods connected at `nowMs`, and forgets those absent too long. */

@@ -1,0 +1,159 @@
+import type { Etcd3, Lease } from 'etcd3';
+import type { Logger } from '../core/logger.js';
+import { EtcdPrefixWatch } from './etcd-prefix-watch.js';
+import { parsePolicyRecord, type PolicyRecord } from './policy-record.js';
+
+/**
+ * How long a replica's record outlives it, seconds: as long as an absent istiod is judged for
+ * (`KEEP_ABSENT_MS`), so a rollout that replaces every replica still finds what the old ones served.
+ */
+const RECORD_TTL_S = 600;
+
+/** Options of {@link EtcdPolicyRecords.open}. */
+export interface EtcdPolicyRecordsOptions {
+  readonly client: Etcd3;
+  /** Every key starts with it (the `state.etcd` prefix). */
+  readonly prefix: string;
+  /** This replica's name: the key of its own record, whose writes are not handed back to it. */
+  readonly identity: string;
+  readonly log: Logger;
+  /** Another replica wrote its record. Synchronous; must not throw. */
+  readonly onRecord: (replica: string, record: PolicyRecord) => void;
+}
+
+/**
+ * Each replica's policy record (the policies in force and the istiods it served) in etcd, one key
+ * per replica (`<prefix>policies/<replica>`), kept under a lease that outlives the replica by
+ * {@link RECORD_TTL_S}. A replica judges a change of the policies for the istiods of every replica,
+ * so replicas that see the same edit decide alike; and a replica started on a new node, its state
+ * folder empty, judges the policies it is configured with for the istiods the others served, as a
+ * restart on a kept folder does. Best effort: a record that cannot be written is logged and the
+ * next one tried.
+ */
+export class EtcdPolicyRecords {
+  private watcher: EtcdPrefixWatch | undefined;
+  private lease: Lease | undefined;
+  private pending: PolicyRecord | undefined;
+  private writing: Promise<void> | undefined;
+  private lastError = '';
+  private closed = false;
+
+  private constructor(private readonly options: EtcdPolicyRecordsOptions) {}
+
+  /** Starts watching the other replicas' records; never throws. */
+  static open(options: EtcdPolicyRecordsOptions): EtcdPolicyRecords {
+    const records = new EtcdPolicyRecords(options);
+    records.watcher = new EtcdPrefixWatch(
+      options.client,
+      records.folder,
+      'policy records',
+      options.log,
+      (kv) => records.received(kv.key.toString('utf8'), kv.value.toString('utf8')),
+    );
+    return records;
+  }
+
+  /**
+   * Every replica's record stored now, this one's last included (a replica restarted under the
+   * same name); records that cannot be read are logged and left out. Rejects when etcd does not
+   * answer within `timeoutMs`.
+   */
+  async readAll(timeoutMs: number): Promise<PolicyRecord[]> {
+    const read = this.options.client.getAll().prefix(this.folder).strings();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`etcd did not answer within ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      const all = await Promise.race([read, timeout]);
+      return Object.entries(all).flatMap(([key, text]) => {
+        const record = this.parse(key, text);
+        return record === undefined ? [] : [record];
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Keeps `record` as this replica's; only the latest of those handed in meanwhile is written. */
+  write(record: PolicyRecord): void {
+    if (this.closed) return;
+    this.pending = record;
+    this.writing ??= this.drain();
+  }
+
+  /** Resolves once every record handed in has been written (or failed). */
+  async flushed(): Promise<void> {
+    while (this.writing !== undefined) await this.writing;
+  }
+
+  /**
+   * Stops watching. The lease is left to expire rather than revoked: a replica that stops for a
+   * rollout leaves its istiods on record for the one that replaces it.
+   */
+  async close(): Promise<void> {
+    await this.flushed();
+    this.closed = true;
+    await this.watcher?.cancel();
+  }
+
+  private get folder(): string {
+    return `${this.options.prefix}policies/`;
+  }
+
+  private received(key: string, text: string): void {
+    const replica = key.slice(this.folder.length);
+    if (replica === this.options.identity) return;
+    const record = this.parse(key, text);
+    if (record !== undefined) this.options.onRecord(replica, record);
+  }
+
+  private parse(key: string, text: string): PolicyRecord | undefined {
+    try {
+      return parsePolicyRecord(text);
+    } catch (err) {
+      this.options.log.warn(
+        { key, err: (err as Error).message },
+        'ignored a policy record meshmux did not write',
+      );
+      return undefined;
+    }
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (this.pending !== undefined && !this.closed) {
+        const record = this.pending;
+        this.pending = undefined;
+        await this.writeNow(record);
+      }
+    } finally {
+      this.writing = undefined;
+    }
+  }
+
+  private async writeNow(record: PolicyRecord): Promise<void> {
+    const key = `${this.folder}${this.options.identity}`;
+    try {
+      this.lease ??= this.newLease();
+      await this.lease.put(key).value(JSON.stringify(record)).exec();
+      this.lastError = '';
+    } catch (err) {
+      // A lease etcd no longer knows (an outage longer than its time to live) is granted anew.
+      this.lease = undefined;
+      const message = String(err);
+      if (message !== this.lastError) {
+        this.lastError = message;
+        this.options.log.warn({ err: message }, 'cannot write the policies in force to etcd');
+      }
+    }
+  }
+
+  private newLease(): Lease {
+    const lease = this.options.client.lease(RECORD_TTL_S);
+    lease.on('lost', () => {
+      if (this.lease === lease) this.lease = undefined;
+    });
+    return lease;
+  }
+}
