@@ -2,8 +2,9 @@
 export interface BudgetWaiter {
   resume(): void;
   /**
-   * The address its peer connects from: in line, a peer none of whose streams holds bytes goes
-   * before another stream of a peer that does. Without one, a waiter is a peer of its own.
+   * The address its peer connects from: in line, a stream of an address none of whose streams has
+   * bytes in flight (parked ones included) goes before one of an address that has. Without one, a
+   * waiter is an address of its own.
    */
   readonly peerIp?: string | undefined;
 }
@@ -31,13 +32,13 @@ export const DEFAULT_WRITE_BUDGET: WriteBudgetOptions = Object.freeze({
 });
 
 /**
- * The order of the line: streams seen reading; then the others, those of a peer address holding no
- * bytes first (a stream offered in an earlier pass is no longer in line).
+ * The order of the line: streams seen reading; then the others, those of a peer address with no
+ * bytes in flight first (a stream offered in an earlier pass is no longer in line).
  */
 const PASSES = [
-  { readers: true, peersHoldingNothing: false },
-  { readers: false, peersHoldingNothing: true },
-  { readers: false, peersHoldingNothing: false },
+  { readers: true, idlePeersOnly: false },
+  { readers: false, idlePeersOnly: true },
+  { readers: false, idlePeersOnly: false },
 ] as const;
 
 /** What one stream holds. `parked` bytes are in flight but no longer counted globally. */
@@ -55,7 +56,7 @@ interface StreamAccount {
  * A stream that does not fit the global budget waits in line and, when resumed, writes whatever is
  * latest by then, so a client that waits never receives a stale response. The line never blocks:
  * when room comes back every waiter is offered it (those a write of which flushed first; then the
- * others, those of a peer address none of whose streams holds bytes first; each in arrival order),
+ * others, those of a peer address none of whose streams has bytes in flight first; each in arrival order),
  * and one that still does not fit keeps its place while those behind it that fit go. A stream over
  * its own share waits for its own writes only. A response larger than the whole budget goes alone.
  *
@@ -73,8 +74,8 @@ export class WriteBudget {
   private readonly accounts = new Map<BudgetWaiter, StreamAccount>();
   /** Waiters a write of which flushed: their peers read. */
   private readonly reading = new WeakSet<BudgetWaiter>();
-  /** Per peer address, its streams whose bytes count against the global budget. */
-  private readonly chargedPeers = new Map<string, number>();
+  /** Per peer address, its streams with bytes in flight (parked or not). */
+  private readonly busyPeers = new Map<string, number>();
   /** The waiter being resumed: it may take bytes while others are queued. */
   private turn: BudgetWaiter | undefined;
   private pumping = false;
@@ -125,8 +126,9 @@ export class WriteBudget {
       this.queue.delete(waiter);
       this.overShare.delete(waiter);
       const a = account ?? { inFlight: 0, charged: 0 };
+      if (a.inFlight === 0 && bytes > 0) this.busy(waiter, 1);
       a.inFlight += bytes;
-      this.charge(waiter, a, bytes);
+      a.charged += bytes;
       this.accounts.set(waiter, a);
       this.inFlight += bytes;
       if (this.inFlight > this.peakBytes) this.peakBytes = this.inFlight;
@@ -145,14 +147,18 @@ export class WriteBudget {
     this.reading.add(waiter);
     const account = this.accounts.get(waiter);
     if (account !== undefined) {
+      const had = account.inFlight > 0;
       const parked = account.inFlight - account.charged;
       const fromParked = Math.min(bytes, parked);
       const fromCharged = Math.min(bytes - fromParked, account.charged);
       account.inFlight -= fromParked + fromCharged;
-      this.charge(waiter, account, -fromCharged);
+      account.charged -= fromCharged;
       this.parked -= fromParked;
       this.inFlight -= fromCharged;
-      if (account.inFlight <= 0) this.accounts.delete(waiter);
+      if (account.inFlight <= 0) {
+        this.accounts.delete(waiter);
+        if (had) this.busy(waiter, -1);
+      }
     }
     if (this.overShare.delete(waiter)) this.offer(waiter);
     this.pump();
@@ -167,7 +173,7 @@ export class WriteBudget {
     if (account === undefined || account.charged === 0) return;
     this.inFlight -= account.charged;
     this.parked += account.charged;
-    this.charge(waiter, account, -account.charged);
+    account.charged = 0;
     this.pump();
   }
 
@@ -186,20 +192,18 @@ export class WriteBudget {
     else this.pump();
   }
 
-  /** Moves `bytes` into (or, negative, out of) the waiter's charged bytes, counting its peer's charged streams. */
-  private charge(waiter: BudgetWaiter, account: StreamAccount, bytes: number): void {
-    const was = account.charged > 0;
-    account.charged += bytes;
+  /** Counts a stream of the waiter's address that began (1) or ended (-1) having bytes in flight. */
+  private busy(waiter: BudgetWaiter, change: 1 | -1): void {
     const peer = waiter.peerIp;
-    if (peer === undefined || was === account.charged > 0) return;
-    const streams = (this.chargedPeers.get(peer) ?? 0) + (was ? -1 : 1);
-    if (streams > 0) this.chargedPeers.set(peer, streams);
-    else this.chargedPeers.delete(peer);
+    if (peer === undefined) return;
+    const streams = (this.busyPeers.get(peer) ?? 0) + change;
+    if (streams > 0) this.busyPeers.set(peer, streams);
+    else this.busyPeers.delete(peer);
   }
 
-  /** Whether some stream of the waiter's peer address has bytes counted against the global budget. */
-  private peerCharged(waiter: BudgetWaiter): boolean {
-    return waiter.peerIp !== undefined && this.chargedPeers.has(waiter.peerIp);
+  /** Whether some stream of the waiter's address has bytes in flight. */
+  private peerBusy(waiter: BudgetWaiter): boolean {
+    return waiter.peerIp !== undefined && this.busyPeers.has(waiter.peerIp);
   }
 
   private offer(waiter: BudgetWaiter): void {
@@ -216,9 +220,10 @@ export class WriteBudget {
    * arrival order; one that does not fit keeps its place. Streams that never had a write flushed
    * (new ones, and clients that connect and never read, which hold their bytes until they are
    * parked) thus never delay a reading istiod's next change by more than one room's turn. Among
-   * those, a stream of a peer address holding no bytes goes first: one address opening many
-   * streams that never read takes a turn per round, and a new istiod elsewhere waits for one
-   * round (until the streams holding the room are parked), not for all of them.
+   * those, a stream of an address with no bytes in flight goes first: an address whose streams
+   * never read keeps its parked bytes in flight, so its later streams wait in arrival order, and a
+   * new istiod elsewhere waits for one round (until the streams holding the room are parked), not
+   * for all of them.
    */
   private pump(): void {
     if (this.pumping) {
@@ -233,7 +238,7 @@ export class WriteBudget {
         for (const pass of PASSES) {
           for (const [waiter, bytes] of line) {
             if (this.reading.has(waiter) !== pass.readers || !this.queue.has(waiter)) continue;
-            if (pass.peersHoldingNothing && this.peerCharged(waiter)) continue;
+            if (pass.idlePeersOnly && this.peerBusy(waiter)) continue;
             const fits =
               bytes <= this.options.smallBytes ||
               this.inFlight === 0 ||

@@ -184,4 +184,27 @@ describe('WriteBudget', () => {
     budget.park(stuck[4] as Writer);
     assert.deepEqual(log.slice(6), ['stuck-5', 'sibling']);
   });
+
+  it('lets a new istiod behind a busy address go once a stalling address holds its parked bytes', () => {
+    const budget = new WriteBudget({ maxBytes: 50, smallBytes: 5, maxStreamBytes: 100 });
+    const log: string[] = [];
+    // Two istiods behind one address (a NAT) read, and each has a response in flight again.
+    const [a1, a2] = ['a1', 'a2'].map((n) => new Writer(n, budget, 20, log, '10.0.0.1')) as [Writer, Writer];
+    for (const w of [a1, a2]) {
+      w.tryWrite();
+      w.finish();
+      w.tryWrite();
+    }
+    // A third istiod behind it arrives, then a tool elsewhere opens streams that never read.
+    const a3 = new Writer('a3', budget, 20, log, '10.0.0.1');
+    assert.equal(a3.tryWrite(), false);
+    const tool = Array.from({ length: 4 }, (_, i) => new Writer(`t${i}`, budget, 20, log, '10.0.0.9'));
+    for (const t of tool) assert.equal(t.tryWrite(), false);
+    // Room from a1: the tool's idle address goes first (a new istiod elsewhere, as far as anyone knows).
+    a1.finish();
+    assert.deepEqual(log.slice(4), ['t0']);
+    // t0 parked: its address still has bytes in flight, so a3, first in line, goes, not t1.
+    budget.park(tool[0] as Writer);
+    assert.deepEqual(log.slice(5), ['a3']);
+  });
 });
