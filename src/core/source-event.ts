@@ -37,6 +37,13 @@ export interface SourceSnapshotEvent {
   readonly resources: ReadList<ConfigResource>;
   /** The upstream's version of this state (content hash, commit, MCP version_info). */
   readonly revision: string;
+  /**
+   * Kinds this state lists afresh from its upstream (a Kubernetes relist) rather than following
+   * edits it saw: an object a listing lacks may be missing because the upstream is not ready, so a
+   * kind a listing empties is held (see `update-guards.ts`). Every state of an `xds`, `mcp` or
+   * `mcp-sink` source is a listing of its kinds, whatever this says.
+   */
+  readonly listed?: ReadonlySet<string>;
   /** Objects rejected in this state; each names where and why. */
   readonly errors: readonly MeshmuxError[];
   /** Things skipped or repaired (unknown kinds, pruned fields). */

@@ -71,7 +71,12 @@ interface Admitted {
   readonly deltas: Map<string, KindDelta>;
   /** Per kind: the instances sent, in order, for the next event's fast path. */
   readonly sent: Map<string, ReadList<ConfigResource>>;
+  /** Whether the event lists `kind` afresh from its upstream (see `SourceSnapshotEvent.listed`). */
+  readonly lists: (kind: string) => boolean;
 }
+
+/** Source types every state of which is their upstream's whole answer for its kinds (state of the world). */
+const LISTING_TYPES: ReadonlySet<string> = new Set(['xds', 'mcp', 'mcp-sink']);
 
 const NO_KINDS: ReadonlySet<string> = new Set();
 
@@ -163,7 +168,8 @@ export class SourceLedger {
     }
     const inForce = { acl: this.acl, rejected: this.rejected };
     const next = this.admitUnder(new SourceAcl(policy));
-    const verdict = guardVerdict(this.effect(next), this.total, this.rules);
+    // Rules that withdraw a kind whole (a `deny` of it) are an operator's edit, not a lost kind.
+    const verdict = guardVerdict({ ...this.effect(next), emptiedKinds: [] }, this.total, this.rules);
     if (verdict !== undefined) {
       this.acl = inForce.acl;
       this.rejected = inForce.rejected;
@@ -522,7 +528,14 @@ export class SourceLedger {
     if (upsertsByKind.size === 0) return [];
     const deltas = new Map<string, KindDelta>();
     for (const [kind, upserts] of upsertsByKind) deltas.set(kind, { removed: new Set(), upserts });
-    return this.commit({ next: new Map(), raw: new Map(), full: false, deltas, sent: new Map() });
+    return this.commit({
+      next: new Map(),
+      raw: new Map(),
+      full: false,
+      deltas,
+      sent: new Map(),
+      lists: () => false,
+    });
   }
 
   /** Drops every object once the source has been stale past `maxStale`; returns the kinds it changed. */
@@ -661,6 +674,13 @@ export class SourceLedger {
     return out;
   }
 
+  /** Which kinds `event` lists afresh: all of them for a source whose every state is an answer. */
+  private listsOf(event: SourceSnapshotEvent): (kind: string) => boolean {
+    if (LISTING_TYPES.has(this.descriptor.type)) return () => true;
+    const listed = event.listed;
+    return listed === undefined ? () => false : (kind) => listed.has(kind);
+  }
+
   /** The committed objects of one kind, as the ledger itself reads them. */
   private stateOf(kind: string): KindState {
     return this.byKind.get(kind)?.state ?? EMPTY;
@@ -681,7 +701,7 @@ export class SourceLedger {
         raw.set(single, event.resources);
         sent.set(single, event.resources);
         deltas.set(single, delta);
-        return { next, raw, full: false, deltas, sent };
+        return { next, raw, full: false, deltas, sent, lists: this.listsOf(event) };
       }
     }
     // Kinds sent again as the same instances in the same order (a resync that changed nothing):
@@ -744,7 +764,7 @@ export class SourceLedger {
       const keep = this.rejected.filter((x) => !event.kinds?.has(x.kind));
       this.rejected = [...keep, ...rejected];
     }
-    return { next, raw, full: event.kinds === undefined, deltas, sent };
+    return { next, raw, full: event.kinds === undefined, deltas, sent, lists: this.listsOf(event) };
   }
 
   /**
@@ -901,9 +921,10 @@ export class SourceLedger {
     let emptiesKind = false;
     const emptiedKinds: string[] = [];
     const configured = this.descriptor.kinds;
-    // A kind the configuration no longer names goes because an operator took it out.
+    // A kind is lost whole only by a listing (edits that delete its objects are an operator's); a
+    // kind the configuration no longer names goes because an operator took it out.
     const takesWhole = (kind: string, before: number, after: number): boolean =>
-      before > 1 && after === 0 && (configured === undefined || configured.has(kind));
+      before > 1 && after === 0 && admitted.lists(kind) && (configured === undefined || configured.has(kind));
     for (const [kind, list] of admitted.next) {
       const before = this.stateOf(kind);
       for (const key of before.keys()) if (!list.has(key)) deletions++;

@@ -14,6 +14,8 @@ export interface UpdateFold {
   readonly revision: string;
   readonly errors: readonly MeshmuxError[];
   readonly warnings: readonly MeshmuxError[];
+  /** Kinds some folded event listed afresh (see `SourceSnapshotEvent.listed`). */
+  readonly listed: ReadonlySet<string>;
 }
 
 /** Folds one snapshot event into the update it continues (or starts one); `fold` is not altered. */
@@ -28,12 +30,15 @@ export function foldIn(fold: UpdateFold | undefined, event: SourceSnapshotEvent)
     if (list === undefined) kinds.set(r.kind, [r]);
     else list.push(r);
   }
+  const listed = new Set(fold?.listed);
+  for (const k of event.listed ?? []) listed.add(k);
   return {
     full: full || (fold?.full ?? false),
     kinds,
     revision: event.revision,
     errors: event.errors,
     warnings: event.warnings,
+    listed,
   };
 }
 
@@ -44,6 +49,7 @@ export function foldEvent(fold: UpdateFold): SourceSnapshotEvent {
     ...(fold.full ? {} : { kinds: new Set(fold.kinds.keys()) }),
     resources: [...fold.kinds.values()].flat(),
     revision: fold.revision,
+    ...(fold.listed.size === 0 ? {} : { listed: fold.listed }),
     errors: fold.errors,
     warnings: fold.warnings,
   };

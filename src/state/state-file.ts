@@ -271,9 +271,18 @@ function toNumber(value: number | { toNumber(): number }): number {
   return typeof value === 'number' ? value : value.toNumber();
 }
 
+/**
+ * The reason a record names for a hold: `emptied-kind` is written as `mass-delete`, which every
+ * release reads, so going back to a release before it still restores the record (it refuses a
+ * reason it does not know, and with it the whole record).
+ */
+function recordedReason(reason: HoldReason): HoldReason {
+  return reason === 'emptied-kind' ? 'mass-delete' : reason;
+}
+
 function heldMessage(h: HeldRecord, source: string): Record<string, unknown> {
   return {
-    reason: h.reason,
+    reason: recordedReason(h.reason),
     since_ms: h.sinceMs,
     deletions: h.deletions,
     total: h.total,

@@ -4,7 +4,7 @@
  * be 0), and the time it took to serve is printed.
  */
 import assert from 'node:assert/strict';
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
@@ -516,7 +516,7 @@ describe('faults: an xds upstream wearing itself down a few objects per response
   });
 });
 
-describe('faults: an xds upstream that answers one kind with nothing', () => {
+describe('faults: an upstream that answers one kind with nothing, and a kind an operator deletes', () => {
   it('holds a kind taken whole, however few of the source’s objects that is, until confirmed', async () => {
     const dir = await tempDir('meshmux-fault-kind-gone-');
     const fake = await meshUpstream();
@@ -595,6 +595,49 @@ describe('faults: an xds upstream that answers one kind with nothing', () => {
       client.close();
       await meshmux.kill();
       await fake.stop();
+      await dir.dispose();
+    }
+  });
+
+  it('applies an operator deleting every file of a kind from a file source: an edit, not a lost kind', async () => {
+    const dir = await tempDir('meshmux-fault-kind-deleted-');
+    await mkdir(path.join(dir.dir, 'mesh'));
+    for (let i = 0; i < 3; i++) {
+      await writeFile(
+        path.join(dir.dir, 'mesh', `vs-${i}.yaml`),
+        virtualService(`vs-${i}`, 'shop', `vs-${i}.example.com`),
+      );
+    }
+    for (let i = 0; i < 2; i++) {
+      await writeFile(
+        path.join(dir.dir, 'mesh', `dr-${i}.yaml`),
+        `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: dr-${i}, namespace: shop}
+spec: {host: dr-${i}.example.com}
+`,
+      );
+    }
+    const meshmux = await meshmuxWith(dir.dir, ['sources:', '  - {name: mesh, type: file, path: ./mesh}']);
+    const client = connectIstiod(meshmux.xds);
+    try {
+      await client.waitFor(
+        (c) => c.configs(VS).size === 3 && c.configs(DR).size === 2,
+        15_000,
+        () => 'the first state',
+      );
+      for (let i = 0; i < 2; i++) await rm(path.join(dir.dir, 'mesh', `dr-${i}.yaml`));
+      await client.waitFor(
+        (c) => c.configs(DR).size === 0,
+        10_000,
+        () => 'the deletions applied',
+      );
+      const sources = await meshmux.debug<Array<{ name: string; held?: unknown }>>('sources');
+      assert.equal(sources.find((x) => x.name === 'mesh')?.held, undefined);
+      assert.equal(client.configs(VS).size, 3);
+    } finally {
+      client.close();
+      await meshmux.kill();
       await dir.dispose();
     }
   });

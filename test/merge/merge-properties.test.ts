@@ -107,6 +107,8 @@ function event(state: Array<{ kind: string; namespace: string; name: string; bod
   return {
     type: 'snapshot',
     resources: state.map((o) => fakeResource(o.name, { kind: o.kind, namespace: o.namespace, body: o.body })),
+    // Each state lists its kinds afresh, as an upstream's answers do.
+    listed: new Set(KINDS),
     revision: JSON.stringify(state),
     errors: [],
     warnings: [],

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { ChunkedList } from '../../src/core/chunked-list.js';
 import { MeshmuxError } from '../../src/core/errors.js';
 import { makeResource, type ConfigResource } from '../../src/core/resource.js';
-import type { SourceEvent } from '../../src/core/source-event.js';
+import type { SourceEvent, SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { SOURCE_ANNOTATION, SOURCE_VERSION_ANNOTATION, SourceLedger } from '../../src/merge/source-ledger.js';
 import { DEFAULT_SOURCE_POLICY, type SourcePolicy } from '../../src/merge/source-rules.js';
 import { fakeResource } from '../support/resources.js';
@@ -29,7 +29,7 @@ function ledger(policy: Partial<SourcePolicy> = {}, kinds?: readonly string[]): 
   );
 }
 
-function state(...resources: ReturnType<typeof fakeResource>[]): SourceEvent {
+function state(...resources: ReturnType<typeof fakeResource>[]): SourceSnapshotEvent {
   return {
     type: 'snapshot',
     resources,
@@ -296,13 +296,23 @@ describe('SourceLedger', () => {
     assert.equal(ledger().mayContribute(DR), true);
   });
 
-  it('holds a full state taking every object of a kind it held several of, and lets one last object go', () => {
+  it('holds a listing taking every object of a kind it held several of, and lets edits and one last object go', () => {
     const vs = Array.from({ length: 12 }, (_, i) => fakeResource(`v${i}`));
     const drs = [fakeResource('d0', { kind: DR }), fakeResource('d1', { kind: DR })];
+    const listing = (...resources: ReturnType<typeof fakeResource>[]): SourceEvent => ({
+      ...state(...resources),
+      listed: new Set([VS, DR]),
+    });
+    // Edits (files deleted, objects deleted on a watch) that delete a kind whole apply.
+    const edited = ledger();
+    edited.apply(state(...vs, ...drs), new Date(0));
+    edited.apply(state(...vs), new Date(1));
+    assert.equal(edited.heldUpdate, undefined);
+    assert.deepEqual(names(edited, DR), []);
     const l = ledger();
     l.apply(state(...vs, ...drs), new Date(0));
-    // 2 of 14 deleted: under every count, yet every DestinationRule.
-    l.apply(state(...vs), new Date(1));
+    // A listing that lacks them: 2 of 14 deleted, under every count, yet every DestinationRule.
+    l.apply(listing(...vs), new Date(1));
     assert.deepEqual(
       [l.heldUpdate?.reason, l.heldUpdate?.deletions, l.heldUpdate?.emptiedKinds],
       ['emptied-kind', 2, [DR]],
@@ -315,14 +325,23 @@ describe('SourceLedger', () => {
     // A kind of one object losing it is one deletion, as an edit makes.
     const one = ledger();
     one.apply(state(...vs, drs[0]!), new Date(0));
-    one.apply(state(...vs), new Date(1));
+    one.apply(listing(...vs), new Date(1));
     assert.equal(one.heldUpdate, undefined);
     assert.deepEqual(names(one, DR), []);
     // `onEmpty: accept` lets it go.
     const accepting = ledger({ keepOnEmpty: false });
     accepting.apply(state(...vs, ...drs), new Date(0));
-    accepting.apply(state(...vs), new Date(1));
+    accepting.apply(listing(...vs), new Date(1));
     assert.equal(accepting.heldUpdate, undefined);
+  });
+
+  it('applies access rules that withdraw a kind whole, an operator’s edit', () => {
+    const vs = Array.from({ length: 12 }, (_, i) => fakeResource(`v${i}`));
+    const l = ledger();
+    l.apply(state(...vs, fakeResource('d0', { kind: DR }), fakeResource('d1', { kind: DR })), new Date(0));
+    l.setPolicy({ ...DEFAULT_SOURCE_POLICY, settleMs: 0, deny: { kinds: ['DestinationRule'] } }, new Date(1));
+    assert.equal(l.report().held, undefined);
+    assert.deepEqual(names(l, DR), []);
   });
 
   it('lets a kind the configuration no longer names go whole', () => {

@@ -174,6 +174,14 @@ describe('state files', () => {
     );
   });
 
+  it('name a kind emptied whole as a mass deletion, a reason every release reads', async () => {
+    const original = record(3);
+    const emptied: SourceRecord = { ...original, held: { ...original.held!, reason: 'emptied-kind' } };
+    const back = decodeStateFile(await fileOf(emptied), 'gitops.state');
+    assert.equal(back.held?.reason, 'mass-delete');
+    assert.equal(back.held?.deletions, 40);
+  });
+
   it('read a record without a held update or a last sync as such', async () => {
     const { held: _held, lastSyncMs: _sync, ...rest } = record(1);
     const back = decodeStateFile(await fileOf({ ...rest, complete: false }), 'gitops.state');

@@ -182,8 +182,9 @@ export const MERGE_RULE_FIELDS = {
   /** What matches is dropped from this source, even if allowed. */
   deny: Selector.optional(),
   /**
-   * `keep`: a full state that suddenly empties the source, or takes every object of a kind it held
-   * more than one of, is held (logged loudly); `accept`: applied.
+   * `keep`: a full state that suddenly empties the source, or a listing of its upstream (an `xds`
+   * answer, a Kubernetes relist) that takes every object of a kind it held more than one of, is
+   * held (logged loudly); `accept`: applied.
    */
   onEmpty: z.enum(['keep', 'accept']).default('keep'),
   /** Drop the source's objects after it has been stale this long; default never. */

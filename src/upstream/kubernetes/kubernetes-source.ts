@@ -86,6 +86,8 @@ interface KindWatch {
   quickEnds: number;
   /** Cancels the re-watch or relist this kind waits for, if any. */
   cancelRetry: (() => void) | undefined;
+  /** Relists in a row that found nothing of a kind that had objects (see {@link EMPTY_RELIST_CHECKS}). */
+  emptyRelists: number;
   /** Why the API server refuses this kind here (403), while it does; retried on its own. */
   refused: MeshmuxError | undefined;
 }
@@ -99,6 +101,14 @@ const STABLE_WATCH_MS = 30_000;
 
 /** Watches in a row ended soon after opening (with no error) after which the kind is listed again. */
 const RELIST_AFTER_QUICK_ENDS = 3;
+
+/**
+ * A relist that finds nothing of a kind that had objects is made again this many times, 2 s apart
+ * then twice as long each time: the merge holds such a listing (a kind lost whole), and an API
+ * server that lagged serves the kind again by then, which ends the hold without an operator.
+ */
+const EMPTY_RELIST_CHECKS = 3;
+const EMPTY_RELIST_CHECK_MS = 2_000;
 
 /**
  * The Istio objects of one Kubernetes cluster, listed then watched per kind (at the group's
@@ -168,6 +178,7 @@ export class KubernetesSource implements UpstreamSource {
           openedAt: 0,
           quickEnds: 0,
           cancelRetry: undefined,
+          emptyRelists: 0,
           refused: undefined,
         })),
       );
@@ -431,9 +442,19 @@ export class KubernetesSource implements UpstreamSource {
 
       const relist = async (w: KindWatch): Promise<void> => {
         try {
+          const had = w.objects.size;
           await list(w);
+          relisted.add(w.kind.key);
           publish();
           if (w.served) await watch(w);
+          if (w.objects.size > 0) w.emptyRelists = 0;
+          else if ((had > 1 || w.emptyRelists > 0) && w.emptyRelists < EMPTY_RELIST_CHECKS) {
+            log.warn(
+              { kind: w.kind.kind, had, check: w.emptyRelists + 1 },
+              'a relist found nothing of a kind that had objects: listing it again',
+            );
+            retryKind(w, EMPTY_RELIST_CHECK_MS * 2 ** w.emptyRelists++, relist);
+          }
         } catch (err) {
           fail(err, `list ${w.kind.kind}`);
         }
@@ -444,10 +465,17 @@ export class KubernetesSource implements UpstreamSource {
         cancelDebounce = clock.after(options.debounceMs ?? 20, publish);
       };
 
+      /**
+       * Kinds listed again since the last state published (after a watch expired): what such a
+       * list lacks may be the API server's lag, not deletions, so the merge judges it as a listing.
+       */
+      const relisted = new Set<string>();
       const publish = (): void => {
         cancelDebounce?.();
         cancelDebounce = undefined;
         if (stopped || watches.some((w) => w.served && !w.listed && w.refused === undefined)) return;
+        const listed = relisted.size === 0 ? undefined : new Set(relisted);
+        relisted.clear();
         // A kind refused in some scope before it was ever listed there is left out: its objects
         // are not known, and a state naming the kind would delete them.
         const unknown = new Set(watches.filter((w) => w.served && !w.listed).map((w) => w.kind.key));
@@ -459,6 +487,7 @@ export class KubernetesSource implements UpstreamSource {
             const served = tracker.serve({
               type: 'snapshot',
               kinds,
+              ...(listed === undefined ? {} : { listed }),
               resources: state.resources,
               revision,
               errors: state.errors,
