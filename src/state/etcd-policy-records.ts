@@ -1,4 +1,5 @@
 import type { Etcd3, Lease } from 'etcd3';
+import { LatestOnlyWriter } from '../core/latest-only-writer.js';
 import type { Logger } from '../core/logger.js';
 import { EtcdPrefixWatch } from './etcd-prefix-watch.js';
 import { parsePolicyRecord, type PolicyRecord } from './policy-record.js';
@@ -33,8 +34,7 @@ export interface EtcdPolicyRecordsOptions {
 export class EtcdPolicyRecords {
   private watcher: EtcdPrefixWatch | undefined;
   private lease: Lease | undefined;
-  private pending: PolicyRecord | undefined;
-  private writing: Promise<void> | undefined;
+  private readonly writer = new LatestOnlyWriter((record: PolicyRecord) => this.writeNow(record));
   private lastError = '';
   private closed = false;
 
@@ -77,14 +77,12 @@ export class EtcdPolicyRecords {
 
   /** Keeps `record` as this replica's; only the latest of those handed in meanwhile is written. */
   write(record: PolicyRecord): void {
-    if (this.closed) return;
-    this.pending = record;
-    this.writing ??= this.drain();
+    if (!this.closed) this.writer.write(record);
   }
 
   /** Resolves once every record handed in has been written (or failed). */
-  async flushed(): Promise<void> {
-    while (this.writing !== undefined) await this.writing;
+  flushed(): Promise<void> {
+    return this.writer.flushed();
   }
 
   /**
@@ -117,18 +115,6 @@ export class EtcdPolicyRecords {
         'ignored a policy record meshmux did not write',
       );
       return undefined;
-    }
-  }
-
-  private async drain(): Promise<void> {
-    try {
-      while (this.pending !== undefined && !this.closed) {
-        const record = this.pending;
-        this.pending = undefined;
-        await this.writeNow(record);
-      }
-    } finally {
-      this.writing = undefined;
     }
   }
 

@@ -1,6 +1,7 @@
 import { open, readFile, rename, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
+import { LatestOnlyWriter } from '../core/latest-only-writer.js';
 import type { Logger } from '../core/logger.js';
 import { syncFolder } from './file-record-store.js';
 
@@ -82,8 +83,7 @@ function isRecordedClient(c: unknown): c is RecordedClient {
  * once per distinct error and left for the next.
  */
 export class PolicyRecordFile {
-  private pending: PolicyRecord | undefined;
-  private writing: Promise<void> | undefined;
+  private readonly writer = new LatestOnlyWriter((record: PolicyRecord) => this.writeNow(record));
   private lastError = '';
 
   constructor(
@@ -92,25 +92,12 @@ export class PolicyRecordFile {
   ) {}
 
   write(record: PolicyRecord): void {
-    this.pending = record;
-    this.writing ??= this.drain();
+    this.writer.write(record);
   }
 
   /** Resolves once every record handed in has been written (or failed). */
-  async flushed(): Promise<void> {
-    while (this.writing !== undefined) await this.writing;
-  }
-
-  private async drain(): Promise<void> {
-    try {
-      while (this.pending !== undefined) {
-        const record = this.pending;
-        this.pending = undefined;
-        await this.writeNow(record);
-      }
-    } finally {
-      this.writing = undefined;
-    }
+  flushed(): Promise<void> {
+    return this.writer.flushed();
   }
 
   private async writeNow(record: PolicyRecord): Promise<void> {

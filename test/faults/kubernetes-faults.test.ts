@@ -41,6 +41,27 @@ function nested(depth: number): RawJson {
   return new RawJson(`${'{"a":'.repeat(depth)}{}${'}'.repeat(depth)}`);
 }
 
+/** Writes, in `dir`, `meshmux.yaml` with one source named `cluster` reading `kinds` from `api`. */
+async function configureCluster(
+  dir: string,
+  api: FakeKubeApiServer,
+  kinds: readonly string[],
+): Promise<void> {
+  await writeFile(path.join(dir, 'kubeconfig'), api.kubeconfig());
+  await writeFile(
+    path.join(dir, 'meshmux.yaml'),
+    [
+      'state: { dir: none }',
+      'sources:',
+      '  - name: cluster',
+      '    type: kubernetes',
+      '    kubeconfig: ./kubeconfig',
+      `    kinds: [${kinds.join(', ')}]`,
+      '',
+    ].join('\n'),
+  );
+}
+
 describe('faults: a Kubernetes object nested 5,000 levels deep', () => {
   let dir: { dir: string; dispose: () => Promise<void> };
   let api: FakeKubeApiServer;
@@ -53,19 +74,7 @@ describe('faults: a Kubernetes object nested 5,000 levels deep', () => {
     for (let i = 0; i < 20; i++) api.put(vs(`vs-${i}`));
     // In the list from the start: before the fix, every start of the process ended here.
     api.put(vs('deep', { x: nested(5_000) }));
-    await writeFile(path.join(dir.dir, 'kubeconfig'), api.kubeconfig());
-    await writeFile(
-      path.join(dir.dir, 'meshmux.yaml'),
-      [
-        'state: { dir: none }',
-        'sources:',
-        '  - name: cluster',
-        '    type: kubernetes',
-        '    kubeconfig: ./kubeconfig',
-        '    kinds: [VirtualService]',
-        '',
-      ].join('\n'),
-    );
+    await configureCluster(dir.dir, api, ['VirtualService']);
   });
   after(async () => {
     client?.close();
@@ -123,19 +132,7 @@ describe('faults: a Kubernetes API server that lists a small kind empty for a wh
     const api = await FakeKubeApiServer.start([VIRTUAL_SERVICES, DESTINATION_RULES]);
     for (let i = 0; i < 20; i++) api.put(vs(`vs-${i}`));
     for (let i = 0; i < 3; i++) api.put(dr(`dr-${i}`));
-    await writeFile(path.join(dir.dir, 'kubeconfig'), api.kubeconfig());
-    await writeFile(
-      path.join(dir.dir, 'meshmux.yaml'),
-      [
-        'state: { dir: none }',
-        'sources:',
-        '  - name: cluster',
-        '    type: kubernetes',
-        '    kubeconfig: ./kubeconfig',
-        '    kinds: [VirtualService, DestinationRule]',
-        '',
-      ].join('\n'),
-    );
+    await configureCluster(dir.dir, api, ['VirtualService', 'DestinationRule']);
     const meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
     const istiod = connectIstiod(meshmux.xds);
     const held = async (): Promise<string | undefined> => {
