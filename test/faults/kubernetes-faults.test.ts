@@ -46,12 +46,13 @@ async function configureCluster(
   dir: string,
   api: FakeKubeApiServer,
   kinds: readonly string[],
+  stateDir = 'none',
 ): Promise<void> {
   await writeFile(path.join(dir, 'kubeconfig'), api.kubeconfig());
   await writeFile(
     path.join(dir, 'meshmux.yaml'),
     [
-      'state: { dir: none }',
+      `state: { dir: ${stateDir} }`,
       'sources:',
       '  - name: cluster',
       '    type: kubernetes',
@@ -164,8 +165,9 @@ describe('faults: a Kubernetes API server that lists a small kind empty for a wh
         describe: () => meshmux.tail(10),
       });
 
-      // The API server catches up; the source lists the emptied kind again by itself, and that
-      // list ends the hold: nothing changed at the istiod.
+      // A network blip cuts the watch meanwhile; then the API server catches up. The source lists
+      // the emptied kind again by itself, and that list ends the hold: nothing changed at the istiod.
+      api.cutWatches('DestinationRule');
       api.fault('DestinationRule', 'list', undefined);
       const caughtUpAt = performance.now();
       await until(async () => (await held()) === undefined, 15_000, 'the hold ended by a list again');
@@ -184,6 +186,43 @@ describe('faults: a Kubernetes API server that lists a small kind empty for a wh
         'objects lost of 23 to the empty list': lostOnRelist,
         'ms from the API server caught up to the hold ended': endedMs,
       });
+    } finally {
+      istiod.close();
+      await meshmux.stop();
+      await api.stop();
+      await dir.dispose();
+    }
+  });
+});
+
+describe('faults: a Kubernetes API server that lists a kind empty when meshmux restarts', () => {
+  it('holds the kind the first list after a restart takes whole', async () => {
+    const dir = await tempDir('meshmux-kube-empty-restart-');
+    const api = await FakeKubeApiServer.start([VIRTUAL_SERVICES, DESTINATION_RULES]);
+    for (let i = 0; i < 20; i++) api.put(vs(`vs-${i}`));
+    for (let i = 0; i < 3; i++) api.put(dr(`dr-${i}`));
+    await configureCluster(dir.dir, api, ['VirtualService', 'DestinationRule'], './state');
+    const config = path.join(dir.dir, 'meshmux.yaml');
+    let meshmux = await MeshmuxProcess.start(config, { cwd: dir.dir });
+    const istiod = connectIstiod(meshmux.xds);
+    try {
+      await until(
+        () => istiod.configs(VS).size === 20 && istiod.configs(DR).size === 3,
+        30_000,
+        'the first state',
+      );
+      await meshmux.stop();
+      // Restarted while the API server's cache lags: its first DestinationRule list is empty.
+      api.fault('DestinationRule', 'list', 'empty');
+      meshmux = await MeshmuxProcess.start(config, { cwd: dir.dir });
+      const restarted = meshmux;
+      // Past the settle window (1 s) after the source's first state.
+      await new Promise((r) => setTimeout(r, 3_000));
+      const kept = [istiod.configs(VS).size, istiod.configs(DR).size];
+      assert.deepEqual(kept, [20, 3], `the istiod lost ${23 - (kept[0] ?? 0) - (kept[1] ?? 0)} of 23`);
+      const sources = await restarted.debug<Array<{ name: string; held?: { reason: string } }>>('sources');
+      assert.equal(sources.find((x) => x.name === 'cluster')?.held?.reason, 'emptied-kind');
+      report('a Kubernetes kind listed empty at a restart', { 'objects lost of 23': 0 });
     } finally {
       istiod.close();
       await meshmux.stop();

@@ -86,8 +86,11 @@ interface KindWatch {
   quickEnds: number;
   /** Cancels the re-watch or relist this kind waits for, if any. */
   cancelRetry: (() => void) | undefined;
-  /** Relists in a row that found nothing of a kind that had objects (see {@link EMPTY_RELIST_CHECKS}). */
+  /** Lists in a row that found nothing of a kind that had objects, and since when (the source clock). */
   emptyRelists: number;
+  emptySince: number | undefined;
+  /** Cancels the list again such a kind waits for (a timer of its own: watches come and go meanwhile). */
+  cancelEmptyCheck: (() => void) | undefined;
   /** Why the API server refuses this kind here (403), while it does; retried on its own. */
   refused: MeshmuxError | undefined;
 }
@@ -103,12 +106,14 @@ const STABLE_WATCH_MS = 30_000;
 const RELIST_AFTER_QUICK_ENDS = 3;
 
 /**
- * A relist that finds nothing of a kind that had objects is made again this many times, 2 s apart
- * then twice as long each time: the merge holds such a listing (a kind lost whole), and an API
- * server that lagged serves the kind again by then, which ends the hold without an operator.
+ * A list that finds nothing of a kind that had objects is made again, 2 s later, then twice as
+ * long each time up to a minute apart, for 10 minutes: the merge holds such a listing (a kind lost
+ * whole), and once an API server that lagged serves the kind again, that list ends the hold
+ * without an operator.
  */
-const EMPTY_RELIST_CHECKS = 3;
 const EMPTY_RELIST_CHECK_MS = 2_000;
+const EMPTY_RELIST_MAX_MS = 60_000;
+const EMPTY_RELIST_FOR_MS = 600_000;
 
 /**
  * The Istio objects of one Kubernetes cluster, listed then watched per kind (at the group's
@@ -179,6 +184,8 @@ export class KubernetesSource implements UpstreamSource {
           quickEnds: 0,
           cancelRetry: undefined,
           emptyRelists: 0,
+          emptySince: undefined,
+          cancelEmptyCheck: undefined,
           refused: undefined,
         })),
       );
@@ -430,7 +437,7 @@ export class KubernetesSource implements UpstreamSource {
       const retryRefused = async (w: KindWatch): Promise<void> => {
         try {
           await discover(w);
-          if (w.served) await list(w);
+          if (w.served) await listAgain(w);
           w.refused = undefined;
           publish();
           if (w.served) await watch(w);
@@ -442,22 +449,43 @@ export class KubernetesSource implements UpstreamSource {
 
       const relist = async (w: KindWatch): Promise<void> => {
         try {
-          const had = w.objects.size;
-          await list(w);
-          relisted.add(w.kind.key);
+          await listAgain(w);
           publish();
           if (w.served) await watch(w);
-          if (w.objects.size > 0) w.emptyRelists = 0;
-          else if ((had > 1 || w.emptyRelists > 0) && w.emptyRelists < EMPTY_RELIST_CHECKS) {
-            log.warn(
-              { kind: w.kind.kind, had, check: w.emptyRelists + 1 },
-              'a relist found nothing of a kind that had objects: listing it again',
-            );
-            retryKind(w, EMPTY_RELIST_CHECK_MS * 2 ** w.emptyRelists++, relist);
-          }
         } catch (err) {
           fail(err, `list ${w.kind.kind}`);
         }
+      };
+
+      /**
+       * Lists a kind as a listing the merge judges (see {@link relisted}); one that had objects and
+       * lists empty is listed again later (see {@link EMPTY_RELIST_CHECK_MS}).
+       */
+      const listAgain = async (w: KindWatch): Promise<void> => {
+        const had = w.objects.size;
+        await list(w);
+        relisted.add(w.kind.key);
+        if (w.objects.size > 0) {
+          w.emptyRelists = 0;
+          w.emptySince = undefined;
+          w.cancelEmptyCheck?.();
+          w.cancelEmptyCheck = undefined;
+          return;
+        }
+        if (had <= 1 && w.emptySince === undefined) return;
+        const now = clock.now();
+        w.emptySince ??= now;
+        if (now - w.emptySince > EMPTY_RELIST_FOR_MS) return;
+        const delayMs = Math.min(EMPTY_RELIST_MAX_MS, EMPTY_RELIST_CHECK_MS * 2 ** w.emptyRelists++);
+        log.warn(
+          { kind: w.kind.kind, had, delayMs },
+          'a list found nothing of a kind that had objects: listing it again',
+        );
+        w.cancelEmptyCheck?.();
+        w.cancelEmptyCheck = clock.after(delayMs, () => {
+          w.cancelEmptyCheck = undefined;
+          void relist(w);
+        });
       };
 
       const schedule = (): void => {
@@ -466,7 +494,7 @@ export class KubernetesSource implements UpstreamSource {
       };
 
       /**
-       * Kinds listed again since the last state published (after a watch expired): what such a
+       * Kinds listed since the last state published (at a start, after a watch expired): what a
        * list lacks may be the API server's lag, not deletions, so the merge judges it as a listing.
        */
       const relisted = new Set<string>();
@@ -635,7 +663,7 @@ export class KubernetesSource implements UpstreamSource {
                   log.info({ kind: w.kind.kind }, 'kind not served by this cluster');
                 continue;
               }
-              if (!w.listed || w.resourceVersion === '') await list(w);
+              if (!w.listed || w.resourceVersion === '') await listAgain(w);
             } catch (err) {
               if (!(err instanceof MeshmuxError && err.code === 'PERMISSION_DENIED')) throw err;
               refuse(w, err);
@@ -658,7 +686,10 @@ export class KubernetesSource implements UpstreamSource {
         stopped = true;
         cancelDebounce?.();
         cancelRetry?.();
-        for (const w of watches) stopWatch(w);
+        for (const w of watches) {
+          stopWatch(w);
+          w.cancelEmptyCheck?.();
+        }
       };
     });
   }
