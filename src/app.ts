@@ -292,16 +292,17 @@ export async function startMeshmux(
   // etcd every replica's (their records, kept up to date by a watch).
   const knownClients = new KnownClients([], 0, Date.now());
   const policyShared = persisted.shared?.openPolicyRecords((_replica, record) =>
-    knownClients.merge(record.clients, recordTimeOf(record)),
+    knownClients.merge(seenHere(record, Date.now()), Date.now()),
   );
+  const configuredPolicies = plainPolicies(config.policies);
   const { last: recordedPolicies, problem: policyRecordProblem } = await policiesOfLastRun(
     persisted.local?.dir,
     policyShared,
+    configuredPolicies,
     log,
   );
   if (recordedPolicies !== undefined)
     knownClients.merge(recordedPolicies.clients, recordedPolicies.savedAtMs);
-  const configuredPolicies = plainPolicies(config.policies);
   const startPolicies =
     recordedPolicies !== undefined && !isDeepStrictEqual(recordedPolicies.configs, configuredPolicies)
       ? recordedPolicies
@@ -683,23 +684,28 @@ function policyGuardRules(guard: MeshmuxConfig['policyGuard']): PolicyGuardRules
 async function policiesOfLastRun(
   dir: string | undefined,
   shared: EtcdPolicyRecords | undefined,
+  configured: readonly PolicyConfig[],
   log: Logger,
 ): Promise<{
   last?: { set: PolicySet; configs: PolicyConfig[]; clients: readonly RecordedClient[]; savedAtMs: number };
   problem?: MeshmuxError;
 }> {
-  const found: Array<{ record: PolicyRecord; where: string }> = [];
+  // Ranked newest first: the replicas' records by etcd's order of writes (no replica's clock can
+  // skew it), then the state folder's, which a replica also keeps in etcd.
+  const found: Array<{ record: PolicyRecord; where: string; rank: bigint }> = [];
   let problem: MeshmuxError | undefined;
   if (dir !== undefined) {
     const local = await readPolicyRecord(dir);
     problem = local.problem;
-    if (local.record !== undefined)
-      found.push({ record: local.record, where: path.join(dir, POLICY_RECORD_FILE) });
+    if (local.record !== undefined) {
+      found.push({ record: local.record, where: path.join(dir, POLICY_RECORD_FILE), rank: 0n });
+    }
   }
   if (shared !== undefined) {
     try {
-      for (const record of await shared.readAll(POLICY_RECORDS_READ_MS))
-        found.push({ record, where: 'etcd' });
+      for (const { record, revision } of await shared.readAll(POLICY_RECORDS_READ_MS)) {
+        found.push({ record, where: 'etcd', rank: revision });
+      }
     } catch (err) {
       log.warn(
         { err: String(err) },
@@ -707,16 +713,19 @@ async function policiesOfLastRun(
       );
     }
   }
-  // The newest record says which policies were in force; every record names istiods to judge for.
-  let last: { configs: PolicyConfig[]; savedAtMs: number } | undefined;
+  // The newest record says which policies were in force, unless some replica already runs the
+  // configured ones (nothing left to judge); every record names istiods to judge for.
+  const nowMs = Date.now();
+  let last: { configs: PolicyConfig[]; rank: bigint; inForce: boolean } | undefined;
   const clients: RecordedClient[] = [];
-  for (const { record, where } of found) {
+  for (const { record, where, rank } of found) {
     try {
       const configs = plainPolicies(parsePolicies(record.policies));
-      const savedAtMs = recordTimeOf(record);
-      if (last === undefined || savedAtMs > last.savedAtMs) last = { configs, savedAtMs };
-      for (const c of record.clients)
-        clients.push(c.seenAtMs === undefined ? { ...c, seenAtMs: savedAtMs } : c);
+      const inForce = isDeepStrictEqual(configs, configured);
+      if (last === undefined || (!last.inForce && (inForce || rank > last.rank))) {
+        last = { configs, rank, inForce };
+      }
+      appendAll(clients, seenHere(record, nowMs));
     } catch (err) {
       problem ??= toMeshmuxError(err, 'STATE', { file: where });
     }
@@ -731,7 +740,19 @@ async function policiesOfLastRun(
     return problem === undefined ? {} : { problem };
   }
   return {
-    last: { set: new PolicySet(last.configs), configs: last.configs, clients, savedAtMs: last.savedAtMs },
+    last: { set: new PolicySet(last.configs), configs: last.configs, clients, savedAtMs: nowMs },
     ...(problem === undefined ? {} : { problem }),
   };
+}
+
+/**
+ * A record's istiods, each as last seen by this process's clock: as long before `nowMs` as before
+ * the record was saved, so a replica whose clock is off neither ages them early nor keeps them.
+ */
+function seenHere(record: PolicyRecord, nowMs: number): RecordedClient[] {
+  const savedAtMs = recordTimeOf(record);
+  return record.clients.map((c) => ({
+    ...c,
+    seenAtMs: Math.min(nowMs, nowMs - Math.max(0, savedAtMs - (c.seenAtMs ?? savedAtMs))),
+  }));
 }

@@ -10,6 +10,21 @@ import { parsePolicyRecord, type PolicyRecord } from './policy-record.js';
  */
 const RECORD_TTL_S = 600;
 
+/**
+ * A replica's record as etcd stores it, with the revision of its last write: etcd's own order of
+ * writes, which no replica's clock can skew.
+ */
+export interface StoredPolicyRecord {
+  readonly record: PolicyRecord;
+  readonly revision: bigint;
+}
+
+/**
+ * The most a record takes in etcd (whose requests are limited to 1.5 MiB by default): past it,
+ * the istiods seen longest ago are left out.
+ */
+const MAX_RECORD_BYTES = 1024 * 1024;
+
 /** Options of {@link EtcdPolicyRecords.open}. */
 export interface EtcdPolicyRecordsOptions {
   readonly client: Etcd3;
@@ -37,6 +52,8 @@ export class EtcdPolicyRecords {
   private readonly writer = new LatestOnlyWriter((record: PolicyRecord) => this.writeNow(record));
   private lastError = '';
   private closed = false;
+  /** Whether a record was trimmed to fit (said once). */
+  private trimmed = false;
 
   private constructor(private readonly options: EtcdPolicyRecordsOptions) {}
 
@@ -58,17 +75,17 @@ export class EtcdPolicyRecords {
    * same name); records that cannot be read are logged and left out. Rejects when etcd does not
    * answer within `timeoutMs`.
    */
-  async readAll(timeoutMs: number): Promise<PolicyRecord[]> {
-    const read = this.options.client.getAll().prefix(this.folder).strings();
+  async readAll(timeoutMs: number): Promise<StoredPolicyRecord[]> {
+    const read = this.options.client.getAll().prefix(this.folder).exec();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`etcd did not answer within ${timeoutMs} ms`)), timeoutMs);
     });
     try {
-      const all = await Promise.race([read, timeout]);
-      return Object.entries(all).flatMap(([key, text]) => {
-        const record = this.parse(key, text);
-        return record === undefined ? [] : [record];
+      const { kvs } = await Promise.race([read, timeout]);
+      return kvs.flatMap((kv) => {
+        const record = this.parse(kv.key.toString('utf8'), kv.value.toString('utf8'));
+        return record === undefined ? [] : [{ record, revision: BigInt(kv.mod_revision) }];
       });
     } finally {
       clearTimeout(timer);
@@ -92,6 +109,8 @@ export class EtcdPolicyRecords {
   async close(): Promise<void> {
     await this.flushed();
     this.closed = true;
+    // Its keepalive stops; the record stays until the lease runs out.
+    this.lease?.release();
     await this.watcher?.cancel();
   }
 
@@ -122,10 +141,12 @@ export class EtcdPolicyRecords {
     const key = `${this.folder}${this.options.identity}`;
     try {
       this.lease ??= this.newLease();
-      await this.lease.put(key).value(JSON.stringify(record)).exec();
+      await this.lease.put(key).value(this.bounded(record)).exec();
       this.lastError = '';
     } catch (err) {
-      // A lease etcd no longer knows (an outage longer than its time to live) is granted anew.
+      // A lease etcd no longer knows (an outage longer than its time to live) is granted anew;
+      // this one's keepalive stops, so a write etcd refuses leaves no lease behind.
+      this.lease?.release();
       this.lease = undefined;
       const message = String(err);
       if (message !== this.lastError) {
@@ -133,6 +154,28 @@ export class EtcdPolicyRecords {
         this.options.log.warn({ err: message }, 'cannot write the policies in force to etcd');
       }
     }
+  }
+
+  /** `record` as JSON, of at most {@link MAX_RECORD_BYTES}: the istiods seen last kept first. */
+  private bounded(record: PolicyRecord): string {
+    const whole = JSON.stringify(record);
+    if (Buffer.byteLength(whole) <= MAX_RECORD_BYTES) return whole;
+    const clients = [...record.clients].sort((a, b) => (b.seenAtMs ?? 0) - (a.seenAtMs ?? 0));
+    let room = MAX_RECORD_BYTES - Buffer.byteLength(JSON.stringify({ ...record, clients: [] }));
+    const kept = [];
+    for (const c of clients) {
+      room -= Buffer.byteLength(JSON.stringify(c)) + 1;
+      if (room < 0) break;
+      kept.push(c);
+    }
+    if (!this.trimmed) {
+      this.trimmed = true;
+      this.options.log.warn(
+        { istiods: clients.length, kept: kept.length, maxBytes: MAX_RECORD_BYTES },
+        'the policy record is too large for etcd: the istiods seen longest ago are left out of it',
+      );
+    }
+    return JSON.stringify({ ...record, clients: kept });
   }
 
   private newLease(): Lease {

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { Etcd3 } from 'etcd3';
 import { until } from '../support/deadline.js';
 import { EtcdServer, etcdMissing } from '../support/etcd-server.js';
 import { virtualServiceYaml } from '../support/fault-kit.js';
@@ -162,6 +163,54 @@ describe('replicas holding the same change of the policies', { skip: suiteSkip(e
     assert.notEqual(await heldDigest(again), undefined, 'the change held on the replica started anew');
     console.log(
       '# an istiod of one replica moved to another after the same slip, and to one started on a new node: 0 of 21 lost each time',
+    );
+  });
+
+  it('serves the policies a live replica runs, not those of a record whose writer’s clock runs ahead', async () => {
+    const etcdOptions = { endpoint: etcd.endpoint, prefix: '/skewed/', leaseTtl: '2s' };
+    const secret = Array.from({ length: 40 }, (_, i) => virtualServiceYaml('secret', `hidden-${i}`)).join('');
+    await writeFile(
+      path.join(dir, 'objects-secret.yaml'),
+      `${secret}${await readFile(path.join(dir, 'objects.yaml'), 'utf8')}`,
+    );
+    const sources = ['  - {name: local, type: file, path: ./objects-secret.yaml}', ...policy('shop, web')];
+    const running = await startReplica(dir, 'e', etcdOptions, sources);
+    replicas.push(running);
+    const first = new IstiodClient({ address: running.xds, nodeId: 'shop-1' }).start();
+    clients.push(first);
+    await first.waitFor(
+      (x) => x.configs(VS).size === 21,
+      WAIT_MS,
+      () => 'replica e served',
+    );
+    // A record with no policies, saved an hour "later" by a replica whose clock runs ahead.
+    const client = new Etcd3({ hosts: etcd.endpoint });
+    try {
+      await client
+        .put('/skewed/policies/ghost-1')
+        .value(
+          JSON.stringify({
+            savedAt: new Date(Date.now() + 3_600_000).toISOString(),
+            policies: [],
+            clients: [],
+          }),
+        );
+    } finally {
+      client.close();
+    }
+    await new Promise((r) => setTimeout(r, 1_500));
+    const started = await startReplica(dir, 'f', etcdOptions, sources);
+    replicas.push(started);
+    const second = new IstiodClient({ address: started.xds, nodeId: 'shop-2' }).start();
+    clients.push(second);
+    await second.waitForSync(WAIT_MS);
+    await new Promise((r) => setTimeout(r, 1_500));
+    const seen = second.configs(VS).size;
+    assert.equal(seen, 21, `the new replica served ${seen - 21} objects its policies refuse`);
+    assert.equal(
+      await heldDigest(started),
+      undefined,
+      'nothing to judge: replica e runs the configured policies',
     );
   });
 });
