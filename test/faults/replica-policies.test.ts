@@ -186,15 +186,13 @@ describe('replicas holding the same change of the policies', { skip: suiteSkip(e
     // A record with no policies, saved an hour "later" by a replica whose clock runs ahead.
     const client = new Etcd3({ hosts: etcd.endpoint });
     try {
-      await client
-        .put('/skewed/policies/ghost-1')
-        .value(
-          JSON.stringify({
-            savedAt: new Date(Date.now() + 3_600_000).toISOString(),
-            policies: [],
-            clients: [],
-          }),
-        );
+      await client.put('/skewed/policies/ghost-1').value(
+        JSON.stringify({
+          savedAt: new Date(Date.now() + 3_600_000).toISOString(),
+          policies: [],
+          clients: [],
+        }),
+      );
     } finally {
       client.close();
     }
