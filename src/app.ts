@@ -286,8 +286,6 @@ export async function startMeshmux(
     },
     config.state.etcd,
   );
-  // The policies a restart serves until it has judged the configured ones for the istiods the last
-  // run served: those it ran under, when the state folder kept them.
   // The istiods a change of the policies is judged for: this process's, the last run's, and with
   // etcd every replica's (their records, kept up to date by a watch).
   const knownClients = new KnownClients([], 0, Date.now());
@@ -295,6 +293,8 @@ export async function startMeshmux(
     knownClients.merge(seenHere(record, Date.now()), Date.now()),
   );
   const configuredPolicies = plainPolicies(config.policies);
+  // The policies a restart serves until it has judged the configured ones for the istiods the last
+  // run served: those it ran under, when the state folder or etcd kept them.
   const { last: recordedPolicies, problem: policyRecordProblem } = await policiesOfLastRun(
     persisted.local?.dir,
     policyShared,
