@@ -301,8 +301,7 @@ export async function startMeshmux(
     configuredPolicies,
     log,
   );
-  if (recordedPolicies !== undefined)
-    knownClients.merge(recordedPolicies.clients, recordedPolicies.savedAtMs);
+  if (recordedPolicies !== undefined) knownClients.merge(recordedPolicies.clients, Date.now());
   const startPolicies =
     recordedPolicies !== undefined && !isDeepStrictEqual(recordedPolicies.configs, configuredPolicies)
       ? recordedPolicies
@@ -687,7 +686,7 @@ async function policiesOfLastRun(
   configured: readonly PolicyConfig[],
   log: Logger,
 ): Promise<{
-  last?: { set: PolicySet; configs: PolicyConfig[]; clients: readonly RecordedClient[]; savedAtMs: number };
+  last?: { set: PolicySet; configs: PolicyConfig[]; clients: readonly RecordedClient[] };
   problem?: MeshmuxError;
 }> {
   // Ranked newest first: the replicas' records by etcd's order of writes (no replica's clock can
@@ -740,7 +739,7 @@ async function policiesOfLastRun(
     return problem === undefined ? {} : { problem };
   }
   return {
-    last: { set: new PolicySet(last.configs), configs: last.configs, clients, savedAtMs: nowMs },
+    last: { set: new PolicySet(last.configs), configs: last.configs, clients },
     ...(problem === undefined ? {} : { problem }),
   };
 }
@@ -753,6 +752,6 @@ function seenHere(record: PolicyRecord, nowMs: number): RecordedClient[] {
   const savedAtMs = recordTimeOf(record);
   return record.clients.map((c) => ({
     ...c,
-    seenAtMs: Math.min(nowMs, nowMs - Math.max(0, savedAtMs - (c.seenAtMs ?? savedAtMs))),
+    seenAtMs: nowMs - Math.max(0, savedAtMs - (c.seenAtMs ?? savedAtMs)),
   }));
 }

@@ -56,9 +56,10 @@ interface StreamAccount {
  * A stream that does not fit the global budget waits in line and, when resumed, writes whatever is
  * latest by then, so a client that waits never receives a stale response. The line never blocks:
  * when room comes back every waiter is offered it (those a write of which flushed first; then the
- * others, those of a peer address none of whose streams has bytes in flight first; each in arrival order),
- * and one that still does not fit keeps its place while those behind it that fit go. A stream over
- * its own share waits for its own writes only. A response larger than the whole budget goes alone.
+ * others, those of a peer address none of whose streams has bytes in flight first; each in
+ * arrival order), and one that still does not fit keeps its place while those behind it that fit
+ * go. A stream over its own share waits for its own writes only. A response larger than the whole
+ * budget goes alone.
  *
  * A stream whose peer stopped reading is `park`ed by its owner: its bytes stay counted against the
  * stream (so it cannot take more than its share) but leave the global count, so a receiver that

@@ -95,7 +95,7 @@ export interface Conflict {
 
 /**
  * Every reason a guard may hold an update back. A closed set: it labels metrics. `emptied-kind`:
- * a full state takes every object of a kind the source held several of; `removed`: the source
+ * a listing takes every object of a kind the source held several of; `removed`: the source
  * left the configuration while holding objects the guards would not let go at once; `rules`:
  * edited access rules would withdraw as much.
  */

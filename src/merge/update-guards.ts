@@ -25,9 +25,9 @@ export interface UpdateEffect {
   /** Some kind the source holds would become empty. */
   readonly emptiesKind: boolean;
   /**
-   * Kinds, still the source's to send, of which a full state would take every object where the
-   * source held more than one: a kind gone whole at once, as from an upstream whose registry of
-   * it is not ready, not one object deleted.
+   * Kinds, still the source's to send, of which a listing (`SourceSnapshotEvent.listed`) would
+   * take every object where the source held more than one: a kind gone whole at once, as from an
+   * upstream whose registry of it is not ready, not one object deleted.
    */
   readonly emptiedKinds: readonly string[];
 }

@@ -437,7 +437,7 @@ export class KubernetesSource implements UpstreamSource {
       const retryRefused = async (w: KindWatch): Promise<void> => {
         try {
           await discover(w);
-          if (w.served) await listAgain(w);
+          if (w.served) await listChecked(w);
           w.refused = undefined;
           publish();
           if (w.served) await watch(w);
@@ -449,7 +449,7 @@ export class KubernetesSource implements UpstreamSource {
 
       const relist = async (w: KindWatch): Promise<void> => {
         try {
-          await listAgain(w);
+          await listChecked(w);
           publish();
           if (w.served) await watch(w);
         } catch (err) {
@@ -461,7 +461,7 @@ export class KubernetesSource implements UpstreamSource {
        * Lists a kind as a listing the merge judges (see {@link relisted}); one that had objects and
        * lists empty is listed again later (see {@link EMPTY_RELIST_CHECK_MS}).
        */
-      const listAgain = async (w: KindWatch): Promise<void> => {
+      const listChecked = async (w: KindWatch): Promise<void> => {
         const had = w.objects.size;
         await list(w);
         relisted.add(w.kind.key);
@@ -663,7 +663,7 @@ export class KubernetesSource implements UpstreamSource {
                   log.info({ kind: w.kind.kind }, 'kind not served by this cluster');
                 continue;
               }
-              if (!w.listed || w.resourceVersion === '') await listAgain(w);
+              if (!w.listed || w.resourceVersion === '') await listChecked(w);
             } catch (err) {
               if (!(err instanceof MeshmuxError && err.code === 'PERMISSION_DENIED')) throw err;
               refuse(w, err);
