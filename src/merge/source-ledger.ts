@@ -16,7 +16,7 @@ import { linesDigest } from '../core/content-digest.js';
 import type { RecordedRules, SourceRecord } from './source-record.js';
 import { SourceReadiness } from './source-readiness.js';
 import { SourceAcl, type SourcePolicy } from './source-rules.js';
-import { foldDigest, foldEvent, foldIn, type UpdateFold } from './update-fold.js';
+import { foldDigest, foldEvent, foldIn, partFold, type UpdateFold } from './update-fold.js';
 import {
   appliesAtOnce,
   DeletionWindow,
@@ -367,6 +367,10 @@ export class SourceLedger {
     const next = admitted ?? this.admit(foldEvent(fold), false);
     const { effect, total } = this.judged(next, now);
     const verdict = guardVerdict(effect, total, this.rules);
+    if (verdict?.emptiedKinds !== undefined) {
+      const changes = this.holdKinds(fold, verdict.emptiedKinds, now);
+      if (changes !== undefined) return changes;
+    }
     if (verdict !== undefined) {
       this.held = {
         update: { ...verdict, since: this.held?.update.since ?? now, digest: foldDigest(fold) },
@@ -378,6 +382,33 @@ export class SourceLedger {
     if (this.held !== undefined) this.recordChanges++;
     this.held = undefined;
     return this.commit(next);
+  }
+
+  /**
+   * Holds the kinds `fold` takes whole (`emptied`) and applies the rest of it: the source's other
+   * kinds keep following their upstream while those wait for confirmation, and each later update
+   * is judged folded into the held one as before. Undefined when the fold updates no other kind
+   * (it is held whole). The rest passed the guards as part of the whole update, and deletes less.
+   */
+  private holdKinds(fold: UpdateFold, emptied: readonly string[], now: Date): KindChange[] | undefined {
+    const { part, rest } = partFold(fold, new Set(emptied), this.byKind.keys());
+    if (rest === undefined) return undefined;
+    const changes = this.commit(this.admit(foldEvent(rest), false));
+    let deletions = 0;
+    for (const kind of emptied) deletions += this.stateOf(kind).size;
+    this.held = {
+      update: {
+        reason: 'emptied-kind',
+        deletions,
+        total: this.total,
+        emptiedKinds: emptied,
+        since: this.held?.update.since ?? now,
+        digest: foldDigest(part),
+      },
+      fold: part,
+    };
+    this.recordChanges++;
+    return changes;
   }
 
   /** Applies a held update (operator confirmation or `confirmAfter`); returns the kinds it changed. */
@@ -438,9 +469,14 @@ export class SourceLedger {
     const held = record.held;
     if (held !== undefined) {
       const kinds = held.kinds === undefined ? undefined : new Set(held.kinds);
+      // A kind the held update empties counts as listed empty: a record names a kind lost whole
+      // as `mass-delete`, and the upstream's next answer for another kind must not let it go.
+      const emptied = new Set(kinds);
+      for (const r of held.resources) emptied.delete(r.kind);
       const fold = foldIn(undefined, {
         type: 'snapshot',
         ...(kinds === undefined ? {} : { kinds }),
+        ...(emptied.size === 0 ? {} : { listed: emptied }),
         resources: held.resources,
         revision: held.revision,
         errors: [],

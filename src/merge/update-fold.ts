@@ -70,3 +70,28 @@ export function foldDigest(fold: UpdateFold): string {
   if (fold.full) lines.unshift('full');
   return linesDigest(lines);
 }
+
+/**
+ * `fold` parted by kind: `part`, the update of `kinds` alone, and `rest`, the update of every other
+ * kind (undefined when it updates none). A full fold empties every kind it does not list: its rest
+ * lists each such kind of `held` (the kinds the source holds) as empty, so the two parts applied
+ * one after the other are the fold.
+ */
+export function partFold(
+  fold: UpdateFold,
+  kinds: ReadonlySet<string>,
+  held: Iterable<string>,
+): { readonly part: UpdateFold; readonly rest: UpdateFold | undefined } {
+  const part = new Map<string, readonly ConfigResource[]>();
+  const rest = new Map<string, readonly ConfigResource[]>();
+  for (const [kind, list] of fold.kinds) (kinds.has(kind) ? part : rest).set(kind, list);
+  for (const kind of kinds) if (!part.has(kind)) part.set(kind, []);
+  if (fold.full) for (const kind of held) if (!kinds.has(kind) && !rest.has(kind)) rest.set(kind, []);
+  const of = (own: ReadonlyMap<string, readonly ConfigResource[]>): UpdateFold => ({
+    ...fold,
+    full: false,
+    kinds: own,
+    listed: new Set([...fold.listed].filter((kind) => own.has(kind))),
+  });
+  return { part: of(part), rest: rest.size === 0 ? undefined : of(rest) };
+}

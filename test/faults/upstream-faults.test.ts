@@ -24,6 +24,7 @@ import {
   inventory,
   lost,
   MESH_NAMES,
+  meshServiceEntry,
   meshUpstream,
   readiness,
   report,
@@ -565,6 +566,18 @@ describe('faults: an upstream that answers one kind with nothing, and a kind an 
       const status = await runMeshmuxCli(['status', '--admin', meshmux.admin]);
       assert.match(status.stdout, /HELD: emptied-kind \(networking\.istio\.io\/DestinationRule\), 5 of 15/);
 
+      // Meanwhile the source's other kinds follow their upstream: a ServiceEntry added is served.
+      const addedAt = performance.now();
+      fake.set('ServiceEntry', [...MESH_NAMES, 'svc-new'].map(meshServiceEntry)).push();
+      await client.waitFor(
+        (c) => c.configs(SE).has('shop/svc-new'),
+        10_000,
+        () => 'a ServiceEntry added while the DestinationRules are held',
+      );
+      const addedMs = performance.now() - addedAt;
+      assert.equal(client.configs(DR).size, 5, 'the held kind still served');
+      assert.deepEqual((await held())?.emptiedKinds, ['networking.istio.io/DestinationRule']);
+
       // The upstream's DestinationRules back: the hold ends by itself.
       fake
         .set(
@@ -586,9 +599,10 @@ describe('faults: an upstream that answers one kind with nothing, and a kind an 
         () => 'the confirmed emptying',
       );
       const appliedMs = performance.now() - confirmedAt;
-      assert.equal(inventory(client).size, 10, 'the other kinds untouched');
+      assert.equal(inventory(client).size, 11, 'the other kinds untouched');
       report('an xds upstream answering one kind with nothing', {
         'objects lost of 15': 0,
+        'ServiceEntry added during the hold, at the istiod after (ms)': addedMs,
         'confirmed emptying at the istiod after (ms)': appliedMs,
       });
     } finally {

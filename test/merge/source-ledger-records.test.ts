@@ -144,6 +144,28 @@ describe('SourceLedger records', () => {
     assert.equal(held(second, DR).length, 10, 'the kinds the update did not name stay');
   });
 
+  it('restores a kind held as taken whole, which the upstream’s next answer for another kind does not let go', () => {
+    const first = ledger();
+    first.apply(snapshot([...objects(VS, 20), ...objects(DR, 3)], 'r1'), new Date(1_000));
+    // A Kubernetes-like list of DestinationRules that comes back empty.
+    first.apply({ ...snapshotEvent([], [DR], 'r2'), listed: new Set([DR]) }, new Date(2_000));
+    assert.equal(first.report().held?.reason, 'emptied-kind');
+    const record = first.record(new Date(3_000));
+    const recorded = record.held;
+    assert.ok(recorded !== undefined);
+    assert.deepEqual(recorded.kinds, [DR]);
+    const second = ledger();
+    // As every release reads it from the state file: a hold named `mass-delete`.
+    second.restore({ ...record, held: { ...recorded, reason: 'mass-delete' } }, new Date(4_000));
+    // The restarted source lists its VirtualServices first.
+    second.apply({ ...snapshotEvent(objects(VS, 20), [VS], 'r3'), listed: new Set([VS]) }, new Date(5_000));
+    assert.equal(held(second, DR).length, 3, 'the held kind still served');
+    assert.deepEqual(
+      [second.report().held?.reason, second.report().held?.emptiedKinds],
+      ['emptied-kind', [DR]],
+    );
+  });
+
   it('records a held update of the whole state without kinds, and restoring it empties every kind on release', () => {
     const first = ledger();
     first.apply(snapshot([...objects(VS, 20), ...objects(DR, 20)], 'r1'), new Date(1_000));

@@ -335,6 +335,48 @@ describe('SourceLedger', () => {
     assert.equal(accepting.heldUpdate, undefined);
   });
 
+  it('holds only the kind a listing takes whole: the source’s other kinds follow their upstream meanwhile', () => {
+    const vs = (body: string): ReturnType<typeof fakeResource>[] =>
+      Array.from({ length: 12 }, (_, i) => fakeResource(`v${i}`, { body: i === 0 ? body : 'same' }));
+    const drs = [fakeResource('d0', { kind: DR }), fakeResource('d1', { kind: DR })];
+    const listing = (resources: ReturnType<typeof fakeResource>[], kinds?: string[]): SourceEvent => ({
+      ...state(...resources),
+      ...(kinds === undefined ? {} : { kinds: new Set(kinds) }),
+      listed: new Set(kinds ?? [VS, DR]),
+    });
+    const body = (l: SourceLedger): string => new TextDecoder().decode(l.kind(VS).get('default/v0')?.body);
+    const l = ledger();
+    l.apply(state(...vs('one'), ...drs), new Date(0));
+    // The whole state, its DestinationRules missing and one VirtualService edited: the edit applies.
+    const changed = l.apply(listing(vs('two')), new Date(1));
+    assert.deepEqual(
+      changed.map((c) => c.kind),
+      [VS],
+    );
+    assert.deepEqual([body(l), names(l, DR)], ['two', ['default/d0', 'default/d1']]);
+    assert.deepEqual(
+      [l.heldUpdate?.reason, l.heldUpdate?.deletions, l.heldUpdate?.total, l.heldUpdate?.since.getTime()],
+      ['emptied-kind', 2, 14, 1],
+    );
+    const digest = l.heldUpdate?.digest;
+    // Later answers for the other kind alone apply too; the hold stays as it was.
+    l.apply(listing(vs('three'), [VS]), new Date(2));
+    assert.deepEqual([body(l), names(l, DR).length], ['three', 2]);
+    assert.deepEqual([l.heldUpdate?.since.getTime(), l.heldUpdate?.digest], [1, digest]);
+    // Confirmed: only the held kind goes.
+    assert.deepEqual(
+      l.release().map((c) => [c.kind, c.after.size]),
+      [[DR, 0]],
+    );
+    assert.deepEqual([body(l), names(l, VS).length], ['three', 12]);
+    // Held again, then the kind answered again: the hold ends by itself.
+    l.apply(state(...vs('three'), ...drs), new Date(3));
+    l.apply(listing(vs('four')), new Date(4));
+    assert.equal(l.heldUpdate?.reason, 'emptied-kind');
+    l.apply(listing([drs[0]!], [DR]), new Date(5));
+    assert.deepEqual([l.heldUpdate, body(l), names(l, DR)], [undefined, 'four', ['default/d0']]);
+  });
+
   it('applies access rules that withdraw a kind whole, an operator’s edit', () => {
     const vs = Array.from({ length: 12 }, (_, i) => fakeResource(`v${i}`));
     const l = ledger();
