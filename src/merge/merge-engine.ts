@@ -21,7 +21,7 @@ import type {
   SnapshotReader,
 } from './config-snapshot.js';
 import { KindTable, type SemanticConflictPolicy, type SemanticRules, type SourceRank } from './kind-table.js';
-import { type KindChange, SourceLedger } from './source-ledger.js';
+import { type HeldUpdate, type KindChange, SourceLedger } from './source-ledger.js';
 import type { SourceRecord, SourceRecordStore } from './source-record.js';
 import { DEFAULT_SOURCE_POLICY, type SourcePolicy } from './source-rules.js';
 import { appendAll } from '../core/append-all.js';
@@ -448,7 +448,7 @@ export class MergeEngine implements SnapshotReader {
       { source: ledger.descriptor.name, kinds: [...kinds] },
       'the source is no longer configured for these kinds: their objects go as its guards allow',
     );
-    const wasHeld = ledger.heldUpdate !== undefined;
+    const wasHeld = ledger.heldUpdate;
     const wasSettling = ledger.settleDue !== undefined;
     this.take(ledger, ledger.dropKinds(kinds, now));
     this.afterChange(ledger, wasHeld);
@@ -509,7 +509,7 @@ export class MergeEngine implements SnapshotReader {
         const wasHeld = ledger.heldUpdate;
         const wasSettling = ledger.settleDue !== undefined;
         this.take(ledger, ledger.apply(event, new Date(this.scheduler.now())));
-        this.afterChange(ledger, wasHeld !== undefined);
+        this.afterChange(ledger, wasHeld);
         if (!wasSettling && ledger.settleDue !== undefined) this.armSettle(ledger);
         if (event.type === 'status' && ledger.staleSinceTime !== undefined) this.armExpiry(ledger);
         if (event.type === 'snapshot') this.persist(ledger);
@@ -568,10 +568,20 @@ export class MergeEngine implements SnapshotReader {
     });
   }
 
-  /** Reacts to the guards' verdict after a ledger changed: a new hold is announced, a cleared one forgotten. */
-  private afterChange(ledger: SourceLedger, wasHeld: boolean): void {
-    if (ledger.heldUpdate !== undefined && !wasHeld) this.onHold(ledger);
-    if (ledger.heldUpdate === undefined && wasHeld) this.cancel(ledger, 'confirm');
+  /**
+   * Reacts to the guards' verdict after a ledger changed: a new hold is announced, and so is one
+   * whose reason or start moved (its `confirmAfter` counts from the new start); a cleared one is
+   * forgotten.
+   */
+  private afterChange(ledger: SourceLedger, was: HeldUpdate | undefined): void {
+    const held = ledger.heldUpdate;
+    if (held === undefined) {
+      if (was !== undefined) this.cancel(ledger, 'confirm');
+      return;
+    }
+    if (was?.reason === held.reason && was.since.getTime() === held.since.getTime()) return;
+    this.cancel(ledger, 'confirm');
+    this.onHold(ledger);
   }
 
   /** Judges a ledger's waiting update when it is due. */
@@ -579,7 +589,7 @@ export class MergeEngine implements SnapshotReader {
     const due = ledger.settleDue;
     if (due === undefined) return;
     this.arm(ledger, 'settle', due - this.scheduler.now(), () => {
-      const wasHeld = ledger.heldUpdate !== undefined;
+      const wasHeld = ledger.heldUpdate;
       this.take(ledger, ledger.settle(new Date(this.scheduler.now())));
       this.afterChange(ledger, wasHeld);
       this.persist(ledger);

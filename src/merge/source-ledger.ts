@@ -362,21 +362,27 @@ export class SourceLedger {
     return this.judge(pending.fold, now);
   }
 
-  /** Applies the folded update unless a guard holds it (then it replaces any held one). */
+  /**
+   * Applies the folded update unless a guard holds it (then it replaces any held one). Kinds a
+   * listing takes whole are held alone where the rest of the update passes the guards on its own
+   * (see {@link holdKinds}).
+   */
   private judge(fold: UpdateFold, now: Date, admitted?: Admitted): KindChange[] {
     const next = admitted ?? this.admit(foldEvent(fold), false);
-    const { effect, total } = this.judged(next, now);
-    const verdict = guardVerdict(effect, total, this.rules);
-    if (verdict?.emptiedKinds !== undefined) {
-      const changes = this.holdKinds(fold, verdict.emptiedKinds, now);
+    const whole = this.effect(next);
+    if (this.rules.keepOnEmpty && whole.after > 0 && whole.emptiedKinds.length > 0) {
+      const changes = this.holdKinds(fold, whole.listedEmpty ?? whole.emptiedKinds, now);
       if (changes !== undefined) return changes;
     }
+    const { effect, total } = this.deletions.judged(
+      whole,
+      this.total,
+      now.getTime(),
+      this.rules.deleteWindowMs,
+    );
+    const verdict = guardVerdict(effect, total, this.rules);
     if (verdict !== undefined) {
-      this.held = {
-        update: { ...verdict, since: this.held?.update.since ?? now, digest: foldDigest(fold) },
-        fold,
-      };
-      this.recordChanges++;
+      this.hold(verdict, fold, now);
       return [];
     }
     if (this.held !== undefined) this.recordChanges++;
@@ -385,30 +391,47 @@ export class SourceLedger {
   }
 
   /**
-   * Holds the kinds `fold` takes whole (`emptied`) and applies the rest of it: the source's other
-   * kinds keep following their upstream while those wait for confirmation, and each later update
-   * is judged folded into the held one as before. Undefined when the fold updates no other kind
-   * (it is held whole). The rest passed the guards as part of the whole update, and deletes less.
+   * Holds the kinds `kinds` (those a listing takes whole, and any it empties beside them: an
+   * upstream losing kinds loses them together) and applies the rest of `fold`, judged by the
+   * guards on its own: the source's other kinds keep following their upstream while those wait
+   * for confirmation, and each later update is judged folded into the held kinds. Undefined when
+   * the fold updates no other kind, or the rest is itself held: then the fold is judged whole.
    */
-  private holdKinds(fold: UpdateFold, emptied: readonly string[], now: Date): KindChange[] | undefined {
-    const { part, rest } = partFold(fold, new Set(emptied), this.byKind.keys());
+  private holdKinds(fold: UpdateFold, kinds: readonly string[], now: Date): KindChange[] | undefined {
+    const known = new Set([...this.byKind.keys(), ...this.raw.keys()]);
+    const { part, rest } = partFold(fold, new Set(kinds), known);
     if (rest === undefined) return undefined;
-    const changes = this.commit(this.admit(foldEvent(rest), false));
+    const admitted = this.admit(foldEvent(rest), false);
+    const { effect, total } = this.judged(admitted, now);
+    if (guardVerdict(effect, total, this.rules) !== undefined) return undefined;
+    const changes = this.commit(admitted);
     let deletions = 0;
-    for (const kind of emptied) deletions += this.stateOf(kind).size;
+    for (const kind of kinds) deletions += this.stateOf(kind).size;
+    this.hold({ reason: 'emptied-kind', deletions, total: this.total, emptiedKinds: kinds }, part, now);
+    return changes;
+  }
+
+  /**
+   * Holds `fold` for `verdict`. A hold that goes on keeps its start, from which `confirmAfter`
+   * counts, so an upstream that keeps changing what it would delete is still applied in time: a
+   * hold of the whole update, whatever its reason, after one of the whole update; kinds held
+   * alone after the same kinds or more. A hold of the whole update after kinds held alone (the
+   * rest of the source now deleting too much), or of kinds not held before, starts now.
+   */
+  private hold(verdict: Omit<HeldUpdate, 'since' | 'digest'>, fold: UpdateFold, now: Date): void {
+    const was = this.held?.update;
+    const kinds = verdict.reason === 'emptied-kind' ? (verdict.emptiedKinds ?? []) : undefined;
+    const wasKinds = was?.reason === 'emptied-kind' ? (was.emptiedKinds ?? []) : undefined;
+    const goesOn =
+      was !== undefined &&
+      (kinds === undefined
+        ? wasKinds === undefined
+        : wasKinds !== undefined && kinds.every((kind) => wasKinds.includes(kind)));
     this.held = {
-      update: {
-        reason: 'emptied-kind',
-        deletions,
-        total: this.total,
-        emptiedKinds: emptied,
-        since: this.held?.update.since ?? now,
-        digest: foldDigest(part),
-      },
-      fold: part,
+      update: { ...verdict, since: goesOn ? was.since : now, digest: foldDigest(fold) },
+      fold,
     };
     this.recordChanges++;
-    return changes;
   }
 
   /** Applies a held update (operator confirmation or `confirmAfter`); returns the kinds it changed. */
@@ -418,8 +441,12 @@ export class SourceLedger {
     this.held = undefined;
     this.recordChanges++;
     if (this.retiredFlag) return this.dropAll();
+    const before = this.total;
     const changes = this.commit(this.admit(foldEvent(held.fold), false));
-    this.deletions.reset(this.total);
+    // Kinds held alone: what was confirmed is their objects, not what the rest of the source's
+    // updates deleted meanwhile, which still counts against the next ones.
+    if (held.update.reason === 'emptied-kind') this.deletions.lower(before - this.total);
+    else this.deletions.reset(this.total);
     return changes;
   }
 
@@ -956,11 +983,16 @@ export class SourceLedger {
     let after = this.total;
     let emptiesKind = false;
     const emptiedKinds: string[] = [];
+    const listedEmpty: string[] = [];
     const configured = this.descriptor.kinds;
     // A kind is lost whole only by a listing (edits that delete its objects are an operator's); a
     // kind the configuration no longer names goes because an operator took it out.
-    const takesWhole = (kind: string, before: number, after: number): boolean =>
-      before > 1 && after === 0 && admitted.lists(kind) && (configured === undefined || configured.has(kind));
+    const takesWhole = (kind: string, before: number, after: number): boolean => {
+      if (before === 0 || after > 0 || !admitted.lists(kind)) return false;
+      if (configured !== undefined && !configured.has(kind)) return false;
+      listedEmpty.push(kind);
+      return before > 1;
+    };
     for (const [kind, list] of admitted.next) {
       const before = this.stateOf(kind);
       for (const key of before.keys()) if (!list.has(key)) deletions++;
@@ -982,7 +1014,7 @@ export class SourceLedger {
       if (before.size > 0 && size === 0) emptiesKind = true;
       if (takesWhole(kind, before.size, size)) emptiedKinds.push(kind);
     }
-    return { deletions, after, emptiesKind, emptiedKinds };
+    return { deletions, after, emptiesKind, emptiedKinds, listedEmpty };
   }
 
   private commit({ next, raw, full, deltas, sent }: Admitted): KindChange[] {

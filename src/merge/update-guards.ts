@@ -13,7 +13,7 @@ export interface HeldUpdate {
    * same update, so a confirmation can name exactly what it applies.
    */
   readonly digest: string;
-  /** Reason `emptied-kind`: the kinds it would take every object of. */
+  /** Reason `emptied-kind`: the kinds it would take every object of (see `UpdateEffect.listedEmpty`). */
   readonly emptiedKinds?: readonly string[];
 }
 
@@ -30,6 +30,12 @@ export interface UpdateEffect {
    * upstream whose registry of it is not ready, not one object deleted.
    */
   readonly emptiedKinds: readonly string[];
+  /**
+   * Kinds, still the source's to send, that a listing would leave with no object, one object
+   * before or more: those of `emptiedKinds`, and kinds a listing that takes one whole empties
+   * beside it, held with it (see `SourceLedger`). Absent: `emptiedKinds`.
+   */
+  readonly listedEmpty?: readonly string[];
 }
 
 /** The guards a source's rules name, as they bear on one update. */
@@ -68,6 +74,11 @@ export class DeletionWindow {
   reset(total: number): void {
     this.peak = total;
   }
+
+  /** Forgets `deletions` an operator confirmed, and only those: the rest still counts. */
+  lower(deletions: number): void {
+    this.peak = Math.max(0, this.peak - Math.max(0, deletions));
+  }
 }
 
 /**
@@ -100,7 +111,12 @@ export function guardVerdict(
     return { reason: 'mass-delete', deletions, total };
   }
   if (rules.keepOnEmpty && effect.emptiedKinds.length > 0) {
-    return { reason: 'emptied-kind', deletions, total, emptiedKinds: effect.emptiedKinds };
+    return {
+      reason: 'emptied-kind',
+      deletions,
+      total,
+      emptiedKinds: effect.listedEmpty ?? effect.emptiedKinds,
+    };
   }
   return undefined;
 }

@@ -176,19 +176,35 @@ describe('faults: a Kubernetes API server that lists a small kind empty for a wh
       assert.equal(istiod.configs(DR).size, 3, 'the held kind still served');
       api.remove('VirtualService', 'shop', 'vs-new');
       await until(() => istiod.configs(VS).size === 20, 15_000, 'the VirtualService deleted again');
+      // A DestinationRule created on the watch of the kind its list found empty says nothing of
+      // the other three: the kind is listed again, not served as those three deleted.
+      const requestsBefore = api.requests.length;
+      api.put(dr('dr-new'));
+      await until(
+        () =>
+          api.requests
+            .slice(requestsBefore)
+            .some((r) => /destinationrules(\?|$)/.test(r) && !/watch=/.test(r)),
+        15_000,
+        'a list of the DestinationRules after the one created',
+      );
+      await new Promise((r) => setTimeout(r, 1_500));
+      const afterCreate = istiod.configs(DR).size;
+      assert.equal(afterCreate, 3, `the istiod lost ${3 - afterCreate} of 3 DestinationRules to one created`);
 
       // A network blip cuts the watch meanwhile; then the API server catches up. The source lists
-      // the emptied kind again by itself, and that list ends the hold: nothing changed at the istiod.
+      // the emptied kind again by itself, and that list ends the hold: the istiod gains the new one.
       api.cutWatches('DestinationRule');
       api.fault('DestinationRule', 'list', undefined);
       const caughtUpAt = performance.now();
       await until(async () => (await held()) === undefined, 15_000, 'the hold ended by a list again');
       const endedMs = performance.now() - caughtUpAt;
-      assert.deepEqual([istiod.configs(VS).size, istiod.configs(DR).size], [20, 3]);
-      const lostOnRelist = 23 - istiod.configs(VS).size - istiod.configs(DR).size;
+      await until(() => istiod.configs(DR).size === 4, 5_000, 'the four DestinationRules served');
+      assert.equal(istiod.configs(VS).size, 20);
+      const lostOnRelist = 24 - istiod.configs(VS).size - istiod.configs(DR).size;
 
       // Deleting them all on the watch (`kubectl delete destinationrules --all`) is an edit: applied.
-      for (let i = 0; i < 3; i++) api.remove('DestinationRule', 'shop', `dr-${i}`);
+      for (const name of ['dr-0', 'dr-1', 'dr-2', 'dr-new']) api.remove('DestinationRule', 'shop', name);
       await until(() => istiod.configs(DR).size === 0, 15_000, 'the deletions applied', {
         describe: () => meshmux.tail(10),
       });
@@ -209,7 +225,7 @@ describe('faults: a Kubernetes API server that lists a small kind empty for a wh
 });
 
 describe('faults: a Kubernetes API server that lists a kind empty when meshmux restarts', () => {
-  it('holds the kind the first list after a restart takes whole', async () => {
+  it('holds the kind the first list after a restart takes whole, and lists it again until it is back', async () => {
     const dir = await tempDir('meshmux-kube-empty-restart-');
     const api = await FakeKubeApiServer.start([VIRTUAL_SERVICES, DESTINATION_RULES]);
     for (let i = 0; i < 20; i++) api.put(vs(`vs-${i}`));
@@ -217,31 +233,41 @@ describe('faults: a Kubernetes API server that lists a kind empty when meshmux r
     await configureCluster(dir.dir, api, ['VirtualService', 'DestinationRule'], './state');
     const config = path.join(dir.dir, 'meshmux.yaml');
     let meshmux = await MeshmuxProcess.start(config, { cwd: dir.dir });
-    const istiod = connectIstiod(meshmux.xds);
+    const xds = meshmux.xds;
+    const istiods: IstiodClient[] = [];
+    /** An istiod connected to the process now running, once it holds the VirtualServices. */
+    const istiodOf = async (process: MeshmuxProcess): Promise<IstiodClient> => {
+      const client = connectIstiod(process.xds);
+      istiods.push(client);
+      await until(() => client.configs(VS).size === 20, 30_000, 'the VirtualServices served', {
+        describe: () => process.tail(10),
+      });
+      return client;
+    };
+    const heldBy = async (process: MeshmuxProcess): Promise<string | undefined> => {
+      const sources = await process.debug<Array<{ name: string; held?: { reason: string } }>>('sources');
+      return sources.find((x) => x.name === 'cluster')?.held?.reason;
+    };
     try {
-      await until(
-        () => istiod.configs(VS).size === 20 && istiod.configs(DR).size === 3,
-        30_000,
-        'the first state',
-      );
+      const first = await istiodOf(meshmux);
+      await until(() => first.configs(DR).size === 3, 30_000, 'the first state');
       await meshmux.stop();
       // Restarted while the API server's cache lags: its first DestinationRule list is empty.
       api.fault('DestinationRule', 'list', 'empty');
-      meshmux = await MeshmuxProcess.start(config, { cwd: dir.dir });
-      const restarted = meshmux;
-      // Past the settle window (1 s) after the source's first state.
-      await new Promise((r) => setTimeout(r, 3_000));
-      const kept = [istiod.configs(VS).size, istiod.configs(DR).size];
-      assert.deepEqual(kept, [20, 3], `the istiod lost ${23 - (kept[0] ?? 0) - (kept[1] ?? 0)} of 23`);
-      const heldBy = async (process: MeshmuxProcess): Promise<string | undefined> => {
-        const sources = await process.debug<Array<{ name: string; held?: { reason: string } }>>('sources');
-        return sources.find((x) => x.name === 'cluster')?.held?.reason;
-      };
-      assert.equal(await heldBy(restarted), 'emptied-kind');
+      meshmux = await MeshmuxProcess.start(config, { cwd: dir.dir, xds });
+      await until(async () => (await heldBy(meshmux)) === 'emptied-kind', 15_000, 'held at the restart', {
+        describe: () => meshmux.tail(10),
+      });
+      // What an istiod connecting now receives, and what the one that redialled keeps.
+      const kept = (await istiodOf(meshmux)).configs(DR).size;
+      assert.equal(kept, 3, `a new istiod lost ${3 - kept} of 3 DestinationRules`);
+      await until(() => first.configs(VS).size === 20, 15_000, 'the first istiod redialled');
+      assert.equal(first.configs(DR).size, 3, 'the istiod that redialled kept its DestinationRules');
+
       // Restarted again, the API server still behind: the hold it recorded holds the kind again,
       // whichever kind the source lists first.
-      await restarted.stop();
-      meshmux = await MeshmuxProcess.start(config, { cwd: dir.dir });
+      await meshmux.stop();
+      meshmux = await MeshmuxProcess.start(config, { cwd: dir.dir, xds });
       await until(
         async () => (await heldBy(meshmux)) === 'emptied-kind',
         15_000,
@@ -250,15 +276,34 @@ describe('faults: a Kubernetes API server that lists a kind empty when meshmux r
           describe: () => meshmux.tail(10),
         },
       );
-      await new Promise((r) => setTimeout(r, 2_000));
-      const again = [istiod.configs(VS).size, istiod.configs(DR).size];
-      assert.deepEqual(again, [20, 3], `the istiod lost ${23 - (again[0] ?? 0) - (again[1] ?? 0)} of 23`);
+      const second = await istiodOf(meshmux);
+      const keptAgain = second.configs(DR).size;
+      assert.equal(keptAgain, 3, `a new istiod lost ${3 - keptAgain} of 3 after the second restart`);
+
+      // A DestinationRule created meanwhile, the lists still empty: not taken as the three deleted.
+      api.put(dr('dr-new'));
+      // Past the source's 2 s to list the kind again, and the settle window after it.
+      await new Promise((r) => setTimeout(r, 3_500));
+      const created = second.configs(DR).size;
+      assert.equal(created, 3, `the istiod lost ${3 - created} of 3 DestinationRules to one created`);
+      // The API server catches up: the source's own lists again end the hold, no operator.
+      api.fault('DestinationRule', 'list', undefined);
+      const caughtUpAt = performance.now();
+      await until(
+        async () => (await heldBy(meshmux)) === undefined,
+        60_000,
+        'the hold ended by a list again',
+      );
+      const endedMs = performance.now() - caughtUpAt;
+      await until(() => second.configs(DR).size === 4, 5_000, 'the four DestinationRules served');
       report('a Kubernetes kind listed empty at a restart', {
-        'objects lost of 23': 0,
-        'after a second restart': 0,
+        'objects lost of 23, at the restart': 3 - kept,
+        'after a second restart': 3 - keptAgain,
+        'of 3, to one created while held': 3 - created,
+        'ms from the API server caught up to the hold ended': endedMs,
       });
     } finally {
-      istiod.close();
+      for (const client of istiods) client.close();
       await meshmux.stop();
       await api.stop();
       await dir.dispose();

@@ -142,6 +142,36 @@ describe('guards over the whole source, in virtual time', () => {
     });
   });
 
+  it('counts confirmAfter anew when kinds held alone give way to a hold of the whole source', () => {
+    scheduler().run(({ hot, expectObservable }) => {
+      // 30 VirtualServices and 3 DestinationRules; the DestinationRules answered empty at 10 ms
+      // (held alone), then at 990 ms 27 of the VirtualServices deleted (held whole).
+      const events = hot<SourceEvent>('a 9ms b 979ms c', {
+        a: {
+          type: 'snapshot',
+          kinds: new Set(KINDS),
+          resources: [...objects(VS, 30), ...objects(DR, 3)],
+          revision: 'r1',
+          errors: [],
+          warnings: [],
+        },
+        b: kindState(DR, []),
+        c: kindState(VS, objects(VS, 3)),
+      });
+      const engine = new MergeEngine([
+        { descriptor, events$: events, policy: { settleMs: 0, confirmAfterMs: 1000 } },
+      ]);
+      engine.start();
+      // Applied a second after the whole source was held (1990 ms), not 1 s after the kind was.
+      expectObservable(seen(engine.snapshots$), '^ 2500ms !').toBe('(za) 6ms b 1979ms c', {
+        z: '!0,0,0/C',
+        a: '30,3,0/S',
+        b: '30,3,0/SH',
+        c: '3,0,0/S',
+      });
+    });
+  });
+
   it('drops a stale source past maxStale, and never before', () => {
     scheduler().run(({ hot, expectObservable }) => {
       const events = hot<SourceEvent>('-a 9ms b', {

@@ -377,6 +377,92 @@ describe('SourceLedger', () => {
     assert.deepEqual([l.heldUpdate, body(l), names(l, DR)], [undefined, 'four', ['default/d0']]);
   });
 
+  describe('a kind held alone', () => {
+    const GW = 'networking.istio.io/Gateway';
+    const PA = 'security.istio.io/PeerAuthentication';
+    /** A ledger of a state-of-the-world source: every state is a listing. */
+    const sotw = (kinds: string[], policy: Partial<SourcePolicy> = {}): SourceLedger =>
+      new SourceLedger(
+        { name: 'mesh', type: 'xds', defaultNamespace: 'default', kinds: new Set(kinds) },
+        { ...DEFAULT_SOURCE_POLICY, settleMs: 0, ...policy },
+        0,
+      );
+    const of = (kind: string, n: number, from = 0): ReturnType<typeof fakeResource>[] =>
+      Array.from({ length: n }, (_, i) => fakeResource(`o${from + i}`, { kind }));
+    const answer = (kind: string, resources: ReturnType<typeof fakeResource>[]): SourceEvent => ({
+      ...state(...resources),
+      kinds: new Set([kind]),
+    });
+    const sizes = (l: SourceLedger, kinds: string[]): number[] => kinds.map((k) => l.kind(k).size);
+
+    it('holds the kinds an upstream then answers empty one by one with it, one object each or more', () => {
+      const kinds = [DR, GW, PA];
+      const l = sotw(kinds, { settleMs: 1_000 });
+      l.apply(state(...of(DR, 3), ...of(GW, 1), ...of(PA, 1)), new Date(0));
+      l.apply(answer(DR, []), new Date(10_000));
+      l.settle(new Date(11_000));
+      assert.deepEqual(l.heldUpdate?.emptiedKinds, [DR]);
+      // The upstream restarts and answers every kind with nothing, a response per kind.
+      l.apply(answer(GW, []), new Date(20_000));
+      assert.deepEqual([l.heldUpdate?.reason, l.heldUpdate?.emptiedKinds], ['emptied-kind', [DR, GW]]);
+      l.apply(answer(PA, []), new Date(20_010));
+      assert.equal(l.heldUpdate?.reason, 'empty');
+      assert.deepEqual(sizes(l, kinds), [3, 1, 1], 'nothing lost');
+    });
+
+    it('judges the rest of the source alone: a few deletions there apply, too many hold it all', () => {
+      const l = sotw([VS, DR]);
+      l.apply(state(...of(VS, 60), ...of(DR, 40)), new Date(0));
+      l.apply(answer(DR, []), new Date(1_000));
+      assert.deepEqual([l.heldUpdate?.reason, l.heldUpdate?.deletions], ['emptied-kind', 40]);
+      const since = l.heldUpdate?.since.getTime();
+      // 11 of 100: under the share one update may delete, though 51 with the held kind.
+      l.apply(answer(VS, of(VS, 49)), new Date(2_000));
+      assert.deepEqual([l.heldUpdate?.reason, l.heldUpdate?.since.getTime()], ['emptied-kind', since]);
+      assert.deepEqual(sizes(l, [VS, DR]), [49, 40]);
+      // 40 more of them: held, the whole of it, and from now (confirmAfter counts anew).
+      l.apply(answer(VS, of(VS, 9)), new Date(3_000));
+      assert.deepEqual([l.heldUpdate?.reason, l.heldUpdate?.since.getTime()], ['mass-delete', 3_000]);
+      assert.deepEqual(sizes(l, [VS, DR]), [49, 40]);
+    });
+
+    it('forgets on confirmation only the held kinds’ deletions: the rest worn down meanwhile still counts', () => {
+      const l = sotw([VS, DR]);
+      l.apply(state(...of(VS, 96), ...of(DR, 4)), new Date(0));
+      l.apply(answer(DR, []), new Date(1_000));
+      let left = 96;
+      for (let step = 1; step <= 5; step++) {
+        left -= 8;
+        l.apply(answer(VS, of(VS, left)), new Date(1_000 + step * 1_000));
+      }
+      assert.deepEqual([l.heldUpdate?.reason, sizes(l, [VS, DR])], ['emptied-kind', [56, 4]]);
+      l.release();
+      assert.deepEqual(sizes(l, [VS, DR]), [56, 0]);
+      // 27 more within the window: 67 of the 96 it held, past half of them.
+      l.apply(answer(VS, of(VS, 29)), new Date(8_000));
+      assert.equal(l.heldUpdate?.reason, 'mass-delete');
+      assert.equal(l.kind(VS).size, 56);
+    });
+
+    it('drops, with the rest of a whole state, what it sent of a kind its rules refuse', () => {
+      const SE = 'networking.istio.io/ServiceEntry';
+      const l = sotw([VS, DR, SE], { deny: { kinds: ['ServiceEntry'] } });
+      l.apply(state(...of(VS, 12), ...of(DR, 2), ...of(SE, 3)), new Date(0));
+      // The whole state: no DestinationRule (held) and no ServiceEntry any more.
+      l.apply(state(...of(VS, 12)), new Date(1_000));
+      assert.equal(l.heldUpdate?.reason, 'emptied-kind');
+      l.apply(answer(DR, of(DR, 2)), new Date(2_000));
+      assert.equal(l.heldUpdate, undefined);
+      const recorded = l.record(new Date(3_000)).resources;
+      assert.equal(
+        Array.from({ length: recorded.length }, (_, i) => recorded.at(i)).filter((r) => r?.kind === SE)
+          .length,
+        0,
+        'the ServiceEntries the upstream deleted are not recorded',
+      );
+    });
+  });
+
   it('applies access rules that withdraw a kind whole, an operator’s edit', () => {
     const vs = Array.from({ length: 12 }, (_, i) => fakeResource(`v${i}`));
     const l = ledger();

@@ -206,10 +206,16 @@ describe('Kubernetes source', () => {
     metadata: { name, namespace: 'shop', labels: { test } },
   });
   /** The VirtualService lists and watches of the source selecting `test`, from request `from` on. */
-  const asked = (test: string, from = 0): { lists: number; watches: number } => {
+  /** Lists and watches of the objects labelled `test` since request `from` (in `namespace` alone, if given). */
+  const asked = (test: string, from = 0, namespace?: string): { lists: number; watches: number } => {
     const mine = api.requests
       .slice(from)
-      .filter((r) => r.includes('/virtualservices?') && r.includes(`test%3D${test}`));
+      .filter(
+        (r) =>
+          r.includes('/virtualservices?') &&
+          r.includes(`test%3D${test}`) &&
+          (namespace === undefined || r.includes(`/namespaces/${namespace}/`)),
+      );
     const watches = mine.filter((r) => r.includes('watch=true')).length;
     return { lists: mine.length - watches, watches };
   };
@@ -227,7 +233,9 @@ describe('Kubernetes source', () => {
     // Nothing to await for a loop that does not happen: give it the time of several rounds
     // (before, each round aborted the watches of the last, after the shortest backoff, 0.25–0.75 s).
     await new Promise((r) => setTimeout(r, 3_000));
-    const { watches, lists } = asked('cut', from);
+    // The namespace listed empty at the start is listed again on a timer of its own (a restarted
+    // source cannot tell an empty kind from one its API server lags on): the cut one is counted.
+    const { watches, lists } = asked('cut', from, 'shop');
     assert.equal(lists, 0, 'nothing listed again: every watch resumes from its resourceVersion');
     assert.ok(watches <= 2, `${watches} watches opened since the cut`);
     const troubles = events.events.slice(marker).filter((e) => e.type === 'status' && e.state !== 'synced');

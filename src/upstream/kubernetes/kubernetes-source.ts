@@ -86,11 +86,17 @@ interface KindWatch {
   quickEnds: number;
   /** Cancels the re-watch or relist this kind waits for, if any. */
   cancelRetry: (() => void) | undefined;
-  /** Lists in a row that found nothing of a kind that had objects, and since when (the source clock). */
+  /**
+   * Lists in a row that found nothing of a kind that had objects (or of a kind at the source's
+   * first list), and since when (the source clock): until a list finds some, the kind's watch
+   * events only bring its next list forward.
+   */
   emptyRelists: number;
   emptySince: number | undefined;
   /** Cancels the list again such a kind waits for (a timer of its own: watches come and go meanwhile). */
   cancelEmptyCheck: (() => void) | undefined;
+  /** When that list is due (the source clock); undefined while none waits. */
+  emptyCheckDue: number | undefined;
   /** Why the API server refuses this kind here (403), while it does; retried on its own. */
   refused: MeshmuxError | undefined;
 }
@@ -186,6 +192,7 @@ export class KubernetesSource implements UpstreamSource {
           emptyRelists: 0,
           emptySince: undefined,
           cancelEmptyCheck: undefined,
+          emptyCheckDue: undefined,
           refused: undefined,
         })),
       );
@@ -379,6 +386,12 @@ export class KubernetesSource implements UpstreamSource {
             if (rv !== undefined) w.resourceVersion = rv;
             if (phase === 'BOOKMARK') return;
             if (!inNamespace(object.metadata?.namespace ?? '')) return;
+            // The kind's last list found nothing: an event names one object and says nothing of
+            // those the merge still holds from before, so the kind is listed again instead.
+            if (w.emptySince !== undefined) {
+              listAgainSoon(w);
+              return;
+            }
             if (phase === 'DELETED') w.objects.delete(objectKey(object));
             else w.objects.set(objectKey(object), object);
             schedule();
@@ -463,6 +476,9 @@ export class KubernetesSource implements UpstreamSource {
        */
       const listChecked = async (w: KindWatch): Promise<void> => {
         const had = w.objects.size;
+        // A restarted process knows nothing of what the merge restored: its first list of a kind
+        // may be the one that takes it whole.
+        const first = !w.listed;
         await list(w);
         relisted.add(w.kind.key);
         if (w.objects.size > 0) {
@@ -470,22 +486,43 @@ export class KubernetesSource implements UpstreamSource {
           w.emptySince = undefined;
           w.cancelEmptyCheck?.();
           w.cancelEmptyCheck = undefined;
+          w.emptyCheckDue = undefined;
           return;
         }
-        if (had <= 1 && w.emptySince === undefined) return;
+        if (had <= 1 && w.emptySince === undefined && !first) return;
         const now = clock.now();
         w.emptySince ??= now;
         if (now - w.emptySince > EMPTY_RELIST_FOR_MS) return;
         const delayMs = Math.min(EMPTY_RELIST_MAX_MS, EMPTY_RELIST_CHECK_MS * 2 ** w.emptyRelists++);
-        log.warn(
-          { kind: w.kind.kind, had, delayMs },
-          'a list found nothing of a kind that had objects: listing it again',
-        );
+        if (had > 1) {
+          log.warn(
+            { kind: w.kind.kind, had, delayMs },
+            'a list found nothing of a kind that had objects: listing it again',
+          );
+        }
+        emptyCheckAfter(w, delayMs);
+      };
+
+      /** Lists the kind again after `delayMs`, replacing the list again it waited for. */
+      const emptyCheckAfter = (w: KindWatch, delayMs: number): void => {
         w.cancelEmptyCheck?.();
+        w.emptyCheckDue = clock.now() + delayMs;
         w.cancelEmptyCheck = clock.after(delayMs, () => {
           w.cancelEmptyCheck = undefined;
+          w.emptyCheckDue = undefined;
           void relist(w);
         });
+      };
+
+      /**
+       * A watch event of a kind whose last list found nothing: the kind is listed again within
+       * {@link EMPTY_RELIST_CHECK_MS} (sooner than its timer said, or after its ten minutes of
+       * lists again), never more often than that however many events come.
+       */
+      const listAgainSoon = (w: KindWatch): void => {
+        const due = w.emptyCheckDue;
+        if (due !== undefined && due <= clock.now() + EMPTY_RELIST_CHECK_MS) return;
+        emptyCheckAfter(w, EMPTY_RELIST_CHECK_MS);
       };
 
       const schedule = (): void => {
