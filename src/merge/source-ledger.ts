@@ -104,7 +104,8 @@ export class SourceLedger {
   private rejected: readonly Rejection[] = [];
   private readonly byKind = new Map<string, KindSlot>();
   private total = 0;
-  private held: { update: HeldUpdate; fold: UpdateFold } | undefined;
+  /** `restored`: read from a record, whose reason may name a kind held alone as `mass-delete`. */
+  private held: { update: HeldUpdate; fold: UpdateFold; restored?: true } | undefined;
   /** A deleting update waiting for the rest of the source's update until `due` (ms). */
   private pending: { fold: UpdateFold; due: number } | undefined;
   private readonly readiness = new SourceReadiness();
@@ -422,11 +423,13 @@ export class SourceLedger {
     const was = this.held?.update;
     const kinds = verdict.reason === 'emptied-kind' ? (verdict.emptiedKinds ?? []) : undefined;
     const wasKinds = was?.reason === 'emptied-kind' ? (was.emptiedKinds ?? []) : undefined;
+    // A restart resets no clock: a hold restored is judged again as it goes on.
     const goesOn =
       was !== undefined &&
-      (kinds === undefined
-        ? wasKinds === undefined
-        : wasKinds !== undefined && kinds.every((kind) => wasKinds.includes(kind)));
+      (this.held?.restored === true ||
+        (kinds === undefined
+          ? wasKinds === undefined
+          : wasKinds !== undefined && kinds.every((kind) => wasKinds.includes(kind))));
     this.held = {
       update: { ...verdict, since: goesOn ? was.since : now, digest: foldDigest(fold) },
       fold,
@@ -518,6 +521,7 @@ export class SourceLedger {
           digest: foldDigest(fold),
         },
         fold,
+        restored: true,
       };
     }
     return changes;

@@ -164,6 +164,7 @@ describe('SourceLedger records', () => {
       [second.report().held?.reason, second.report().held?.emptiedKinds],
       ['emptied-kind', [DR]],
     );
+    assert.equal(second.report().held?.since.getTime(), 2_000, 'held since before the restart');
   });
 
   it('records a held update of the whole state without kinds, and restoring it empties every kind on release', () => {
