@@ -104,8 +104,7 @@ export class SourceLedger {
   private rejected: readonly Rejection[] = [];
   private readonly byKind = new Map<string, KindSlot>();
   private total = 0;
-  /** `restored`: read from a record, whose reason may name a kind held alone as `mass-delete`. */
-  private held: { update: HeldUpdate; fold: UpdateFold; restored?: true } | undefined;
+  private held: { update: HeldUpdate; fold: UpdateFold } | undefined;
   /** A deleting update waiting for the rest of the source's update until `due` (ms). */
   private pending: { fold: UpdateFold; due: number } | undefined;
   private readonly readiness = new SourceReadiness();
@@ -327,7 +326,17 @@ export class SourceLedger {
       this.everSynced = true;
       this.state = 'synced';
     }
-    if (this.held !== undefined) return this.judge(foldIn(this.held.fold, event), now);
+    if (this.held !== undefined) {
+      // Beside kinds held alone, an update that applies at once does so as any other would,
+      // compared by identity, not re-admitted with the whole source (a hold may last hours).
+      const beside = this.besideHeld(event);
+      if (beside !== undefined) {
+        const next = this.admit(beside);
+        const { effect, total } = this.judged(next, now);
+        if (appliesAtOnce(effect, total, this.rules)) return this.commit(next);
+      }
+      return this.judge(foldIn(this.held.fold, event), now);
+    }
     if (this.pending !== undefined) {
       this.pending = { fold: foldIn(this.pending.fold, event), due: this.pending.due };
       return [];
@@ -340,6 +349,25 @@ export class SourceLedger {
       return [];
     }
     return this.judge(foldIn(undefined, event), now, next);
+  }
+
+  /**
+   * `event` without the kinds held alone that it answers empty again, when it changes none of
+   * them; undefined when it changes one, is a whole state, or no kinds are held alone.
+   */
+  private besideHeld(event: SourceSnapshotEvent): SourceSnapshotEvent | undefined {
+    const held = this.held;
+    const kinds = event.kinds;
+    if (held === undefined || held.update.reason !== 'emptied-kind' || kinds === undefined) return undefined;
+    const answered = [...held.fold.kinds.keys()].filter((kind) => kinds.has(kind));
+    if (answered.length === 0) return event;
+    if (answered.some((kind) => (held.fold.kinds.get(kind)?.length ?? 0) > 0)) return undefined;
+    for (let i = 0; i < event.resources.length; i++)
+      if (answered.includes((event.resources.at(i) as ConfigResource).kind)) return undefined;
+    const others = new Set([...kinds].filter((kind) => !answered.includes(kind)));
+    const { listed: _listed, ...rest } = event;
+    const listed = [...(event.listed ?? [])].filter((kind) => others.has(kind));
+    return { ...rest, kinds: others, ...(listed.length === 0 ? {} : { listed: new Set(listed) }) };
   }
 
   /** A number that moves whenever the source's record changes in substance (see `recordChanges`). */
@@ -423,13 +451,11 @@ export class SourceLedger {
     const was = this.held?.update;
     const kinds = verdict.reason === 'emptied-kind' ? (verdict.emptiedKinds ?? []) : undefined;
     const wasKinds = was?.reason === 'emptied-kind' ? (was.emptiedKinds ?? []) : undefined;
-    // A restart resets no clock: a hold restored is judged again as it goes on.
     const goesOn =
       was !== undefined &&
-      (this.held?.restored === true ||
-        (kinds === undefined
-          ? wasKinds === undefined
-          : wasKinds !== undefined && kinds.every((kind) => wasKinds.includes(kind))));
+      (kinds === undefined
+        ? wasKinds === undefined
+        : wasKinds !== undefined && kinds.every((kind) => wasKinds.includes(kind)));
     this.held = {
       update: { ...verdict, since: goesOn ? was.since : now, digest: foldDigest(fold) },
       fold,
@@ -499,8 +525,9 @@ export class SourceLedger {
     const held = record.held;
     if (held !== undefined) {
       const kinds = held.kinds === undefined ? undefined : new Set(held.kinds);
-      // A kind the held update empties counts as listed empty: a record names a kind lost whole
-      // as `mass-delete`, and the upstream's next answer for another kind must not let it go.
+      // A kind the held update empties counts as listed empty: a record of an earlier release
+      // names a kind lost whole `mass-delete`, and the upstream's next answer for another kind
+      // must not let it go.
       const emptied = new Set(kinds);
       for (const r of held.resources) emptied.delete(r.kind);
       const fold = foldIn(undefined, {
@@ -518,10 +545,10 @@ export class SourceLedger {
           since: new Date(held.sinceMs),
           deletions: held.deletions,
           total: held.total,
+          ...(held.emptiedKinds === undefined ? {} : { emptiedKinds: held.emptiedKinds }),
           digest: foldDigest(fold),
         },
         fold,
-        restored: true,
       };
     }
     return changes;
@@ -553,6 +580,7 @@ export class SourceLedger {
               ...(held.fold.full ? {} : { kinds: [...held.fold.kinds.keys()] }),
               resources: [...held.fold.kinds.values()].flat(),
               revision: held.fold.revision,
+              ...(held.update.emptiedKinds === undefined ? {} : { emptiedKinds: held.update.emptiedKinds }),
             },
           }),
       rules: this.recordedRules(),

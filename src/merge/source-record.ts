@@ -54,6 +54,8 @@ export interface HeldRecord {
   readonly kinds?: readonly string[];
   readonly resources: readonly ConfigResource[];
   readonly revision: string;
+  /** Reason `emptied-kind`: the kinds held alone. */
+  readonly emptiedKinds?: readonly string[];
 }
 
 /**

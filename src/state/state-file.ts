@@ -280,6 +280,15 @@ function recordedReason(reason: HoldReason): HoldReason {
   return reason === 'emptied-kind' ? 'mass-delete' : reason;
 }
 
+/** The reason a hold is read as: `emptied-kind` where the record names the kinds it holds alone. */
+function heldReason(
+  reason: HoldReason,
+  emptiedKinds: readonly string[],
+): Pick<HeldRecord, 'reason' | 'emptiedKinds'> {
+  if (reason !== 'mass-delete' || emptiedKinds.length === 0) return { reason };
+  return { reason: 'emptied-kind', emptiedKinds };
+}
+
 function heldMessage(h: HeldRecord, source: string): Record<string, unknown> {
   return {
     reason: recordedReason(h.reason),
@@ -290,6 +299,7 @@ function heldMessage(h: HeldRecord, source: string): Record<string, unknown> {
     full: h.kinds === undefined,
     resources: h.resources.map((r) => resourceMessage(r, source)),
     revision: h.revision,
+    emptied_kinds: h.reason === 'emptied-kind' ? (h.emptiedKinds ?? []) : [],
   };
 }
 
@@ -493,6 +503,7 @@ interface RecordObject {
     full: boolean;
     resources: ResourceObject[];
     revision: string;
+    emptied_kinds?: string[];
   };
   rules?: RulesObject | null;
 }
@@ -516,7 +527,7 @@ function recordFrom(o: RecordObject, fail: (why: string) => never): SourceRecord
       ? {}
       : {
           held: {
-            reason: held.reason as HoldReason,
+            ...heldReason(held.reason as HoldReason, held.emptied_kinds ?? []),
             sinceMs: toNumber(held.since_ms),
             deletions: held.deletions,
             total: held.total,

@@ -154,17 +154,44 @@ describe('SourceLedger records', () => {
     const recorded = record.held;
     assert.ok(recorded !== undefined);
     assert.deepEqual(recorded.kinds, [DR]);
+    assert.deepEqual([recorded.reason, recorded.emptiedKinds], ['emptied-kind', [DR]]);
+    const listsVirtualServices = (n: number, at: number): SourceEvent => ({
+      ...snapshotEvent(objects(VS, n), [VS], `r${at}`),
+      listed: new Set([VS]),
+    });
+    // Restored, the restarted source lists its VirtualServices first: the kind stays held, and
+    // its hold keeps its start (confirmAfter counts from it).
     const second = ledger();
-    // As every release reads it from the state file: a hold named `mass-delete`.
-    second.restore({ ...record, held: { ...recorded, reason: 'mass-delete' } }, new Date(4_000));
-    // The restarted source lists its VirtualServices first.
-    second.apply({ ...snapshotEvent(objects(VS, 20), [VS], 'r3'), listed: new Set([VS]) }, new Date(5_000));
+    second.restore(record, new Date(4_000));
+    second.apply(listsVirtualServices(20, 5_000), new Date(5_000));
     assert.equal(held(second, DR).length, 3, 'the held kind still served');
     assert.deepEqual(
-      [second.report().held?.reason, second.report().held?.emptiedKinds],
+      [
+        second.report().held?.reason,
+        second.report().held?.emptiedKinds,
+        second.report().held?.since.getTime(),
+      ],
+      ['emptied-kind', [DR], 2_000],
+    );
+    // Its VirtualServices mostly gone in the first list: a hold of the whole source, from now.
+    const third = ledger();
+    third.restore(record, new Date(4_000));
+    third.apply(listsVirtualServices(3, 5_000), new Date(5_000));
+    assert.deepEqual(
+      [third.report().held?.reason, third.report().held?.since.getTime()],
+      ['mass-delete', 5_000],
+    );
+    assert.deepEqual([held(third, VS).length, held(third, DR).length], [20, 3]);
+    // A record of an earlier release: a hold named `mass-delete`, no kinds; the kind stays held.
+    const older = ledger();
+    const { emptiedKinds: _kinds, ...earlier } = recorded;
+    older.restore({ ...record, held: { ...earlier, reason: 'mass-delete' } }, new Date(4_000));
+    older.apply(listsVirtualServices(20, 5_000), new Date(5_000));
+    assert.equal(held(older, DR).length, 3, 'the held kind still served');
+    assert.deepEqual(
+      [older.report().held?.reason, older.report().held?.emptiedKinds],
       ['emptied-kind', [DR]],
     );
-    assert.equal(second.report().held?.since.getTime(), 2_000, 'held since before the restart');
   });
 
   it('records a held update of the whole state without kinds, and restoring it empties every kind on release', () => {

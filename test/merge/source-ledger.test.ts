@@ -426,6 +426,32 @@ describe('SourceLedger', () => {
       assert.deepEqual(sizes(l, [VS, DR]), [49, 40]);
     });
 
+    it('applies an update beside the held kinds as any other, compared by identity', () => {
+      const l = sotw([VS, DR]);
+      const vs = of(VS, 50);
+      l.apply(state(...vs, ...of(DR, 3)), new Date(0));
+      l.apply(answer(DR, []), new Date(1_000));
+      const digest = l.heldUpdate?.digest;
+      // One VirtualService edited: the change names the one key, as the identity path finds it.
+      const edited = [...vs];
+      edited[7] = fakeResource('o7', { kind: VS, body: 'edited' });
+      const changes = l.apply(answer(VS, edited), new Date(2_000));
+      assert.deepEqual(
+        changes.map((c) => [c.kind, [...(c.changed ?? ['(the whole kind)'])]]),
+        [[VS, ['default/o7']]],
+      );
+      // Both kinds answered, the held one empty again (as a Kubernetes source sends them).
+      const both: SourceEvent = {
+        ...state(...edited, fakeResource('o50', { kind: VS })),
+        kinds: new Set([VS, DR]),
+      };
+      assert.deepEqual(
+        l.apply(both, new Date(3_000)).map((c) => [c.kind, [...(c.changed ?? ['(the whole kind)'])]]),
+        [[VS, ['default/o50']]],
+      );
+      assert.deepEqual([l.heldUpdate?.digest, sizes(l, [VS, DR])], [digest, [51, 3]]);
+    });
+
     it('forgets on confirmation only the held kinds’ deletions: the rest worn down meanwhile still counts', () => {
       const l = sotw([VS, DR]);
       l.apply(state(...of(VS, 96), ...of(DR, 4)), new Date(0));

@@ -15,7 +15,9 @@ import {
   decodeStateFile,
   encodeRecordChange,
   encodeStateFile,
+  STATE_HEADER_BYTES,
 } from '../../src/state/state-file.js';
+import { messageType } from '../../src/schema/proto-root.js';
 import { fakeResource } from '../support/resources.js';
 
 function record(count: number): SourceRecord {
@@ -174,12 +176,34 @@ describe('state files', () => {
     );
   });
 
-  it('name a kind emptied whole as a mass deletion, a reason every release reads', async () => {
+  it('name a kind emptied whole as a mass deletion, a reason every release reads, and the kinds held alone beside it', async () => {
     const original = record(3);
-    const emptied: SourceRecord = { ...original, held: { ...original.held!, reason: 'emptied-kind' } };
-    const back = decodeStateFile(await fileOf(emptied), 'gitops.state');
-    assert.equal(back.held?.reason, 'mass-delete');
-    assert.equal(back.held?.deletions, 40);
+    const emptied: SourceRecord = {
+      ...original,
+      held: {
+        ...original.held!,
+        reason: 'emptied-kind',
+        emptiedKinds: ['networking.istio.io/VirtualService'],
+      },
+    };
+    const bytes = await fileOf(emptied);
+    // What a release that knows no `emptied_kinds` reads: the reason on the wire.
+    const wire = messageType('meshmux.state.v1.SourceRecord').decode(
+      bytes.subarray(STATE_HEADER_BYTES),
+    ) as unknown as {
+      held: { reason: string };
+    };
+    assert.equal(wire.held.reason, 'mass-delete');
+    const back = decodeStateFile(bytes, 'gitops.state');
+    assert.deepEqual(
+      [back.held?.reason, back.held?.emptiedKinds, back.held?.deletions],
+      ['emptied-kind', ['networking.istio.io/VirtualService'], 40],
+    );
+    // A mass deletion stays one.
+    assert.deepEqual(
+      [decodeStateFile(await fileOf(original), 'gitops.state').held?.reason, original.held?.emptiedKinds],
+      ['mass-delete', undefined],
+    );
   });
 
   it('read a record without a held update or a last sync as such', async () => {
