@@ -205,7 +205,6 @@ describe('Kubernetes source', () => {
     ...vs('shop', name),
     metadata: { name, namespace: 'shop', labels: { test } },
   });
-  /** The VirtualService lists and watches of the source selecting `test`, from request `from` on. */
   /** Lists and watches of the objects labelled `test` since request `from` (in `namespace` alone, if given). */
   const asked = (test: string, from = 0, namespace?: string): { lists: number; watches: number } => {
     const mine = api.requests
@@ -219,6 +218,66 @@ describe('Kubernetes source', () => {
     const watches = mine.filter((r) => r.includes('watch=true')).length;
     return { lists: mine.length - watches, watches };
   };
+
+  it('serves an object created in a kind its first list found empty, though the list that brings forward fails once', async () => {
+    const events = start({ labelSelector: 'test=recheck' });
+    const first = await events.snapshot();
+    assert.deepEqual(names(first), []);
+    await until(() => asked('recheck').watches === 1 && api.openWatches >= 1, 10_000, 'the watch to open');
+    const marker = events.count;
+    // The API server has a bad moment: its lists fail while the object is created.
+    api.fault('VirtualService', 'list', 500);
+    try {
+      api.put(labelled('recheck', 'created'));
+      await new Promise((r) => setTimeout(r, 3_000));
+    } finally {
+      api.fault('VirtualService', 'list', undefined);
+    }
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('shop/created'), marker, 30_000);
+    api.remove('VirtualService', 'shop', 'created');
+  });
+
+  it('lists a namespace found empty at the start again, without opening its watch again', async () => {
+    const from = api.requests.length;
+    const events = start({ labelSelector: 'test=empty-start', namespaces: ['team-c'] });
+    await events.snapshot();
+    // Past its first two lists again (2 s and 4 s after, each within ±25%).
+    await new Promise((r) => setTimeout(r, 8_000));
+    const { lists, watches } = asked('empty-start', from, 'team-c');
+    assert.ok(lists >= 3, `${lists} lists`);
+    assert.equal(watches, 1, 'one watch, left open');
+    events.close();
+  });
+
+  it('names no kind as listed on the account of a namespace listed again and still empty', async () => {
+    for (let i = 0; i < 3; i++) api.put(labelled('scoped', `scoped-${i}`));
+    const from = api.requests.length;
+    const events = start({ labelSelector: 'test=scoped', namespaces: ['shop', 'team-d'] });
+    await events.next((e) => e.type === 'snapshot' && names(e).length === 3);
+    // team-d, found empty at the start, listed again (about 2 s later); nothing published.
+    await until(() => asked('scoped', from, 'team-d').lists >= 2, 10_000, 'team-d listed again');
+    const marker = events.count;
+    // Then the three deleted on shop's watch (`kubectl delete --all`): an edit, not a listing.
+    for (let i = 0; i < 3; i++) api.remove('VirtualService', 'shop', `scoped-${i}`);
+    const emptied = (await events.next(
+      (e) => e.type === 'snapshot' && names(e).length === 0,
+      marker,
+    )) as SourceSnapshotEvent;
+    assert.equal(emptied.listed, undefined, 'the deletions are not a listing');
+    events.close();
+  });
+
+  it('asks the API server nothing more once closed, even during its first lists', async () => {
+    const from = api.requests.length;
+    const events = start({ labelSelector: 'test=closed', namespaces: ['shop', 'team-a', 'team-b'] });
+    await new Promise((r) => setTimeout(r, 30));
+    events.close();
+    await new Promise((r) => setTimeout(r, 1_000));
+    const settled = api.requests.length;
+    // Past the first lists again of the namespaces found empty (2 s, then 4 s).
+    await new Promise((r) => setTimeout(r, 5_000));
+    assert.deepEqual(api.requests.slice(settled), [], `asked after it was closed (${settled - from} before)`);
+  });
 
   it('opens a cut watch again and leaves the others open, never tearing its own watches down in a loop', async () => {
     api.put(labelled('cut', 'cut-1'));

@@ -97,6 +97,8 @@ interface KindWatch {
   cancelEmptyCheck: (() => void) | undefined;
   /** When that list is due (the source clock); undefined while none waits. */
   emptyCheckDue: number | undefined;
+  /** How long after `emptySince` the kind is listed again on its timer. */
+  emptyFor: number;
   /** Why the API server refuses this kind here (403), while it does; retried on its own. */
   refused: MeshmuxError | undefined;
 }
@@ -120,6 +122,12 @@ const RELIST_AFTER_QUICK_ENDS = 3;
 const EMPTY_RELIST_CHECK_MS = 2_000;
 const EMPTY_RELIST_MAX_MS = 60_000;
 const EMPTY_RELIST_FOR_MS = 600_000;
+/**
+ * A kind found empty at the source's first list (which a restarted process cannot tell from one
+ * its API server lags on: the merge may hold the kind from its record) is listed again for 2
+ * minutes: some six lists, whatever the number of kinds and namespaces that are simply empty.
+ */
+const EMPTY_AT_START_FOR_MS = 120_000;
 
 /**
  * The Istio objects of one Kubernetes cluster, listed then watched per kind (at the group's
@@ -193,6 +201,7 @@ export class KubernetesSource implements UpstreamSource {
           emptySince: undefined,
           cancelEmptyCheck: undefined,
           emptyCheckDue: undefined,
+          emptyFor: EMPTY_RELIST_FOR_MS,
           refused: undefined,
         })),
       );
@@ -382,16 +391,17 @@ export class KubernetesSource implements UpstreamSource {
               if (object.code === 410) gone = true;
               return;
             }
+            // The kind's last list found nothing: an event names one object and says nothing of
+            // those the merge still holds from before, so the kind is listed again instead (and
+            // a watch opened again from here sees the event again, should that list fail).
+            if (phase !== 'BOOKMARK' && w.emptySince !== undefined) {
+              if (inNamespace(object.metadata?.namespace ?? '')) listAgainSoon(w);
+              return;
+            }
             const rv = object.metadata?.resourceVersion;
             if (rv !== undefined) w.resourceVersion = rv;
             if (phase === 'BOOKMARK') return;
             if (!inNamespace(object.metadata?.namespace ?? '')) return;
-            // The kind's last list found nothing: an event names one object and says nothing of
-            // those the merge still holds from before, so the kind is listed again instead.
-            if (w.emptySince !== undefined) {
-              listAgainSoon(w);
-              return;
-            }
             if (phase === 'DELETED') w.objects.delete(objectKey(object));
             else w.objects.set(objectKey(object), object);
             schedule();
@@ -471,6 +481,31 @@ export class KubernetesSource implements UpstreamSource {
       };
 
       /**
+       * Lists again a kind its last list found empty. Still empty, with its watch open: nothing
+       * changed, so neither a new state nor a new watch (that list's events only bring this one
+       * forward). A list that fails is tried again later, whatever the source's own retry does.
+       */
+      const recheck = async (w: KindWatch): Promise<void> => {
+        try {
+          await listChecked(w);
+          if (stopped) return;
+          if (w.emptySince !== undefined && w.abort !== undefined) {
+            // Nothing changed, so nothing was listed: the kind's next state, an edit in another
+            // namespace say, is not to be judged as a listing on this list's account.
+            const scopes = relisted.get(w.kind.key);
+            scopes?.delete(w);
+            if (scopes?.size === 0) relisted.delete(w.kind.key);
+            return;
+          }
+          publish();
+          if (w.served) await watch(w);
+        } catch (err) {
+          if (!stopped && w.emptySince !== undefined) emptyCheckAfter(w, nextEmptyCheckMs(w));
+          fail(err, `list ${w.kind.kind}`);
+        }
+      };
+
+      /**
        * Lists a kind as a listing the merge judges (see {@link relisted}); one that had objects and
        * lists empty is listed again later (see {@link EMPTY_RELIST_CHECK_MS}).
        */
@@ -480,7 +515,9 @@ export class KubernetesSource implements UpstreamSource {
         // may be the one that takes it whole.
         const first = !w.listed;
         await list(w);
-        relisted.add(w.kind.key);
+        let scopes = relisted.get(w.kind.key);
+        if (scopes === undefined) relisted.set(w.kind.key, (scopes = new Set()));
+        scopes.add(w);
         if (w.objects.size > 0) {
           w.emptyRelists = 0;
           w.emptySince = undefined;
@@ -489,28 +526,37 @@ export class KubernetesSource implements UpstreamSource {
           w.emptyCheckDue = undefined;
           return;
         }
-        if (had <= 1 && w.emptySince === undefined && !first) return;
+        if (stopped || (had <= 1 && w.emptySince === undefined && !first)) return;
         const now = clock.now();
-        w.emptySince ??= now;
-        if (now - w.emptySince > EMPTY_RELIST_FOR_MS) return;
-        const delayMs = Math.min(EMPTY_RELIST_MAX_MS, EMPTY_RELIST_CHECK_MS * 2 ** w.emptyRelists++);
+        if (w.emptySince === undefined) {
+          w.emptySince = now;
+          w.emptyFor = first && had === 0 ? EMPTY_AT_START_FOR_MS : EMPTY_RELIST_FOR_MS;
+        }
+        if (now - w.emptySince > w.emptyFor) return;
+        const delayMs = nextEmptyCheckMs(w);
         if (had > 1) {
           log.warn(
-            { kind: w.kind.kind, had, delayMs },
+            { kind: w.kind.kind, had, delayMs: Math.round(delayMs) },
             'a list found nothing of a kind that had objects: listing it again',
           );
         }
         emptyCheckAfter(w, delayMs);
       };
 
+      /** The wait before the kind's next list again: doubling, capped, drawn within ±25%. */
+      const nextEmptyCheckMs = (w: KindWatch): number =>
+        Math.min(EMPTY_RELIST_MAX_MS, EMPTY_RELIST_CHECK_MS * 2 ** w.emptyRelists++) *
+        (0.75 + Math.random() / 2);
+
       /** Lists the kind again after `delayMs`, replacing the list again it waited for. */
       const emptyCheckAfter = (w: KindWatch, delayMs: number): void => {
+        if (stopped) return;
         w.cancelEmptyCheck?.();
         w.emptyCheckDue = clock.now() + delayMs;
         w.cancelEmptyCheck = clock.after(delayMs, () => {
           w.cancelEmptyCheck = undefined;
           w.emptyCheckDue = undefined;
-          void relist(w);
+          void recheck(w);
         });
       };
 
@@ -531,15 +577,16 @@ export class KubernetesSource implements UpstreamSource {
       };
 
       /**
-       * Kinds listed since the last state published (at a start, after a watch expired): what a
-       * list lacks may be the API server's lag, not deletions, so the merge judges it as a listing.
+       * Kinds listed since the last state published (at a start, after a watch expired), with the
+       * scopes (namespaces) listed: what a list lacks may be the API server's lag, not deletions,
+       * so the merge judges it as a listing.
        */
-      const relisted = new Set<string>();
+      const relisted = new Map<string, Set<KindWatch>>();
       const publish = (): void => {
         cancelDebounce?.();
         cancelDebounce = undefined;
         if (stopped || watches.some((w) => w.served && !w.listed && w.refused === undefined)) return;
-        const listed = relisted.size === 0 ? undefined : new Set(relisted);
+        const listed = relisted.size === 0 ? undefined : new Set(relisted.keys());
         relisted.clear();
         // A kind refused in some scope before it was ever listed there is left out: its objects
         // are not known, and a state naming the kind would delete them.
@@ -690,6 +737,7 @@ export class KubernetesSource implements UpstreamSource {
         groups = new Map();
         try {
           for (const w of watches) {
+            if (stopped) return;
             stopWatch(w);
             // Each pass tries every kind again, a refused one too.
             w.refused = undefined;
@@ -700,7 +748,8 @@ export class KubernetesSource implements UpstreamSource {
                   log.info({ kind: w.kind.kind }, 'kind not served by this cluster');
                 continue;
               }
-              if (!w.listed || w.resourceVersion === '') await listChecked(w);
+              // A kind whose list found nothing is listed again too: its watch told nothing since.
+              if (!w.listed || w.resourceVersion === '' || w.emptySince !== undefined) await listChecked(w);
             } catch (err) {
               if (!(err instanceof MeshmuxError && err.code === 'PERMISSION_DENIED')) throw err;
               refuse(w, err);
