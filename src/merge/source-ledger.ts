@@ -104,7 +104,12 @@ export class SourceLedger {
   private rejected: readonly Rejection[] = [];
   private readonly byKind = new Map<string, KindSlot>();
   private total = 0;
-  private held: { update: HeldUpdate; fold: UpdateFold } | undefined;
+  /**
+   * `restoredKinds`: a hold read from a record of an earlier release, which names a kind held
+   * alone `mass-delete` without its kinds: the kinds its update empties, for `hold` to tell a
+   * hold that goes on from a new one.
+   */
+  private held: { update: HeldUpdate; fold: UpdateFold; restoredKinds?: readonly string[] } | undefined;
   /** A deleting update waiting for the rest of the source's update until `due` (ms). */
   private pending: { fold: UpdateFold; due: number } | undefined;
   private readonly readiness = new SourceReadiness();
@@ -361,6 +366,9 @@ export class SourceLedger {
     if (held === undefined || held.update.reason !== 'emptied-kind' || kinds === undefined) return undefined;
     const answered = [...held.fold.kinds.keys()].filter((kind) => kinds.has(kind));
     if (answered.length === 0) return event;
+    // A kind the configuration no longer names goes as its guards let it (see `dropKinds`).
+    const configured = this.descriptor.kinds;
+    if (configured !== undefined && answered.some((kind) => !configured.has(kind))) return undefined;
     if (answered.some((kind) => (held.fold.kinds.get(kind)?.length ?? 0) > 0)) return undefined;
     for (let i = 0; i < event.resources.length; i++)
       if (answered.includes((event.resources.at(i) as ConfigResource).kind)) return undefined;
@@ -450,7 +458,7 @@ export class SourceLedger {
   private hold(verdict: Omit<HeldUpdate, 'since' | 'digest'>, fold: UpdateFold, now: Date): void {
     const was = this.held?.update;
     const kinds = verdict.reason === 'emptied-kind' ? (verdict.emptiedKinds ?? []) : undefined;
-    const wasKinds = was?.reason === 'emptied-kind' ? (was.emptiedKinds ?? []) : undefined;
+    const wasKinds = was?.reason === 'emptied-kind' ? (was.emptiedKinds ?? []) : this.held?.restoredKinds;
     const goesOn =
       was !== undefined &&
       (kinds === undefined
@@ -549,6 +557,12 @@ export class SourceLedger {
           digest: foldDigest(fold),
         },
         fold,
+        ...(held.emptiedKinds === undefined &&
+        held.reason === 'mass-delete' &&
+        kinds !== undefined &&
+        emptied.size === kinds.size
+          ? { restoredKinds: [...emptied] }
+          : {}),
       };
     }
     return changes;

@@ -189,8 +189,16 @@ describe('SourceLedger records', () => {
     older.apply(listsVirtualServices(20, 5_000), new Date(5_000));
     assert.equal(held(older, DR).length, 3, 'the held kind still served');
     assert.deepEqual(
-      [older.report().held?.reason, older.report().held?.emptiedKinds],
-      ['emptied-kind', [DR]],
+      [older.report().held?.reason, older.report().held?.emptiedKinds, older.report().held?.since.getTime()],
+      ['emptied-kind', [DR], 2_000],
+    );
+    // Its VirtualServices mostly gone in the first list: a hold of the whole source, from now.
+    const olderAgain = ledger();
+    olderAgain.restore({ ...record, held: { ...earlier, reason: 'mass-delete' } }, new Date(4_000));
+    olderAgain.apply(listsVirtualServices(3, 5_000), new Date(5_000));
+    assert.deepEqual(
+      [olderAgain.report().held?.reason, olderAgain.report().held?.since.getTime()],
+      ['mass-delete', 5_000],
     );
   });
 

@@ -452,6 +452,19 @@ describe('SourceLedger', () => {
       assert.deepEqual([l.heldUpdate?.digest, sizes(l, [VS, DR])], [digest, [51, 3]]);
     });
 
+    it('lets a held kind the configuration no longer names go, as its guards allow', () => {
+      const l = sotw([VS, DR]);
+      l.apply(state(...of(VS, 20), ...of(DR, 5)), new Date(0));
+      l.apply(answer(DR, []), new Date(1_000));
+      assert.equal(l.heldUpdate?.reason, 'emptied-kind');
+      l.descriptor = { ...l.descriptor, kinds: new Set([VS]) };
+      assert.deepEqual(
+        l.dropKinds(l.kindsLeftOut(), new Date(2_000)).map((c) => [c.kind, c.after.size]),
+        [[DR, 0]],
+      );
+      assert.equal(l.heldUpdate, undefined);
+    });
+
     it('forgets on confirmation only the held kinds’ deletions: the rest worn down meanwhile still counts', () => {
       const l = sotw([VS, DR]);
       l.apply(state(...of(VS, 96), ...of(DR, 4)), new Date(0));
