@@ -158,6 +158,8 @@ export class FakeKubeApiServer {
   private expireContinue = false;
   /** Injected faults by `<plural> list` or `<plural> watch`. */
   private readonly faults = new Map<string, KubeFault>();
+  /** Kinds (by plural) whose lists are answered late, and by how much (ms). */
+  private readonly slow = new Map<string, number>();
   /** Every request path with its query, in order (for asserting what a client asked). */
   readonly requests: string[] = [];
 
@@ -286,6 +288,12 @@ export class FakeKubeApiServer {
    * Answers every later list or watch of `kind` with `fault` (undefined: serves them again). A
    * watch already open stays open: {@link cutWatches} ends it.
    */
+  /** Answers the lists of `kind` as usual, `ms` late (undefined: at once again). */
+  slowLists(kind: string, ms: number | undefined): void {
+    if (ms === undefined) this.slow.delete(this.servedByKind(kind).plural);
+    else this.slow.set(this.servedByKind(kind).plural, ms);
+  }
+
   fault(kind: string, on: 'list' | 'watch', fault: KubeFault | undefined): void {
     const key = `${this.servedByKind(kind).plural} ${on}`;
     if (fault === undefined) this.faults.delete(key);
@@ -378,9 +386,9 @@ export class FakeKubeApiServer {
     w.response.write(`${toJson(event)}\n`);
   }
 
-  private handle(req: IncomingMessage, res: ServerResponse): void {
+  private handle(req: IncomingMessage, res: ServerResponse, late = false): void {
     const url = new URL(req.url ?? '/', 'http://localhost');
-    this.requests.push(`${req.method ?? 'GET'} ${url.pathname}${url.search}`);
+    if (!late) this.requests.push(`${req.method ?? 'GET'} ${url.pathname}${url.search}`);
     if (this.auth.token !== undefined && req.headers.authorization !== `Bearer ${this.auth.token}`) {
       return this.status(res, 401, 'Unauthorized', 'Unauthorized');
     }
@@ -447,6 +455,11 @@ export class FakeKubeApiServer {
       if (rest.length !== 1) return this.status(res, 404, 'NotFound', `${url.pathname} not found`);
       const watch = url.searchParams.get('watch');
       const isWatch = watch === 'true' || watch === '1';
+      const slowMs = isWatch ? undefined : this.slow.get(served.plural);
+      if (slowMs !== undefined && !late) {
+        setTimeout(() => this.handle(req, res, true), slowMs);
+        return;
+      }
       const fault = this.faults.get(`${served.plural} ${isWatch ? 'watch' : 'list'}`);
       if (fault !== undefined && (fault !== 'empty' || isWatch)) return this.injected(res, fault);
       if (isWatch) return this.watch(req, res, url, { served, version, namespace, matches });

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { after, afterEach, before, describe, it } from 'node:test';
+import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import { ContentDigest } from '../../src/core/content-digest.js';
 import type { SourceEvent, SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { KubernetesSource, loadKubernetesClient } from '../../src/upstream/kubernetes/kubernetes-source.js';
@@ -263,7 +263,10 @@ describe('Kubernetes source', () => {
       (e) => e.type === 'snapshot' && names(e).length === 0,
       marker,
     )) as SourceSnapshotEvent;
-    assert.equal(emptied.listed, undefined, 'the deletions are not a listing');
+    assert.ok(
+      !(emptied.listed?.has('networking.istio.io/VirtualService') ?? false),
+      'the deletions are not a listing',
+    );
     events.close();
   });
 
@@ -491,6 +494,62 @@ describe('Kubernetes source, one kind whose watch is never answered', () => {
     assert.match(stale.error?.message ?? '', /destinationrules.*no answer within 1 s/);
     // Before, the VirtualService watch waited behind the DestinationRule one, never opened, and
     // no later VirtualService change arrived.
+    api.put(vs('shop', 'later'));
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('shop/later'), 0, 15_000);
+  });
+});
+
+describe('Kubernetes source, a kind found empty while the first pass is slow or refused later', () => {
+  let api: FakeKubeApiServer;
+  let recorder: SourceEventRecorder | undefined;
+  const start = async (namespaces: string[]): Promise<SourceEventRecorder> => {
+    recorder = new SourceEventRecorder(
+      new KubernetesSource({
+        name: 'east',
+        defaultNamespace: 'default',
+        kubeconfig: await kubeconfigFor(api.url),
+        context: 'east',
+        kinds: ['DestinationRule', 'VirtualService'],
+        namespaces,
+      }).events$,
+    );
+    return recorder;
+  };
+  beforeEach(async () => {
+    api = await cartApiServer();
+  });
+  afterEach(async () => {
+    recorder?.close();
+    await api.stop();
+  });
+
+  it('names a kind its first list found empty as listed, however long the other kinds take', async () => {
+    // team-x has no DestinationRule; its VirtualService list answers 7 s late, past the lists again
+    // of the empty kind (about 2 s and 6 s after).
+    api.put(vs('team-x', 'slow'));
+    api.slowLists('VirtualService', 7_000);
+    const events = await start(['team-x']);
+    const first = await events.snapshot(0, 20_000);
+    assert.deepEqual(names(first), ['team-x/slow']);
+    assert.ok(
+      first.listed?.has('networking.istio.io/DestinationRule'),
+      `listed: ${[...(first.listed ?? [])].join()}`,
+    );
+  });
+
+  it('retries a kind refused while listed again on its own, never opening the others’ watches again', async () => {
+    // team-x has nothing: both kinds found empty there and listed again.
+    const events = await start(['shop', 'team-x']);
+    await events.snapshot();
+    await until(() => api.openWatches === 4, 10_000, 'the watches to open');
+    const from = api.requests.length;
+    api.fault('DestinationRule', 'list', 403);
+    api.fault('VirtualService', 'list', 403);
+    await new Promise((r) => setTimeout(r, 8_000));
+    const watchesOfShop = api.requests
+      .slice(from)
+      .filter((r) => r.includes('/namespaces/shop/') && r.includes('watch=')).length;
+    assert.equal(watchesOfShop, 0, 'the watches of shop stay open');
     api.put(vs('shop', 'later'));
     await events.next((e) => e.type === 'snapshot' && names(e).includes('shop/later'), 0, 15_000);
   });

@@ -207,6 +207,8 @@ export class KubernetesSource implements UpstreamSource {
       );
       let stopped = false;
       let cancelDebounce: (() => void) | undefined;
+      /** Whether the source has published a state yet. */
+      let published = false;
       let cancelRetry: (() => void) | undefined;
 
       const request = (path: string): Promise<ApiResponse> =>
@@ -486,22 +488,42 @@ export class KubernetesSource implements UpstreamSource {
        * forward). A list that fails is tried again later, whatever the source's own retry does.
        */
       const recheck = async (w: KindWatch): Promise<void> => {
+        // A list of this scope not published yet (the source's first, say) stays a listing.
+        const marked = relisted.get(w.kind.key)?.has(w) === true;
         try {
           await listChecked(w);
           if (stopped) return;
+          // Before the source's first state, its run lists, publishes and opens the watches.
+          if (!published) return;
           if (w.emptySince !== undefined && w.abort !== undefined) {
             // Nothing changed, so nothing was listed: the kind's next state, an edit in another
             // namespace say, is not to be judged as a listing on this list's account.
             const scopes = relisted.get(w.kind.key);
-            scopes?.delete(w);
+            if (!marked) scopes?.delete(w);
             if (scopes?.size === 0) relisted.delete(w.kind.key);
             return;
           }
           publish();
           if (w.served) await watch(w);
         } catch (err) {
-          if (!stopped && w.emptySince !== undefined) emptyCheckAfter(w, nextEmptyCheckMs(w));
-          fail(err, `list ${w.kind.kind}`);
+          if (stopped) return;
+          // The kind's scope alone: the source's other watches stand. Refused, it is retried as a
+          // refused kind; else listed again later, while its time to be listed again lasts.
+          if (err instanceof MeshmuxError && err.code === 'PERMISSION_DENIED') {
+            refuse(w, err);
+            return;
+          }
+          log.warn(
+            {
+              kind: w.kind.kind,
+              namespace: w.namespace,
+              error: err instanceof Error ? err.message : String(err),
+            },
+            'listing again a kind found empty failed',
+          );
+          if (w.emptySince !== undefined && clock.now() - w.emptySince <= w.emptyFor) {
+            emptyCheckAfter(w, nextEmptyCheckMs(w));
+          }
         }
       };
 
@@ -588,6 +610,7 @@ export class KubernetesSource implements UpstreamSource {
         if (stopped || watches.some((w) => w.served && !w.listed && w.refused === undefined)) return;
         const listed = relisted.size === 0 ? undefined : new Set(relisted.keys());
         relisted.clear();
+        published = true;
         // A kind refused in some scope before it was ever listed there is left out: its objects
         // are not known, and a state naming the kind would delete them.
         const unknown = new Set(watches.filter((w) => w.served && !w.listed).map((w) => w.kind.key));
