@@ -463,6 +463,23 @@ async function cartApiServer(): Promise<FakeKubeApiServer> {
   return api;
 }
 
+/** A source reading the DestinationRules and VirtualServices `api` serves. */
+async function cartSource(
+  api: FakeKubeApiServer,
+  extra: Partial<ConstructorParameters<typeof KubernetesSource>[0]> = {},
+): Promise<SourceEventRecorder> {
+  return new SourceEventRecorder(
+    new KubernetesSource({
+      name: 'east',
+      defaultNamespace: 'default',
+      kubeconfig: await kubeconfigFor(api.url),
+      context: 'east',
+      kinds: ['DestinationRule', 'VirtualService'],
+      ...extra,
+    }).events$,
+  );
+}
+
 describe('Kubernetes source, one kind whose watch is never answered', () => {
   let api: FakeKubeApiServer;
   let recorder: SourceEventRecorder | undefined;
@@ -477,16 +494,7 @@ describe('Kubernetes source, one kind whose watch is never answered', () => {
   });
 
   it('watches the other kinds all the same, and reports the silent watch at its deadline', async () => {
-    const events = new SourceEventRecorder(
-      new KubernetesSource({
-        name: 'east',
-        defaultNamespace: 'default',
-        kubeconfig: await kubeconfigFor(api.url),
-        context: 'east',
-        kinds: ['DestinationRule', 'VirtualService'],
-        requestDeadlineMs: 1_000,
-      }).events$,
-    );
+    const events = await cartSource(api, { requestDeadlineMs: 1_000 });
     recorder = events;
     const first = await events.snapshot();
     assert.deepEqual(names(first), ['shop/cart', 'shop/cart']);
@@ -502,19 +510,8 @@ describe('Kubernetes source, one kind whose watch is never answered', () => {
 describe('Kubernetes source, a kind found empty while the first pass is slow or refused later', () => {
   let api: FakeKubeApiServer;
   let recorder: SourceEventRecorder | undefined;
-  const start = async (namespaces: string[]): Promise<SourceEventRecorder> => {
-    recorder = new SourceEventRecorder(
-      new KubernetesSource({
-        name: 'east',
-        defaultNamespace: 'default',
-        kubeconfig: await kubeconfigFor(api.url),
-        context: 'east',
-        kinds: ['DestinationRule', 'VirtualService'],
-        namespaces,
-      }).events$,
-    );
-    return recorder;
-  };
+  const start = async (namespaces: string[]): Promise<SourceEventRecorder> =>
+    (recorder = await cartSource(api, { namespaces }));
   beforeEach(async () => {
     api = await cartApiServer();
   });
@@ -569,15 +566,7 @@ describe('Kubernetes source, one kind its identity may not read', () => {
   });
 
   it('serves the other kinds, leaves the refused one out of its state, and reads it once allowed', async () => {
-    const events = new SourceEventRecorder(
-      new KubernetesSource({
-        name: 'east',
-        defaultNamespace: 'default',
-        kubeconfig: await kubeconfigFor(api.url),
-        context: 'east',
-        kinds: ['DestinationRule', 'VirtualService'],
-      }).events$,
-    );
+    const events = await cartSource(api);
     recorder = events;
     // Before, a 403 on one kind failed the whole pass, and nothing of the cluster was served.
     const partial = await events.snapshot(0, 15_000);
