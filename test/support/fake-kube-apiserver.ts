@@ -316,6 +316,22 @@ export class FakeKubeApiServer {
     return cut;
   }
 
+  /**
+   * Ends every open watch of `kind` in `namespace` cleanly, as the server does when a watch's
+   * timeout passes; returns how many.
+   */
+  endWatches(kind: string, namespace: string): number {
+    const served = this.servedByKind(kind);
+    let ended = 0;
+    for (const w of this.watchers) {
+      if (w.served !== served || w.namespace !== namespace) continue;
+      w.response.end();
+      this.watchers.delete(w);
+      ended++;
+    }
+    return ended;
+  }
+
   /** How many watches are open now. */
   get openWatches(): number {
     return this.watchers.size;

@@ -534,6 +534,33 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
     );
   });
 
+  it('says the source is well again once a list again refused once succeeds, its watch ended meanwhile', async () => {
+    const events = await start(['shop', 'team-x']);
+    await events.snapshot();
+    await until(() => api.openWatches === 4, 10_000, 'the watches to open');
+    const from = api.requests.length;
+    api.fault('DestinationRule', 'list', 403);
+    await until(
+      () => api.requests.slice(from).some((r) => r.includes('/namespaces/team-x/destinationrules?')),
+      10_000,
+      'the DestinationRules of team-x listed again',
+    );
+    await events.status('stale', 0, 5_000);
+    api.fault('DestinationRule', 'list', undefined);
+    // The watch ends as its timeout passes on the server, and opens again.
+    assert.equal(api.endWatches('DestinationRule', 'team-x'), 1);
+    const marker = events.count;
+    await new Promise((r) => setTimeout(r, 12_000));
+    api.put(vs('shop', 'later'));
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('shop/later'), marker, 15_000);
+    await new Promise((r) => setTimeout(r, 500));
+    const last = events.events.at(-1);
+    assert.ok(
+      !(last?.type === 'status' && last.state !== 'synced'),
+      `the source still says ${last?.type === 'status' ? `${last.state}: ${last.error?.message ?? ''}` : ''}`,
+    );
+  });
+
   it('retries a kind refused while listed again on its own, never opening the others’ watches again', async () => {
     // team-x has nothing: both kinds found empty there and listed again.
     const events = await start(['shop', 'team-x']);
@@ -547,8 +574,14 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
       .slice(from)
       .filter((r) => r.includes('/namespaces/shop/') && r.includes('watch=')).length;
     assert.equal(watchesOfShop, 0, 'the watches of shop stay open');
-    api.put(vs('shop', 'later'));
-    await events.next((e) => e.type === 'snapshot' && names(e).includes('shop/later'), 0, 15_000);
+    await events.status('stale', 0, 5_000);
+    // Allowed again: a VirtualService created in team-x is listed and served (a complete state:
+    // the source is synced again).
+    api.fault('DestinationRule', 'list', undefined);
+    api.fault('VirtualService', 'list', undefined);
+    const marker = events.count;
+    api.put(vs('team-x', 'later'));
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('team-x/later'), marker, 70_000);
   });
 });
 

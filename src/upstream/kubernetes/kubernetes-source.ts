@@ -99,6 +99,8 @@ interface KindWatch {
   emptyCheckDue: number | undefined;
   /** How long after `emptySince` the kind is listed again on its timer. */
   emptyFor: number;
+  /** Whether the kind's last list again failed (the source says stale until one succeeds). */
+  recheckFailed: boolean;
   /** Why the API server refuses this kind here (403), while it does; retried on its own. */
   refused: MeshmuxError | undefined;
 }
@@ -202,6 +204,7 @@ export class KubernetesSource implements UpstreamSource {
           cancelEmptyCheck: undefined,
           emptyCheckDue: undefined,
           emptyFor: EMPTY_RELIST_FOR_MS,
+          recheckFailed: false,
           refused: undefined,
         })),
       );
@@ -495,35 +498,33 @@ export class KubernetesSource implements UpstreamSource {
           if (stopped) return;
           // Before the source's first state, its run lists, publishes and opens the watches.
           if (!published) return;
+          const failedBefore = w.recheckFailed;
+          w.recheckFailed = false;
           if (w.emptySince !== undefined && w.abort !== undefined) {
             // Nothing changed, so nothing was listed: the kind's next state, an edit in another
             // namespace say, is not to be judged as a listing on this list's account.
             const scopes = relisted.get(w.kind.key);
             if (!marked) scopes?.delete(w);
             if (scopes?.size === 0) relisted.delete(w.kind.key);
+            // The same state again, to say the source is well after the failed lists.
+            if (failedBefore) publish();
             return;
           }
           publish();
           if (w.served) await watch(w);
         } catch (err) {
           if (stopped) return;
-          // The kind's scope alone: the source's other watches stand. Refused, it is retried as a
-          // refused kind; else listed again later, while its time to be listed again lasts.
-          if (err instanceof MeshmuxError && err.code === 'PERMISSION_DENIED') {
-            refuse(w, err);
-            return;
-          }
+          // The kind's scope alone: the source's other watches stand. The list was asked for
+          // (a timer, or a watch event this list stands in for), so it is tried again whatever
+          // the time, at most a minute apart, and the source says stale meanwhile.
+          const error = toMeshmuxError(err, 'UNAVAILABLE', { file: `${server}${w.path ?? ''}` });
           log.warn(
-            {
-              kind: w.kind.kind,
-              namespace: w.namespace,
-              error: err instanceof Error ? err.message : String(err),
-            },
-            'listing again a kind found empty failed',
+            { kind: w.kind.kind, namespace: w.namespace, error: error.message },
+            'listing again a kind found empty failed: trying again',
           );
-          if (w.emptySince !== undefined && clock.now() - w.emptySince <= w.emptyFor) {
-            emptyCheckAfter(w, nextEmptyCheckMs(w));
-          }
+          w.recheckFailed = true;
+          tracker.failed(error);
+          emptyCheckAfter(w, nextEmptyCheckMs(w));
         }
       };
 
