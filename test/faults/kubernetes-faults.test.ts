@@ -47,6 +47,7 @@ async function configureCluster(
   api: FakeKubeApiServer,
   kinds: readonly string[],
   stateDir = 'none',
+  namespaces?: readonly string[],
 ): Promise<void> {
   await writeFile(path.join(dir, 'kubeconfig'), api.kubeconfig());
   await writeFile(
@@ -58,6 +59,7 @@ async function configureCluster(
       '    type: kubernetes',
       '    kubeconfig: ./kubeconfig',
       `    kinds: [${kinds.join(', ')}]`,
+      ...(namespaces === undefined ? [] : [`    namespaces: [${namespaces.join(', ')}]`]),
       '',
     ].join('\n'),
   );
@@ -119,10 +121,10 @@ const DESTINATION_RULES: ServedKind = {
   plural: 'destinationrules',
 };
 
-function dr(name: string): KubeObject {
+function dr(name: string, namespace = 'shop'): KubeObject {
   return {
     kind: 'DestinationRule',
-    metadata: { name, namespace: 'shop' },
+    metadata: { name, namespace },
     spec: { host: `${name}.example.com`, trafficPolicy: { tls: { mode: 'ISTIO_MUTUAL' } } },
   };
 }
@@ -304,6 +306,57 @@ describe('faults: a Kubernetes API server that lists a kind empty when meshmux r
       });
     } finally {
       for (const client of istiods) client.close();
+      await meshmux.stop();
+      await api.stop();
+      await dir.dispose();
+    }
+  });
+});
+
+describe('faults: a Kubernetes API server that answers a list after a later one', () => {
+  it('never serves what the older answer lacks as deleted', async () => {
+    const dir = await tempDir('meshmux-kube-late-list-');
+    const api = await FakeKubeApiServer.start([DESTINATION_RULES]);
+    for (let i = 0; i < 2; i++) api.put(dr(`dr-${i}`));
+    // team-x has no DestinationRule: the source lists it again some 2 s after its first list.
+    await configureCluster(dir.dir, api, ['DestinationRule'], 'none', ['shop', 'team-x']);
+    const meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
+    const istiod = connectIstiod(meshmux.xds);
+    try {
+      await until(() => istiod.configs(DR).size === 2, 30_000, 'the first state', {
+        describe: () => meshmux.tail(10),
+      });
+      // That list again reads the server when asked (nothing in team-x) and answers 5 s late, as
+      // an API server under load may.
+      api.lagNextList('DestinationRule', 5_000);
+      const asked = api.requests.length;
+      await until(
+        () =>
+          api.requests
+            .slice(asked)
+            .some((r) => r.includes('/namespaces/team-x/destinationrules?') && !r.includes('watch=')),
+        15_000,
+        'the list again of team-x',
+      );
+      // Created after that list was asked: its watch event brings a list 2 s later that finds it.
+      const createdAt = performance.now();
+      api.put(dr('late', 'team-x'));
+      await until(() => istiod.configs(DR).has('team-x/late'), 15_000, 'the DestinationRule served');
+      const servedMs = performance.now() - createdAt;
+      const from = istiod.received.length;
+      // Past the late answer, and a watch opened from its resourceVersion.
+      await new Promise((r) => setTimeout(r, 6_000));
+      const dropped = istiod.received
+        .slice(from)
+        .filter((r) => r.typeUrl === DR && r.resourceCount < 3).length;
+      assert.equal(dropped, 0, `${dropped} responses deleted the DestinationRule from the istiod`);
+      assert.equal(istiod.configs(DR).size, 3);
+      report('a Kubernetes list answered after a later one', {
+        'responses that deleted the object': dropped,
+        'ms from created to served': servedMs,
+      });
+    } finally {
+      istiod.close();
       await meshmux.stop();
       await api.stop();
       await dir.dispose();

@@ -160,6 +160,7 @@ export class FakeKubeApiServer {
   private readonly faults = new Map<string, KubeFault>();
   /** Kinds (by plural) whose lists are answered late, and by how much (ms). */
   private readonly slow = new Map<string, number>();
+  private readonly lagging = new Map<string, number>();
   /** Every request path with its query, in order (for asserting what a client asked). */
   readonly requests: string[] = [];
 
@@ -292,6 +293,14 @@ export class FakeKubeApiServer {
   slowLists(kind: string, ms: number | undefined): void {
     if (ms === undefined) this.slow.delete(this.servedByKind(kind).plural);
     else this.slow.set(this.servedByKind(kind).plural, ms);
+  }
+
+  /**
+   * Answers the next list of `kind` with what the server holds when it is asked, `ms` late: a list
+   * served from a snapshot, whose answer arrives after the answers of lists asked for later.
+   */
+  lagNextList(kind: string, ms: number): void {
+    this.lagging.set(this.servedByKind(kind).plural, ms);
   }
 
   fault(kind: string, on: 'list' | 'watch', fault: KubeFault | undefined): void {
@@ -508,6 +517,8 @@ export class FakeKubeApiServer {
             .map((o) => atVersion(o, { served, version })),
         };
       }
+      const lagMs = token === null || token === '' ? this.lagging.get(served.plural) : undefined;
+      if (lagMs !== undefined) this.lagging.delete(served.plural);
       const limit = Number(url.searchParams.get('limit') ?? '0');
       const end = limit > 0 ? offset + limit : snapshot.items.length;
       const metadata: { resourceVersion: string; continue?: string } = {
@@ -518,12 +529,15 @@ export class FakeKubeApiServer {
         this.pagedLists.set(next, { snapshot, offset: end });
         metadata.continue = next;
       }
-      return this.json(res, {
+      const body = {
         apiVersion: `${group}/${version}`,
         kind: `${served.kind}List`,
         metadata,
         items: snapshot.items.slice(offset, end),
-      });
+      };
+      if (lagMs === undefined) return this.json(res, body);
+      setTimeout(() => this.json(res, body), lagMs);
+      return;
     } catch (err) {
       return this.status(res, 400, 'BadRequest', err instanceof Error ? err.message : String(err));
     }

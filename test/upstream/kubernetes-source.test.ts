@@ -534,6 +534,45 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
     );
   });
 
+  it('drops a list again that answers after a later one, never serving the object it lacks as deleted', async () => {
+    // team-x has no DestinationRule: the kind is listed again about 2 s after the first list.
+    const events = await start(['shop', 'team-x']);
+    await events.snapshot();
+    await until(() => api.openWatches === 4, 10_000, 'the watches to open');
+    // That list again reads the server as it is when asked (nothing in team-x) and answers 5 s
+    // late, as from an API server under load.
+    api.lagNextList('DestinationRule', 5_000);
+    const from = api.requests.length;
+    await until(
+      () =>
+        api.requests
+          .slice(from)
+          .some((r) => r.includes('/namespaces/team-x/destinationrules?') && !r.includes('watch=')),
+      10_000,
+      'the list again of team-x',
+    );
+    // Created after that list was asked: its watch event brings a second list 2 s later, which
+    // answers at once and finds it.
+    const marker = events.count;
+    api.put({
+      kind: 'DestinationRule',
+      metadata: { name: 'late', namespace: 'team-x' },
+      spec: { host: 'late' },
+    });
+    const found = await events.next(
+      (e) => e.type === 'snapshot' && names(e).includes('team-x/late'),
+      marker,
+      10_000,
+    );
+    const foundAt = events.events.indexOf(found);
+    // Past the first list's answer, and a watch opened from its resourceVersion.
+    await new Promise((r) => setTimeout(r, 6_000));
+    const lost = events.events
+      .slice(foundAt + 1)
+      .filter((e) => e.type === 'snapshot' && !names(e).includes('team-x/late'));
+    assert.equal(lost.length, 0, `${lost.length} later states served the DestinationRule as deleted`);
+  });
+
   it('says the source is well again once a list again refused once succeeds, its watch ended meanwhile', async () => {
     const events = await start(['shop', 'team-x']);
     await events.snapshot();

@@ -103,6 +103,13 @@ interface KindWatch {
   recheckFailed: boolean;
   /** Why the API server refuses this kind here (403), while it does; retried on its own. */
   refused: MeshmuxError | undefined;
+  /**
+   * Lists of this scope started, and the number of the last one whose answer was taken: a list
+   * that started before that one answers an older state (it may lack an object the other found),
+   * so its answer is dropped, however late it comes.
+   */
+  listsStarted: number;
+  listTaken: number;
 }
 
 /**
@@ -206,6 +213,8 @@ export class KubernetesSource implements UpstreamSource {
           emptyFor: EMPTY_RELIST_FOR_MS,
           recheckFailed: false,
           refused: undefined,
+          listsStarted: 0,
+          listTaken: 0,
         })),
       );
       let stopped = false;
@@ -251,9 +260,12 @@ export class KubernetesSource implements UpstreamSource {
       /**
        * Lists a kind in pages of {@link LIST_PAGE_SIZE}, as kubectl and client-go do, so the API
        * server never builds one huge answer; a continue token that expired (410) starts the list
-       * over. The objects are replaced only once every page has arrived.
+       * over. The objects are replaced only once every page has arrived, and only by the answer of
+       * the latest list of the scope taken so far: returns false when a list started after this
+       * one answered first (this answer is then older than the objects held, and dropped).
        */
-      const list = async (w: KindWatch): Promise<void> => {
+      const list = async (w: KindWatch): Promise<boolean> => {
+        const number = ++w.listsStarted;
         const items: KubernetesObject[] = [];
         let resourceVersion = '';
         let token = '';
@@ -262,9 +274,11 @@ export class KubernetesSource implements UpstreamSource {
           if (options.labelSelector !== undefined) params.set('labelSelector', options.labelSelector);
           if (token !== '') params.set('continue', token);
           const response = await request(`${w.path ?? ''}?${params.toString()}`);
+          if (number < w.listTaken) return overtaken(w, number);
           if (response.status === 404) {
+            w.listTaken = number;
             w.served = false;
-            return;
+            return true;
           }
           if (response.status === 410 && token !== '' && restarts < 3) {
             // The snapshot the pages came from was compacted: list again from the start.
@@ -283,6 +297,8 @@ export class KubernetesSource implements UpstreamSource {
           token = body.metadata?.continue ?? '';
           if (token === '') break;
         }
+        if (number < w.listTaken) return overtaken(w, number);
+        w.listTaken = number;
         const before = new Set(w.objects.keys());
         w.objects.clear();
         for (const item of items) {
@@ -299,6 +315,15 @@ export class KubernetesSource implements UpstreamSource {
         );
         w.resourceVersion = resourceVersion;
         w.listed = true;
+        return true;
+      };
+
+      const overtaken = (w: KindWatch, number: number): false => {
+        log.debug(
+          { kind: w.kind.kind, namespace: w.namespace, list: number, taken: w.listTaken },
+          'a list answered after a later one of the same kind: dropped',
+        );
+        return false;
       };
 
       const fail = (err: unknown, what: string): void => {
@@ -477,7 +502,7 @@ export class KubernetesSource implements UpstreamSource {
 
       const relist = async (w: KindWatch): Promise<void> => {
         try {
-          await listChecked(w);
+          if (!(await listChecked(w))) return;
           publish();
           if (w.served) await watch(w);
         } catch (err) {
@@ -494,8 +519,7 @@ export class KubernetesSource implements UpstreamSource {
         // A list of this scope not published yet (the source's first, say) stays a listing.
         const marked = relisted.get(w.kind.key)?.has(w) === true;
         try {
-          await listChecked(w);
-          if (stopped) return;
+          if (!(await listChecked(w)) || stopped) return;
           // Before the source's first state, its run lists, publishes and opens the watches.
           if (!published) return;
           const failedBefore = w.recheckFailed;
@@ -530,14 +554,16 @@ export class KubernetesSource implements UpstreamSource {
 
       /**
        * Lists a kind as a listing the merge judges (see {@link relisted}); one that had objects and
-       * lists empty is listed again later (see {@link EMPTY_RELIST_CHECK_MS}).
+       * lists empty is listed again later (see {@link EMPTY_RELIST_CHECK_MS}). False when a later
+       * list of the scope answered first: this one changed nothing, and whoever made the later
+       * one publishes and watches.
        */
-      const listChecked = async (w: KindWatch): Promise<void> => {
+      const listChecked = async (w: KindWatch): Promise<boolean> => {
         const had = w.objects.size;
         // A restarted process knows nothing of what the merge restored: its first list of a kind
         // may be the one that takes it whole.
         const first = !w.listed;
-        await list(w);
+        if (!(await list(w))) return false;
         let scopes = relisted.get(w.kind.key);
         if (scopes === undefined) relisted.set(w.kind.key, (scopes = new Set()));
         scopes.add(w);
@@ -547,15 +573,15 @@ export class KubernetesSource implements UpstreamSource {
           w.cancelEmptyCheck?.();
           w.cancelEmptyCheck = undefined;
           w.emptyCheckDue = undefined;
-          return;
+          return true;
         }
-        if (stopped || (had <= 1 && w.emptySince === undefined && !first)) return;
+        if (stopped || (had <= 1 && w.emptySince === undefined && !first)) return true;
         const now = clock.now();
         if (w.emptySince === undefined) {
           w.emptySince = now;
           w.emptyFor = first && had === 0 ? EMPTY_AT_START_FOR_MS : EMPTY_RELIST_FOR_MS;
         }
-        if (now - w.emptySince > w.emptyFor) return;
+        if (now - w.emptySince > w.emptyFor) return true;
         const delayMs = nextEmptyCheckMs(w);
         if (had > 1) {
           log.warn(
@@ -564,6 +590,7 @@ export class KubernetesSource implements UpstreamSource {
           );
         }
         emptyCheckAfter(w, delayMs);
+        return true;
       };
 
       /** The wait before the kind's next list again: doubling, capped, drawn within ±25%. */
