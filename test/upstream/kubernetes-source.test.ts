@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
+import { Subscription, type SchedulerAction, type SchedulerLike } from 'rxjs';
 import { ContentDigest } from '../../src/core/content-digest.js';
 import type { SourceEvent, SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { KubernetesSource, loadKubernetesClient } from '../../src/upstream/kubernetes/kubernetes-source.js';
@@ -463,6 +464,27 @@ async function cartApiServer(): Promise<FakeKubeApiServer> {
   return api;
 }
 
+/**
+ * A scheduler whose time runs `factor` times as fast as the wall clock: a source's timers of
+ * minutes pass in seconds, while its requests take the time they take.
+ */
+function fastScheduler(factor: number): SchedulerLike {
+  const start = Date.now();
+  const now = (): number => start + (Date.now() - start) * factor;
+  return {
+    now,
+    schedule<T>(work: (this: SchedulerAction<T>, state?: T) => void, delay = 0, state?: T): Subscription {
+      const subscription = new Subscription();
+      const timer = setTimeout(() => {
+        if (!subscription.closed) work.call(subscription as SchedulerAction<T>, state);
+      }, delay / factor);
+      timer.unref();
+      subscription.add(() => clearTimeout(timer));
+      return subscription;
+    },
+  };
+}
+
 /** A source reading the DestinationRules and VirtualServices `api` serves. */
 async function cartSource(
   api: FakeKubeApiServer,
@@ -510,8 +532,8 @@ describe('Kubernetes source, one kind whose watch is never answered', () => {
 describe('Kubernetes source, a kind found empty while the first pass is slow or refused later', () => {
   let api: FakeKubeApiServer;
   let recorder: SourceEventRecorder | undefined;
-  const start = async (namespaces: string[]): Promise<SourceEventRecorder> =>
-    (recorder = await cartSource(api, { namespaces }));
+  const start = async (namespaces: string[], scheduler?: SchedulerLike): Promise<SourceEventRecorder> =>
+    (recorder = await cartSource(api, { namespaces, scheduler }));
   beforeEach(async () => {
     api = await cartApiServer();
   });
@@ -571,6 +593,46 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
       .slice(foundAt + 1)
       .filter((e) => e.type === 'snapshot' && !names(e).includes('team-x/late'));
     assert.equal(lost.length, 0, `${lost.length} later states served the DestinationRule as deleted`);
+  });
+
+  it('tries a failed list again past the kind’s two minutes of lists again, serving what its watch told', async () => {
+    // Source time runs 20 times as fast: the two minutes a kind found empty at the start is
+    // listed again on its timer last 6 s.
+    const events = await start(['shop', 'team-x'], fastScheduler(20));
+    await events.snapshot();
+    await until(() => api.openWatches === 4, 10_000, 'the watches to open');
+    await new Promise((r) => setTimeout(r, 7_000));
+    // Past those two minutes, the API server fails lists; a DestinationRule created in team-x:
+    // its watch event asks for a list, which fails.
+    api.fault('DestinationRule', 'list', 500);
+    const from = api.requests.length;
+    const marker = events.count;
+    api.put({
+      kind: 'DestinationRule',
+      metadata: { name: 'later', namespace: 'team-x' },
+      spec: { host: 'later' },
+    });
+    await until(
+      () =>
+        api.requests
+          .slice(from)
+          .some((r) => r.includes('/namespaces/team-x/destinationrules?') && !r.includes('watch=')),
+      10_000,
+      'the list the watch event asked for',
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    api.fault('DestinationRule', 'list', undefined);
+    // Tried again at most a minute of source time later (3 s here).
+    const served = await events.next(
+      (e) => e.type === 'snapshot' && names(e).includes('team-x/later'),
+      marker,
+      10_000,
+    );
+    const between = events.events.slice(marker, events.events.indexOf(served));
+    assert.ok(
+      between.some((e) => e.type === 'status' && e.state === 'stale'),
+      'the source said stale while the list failed',
+    );
   });
 
   it('says the source is well again once a list again refused once succeeds, its watch ended meanwhile', async () => {
