@@ -465,10 +465,10 @@ async function cartApiServer(): Promise<FakeKubeApiServer> {
 }
 
 /**
- * A scheduler whose time runs `factor` times as fast as the wall clock: a source's timers of
- * minutes pass in seconds, while its requests take the time they take.
+ * A scheduler whose time runs `factor` times as fast as the wall clock: a source's timers pass in
+ * a fraction of their time (or a multiple, below 1), while its requests take the time they take.
  */
-function fastScheduler(factor: number): SchedulerLike {
+function scaledScheduler(factor: number): SchedulerLike {
   const start = Date.now();
   const now = (): number => start + (Date.now() - start) * factor;
   return {
@@ -483,6 +483,13 @@ function fastScheduler(factor: number): SchedulerLike {
       return subscription;
     },
   };
+}
+
+/** Lists (not watches) of DestinationRules in `namespace` asked of `api` since request `from`. */
+function listsOf(api: FakeKubeApiServer, namespace: string, from: number): number {
+  return api.requests
+    .slice(from)
+    .filter((r) => r.includes(`/namespaces/${namespace}/destinationrules?`) && !r.includes('watch=')).length;
 }
 
 /** A source reading the DestinationRules and VirtualServices `api` serves. */
@@ -595,10 +602,106 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
     assert.equal(lost.length, 0, `${lost.length} later states served the DestinationRule as deleted`);
   });
 
+  it('takes no failure of a list overtaken by a later one as the source’s', async () => {
+    const events = await cartSource(api, { namespaces: ['shop', 'team-x'], requestDeadlineMs: 4_000 });
+    recorder = events;
+    await events.snapshot();
+    await until(() => api.openWatches === 4, 10_000, 'the watches to open');
+    // The list again of team-x answers 8 s late, past its 4 s deadline.
+    api.lagNextList('DestinationRule', 8_000);
+    const from = api.requests.length;
+    await until(() => listsOf(api, 'team-x', from) === 1, 10_000, 'the list again of team-x');
+    api.put({
+      kind: 'DestinationRule',
+      metadata: { name: 'late', namespace: 'team-x' },
+      spec: { host: 'late' },
+    });
+    const found = await events.next(
+      (e) => e.type === 'snapshot' && names(e).includes('team-x/late'),
+      0,
+      10_000,
+    );
+    const foundAt = events.events.indexOf(found);
+    // Past the first list's deadline.
+    await new Promise((r) => setTimeout(r, 4_000));
+    const said = events.events.slice(foundAt + 1).filter((e) => e.type === 'status' && e.state === 'stale');
+    assert.equal(said.length, 0, `the source said stale for a list overtaken: ${JSON.stringify(said)}`);
+  });
+
+  it('drops a list answered after a watch opened without one, never serving what the watch told as deleted', async () => {
+    const events = await start(['shop']);
+    await events.snapshot();
+    await until(() => api.openWatches === 2, 10_000, 'the watches to open');
+    // The DestinationRule watch ends at once three times in a row: the kind is listed again, and
+    // that list answers 10 s late.
+    api.fault('DestinationRule', 'watch', 'close');
+    api.lagNextList('DestinationRule', 10_000);
+    const from = api.requests.length;
+    api.endWatches('DestinationRule', 'shop');
+    await until(() => listsOf(api, 'shop', from) === 1, 15_000, 'the list after the watch’s quick ends');
+    const askedAt = performance.now();
+    api.fault('DestinationRule', 'watch', undefined);
+    // The VirtualService watch is cut: the source's next pass opens the DestinationRule watch
+    // again from where it was, with no list (the kind was listed and has objects).
+    const cutAt = api.requests.length;
+    api.cutWatches('VirtualService');
+    await until(
+      () =>
+        api.requests
+          .slice(cutAt)
+          .some((r) => r.includes('/namespaces/shop/destinationrules?') && r.includes('watch=')),
+      8_000,
+      'the DestinationRule watch opened again',
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    const marker = events.count;
+    api.put({
+      kind: 'DestinationRule',
+      metadata: { name: 'late', namespace: 'shop' },
+      spec: { host: 'late' },
+    });
+    const found = await events.next(
+      (e) => e.type === 'snapshot' && names(e).includes('shop/late'),
+      marker,
+      10_000,
+    );
+    const foundAt = events.events.indexOf(found);
+    await until(() => performance.now() - askedAt > 12_000, 20_000, 'past the late answer');
+    const lost = events.events
+      .slice(foundAt + 1)
+      .filter((e) => e.type === 'snapshot' && !names(e).includes('shop/late'));
+    assert.equal(lost.length, 0, `${lost.length} later states served shop/late as deleted`);
+  });
+
+  it('says the source is well again once a list again of a scope refused meanwhile succeeds', async () => {
+    const events = await start(['shop', 'team-x']);
+    await events.snapshot();
+    await until(() => api.openWatches === 4, 10_000, 'the watches to open');
+    api.lagNextList('DestinationRule', 6_000);
+    const from = api.requests.length;
+    await until(() => listsOf(api, 'team-x', from) === 1, 10_000, 'the list again of team-x');
+    const askedAt = performance.now();
+    // The Role loses DestinationRules meanwhile: the team-x watch ends and is refused.
+    api.fault('DestinationRule', 'list', 403);
+    api.fault('DestinationRule', 'watch', 403);
+    api.endWatches('DestinationRule', 'team-x');
+    await events.status('stale', 0, 5_000);
+    await until(() => performance.now() - askedAt > 5_000, 10_000, 'near the late answer');
+    api.fault('DestinationRule', 'watch', undefined);
+    await until(() => performance.now() - askedAt > 6_500, 10_000, 'past the late answer');
+    api.fault('DestinationRule', 'list', undefined);
+    await new Promise((r) => setTimeout(r, 15_000));
+    const last = events.events.filter((e) => e.type === 'status').at(-1);
+    assert.ok(
+      !(last?.type === 'status' && last.state !== 'synced'),
+      `the source still says ${last?.type === 'status' ? `${last.state}: ${last.error?.message ?? ''}` : ''}`,
+    );
+  });
+
   it('tries a failed list again past the kind’s two minutes of lists again, serving what its watch told', async () => {
     // Source time runs 20 times as fast: the two minutes a kind found empty at the start is
     // listed again on its timer last 6 s.
-    const events = await start(['shop', 'team-x'], fastScheduler(20));
+    const events = await start(['shop', 'team-x'], scaledScheduler(20));
     await events.snapshot();
     await until(() => api.openWatches === 4, 10_000, 'the watches to open');
     await new Promise((r) => setTimeout(r, 7_000));
@@ -633,6 +736,30 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
       between.some((e) => e.type === 'status' && e.state === 'stale'),
       'the source said stale while the list failed',
     );
+  });
+
+  it('lists a kind found empty at once on its watch event, when its last list is 2 s old', async () => {
+    // Source time runs 5 times as slow: the kind's lists again, 2 s and some 4 s after its first
+    // list, come some 10 s and 20 s later.
+    const events = await start(['shop', 'team-x'], scaledScheduler(0.2));
+    await events.snapshot();
+    const from = api.requests.length;
+    const listsOfTeamX = (): string[] =>
+      api.requests
+        .slice(from)
+        .filter((r) => r.includes('/namespaces/team-x/destinationrules?') && !r.includes('watch='));
+    await until(() => listsOfTeamX().length === 1, 20_000, 'the first list again of team-x');
+    // 2.2 s of source time on: the next list again is 0.8–2.8 s of source time away.
+    await new Promise((r) => setTimeout(r, 11_000));
+    const marker = events.count;
+    api.put({
+      kind: 'DestinationRule',
+      metadata: { name: 'first', namespace: 'team-x' },
+      spec: { host: 'first' },
+    });
+    // Listed on the event: before, at the list again's time or 2 s of source time on (4–14 s here).
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('team-x/first'), marker, 2_500);
+    assert.equal(listsOfTeamX().length, 2);
   });
 
   it('says the source is well again once a list again refused once succeeds, its watch ended meanwhile', async () => {

@@ -104,12 +104,15 @@ interface KindWatch {
   /** Why the API server refuses this kind here (403), while it does; retried on its own. */
   refused: MeshmuxError | undefined;
   /**
-   * Lists of this scope started, and the number of the last one whose answer was taken: a list
-   * that started before that one answers an older state (it may lack an object the other found),
-   * so its answer is dropped, however late it comes.
+   * Lists of this scope started, and the lowest number whose answer may still be taken: that of
+   * the last list taken, or the next one once a watch opened. A list that started before either
+   * answers what may be older than the objects held (it may lack one the other found or told), so
+   * its answer is dropped, however late it comes.
    */
   listsStarted: number;
   listTaken: number;
+  /** When the scope's last list started (the source clock); undefined before the first. */
+  listStartedAt: number | undefined;
 }
 
 /**
@@ -215,6 +218,7 @@ export class KubernetesSource implements UpstreamSource {
           refused: undefined,
           listsStarted: 0,
           listTaken: 0,
+          listStartedAt: undefined,
         })),
       );
       let stopped = false;
@@ -266,6 +270,7 @@ export class KubernetesSource implements UpstreamSource {
        */
       const list = async (w: KindWatch): Promise<boolean> => {
         const number = ++w.listsStarted;
+        w.listStartedAt = clock.now();
         const items: KubernetesObject[] = [];
         let resourceVersion = '';
         let token = '';
@@ -273,7 +278,14 @@ export class KubernetesSource implements UpstreamSource {
           const params = new URLSearchParams({ limit: String(LIST_PAGE_SIZE) });
           if (options.labelSelector !== undefined) params.set('labelSelector', options.labelSelector);
           if (token !== '') params.set('continue', token);
-          const response = await request(`${w.path ?? ''}?${params.toString()}`);
+          let response: ApiResponse;
+          try {
+            response = await request(`${w.path ?? ''}?${params.toString()}`);
+          } catch (err) {
+            // A list overtaken meanwhile is no longer wanted: its failure is nobody's.
+            if (number < w.listTaken) return overtaken(w, number);
+            throw err;
+          }
           if (number < w.listTaken) return overtaken(w, number);
           if (response.status === 404) {
             w.listTaken = number;
@@ -299,6 +311,8 @@ export class KubernetesSource implements UpstreamSource {
         }
         if (number < w.listTaken) return overtaken(w, number);
         w.listTaken = number;
+        // The API server lists the kind here again: whatever refused it no longer does.
+        w.refused = undefined;
         const before = new Set(w.objects.keys());
         w.objects.clear();
         for (const item of items) {
@@ -404,6 +418,10 @@ export class KubernetesSource implements UpstreamSource {
         // One watch per kind: one still open (a relist and a new pass of run() may both get here)
         // is replaced.
         stopWatch(w);
+        // The watch takes the objects as they stand and tells every change after them: a list
+        // asked for before it answers what may be older than the changes it tells. Not while the
+        // kind's last list found nothing: its events are not taken then, only lists are.
+        if (w.emptySince === undefined) w.listTaken = w.listsStarted + 1;
         const generation = w.generation;
         w.openedAt = clock.now();
         const query: Record<string, string | boolean> = {
@@ -611,14 +629,18 @@ export class KubernetesSource implements UpstreamSource {
       };
 
       /**
-       * A watch event of a kind whose last list found nothing: the kind is listed again within
-       * {@link EMPTY_RELIST_CHECK_MS} (sooner than its timer said, or after its ten minutes of
-       * lists again), never more often than that however many events come.
+       * A watch event of a kind whose last list found nothing: the kind is listed again at once,
+       * or {@link EMPTY_RELIST_CHECK_MS} after its last list started (sooner than its timer said,
+       * or after its ten minutes of lists again), never more often than that however many events
+       * come.
        */
       const listAgainSoon = (w: KindWatch): void => {
+        const now = clock.now();
+        const at =
+          w.listStartedAt === undefined ? now : Math.max(now, w.listStartedAt + EMPTY_RELIST_CHECK_MS);
         const due = w.emptyCheckDue;
-        if (due !== undefined && due <= clock.now() + EMPTY_RELIST_CHECK_MS) return;
-        emptyCheckAfter(w, EMPTY_RELIST_CHECK_MS);
+        if (due !== undefined && due <= at) return;
+        emptyCheckAfter(w, at - now);
       };
 
       const schedule = (): void => {
