@@ -464,15 +464,21 @@ async function cartApiServer(): Promise<FakeKubeApiServer> {
   return api;
 }
 
+/** A scheduler for a source's time, which a test may step (as NTP or a resumed VM steps a clock). */
+interface SteppedScheduler extends SchedulerLike {
+  /** Added to the time now() reads; timers already set keep their delays. */
+  offsetMs: number;
+}
+
 /**
  * A scheduler whose time runs `factor` times as fast as the wall clock: a source's timers pass in
  * a fraction of their time (or a multiple, below 1), while its requests take the time they take.
  */
-function scaledScheduler(factor: number): SchedulerLike {
+function scaledScheduler(factor: number): SteppedScheduler {
   const start = Date.now();
-  const now = (): number => start + (Date.now() - start) * factor;
-  return {
-    now,
+  const scheduler: SteppedScheduler = {
+    offsetMs: 0,
+    now: () => start + (Date.now() - start) * factor + scheduler.offsetMs,
     schedule<T>(work: (this: SchedulerAction<T>, state?: T) => void, delay = 0, state?: T): Subscription {
       const subscription = new Subscription();
       const timer = setTimeout(() => {
@@ -483,6 +489,7 @@ function scaledScheduler(factor: number): SchedulerLike {
       return subscription;
     },
   };
+  return scheduler;
 }
 
 /** Lists (not watches) of DestinationRules in `namespace` asked of `api` since request `from`. */
@@ -760,6 +767,46 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
     // Listed on the event: before, at the list again's time or 2 s of source time on (4–14 s here).
     await events.next((e) => e.type === 'snapshot' && names(e).includes('team-x/first'), marker, 2_500);
     assert.equal(listsOfTeamX().length, 2);
+  });
+
+  it('lists a kind found empty within 2 s of a watch event that came while a list was under way', async () => {
+    const events = await start(['shop', 'team-x']);
+    await events.snapshot();
+    // The first two lists again of team-x, some 2 s and 6 s after its first list.
+    let from = api.requests.length;
+    await until(() => listsOf(api, 'team-x', from) >= 2, 20_000, 'two lists again');
+    // The third, some 8 s on, answers 1.5 s late from what the server held when asked; the next
+    // is due 12–20 s after it.
+    api.lagNextList('DestinationRule', 1_500);
+    from = api.requests.length;
+    await until(() => listsOf(api, 'team-x', from) === 1, 20_000, 'the third list again');
+    await new Promise((r) => setTimeout(r, 300));
+    const marker = events.count;
+    api.put({
+      kind: 'DestinationRule',
+      metadata: { name: 'first', namespace: 'team-x' },
+      spec: { host: 'first' },
+    });
+    // Listed 2 s after that list began; before, its answer put the list off to the next one.
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('team-x/first'), marker, 6_000);
+  });
+
+  it('lists a kind found empty on its watch event after the clock is set back an hour', async () => {
+    const scheduler = scaledScheduler(1);
+    const events = await start(['shop', 'team-x'], scheduler);
+    await events.snapshot();
+    const from = api.requests.length;
+    await until(() => listsOf(api, 'team-x', from) >= 1, 20_000, 'the first list again');
+    scheduler.offsetMs = -3_600_000;
+    await new Promise((r) => setTimeout(r, 500));
+    const marker = events.count;
+    api.put({
+      kind: 'DestinationRule',
+      metadata: { name: 'first', namespace: 'team-x' },
+      spec: { host: 'first' },
+    });
+    // Before, the list waited as long as the clock went back.
+    await events.next((e) => e.type === 'snapshot' && names(e).includes('team-x/first'), marker, 15_000);
   });
 
   it('says the source is well again once a list again refused once succeeds, its watch ended meanwhile', async () => {

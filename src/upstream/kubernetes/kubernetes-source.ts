@@ -616,9 +616,14 @@ export class KubernetesSource implements UpstreamSource {
         Math.min(EMPTY_RELIST_MAX_MS, EMPTY_RELIST_CHECK_MS * 2 ** w.emptyRelists++) *
         (0.75 + Math.random() / 2);
 
-      /** Lists the kind again after `delayMs`, replacing the list again it waited for. */
+      /**
+       * Lists the kind again after `delayMs`, unless a list again is due sooner: a watch event
+       * that came while a list was under way asked for one that the list's answer may not show.
+       */
       const emptyCheckAfter = (w: KindWatch, delayMs: number): void => {
         if (stopped) return;
+        const due = w.emptyCheckDue;
+        if (w.cancelEmptyCheck !== undefined && due !== undefined && due <= clock.now() + delayMs) return;
         w.cancelEmptyCheck?.();
         w.emptyCheckDue = clock.now() + delayMs;
         w.cancelEmptyCheck = clock.after(delayMs, () => {
@@ -640,7 +645,8 @@ export class KubernetesSource implements UpstreamSource {
           w.listStartedAt === undefined ? now : Math.max(now, w.listStartedAt + EMPTY_RELIST_CHECK_MS);
         const due = w.emptyCheckDue;
         if (due !== undefined && due <= at) return;
-        emptyCheckAfter(w, at - now);
+        // Never further off than that, should the clock have been set back since that list.
+        emptyCheckAfter(w, Math.min(at - now, EMPTY_RELIST_CHECK_MS));
       };
 
       const schedule = (): void => {
