@@ -78,9 +78,10 @@ interface Manifest {
  * One replica writes, chosen by etcd's lease election; the others keep their latest records in
  * memory and write them once they are elected (a writer that dies loses its lease within
  * `leaseTtlS`). A record is stored as chunks under a fresh generation, then a manifest naming the
- * generation is swapped in with a compare-and-swap (a former writer that lost its lease cannot
- * overwrite a newer record), then the previous generation is deleted: a reader sees the old record
- * or the new one, never a mix. Writes follow {@link RecordWriteQueue}'s policy.
+ * generation is swapped in with a compare-and-swap that also requires the writer's campaign key
+ * (a former writer that lost its lease cannot overwrite a newer record), then the previous
+ * generation is deleted: a reader sees the old record or the new one, never a mix. Writes follow
+ * {@link RecordWriteQueue}'s policy.
  *
  * etcd is never on the serving path: when it does not answer, the store reports it
  * (`onStoreUp(false)`, a warning), keeps the latest records and writes them once it is back.
@@ -98,6 +99,9 @@ export class EtcdRecordStore implements SourceRecordStore {
   private up = false;
   private writer = false;
   private closed = false;
+  /** Sources whose record is still to be removed from etcd, and those being removed now. */
+  private readonly removals = new Set<string>();
+  private readonly removing = new Set<string>();
 
   private constructor(private readonly options: EtcdRecordStoreOptions) {
     const { etcd } = options;
@@ -137,18 +141,19 @@ export class EtcdRecordStore implements SourceRecordStore {
   }
 
   changed(source: string, read: () => SourceRecord): void {
+    this.removals.delete(source);
     this.queue.changed(source, read);
   }
 
+  /**
+   * Forgets the source's record, and removes it from etcd: at once when this replica is the
+   * writer, else once it is elected; a removal etcd did not take is tried again (see
+   * {@link removePending}), so that no replica started later restores the source's objects.
+   */
   removed(source: string): void {
     this.queue.forget(source);
-    if (!this.writer) return;
-    void Promise.all([
-      this.client.delete().key(this.manifestKey(source)).exec(),
-      this.client.delete().prefix(this.chunkPrefix(source)).exec(),
-    ]).catch((err: unknown) =>
-      this.options.log.warn({ source, err: String(err) }, 'could not remove a source record from etcd'),
-    );
+    this.removals.add(source);
+    this.removePending();
   }
 
   /**
@@ -237,7 +242,34 @@ export class EtcdRecordStore implements SourceRecordStore {
     );
     if (writer) this.queue.resume();
     else this.queue.pause();
+    this.removePending();
     this.options.onWriter?.(writer);
+  }
+
+  /** Removes the records of removed sources from etcd, when the writer; called again on each probe. */
+  private removePending(): void {
+    if (!this.writer || this.closed) return;
+    for (const source of this.removals) {
+      if (this.removing.has(source)) continue;
+      this.removing.add(source);
+      Promise.all([
+        this.client.delete().key(this.manifestKey(source)).exec(),
+        this.client.delete().prefix(this.chunkPrefix(source)).exec(),
+      ]).then(
+        () => {
+          this.removing.delete(source);
+          this.removals.delete(source);
+          this.options.log.info({ source }, 'removed the record of a source no longer configured from etcd');
+        },
+        (err: unknown) => {
+          this.removing.delete(source);
+          this.options.log.warn(
+            { source, err: String(err) },
+            'could not remove the record of a source no longer configured from etcd: trying again',
+          );
+        },
+      );
+    }
   }
 
   /**
@@ -298,7 +330,10 @@ export class EtcdRecordStore implements SourceRecordStore {
         .get(`${this.prefix}writer-probe`)
         .exec()
         .then(
-          () => this.setUp(true),
+          () => {
+            this.setUp(true);
+            this.removePending();
+          },
           () => this.setUp(false),
         )
         .finally(() => this.probe());
@@ -313,7 +348,7 @@ export class EtcdRecordStore implements SourceRecordStore {
     try {
       for (let i = 0; i < chunks; i++) {
         await this.client
-          .put(`${this.chunkPrefix(source, generation)}${String(i).padStart(6, '0')}`)
+          .put(chunkKey(this.prefix, source, generation, i))
           .value(bytes.subarray(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES))
           .exec();
       }
@@ -325,14 +360,26 @@ export class EtcdRecordStore implements SourceRecordStore {
         savedMs: record.savedMs,
       };
       const key = this.manifestKey(source);
+      // The key of this replica's campaign stands as long as its lease does, and while it stands
+      // no other replica is elected: a writer stalled past its lease (a pause of the process, a
+      // frozen VM) finds it gone, and leaves the newer record of the writer elected since.
+      const campaign = this.campaign;
+      if (!this.writer || campaign === undefined)
+        throw new MeshmuxError('STATE', 'no longer the state writer', { file: key });
+      const leader = await campaign.getCampaignKey();
       const current = await this.client.get(key).exec();
       const kv = current.kvs[0];
       const swap = await this.client
         .if(key, 'Mod', '==', kv === undefined ? 0 : kv.mod_revision)
+        .and(leader, 'Create', '>', 0)
         .then(this.client.put(key).value(JSON.stringify(manifest)))
         .commit();
       if (!swap.succeeded)
-        throw new MeshmuxError('STATE', 'the record changed in etcd while it was written', { file: key });
+        throw new MeshmuxError(
+          'STATE',
+          'the record changed in etcd while it was written, or this replica is no longer the writer',
+          { file: key },
+        );
       const previous = kv === undefined ? undefined : parseManifest(kv.value.toString('utf8'));
       if (previous !== undefined && previous.generation !== generation)
         await this.client.delete().prefix(this.chunkPrefix(source, previous.generation)).exec();
@@ -427,6 +474,11 @@ async function loadRecords(
   return { records, problems };
 }
 
+/** The key of chunk `index` of a source's record of one generation. */
+function chunkKey(prefix: string, source: string, generation: string, index: number): string {
+  return `${prefix}chunks/${source}/${generation}/${String(index).padStart(6, '0')}`;
+}
+
 /** Reads the record a manifest names and checks it whole; throws a MeshmuxError naming what is wrong. */
 async function loadRecord(
   client: Etcd3,
@@ -438,16 +490,16 @@ async function loadRecord(
   const manifest = parseManifest(manifestText);
   if (manifest === undefined)
     throw new MeshmuxError('STATE', 'the manifest is not one meshmux wrote', { file: key });
-  const chunks = await client
-    .getAll()
-    .prefix(`${prefix}chunks/${source}/${manifest.generation}/`)
-    .sort('Key', 'Ascend')
-    .exec();
-  if (chunks.kvs.length !== manifest.chunks)
-    throw new MeshmuxError('STATE', `${chunks.kvs.length} of its ${manifest.chunks} chunks are there`, {
-      file: key,
-    });
-  const bytes = Buffer.concat(chunks.kvs.map((c) => c.value));
+  // One chunk a request: an answer holding them all would pass the 4 MiB a gRPC client takes by
+  // default once a record is over that (a few tens of thousands of objects).
+  const chunks: Buffer[] = [];
+  for (let i = 0; i < manifest.chunks; i++) {
+    const chunk = await client.get(chunkKey(prefix, source, manifest.generation, i)).buffer();
+    if (chunk === null)
+      throw new MeshmuxError('STATE', `chunk ${i + 1} of its ${manifest.chunks} is not there`, { file: key });
+    chunks.push(chunk);
+  }
+  const bytes = Buffer.concat(chunks);
   if (createHash('sha256').update(bytes).digest('hex') !== manifest.sha256)
     throw new MeshmuxError('STATE', 'its chunks do not match the digest of the manifest', { file: key });
   const record = decodeStateFile(bytes, key);

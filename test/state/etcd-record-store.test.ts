@@ -67,20 +67,22 @@ describe('EtcdRecordStore, with a real etcd', { skip: suiteSkip(etcdMissing()) }
   /** What etcd holds under `prefix`, read without joining the election. */
   const stored = (prefix: string) => readEtcdRecords({ endpoints: [etcd.endpoint], prefix }, log, 1_000);
 
-  it('stores a record larger than an etcd request in chunks and reads the same record back', async () => {
+  it('stores a record larger than an etcd request and a gRPC answer in chunks, and reads the same record back', async () => {
     const prefix = freshPrefix();
     const writes: number[] = [];
     const { store } = await open(prefix, { hooks: { onWrite: (_s, bytes) => writes.push(bytes) } });
     await until(() => store.report().writer, 10_000, 'the only replica to be elected writer');
-    const big = record('upstream', 12_000, 200);
+    // Over 4 MiB, what a gRPC client takes in one answer by default: before, such a record was
+    // written but never read back.
+    const big = record('upstream', 25_000, 200);
     store.changed('upstream', () => big);
-    await until(() => writes.length === 1, 10_000, 'the record written');
-    assert.ok((writes[0] ?? 0) > 2 * 1024 * 1024, `more than one request's worth (${writes[0]} bytes)`);
+    await until(() => writes.length === 1, 20_000, 'the record written');
+    assert.ok((writes[0] ?? 0) > 4 * 1024 * 1024, `more than one answer's worth (${writes[0]} bytes)`);
 
     const loaded = await stored(prefix);
     const back = loaded.records.get('upstream');
     assert.deepEqual(loaded.problems, []);
-    assert.equal(back?.resources.length, 12_000);
+    assert.equal(back?.resources.length, 25_000);
     assert.equal(back?.revision, big.revision);
     assert.deepEqual(
       [...(back?.resources ?? [])].map((r) => r.version),
@@ -139,6 +141,33 @@ describe('EtcdRecordStore, with a real etcd', { skip: suiteSkip(etcdMissing()) }
       'the change made during the outage written to etcd',
     );
     assert.deepEqual(ups.slice(0, 3), [true, false, true]);
+  });
+
+  it('removes the record of a source removed once it is the writer, and once etcd is back', async () => {
+    const prefix = freshPrefix();
+    const { store: first } = await open(prefix);
+    await until(() => first.report().writer, 10_000, 'the first replica elected');
+    first.changed('mesh', () => record('mesh', 5));
+    first.changed('local', () => record('local', 1));
+    await until(async () => (await stored(prefix)).records.size === 2, 10_000, 'both records written');
+    // A replica whose configuration no longer names `mesh` (a reload, or a start that dropped it)
+    // while another is the writer.
+    const { store: second } = await open(prefix);
+    second.changed('local', () => record('local', 1));
+    second.removed('mesh');
+    await first.close();
+    await until(() => second.report().writer, 10_000, 'the second replica elected');
+    await until(
+      async () => !(await stored(prefix)).records.has('mesh'),
+      10_000,
+      'the removed record gone from etcd',
+    );
+    // Removed while etcd does not answer: removed once it does.
+    await etcd.stop(true);
+    await until(() => !second.report().up, 10_000, 'etcd reported down');
+    second.removed('local');
+    await etcd.start();
+    await until(async () => (await stored(prefix)).records.size === 0, 20_000, 'the other record gone');
   });
 
   it('ignores a record whose chunks do not match its manifest, naming it', async () => {

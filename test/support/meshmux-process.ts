@@ -253,6 +253,11 @@ export class MeshmuxProcess {
     }
   }
 
+  /** Sends `signal` if it still runs and returns at once: SIGSTOP freezes it, SIGCONT resumes it. */
+  signal(signal: NodeJS.Signals): void {
+    if (this.alive) this.child.kill(signal);
+  }
+
   /**
    * Sends `signal` (default SIGKILL: no goodbye, no flush) if it still runs, and resolves once
    * the process is gone. Idempotent: the teardown of every test.
