@@ -273,8 +273,9 @@ export class EtcdRecordStore implements SourceRecordStore {
   }
 
   /**
-   * Follows the records the writer stores, for `onRecord`. etcd's watch resumes by itself after
-   * an outage, from the last revision it delivered.
+   * Follows the records the writer stores, for `onRecord`. After an outage, a record the writer
+   * stored meanwhile is handed over at its current version even when etcd compacted its history
+   * (see {@link EtcdPrefixWatch}); the record of a source removed meanwhile is not.
    */
   private watchRecords(): void {
     if (this.options.onRecord === undefined) return;
