@@ -102,6 +102,8 @@ export class EtcdRecordStore implements SourceRecordStore {
   /** Sources whose record is still to be removed from etcd, and those being removed now. */
   private readonly removals = new Set<string>();
   private readonly removing = new Set<string>();
+  /** The last error each removal met, said once until it changes. */
+  private readonly removalErrors = new Map<string, string>();
 
   private constructor(private readonly options: EtcdRecordStoreOptions) {
     const { etcd } = options;
@@ -126,7 +128,7 @@ export class EtcdRecordStore implements SourceRecordStore {
     const store = new EtcdRecordStore(options);
     let loaded: LoadedRecords;
     try {
-      loaded = await loadRecords(store.client, store.prefix, options);
+      loaded = await loadRecords(store.client, store.prefix, options, options.requestTimeoutMs ?? 5_000);
       store.setUp(true);
     } catch (err) {
       const error = toMeshmuxError(err, 'STATE', { file: options.etcd.endpoints.join(',') });
@@ -252,24 +254,49 @@ export class EtcdRecordStore implements SourceRecordStore {
     for (const source of this.removals) {
       if (this.removing.has(source)) continue;
       this.removing.add(source);
-      Promise.all([
-        this.client.delete().key(this.manifestKey(source)).exec(),
-        this.client.delete().prefix(this.chunkPrefix(source)).exec(),
-      ]).then(
+      this.remove(source).then(
         () => {
           this.removing.delete(source);
-          this.removals.delete(source);
+          if (!this.removals.delete(source)) return;
+          this.removalErrors.delete(source);
           this.options.log.info({ source }, 'removed the record of a source no longer configured from etcd');
         },
         (err: unknown) => {
           this.removing.delete(source);
+          const message = err instanceof Error ? err.message : String(err);
+          if (this.removalErrors.get(source) === message) return;
+          this.removalErrors.set(source, message);
           this.options.log.warn(
-            { source, err: String(err) },
+            { source, err: message },
             'could not remove the record of a source no longer configured from etcd: trying again',
           );
         },
       );
     }
+  }
+
+  /**
+   * Removes a source's record once no write of it is under way (one already sent would put it
+   * back), in one transaction fenced as a write is, so that a writer frozen past its lease cannot
+   * remove what the writer elected since stored.
+   */
+  private async remove(source: string): Promise<void> {
+    await this.queue.idle(source);
+    // Configured again meanwhile: its record stays.
+    if (!this.removals.has(source)) return;
+    const campaign = this.campaign;
+    if (!this.writer || campaign === undefined)
+      throw new MeshmuxError('STATE', 'no longer the state writer', { file: this.manifestKey(source) });
+    const leader = await campaign.getCampaignKey();
+    const removed = await this.client
+      .if(leader, 'Create', '>', 0)
+      .then(
+        this.client.delete().key(this.manifestKey(source)),
+        this.client.delete().prefix(this.chunkPrefix(source)),
+      )
+      .commit();
+    if (!removed.succeeded)
+      throw new MeshmuxError('STATE', 'no longer the state writer', { file: this.manifestKey(source) });
   }
 
   /**
@@ -456,10 +483,11 @@ async function loadRecords(
   client: Etcd3,
   prefix: string,
   options: Pick<EtcdRecordStoreOptions, 'log' | 'hooks'>,
+  firstAnswerMs?: number,
 ): Promise<LoadedRecords> {
   const records = new Map<string, SourceRecord>();
   const problems: MeshmuxError[] = [];
-  const manifests = await client.getAll().prefix(`${prefix}records/`).exec();
+  const manifests = await within(client.getAll().prefix(`${prefix}records/`).exec(), firstAnswerMs);
   for (const kv of manifests.kvs) {
     const key = kv.key.toString('utf8');
     const source = key.slice(`${prefix}records/`.length);
@@ -473,6 +501,25 @@ async function loadRecords(
     }
   }
   return { records, problems };
+}
+
+/**
+ * `answer`, or a failure once `ms` passed without it. The first read of a start waits one
+ * request's deadline, not the three tries etcd's client makes of a request that times out: an
+ * etcd that hangs (a partition) would hold the start for all three.
+ */
+async function within<T>(answer: Promise<T>, ms: number | undefined): Promise<T> {
+  if (ms === undefined) return answer;
+  answer.catch(() => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new MeshmuxError('STATE', `no answer within ${ms / 1000} s`)), ms);
+  });
+  try {
+    return await Promise.race([answer, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The key of chunk `index` of a source's record of one generation. */

@@ -102,12 +102,15 @@ export class FileRecordStore implements SourceRecordStore {
   removed(source: string): void {
     this.queue.forget(source);
     this.written.delete(source);
-    for (const file of [this.fileOf(source), this.journalOf(source)]) {
-      unlink(file).catch((err: NodeJS.ErrnoException) => {
-        if (err.code !== 'ENOENT')
-          this.options.log.warn({ source, file, err: err.message }, 'could not remove a state file');
-      });
-    }
+    // After a write already under way, which would put the file back.
+    void this.queue.idle(source).then(() => {
+      for (const file of [this.fileOf(source), this.journalOf(source)]) {
+        unlink(file).catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== 'ENOENT')
+            this.options.log.warn({ source, file, err: err.message }, 'could not remove a state file');
+        });
+      }
+    });
   }
 
   /** Per source, its last write or error. */

@@ -48,6 +48,8 @@ export class RecordWriteQueue {
   private readonly earliest = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
+  /** The write under way, and whether its source was forgotten meanwhile. */
+  private writing: { readonly source: string; readonly done: Promise<void>; forgotten: boolean } | undefined;
   private closed = false;
   private paused = false;
   private readonly delayMs: number;
@@ -73,6 +75,16 @@ export class RecordWriteQueue {
     this.dirty.delete(source);
     this.status.delete(source);
     this.earliest.delete(source);
+    if (this.writing?.source === source) this.writing.forgotten = true;
+  }
+
+  /**
+   * Resolves once no write of `source` is under way: a removal of its record that went before a
+   * write already sent would be undone by it.
+   */
+  async idle(source: string): Promise<void> {
+    const writing = this.writing;
+    if (writing?.source === source) await writing.done;
   }
 
   /**
@@ -131,8 +143,12 @@ export class RecordWriteQueue {
       if (!all && (this.earliest.get(source) ?? 0) > Date.now()) continue;
       this.dirty.delete(source);
       const started = performance.now();
+      let finished = (): void => undefined;
+      const writing = { source, done: new Promise<void>((r) => (finished = r)), forgotten: false };
+      this.writing = writing;
       try {
         const bytes = await this.sink.write(source, read());
+        if (writing.forgotten) continue;
         const ms = performance.now() - started;
         // Slow writes are spaced out: the store is busy at most a tenth of the time for this source.
         this.earliest.set(source, Date.now() + Math.max(this.delayMs, 10 * ms));
@@ -144,6 +160,8 @@ export class RecordWriteQueue {
         });
         this.options.hooks?.onWrite?.(source, bytes, ms);
       } catch (err) {
+        // A source forgotten while it was written is not written again.
+        if (writing.forgotten) continue;
         const error = toMeshmuxError(err, 'STATE', { file: this.sink.where(source) });
         const previous = this.status.get(source);
         if (previous?.lastError !== error.message) {
@@ -156,6 +174,9 @@ export class RecordWriteQueue {
         this.options.hooks?.onWriteError?.(source, error);
         if (!this.dirty.has(source)) this.dirty.set(source, read);
         this.earliest.set(source, Date.now() + this.retryMs);
+      } finally {
+        this.writing = undefined;
+        finished();
       }
     }
   }

@@ -11,6 +11,7 @@ import {
 import { until } from '../support/deadline.js';
 import { EtcdServer, etcdMissing } from '../support/etcd-server.js';
 import { suiteSkip } from '../support/required-peer.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 import { fakeResource } from '../support/resources.js';
 
 const log = pino({ level: 'silent' });
@@ -63,6 +64,16 @@ describe('EtcdRecordStore, with a real etcd', { skip: suiteSkip(etcdMissing()) }
   }
 
   const freshPrefix = (): string => `/test-${++prefixCount}/`;
+
+  /** Every key under `prefix`. */
+  const etcdKeys = async (prefix: string): Promise<string[]> => {
+    const client = new Etcd3({ hosts: etcd.endpoint.replace('http://', '') });
+    try {
+      return await client.getAll().prefix(prefix).keys();
+    } finally {
+      client.close();
+    }
+  };
 
   /** What etcd holds under `prefix`, read without joining the election. */
   const stored = (prefix: string) => readEtcdRecords({ endpoints: [etcd.endpoint], prefix }, log, 1_000);
@@ -168,6 +179,47 @@ describe('EtcdRecordStore, with a real etcd', { skip: suiteSkip(etcdMissing()) }
     second.removed('local');
     await etcd.start();
     await until(async () => (await stored(prefix)).records.size === 0, 20_000, 'the other record gone');
+  });
+
+  it('keeps a source removed while its record is written removed from etcd', async () => {
+    const prefix = freshPrefix();
+    const { store } = await open(prefix);
+    await until(() => store.report().writer, 10_000, 'the replica elected');
+    store.changed('gone', () => record('gone', 1));
+    await until(async () => (await stored(prefix)).records.has('gone'), 10_000, 'the first record written');
+    // The next record takes several chunks; the source is removed 30 ms into its write.
+    const big = record('gone', 20_000, 200, 'v2');
+    store.changed('gone', () => {
+      setTimeout(() => store.removed('gone'), 30);
+      return big;
+    });
+    await until(async () => (await etcdKeys(prefix)).length === 0, 10_000, 'every key of the record gone');
+    // Past the write queue's retry (200 ms here), which put it back before.
+    await new Promise((r) => setTimeout(r, 1_500));
+    assert.deepEqual(await etcdKeys(prefix), []);
+  });
+
+  it('starts from the local state after one request’s deadline when etcd does not answer at all', async () => {
+    // A partition: connections are taken, nothing comes back.
+    const proxy = await TcpProxy.start(Number(new URL(etcd.endpoint).port));
+    proxy.pause({ newConnections: 'hold' });
+    try {
+      const started = performance.now();
+      const { store, loaded } = await EtcdRecordStore.open({
+        etcd: { endpoints: [`http://${proxy.address}`], prefix: freshPrefix(), leaseTtlS: 2 },
+        identity: 'partitioned',
+        log,
+        requestTimeoutMs: 2_000,
+      });
+      const ms = performance.now() - started;
+      opened.push(store);
+      // Before: etcd's client tried the read three times, 2 s each.
+      assert.ok(ms < 4_500, `the start waited ${Math.round(ms)} ms`);
+      assert.equal(loaded.records.size, 0);
+      assert.match(loaded.problems[0]?.message ?? '', /no answer within 2 s/);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('ignores a record whose chunks do not match its manifest, naming it', async () => {

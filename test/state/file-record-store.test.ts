@@ -307,6 +307,25 @@ describe('FileRecordStore', () => {
     }
   });
 
+  it('keeps the file of a source removed while it is written removed', async () => {
+    const t = await tempDir();
+    try {
+      const { store } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 1, retryMs: 50 });
+      const big = record('gone', names(30_000));
+      store.changed('gone', () => {
+        // Removed as the write begins: before, the file came back once the write finished.
+        setImmediate(() => store.removed('gone'));
+        return big;
+      });
+      await until(async () => !(await readdir(t.dir)).includes('gone.state'), 5_000, 'no gone.state');
+      await new Promise((r) => setTimeout(r, 1_000));
+      assert.deepEqual((await readdir(t.dir)).sort(), ['lock']);
+      await store.close();
+    } finally {
+      await t.dispose();
+    }
+  });
+
   it('refuses a folder another live process has locked', async () => {
     const t = await tempDir();
     const other = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000)'], { stdio: 'ignore' });
