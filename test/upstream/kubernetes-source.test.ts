@@ -455,11 +455,7 @@ const DR: ServedKind = { ...VS, kind: 'DestinationRule', plural: 'destinationrul
 async function cartApiServer(): Promise<FakeKubeApiServer> {
   await loadKubernetesClient();
   const api = await FakeKubeApiServer.start([VS, DR]);
-  api.put({
-    kind: 'DestinationRule',
-    metadata: { name: 'cart', namespace: 'shop' },
-    spec: { host: 'cart' },
-  });
+  putDestinationRule(api, 'shop', 'cart');
   api.put(vs('shop', 'cart'));
   return api;
 }
@@ -492,11 +488,37 @@ function scaledScheduler(factor: number): SteppedScheduler {
   return scheduler;
 }
 
+/** Creates DestinationRule `namespace/name` in `api`. */
+function putDestinationRule(api: FakeKubeApiServer, namespace: string, name: string): void {
+  api.put({ kind: 'DestinationRule', metadata: { name, namespace }, spec: { host: name } });
+}
+
+/** Waits for the first state after event `from` that serves `key` (`namespace/name`); its index. */
+async function firstServing(events: SourceEventRecorder, key: string, from: number): Promise<number> {
+  const found = await events.next((e) => e.type === 'snapshot' && names(e).includes(key), from, 10_000);
+  return events.events.indexOf(found);
+}
+
+/** The states after event `at` that do not serve `key`. */
+function statesWithout(events: SourceEventRecorder, key: string, at: number): SourceEvent[] {
+  return events.events.slice(at + 1).filter((e) => e.type === 'snapshot' && !names(e).includes(key));
+}
+
 /** Lists (not watches) of DestinationRules in `namespace` asked of `api` since request `from`. */
 function listsOf(api: FakeKubeApiServer, namespace: string, from: number): number {
   return api.requests
     .slice(from)
     .filter((r) => r.includes(`/namespaces/${namespace}/destinationrules?`) && !r.includes('watch=')).length;
+}
+
+/**
+ * Has the next DestinationRule list answer `ms` late, from what the server held when asked, and
+ * waits for it to be asked: the list again of team-x, where the kind was found empty.
+ */
+async function lagListAgainOfTeamX(api: FakeKubeApiServer, ms: number): Promise<void> {
+  api.lagNextList('DestinationRule', ms);
+  const from = api.requests.length;
+  await until(() => listsOf(api, 'team-x', from) === 1, 10_000, 'the list again of team-x');
 }
 
 /** A source reading the DestinationRules and VirtualServices `api` serves. */
@@ -577,36 +599,16 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
     await until(() => api.openWatches === 4, 10_000, 'the watches to open');
     // That list again reads the server as it is when asked (nothing in team-x) and answers 5 s
     // late, as from an API server under load.
-    api.lagNextList('DestinationRule', 5_000);
-    const from = api.requests.length;
-    await until(
-      () =>
-        api.requests
-          .slice(from)
-          .some((r) => r.includes('/namespaces/team-x/destinationrules?') && !r.includes('watch=')),
-      10_000,
-      'the list again of team-x',
-    );
+    await lagListAgainOfTeamX(api, 5_000);
     // Created after that list was asked: its watch event brings a second list 2 s later, which
     // answers at once and finds it.
     const marker = events.count;
-    api.put({
-      kind: 'DestinationRule',
-      metadata: { name: 'late', namespace: 'team-x' },
-      spec: { host: 'late' },
-    });
-    const found = await events.next(
-      (e) => e.type === 'snapshot' && names(e).includes('team-x/late'),
-      marker,
-      10_000,
-    );
-    const foundAt = events.events.indexOf(found);
+    putDestinationRule(api, 'team-x', 'late');
+    const servedAt = await firstServing(events, 'team-x/late', marker);
     // Past the first list's answer, and a watch opened from its resourceVersion.
     await new Promise((r) => setTimeout(r, 6_000));
-    const lost = events.events
-      .slice(foundAt + 1)
-      .filter((e) => e.type === 'snapshot' && !names(e).includes('team-x/late'));
-    assert.equal(lost.length, 0, `${lost.length} later states served the DestinationRule as deleted`);
+    const lost = statesWithout(events, 'team-x/late', servedAt).length;
+    assert.equal(lost, 0, `${lost} later states served the DestinationRule as deleted`);
   });
 
   it('takes no failure of a list overtaken by a later one as the source’s', async () => {
@@ -615,23 +617,12 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
     await events.snapshot();
     await until(() => api.openWatches === 4, 10_000, 'the watches to open');
     // The list again of team-x answers 8 s late, past its 4 s deadline.
-    api.lagNextList('DestinationRule', 8_000);
-    const from = api.requests.length;
-    await until(() => listsOf(api, 'team-x', from) === 1, 10_000, 'the list again of team-x');
-    api.put({
-      kind: 'DestinationRule',
-      metadata: { name: 'late', namespace: 'team-x' },
-      spec: { host: 'late' },
-    });
-    const found = await events.next(
-      (e) => e.type === 'snapshot' && names(e).includes('team-x/late'),
-      0,
-      10_000,
-    );
-    const foundAt = events.events.indexOf(found);
+    await lagListAgainOfTeamX(api, 8_000);
+    putDestinationRule(api, 'team-x', 'late');
+    const servedAt = await firstServing(events, 'team-x/late', 0);
     // Past the first list's deadline.
     await new Promise((r) => setTimeout(r, 4_000));
-    const said = events.events.slice(foundAt + 1).filter((e) => e.type === 'status' && e.state === 'stale');
+    const said = events.events.slice(servedAt + 1).filter((e) => e.type === 'status' && e.state === 'stale');
     assert.equal(said.length, 0, `the source said stale for a list overtaken: ${JSON.stringify(said)}`);
   });
 
@@ -662,31 +653,18 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
     );
     await new Promise((r) => setTimeout(r, 300));
     const marker = events.count;
-    api.put({
-      kind: 'DestinationRule',
-      metadata: { name: 'late', namespace: 'shop' },
-      spec: { host: 'late' },
-    });
-    const found = await events.next(
-      (e) => e.type === 'snapshot' && names(e).includes('shop/late'),
-      marker,
-      10_000,
-    );
-    const foundAt = events.events.indexOf(found);
+    putDestinationRule(api, 'shop', 'late');
+    const servedAt = await firstServing(events, 'shop/late', marker);
     await until(() => performance.now() - askedAt > 12_000, 20_000, 'past the late answer');
-    const lost = events.events
-      .slice(foundAt + 1)
-      .filter((e) => e.type === 'snapshot' && !names(e).includes('shop/late'));
-    assert.equal(lost.length, 0, `${lost.length} later states served shop/late as deleted`);
+    const lost = statesWithout(events, 'shop/late', servedAt).length;
+    assert.equal(lost, 0, `${lost} later states served shop/late as deleted`);
   });
 
   it('says the source is well again once a list again of a scope refused meanwhile succeeds', async () => {
     const events = await start(['shop', 'team-x']);
     await events.snapshot();
     await until(() => api.openWatches === 4, 10_000, 'the watches to open');
-    api.lagNextList('DestinationRule', 6_000);
-    const from = api.requests.length;
-    await until(() => listsOf(api, 'team-x', from) === 1, 10_000, 'the list again of team-x');
+    await lagListAgainOfTeamX(api, 6_000);
     const askedAt = performance.now();
     // The Role loses DestinationRules meanwhile: the team-x watch ends and is refused.
     api.fault('DestinationRule', 'list', 403);
@@ -717,11 +695,7 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
     api.fault('DestinationRule', 'list', 500);
     const from = api.requests.length;
     const marker = events.count;
-    api.put({
-      kind: 'DestinationRule',
-      metadata: { name: 'later', namespace: 'team-x' },
-      spec: { host: 'later' },
-    });
+    putDestinationRule(api, 'team-x', 'later');
     await until(
       () =>
         api.requests
@@ -759,11 +733,7 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
     // 2.2 s of source time on: the next list again is 0.8–2.8 s of source time away.
     await new Promise((r) => setTimeout(r, 11_000));
     const marker = events.count;
-    api.put({
-      kind: 'DestinationRule',
-      metadata: { name: 'first', namespace: 'team-x' },
-      spec: { host: 'first' },
-    });
+    putDestinationRule(api, 'team-x', 'first');
     // Listed on the event: before, at the list again's time or 2 s of source time on (4–14 s here).
     await events.next((e) => e.type === 'snapshot' && names(e).includes('team-x/first'), marker, 2_500);
     assert.equal(listsOfTeamX().length, 2);
@@ -782,11 +752,7 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
     await until(() => listsOf(api, 'team-x', from) === 1, 20_000, 'the third list again');
     await new Promise((r) => setTimeout(r, 300));
     const marker = events.count;
-    api.put({
-      kind: 'DestinationRule',
-      metadata: { name: 'first', namespace: 'team-x' },
-      spec: { host: 'first' },
-    });
+    putDestinationRule(api, 'team-x', 'first');
     // Listed 2 s after that list began; before, its answer put the list off to the next one.
     await events.next((e) => e.type === 'snapshot' && names(e).includes('team-x/first'), marker, 6_000);
   });
@@ -800,11 +766,7 @@ describe('Kubernetes source, a kind found empty while the first pass is slow or 
     scheduler.offsetMs = -3_600_000;
     await new Promise((r) => setTimeout(r, 500));
     const marker = events.count;
-    api.put({
-      kind: 'DestinationRule',
-      metadata: { name: 'first', namespace: 'team-x' },
-      spec: { host: 'first' },
-    });
+    putDestinationRule(api, 'team-x', 'first');
     // Before, the list waited as long as the clock went back.
     await events.next((e) => e.type === 'snapshot' && names(e).includes('team-x/first'), marker, 15_000);
   });
