@@ -278,7 +278,8 @@ export class EtcdRecordStore implements SourceRecordStore {
   /**
    * Removes a source's record once no write of it is under way (one already sent would put it
    * back), in one transaction fenced as a write is, so that a writer frozen past its lease cannot
-   * remove what the writer elected since stored.
+   * remove what the writer elected since stored, and on the manifest it read, so that it cannot
+   * remove what a write of the source configured again stored since.
    */
   private async remove(source: string): Promise<void> {
     await this.queue.idle(source);
@@ -288,15 +289,28 @@ export class EtcdRecordStore implements SourceRecordStore {
     if (!this.writer || campaign === undefined)
       throw new MeshmuxError('STATE', 'no longer the state writer', { file: this.manifestKey(source) });
     const leader = await campaign.getCampaignKey();
+    const key = this.manifestKey(source);
+    const kv = (await this.client.get(key).exec()).kvs[0];
+    if (kv === undefined) return;
+    // The record as read, alone: a write of the source configured again meanwhile swaps another
+    // manifest in (this removal then does nothing), and its chunks are of another generation.
+    const generation = parseManifest(kv.value.toString('utf8'))?.generation;
     const removed = await this.client
       .if(leader, 'Create', '>', 0)
+      .and(key, 'Mod', '==', kv.mod_revision)
       .then(
-        this.client.delete().key(this.manifestKey(source)),
-        this.client.delete().prefix(this.chunkPrefix(source)),
+        this.client.delete().key(key),
+        ...(generation === undefined
+          ? []
+          : [this.client.delete().prefix(this.chunkPrefix(source, generation))]),
       )
       .commit();
-    if (!removed.succeeded)
-      throw new MeshmuxError('STATE', 'no longer the state writer', { file: this.manifestKey(source) });
+    if (!removed.succeeded && this.removals.has(source))
+      throw new MeshmuxError(
+        'STATE',
+        'the record changed in etcd while it was removed, or this replica is no longer the writer',
+        { file: key },
+      );
   }
 
   /**

@@ -57,6 +57,13 @@ export interface LoadedRecords {
 export class FileRecordStore implements SourceRecordStore {
   private readonly queue: RecordWriteQueue;
   private readonly written = new Map<string, Written>();
+  /**
+   * Removals of each source so far: a write that began before one does not note what it wrote,
+   * so the source's next write is whole (its file was removed).
+   */
+  private readonly removals = new Map<string, number>();
+  /** Sources whose files are to be removed once no write of them is under way. */
+  private readonly removing = new Set<string>();
 
   private constructor(private readonly options: FileRecordStoreOptions) {
     this.queue = new RecordWriteQueue(
@@ -96,14 +103,18 @@ export class FileRecordStore implements SourceRecordStore {
   }
 
   changed(source: string, read: () => SourceRecord): void {
+    this.removing.delete(source);
     this.queue.changed(source, read);
   }
 
   removed(source: string): void {
     this.queue.forget(source);
     this.written.delete(source);
-    // After a write already under way, which would put the file back.
+    this.removals.set(source, (this.removals.get(source) ?? 0) + 1);
+    this.removing.add(source);
+    // After a write already under way, which would put the file back; not once configured again.
     void this.queue.idle(source).then(() => {
+      if (!this.removing.delete(source)) return;
       for (const file of [this.fileOf(source), this.journalOf(source)]) {
         unlink(file).catch((err: NodeJS.ErrnoException) => {
           if (err.code !== 'ENOENT')
@@ -133,6 +144,7 @@ export class FileRecordStore implements SourceRecordStore {
   }
 
   private async write(source: string, record: SourceRecord): Promise<number> {
+    const removals = this.removals.get(source);
     const last = this.written.get(source);
     const change =
       last === undefined || record.held !== undefined
@@ -160,7 +172,8 @@ export class FileRecordStore implements SourceRecordStore {
     await unlink(this.journalOf(source)).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'ENOENT') throw err;
     });
-    this.written.set(source, { base, baseBytes: bytes, journalBytes: 0, resources: record.resources });
+    if (this.removals.get(source) === removals)
+      this.written.set(source, { base, baseBytes: bytes, journalBytes: 0, resources: record.resources });
     return bytes;
   }
 

@@ -138,8 +138,12 @@ export class RecordWriteQueue {
 
   /** Writes each dirty source that may be written now (every one when `all`), one at a time. */
   private async flush(all: boolean): Promise<void> {
-    for (const [source, read] of [...this.dirty]) {
+    for (const source of [...this.dirty.keys()]) {
       if (this.paused) return;
+      // Read now, not from the list taken before the writes of this pass: a source forgotten
+      // meanwhile is not written.
+      const read = this.dirty.get(source);
+      if (read === undefined) continue;
       if (!all && (this.earliest.get(source) ?? 0) > Date.now()) continue;
       this.dirty.delete(source);
       const started = performance.now();

@@ -222,6 +222,40 @@ describe('EtcdRecordStore, with a real etcd', { skip: suiteSkip(etcdMissing()) }
     }
   });
 
+  it('keeps the record of a source configured again while its removal was under way', async () => {
+    const prefix = freshPrefix();
+    const writes: string[] = [];
+    const { store } = await open(prefix, { hooks: { onWrite: (source) => writes.push(source) } });
+    await until(() => store.report().writer, 10_000, 'the replica elected');
+    store.changed('s', () => record('s', 3, 16, 'v1'));
+    await until(() => writes.length === 1, 10_000, 'the first record written');
+    // A slow etcd: the removal's transaction (the one fenced on the election key first) is
+    // applied 1.5 s after it is sent.
+    type Txn = { commit: () => Promise<unknown> };
+    const client = (store as unknown as { client: { if: (...args: unknown[]) => Txn } }).client;
+    const send = client.if.bind(client);
+    let slowed = false;
+    client.if = (...args: unknown[]) => {
+      const txn = send(...args);
+      if (!slowed && args[1] === 'Create') {
+        slowed = true;
+        const commit = txn.commit.bind(txn);
+        txn.commit = async () => {
+          await new Promise((r) => setTimeout(r, 1_500));
+          return commit();
+        };
+      }
+      return txn;
+    };
+    store.removed('s');
+    await new Promise((r) => setTimeout(r, 50));
+    store.changed('s', () => record('s', 4, 16, 'v2'));
+    await until(() => writes.length === 2, 10_000, 'the record of the source configured again written');
+    await new Promise((r) => setTimeout(r, 2_500));
+    // Before, the removal landed after it and took its chunks or its manifest.
+    assert.equal((await stored(prefix)).records.get('s')?.revision, 'v2-4');
+  });
+
   it('ignores a record whose chunks do not match its manifest, naming it', async () => {
     const prefix = freshPrefix();
     const { store } = await open(prefix);

@@ -326,6 +326,61 @@ describe('FileRecordStore', () => {
     }
   });
 
+  it('restores a source removed while it was written and configured again, later or at once', async () => {
+    for (const when of ['later', 'at once'] as const) {
+      const t = await tempDir();
+      try {
+        const { store } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 1, retryMs: 50 });
+        // Short revisions: the change of one object then goes to the journal.
+        const big = { ...record('s', names(30_000)), revision: 'r1' };
+        const again = { ...withChanged(big, [5]), revision: 'r2' };
+        store.changed('s', () => {
+          setImmediate(() => {
+            store.removed('s');
+            if (when === 'at once') store.changed('s', () => again);
+          });
+          return big;
+        });
+        if (when === 'later') {
+          // Past the write (some 100 ms) and the removal after it.
+          await new Promise((r) => setTimeout(r, 500));
+          store.changed('s', () => again);
+        }
+        await new Promise((r) => setTimeout(r, 1_500));
+        const files = (await readdir(t.dir)).sort();
+        await store.close();
+        // Before, the folder held its journal alone: the record was lost at the next start.
+        const reopened = await FileRecordStore.open({ dir: t.dir, log });
+        await reopened.store.close();
+        assert.deepEqual(
+          contentOf(reopened.loaded.records.get('s')),
+          contentOf(again),
+          `configured again ${when}: the folder holds ${files.join(' ')}`,
+        );
+      } finally {
+        await t.dispose();
+      }
+    }
+  });
+
+  it('writes no source removed while another is written', async () => {
+    const t = await tempDir();
+    try {
+      const { store } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 1, retryMs: 50 });
+      store.changed('a', () => {
+        setImmediate(() => store.removed('b'));
+        return record('a', names(30_000));
+      });
+      store.changed('b', () => record('b', names(3)));
+      await new Promise((r) => setTimeout(r, 1_500));
+      const files = (await readdir(t.dir)).sort();
+      await store.close();
+      assert.deepEqual(files, ['a.state', 'lock']);
+    } finally {
+      await t.dispose();
+    }
+  });
+
   it('refuses a folder another live process has locked', async () => {
     const t = await tempDir();
     const other = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000)'], { stdio: 'ignore' });
