@@ -109,7 +109,10 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
   after(async () => {
     for (const close of closers) await close();
     for (const c of clients) c.close();
-    for (const m of running) await m.kill('SIGKILL').catch(() => undefined);
+    for (const m of running) {
+      m.signal('SIGCONT');
+      await m.kill('SIGKILL').catch(() => undefined);
+    }
     await upstream.stop().catch(() => undefined);
     await etcd.dispose();
     await dispose();
@@ -185,5 +188,66 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
       'new replica on an empty disk, spawn to served (ms)': servedMs,
       'objects lost': lost(held, inventory(onC)).length,
     });
+  });
+
+  it('leaves the newer record of the writer elected since a writer frozen past its lease resumes', async () => {
+    // The replicas of the test before go (one of them is the writer), and a fresh upstream comes:
+    // that test stopped its own.
+    for (const m of running) await m.kill('SIGKILL');
+    upstream = await FakeAdsServer.start({ peer: 'istiod' });
+    setUpstream(5);
+    const a = await replica('frozen-a');
+    const b = await replica('frozen-b');
+    const onA = istiod(a);
+    const onB = istiod(b);
+    await onA.waitFor(holds(5), WAIT_MS, () => 'a serves 5 + 5');
+    await onB.waitFor(holds(5), WAIT_MS, () => 'b serves 5 + 5');
+    await until(
+      async () => [await etcdStatus(a), await etcdStatus(b)].filter((s) => s?.writer === true).length === 1,
+      WAIT_MS,
+      'one writer',
+    );
+    await sharedHolds(5, '5 + 5 in etcd');
+    const [writer, other, onWriter, onOther] =
+      (await etcdStatus(a))?.writer === true ? [a, b, onA, onB] : [b, a, onB, onA];
+
+    // The writer takes a change in, then is frozen (a pause of the process, a frozen VM) before
+    // its write is due; the upstream changes again, and the other replica is elected and writes.
+    setUpstream(6);
+    upstream.push();
+    await onWriter.waitFor(holds(6), WAIT_MS, () => 'the writer serves 6 + 6');
+    writer.signal('SIGSTOP');
+    setUpstream(8);
+    upstream.push();
+    await onOther.waitFor(holds(8), WAIT_MS, () => 'the other serves 8 + 8');
+    await until(async () => (await etcdStatus(other))?.writer === true, WAIT_MS, 'the other elected');
+    await sharedHolds(8, '8 + 8 in etcd, from the new writer');
+    writer.signal('SIGCONT');
+    // Its write was due 1 s after the change: well past, once resumed.
+    await new Promise((r) => setTimeout(r, 5_000));
+    const { records } = await readEtcdRecords({ endpoints: [etcd.endpoint], prefix: '/fleet/' }, log, 1_000);
+    const kept = records.get('mesh')?.resources.length ?? 0;
+
+    // Every replica gone, the upstream down: a replica on an empty disk restores from etcd.
+    const served = inventory(onOther);
+    await a.kill('SIGKILL');
+    await b.kill('SIGKILL');
+    await upstream.stop();
+    const down = await closingPort();
+    closers.push(down.close);
+    const later = istiod(await replica('frozen-c', `127.0.0.1:${down.port}`));
+    await later.waitFor(
+      (c) => c.configs(VS).size > 0,
+      WAIT_MS,
+      () => 'the new replica serves',
+    );
+    await new Promise((r) => setTimeout(r, 1_000));
+    const missing = lost(served, inventory(later));
+    report('a state writer frozen past its lease', {
+      'objects in etcd after it resumed (of 16)': kept,
+      'objects lost by a replica started later': missing.length,
+    });
+    assert.equal(kept, 16, 'etcd keeps the newer record');
+    assert.deepEqual(missing, []);
   });
 });
