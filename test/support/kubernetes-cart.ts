@@ -85,3 +85,10 @@ export async function cartSource(
     }).events$,
   );
 }
+
+/** Lists (not watches) of DestinationRules in `namespace` asked of `api` since request `from`. */
+export function listsOf(api: FakeKubeApiServer, namespace: string, from: number): number {
+  return api.requests
+    .slice(from)
+    .filter((r) => r.includes(`/namespaces/${namespace}/destinationrules?`) && !r.includes('watch=')).length;
+}

@@ -8,7 +8,14 @@ import { afterEach, beforeEach, describe, it } from 'node:test';
 import { Subscription, type SchedulerAction, type SchedulerLike } from 'rxjs';
 import type { FakeKubeApiServer } from '../support/fake-kube-apiserver.js';
 import { until } from '../support/deadline.js';
-import { cartApiServer, cartSource, names, putDestinationRule, vs } from '../support/kubernetes-cart.js';
+import {
+  cartApiServer,
+  cartSource,
+  listsOf,
+  names,
+  putDestinationRule,
+  vs,
+} from '../support/kubernetes-cart.js';
 import type { SourceEventRecorder } from '../support/source-event-recorder.js';
 
 /** A scheduler for a source's time, which a test may step (as NTP or a resumed VM steps a clock). */
@@ -37,13 +44,6 @@ function scaledScheduler(factor: number): SteppedScheduler {
     },
   };
   return scheduler;
-}
-
-/** Lists (not watches) of DestinationRules in `namespace` asked of `api` since request `from`. */
-function listsOf(api: FakeKubeApiServer, namespace: string, from: number): number {
-  return api.requests
-    .slice(from)
-    .filter((r) => r.includes(`/namespaces/${namespace}/destinationrules?`) && !r.includes('watch=')).length;
 }
 
 describe('Kubernetes source, the timers of a kind found empty', () => {

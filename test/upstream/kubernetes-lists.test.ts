@@ -9,7 +9,14 @@ import type { SchedulerLike } from 'rxjs';
 import type { SourceEvent } from '../../src/core/source-event.js';
 import type { FakeKubeApiServer } from '../support/fake-kube-apiserver.js';
 import { until } from '../support/deadline.js';
-import { cartApiServer, cartSource, names, putDestinationRule, vs } from '../support/kubernetes-cart.js';
+import {
+  cartApiServer,
+  cartSource,
+  listsOf,
+  names,
+  putDestinationRule,
+  vs,
+} from '../support/kubernetes-cart.js';
 import type { SourceEventRecorder } from '../support/source-event-recorder.js';
 
 /** Waits for the first state after event `from` that serves `key` (`namespace/name`); its index. */
@@ -21,13 +28,6 @@ async function firstServing(events: SourceEventRecorder, key: string, from: numb
 /** The states after event `at` that do not serve `key`. */
 function statesWithout(events: SourceEventRecorder, key: string, at: number): SourceEvent[] {
   return events.events.slice(at + 1).filter((e) => e.type === 'snapshot' && !names(e).includes(key));
-}
-
-/** Lists (not watches) of DestinationRules in `namespace` asked of `api` since request `from`. */
-function listsOf(api: FakeKubeApiServer, namespace: string, from: number): number {
-  return api.requests
-    .slice(from)
-    .filter((r) => r.includes(`/namespaces/${namespace}/destinationrules?`) && !r.includes('watch=')).length;
 }
 
 /**
