@@ -31,6 +31,19 @@ export interface SourceRecord {
   readonly held?: HeldRecord;
   /** The rules the source ran under; absent in records of earlier releases. */
   readonly rules?: RecordedRules;
+  /** Who took the record and what it knew of etcd's then; absent where no etcd is configured. */
+  readonly origin?: RecordOrigin;
+}
+
+/**
+ * Which process took a record, and the revision of the source's record in etcd it knew of then:
+ * what orders a replica's own record against the fleet's without comparing two machines' clocks.
+ */
+export interface RecordOrigin {
+  /** The process (host name and process id). */
+  readonly replica: string;
+  /** etcd's cluster and the revision of the source's record there; absent when none was known. */
+  readonly etcd?: { readonly cluster: string; readonly revision: number };
 }
 
 /**

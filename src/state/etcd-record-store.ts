@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Etcd3, type Campaign, type IOptions } from 'etcd3';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import type { SourceRecord, SourceRecordStore } from '../merge/source-record.js';
+import type { RecordOrigin, SourceRecord, SourceRecordStore } from '../merge/source-record.js';
 import type { LoadedRecords } from './file-record-store.js';
 import {
   RecordWriteQueue,
@@ -104,6 +104,18 @@ export class EtcdRecordStore implements SourceRecordStore {
   private readonly removing = new Set<string>();
   /** The last error each removal met, said once until it changes. */
   private readonly removalErrors = new Map<string, string>();
+  /** etcd's cluster, once a read of every record or a write answered; with it, {@link revisions}. */
+  private cluster: string | undefined;
+  /** Per source, the revision of its record in etcd this replica knows of (read, watched or written). */
+  private readonly revisions = new Map<string, number>();
+  /**
+   * Per source, the revision of its record in etcd this replica knew of when its own state of the
+   * source last changed (undefined while etcd's cluster was not known): a record etcd holds at a
+   * later revision was written since by another replica, and is not overwritten with this one.
+   */
+  private readonly basis = new Map<string, number | undefined>();
+  /** Sources whose record in etcd was left as a later one, said once until written again. */
+  private readonly keptLater = new Set<string>();
 
   private constructor(private readonly options: EtcdRecordStoreOptions) {
     const { etcd } = options;
@@ -129,6 +141,9 @@ export class EtcdRecordStore implements SourceRecordStore {
     let loaded: LoadedRecords;
     try {
       loaded = await loadRecords(store.client, store.prefix, options, options.requestTimeoutMs ?? 5_000);
+      for (const [source, record] of loaded.records)
+        if (record.origin?.etcd !== undefined) store.revisions.set(source, record.origin.etcd.revision);
+      store.cluster = loaded.cluster;
       store.setUp(true);
     } catch (err) {
       const error = toMeshmuxError(err, 'STATE', { file: options.etcd.endpoints.join(',') });
@@ -144,6 +159,7 @@ export class EtcdRecordStore implements SourceRecordStore {
 
   changed(source: string, read: () => SourceRecord): void {
     this.removals.delete(source);
+    this.basis.set(source, this.cluster === undefined ? undefined : (this.revisions.get(source) ?? 0));
     this.queue.changed(source, read);
   }
 
@@ -154,6 +170,7 @@ export class EtcdRecordStore implements SourceRecordStore {
    */
   removed(source: string): void {
     this.queue.forget(source);
+    this.basis.delete(source);
     this.removals.add(source);
     this.removePending();
   }
@@ -186,6 +203,18 @@ export class EtcdRecordStore implements SourceRecordStore {
       onRecord,
     });
     return this.policyRecords;
+  }
+
+  /**
+   * This process, and the revision of the source's record in etcd it knows of now: stamped on the
+   * records the local folder keeps, so that a start tells which of the two was taken later by
+   * etcd's order, not by two machines' clocks. Without etcd's cluster known (etcd never answered a
+   * read of every record nor a write), no revision: the start then goes by the clocks.
+   */
+  originOf(source: string): RecordOrigin {
+    const replica = this.options.identity;
+    if (this.cluster === undefined) return { replica };
+    return { replica, etcd: { cluster: this.cluster, revision: this.revisions.get(source) ?? 0 } };
   }
 
   /** Reachability, the writer role and each source's last write, for `/debug/state`. */
@@ -314,12 +343,12 @@ export class EtcdRecordStore implements SourceRecordStore {
   }
 
   /**
-   * Follows the records the writer stores, for `onRecord`. After an outage, a record the writer
+   * Follows the records the writer stores: the revision of each, and the record for `onRecord`
+   * (while not the writer). After an outage, a record the writer
    * stored meanwhile is handed over at its current version even when etcd compacted its history
    * (see {@link EtcdPrefixWatch}); the record of a source removed meanwhile is not.
    */
   private watchRecords(): void {
-    if (this.options.onRecord === undefined) return;
     const recordsPrefix = `${this.prefix}records/`;
     this.watch = new EtcdPrefixWatch(
       this.client,
@@ -327,8 +356,9 @@ export class EtcdRecordStore implements SourceRecordStore {
       'records of the writer',
       this.options.log,
       (kv) => {
-        if (this.writer) return;
         const source = kv.key.toString('utf8').slice(recordsPrefix.length);
+        this.noteRevision(source, Number(kv.mod_revision));
+        if (this.writer || this.options.onRecord === undefined) return;
         loadRecord(this.client, this.prefix, source, kv.value.toString('utf8'))
           .then((record) => this.options.onRecord?.(record))
           .catch((err: unknown) =>
@@ -339,6 +369,10 @@ export class EtcdRecordStore implements SourceRecordStore {
           );
       },
     );
+  }
+
+  private noteRevision(source: string, revision: number): void {
+    if (revision > (this.revisions.get(source) ?? 0)) this.revisions.set(source, revision);
   }
 
   /** Campaigns until elected; a campaign that fails (lease lost, etcd gone) is started again. */
@@ -384,7 +418,9 @@ export class EtcdRecordStore implements SourceRecordStore {
   }
 
   private async write(source: string, record: SourceRecord): Promise<number> {
-    const bytes = Buffer.concat(await encodeStateFile(record));
+    const bytes = Buffer.concat(
+      await encodeStateFile({ ...record, origin: { replica: this.options.identity } }),
+    );
     const generation = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     const chunks = Math.max(1, Math.ceil(bytes.length / CHUNK_BYTES));
     try {
@@ -409,8 +445,28 @@ export class EtcdRecordStore implements SourceRecordStore {
       if (!this.writer || campaign === undefined)
         throw new MeshmuxError('STATE', 'no longer the state writer', { file: key });
       const leader = await campaign.getCampaignKey();
+      const basis = this.basis.get(source);
       const current = await this.client.get(key).exec();
       const kv = current.kvs[0];
+      if (kv !== undefined && basis !== undefined && Number(kv.mod_revision) > basis) {
+        this.noteRevision(source, Number(kv.mod_revision));
+        // Another replica (the writer before this one) stored it after this replica's own state
+        // last changed: a replica elected while cut off from the upstream would put its older
+        // state in place of the fleet's. Its next change is written.
+        await this.client
+          .delete()
+          .prefix(this.chunkPrefix(source, generation))
+          .exec()
+          .catch(() => undefined);
+        if (!this.keptLater.has(source)) {
+          this.keptLater.add(source);
+          this.options.log.info(
+            { source, revision: kv.mod_revision, known: basis },
+            "left the record etcd holds: another replica wrote it after this replica's state of the source last changed",
+          );
+        }
+        return 0;
+      }
       const swap = await this.client
         .if(key, 'Mod', '==', kv === undefined ? 0 : kv.mod_revision)
         .and(leader, 'Create', '>', 0)
@@ -422,6 +478,13 @@ export class EtcdRecordStore implements SourceRecordStore {
           'the record changed in etcd while it was written, or this replica is no longer the writer',
           { file: key },
         );
+      this.cluster ??= swap.header.cluster_id;
+      const revision = Number(swap.header.revision);
+      this.noteRevision(source, revision);
+      // A change that came while this write was under way is later than what it wrote.
+      const since = this.basis.get(source);
+      if (since !== undefined && revision > since) this.basis.set(source, revision);
+      this.keptLater.delete(source);
       const previous = kv === undefined ? undefined : parseManifest(kv.value.toString('utf8'));
       if (previous !== undefined && previous.generation !== generation)
         await this.client.delete().prefix(this.chunkPrefix(source, previous.generation)).exec();
@@ -502,11 +565,15 @@ async function loadRecords(
   const records = new Map<string, SourceRecord>();
   const problems: MeshmuxError[] = [];
   const manifests = await within(client.getAll().prefix(`${prefix}records/`).exec(), firstAnswerMs);
+  const cluster = manifests.header.cluster_id;
   for (const kv of manifests.kvs) {
     const key = kv.key.toString('utf8');
     const source = key.slice(`${prefix}records/`.length);
     try {
-      records.set(source, await loadRecord(client, prefix, source, kv.value.toString('utf8')));
+      const record = await loadRecord(client, prefix, source, kv.value.toString('utf8'));
+      // Where the record stands in etcd's order, beside who took it.
+      const etcd = { cluster, revision: Number(kv.mod_revision) };
+      records.set(source, { ...record, origin: { replica: record.origin?.replica ?? '', etcd } });
     } catch (err) {
       const error = toMeshmuxError(err, 'STATE', { file: key });
       problems.push(error);
@@ -514,7 +581,7 @@ async function loadRecords(
       options.hooks?.onLoadError?.(key, error);
     }
   }
-  return { records, problems };
+  return { records, problems, cluster };
 }
 
 /**

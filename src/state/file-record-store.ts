@@ -39,6 +39,8 @@ export interface LoadedRecords {
   readonly records: ReadonlyMap<string, SourceRecord>;
   /** Files that could not be believed, each with why; they were ignored. */
   readonly problems: readonly MeshmuxError[];
+  /** The etcd cluster the records were read from, when they were. */
+  readonly cluster?: string;
 }
 
 /**

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { toMeshmuxError, type MeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import type { SourceRecord, SourceRecordStore } from '../merge/source-record.js';
+import type { RecordOrigin, SourceRecord, SourceRecordStore } from '../merge/source-record.js';
 import type { EtcdConnection, EtcdRecordStore } from './etcd-record-store.js';
 import { defaultStateDir, fallbackStateDir, FileRecordStore } from './file-record-store.js';
 import type { RecordStoreHooks } from './record-write-queue.js';
@@ -62,9 +62,13 @@ export async function openRecordStore(
 ): Promise<OpenedState> {
   const local = await openFolder(configured, env, log, hooks);
   const shared = etcd === undefined ? undefined : await openEtcd(etcd, log, hooks);
-  const stores = [local.store, shared?.store].filter(
-    (s): s is FileRecordStore | EtcdRecordStore => s !== undefined,
-  );
+  const sharedStore = shared?.store;
+  // With etcd beside it, the folder's records say what this replica knew of etcd's when taken.
+  const localStore: SourceRecordStore | undefined =
+    local.store === undefined || sharedStore === undefined
+      ? local.store
+      : new OriginStampingStore(local.store, (source) => sharedStore.originOf(source));
+  const stores = [localStore, sharedStore].filter((s) => s !== undefined);
   return {
     ...(stores.length === 0 ? {} : { store: stores.length === 1 ? stores[0] : new TeeRecordStore(stores) }),
     ...(local.store === undefined ? {} : { local: local.store }),
@@ -77,7 +81,7 @@ export async function openRecordStore(
   };
 }
 
-/** Per source, the record saved last. */
+/** Per source, the record taken last: the local folder's (`a`) or etcd's (`b`). */
 function newest(
   a: ReadonlyMap<string, SourceRecord>,
   b: ReadonlyMap<string, SourceRecord> | undefined,
@@ -86,9 +90,43 @@ function newest(
   const out = new Map(a);
   for (const [source, record] of b) {
     const mine = out.get(source);
-    if (mine === undefined || record.savedMs > mine.savedMs) out.set(source, record);
+    if (mine === undefined || takenLater(record, mine)) out.set(source, record);
   }
   return out;
+}
+
+/**
+ * Whether etcd's record of a source (`theirs`) was taken after the local folder's (`mine`). Taken
+ * by the same process, their clock is one. Else etcd's order decides, where the folder's record
+ * says what it knew: etcd's is later when etcd holds it at a revision the folder's record did not
+ * know of. Clocks decide only for records without that (of earlier releases, or taken while etcd
+ * had not answered): a replica whose clock runs an hour ahead would otherwise have its own record
+ * win over every record the fleet's writer took in that hour.
+ */
+export function takenLater(theirs: SourceRecord, mine: SourceRecord): boolean {
+  const a = mine.origin;
+  const b = theirs.origin;
+  if (a !== undefined && b !== undefined && a.replica !== '' && a.replica === b.replica)
+    return theirs.savedMs > mine.savedMs;
+  if (a?.etcd !== undefined && b?.etcd !== undefined && a.etcd.cluster === b.etcd.cluster)
+    return b.etcd.revision > a.etcd.revision;
+  return theirs.savedMs > mine.savedMs;
+}
+
+/** Hands records on to a store with `origin` stamped on each as it is taken. */
+class OriginStampingStore implements SourceRecordStore {
+  constructor(
+    private readonly store: SourceRecordStore,
+    private readonly origin: (source: string) => RecordOrigin,
+  ) {}
+
+  changed(source: string, read: () => SourceRecord): void {
+    this.store.changed(source, () => ({ ...read(), origin: this.origin(source) }));
+  }
+
+  removed(source: string): void {
+    this.store.removed(source);
+  }
 }
 
 async function openFolder(

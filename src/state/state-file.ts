@@ -10,7 +10,7 @@ import {
   type ConfigResource,
 } from '../core/resource.js';
 import type { ListSplice } from '../merge/identity-diff.js';
-import type { HeldRecord, RecordedRules, SourceRecord } from '../merge/source-record.js';
+import type { HeldRecord, RecordedRules, RecordOrigin, SourceRecord } from '../merge/source-record.js';
 import type { Selector } from '../merge/source-rules.js';
 import { HOLD_REASONS, type HoldReason } from '../merge/config-snapshot.js';
 import { messageType } from '../schema/proto-root.js';
@@ -315,6 +315,24 @@ function recordFields(record: SourceRecord): Record<string, unknown> {
     answered_kinds: record.answeredKinds,
     ...(record.held === undefined ? {} : { held: heldMessage(record.held, record.source) }),
     ...(record.rules === undefined ? {} : { rules: rulesMessage(record.rules) }),
+    ...(record.origin === undefined ? {} : { origin: originMessage(record.origin) }),
+  };
+}
+
+function originMessage(origin: RecordOrigin): Record<string, unknown> {
+  return {
+    replica: origin.replica,
+    etcd_cluster: origin.etcd?.cluster ?? '',
+    etcd_revision: origin.etcd?.revision ?? 0,
+  };
+}
+
+function originFrom(o: OriginObject): RecordOrigin {
+  const revision = toNumber(o.etcd_revision);
+  return {
+    replica: o.replica,
+    // A cluster with revision 0: etcd answered and held no record of the source.
+    ...(o.etcd_cluster === '' ? {} : { etcd: { cluster: o.etcd_cluster, revision } }),
   };
 }
 
@@ -506,6 +524,13 @@ interface RecordObject {
     emptied_kinds?: string[];
   };
   rules?: RulesObject | null;
+  origin?: OriginObject | null;
+}
+
+interface OriginObject {
+  replica: string;
+  etcd_cluster: string;
+  etcd_revision: number | { toNumber(): number };
 }
 
 /** A decoded SourceRecord as a record, or `fail` naming what cannot be believed. */
@@ -537,6 +562,7 @@ function recordFrom(o: RecordObject, fail: (why: string) => never): SourceRecord
           },
         }),
     ...(rules === undefined ? {} : { rules }),
+    ...(o.origin === null || o.origin === undefined ? {} : { origin: originFrom(o.origin) }),
   };
 }
 

@@ -119,6 +119,20 @@ describe('state files', () => {
     assert.equal(unruled.rules, undefined, 'a record of a release that recorded none');
   });
 
+  it('read back who took the record and the revision of etcd’s record it knew, none known included', async () => {
+    const origins = [
+      { replica: 'meshmux-0-1', etcd: { cluster: '14841639068965178418', revision: 9_007_199_254 } },
+      { replica: 'meshmux-1-1', etcd: { cluster: '14841639068965178418', revision: 0 } },
+      { replica: 'meshmux-2-1' },
+    ];
+    for (const origin of origins) {
+      const back = decodeStateFile(await fileOf({ ...record(2), origin }), 'gitops.state');
+      assert.deepEqual(back.origin, origin);
+    }
+    const earlier = decodeStateFile(await fileOf(record(2)), 'gitops.state');
+    assert.equal(earlier.origin, undefined, 'a record of a release that noted none');
+  });
+
   it('keep objects read with their source’s provenance as the source sent them, byte for byte', async () => {
     // As the upstream sent them: one plain, one relayed by another meshmux, one naming a version.
     const sent = [

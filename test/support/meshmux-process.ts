@@ -271,13 +271,15 @@ export class MeshmuxProcess {
 /**
  * Starts one replica of a fleet sharing state through etcd: its configuration is written to
  * `<dir>/<name>.yaml` with its own state folder `state-<name>`, the etcd endpoint and prefix, a
- * writer lease of `leaseTtl`, and the `sources` YAML lines given (indented as list items).
+ * writer lease of `leaseTtl`, and the `sources` YAML lines given (indented as list items); `env`
+ * adds to the process's environment.
  */
 export async function startReplica(
   dir: string,
   name: string,
   etcd: { readonly endpoint: string; readonly prefix: string; readonly leaseTtl: string },
   sources: readonly string[],
+  env?: Readonly<Record<string, string>>,
 ): Promise<MeshmuxProcess> {
   const file = path.join(dir, `${name}.yaml`);
   await mkdir(path.join(dir, `state-${name}`), { recursive: true });
@@ -292,5 +294,5 @@ export async function startReplica(
       '',
     ].join('\n'),
   );
-  return MeshmuxProcess.start(file, { cwd: dir });
+  return MeshmuxProcess.start(file, { cwd: dir, ...(env === undefined ? {} : { env }) });
 }
