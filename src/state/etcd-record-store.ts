@@ -69,6 +69,8 @@ interface Manifest {
   readonly bytes: number;
   readonly sha256: string;
   readonly savedMs: number;
+  /** The replica that wrote it; absent in manifests of earlier releases. */
+  readonly writer?: string;
 }
 
 /**
@@ -436,6 +438,7 @@ export class EtcdRecordStore implements SourceRecordStore {
         bytes: bytes.length,
         sha256: createHash('sha256').update(bytes).digest('hex'),
         savedMs: record.savedMs,
+        writer: this.options.identity,
       };
       const key = this.manifestKey(source);
       // The key of this replica's campaign stands as long as its lease does, and while it stands
@@ -448,7 +451,13 @@ export class EtcdRecordStore implements SourceRecordStore {
       const basis = this.basis.get(source);
       const current = await this.client.get(key).exec();
       const kv = current.kvs[0];
-      if (kv !== undefined && basis !== undefined && Number(kv.mod_revision) > basis) {
+      if (
+        kv !== undefined &&
+        basis !== undefined &&
+        Number(kv.mod_revision) > basis &&
+        // A write of its own whose answer was lost stored it, not another replica.
+        parseManifest(kv.value.toString('utf8'))?.writer !== this.options.identity
+      ) {
         this.noteRevision(source, Number(kv.mod_revision));
         // Another replica (the writer before this one) stored it after this replica's own state
         // last changed: a replica elected while cut off from the upstream would put its older
