@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { truncateForLog } from '../../core/truncate-for-log.js';
 
 /** One provider as a Dubbo registration describes it. Immutable. */
 export interface DubboProvider {
@@ -76,16 +77,19 @@ export function parseProviderNode(node: string, folderInterface: string): Provid
   const text = decodeNodeName(node);
   if (text === undefined) return fail('the node name is not a validly percent-encoded URL');
   const m = URL_SHAPE.exec(text);
-  if (m === null) return fail(`"${text}" is not a URL of the form protocol://ip:port/interface?parameters`);
+  if (m === null)
+    return fail(`"${truncateForLog(text)}" is not a URL of the form protocol://ip:port/interface?parameters`);
   const protocol = (m[1] ?? '').toLowerCase();
   // user:password@ may precede the host; only the host and port matter here.
   const authority = (m[2] ?? '').slice((m[2] ?? '').lastIndexOf('@') + 1);
   const hostPort = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(authority);
-  if (hostPort === null) return fail(`"${authority}" is not ip:port`);
+  if (hostPort === null) return fail(`"${truncateForLog(authority)}" is not ip:port`);
   const address = hostPort[1] ?? hostPort[2] ?? '';
   const family = isIP(address);
   if (family === 0) {
-    return fail(`host "${address}" is not an IP address; a STATIC ServiceEntry needs IP endpoints`);
+    return fail(
+      `host "${truncateForLog(address)}" is not an IP address; a STATIC ServiceEntry needs IP endpoints`,
+    );
   }
   if (address === '0.0.0.0' || (family === 6 && /^[0:]+$/.test(address))) {
     return fail(`host ${address} is the unspecified address`);
@@ -98,11 +102,13 @@ export function parseProviderNode(node: string, folderInterface: string): Provid
   const iface = parameter(params, 'interface') || path;
   if (iface === '') return fail('the URL names no interface (no path and no interface parameter)');
   if (iface !== folderInterface) {
-    return fail(`the URL is for interface ${iface} but is registered under ${folderInterface}`);
+    return fail(
+      `the URL is for interface ${truncateForLog(iface)} but is registered under ${truncateForLog(folderInterface)}`,
+    );
   }
   const side = params['side'];
   if (side !== undefined && side !== 'provider')
-    return fail(`registered with side=${side}, not as a provider`);
+    return fail(`registered with side=${truncateForLog(side)}, not as a provider`);
   const weightText = parameter(params, 'weight');
   const weight = /^\d+$/.test(weightText) ? Number(weightText) : undefined;
   return {
