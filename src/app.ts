@@ -7,6 +7,7 @@ import { MeshmuxError, toMeshmuxError } from './core/errors.js';
 import { heapCollections } from './core/heap-collections.js';
 import { filter, take } from './core/rx.js';
 import { componentLogger, type Logger } from './core/logger.js';
+import type { ConfigResource } from './core/resource.js';
 import { AdsServer } from './downstream/ads-server.js';
 import { anonymousIdentity, withNode } from './downstream/client-identity.js';
 import { PolicyChanges } from './downstream/policy/policy-changes.js';
@@ -28,6 +29,7 @@ import { AdminGuard } from './http/admin-guard.js';
 import { debugActions, debugPages, hookActions, type DebugPageSources } from './http/debug-pages.js';
 import { HttpServer } from './http/http-server.js';
 import { MergeEngine, type MergeInput } from './merge/merge-engine.js';
+import type { SourceRecord } from './merge/source-record.js';
 import { semanticRuleOf } from './schema/semantic-keys.js';
 import { KINDS } from './schema/kinds.js';
 import { messageType } from './schema/proto-root.js';
@@ -243,14 +245,14 @@ export async function startMeshmux(
    * subscribes, so a plan that is dropped leaves nothing behind. Throws when a source cannot be
    * built.
    */
-  const planInputs = (c: MeshmuxConfig): PlannedInput[] =>
+  const planInputs = (c: MeshmuxConfig, restored?: () => ReadonlyMap<string, SourceRecord>): PlannedInput[] =>
     c.sources.map((sc) => {
       const policy = sourcePolicy(sc.rules);
       const kept = running.get(sc.name);
       if (kept !== undefined && sameConnection(kept.config, sc)) {
         return { ...kept, config: sc, input: { ...kept.input, policy } };
       }
-      const source = createSource(sc);
+      const source = createSource(sc, restored && (() => restoredObjects(restored().get(sc.name), sc)));
       // An opaque id per connection: the merge resubscribes a source when it changes.
       const fingerprint = `${sc.name}#${++connections}`;
       return {
@@ -267,7 +269,8 @@ export async function startMeshmux(
     return planned.map((p) => p.input);
   };
   await loadSourceLibraries(config.sources);
-  const inputs = commitInputs(planInputs(config));
+  // Sources start once the merge subscribes, after the records are read.
+  const inputs = commitInputs(planInputs(config, () => persisted.restored));
   const reloads = new ConfigReloads(new Date());
   reloads.register(metrics.registry);
   const stateMetrics = new StateMetrics(metrics.registry);
@@ -656,6 +659,17 @@ const POLICY_RECORD_INTERVAL_MS = 1_000;
 const POLICY_RECORD_REFRESH_MS = 60_000;
 /** How long a start waits for etcd to hand over the other replicas' policy records. */
 const POLICY_RECORDS_READ_MS = 5_000;
+
+/**
+ * The objects a source served before the restart, from its record: none from a record of another
+ * type of source, whose objects name their files otherwise or not at all.
+ */
+function restoredObjects(
+  record: SourceRecord | undefined,
+  config: SourceConfig,
+): Iterable<ConfigResource> | undefined {
+  return record?.type === config.type ? record.resources : undefined;
+}
 
 /** When a record was saved (Unix ms); now when it does not say in a form that can be read. */
 function recordTimeOf(record: PolicyRecord): number {

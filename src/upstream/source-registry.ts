@@ -3,6 +3,7 @@
  * that names them all. The composition root asks it for a source; what a source can do besides
  * its events (take a webhook, show details) is on the source itself (see `UpstreamSource`).
  */
+import type { ConfigResource } from '../core/resource.js';
 import type { SourceConfig } from '../settings/source-config.js';
 import { FileSource } from './file/file-source.js';
 import { GitSource } from './git/git-source.js';
@@ -13,11 +14,18 @@ import type { UpstreamSource } from './upstream-source.js';
 import { XdsSource } from './xds/xds-source.js';
 import { ZookeeperSource } from './zookeeper/zookeeper-source.js';
 
-/** One factory per source type; the mapped type makes a missing or mistyped entry a compile error. */
+/**
+ * One factory per source type; the mapped type makes a missing or mistyped entry a compile error.
+ * `restored` gives what the source served before a restart, asked for once it starts; sources
+ * that keep a broken file's objects (file, git) start from it.
+ */
 const SOURCE_FACTORIES: {
-  [T in SourceConfig['type']]: (config: Extract<SourceConfig, { type: T }>) => UpstreamSource;
+  [T in SourceConfig['type']]: (
+    config: Extract<SourceConfig, { type: T }>,
+    restored: (() => Iterable<ConfigResource> | undefined) | undefined,
+  ) => UpstreamSource;
 } = {
-  file: (c) =>
+  file: (c, restored) =>
     new FileSource({
       name: c.name,
       path: c.path,
@@ -25,8 +33,9 @@ const SOURCE_FACTORIES: {
       ...(c.rescanInterval === undefined ? {} : { rescanMs: c.rescanInterval }),
       ...(c.vanishGrace === undefined ? {} : { vanishGraceMs: c.vanishGrace }),
       ...(c.maxFileSize === undefined ? {} : { maxFileBytes: c.maxFileSize }),
+      restored,
     }),
-  git: (c) =>
+  git: (c, restored) =>
     new GitSource({
       name: c.name,
       url: c.url,
@@ -47,6 +56,7 @@ const SOURCE_FACTORIES: {
       insecureWebhook: c.webhook?.insecure === true,
       cacheDir: c.cacheDir,
       maxFileBytes: c.maxFileSize,
+      restored,
     }),
   zookeeper: (c) =>
     new ZookeeperSource({
@@ -78,11 +88,21 @@ const SOURCE_FACTORIES: {
   'mcp-sink': (c) => new McpSinkSource(c),
 };
 
-/** Builds the source `config` describes; it starts when the merge subscribes to it. Throws when the settings cannot make one. */
-export function createSource(config: SourceConfig): UpstreamSource {
+/**
+ * Builds the source `config` describes; it starts when the merge subscribes to it. `restored`
+ * gives the objects it served before a restart (its persisted record's, when there is one), asked
+ * for when it starts. Throws when the settings cannot make one.
+ */
+export function createSource(
+  config: SourceConfig,
+  restored?: () => Iterable<ConfigResource> | undefined,
+): UpstreamSource {
   // TypeScript cannot correlate `config.type` with the entry's parameter; the mapped type above does.
-  const factory = SOURCE_FACTORIES[config.type] as (c: SourceConfig) => UpstreamSource;
-  return factory(config);
+  const factory = SOURCE_FACTORIES[config.type] as (
+    c: SourceConfig,
+    restored: (() => Iterable<ConfigResource> | undefined) | undefined,
+  ) => UpstreamSource;
+  return factory(config, restored);
 }
 
 /**

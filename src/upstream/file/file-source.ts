@@ -3,7 +3,7 @@ import { open, stat } from 'node:fs/promises';
 import { Observable, type SchedulerLike } from '../../core/rx.js';
 import { toMeshmuxError } from '../../core/errors.js';
 import { componentLogger, type Logger } from '../../core/logger.js';
-import type { Timestamp } from '../../core/resource.js';
+import type { ConfigResource, Timestamp } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent, SourceSnapshotEvent } from '../../core/source-event.js';
 import { DEFAULT_MAX_FILE_BYTES } from '../runtime/input-limits.js';
 import { FirstSeenTimes } from '../runtime/first-seen-times.js';
@@ -13,6 +13,7 @@ import { listYamlFiles, readYamlBytes, shownPath } from '../runtime/yaml-file-re
 import {
   EMPTY_YAML_FILE_SET,
   nextYamlFileSet,
+  restoredYamlFileSet,
   withInstancesOf,
   yamlFileSetRevision,
   type YamlFileRead,
@@ -43,6 +44,12 @@ export interface FileSourceOptions {
   readonly maxFileBytes?: number;
   /** Times the settle window, the grace period and rescans, and stamps creation times. Default: the wall clock. */
   readonly scheduler?: SchedulerLike | undefined;
+  /**
+   * Gives what the source served before a restart (its persisted record's objects, each naming
+   * its file in `origin.file`), asked for once it starts: a file whose first read has errors keeps
+   * serving what it held then.
+   */
+  readonly restored?: (() => Iterable<ConfigResource> | undefined) | undefined;
 }
 
 /** Size and modification time of a file when last read: a file whose stamp differs is read again. */
@@ -71,8 +78,11 @@ export class FileSource implements UpstreamSource {
 
   constructor(options: FileSourceOptions) {
     this.descriptor = { name: options.name, type: 'file', defaultNamespace: options.defaultNamespace };
+    // Only the first run follows the restart: a later one would bring back what was deleted since.
+    let restored = options.restored;
     this.events$ = new Observable<SourceEvent>((subscriber) => {
-      const run = new FileSourceRun(options, (event) => subscriber.next(event));
+      const run = new FileSourceRun({ ...options, restored }, (event) => subscriber.next(event));
+      restored = undefined;
       run.start();
       return () => run.stop();
     });
@@ -88,6 +98,8 @@ class FileSourceRun {
   private readonly createTimeFor: (kind: string, namespace: string, name: string) => Timestamp;
   /** What each file serves, as last read. */
   private set: YamlFileSet = EMPTY_YAML_FILE_SET;
+  /** What a restart restored, until the first set is built from it. */
+  private restored: Iterable<ConfigResource> | undefined;
   /** Per file, the size and time its entry in `set` was read at; absent means read it again. */
   private readonly stamps = new Map<string, FileStamp>();
   /** When each file that held objects was first seen empty or absent. */
@@ -124,6 +136,7 @@ class FileSourceRun {
     this.rescanMs = options.rescanMs ?? 5_000;
     this.graceMs = options.vanishGraceMs ?? 1_000;
     this.maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
+    this.restored = options.restored?.();
   }
 
   start(): void {
@@ -228,7 +241,11 @@ class FileSourceRun {
       this.tracker.serve(this.lastState);
       return;
     }
-    this.set = nextYamlFileSet(this.set, reads);
+    // Without what the record held, a broken file's first read after a restart would delete it.
+    const previous =
+      this.restored === undefined ? this.set : restoredYamlFileSet(this.restored, found, shownPath);
+    this.restored = undefined;
+    this.set = nextYamlFileSet(previous, reads);
     // The first state waits for every file, as served without one it would delete what a restart
     // restored of it; but for no longer than a file may stay absent, so one written without end
     // does not hold back the others. What the scan read is kept: the next one reads only the rest.

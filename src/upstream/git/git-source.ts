@@ -11,7 +11,13 @@ import { FirstSeenTimes } from '../runtime/first-seen-times.js';
 import { sourceClock, type SourceClock } from '../runtime/source-clock.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
 import { readYamlBytes } from '../runtime/yaml-file-reader.js';
-import { nextYamlFileSet, sameRead, type YamlFileRead, type YamlFileSet } from '../runtime/yaml-file-set.js';
+import {
+  nextYamlFileSet,
+  restoredYamlFileSet,
+  sameRead,
+  type YamlFileRead,
+  type YamlFileSet,
+} from '../runtime/yaml-file-set.js';
 import type { PushAnswer, PushNotification, UpstreamSource } from '../upstream-source.js';
 import { handleGitWebhook } from './git-webhook.js';
 import { RecentDeliveries } from './recent-deliveries.js';
@@ -50,6 +56,12 @@ export interface GitSourceOptions {
   readonly maxFileBytes?: number | undefined;
   /** Times polls and retries, and stamps fetches; default the wall clock. */
   readonly scheduler?: SchedulerLike | undefined;
+  /**
+   * Gives what the source served before a restart (its persisted record's objects, each naming its
+   * repository path in `origin.file`), asked for once it starts: until a commit is served, a file
+   * with errors keeps serving what it held then.
+   */
+  readonly restored?: (() => Iterable<ConfigResource> | undefined) | undefined;
 }
 
 /** Problems logged one by one per commit; the rest are counted (all are on /debug/git). */
@@ -141,8 +153,11 @@ export class GitSource implements UpstreamSource {
 
   constructor(private readonly options: GitSourceOptions) {
     this.descriptor = { name: options.name, type: 'git', defaultNamespace: options.defaultNamespace };
+    // Only the first run follows the restart: a later one would bring back what was deleted since.
+    let restored = options.restored;
     this.events$ = new Observable<SourceEvent>((subscriber) => {
-      const run = new GitSourceRun(options, subscriber);
+      const run = new GitSourceRun({ ...options, restored }, subscriber);
+      restored = undefined;
       this.runs.add(run);
       run.start();
       return () => {
@@ -231,6 +246,8 @@ class GitSourceRun {
   private lastRead: CommitState | undefined;
   private served: { state: CommitState; at: Date } | undefined;
   private held: { state: CommitState; at: Date } | undefined;
+  /** What a restart restored, until a commit is served. */
+  private restored: Iterable<ConfigResource> | undefined;
 
   constructor(
     private readonly options: GitSourceOptions,
@@ -245,6 +262,7 @@ class GitSourceRun {
     this.include = repoPathMatcher(options.paths ?? DEFAULT_REPO_PATHS);
     this.tracker = new SourceStatusTracker((event) => this.subscriber.next(event));
     this.clock = sourceClock(options.scheduler);
+    this.restored = options.restored?.();
   }
 
   start(): void {
@@ -396,6 +414,7 @@ class GitSourceRun {
   private serve(next: CommitState): void {
     this.served = { state: next, at: this.clockDate() };
     this.held = undefined;
+    this.restored = undefined;
     // Creation times are remembered only for what is served, so the map cannot grow without end.
     this.firstSeen.retainOnly(next.resources);
     this.logErrors(next, 'rejected a document');
@@ -518,8 +537,16 @@ class GitSourceRun {
       invalidDocuments += new Set(file.errors.map((e) => e.location.doc ?? -1)).size;
       reads.push([f.path, file]);
     }
-    // A file with invalid documents keeps what it held in the served commit: a broken edit never deletes.
-    const set = nextYamlFileSet(this.served?.state.set, reads);
+    // A file with invalid documents keeps what it held in the served commit: a broken edit never
+    // deletes. Before the first commit served after a restart, what it held is the record's.
+    const previous =
+      this.served?.state.set ??
+      (this.restored &&
+        restoredYamlFileSet(
+          this.restored,
+          reads.map(([file]) => file),
+        ));
+    const set = nextYamlFileSet(previous, reads);
     const symlinks = listing.symlinks.map(
       (p) => new MeshmuxError('DECODE', 'symbolic link skipped: only regular files are read', { file: p }),
     );

@@ -56,7 +56,7 @@ export const EMPTY_YAML_FILE_SET: YamlFileSet<never> = {
  * `FirstSeenTimes`), so an object keeps the one it was first seen with.
  */
 export function nextYamlFileSet<R extends YamlFileRead>(
-  previous: YamlFileSet<R> | undefined,
+  previous: YamlFileSet | undefined,
   reads: Iterable<readonly [string, R]>,
 ): YamlFileSet<R> {
   const files = new Map<string, R>();
@@ -98,6 +98,37 @@ export function nextYamlFileSet<R extends YamlFileRead>(
   const set = { files, resources, errors, warnings };
   indexes.set(set, index);
   return set;
+}
+
+/**
+ * What `objects` (the objects a restarted source served before, as its persisted record holds
+ * them) served per file, for the files of its first read: as `previous` to
+ * {@link nextYamlFileSet}, a file whose first read has errors keeps serving the objects the record
+ * attributes to it, as it would have had the process not restarted. An object's `origin.file` is
+ * the file as `shownAs` names it (a source may key its files otherwise); objects of files not
+ * read, or of none, are left out: those files are gone.
+ */
+export function restoredYamlFileSet(
+  objects: Iterable<ConfigResource>,
+  files: Iterable<string>,
+  shownAs: (file: string) => string = (file) => file,
+): YamlFileSet {
+  const byFile = new Map<string, ConfigResource[]>();
+  for (const r of objects) {
+    if (r.origin.file === undefined) continue;
+    const held = byFile.get(r.origin.file);
+    if (held === undefined) byFile.set(r.origin.file, [r]);
+    else held.push(r);
+  }
+  const entries = new Map<string, YamlFileRead>();
+  const resources: ConfigResource[] = [];
+  for (const file of files) {
+    const held = byFile.get(shownAs(file));
+    if (held === undefined) continue;
+    entries.set(file, { resources: held, errors: [], warnings: [] });
+    appendAll(resources, held);
+  }
+  return { files: entries, resources, errors: [], warnings: [] };
 }
 
 /**
