@@ -6,6 +6,7 @@ import { resourceKey, type ConfigResource } from '../../../src/core/resource.js'
 import {
   nextYamlFileSet,
   objectsInSeveralFiles,
+  restoredYamlFileSet,
   withInstancesOf,
   yamlFileSetRevision,
   type YamlFileRead,
@@ -70,6 +71,21 @@ describe('a set of YAML files', () => {
     const after = nextYamlFileSet(before, [read('a.yaml', [], ['file too large'])]);
     assert.deepEqual(served(after), ['x@a.yaml', 'y@a.yaml']);
     assert.match(after.errors[0]?.describe() ?? '', /file too large/);
+  });
+
+  it('after a restart, keeps what the restored objects say a file whose first read is broken served', () => {
+    const record = [obj('x', 'a.yaml'), obj('y', 'a.yaml'), obj('z', 'b.yaml'), obj('gone', 'c.yaml')];
+    const reads = [read('/etc/mesh/a.yaml', ['x'], ['doc 1 is invalid']), read('/etc/mesh/b.yaml', ['w'])];
+    const restored = restoredYamlFileSet(
+      record,
+      reads.map(([file]) => file),
+      (file) => file.slice('/etc/mesh/'.length),
+    );
+    const first = nextYamlFileSet(restored, reads);
+    // The broken file keeps `y`; the valid one serves what it yields now; a file no longer read is gone.
+    assert.deepEqual(first.resources.map((r) => r.name).sort(), ['w', 'x', 'y']);
+    const still = nextYamlFileSet(first, [read('/etc/mesh/a.yaml', [], ['still invalid'])]);
+    assert.deepEqual(still.resources.map((r) => r.name).sort(), ['x', 'y']);
   });
 
   it('does not alter the set it was built from', () => {
