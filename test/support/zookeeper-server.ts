@@ -165,6 +165,14 @@ export class ZookeeperServer {
     await rm(this.dir, { recursive: true, force: true });
   }
 
+  /** How many packets the server has received from clients since it started (`mntr`). */
+  async packetsReceived(): Promise<number> {
+    const text = await fourLetterWord(this.port, 'mntr');
+    const m = /zk_packets_received\s+(\d+)/.exec(text);
+    if (m === null) throw new Error('ZooKeeper did not answer mntr');
+    return Number(m[1]);
+  }
+
   /** Session ids (`0x…`) of the connections from `localPort` (or every connection), via `cons`. */
   async sessions(localPort?: number): Promise<string[]> {
     const text = await fourLetterWord(this.port, 'cons');

@@ -285,6 +285,37 @@ describe('the zookeeper source', { skip: suiteSkip(zookeeperMissing()) }, () => 
     );
   });
 
+  it('keeps one retry of a providers node it may not read, however often it reconnects', async (t) => {
+    const owner = await DubboRegistry.connect(zk.connectString, { root: '/locked' });
+    await owner.mkdirp('/locked/com.lock.Svc');
+    await owner.createProtected('/locked/com.lock.Svc/providers', 'owner:secret');
+    // Only the source talks to the server from here on: its packets are the source's requests.
+    await owner.close();
+    const proxy = await TcpProxy.start(zk.port);
+    cleanups.push(() => proxy.close());
+    const log = watch({ root: '/locked', servers: proxy.address });
+    const first = await log.next(isSnapshot);
+    assert.match(first.errors[0]?.describe() ?? '', /com\.lock\.Svc\/providers: .*NO_AUTH/);
+    // Over two 5 s retry periods: one read, one liveness probe and one ping or so for each.
+    const received = async (): Promise<number> => {
+      const before = await zk.packetsReceived();
+      await new Promise((r) => setTimeout(r, 10_000));
+      return (await zk.packetsReceived()) - before;
+    };
+    const baseline = await received();
+    for (let i = 0; i < 10; i++) {
+      const from = log.events.length;
+      proxy.dropConnections();
+      await log.next(status('synced'), WAIT_MS, from);
+    }
+    const afterReconnections = await received();
+    t.diagnostic(`packets in 10 s: ${baseline} before 10 reconnections, ${afterReconnections} after`);
+    assert.ok(
+      afterReconnections <= baseline + 3,
+      `packets in 10 s: ${baseline} before 10 reconnections, ${afterReconnections} after`,
+    );
+  });
+
   it('reads a protected registry with digest credentials from a file, and reports the denial without them', async () => {
     const admin = await registryAt('/', 'meshmux:s3cret');
     await admin.createProtected('/secure', 'meshmux:s3cret');

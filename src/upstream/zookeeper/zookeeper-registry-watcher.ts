@@ -119,6 +119,8 @@ export class ZookeeperRegistryWatcher {
   private readonly lists = new Map<string, readonly string[]>();
   private readonly pathErrors = new Map<string, MeshmuxError>();
   private readonly watchers = new Map<string, () => void>();
+  /** The pending retry of each interface whose providers could not be read: one per interface. */
+  private readonly pathRetries = new Map<string, () => void>();
   private readonly rootWatcher = (): void => this.readRoot();
   private cancelProbe: (() => void) | undefined;
   private readonly clock: SourceClock;
@@ -167,6 +169,9 @@ export class ZookeeperRegistryWatcher {
     this.client?.close();
     this.client = undefined;
     this.round = undefined;
+    // The new session's sync reads every interface again.
+    for (const cancel of this.pathRetries.values()) cancel();
+    this.pathRetries.clear();
     const { servers, sessionTimeoutMs, log } = this.options;
     const clientOptions: Partial<Option> & { sessionId?: Buffer; sessionPassword?: Buffer } = {
       sessionTimeout: sessionTimeoutMs,
@@ -345,12 +350,18 @@ export class ZookeeperRegistryWatcher {
     this.later(delay, () => this.openSession());
   }
 
-  private later(ms: number, fn: () => void): void {
-    const cancel = this.clock.after(ms, () => {
+  /** Calls `fn` after `ms` unless stopped first; returns the cancel function. */
+  private later(ms: number, fn: () => void): () => void {
+    const cancelTimer = this.clock.after(ms, () => {
       this.timers.delete(cancel);
       if (!this.stopped) fn();
     });
+    const cancel = (): void => {
+      this.timers.delete(cancel);
+      cancelTimer();
+    };
     this.timers.add(cancel);
+    return cancel;
   }
 
   private startRound(): void {
@@ -440,6 +451,7 @@ export class ZookeeperRegistryWatcher {
       if (names.has(iface)) continue;
       this.tracked.delete(iface);
       this.watchers.delete(iface);
+      this.cancelPathRetry(iface);
       changed = this.lists.delete(iface) || changed;
       changed = this.pathErrors.delete(this.providersPath(iface)) || changed;
     }
@@ -471,6 +483,9 @@ export class ZookeeperRegistryWatcher {
   private readProviders(iface: string): void {
     const path = this.providersPath(iface);
     const watcher = this.watcherFor(iface);
+    // This read replaces a pending retry: every sync round and watch reads each interface again, and
+    // a retry kept alongside would start one more chain of reads for each of them.
+    this.cancelPathRetry(iface);
     this.withClient((client, current) => {
       const done = this.track();
       client.getChildren(path, watcher, (err, children) => {
@@ -506,15 +521,26 @@ export class ZookeeperRegistryWatcher {
       this.options.log.warn({ error: error.describe() }, 'cannot read providers; keeping the last list');
       this.events.changed();
     }
-    this.later(PATH_RETRY_MS, () => {
-      if (this.tracked.has(iface)) this.readProviders(iface);
-    });
+    this.cancelPathRetry(iface);
+    this.pathRetries.set(
+      iface,
+      this.later(PATH_RETRY_MS, () => {
+        this.pathRetries.delete(iface);
+        if (this.tracked.has(iface)) this.readProviders(iface);
+      }),
+    );
+  }
+
+  private cancelPathRetry(iface: string): void {
+    this.pathRetries.get(iface)?.();
+    this.pathRetries.delete(iface);
   }
 
   private setProviders(iface: string, children: readonly string[]): void {
     const sorted = [...children].sort();
     const before = this.lists.get(iface);
     const hadError = this.pathErrors.delete(this.providersPath(iface));
+    this.cancelPathRetry(iface);
     const same =
       before !== undefined && before.length === sorted.length && before.every((n, i) => n === sorted[i]);
     if (same && !hadError) return;
