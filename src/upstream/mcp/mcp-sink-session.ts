@@ -1,6 +1,7 @@
 import { MeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { ConfigResource } from '../../core/resource.js';
+import { truncateForLog } from '../../core/truncate-for-log.js';
 import { ChannelUpdateBuilder, outOfStep } from '../streaming/channel-update-builder.js';
 import { atEntry, type McpResourceReader, type ReadResult } from '../mcp-resource-reader.js';
 import type { KindDescriptor } from '../../schema/kinds.js';
@@ -66,6 +67,8 @@ export class McpSinkSession {
    * next full state is read in step with it (an upstream lists its objects in a stable order).
    */
   private readonly previous = new Map<string, PreviousState>();
+  /** Whether this stream has had a collection refused: only the first is logged at warn. */
+  private refusedOnStream = false;
 
   constructor(private readonly ctx: McpSinkSessionContext) {
     this.node = { id: ctx.sinkNode.id ?? '', metadata: { ...ctx.sinkNode.annotations } };
@@ -74,6 +77,7 @@ export class McpSinkSession {
   /** A stream opened: asks for every collection. */
   open(send: (message: Uint8Array) => void): void {
     this.ctx.state.streamOpened();
+    this.refusedOnStream = false;
     for (const collection of this.ctx.state.channelIds()) {
       send(this.encode({ sinkNode: this.node, collection, incremental: this.ctx.incremental }));
     }
@@ -99,9 +103,16 @@ export class McpSinkSession {
     const { collection, nonce } = resources;
     const kind = this.ctx.state.kindOf(collection);
     if (kind === undefined) {
+      // The upstream picks the name and the pace: the name is cut in the log and the NACK's text
+      // (the NACK names the collection in full), and a stream warns once.
+      const named = truncateForLog(collection);
       // Also the answer to the empty "trigger" a Galley sends first when it dialed us.
-      if (collection !== '') this.ctx.log.warn({ collection }, 'refused a collection not asked for');
-      send(this.nack(collection, nonce, UNIMPLEMENTED, `unsupported collection "${collection}"`));
+      if (collection !== '') {
+        const level = this.refusedOnStream ? 'debug' : 'warn';
+        this.refusedOnStream = true;
+        this.ctx.log[level]({ collection: named }, 'refused a collection not asked for');
+      }
+      send(this.nack(collection, nonce, UNIMPLEMENTED, `unsupported collection "${named}"`));
       return;
     }
     const where = `${this.ctx.describe} ${collection}`;

@@ -1,6 +1,7 @@
 import { MeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { compareByName, type ConfigResource } from '../../core/resource.js';
+import { truncateForLog } from '../../core/truncate-for-log.js';
 import type { SourceEvent } from '../../core/source-event.js';
 import type { KindDescriptor } from '../../schema/kinds.js';
 import { revisionOf } from '../runtime/source-revision.js';
@@ -423,7 +424,7 @@ export class SubscriptionState {
     let objects = 0;
     for (const list of this.served.values()) objects += list.length;
     this.options.log.info(
-      { source: this.options.source, objects, kinds, version: this.lastVersion },
+      { source: this.options.source, objects, kinds, version: truncateForLog(this.lastVersion) },
       this.tracker.hasSynced ? 'resynced with upstream' : 'synced with upstream',
     );
     this.tracker.synced();
