@@ -83,6 +83,8 @@ interface Claim {
   readonly service: ServiceGroup;
   readonly host: string;
   readonly name: string;
+  /** When the registry says the service came: its oldest provider's registration time, if any. */
+  readonly since: number;
 }
 
 type HostResult = ReturnType<DubboHostTemplate['render']>;
@@ -143,9 +145,10 @@ const wallClockNow = (): Timestamp => timestampFromDate(new Date());
  * (interface, group, version), STATIC, MESH_INTERNAL, one TCP port per distinct provider port.
  *
  * Generated hosts and names are checked for collisions across services: a colliding service is
- * reported and left out, never merged into another. The service that held the host in the
- * previous build keeps it, so a newcomer cannot take a host away from a running service; among
- * newcomers the first in (interface, group, version) order wins.
+ * reported and left out, never merged into another. The service registered first keeps the host
+ * (the oldest `timestamp` of its providers; services without one come after), so a newcomer
+ * cannot take a host away from a running service; on a tie the first in (interface, group,
+ * version) order wins. The registry alone decides: every replica, and a restarted one, agrees.
  *
  * Stateful for speed and stability: an interface whose registrations are the same map as in the
  * last build is not looked at again (its services, hosts and objects are reused), collisions are
@@ -159,17 +162,9 @@ export class DubboServiceBuilder {
   /** The interfaces of the last build, sorted. */
   private sorted: readonly string[] = [];
   private createTimes = new Map<string, Timestamp>();
-  private hostOwners = new Map<string, string>();
-  private nameOwners = new Map<string, string>();
   /** Keys of the services the last settling of collisions left out, and its errors. */
   private losers: ReadonlySet<string> = NO_LOSERS;
   private collisionErrors: readonly MeshmuxError[] = [];
-  /**
-   * Whether the owners the last settling left are those it started from: then settling the same
-   * claims again gives the same outcome. (A host's holder that loses its name holds the host no
-   * longer, and the next settling may give the host to another claimant.)
-   */
-  private settled = true;
   /** How many claims make each host, and each name: see {@link ClaimChanges}. */
   private readonly hostClaims = new Map<string, number>();
   private readonly nameClaims = new Map<string, number>();
@@ -211,8 +206,8 @@ export class DubboServiceBuilder {
     }
     if (came.length > 0 || gone.length > 0) this.sorted = resorted(this.sorted, came, gone);
     const interfaces = this.sorted.map((iface) => this.interfaces.get(iface) as InterfaceBuild);
-    if (!this.settled || (claims.changed && !claims.alone())) this.settle(interfaces);
-    else if (claims.changed) this.claimAlone(claims);
+    // A claim alone with its host and name, before and after, wins them and changes no other outcome.
+    if (claims.changed && !claims.alone()) this.settle(interfaces);
 
     const errors: MeshmuxError[] = [];
     const warnings: MeshmuxError[] = [];
@@ -325,7 +320,12 @@ export class DubboServiceBuilder {
         );
         continue;
       }
-      claims.push({ service, host: result.host, name: boundedName(result.host, MAX_OBJECT_NAME) });
+      claims.push({
+        service,
+        host: result.host,
+        name: boundedName(result.host, MAX_OBJECT_NAME),
+        since: registeredSince(service.providers),
+      });
     }
     return {
       parses,
@@ -381,7 +381,6 @@ export class DubboServiceBuilder {
     const byHost = settle(
       claims,
       (c) => c.host,
-      this.hostOwners,
       (winner, loser) =>
         errors.push(
           this.error(
@@ -395,7 +394,6 @@ export class DubboServiceBuilder {
     const byName = settle(
       byHost,
       (c) => c.name,
-      this.nameOwners,
       (winner, loser) =>
         errors.push(
           this.error(
@@ -406,11 +404,6 @@ export class DubboServiceBuilder {
           ),
         ),
     );
-    const hostOwners = new Map(byName.map((c) => [c.host, c.service.key]));
-    const nameOwners = new Map(byName.map((c) => [c.name, c.service.key]));
-    this.settled = sameEntries(hostOwners, this.hostOwners) && sameEntries(nameOwners, this.nameOwners);
-    this.hostOwners = hostOwners;
-    this.nameOwners = nameOwners;
     this.collisionErrors = errors;
     if (byName.length === claims.length) {
       // Nothing left out (nearly always): a new empty set only when the last one was not, so
@@ -424,23 +417,6 @@ export class DubboServiceBuilder {
     // The same services left out as before: the outputs made for them stand.
     if (losers.size !== this.losers.size || [...losers].some((key) => !this.losers.has(key))) {
       this.losers = losers;
-    }
-  }
-
-  /**
-   * Takes claims that came or went when none of them shares its host or name with another claim,
-   * before or after: each that came wins its host and name, each that went gives them up, and no
-   * other claim's outcome can change (the owners stood where the last settling left them), so
-   * the services left out and the errors saying so stay as they were.
-   */
-  private claimAlone(claims: ClaimChanges): void {
-    for (const c of claims.went) {
-      if (this.hostOwners.get(c.host) === c.service.key) this.hostOwners.delete(c.host);
-      if (this.nameOwners.get(c.name) === c.service.key) this.nameOwners.delete(c.name);
-    }
-    for (const c of claims.came) {
-      this.hostOwners.set(c.host, c.service.key);
-      this.nameOwners.set(c.name, c.service.key);
     }
   }
 
@@ -699,14 +675,10 @@ function sameClaims(a: readonly Claim[], b: readonly Claim[]): boolean {
   for (let i = 0; i < a.length; i++) {
     const x = a[i] as Claim;
     const y = b[i] as Claim;
-    if (x.service.key !== y.service.key || x.host !== y.host || x.name !== y.name) return false;
+    if (x.service.key !== y.service.key || x.host !== y.host || x.name !== y.name || x.since !== y.since) {
+      return false;
+    }
   }
-  return true;
-}
-
-function sameEntries(a: ReadonlyMap<string, string>, b: ReadonlyMap<string, string>): boolean {
-  if (a.size !== b.size) return false;
-  for (const [key, value] of a) if (b.get(key) !== value) return false;
   return true;
 }
 
@@ -725,13 +697,26 @@ function registrationTime(p: DubboProvider): number {
 }
 
 /**
- * Keeps one claimant per value of `keyOf`: the previous owner if it still claims, otherwise
- * the first in order. Calls `lost` for every other claimant. Returns the winners in input order.
+ * The registration time of a service's oldest provider that states one; infinity when none
+ * does, so that a service the registry dates comes before one it does not.
+ */
+function registeredSince(providers: readonly DubboProvider[]): number {
+  let since = Number.POSITIVE_INFINITY;
+  for (const p of providers) {
+    const t = registrationTime(p);
+    if (t > 0 && t < since) since = t;
+  }
+  return since;
+}
+
+/**
+ * Keeps one claimant per value of `keyOf`: the one registered first (see {@link Claim.since}),
+ * on a tie the first in order. Calls `lost` for every other claimant. Returns the winners in
+ * input order.
  */
 function settle(
   claims: readonly Claim[],
   keyOf: (c: Claim) => string,
-  previousOwners: ReadonlyMap<string, string>,
   lost: (winner: Claim, loser: Claim) => void,
 ): Claim[] {
   const byValue = new Map<string, Claim[]>();
@@ -741,10 +726,10 @@ function settle(
     else list.push(c);
   }
   const winners = new Set<Claim>();
-  for (const [value, list] of byValue) {
-    const previous = previousOwners.get(value);
-    const winner = list.find((c) => c.service.key === previous) ?? list[0];
+  for (const list of byValue.values()) {
+    let winner = list[0];
     if (winner === undefined) continue;
+    for (const c of list) if (c.since < winner.since) winner = c;
     winners.add(winner);
     for (const c of list) if (c !== winner) lost(winner, c);
   }
