@@ -44,9 +44,9 @@ export interface SourceSnapshotEvent {
    * `mcp-sink` source is a listing of its kinds, whatever this says.
    */
   readonly listed?: ReadonlySet<string>;
-  /** Objects rejected in this state; each names where and why. */
+  /** Objects rejected in this state; each names where and why. Must not be altered. */
   readonly errors: readonly MeshmuxError[];
-  /** Things skipped or repaired (unknown kinds, pruned fields). */
+  /** Things skipped or repaired (unknown kinds, pruned fields). Must not be altered. */
   readonly warnings: readonly MeshmuxError[];
   /**
    * W3C `traceparent` the upstream sent with this state (e.g. gRPC metadata), if any: the trace

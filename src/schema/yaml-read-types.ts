@@ -36,8 +36,12 @@ export interface ReadYamlAsyncOptions extends ReadYamlOptions {
 export interface ReadYamlResult {
   /** Valid Istio objects, in document order. */
   readonly resources: ConfigResource[];
-  /** One or more per rejected document; each names file, document index, line and field. */
+  /**
+   * One or more per rejected document; each names file, document index, line and field. Only the
+   * first documents' are listed (`MAX_DOCUMENTS_WITH_PROBLEMS_LISTED`), then one error counts the
+   * rest; nothing is read past the `MAX_REJECTED_DOCUMENTS`th rejected document.
+   */
   readonly errors: MeshmuxError[];
-  /** Skipped non-Istio documents, pruned unknown fields, duplicate keys. */
+  /** Skipped non-Istio documents, pruned unknown fields, duplicate keys; listed as errors are. */
   readonly warnings: MeshmuxError[];
 }

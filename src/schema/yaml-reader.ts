@@ -108,12 +108,31 @@ function yamlReason(message: string): string {
   return message.replace(/ at line \d+, column \d+:?[\s\S]*$/, '').trim();
 }
 
+/**
+ * Documents of one file whose errors are listed, and as many whose warnings are; each further one
+ * is only counted. A file of a million tiny bad documents (`x\n---\n` repeated) is a few MiB,
+ * under any size cap, and every problem listed costs memory and time downstream (status,
+ * comparison, logs, /debug/sources) on every read of it.
+ */
+export const MAX_DOCUMENTS_WITH_PROBLEMS_LISTED = 100;
+
+/**
+ * Rejected documents after which the rest of a file is not read: parsing alone costs time for
+ * each one, and a file this broken holds nothing worth waiting for (it keeps serving what it
+ * served before, as any file with errors does).
+ */
+export const MAX_REJECTED_DOCUMENTS = 10_000;
+
 class DocumentReader {
   readonly resources: ConfigResource[] = [];
   readonly errors: MeshmuxError[] = [];
   readonly warnings: MeshmuxError[] = [];
 
   private readonly budget: AliasBudget;
+  private documentsWithErrors = 0;
+  private documentsWithWarnings = 0;
+  /** The last document read. */
+  private lastIndex = -1;
 
   constructor(
     private readonly options: ReadYamlOptions,
@@ -126,7 +145,59 @@ class DocumentReader {
     return this.lines.linePos(offset).line;
   }
 
+  /** Reads one document, listing its problems while the file has not listed too many. */
   read(doc: Document.Parsed, index: number): void {
+    const errors = this.errors.length;
+    const warnings = this.warnings.length;
+    this.lastIndex = index;
+    this.readDocument(doc, index);
+    if (this.errors.length > errors && ++this.documentsWithErrors > MAX_DOCUMENTS_WITH_PROBLEMS_LISTED) {
+      this.errors.length = errors;
+    }
+    if (
+      this.warnings.length > warnings &&
+      ++this.documentsWithWarnings > MAX_DOCUMENTS_WITH_PROBLEMS_LISTED
+    ) {
+      this.warnings.length = warnings;
+    }
+  }
+
+  /** Whether the file has rejected so many documents that the rest of it is not read. */
+  get full(): boolean {
+    return this.documentsWithErrors >= MAX_REJECTED_DOCUMENTS;
+  }
+
+  /** What the file yields, once every document is read or it is {@link full}. */
+  result(): ReadYamlResult {
+    const file = this.options.file;
+    const unlisted = (count: number) => count - MAX_DOCUMENTS_WITH_PROBLEMS_LISTED;
+    if (unlisted(this.documentsWithErrors) > 0) {
+      const stopped = this.full
+        ? `; nothing after document ${this.lastIndex} is read once ${MAX_REJECTED_DOCUMENTS} are rejected`
+        : '';
+      this.errors.push(
+        new MeshmuxError(
+          'LIMIT',
+          `${unlisted(this.documentsWithErrors)} more documents rejected; the first ` +
+            `${MAX_DOCUMENTS_WITH_PROBLEMS_LISTED} with errors are listed${stopped}`,
+          { file },
+        ),
+      );
+    }
+    if (unlisted(this.documentsWithWarnings) > 0) {
+      this.warnings.push(
+        new MeshmuxError(
+          'LIMIT',
+          `${unlisted(this.documentsWithWarnings)} more documents with warnings; the first ` +
+            `${MAX_DOCUMENTS_WITH_PROBLEMS_LISTED} are listed`,
+          { file },
+        ),
+      );
+    }
+    return { resources: this.resources, errors: this.errors, warnings: this.warnings };
+  }
+
+  private readDocument(doc: Document.Parsed, index: number): void {
     const contents = doc.contents;
     const start = this.lineOf(contents?.range[0] ?? doc.range[0]);
     const where: ErrorLocation = { file: this.options.file, doc: index, line: start };
@@ -306,8 +377,11 @@ function documentsOf(
 export function readYamlDocuments(text: string, options: ReadYamlOptions): ReadYamlResult {
   const { docs, reader } = documentsOf(text, options);
   let index = 0;
-  for (const doc of docs) reader.read(doc, index++);
-  return { resources: reader.resources, errors: reader.errors, warnings: reader.warnings };
+  for (const doc of docs) {
+    reader.read(doc, index++);
+    if (reader.full) break;
+  }
+  return reader.result();
 }
 
 /**
@@ -327,12 +401,13 @@ export async function readYamlDocumentsInSlices(
   let index = 0;
   for (const doc of docs) {
     reader.read(doc, index++);
+    if (reader.full) break;
     if (now() - sliceStart >= sliceMs) {
       await new Promise<void>((resolve) => setImmediate(resolve));
       sliceStart = now();
     }
   }
-  return { resources: reader.resources, errors: reader.errors, warnings: reader.warnings };
+  return reader.result();
 }
 
 /** The process's one YAML reading worker, started by the first read. */

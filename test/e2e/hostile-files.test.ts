@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { MAX_DOCUMENTS_WITH_PROBLEMS_LISTED, MAX_REJECTED_DOCUMENTS } from '../../src/schema/yaml-reader.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { aliasBomb, plainServiceEntry, writeHugeYaml } from '../support/hostile-files.js';
 import { tempDir } from '../support/meshmux-harness.js';
@@ -100,13 +101,13 @@ describe('hostile files in a watched folder', () => {
     const sources = (await (await fetch(`${meshmux.admin}/debug/sources`)).json()) as Array<{
       errors: string[];
     }>;
-    const refusals = sources
-      .flatMap((x) => x.errors)
-      .filter((e) => /bombs\.yaml doc \d+ .*alias expansion limit/.test(e)).length;
+    const errors = sources.flatMap((x) => x.errors);
+    const refusals = errors.filter((e) => /bombs\.yaml doc \d+ .*alias expansion limit/.test(e)).length;
     console.log(
-      `# 2,000 alias-bomb documents (${bombs.join('').length} bytes): ${refusals} refused ("${rejection(refused)}"); longest event-loop stall while read ${counters.eventLoopDelayMaxMs} ms (goal ≤ 50 ms)`,
+      `# 2,000 alias-bomb documents (${bombs.join('').length} bytes): ${refusals} refusals listed ("${rejection(refused)}"); longest event-loop stall while read ${counters.eventLoopDelayMaxMs} ms (goal ≤ 50 ms)`,
     );
-    assert.equal(refusals, 2_000);
+    assert.equal(refusals, MAX_DOCUMENTS_WITH_PROBLEMS_LISTED);
+    assert.ok(errors.some((e) => /bombs\.yaml: 1900 more documents rejected/.test(e)));
     assert.ok(!client.configs(SE).has('shop/bomb-0'));
     await stillServes('after-bombs');
   });
@@ -131,5 +132,40 @@ describe('hostile files in a watched folder', () => {
     console.log(`# invalid UTF-8: "${rejection(refused)}"`);
     assert.ok(!client.configs(SE).has('shop/latin1'));
     await stillServes('after-latin1');
+  });
+  it('lists the first rejected documents of a file of 200,000 tiny invalid ones and counts the rest, and keeps serving', async () => {
+    const from = meshmux.logs.length;
+    await meshmux.resetCounters();
+    const documents = 200_000;
+    // 1.1 MiB, far under the size cap: every document `x`, a scalar where a map belongs.
+    await writeFile(path.join(dir, 'tiny.yaml'), 'x\n---\n'.repeat(documents));
+    const movedAt = performance.now();
+    await rename(path.join(dir, 'tiny.yaml'), path.join(dir, 'mesh', 'tiny.yaml'));
+    const counted =
+      `tiny.yaml: ${MAX_REJECTED_DOCUMENTS - MAX_DOCUMENTS_WITH_PROBLEMS_LISTED} more documents rejected; ` +
+      `the first ${MAX_DOCUMENTS_WITH_PROBLEMS_LISTED} with errors are listed; ` +
+      `nothing after document ${MAX_REJECTED_DOCUMENTS - 1} is read`;
+    await meshmux.waitForLog(
+      (l) => rejection(l).startsWith('mesh/tiny.yaml doc 0 '),
+      from,
+      60_000,
+      'the first tiny document rejected',
+    );
+    await stillServes('after-tiny');
+    const servedMs = performance.now() - movedAt;
+    const body = await (await fetch(`${meshmux.admin}/debug/sources`)).text();
+    const errors = (JSON.parse(body) as Array<{ errors: string[] }>).flatMap((x) => x.errors);
+    const listed = errors.filter((e) => e.startsWith('mesh/tiny.yaml doc ')).length;
+    const { process: counters } = await meshmux.counters();
+    console.log(
+      `# ${documents} tiny invalid documents: ${listed} listed, then "${counted}": ${errors.some((e) => e.includes(counted))}; another file's edit served ${servedMs.toFixed(0)} ms after the move; /debug/sources ${body.length} bytes; max RSS ${(counters.maxRssBytes / MiB).toFixed(0)} MiB, longest event-loop stall ${counters.eventLoopDelayMaxMs} ms`,
+    );
+    assert.equal(listed, MAX_DOCUMENTS_WITH_PROBLEMS_LISTED);
+    assert.ok(
+      errors.some((e) => e.includes(counted)),
+      `"${counted}" is listed`,
+    );
+    assert.ok(body.length < MiB, '/debug/sources stays small');
+    await rm(path.join(dir, 'mesh', 'tiny.yaml'));
   });
 });

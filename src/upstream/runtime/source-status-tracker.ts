@@ -124,9 +124,21 @@ function kindsKey(kinds: ReadonlySet<string> | undefined): string {
   return kinds === undefined ? '*' : [...kinds].sort().join(',');
 }
 
+/**
+ * The problems of each list served, described once: a source serves the same lists again on every
+ * rescan that finds nothing new, and describing each problem again would cost as much each time.
+ */
+const describedLists = new WeakMap<readonly MeshmuxError[], string>();
+
+function described(list: readonly MeshmuxError[]): string {
+  let key = describedLists.get(list);
+  if (key === undefined) {
+    key = list.map((e) => e.describe()).join('\n');
+    describedLists.set(list, key);
+  }
+  return key;
+}
+
 function problemsKey(event: SourceSnapshotEvent): string {
-  const parts: string[] = [];
-  for (const e of event.errors) parts.push(`E${e.describe()}`);
-  for (const w of event.warnings) parts.push(`W${w.describe()}`);
-  return parts.join('\n');
+  return `E${described(event.errors)}\nW${described(event.warnings)}`;
 }
