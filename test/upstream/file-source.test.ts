@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { SourceSnapshotEvent } from '../../src/core/source-event.js';
@@ -326,5 +326,30 @@ describe('the file source', () => {
     const { first } = await start({}, { path: dir, settleMs: 150, vanishGraceMs: 20 });
     assert.equal(first.resources.length, 2001, 'every file, the fresh one too');
     assert.ok(names(first).includes('fresh'));
+  });
+  it('reads again a file copied over with its size and modification time kept, as cp -p and rsync -a do', async () => {
+    const { dir, recorder } = await start({ 'cart.yaml': serviceEntry('cart', 'cart-a.example.com') });
+    const build = path.join(root, `build-${counter}.yaml`);
+    const served = path.join(dir, 'cart.yaml');
+    /** A build output of fixed time (as reproducible builds leave it) copied over the served file. */
+    const copyBuild = async (host: string): Promise<void> => {
+      await writeFile(build, serviceEntry('cart', host));
+      await utimes(build, 1, 1);
+      await copyFile(build, served);
+      await utimes(served, 1, 1);
+    };
+    const hosting = (host: string, from: number) =>
+      recorder.next(
+        (e) => e.type === 'snapshot' && [...e.resources].some((r) => Buffer.from(r.body).includes(host)),
+        from,
+        5_000,
+      );
+    let from = recorder.count;
+    await copyBuild('cart-b.example.com');
+    await hosting('cart-b.example.com', from);
+    from = recorder.count;
+    // Same length, same time, same inode: only its status-change time tells it was written.
+    await copyBuild('cart-c.example.com');
+    await hosting('cart-c.example.com', from);
   });
 });

@@ -52,10 +52,25 @@ export interface FileSourceOptions {
   readonly restored?: (() => Iterable<ConfigResource> | undefined) | undefined;
 }
 
-/** Size and modification time of a file when last read: a file whose stamp differs is read again. */
+/**
+ * What identifies a file's content when last read: a file whose stamp differs is read again. Size
+ * and modification time alone miss a copy that keeps both (`cp -p`, `rsync -a`, `tar x` of a
+ * reproducible build); such a copy still changes the inode (a rename over the file) or the
+ * status-change time (a write in place), which no program can set back.
+ */
 interface FileStamp {
+  readonly ino: number;
+  readonly ctimeMs: number;
   readonly mtimeMs: number;
   readonly size: number;
+}
+
+function stampOf(info: FileStamp): FileStamp {
+  return { ino: info.ino, ctimeMs: info.ctimeMs, mtimeMs: info.mtimeMs, size: info.size };
+}
+
+function sameStamp(a: FileStamp, b: FileStamp): boolean {
+  return a.ino === b.ino && a.ctimeMs === b.ctimeMs && a.mtimeMs === b.mtimeMs && a.size === b.size;
 }
 
 /** Errors logged one by one per change of a source's errors; the rest are counted. */
@@ -100,7 +115,7 @@ class FileSourceRun {
   private set: YamlFileSet = EMPTY_YAML_FILE_SET;
   /** What a restart restored, until the first set is built from it. */
   private restored: Iterable<ConfigResource> | undefined;
-  /** Per file, the size and time its entry in `set` was read at; absent means read it again. */
+  /** Per file, the stamp its entry in `set` was read at; absent means read it again. */
   private readonly stamps = new Map<string, FileStamp>();
   /** When each file that held objects was first seen empty or absent. */
   private readonly vanishedSince = new Map<string, number>();
@@ -259,7 +274,7 @@ class FileSourceRun {
   private async readOne(file: string, prev: YamlFileRead | undefined): Promise<YamlFileRead> {
     const info = await stat(file);
     const stamp = this.stamps.get(file);
-    if (prev !== undefined && stamp?.mtimeMs === info.mtimeMs && stamp.size === info.size) return prev;
+    if (prev !== undefined && stamp !== undefined && sameStamp(stamp, info)) return prev;
     this.stamps.delete(file);
     // Modified less than `settleMs` ago: its writer may be between two writes, the file holding
     // only the first. Keep what it held and read it once it has been quiet that long. The clock
@@ -270,7 +285,7 @@ class FileSourceRun {
     const bytes = info.size > this.maxFileBytes ? undefined : await readAtMost(file, this.maxFileBytes);
     if (bytes !== undefined) {
       const after = await stat(file);
-      if (after.mtimeMs !== info.mtimeMs || after.size !== info.size || bytes.length !== after.size) {
+      if (!sameStamp(after, info) || bytes.length !== after.size) {
         // Written to while read: keep what it held and read it again once the writer is done.
         return this.readLater(prev, this.settleMs);
       }
@@ -288,7 +303,7 @@ class FileSourceRun {
     } else {
       this.vanishedSince.delete(file);
     }
-    this.stamps.set(file, { mtimeMs: info.mtimeMs, size: info.size });
+    this.stamps.set(file, stampOf(info));
     return withInstancesOf(prev, result);
   }
 
