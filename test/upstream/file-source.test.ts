@@ -352,4 +352,24 @@ describe('the file source', () => {
     await copyBuild('cart-c.example.com');
     await hosting('cart-c.example.com', from);
   });
+
+  it('follows a single-file source updated by renaming a new copy over it, edit after edit', async () => {
+    const dir = path.join(root, `case-${++counter}`);
+    await mkdir(dir);
+    const file = path.join(dir, 'mesh.yaml');
+    await writeFile(file, serviceEntry('v0'));
+    // Rescans far apart: only file-system events can bring the edits in time.
+    const recorder = new SourceEventRecorder(
+      new FileSource({ name: 'local', path: file, defaultNamespace: 'default', rescanMs: 60_000 }).events$,
+    );
+    running.push(recorder);
+    await snapshotWith(recorder, 'v0', 0);
+    for (let i = 1; i <= 3; i++) {
+      const from = recorder.count;
+      await writeFile(`${file}.tmp`, serviceEntry(`v${i}`));
+      await rename(`${file}.tmp`, file);
+      const next = await snapshotWith(recorder, `v${i}`, from);
+      assert.deepEqual(names(next), [`v${i}`]);
+    }
+  });
 });

@@ -1,5 +1,6 @@
-import { watch, type FSWatcher } from 'node:fs';
+import { statSync, watch, type FSWatcher } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
+import path from 'node:path';
 import { Observable, type SchedulerLike } from '../../core/rx.js';
 import { toMeshmuxError } from '../../core/errors.js';
 import { componentLogger, type Logger } from '../../core/logger.js';
@@ -158,7 +159,7 @@ class FileSourceRun {
     this.firstStateDue = this.clock.now() + this.graceMs;
     this.tracker.connecting();
     try {
-      this.watcher = watch(this.options.path, { recursive: true, persistent: false }, () => this.onFsEvent());
+      this.watcher = this.watchPath();
       this.watcher.on('error', (err) =>
         this.log.warn({ err: err.message }, 'file watch failed; relying on rescans'),
       );
@@ -175,6 +176,25 @@ class FileSourceRun {
     this.cancelRescan?.();
     this.cancelSettle?.();
     this.cancelFollowUp?.();
+  }
+
+  /**
+   * Watches a folder source recursively, and a single-file source through its folder: a watch on
+   * the file itself follows its inode, which an atomic update (write a copy, rename it over the
+   * file) replaces, after which the watch never fires again. In that folder only the file's own
+   * name counts, and names starting with `..`: the kubelet updates a ConfigMap key mounted as
+   * a file by swapping its `..data` symlink (see {@link listYamlFiles}).
+   */
+  private watchPath(): FSWatcher {
+    const target = this.options.path;
+    const options = { persistent: false };
+    if (!statSync(target).isFile()) {
+      return watch(target, { ...options, recursive: true }, () => this.onFsEvent());
+    }
+    const name = path.basename(target);
+    return watch(path.dirname(target), options, (_event, changed) => {
+      if (changed === null || changed === name || changed.startsWith('..')) this.onFsEvent();
+    });
   }
 
   /** A file-system event: scan once the writer has been quiet for `settleMs`. */
