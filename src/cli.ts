@@ -242,7 +242,10 @@ async function filesOf(target: string, maxFileBytes: number): Promise<ValidatedF
     };
   }
   const files: Array<{ name: string; size: number; bytes: Buffer | undefined }> = [];
-  for (const file of await listYamlFiles(target)) {
+  const { files: found, unreadable } = await listYamlFiles(target);
+  // A folder it cannot list fails the validation: what it holds is unknown.
+  if (unreadable[0] !== undefined) throw unreadable[0].error;
+  for (const file of found) {
     const size = (await stat(file)).size;
     files.push({
       name: shownPath(file),

@@ -24,6 +24,8 @@ export interface MeshmuxProcessOptions {
   readonly timeoutMs?: number;
   /** The entry point to run with node; default this checkout's `dist/bundle/cli.js` (an installed `bin/meshmux`, say). */
   readonly cli?: string;
+  /** The user and group to run as (the test must run as root); default the test's own. */
+  readonly user?: { readonly uid: number; readonly gid: number };
 }
 
 interface LogWaiter {
@@ -114,6 +116,7 @@ export class MeshmuxProcess {
         cwd: options.cwd,
         env: { ...process.env, MESHMUX_LOG_LEVEL: 'info', ...options.env },
         stdio: ['ignore', 'pipe', 'pipe'],
+        ...options.user,
       },
     );
     const meshmux = new MeshmuxProcess(child, `meshmux serve --config ${configFile}`);

@@ -51,7 +51,7 @@ describe('a file source on a ConfigMap volume', () => {
       await writeFile(path.join(t.dir, 'outside.yaml'), plainServiceEntry('outside'));
       await symlink(path.join(t.dir, 'outside.yaml'), path.join(dir, 'outside.yaml'));
       assert.deepEqual(
-        (await listYamlFiles(dir)).map((f) => path.relative(dir, f)),
+        (await listYamlFiles(dir)).files.map((f) => path.relative(dir, f)),
         ['cart.yaml', 'shop.yaml'],
       );
     } finally {

@@ -2,7 +2,7 @@ import { statSync, watch, type FSWatcher } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Observable, type SchedulerLike } from '../../core/rx.js';
-import { toMeshmuxError } from '../../core/errors.js';
+import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import { componentLogger, type Logger } from '../../core/logger.js';
 import type { ConfigResource, Timestamp } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent, SourceSnapshotEvent } from '../../core/source-event.js';
@@ -121,6 +121,8 @@ class FileSourceRun {
   /** When each file that held objects was first seen empty or absent. */
   private readonly vanishedSince = new Map<string, number>();
   private loggedErrors: ReadonlySet<string> = new Set();
+  /** The failure of the last scan, as logged; undefined after a scan that succeeded. */
+  private scanFailure: string | undefined;
   /** The state last handed to the tracker, built from {@link set}. */
   private lastState: SourceSnapshotEvent | undefined;
   private watcher: FSWatcher | undefined;
@@ -233,9 +235,17 @@ class FileSourceRun {
     }
     this.scanning = true;
     this.scan()
+      .then(() => {
+        this.scanFailure = undefined;
+      })
       .catch((err: unknown) => {
         const error = toMeshmuxError(err, 'UNAVAILABLE', { file: this.options.path });
-        this.log.error({ error: error.describe() }, 'cannot read the source path');
+        // Every rescan meets the same failure again: logged when it appears or changes.
+        const described = error.describe();
+        if (described !== this.scanFailure) {
+          this.log.error({ error: described }, 'cannot read the source path');
+        }
+        this.scanFailure = described;
         this.tracker.failed(error);
       })
       .finally(() => {
@@ -250,9 +260,13 @@ class FileSourceRun {
   private async scan(): Promise<void> {
     const startedAt = this.clock.now();
     const first = this.scans++ === 0;
-    const found = await listYamlFiles(this.options.path);
+    const { files: found, unreadable } = await listYamlFiles(this.options.path);
     const reads: Array<[string, YamlFileRead]> = [];
     const present = new Set(found);
+    for (const { folder, error } of unreadable) {
+      present.add(folder);
+      reads.push([folder, this.unreadableFolder(folder, error)]);
+    }
     for (const file of found) {
       const prev = this.set.files.get(file);
       try {
@@ -265,6 +279,12 @@ class FileSourceRun {
     }
     for (const [file, prev] of this.set.files) {
       if (present.has(file)) continue;
+      // Under a folder that cannot be listed now, a file is unknown, not gone: it keeps what it
+      // served, as a file that cannot be read does.
+      if (unreadable.some(({ folder }) => file.startsWith(`${folder}${path.sep}`))) {
+        reads.push([file, prev]);
+        continue;
+      }
       this.stamps.delete(file);
       if (this.withinGrace(file, prev)) reads.push([file, prev]);
       else this.vanishedSince.delete(file);
@@ -325,6 +345,23 @@ class FileSourceRun {
     }
     this.stamps.set(file, stampOf(info));
     return withInstancesOf(prev, result);
+  }
+
+  /**
+   * The entry of a folder that cannot be listed: its error alone. The previous entry itself while
+   * the error is the same, so a rescan that finds it so again changes nothing and logs nothing.
+   */
+  private unreadableFolder(folder: string, err: unknown): YamlFileRead {
+    const reason = err instanceof Error ? err.message : String(err);
+    const error = new MeshmuxError(
+      'UNAVAILABLE',
+      `cannot list this folder, so its files keep what they served: ${reason}`,
+      { file: shownPath(folder) },
+      { cause: err },
+    );
+    const prev = this.set.files.get(folder);
+    const same = prev?.errors.length === 1 && prev.errors[0]?.describe() === error.describe();
+    return same && prev !== undefined ? prev : { resources: [], errors: [error], warnings: [] };
   }
 
   /** What a file not read now yields until it is read `ms` from now: what it held, if anything. */

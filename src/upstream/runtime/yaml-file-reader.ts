@@ -51,26 +51,51 @@ export async function readYamlBytes(options: YamlBytesOptions): Promise<YamlFile
   });
 }
 
+/** What {@link listYamlFiles} found. */
+export interface YamlFileListing {
+  /** Every YAML or JSON file found, in path order. */
+  readonly files: string[];
+  /**
+   * Each folder below the root that could not be listed (a volume's `lost+found` is not readable
+   * by anyone but root), with why, in path order. What lies under one is unknown, not gone.
+   */
+  readonly unreadable: Array<{ readonly folder: string; readonly error: unknown }>;
+}
+
 /**
- * Every YAML or JSON file (`*.yaml`, `*.yml`, `*.json`) at or below `root`, in path order; a
- * single file is returned as itself, whatever its name. A symlink to a file is listed when its
- * target is inside `root` (never one leading out of it); folders named `..*` are skipped (see
- * {@link hiddenByKubelet}). Rejects when `root` cannot be read.
+ * Every YAML or JSON file (`*.yaml`, `*.yml`, `*.json`) at or below `root`; a single file is
+ * listed as itself, whatever its name. A symlink to a file is listed when its target is inside
+ * `root` (never one leading out of it); folders named `..*` are skipped (see
+ * {@link hiddenByKubelet}). A subfolder that cannot be listed is reported, not fatal: one
+ * unreadable folder must not hide every other file. Rejects when `root` itself cannot be read.
  */
-export async function listYamlFiles(root: string): Promise<string[]> {
+export async function listYamlFiles(root: string): Promise<YamlFileListing> {
   const info = await stat(root);
-  if (info.isFile()) return [root];
+  if (info.isFile()) return { files: [root], unreadable: [] };
   const realRoot = await realpath(root);
-  const entries = await readdir(root, { recursive: true, withFileTypes: true });
-  const files: string[] = [];
-  for (const e of entries) {
-    if (!YAML_FILE.test(e.name)) continue;
-    const file = path.join(e.parentPath, e.name);
-    if (hiddenByKubelet(path.relative(root, file))) continue;
-    if (e.isFile()) files.push(file);
-    else if (e.isSymbolicLink() && (await fileInside(file, realRoot))) files.push(file);
+  const listing: YamlFileListing = { files: [], unreadable: [] };
+  const folders = [root];
+  for (let folder = folders.pop(); folder !== undefined; folder = folders.pop()) {
+    let entries;
+    try {
+      entries = await readdir(folder, { withFileTypes: true });
+    } catch (err) {
+      if (folder === root) throw err;
+      listing.unreadable.push({ folder, error: err });
+      continue;
+    }
+    for (const e of entries) {
+      const entry = path.join(folder, e.name);
+      if (hiddenByKubelet(path.relative(root, entry))) continue;
+      if (e.isDirectory()) folders.push(entry);
+      else if (!YAML_FILE.test(e.name)) continue;
+      else if (e.isFile()) listing.files.push(entry);
+      else if (e.isSymbolicLink() && (await fileInside(entry, realRoot))) listing.files.push(entry);
+    }
   }
-  return files.sort();
+  listing.files.sort();
+  listing.unreadable.sort((a, b) => (a.folder < b.folder ? -1 : a.folder > b.folder ? 1 : 0));
+  return listing;
 }
 
 /**
