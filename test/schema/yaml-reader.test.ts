@@ -5,6 +5,8 @@ import type { Timestamp } from '../../src/core/resource.js';
 import {
   decodeBody,
   encodeSpec,
+  MAX_DOCUMENTS_WITH_PROBLEMS_LISTED,
+  MAX_REJECTED_DOCUMENTS,
   readYamlDocuments,
   type ReadYamlResult,
 } from '../../src/schema/yaml-reader.js';
@@ -27,6 +29,32 @@ function virtualService(name: string, spec = 'hosts: [reviews]', extraMeta = '')
 }
 
 describe('readYamlDocuments', () => {
+  test('lists the errors of the first rejected documents of a file, counts the rest in one, and reads on', () => {
+    const bad = MAX_DOCUMENTS_WITH_PROBLEMS_LISTED + 50;
+    const result = read(`${'x\n---\n'.repeat(bad)}${virtualService('after')}`);
+    assert.deepEqual(
+      result.resources.map((r) => r.name),
+      ['after'],
+    );
+    assert.equal(result.errors.length, MAX_DOCUMENTS_WITH_PROBLEMS_LISTED + 1);
+    assert.equal(result.errors.at(-2)?.location.doc, MAX_DOCUMENTS_WITH_PROBLEMS_LISTED - 1);
+    assert.equal(
+      result.errors.at(-1)?.describe(),
+      `test.yaml: 50 more documents rejected; the first ${MAX_DOCUMENTS_WITH_PROBLEMS_LISTED} with errors are listed`,
+    );
+  });
+
+  test('stops reading a file at its last rejected document allowed, saying where', () => {
+    const result = read(`${'x\n---\n'.repeat(MAX_REJECTED_DOCUMENTS + 10)}${virtualService('after')}`);
+    assert.deepEqual(result.resources, []);
+    assert.match(
+      result.errors.at(-1)?.describe() ?? '',
+      new RegExp(
+        `nothing after document ${MAX_REJECTED_DOCUMENTS - 1} is read once ${MAX_REJECTED_DOCUMENTS} are rejected$`,
+      ),
+    );
+  });
+
   test('reads every document of a stream, numbering them from 0 and recording their first line', () => {
     const text = `# leading comment\n${virtualService('a')}---\n---\n# only a comment\n---\n${virtualService('b')}`;
     const { resources, errors, warnings } = read(text);
