@@ -22,6 +22,8 @@ export interface ZookeeperServerOptions {
   readonly tickTimeMs?: number;
   /** How long to wait for the server to answer `ruok`. Default 60 s. */
   readonly startTimeoutMs?: number;
+  /** Lines added to `zoo.cfg` (a server that enforces authentication, say). */
+  readonly extraConfig?: readonly string[];
 }
 
 function hasJava(): boolean {
@@ -92,6 +94,7 @@ export class ZookeeperServer {
           'maxSessionTimeout=60000',
           // Tests need speed, not durability across power loss.
           'forceSync=no',
+          ...(options.extraConfig ?? []),
           '',
         ].join('\n'),
       );

@@ -64,8 +64,77 @@ let library: typeof ZooKeeperClient | undefined;
 
 /** The ZooKeeper client library, loaded by the first watcher that connects: a process without a ZooKeeper source never loads it. */
 function zookeeperClient(): typeof ZooKeeperClient {
-  library ??= createRequire(import.meta.url)('node-zookeeper-client') as typeof ZooKeeperClient;
+  if (library === undefined) {
+    const require = createRequire(import.meta.url);
+    library = require('node-zookeeper-client') as typeof ZooKeeperClient;
+    guardAnswers(
+      library,
+      require('node-zookeeper-client/lib/ConnectionManager.js') as ConnectionManagerModule,
+    );
+  }
   return library;
+}
+
+/**
+ * Error codes of ZooKeeper servers newer than the client library, which knows those down to -115.
+ * A server that enforces authentication answers every request of a client without it with -124.
+ */
+const NEWER_CODES: ReadonlyMap<number, string> = new Map([
+  [-13, 'NEW_CONFIG_NO_QUORUM'],
+  [-14, 'RECONFIG_IN_PROGRESS'],
+  [-120, 'EPHEMERAL_ON_LOCAL_SESSION'],
+  [-121, 'NO_WATCHER'],
+  [-122, 'REQUEST_TIMEOUT'],
+  [-123, 'RECONFIG_DISABLED'],
+  [-124, 'SESSION_CLOSED_REQUIRE_SASL_AUTH'],
+  [-125, 'QUOTA_EXCEEDED'],
+  [-127, 'THROTTLED_OP'],
+]);
+
+interface ConnectionManagerModule {
+  prototype: {
+    onSocketData(this: { socket?: { destroy(): void }; pendingBuffer: unknown }, buffer: Buffer): void;
+  };
+}
+
+/**
+ * Makes what a server answers unable to throw out of the library. It throws, from the socket's data
+ * handler and so out of the process, on an error code it does not know (a real ZooKeeper 3.8 that
+ * enforces authentication stopped meshmux at its first request) and on bytes it cannot parse (a
+ * port that is not ZooKeeper's). Now an unknown code reaches the request's callback as an error
+ * naming it, and bytes that cannot be parsed drop the connection, which the library dials again.
+ */
+function guardAnswers(lib: typeof ZooKeeperClient, connections: ConnectionManagerModule): void {
+  const exceptions = lib.Exception as unknown as {
+    create(code: number, path?: string): ZooKeeperClient.Exception;
+    readonly SYSTEM_ERROR: number;
+  };
+  const create = exceptions.create;
+  exceptions.create = (code: number, path?: string) => {
+    try {
+      return create(code, path);
+    } catch {
+      // A code it does not know: an error of the library's kind all the same, named by the code.
+      const error = create(exceptions.SYSTEM_ERROR, path) as ZooKeeperClient.Exception & {
+        code: number;
+        name: string;
+        message: string;
+      };
+      error.code = code;
+      error.name = NEWER_CODES.get(code) ?? `UNKNOWN_${code}`;
+      error.message = `Exception: ${error.name}[${code}]${path === undefined ? '' : `@${path}`}`;
+      return error;
+    }
+  };
+  const onSocketData = connections.prototype.onSocketData;
+  connections.prototype.onSocketData = function (buffer: Buffer): void {
+    try {
+      onSocketData.call(this, buffer);
+    } catch {
+      this.pendingBuffer = null;
+      this.socket?.destroy();
+    }
+  };
 }
 
 interface SyncRound {
@@ -109,6 +178,8 @@ export class ZookeeperRegistryWatcher {
   private generation = 0;
   private stopped = false;
   private round: SyncRound | undefined;
+  /** What a read of the root last failed with, said once until a read succeeds or it changes. */
+  private rootError: string | undefined;
   private retryDelayMs = RETRY_MIN_MS;
   /** Clients replaced since the last connection for want of one. */
   private redials = 0;
@@ -419,7 +490,10 @@ export class ZookeeperRegistryWatcher {
           return;
         }
         if (err !== null) this.failRoot(err);
-        else this.applyRoot(children);
+        else {
+          this.rootError = undefined;
+          this.applyRoot(children);
+        }
         done();
       });
     });
@@ -427,7 +501,13 @@ export class ZookeeperRegistryWatcher {
 
   private failRoot(err: unknown): void {
     const error = toMeshmuxError(err, 'UNAVAILABLE', { file: this.options.root || '/' });
-    this.options.log.error({ error: error.describe() }, 'cannot read the registry root');
+    // A server that refuses every request of this client (one enforcing authentication) closes
+    // the session each time, and the library dials again at once: said once, not per dial.
+    const described = error.describe();
+    if (described !== this.rootError) {
+      this.rootError = described;
+      this.options.log.error({ error: described }, 'cannot read the registry root');
+    }
     if (this.round !== undefined) {
       this.round.failure = error;
       return;
