@@ -93,8 +93,14 @@ const NEWER_CODES: ReadonlyMap<number, string> = new Map([
 
 interface ConnectionManagerModule {
   prototype: {
-    onSocketData(this: { socket?: { destroy(): void }; pendingBuffer: unknown }, buffer: Buffer): void;
+    onSocketData: (this: ConnectionManager, buffer: Buffer) => void;
   };
+}
+
+/** What {@link guardAnswers} touches of the library's connection to a server. */
+interface ConnectionManager {
+  socket?: { destroy(): void };
+  pendingBuffer: unknown;
 }
 
 /**
@@ -106,7 +112,7 @@ interface ConnectionManagerModule {
  */
 function guardAnswers(lib: typeof ZooKeeperClient, connections: ConnectionManagerModule): void {
   const exceptions = lib.Exception as unknown as {
-    create(code: number, path?: string): ZooKeeperClient.Exception;
+    create: (this: void, code: number, path?: string) => ZooKeeperClient.Exception;
     readonly SYSTEM_ERROR: number;
   };
   const create = exceptions.create;
@@ -127,7 +133,7 @@ function guardAnswers(lib: typeof ZooKeeperClient, connections: ConnectionManage
     }
   };
   const onSocketData = connections.prototype.onSocketData;
-  connections.prototype.onSocketData = function (buffer: Buffer): void {
+  connections.prototype.onSocketData = function (this: ConnectionManager, buffer: Buffer): void {
     try {
       onSocketData.call(this, buffer);
     } catch {
