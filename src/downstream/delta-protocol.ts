@@ -79,8 +79,20 @@ class DeltaSubscription implements TypeSubscription<DeltaDiscoveryRequest> {
         this.unanswered.delete(name);
       }
     }
+    if (request.unsubscribe.length > 0) this.forgetUnsubscribed();
     this.owed ||= owed;
     return owed;
+  }
+
+  /**
+   * Drops from what the client holds every object it no longer subscribes: it dropped them itself,
+   * and a later subscription must send them again rather than find them already held.
+   */
+  private forgetUnsubscribed(): void {
+    const kept = (r: ConfigResource): boolean => this.subscribed(deltaName(r));
+    this.held = this.held.filter(kept);
+    if (this.pending !== undefined)
+      this.pending = { nonce: this.pending.nonce, held: this.pending.held.filter(kept) };
   }
 
   private subscribed(name: string): boolean {

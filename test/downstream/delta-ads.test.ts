@@ -146,6 +146,38 @@ describe('delta ADS served to another tier', () => {
     assert.deepEqual(resubscribed.removed_resources, [], 'an unsubscribed name is not answered as removed');
   });
 
+  it('sends an object again to a client that unsubscribed it and subscribes it again', async () => {
+    const stream = open();
+    stream.send({ node: NODE, type_url: SE, resource_names_subscribe: ['shop/cards'] });
+    const first = await stream.next(WAIT_MS);
+    assert.deepEqual(names(first), ['shop/cards']);
+    stream.ack(first);
+
+    // The client dropped shop/cards at the unsubscribe: the new subscription must bring it back.
+    const at = stream.received.length;
+    stream.send({ type_url: SE, resource_names_unsubscribe: ['shop/cards'] });
+    stream.send({ type_url: SE, resource_names_subscribe: ['shop/cards'] });
+    const again = await stream.responseAfter(at, () => true, WAIT_MS, 'the answer to the new subscription');
+    assert.deepEqual(names(again), ['shop/cards']);
+    assert.deepEqual(again.removed_resources, []);
+  });
+
+  it('sends the whole type again to a client that unsubscribed the wildcard and subscribes it again', async () => {
+    const stream = open();
+    stream.send({ node: NODE, type_url: SE });
+    const first = await stream.next(WAIT_MS);
+    const all = names(first);
+    assert.ok(all.length >= 2);
+    stream.ack(first);
+
+    const at = stream.received.length;
+    stream.send({ type_url: SE, resource_names_unsubscribe: ['*'] });
+    stream.send({ type_url: SE, resource_names_subscribe: ['*'] });
+    const again = await stream.responseAfter(at, () => true, WAIT_MS, 'the answer to the new wildcard');
+    assert.deepEqual(names(again), all);
+    assert.deepEqual(again.removed_resources, []);
+  });
+
   it('sends a client that lists what it holds only what differs', async () => {
     const probe = open();
     probe.send({ node: NODE, type_url: SE });
