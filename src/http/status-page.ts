@@ -1,4 +1,5 @@
 import type { ConfigSnapshot, Conflict, Rejection, SourceReport } from '../merge/config-snapshot.js';
+import { KINDS } from '../schema/kinds.js';
 import type { ReloadFailure } from '../telemetry/config-reloads.js';
 
 /** Where an istiod stands on a type (as `meshmux status` and `/debug/syncz` say). */
@@ -26,7 +27,7 @@ export interface StatusClient {
 export interface StatusPageOptions {
   /** Seconds between reloads. Default 5. */
   readonly refreshSeconds?: number;
-  /** Rows shown per long table (rejections, conflicts); the rest is counted. Default 200. */
+  /** Rows shown per long table (istiods, rejections, conflicts); the rest is counted. Default 200. */
   readonly maxRows?: number;
   /** The time printed in the page. Default now. */
   readonly now?: Date;
@@ -146,7 +147,7 @@ ${fleetSummary(clients)}
 · configuration ${options.reloadFailure === undefined ? '<span class="ok">loaded</span>' : '<span class="bad">reload refused</span>'}${options.configLoadedAt === undefined ? '' : ` (running since ${esc(options.configLoadedAt.toISOString())})`}
 · <span class="muted">as of ${esc(now.toISOString())}, reloads every ${refresh} s</span></p>
 ${sourcesTable(snapshot.sources)}
-${clientsTable(clients)}
+${clientsTable(clients, maxRows)}
 ${conflictsTable(snapshot.conflicts, maxRows)}
 ${rejectionsTable(rejections, invalid, maxRows)}
 </body>
@@ -228,27 +229,39 @@ function fleetSummary(clients: readonly StatusClient[]): string {
 <span class="badge b-bad" id="fleet-nacking">${counts.NACKED} NACKing</span></p>`;
 }
 
-function clientsTable(clients: readonly StatusClient[]): string {
+/**
+ * One row per istiod, worst first, at most `maxRows` of them; one column per type URL of a kind
+ * meshmux serves. A client may subscribe any type URL it makes up (each answered empty): those
+ * are counted in one column, so the table stays rows x served kinds whatever the clients ask.
+ */
+function clientsTable(clients: readonly StatusClient[], maxRows: number): string {
   if (clients.length === 0) return '<h2>Istiods</h2>\n<p id="clients" class="muted">no istiod connected</p>';
-  const typeUrls = [...new Set(clients.flatMap((c) => c.types.map((t) => t.typeUrl)))].sort();
-  // Worst first: the istiods that need a look are at the top.
+  const served = (typeUrl: string): boolean => KINDS.resolveTypeUrl(typeUrl) !== undefined;
+  const typeUrls = [
+    ...new Set(clients.flatMap((c) => c.types.filter((t) => served(t.typeUrl)).map((t) => t.typeUrl))),
+  ].sort();
+  // Worst first: the istiods that need a look are at the top, and stay on the page when it is cut.
   const sorted = [...clients].sort(
     (a, b) => SYNC_RANK[overall(b)] - SYNC_RANK[overall(a)] || (a.client.nodeId < b.client.nodeId ? -1 : 1),
   );
-  const rows = sorted.map((c) => {
+  const rows = sorted.slice(0, maxRows).map((c) => {
     const state = overall(c);
-    const byType = new Map(c.types.map((t) => [t.typeUrl, t]));
+    const types = c.types.filter((t) => served(t.typeUrl));
+    const others = c.types.length - types.length;
+    const byType = new Map(types.map((t) => [t.typeUrl, t]));
     const cells = typeUrls.map((u) => {
       const t = byType.get(u);
       if (t === undefined) return '<td class="t muted">–</td>';
       const nacks = t.nacks > 0 ? ` title="${t.nacks} NACK(s)"` : '';
       return `<td class="t"><span class="badge ${SYNC_CLASS[t.sync]}"${nacks}>${t.sync}</span></td>`;
     });
-    const versions = c.types
+    cells.push(others === 0 ? '<td class="t muted">–</td>' : `<td class="t">${others}</td>`);
+    const versions = types
       .map(
         (t) =>
           `${esc(t.typeUrl)}: sent <code>${esc(t.sentVersion ?? '-')}</code>, ACKed <code>${esc(t.ackedVersion ?? '-')}</code>${t.nacks > 0 ? `, ${t.nacks} NACK(s)` : ''}`,
       )
+      .concat(others === 0 ? [] : [`${others} other type URL(s): <a href="/debug/syncz">/debug/syncz</a>`])
       .join('<br>');
     const node = c.client.nodeId === '' ? '(unidentified)' : c.client.nodeId;
     return `<tr data-stream="${c.client.streamId}" data-state="${state}" data-node="${esc(node)}"><td>${esc(node)}
@@ -256,14 +269,18 @@ function clientsTable(clients: readonly StatusClient[]): string {
 <td>${esc(c.policy ?? '')}</td><td class="t"><span class="badge ${SYNC_CLASS[state]}">${state}</span></td>${cells.join('')}</tr>`;
   });
   const head = typeUrls.map((u) => `<th title="${esc(u)}">${esc(shortKind(u))}</th>`).join('');
+  const cut =
+    clients.length > maxRows
+      ? `\n<p id="clients-more" class="muted">and ${clients.length - maxRows} more istiod(s), none worse off than those above (see /debug/syncz)</p>`
+      : '';
   return `<h2>Istiods</h2>
 <p><input id="filter" type="search" placeholder="filter by node or policy" size="40">
 <select id="state-filter"><option value="">every state</option><option>NACKED</option><option>STALE</option><option>NOT SENT</option><option>SYNCED</option></select>
 <span class="muted">click a column to sort</span></p>
-<table id="clients"><thead><tr><th>istiod</th><th>policy</th><th>state</th>${head}</tr></thead>
+<table id="clients"><thead><tr><th>istiod</th><th>policy</th><th>state</th>${head}<th title="type URLs of no kind meshmux serves">other types</th></tr></thead>
 <tbody>
 ${rows.join('\n')}
-</tbody></table>
+</tbody></table>${cut}
 <script>${CLIENTS_SCRIPT}</script>`;
 }
 

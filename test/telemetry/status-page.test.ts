@@ -3,7 +3,7 @@ import { after, describe, it } from 'node:test';
 import { MeshmuxError } from '../../src/core/errors.js';
 import { esc, renderStatusPage, type StatusClient } from '../../src/http/status-page.js';
 import { firstMatch } from '../support/deadline.js';
-import { startRig, state, VS_URL, type Rig } from '../support/telemetry-rig.js';
+import { DR_URL, startRig, state, VS_URL, type Rig } from '../support/telemetry-rig.js';
 
 const HOSTILE = '<script>alert("x")</script>';
 
@@ -122,6 +122,59 @@ describe('the status page', () => {
 describe('the status page for a fleet', () => {
   const rigs: Rig[] = [];
   after(() => rigs.forEach((r) => r.stop()));
+
+  it('shows a column per served kind, counts made-up type URLs in one, and the worst istiods up to maxRows', async () => {
+    const rig = startRig(['git']);
+    rigs.push(rig);
+    const snapshot = await rig.send('git', state(['a']));
+    const type = (
+      typeUrl: string,
+      sync: StatusClient['types'][number]['sync'],
+    ): StatusClient['types'][number] => ({
+      typeUrl,
+      sentVersion: 'v1',
+      ackedVersion: sync === 'SYNCED' ? 'v1' : 'v0',
+      awaitingAck: false,
+      nacks: sync === 'NACKED' ? 1 : 0,
+      sync,
+    });
+    // 250 tools, each subscribing VirtualServices and 20 type URLs of its own, each answered empty.
+    const clients: StatusClient[] = Array.from({ length: 250 }, (_, i) => ({
+      client: { streamId: i, peer: `10.0.0.1:${1000 + i}`, nodeId: `tool-${String(i).padStart(3, '0')}` },
+      view: 'v',
+      connectedAt: '2026-01-01T00:00:00.000Z',
+      types: [
+        type(VS_URL, i === 249 ? 'NACKED' : 'SYNCED'),
+        ...(i === 7 ? [type(DR_URL, 'STALE')] : []),
+        ...Array.from({ length: 20 }, (_, t) => type(`type.example.com/s${i}.t${t}`, 'SYNCED')),
+      ],
+    }));
+    const html = renderStatusPage(snapshot, clients, { maxRows: 100 });
+    const table = html.slice(
+      html.indexOf('<table id="clients">'),
+      html.indexOf('</table>', html.indexOf('<table id="clients">')),
+    );
+    const head = [
+      ...(/<thead>([\s\S]*?)<\/thead>/.exec(table)?.[1] ?? '').matchAll(/<th[^>]*>([^<]*)<\/th>/g),
+    ].map((m) => m[1]);
+    assert.deepEqual(head, ['istiod', 'policy', 'state', 'DestinationRule', 'VirtualService', 'other types']);
+    assert.ok(!html.includes('type.example.com'), 'no made-up type URL is a column or a line of details');
+    const rows = [...table.matchAll(/<tr data-stream="\d+" data-state="([A-Z ]+)" data-node="([^"]*)"/g)];
+    assert.equal(rows.length, 100, 'maxRows istiods are shown');
+    assert.deepEqual(
+      rows.slice(0, 2).map((r) => [r[1], r[2]]),
+      [
+        ['NACKED', 'tool-249'],
+        ['STALE', 'tool-007'],
+      ],
+      'the worst first',
+    );
+    assert.match(table, /<td class="t">20<\/td><\/tr>/, 'the made-up type URLs are counted');
+    assert.match(html, /20 other type URL\(s\)/);
+    assert.match(html, /<p id="clients-more" class="muted">and 150 more istiod\(s\)/);
+    assert.match(html, /250 istiod\(s\): <span class="badge b-ok" id="fleet-synced">248 in sync/);
+    assert.ok(html.length < 500_000, `a page of ${html.length} characters`);
+  });
 
   it('shows the exact confirm command for a held update and the configuration reload outcome', async () => {
     const rig = startRig(['git']);
