@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { globMatcher, globProblem, type GlobSubject } from '../../src/core/glob.js';
+import fc from 'fast-check';
+import { expressionTest, globMatcher, globProblem, type GlobSubject } from '../../src/core/glob.js';
 
 function matches(glob: string, value: string, subject: GlobSubject = 'name'): boolean {
   return globMatcher([glob], subject)(value);
@@ -49,6 +50,8 @@ describe('the one glob dialect', () => {
     assert.equal(matches('a.b', 'axb'), false);
     assert.equal(matches('a\\*', 'a*'), true);
     assert.equal(matches('a\\*', 'ab'), false);
+    assert.equal(matches('*|a', 'a'), false, '| after a * is no alternative either');
+    assert.equal(matches('*|a', 'x|a'), true);
   });
 
   test('in a name, * and ? cross . and / (a SAN glob covers every service account of a namespace)', () => {
@@ -58,6 +61,7 @@ describe('the one glob dialect', () => {
     assert.equal(matches('networking*', 'networking.istio.io/VirtualService'), true);
     assert.equal(matches('a?b', 'a/b'), true);
     assert.equal(matches('*', '.hidden'), true);
+    assert.equal(matches('*/a', 'xa'), false, 'a / after a * is no less a character');
   });
 
   test('in a path, / separates folders: * stays in one folder and a whole ** folder spans any number', () => {
@@ -92,5 +96,50 @@ describe('the one glob dialect', () => {
     assert.equal(globProblem('team-*'), undefined);
     assert.equal(globProblem('a(b'), undefined);
     assert.equal(globProblem('**/*.{yaml,yml}', 'path'), undefined);
+  });
+
+  test('a name glob of *, ? and characters matches exactly as the expression picomatch builds for it', () => {
+    // Globs and values over characters that mean something to a glob, an expression or a path;
+    // not `|` nor `/` in globs, which picomatch's expression reads as an alternative and drops
+    // after a `*` (see above).
+    const part = fc.constantFrom(
+      'a',
+      'b',
+      '-',
+      '~',
+      '.',
+      '*',
+      '?',
+      '\\*',
+      '\\?',
+      '(',
+      ')',
+      '+',
+      '!',
+      '@',
+      '$',
+      '^',
+    );
+    const glob = fc
+      .array(part, { minLength: 1, maxLength: 7 })
+      .map((parts) => parts.join(''))
+      .filter((g) => /[*?\\]/.test(g) && globProblem(g) === undefined);
+    const value = fc
+      .array(fc.constantFrom('a', 'b', '-', '~', '.', '/', '*', '?', '(', '|', '\\'), { maxLength: 8 })
+      .map((chars) => chars.join(''));
+    fc.assert(
+      fc.property(glob, value, (g, v) => globMatcher([g])(v) === expressionTest(g, 'name')(v)),
+      { numRuns: 20_000 },
+    );
+  });
+
+  test('a glob with several * refuses a long value a client chose in one pass over it', () => {
+    const nodeId = globMatcher(['*~*~*.istio-system~istio-system.svc.cluster.local']);
+    assert.equal(nodeId('sidecar~10.0.0.1~istiod-1.istio-system~istio-system.svc.cluster.local'), true);
+    assert.equal(nodeId('~'.repeat(1_020)), false);
+    const cluster = globMatcher(['*-*-east']);
+    assert.equal(cluster('eu-west-east'), true);
+    assert.equal(cluster('-'.repeat(60_000)), false);
+    assert.equal(cluster(`${'-'.repeat(60_000)}east`), true);
   });
 });
