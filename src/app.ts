@@ -377,6 +377,8 @@ export async function startMeshmux(
       maxNodeIdLength: config.server.maxNodeIdLength,
       maxMetadataBytes: config.server.maxMetadataBytes,
       maxRequestBytes: config.server.maxRequestBytes,
+      firstRequestTimeoutMs: config.server.firstRequestTimeout,
+      maxStreamsPerConnection: config.server.maxStreamsPerConnection,
     },
     maxViews: config.server.maxViews,
     viewGraceMs: config.server.viewGrace,

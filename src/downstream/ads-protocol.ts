@@ -37,10 +37,15 @@ export interface AdsProtocol<R extends AdsRequest> {
   readonly name: 'sotw' | 'delta';
   /**
    * Decodes a request; throws on malformed bytes. `withNode`: the request's node is wanted (the
-   * first request's); without it a node sent along (istiod sends one with every ACK) is checked
-   * but not converted, which is most of what decoding such a request costs.
+   * first request's); without it a node sent along (istiod sends one with every ACK) is skipped
+   * unread, as decoding it is most of what such a request costs.
    */
   decode(bytes: Uint8Array, withNode: boolean): R;
+  /**
+   * Bytes of a request's node metadata as encoded, read without decoding them (so a first request
+   * can be refused before it costs its decoding); throws on bytes that cannot be walked.
+   */
+  metadataBytes(bytes: Uint8Array): number;
   /** The version an ACK acknowledges: SotW names it; in delta the nonce alone says which response. */
   ackedVersion(request: R, sentVersion: string | undefined): string;
   /** A new subscription, from the first request of a type URL on a stream. */

@@ -143,13 +143,19 @@ export interface AdsCounters {
 
 /**
  * gRPC channel options of the server: accept istiod's 30 s keepalive pings, no size limit on what
- * is sent, and requests of at most `maxRequestBytes` (a larger one is refused before it is read).
+ * is sent, requests of at most `maxRequestBytes` (a larger one is refused before it is read), and
+ * at most `maxStreamsPerConnection` streams open on one connection (HTTP/2 refuses the next one,
+ * which the client sees as UNAVAILABLE): each open stream holds some 11 KB, and one connection
+ * could otherwise open tens of thousands.
  */
-function adsServerChannelOptions(maxRequestBytes: number): grpc.ChannelOptions {
+function adsServerChannelOptions(
+  limits: Pick<StreamLimits, 'maxRequestBytes' | 'maxStreamsPerConnection'>,
+): grpc.ChannelOptions {
   return {
+    'grpc.max_concurrent_streams': limits.maxStreamsPerConnection,
     'grpc.keepalive_permit_without_calls': 1,
     'grpc.http2.min_ping_interval_without_data_ms': 5_000,
-    'grpc.max_receive_message_length': maxRequestBytes,
+    'grpc.max_receive_message_length': limits.maxRequestBytes,
     'grpc.max_send_message_length': -1,
     'grpc.keepalive_time_ms': 60_000,
     'grpc.keepalive_timeout_ms': 20_000,
@@ -202,7 +208,7 @@ export class AdsServer {
       stallAfterMs: stallAfterFor(sendTimeoutMs),
       ...options.limits,
     };
-    this.server = new grpc.Server(adsServerChannelOptions(limits.maxRequestBytes));
+    this.server = new grpc.Server(adsServerChannelOptions(limits));
     this.views = new ViewRegistry({
       maxViews: options.maxViews ?? DEFAULT_MAX_VIEWS,
       graceMs: options.viewGraceMs ?? DEFAULT_VIEW_GRACE_MS,

@@ -1,5 +1,5 @@
 import { type ServerDuplexStream, status as grpcStatus } from '@grpc/grpc-js';
-import type { SchedulerLike } from '../core/rx.js';
+import type { SchedulerLike, Subscription } from '../core/rx.js';
 import { MeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { truncateForLog, truncateRecordForLog } from '../core/truncate-for-log.js';
@@ -15,7 +15,12 @@ import { abortUnavailable, type FrameWriter, frameWriterFor } from './frame-writ
 import { type BuiltResponse, contentOf, type ResponseCache } from './response-cache.js';
 import { SendDeadline } from './send-deadline.js';
 import type { LogLineBudget } from './log-line-budget.js';
-import { MAX_TYPE_URL_CHARS, type LimitName, type StreamLimits } from './stream-limits.js';
+import {
+  MAX_TYPE_URL_CHARS,
+  type LimitName,
+  maxEncodedMetadataBytes,
+  type StreamLimits,
+} from './stream-limits.js';
 import type { ViewRegistry } from './view-registry.js';
 import { WarningLimiter } from './warning-limiter.js';
 import type { BudgetWaiter, WriteBudget } from './write-budget.js';
@@ -155,6 +160,8 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
   /** The peer has not read the oldest unflushed response for a while. */
   private stalled = false;
   private readonly warnings: WarningLimiter;
+  /** Closes the stream unless a first request admits its client in time. */
+  private firstRequestDeadline: Subscription | undefined;
 
   constructor(
     streamId: number,
@@ -178,6 +185,10 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
     call.on('end', () => this.close('client closed the stream', true));
     call.on('error', (err: Error) => this.close(`stream error: ${err.message}`, false));
     call.on('cancelled', () => this.close('cancelled', false));
+    this.firstRequestDeadline = env.scheduler.schedule(
+      () => this.onFirstRequestTimeout(),
+      env.limits.firstRequestTimeoutMs,
+    );
     env.hooks.onConnect?.(this.identity);
   }
 
@@ -289,9 +300,13 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
   }
 
   private onData(bytes: Uint8Array): void {
+    // Requests queued before a refusal still arrive: reading them would only cost.
+    if (this.closed) return;
+    const first = this.view === undefined;
     let request: R;
     try {
-      request = this.protocol.decode(bytes, this.view === undefined);
+      if (first && !this.encodedMetadataWithinLimit(this.protocol.metadataBytes(bytes))) return;
+      request = this.protocol.decode(bytes, first);
     } catch (err) {
       const message = this.protocol.name === 'delta' ? 'DeltaDiscoveryRequest' : 'DiscoveryRequest';
       const error = new MeshmuxError('DECODE', `undecodable ${message}: ${String(err)}`, {
@@ -305,7 +320,7 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
       );
       return;
     }
-    if (this.view === undefined) {
+    if (first) {
       // The first request decides: it carries the node that policies match on.
       if (request.node !== undefined) {
         if (!this.nodeWithinLimits(request.node.id, request.node.metadata)) return;
@@ -377,8 +392,7 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
   private admitWith(admission: Admission): boolean {
     if (!admission.admitted) {
       this.env.hooks.onRefuse?.(this.identity, admission.policy ?? '', admission.reason);
-      this.call.emit('error', { code: grpcStatus.PERMISSION_DENIED, details: admission.reason });
-      this.close(`refused: ${admission.reason}`, false);
+      this.refuse(grpcStatus.PERMISSION_DENIED, admission.reason, `refused: ${admission.reason}`);
       return false;
     }
     const previous = this.view;
@@ -409,6 +423,8 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
     }
     this.policy = admission.policy;
     this.view = view;
+    this.firstRequestDeadline?.unsubscribe();
+    this.firstRequestDeadline = undefined;
     return true;
   }
 
@@ -433,6 +449,18 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
     return true;
   }
 
+  /** Checks the node metadata's encoded size before it is decoded; refuses the stream when it is over the bound. */
+  private encodedMetadataWithinLimit(encodedBytes: number): boolean {
+    const { maxMetadataBytes } = this.env.limits;
+    const bound = maxEncodedMetadataBytes(maxMetadataBytes);
+    if (encodedBytes <= bound) return true;
+    this.refuseOverLimit(
+      'metadata-size',
+      `node metadata is ${encodedBytes} bytes encoded, over the ${bound} that metadata within the server limit maxMetadataBytes of ${maxMetadataBytes} (bytes as JSON) may take`,
+    );
+    return false;
+  }
+
   /** Refuses the stream for going over a limit, with a message naming it. */
   private refuseOverLimit(
     limit: LimitName,
@@ -444,8 +472,17 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
       { node: truncateForLog(this.identity.nodeId), peer: this.identity.peer, limit, reason: message },
       'client refused: over a limit',
     );
-    this.call.emit('error', { code, details: message });
-    this.close(`refused: ${limit}`, false);
+    this.refuse(code, message, `refused: ${limit}`);
+  }
+
+  /**
+   * Ends the stream with status `code`. It is closed first, under `reason`: the status is emitted
+   * as an 'error' of the call, and the stream's own listener would otherwise close it as a
+   * transport error, whose reason (the log line, the disconnect hook, the trace) is not this one.
+   */
+  private refuse(code: grpcStatus, details: string, reason: string): void {
+    this.close(reason, false);
+    this.call.emit('error', { code, details });
   }
 
   /** Logs a line unless one of the same kind was logged on this stream in the last few seconds (see {@link WarningLimiter}). */
@@ -458,6 +495,22 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
     const { log, suppressed } = this.warnings.allow(kind);
     if (!log) return;
     this.env.log[level](suppressed > 0 ? { ...fields, suppressed } : fields, message);
+  }
+
+  /**
+   * No request admitted the client in time: the stream ends, so streams that never send one (a
+   * broken client, or one opening thousands on a connection) cannot pile up. Only the disconnection
+   * line is logged, which is bounded over every stream.
+   */
+  private onFirstRequestTimeout(): void {
+    if (this.closed || this.view !== undefined) return;
+    const ms = this.env.limits.firstRequestTimeoutMs;
+    this.env.hooks.onLimit?.(this.identity, 'first-request-timeout');
+    this.refuse(
+      grpcStatus.DEADLINE_EXCEEDED,
+      `no request admitted the client within the server limit firstRequestTimeout of ${ms} ms`,
+      'refused: first-request-timeout',
+    );
   }
 
   /** The peer has not read a response for a while: its bytes stop holding everyone else back. */
@@ -623,6 +676,7 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
     if (this.closed) return;
     this.closed = true;
     this.deadline.stop();
+    this.firstRequestDeadline?.unsubscribe();
     // grpc-js never completes the writes of a cancelled call: give their bytes back now.
     this.waitingForBudget = false;
     this.env.budget.forget(this);

@@ -2,7 +2,11 @@ import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { KindSnapshot } from '../merge/config-snapshot.js';
 import type { AdsProtocol, TypeSubscription } from './ads-protocol.js';
 import type { ClientView } from './client-view.js';
-import { decodeDeltaDiscoveryRequest, type DeltaDiscoveryRequest } from './discovery-request.js';
+import {
+  decodeDeltaDiscoveryRequest,
+  type DeltaDiscoveryRequest,
+  deltaDiscoveryRequestMetadataBytes,
+} from './discovery-request.js';
 import type { BuiltResponse, ResponseCache } from './response-cache.js';
 
 /** The name of every object in delta: the MCP name, `<namespace>/<name>` (its key). */
@@ -25,6 +29,7 @@ export const DELTA_PROTOCOL: AdsProtocol<DeltaDiscoveryRequest> = Object.freeze<
 >({
   name: 'delta',
   decode: decodeDeltaDiscoveryRequest,
+  metadataBytes: deltaDiscoveryRequestMetadataBytes,
   // A delta ACK names no version: the nonce says which response, whose version was sent with it.
   ackedVersion: (_request: DeltaDiscoveryRequest, sentVersion: string | undefined) => sentVersion ?? '',
   subscribe: (typeUrl, request, responses) => new DeltaSubscription(typeUrl, request, responses),

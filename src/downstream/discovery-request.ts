@@ -70,13 +70,12 @@ const CONVERSION = {
   oneofs: false,
 } satisfies protobuf.IConversionOptions;
 
-/** The message in `bytes`, its node (decoded, so checked) dropped unless `withNode`. */
-function decoded(type: protobuf.Type, bytes: Uint8Array, withNode: boolean): protobuf.Message {
-  // protobufjs reads a Node Buffer leniently (a field overrunning the end is truncated, not an
-  // error); a plain Uint8Array view makes malformed requests fail to decode.
-  const message = type.decode(plainBytes(bytes));
-  if (!withNode) (message as { node?: unknown }).node = null;
-  return message;
+/**
+ * The message in `bytes`. protobufjs reads a Node Buffer leniently (a field overrunning the end is
+ * truncated, not an error); a plain Uint8Array view makes malformed requests fail to decode.
+ */
+function decoded(type: protobuf.Type, bytes: Uint8Array): protobuf.Message {
+  return type.decode(plainBytes(bytes));
 }
 
 function common(raw: RawCommon): AdsRequest {
@@ -92,14 +91,17 @@ function common(raw: RawCommon): AdsRequest {
   };
 }
 
-/** `DiscoveryRequest.resource_names`. */
+/** `DiscoveryRequest.node` and `.resource_names`, `DeltaDiscoveryRequest.node`, `Node.metadata`. */
+const NODE_FIELD = 2;
 const RESOURCE_NAMES_FIELD = 3;
+const DELTA_NODE_FIELD = 1;
+const NODE_METADATA_FIELD = 3;
 
 /**
- * `bytes` without the top-level fields numbered `field`: the same bytes when it has none, or when
- * they cannot be walked (decoding them then says what is wrong).
+ * `bytes` without the top-level fields numbered in `fields`: the same bytes when it has none, or
+ * when they cannot be walked (decoding them then says what is wrong).
  */
-function withoutField(bytes: Uint8Array, field: number): Uint8Array {
+function withoutFields(bytes: Uint8Array, fields: ReadonlySet<number>): Uint8Array {
   const reader = protobuf.Reader.create(bytes);
   const kept: Array<[number, number]> = [];
   let start = 0;
@@ -108,7 +110,7 @@ function withoutField(bytes: Uint8Array, field: number): Uint8Array {
       const at = reader.pos;
       const tag = reader.uint32();
       reader.skipType(tag & 7);
-      if (tag >>> 3 !== field) continue;
+      if (!fields.has(tag >>> 3)) continue;
       if (at > start) kept.push([start, at]);
       start = reader.pos;
     }
@@ -126,15 +128,56 @@ function withoutField(bytes: Uint8Array, field: number): Uint8Array {
   return out;
 }
 
+/** The payloads of the length-delimited top-level fields numbered `field`; throws on bytes that cannot be walked. */
+function payloadsOf(bytes: Uint8Array, field: number): Uint8Array[] {
+  const reader = protobuf.Reader.create(bytes);
+  const payloads: Uint8Array[] = [];
+  while (reader.pos < reader.len) {
+    const tag = reader.uint32();
+    if (tag >>> 3 === field && (tag & 7) === 2) payloads.push(reader.bytes());
+    else reader.skipType(tag & 7);
+  }
+  return payloads;
+}
+
+/**
+ * Bytes of the node metadata as encoded in a request, every occurrence summed (decoding merges
+ * them), read without decoding anything; throws (a protobufjs error) when the request or its node
+ * cannot be walked, as decoding them would after reading all that comes before.
+ */
+function encodedMetadataBytes(bytes: Uint8Array, nodeField: number): number {
+  let total = 0;
+  for (const node of payloadsOf(plainBytes(bytes), nodeField))
+    for (const metadata of payloadsOf(node, NODE_METADATA_FIELD)) total += metadata.byteLength;
+  return total;
+}
+
+/** See {@link encodedMetadataBytes}. */
+export function discoveryRequestMetadataBytes(bytes: Uint8Array): number {
+  return encodedMetadataBytes(bytes, NODE_FIELD);
+}
+
+/** See {@link encodedMetadataBytes}. */
+export function deltaDiscoveryRequestMetadataBytes(bytes: Uint8Array): number {
+  return encodedMetadataBytes(bytes, DELTA_NODE_FIELD);
+}
+
+const WITHOUT_NAMES = new Set([RESOURCE_NAMES_FIELD]);
+const WITHOUT_NAMES_OR_NODE = new Set([RESOURCE_NAMES_FIELD, NODE_FIELD]);
+const WITHOUT_DELTA_NODE = new Set([DELTA_NODE_FIELD]);
+
 /**
  * Decodes a DiscoveryRequest; throws (a protobufjs error) on malformed bytes. Unknown fields are
- * skipped. The node is left out unless `withNode` (see `AdsProtocol.decode`). So are the resource
- * names: every config type is served whole (istiod names none), and each name would be a string
- * to allocate, millions of them in a request a client may make as large as the server allows.
+ * skipped. The node is skipped unread unless `withNode` (see `AdsProtocol.decode`): a node whose
+ * metadata is a Struct of many small fields takes seconds to decode, and only a stream's first
+ * request is read for it. So are the resource names: every config type is served whole (istiod
+ * names none), and each name would be a string to allocate, millions of them in a request a
+ * client may make as large as the server allows.
  */
 export function decodeDiscoveryRequest(bytes: Uint8Array, withNode = true): DiscoveryRequest {
+  const skipped = withNode ? WITHOUT_NAMES : WITHOUT_NAMES_OR_NODE;
   const raw = DISCOVERY_REQUEST.toObject(
-    decoded(DISCOVERY_REQUEST, withoutField(plainBytes(bytes), RESOURCE_NAMES_FIELD), withNode),
+    decoded(DISCOVERY_REQUEST, withoutFields(plainBytes(bytes), skipped)),
     CONVERSION,
   ) as RawRequest;
   return { ...common(raw), versionInfo: raw.version_info ?? '' };
@@ -142,8 +185,9 @@ export function decodeDiscoveryRequest(bytes: Uint8Array, withNode = true): Disc
 
 /** Decodes a DeltaDiscoveryRequest as {@link decodeDiscoveryRequest} decodes a DiscoveryRequest. */
 export function decodeDeltaDiscoveryRequest(bytes: Uint8Array, withNode = true): DeltaDiscoveryRequest {
+  const plain = plainBytes(bytes);
   const raw = DELTA_DISCOVERY_REQUEST.toObject(
-    decoded(DELTA_DISCOVERY_REQUEST, bytes, withNode),
+    decoded(DELTA_DISCOVERY_REQUEST, withNode ? plain : withoutFields(plain, WITHOUT_DELTA_NODE)),
     CONVERSION,
   ) as RawDeltaRequest;
   return {
@@ -153,6 +197,7 @@ export function decodeDeltaDiscoveryRequest(bytes: Uint8Array, withNode = true):
     initialVersions: new Map(Object.entries(raw.initial_resource_versions ?? {})),
   };
 }
+
 function structToJson(struct: RawStruct | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(struct?.fields ?? {})) out[k] = valueToJson(v);

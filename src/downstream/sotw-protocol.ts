@@ -1,5 +1,9 @@
 import type { AdsProtocol } from './ads-protocol.js';
-import { decodeDiscoveryRequest, type DiscoveryRequest } from './discovery-request.js';
+import {
+  decodeDiscoveryRequest,
+  type DiscoveryRequest,
+  discoveryRequestMetadataBytes,
+} from './discovery-request.js';
 import { truncateForLog } from '../core/truncate-for-log.js';
 
 /**
@@ -10,6 +14,7 @@ import { truncateForLog } from '../core/truncate-for-log.js';
 export const SOTW_PROTOCOL: AdsProtocol<DiscoveryRequest> = Object.freeze<AdsProtocol<DiscoveryRequest>>({
   name: 'sotw',
   decode: decodeDiscoveryRequest,
+  metadataBytes: discoveryRequestMetadataBytes,
   // The version sent, as kept: a client's own string is only as long as a log line allows.
   ackedVersion: (request: DiscoveryRequest, sentVersion: string | undefined) =>
     request.versionInfo === sentVersion ? sentVersion : truncateForLog(request.versionInfo),

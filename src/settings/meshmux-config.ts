@@ -91,6 +91,10 @@ export const ConfigFile = z.strictObject({
         .int()
         .min(64 * 1024)
         .default(4 * 1024 * 1024),
+      /** A stream whose client is not admitted by a first request within this is closed with DEADLINE_EXCEEDED. */
+      firstRequestTimeout: Duration.default(10_000),
+      /** Streams one connection may have open at once (istiod opens one); HTTP/2 refuses more. */
+      maxStreamsPerConnection: z.number().int().min(1).default(100),
     })
     .prefault({})
     .refine((s) => (s.xdsTls === undefined) === (s.tls === undefined), {

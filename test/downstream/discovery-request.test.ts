@@ -3,7 +3,10 @@ import { describe, it } from 'node:test';
 import {
   decodeDeltaDiscoveryRequest,
   decodeDiscoveryRequest,
+  deltaDiscoveryRequestMetadataBytes,
+  discoveryRequestMetadataBytes,
 } from '../../src/downstream/discovery-request.js';
+import { maxEncodedMetadataBytes } from '../../src/downstream/stream-limits.js';
 import { messageType } from '../../src/schema/proto-root.js';
 
 const NODE = {
@@ -79,6 +82,40 @@ describe('decoding ADS requests', () => {
         /index out of range|invalid/i,
         `${withNode}`,
       );
+  });
+
+  it("skips a later request's node unread, whatever it holds", () => {
+    // A node whose metadata (field 3) holds bytes that are no Struct: a field of wire type 7.
+    const node = Buffer.from([0x0a, 0x01, 0x6e, 0x1a, 0x01, 0x17]);
+    const bytes = Buffer.concat([Buffer.from(ACK), Buffer.from([0x12, node.length]), node]);
+    assert.throws(() => decodeDiscoveryRequest(bytes, true), /invalid|illegal|index/i);
+    assert.deepEqual(decodeDiscoveryRequest(bytes, false), decodeDiscoveryRequest(ACK, false));
+  });
+
+  it("measures a request's node metadata as encoded, every node field of it, without decoding it", () => {
+    const metadata = encoded('google.protobuf.Struct', NODE.metadata).byteLength;
+    assert.equal(discoveryRequestMetadataBytes(ACK), metadata);
+    assert.equal(discoveryRequestMetadataBytes(Buffer.concat([ACK, ACK])), 2 * metadata);
+    const bare = encoded('envoy.service.discovery.v3.DiscoveryRequest', { type_url: 't', node: { id: 'n' } });
+    assert.equal(discoveryRequestMetadataBytes(bare), 0);
+    const delta = encoded('envoy.service.discovery.v3.DeltaDiscoveryRequest', { node: NODE, type_url: 't' });
+    assert.equal(deltaDiscoveryRequestMetadataBytes(delta), metadata);
+    const nodeBytes = encoded('envoy.config.core.v3.Node', NODE);
+    const broken = Buffer.concat([Buffer.from([0x12, nodeBytes.length + 40]), nodeBytes]);
+    assert.throws(() => discoveryRequestMetadataBytes(broken), /index out of range/);
+  });
+
+  it('bounds encoded metadata above what any metadata within maxMetadataBytes as JSON takes', () => {
+    // Numbers in a list take the most bytes encoded for their JSON: 11 for `0,`.
+    const max = 4_096;
+    const values = Array.from({ length: Math.floor((max - 12) / 2) }, () => ({ numberValue: 0 }));
+    const struct = { fields: { n: { listValue: { values } } } };
+    const json = JSON.stringify({ n: values.map(() => 0) });
+    assert.ok(Buffer.byteLength(json) <= max, `${json.length} bytes as JSON`);
+    const bytes = messageType('google.protobuf.Struct');
+    const size = bytes.encode(bytes.fromObject(struct)).finish().byteLength;
+    assert.ok(size > 5 * Buffer.byteLength(json), `${size} bytes encoded`);
+    assert.ok(size <= maxEncodedMetadataBytes(max), `${size} bytes encoded`);
   });
 
   it('does the same for a delta request', () => {
