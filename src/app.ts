@@ -9,7 +9,7 @@ import { filter, take } from './core/rx.js';
 import { componentLogger, type Logger } from './core/logger.js';
 import type { ConfigResource } from './core/resource.js';
 import { AdsServer } from './downstream/ads-server.js';
-import { anonymousIdentity, withNode } from './downstream/client-identity.js';
+import { anonymousIdentity, type ClientIdentity, withNode } from './downstream/client-identity.js';
 import { PolicyChanges } from './downstream/policy/policy-changes.js';
 import { KnownClients } from './downstream/policy/known-clients.js';
 import {
@@ -311,33 +311,32 @@ export async function startMeshmux(
       : undefined;
   const policyFile =
     persisted.local === undefined ? undefined : new PolicyRecordFile(persisted.local.dir, log);
-  const observeConnected = (): void =>
-    knownClients.observe(
-      ads.holdings().map((h) => h.client),
-      Date.now(),
-    );
-  /** The istiods a change of the policies is judged for: connected now, or lately (see KnownClients). */
-  const judgedClients = (): ClientHolding[] => {
-    observeConnected();
-    return holdingsUnder(policyChanges.set, knownClients.identities());
+  const observeConnected = (): ClientIdentity[] => {
+    const connected = ads.holdings().map((h) => h.client);
+    knownClients.observe(connected, Date.now());
+    return connected;
   };
+  /** The istiods a change of the policies is judged for: connected now, or lately (see KnownClients). */
+  const judgedClients = (): ClientHolding[] =>
+    holdingsUnder(policyChanges.set, knownClients.identities(observeConnected()));
   let recordedMembership = -1;
   let recordedConfigs: unknown;
   let recordedAtMs = Number.NEGATIVE_INFINITY;
   /**
-   * Keeps the policies in force and the istiods known, when either changed, and now and then
-   * anyway (when each istiod was last seen moves on: the other replicas age them by it); `always`
-   * at a stop.
+   * Keeps the policies in force and the istiods known: at once when the policies changed, within
+   * {@link POLICY_RECORD_CHURN_MS} when istiods came or went, and now and then anyway (when each
+   * istiod was last seen moves on: the other replicas age them by it); `always` at a stop.
    */
   const recordPolicies = (always = false): void => {
     if (policyFile === undefined && policyShared === undefined) return;
     observeConnected();
     const nowMs = Date.now();
+    const sinceMs = nowMs - recordedAtMs;
     if (
       !always &&
-      knownClients.membership === recordedMembership &&
       policyChanges.configs === recordedConfigs &&
-      nowMs - recordedAtMs < POLICY_RECORD_REFRESH_MS
+      sinceMs <
+        (knownClients.membership === recordedMembership ? POLICY_RECORD_REFRESH_MS : POLICY_RECORD_CHURN_MS)
     ) {
       return;
     }
@@ -659,6 +658,11 @@ const POLICIES_SIGNAL = '(policies)';
 const POLICY_RECORD_INTERVAL_MS = 1_000;
 /** How often the policy record is written when nothing in it changed but when istiods were seen. */
 const POLICY_RECORD_REFRESH_MS = 60_000;
+/**
+ * How often istiods coming and going alone rewrite the policy record: a fleet churning (or a
+ * client opening streams under ever new node ids) costs a write every few seconds, not every one.
+ */
+const POLICY_RECORD_CHURN_MS = 5_000;
 /** How long a start waits for etcd to hand over the other replicas' policy records. */
 const POLICY_RECORDS_READ_MS = 5_000;
 

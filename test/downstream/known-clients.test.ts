@@ -4,7 +4,9 @@ import { anonymousIdentity, withNode } from '../../src/downstream/client-identit
 import {
   KEEP_ABSENT_MS,
   KnownClients,
+  MAX_KEPT_CHARS,
   MAX_KNOWN_CLIENTS,
+  MAX_RECORD_BYTES,
 } from '../../src/downstream/policy/known-clients.js';
 
 let streams = 0;
@@ -74,5 +76,55 @@ describe('known clients', () => {
     assert.equal(known.identities().length, MAX_KNOWN_CLIENTS);
     assert.ok(!known.identities().some((c) => c.nodeId === 'n-0'));
     assert.ok(known.identities().some((c) => c.nodeId === `n-${MAX_KNOWN_CLIENTS + 4}`));
+  });
+});
+
+describe('known clients: what is kept of a claim', () => {
+  it('keeps only what a policy can test, each part bounded, and judges a connected istiod on its whole claim', () => {
+    const known = new KnownClients([], START, START);
+    const metadata = {
+      PAD: 'm'.repeat(60_000),
+      LABELS: { app: 'shop' },
+      CLUSTER_ID: 'east',
+      ISTIO_REVISION: 'canary',
+    };
+    const live = withNode(anonymousIdentity(++streams, '10.0.0.7:5000', []), 'shop-1', metadata);
+    known.observe([live], START);
+    assert.deepEqual(known.toRecord()[0]?.metadata, { ISTIO_REVISION: 'canary', CLUSTER_ID: 'east' });
+    assert.equal(known.identities([live])[0], live, 'a connected istiod as it claims itself');
+    assert.deepEqual(known.identities()[0]?.metadata, { ISTIO_REVISION: 'canary', CLUSTER_ID: 'east' });
+    assert.equal(known.identities()[0]?.revision, 'canary');
+    // The same istiod recorded by another replica, its metadata in another order, is one identity.
+    const membership = known.membership;
+    known.merge(
+      [
+        {
+          nodeId: 'shop-1',
+          peer: '10.0.0.7:6000',
+          metadata: { CLUSTER_ID: 'east', ISTIO_REVISION: 'canary' },
+          sans: [],
+        },
+      ],
+      START + 2,
+    );
+    assert.equal(known.membership, membership);
+    assert.equal(known.identities().length, 1);
+  });
+
+  it('keeps its record within its bytes, the most recently seen first', () => {
+    const known = new KnownClients([], START, START);
+    const many = Array.from({ length: MAX_KNOWN_CLIENTS }, (_, i) =>
+      withNode(anonymousIdentity(++streams, '10.0.0.7:5000', []), `n-${i}-${'x'.repeat(MAX_KEPT_CHARS)}`, {
+        ...Object.fromEntries(
+          Array.from({ length: 16 }, (_, k) => [`K${k}`, 'v'.repeat(MAX_KEPT_CHARS - 3)]),
+        ),
+      }),
+    );
+    for (const [i, c] of many.entries()) known.observe([c], START + i);
+    const record = known.toRecord();
+    assert.ok(Buffer.byteLength(JSON.stringify(record)) <= MAX_RECORD_BYTES);
+    assert.ok(record.length < MAX_KNOWN_CLIENTS && record.length > 0);
+    assert.ok(record[0]?.nodeId.startsWith(`n-${MAX_KNOWN_CLIENTS - 1}-`), 'the last seen first');
+    assert.equal(record[0]?.nodeId.length, MAX_KEPT_CHARS);
   });
 });
