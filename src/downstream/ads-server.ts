@@ -13,7 +13,7 @@ import { DELTA_PROTOCOL } from './delta-protocol.js';
 import type { AdsRequest } from './discovery-request.js';
 import { SOTW_PROTOCOL } from './sotw-protocol.js';
 import { abortUnavailable } from './frame-writer.js';
-import { LogLineBudget } from './log-line-budget.js';
+import { LogLineBudget } from '../core/log-line-budget.js';
 import type { ClientHolding } from './policy/policy-guard.js';
 import { PolicySet } from './policy/policy-set.js';
 import { ResourceEncoder } from './resource-encoder.js';
@@ -229,6 +229,7 @@ export class AdsServer {
       limits,
       scheduler,
       disconnects: new LogLineBudget(() => scheduler.now()),
+      overLimit: new LogLineBudget(() => scheduler.now()),
     };
     const open = <R extends AdsRequest>(protocol: AdsProtocol<R>) => {
       return (call: grpc.ServerDuplexStream<Uint8Array, Buffer>): void => {

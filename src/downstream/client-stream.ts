@@ -14,7 +14,7 @@ import type { AdsRequest } from './discovery-request.js';
 import { abortUnavailable, type FrameWriter, frameWriterFor } from './frame-writer.js';
 import { type BuiltResponse, contentOf, type ResponseCache } from './response-cache.js';
 import { SendDeadline } from './send-deadline.js';
-import type { LogLineBudget } from './log-line-budget.js';
+import type { LogLineBudget } from '../core/log-line-budget.js';
 import {
   MAX_TYPE_URL_CHARS,
   type LimitName,
@@ -62,6 +62,8 @@ export interface StreamEnvironment {
   readonly scheduler: SchedulerLike;
   /** Bounds the server's lines about streams that end, over every stream. */
   readonly disconnects: LogLineBudget;
+  /** Bounds the server's lines about streams refused for going over a limit, over every stream. */
+  readonly overLimit: LogLineBudget;
 }
 
 /** Per type URL state of one stream. */
@@ -468,10 +470,20 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
     code: grpcStatus = grpcStatus.INVALID_ARGUMENT,
   ): void {
     this.env.hooks.onLimit?.(this.identity, limit);
-    this.env.log.warn(
-      { node: truncateForLog(this.identity.nodeId), peer: this.identity.peer, limit, reason: message },
-      'client refused: over a limit',
-    );
+    // A client looping over streams it knows are refused must not flood the log: the count is in the metrics.
+    const line = this.env.overLimit.allow();
+    if (line.log) {
+      this.env.log.warn(
+        {
+          node: truncateForLog(this.identity.nodeId),
+          peer: this.identity.peer,
+          limit,
+          reason: message,
+          ...(line.leftOut === 0 ? {} : { notLoggedBefore: line.leftOut }),
+        },
+        'client refused: over a limit',
+      );
+    }
     this.refuse(code, message, `refused: ${limit}`);
   }
 

@@ -3,6 +3,7 @@ import { componentLogger } from '../core/logger.js';
 import type { SourceEvent } from '../core/source-event.js';
 import type { AdsHooks } from '../downstream/ads-hooks.js';
 import { describeIdentity, type ClientIdentity } from '../downstream/client-identity.js';
+import { LogLineBudget } from '../core/log-line-budget.js';
 import type { ConfigSnapshot, HoldReason } from '../merge/config-snapshot.js';
 import type { MergeHooks } from '../merge/merge-engine.js';
 import { ChangeTracker } from './change-tracker.js';
@@ -16,6 +17,8 @@ export interface TelemetryOptions extends MetricsOptions {
   readonly tracing?: ChangeTracing;
   /** Monotonic milliseconds for convergence and spans. Default `performance.now`. */
   readonly monotonicNow?: () => number;
+  /** Runs `work` once, `delayMs` from now (the count of audit lines left out). Default: an unref'd timer. */
+  readonly schedule?: (work: () => void, delayMs: number) => void;
 }
 
 /**
@@ -30,6 +33,12 @@ export class Telemetry implements MergeHooks, AdsHooks {
   private readonly tracker: ChangeTracker;
   private readonly tracing: ChangeTracing | undefined;
   private readonly audit = componentLogger('audit');
+  /**
+   * A client decides how often it is admitted or refused (a stream opened and reset in a loop,
+   * under ever new node ids): the audit lines of each, over every stream, are bounded.
+   */
+  private readonly admissions: LogLineBudget;
+  private readonly refusals: LogLineBudget;
   /** The snapshot built last, until it is published: what its metrics are set from. */
   private built: { snapshot: ConfigSnapshot; changedKinds: ReadonlySet<string>; buildMs: number } | undefined;
 
@@ -40,6 +49,18 @@ export class Telemetry implements MergeHooks, AdsHooks {
       ...(options.monotonicNow === undefined ? {} : { now: options.monotonicNow }),
     });
     this.tracing = options.tracing;
+    const now = options.monotonicNow ?? (() => performance.now());
+    const schedule = options.schedule ?? ((work, delayMs) => setTimeout(work, delayMs).unref());
+    this.admissions = new LogLineBudget(now, AUDIT_LINES, AUDIT_WINDOW_MS, {
+      schedule,
+      log: (leftOut) =>
+        this.audit.info({ event: 'admit', notLogged: leftOut }, 'client admissions not logged'),
+    });
+    this.refusals = new LogLineBudget(now, AUDIT_LINES, AUDIT_WINDOW_MS, {
+      schedule,
+      log: (leftOut) =>
+        this.audit.warn({ event: 'refuse', notLogged: leftOut }, 'client refusals not logged'),
+    });
   }
 
   /** Whether spans are exported. */
@@ -123,14 +144,33 @@ export class Telemetry implements MergeHooks, AdsHooks {
   }
 
   onAdmit(client: ClientIdentity, policy: string, view: string, first: boolean): void {
+    const line = this.admissions.allow();
+    if (!line.log) return;
     this.audit.info(
-      { event: first ? 'admit' : 'reassign', policy, view, client: describeIdentity(client) },
+      {
+        event: first ? 'admit' : 'reassign',
+        policy,
+        view,
+        client: describeIdentity(client),
+        ...(line.leftOut === 0 ? {} : { notLoggedBefore: line.leftOut }),
+      },
       'client admitted',
     );
   }
 
   onRefuse(client: ClientIdentity, policy: string, reason: string): void {
-    this.audit.warn({ event: 'refuse', policy, client: describeIdentity(client), reason }, 'client refused');
+    const line = this.refusals.allow();
+    if (!line.log) return;
+    this.audit.warn(
+      {
+        event: 'refuse',
+        policy,
+        client: describeIdentity(client),
+        reason,
+        ...(line.leftOut === 0 ? {} : { notLoggedBefore: line.leftOut }),
+      },
+      'client refused',
+    );
   }
 
   /** The configuration's policies were replaced by a reload. */
@@ -152,3 +192,7 @@ export class Telemetry implements MergeHooks, AdsHooks {
     return this.options.kindOf(typeUrl) ?? UNKNOWN_TYPE;
   }
 }
+
+/** Audit lines of admissions, and apart of refusals, logged at most per window, over every stream. */
+const AUDIT_LINES = 100;
+const AUDIT_WINDOW_MS = 10_000;
