@@ -323,20 +323,21 @@ export async function startMeshmux(
   let recordedConfigs: unknown;
   let recordedAtMs = Number.NEGATIVE_INFINITY;
   /**
-   * Keeps the policies in force and the istiods known: at once when the policies changed, within
-   * {@link POLICY_RECORD_CHURN_MS} when istiods came or went, and now and then anyway (when each
-   * istiod was last seen moves on: the other replicas age them by it); `always` at a stop.
+   * Keeps the policies in force and the istiods known, when either changed, and now and then
+   * anyway (when each istiod was last seen moves on: the other replicas age them by it); `always`
+   * at a stop. An istiod that came must be on record within a second: another replica judges a
+   * change of the policies for the istiods it finds there. The record is bounded (see
+   * KnownClients), so a fleet that churns costs at most that much a second.
    */
   const recordPolicies = (always = false): void => {
     if (policyFile === undefined && policyShared === undefined) return;
     observeConnected();
     const nowMs = Date.now();
-    const sinceMs = nowMs - recordedAtMs;
     if (
       !always &&
+      knownClients.membership === recordedMembership &&
       policyChanges.configs === recordedConfigs &&
-      sinceMs <
-        (knownClients.membership === recordedMembership ? POLICY_RECORD_REFRESH_MS : POLICY_RECORD_CHURN_MS)
+      nowMs - recordedAtMs < POLICY_RECORD_REFRESH_MS
     ) {
       return;
     }
@@ -658,11 +659,6 @@ const POLICIES_SIGNAL = '(policies)';
 const POLICY_RECORD_INTERVAL_MS = 1_000;
 /** How often the policy record is written when nothing in it changed but when istiods were seen. */
 const POLICY_RECORD_REFRESH_MS = 60_000;
-/**
- * How often istiods coming and going alone rewrite the policy record: a fleet churning (or a
- * client opening streams under ever new node ids) costs a write every few seconds, not every one.
- */
-const POLICY_RECORD_CHURN_MS = 5_000;
 /** How long a start waits for etcd to hand over the other replicas' policy records. */
 const POLICY_RECORDS_READ_MS = 5_000;
 

@@ -37,7 +37,8 @@ describe('policy record', () => {
     );
     await writeFile(
       path.join(dir, 'meshmux.yaml'),
-      'state: { dir: ./state }\nsources: [{ name: shop, type: file, path: ./se.yaml }]\n',
+      // One connection carries the test's streams, where istiods open one each.
+      'state: { dir: ./state }\nserver: { maxStreamsPerConnection: 1000 }\nsources: [{ name: shop, type: file, path: ./se.yaml }]\n',
     );
     const file = path.join(dir, 'state', 'policies.json');
     const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir });
@@ -91,7 +92,8 @@ describe('policy record', () => {
       const shop = record.clients.find((c) => c.nodeId === connected[0]);
       assert.deepEqual(shop?.metadata, { CLUSTER_ID: connected[0] }, 'what the record keeps of one istiod');
       assert.ok(largest < STREAMS * 1024 * 2, `policies.json of ${largest} bytes for ${next} identities`);
-      assert.ok(versions.size <= 2, `${versions.size} versions of policies.json in 4 s of churn`);
+      // Written at most once a second: an istiod that came is on record for the other replicas.
+      assert.ok(versions.size <= 6, `${versions.size} versions of policies.json in 4 s of churn`);
     } finally {
       for (const { stream } of open) stream.close();
       await meshmux.stop();
