@@ -50,6 +50,15 @@ async function debugUntil<T>(
   }
 }
 
+/** Starts meshmux in `dir` on a file source of its folder `mesh`, its state in `state`. */
+async function startOnFolder(configFile: string, dir: string): Promise<MeshmuxProcess> {
+  await writeFile(
+    configFile,
+    'state: { dir: state }\nsources:\n  - { name: local, type: file, path: mesh }\n',
+  );
+  return MeshmuxProcess.start(configFile, { cwd: dir });
+}
+
 /** Resolves once meshmux has written `source`'s record after `since` (ms since the epoch). */
 async function recorded(meshmux: MeshmuxProcess, source: string, since: number): Promise<void> {
   await debugUntil<{ files: Array<{ source: string; lastWrite?: string }> }>(
@@ -125,11 +134,7 @@ describe('faults: a restart with a broken file', () => {
     const shop = path.join(dir, 'mesh', 'shop.yaml');
     await writeFile(shop, shopYaml(false));
     const configFile = path.join(dir, 'meshmux.yaml');
-    await writeFile(
-      configFile,
-      'state: { dir: state }\nsources:\n  - { name: local, type: file, path: mesh }\n',
-    );
-    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir });
+    let meshmux = await startOnFolder(configFile, dir);
     const client = connectIstiod(meshmux.xds);
     try {
       await client.waitFor(
@@ -170,11 +175,7 @@ describe('faults: a restart with a broken file', () => {
     const otherFile = path.join(dir, 'mesh', 'other.yaml');
     await writeFile(otherFile, other);
     const configFile = path.join(dir, 'meshmux.yaml');
-    await writeFile(
-      configFile,
-      'state: { dir: state }\nsources:\n  - { name: local, type: file, path: mesh }\n',
-    );
-    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir });
+    let meshmux = await startOnFolder(configFile, dir);
     const client = connectIstiod(meshmux.xds);
     try {
       await client.waitFor(
