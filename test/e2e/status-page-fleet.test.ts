@@ -37,8 +37,9 @@ describe('the status page of a fleet of istiods, in a real browser', () => {
       path.join(dir, 'mesh.yaml'),
       'apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews, namespace: shop}\nspec: {hosts: [reviews]}\n',
     );
+    // The fleet's streams share one connection here, where istiods open one each.
     meshmux = await startFromYaml(
-      `sources: [{name: mesh, type: file, path: ./mesh.yaml}]\nserver: {admin: {dashboardUrl: '${DASHBOARD}'}}\n`,
+      `sources: [{name: mesh, type: file, path: ./mesh.yaml}]\nserver: {maxStreamsPerConnection: 1000, admin: {dashboardUrl: '${DASHBOARD}'}}\n`,
       dir,
     );
     for (let i = 0; i < ISTIODS; i++) {
