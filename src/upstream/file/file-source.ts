@@ -126,6 +126,8 @@ class FileSourceRun {
   /** The state last handed to the tracker, built from {@link set}. */
   private lastState: SourceSnapshotEvent | undefined;
   private watcher: FSWatcher | undefined;
+  /** A folder source's watches, one per folder its last scan listed. */
+  private readonly folderWatchers = new Map<string, FSWatcher>();
   private cancelSettle: (() => void) | undefined;
   private cancelRescan: (() => void) | undefined;
   private cancelFollowUp: (() => void) | undefined;
@@ -161,10 +163,14 @@ class FileSourceRun {
     this.firstStateDue = this.clock.now() + this.graceMs;
     this.tracker.connecting();
     try {
-      this.watcher = this.watchPath();
-      this.watcher.on('error', (err) =>
-        this.log.warn({ err: err.message }, 'file watch failed; relying on rescans'),
-      );
+      if (statSync(this.options.path).isFile()) {
+        this.watcher = this.watchFile();
+        this.watcher.on('error', (err) =>
+          this.log.warn({ err: err.message }, 'file watch failed; relying on rescans'),
+        );
+      } else {
+        this.watchFolders([this.options.path]);
+      }
     } catch (err) {
       this.log.warn({ err: String(err) }, 'cannot watch the path; relying on rescans');
     }
@@ -175,28 +181,58 @@ class FileSourceRun {
   stop(): void {
     this.stopped = true;
     this.watcher?.close();
+    for (const watcher of this.folderWatchers.values()) watcher.close();
+    this.folderWatchers.clear();
     this.cancelRescan?.();
     this.cancelSettle?.();
     this.cancelFollowUp?.();
   }
 
   /**
-   * Watches a folder source recursively, and a single-file source through its folder: a watch on
-   * the file itself follows its inode, which an atomic update (write a copy, rename it over the
-   * file) replaces, after which the watch never fires again. In that folder only the file's own
-   * name counts, and names starting with `..`: the kubelet updates a ConfigMap key mounted as
-   * a file by swapping its `..data` symlink (see {@link listYamlFiles}).
+   * Watches a single-file source through its folder: a watch on the file itself follows its
+   * inode, which an atomic update (write a copy, rename it over the file) replaces, after which
+   * the watch never fires again. In that folder only the file's own name counts, and names
+   * starting with `..`: the kubelet updates a ConfigMap key mounted as a file by swapping its
+   * `..data` symlink (see {@link listYamlFiles}).
    */
-  private watchPath(): FSWatcher {
+  private watchFile(): FSWatcher {
     const target = this.options.path;
-    const options = { persistent: false };
-    if (!statSync(target).isFile()) {
-      return watch(target, { ...options, recursive: true }, () => this.onFsEvent());
-    }
     const name = path.basename(target);
-    return watch(path.dirname(target), options, (_event, changed) => {
+    return watch(path.dirname(target), { persistent: false }, (_event, changed) => {
       if (changed === null || changed === name || changed.startsWith('..')) this.onFsEvent();
     });
+  }
+
+  /**
+   * Watches each of `folders` (those a scan listed) and no other, one watch each: node's recursive
+   * watch reads the tree on each event itself, and on node 24 a subfolder that turned unreadable
+   * made it throw out of the process. A folder that appears is seen by its parent's watch, and
+   * watched from the scan that follows.
+   */
+  private watchFolders(folders: readonly string[]): void {
+    if (this.stopped) return;
+    const wanted = new Set(folders);
+    for (const [folder, watcher] of this.folderWatchers) {
+      if (wanted.has(folder)) continue;
+      watcher.close();
+      this.folderWatchers.delete(folder);
+    }
+    for (const folder of folders) {
+      if (this.folderWatchers.has(folder)) continue;
+      try {
+        const watcher = watch(folder, { persistent: false }, () => this.onFsEvent());
+        watcher.on('error', (err) => {
+          // A folder gone or no longer readable: the rescans cover it, and the next scan that
+          // lists it watches it again.
+          this.log.debug({ folder, err: err.message }, 'folder watch ended');
+          watcher.close();
+          if (this.folderWatchers.get(folder) === watcher) this.folderWatchers.delete(folder);
+        });
+        this.folderWatchers.set(folder, watcher);
+      } catch (err) {
+        this.log.debug({ folder, err: String(err) }, 'cannot watch a folder; relying on rescans');
+      }
+    }
   }
 
   /** A file-system event: scan once the writer has been quiet for `settleMs`. */
@@ -260,7 +296,8 @@ class FileSourceRun {
   private async scan(): Promise<void> {
     const startedAt = this.clock.now();
     const first = this.scans++ === 0;
-    const { files: found, unreadable } = await listYamlFiles(this.options.path);
+    const { files: found, unreadable, folders } = await listYamlFiles(this.options.path);
+    if (folders.length > 0) this.watchFolders(folders);
     const reads: Array<[string, YamlFileRead]> = [];
     const present = new Set(found);
     for (const { folder, error } of unreadable) {

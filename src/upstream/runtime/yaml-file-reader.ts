@@ -60,6 +60,8 @@ export interface YamlFileListing {
    * by anyone but root), with why, in path order. What lies under one is unknown, not gone.
    */
   readonly unreadable: Array<{ readonly folder: string; readonly error: unknown }>;
+  /** Every folder listed, the root first (none when the root is a file). */
+  readonly folders: string[];
 }
 
 /**
@@ -71,9 +73,9 @@ export interface YamlFileListing {
  */
 export async function listYamlFiles(root: string): Promise<YamlFileListing> {
   const info = await stat(root);
-  if (info.isFile()) return { files: [root], unreadable: [] };
+  if (info.isFile()) return { files: [root], unreadable: [], folders: [] };
   const realRoot = await realpath(root);
-  const listing: YamlFileListing = { files: [], unreadable: [] };
+  const listing: YamlFileListing = { files: [], unreadable: [], folders: [] };
   const folders = [root];
   for (let folder = folders.pop(); folder !== undefined; folder = folders.pop()) {
     let entries;
@@ -84,6 +86,7 @@ export async function listYamlFiles(root: string): Promise<YamlFileListing> {
       listing.unreadable.push({ folder, error: err });
       continue;
     }
+    listing.folders.push(folder);
     for (const e of entries) {
       const entry = path.join(folder, e.name);
       if (hiddenByKubelet(path.relative(root, entry))) continue;
