@@ -110,14 +110,6 @@ export class EtcdRecordStore implements SourceRecordStore {
   private cluster: string | undefined;
   /** Per source, the revision of its record in etcd this replica knows of (read, watched or written). */
   private readonly revisions = new Map<string, number>();
-  /**
-   * Per source, the revision of its record in etcd this replica knew of when its own state of the
-   * source last changed (undefined while etcd's cluster was not known): a record etcd holds at a
-   * later revision was written since by another replica, and is not overwritten with this one.
-   */
-  private readonly basis = new Map<string, number | undefined>();
-  /** Sources whose record in etcd was left as a later one, said once until written again. */
-  private readonly keptLater = new Set<string>();
 
   private constructor(private readonly options: EtcdRecordStoreOptions) {
     const { etcd } = options;
@@ -161,7 +153,6 @@ export class EtcdRecordStore implements SourceRecordStore {
 
   changed(source: string, read: () => SourceRecord): void {
     this.removals.delete(source);
-    this.basis.set(source, this.cluster === undefined ? undefined : (this.revisions.get(source) ?? 0));
     this.queue.changed(source, read);
   }
 
@@ -172,7 +163,6 @@ export class EtcdRecordStore implements SourceRecordStore {
    */
   removed(source: string): void {
     this.queue.forget(source);
-    this.basis.delete(source);
     this.removals.add(source);
     this.removePending();
   }
@@ -448,34 +438,8 @@ export class EtcdRecordStore implements SourceRecordStore {
       if (!this.writer || campaign === undefined)
         throw new MeshmuxError('STATE', 'no longer the state writer', { file: key });
       const leader = await campaign.getCampaignKey();
-      const basis = this.basis.get(source);
       const current = await this.client.get(key).exec();
       const kv = current.kvs[0];
-      if (
-        kv !== undefined &&
-        basis !== undefined &&
-        Number(kv.mod_revision) > basis &&
-        // A write of its own whose answer was lost stored it, not another replica.
-        parseManifest(kv.value.toString('utf8'))?.writer !== this.options.identity
-      ) {
-        this.noteRevision(source, Number(kv.mod_revision));
-        // Another replica (the writer before this one) stored it after this replica's own state
-        // last changed: a replica elected while cut off from the upstream would put its older
-        // state in place of the fleet's. Its next change is written.
-        await this.client
-          .delete()
-          .prefix(this.chunkPrefix(source, generation))
-          .exec()
-          .catch(() => undefined);
-        if (!this.keptLater.has(source)) {
-          this.keptLater.add(source);
-          this.options.log.info(
-            { source, revision: kv.mod_revision, known: basis },
-            "left the record etcd holds: another replica wrote it after this replica's state of the source last changed",
-          );
-        }
-        return 0;
-      }
       const swap = await this.client
         .if(key, 'Mod', '==', kv === undefined ? 0 : kv.mod_revision)
         .and(leader, 'Create', '>', 0)
@@ -490,10 +454,6 @@ export class EtcdRecordStore implements SourceRecordStore {
       this.cluster ??= swap.header.cluster_id;
       const revision = Number(swap.header.revision);
       this.noteRevision(source, revision);
-      // A change that came while this write was under way is later than what it wrote.
-      const since = this.basis.get(source);
-      if (since !== undefined && revision > since) this.basis.set(source, revision);
-      this.keptLater.delete(source);
       const previous = kv === undefined ? undefined : parseManifest(kv.value.toString('utf8'));
       if (previous !== undefined && previous.generation !== generation)
         await this.client.delete().prefix(this.chunkPrefix(source, previous.generation)).exec();
