@@ -69,8 +69,6 @@ interface Manifest {
   readonly bytes: number;
   readonly sha256: string;
   readonly savedMs: number;
-  /** The replica that wrote it; absent in manifests of earlier releases. */
-  readonly writer?: string;
 }
 
 /**
@@ -428,7 +426,6 @@ export class EtcdRecordStore implements SourceRecordStore {
         bytes: bytes.length,
         sha256: createHash('sha256').update(bytes).digest('hex'),
         savedMs: record.savedMs,
-        writer: this.options.identity,
       };
       const key = this.manifestKey(source);
       // The key of this replica's campaign stands as long as its lease does, and while it stands
