@@ -242,17 +242,21 @@ export async function startMeshmux(
   /**
    * Builds the merge inputs of a configuration, keeping each running source whose connection did
    * not change (only its merge rules are new). Changes nothing: sources are cold until the merge
-   * subscribes, so a plan that is dropped leaves nothing behind. Throws when a source cannot be
-   * built.
+   * subscribes, so a plan that is dropped leaves nothing behind. A source built anew starts from
+   * `recordOf` its name: the stored record at a start, what the merge holds on a reload. Throws
+   * when a source cannot be built.
    */
-  const planInputs = (c: MeshmuxConfig, restored?: () => ReadonlyMap<string, SourceRecord>): PlannedInput[] =>
+  const planInputs = (
+    c: MeshmuxConfig,
+    recordOf: (source: string) => SourceRecord | undefined,
+  ): PlannedInput[] =>
     c.sources.map((sc) => {
       const policy = sourcePolicy(sc.rules);
       const kept = running.get(sc.name);
       if (kept !== undefined && sameConnection(kept.config, sc)) {
         return { ...kept, config: sc, input: { ...kept.input, policy } };
       }
-      const source = createSource(sc, restored && (() => restoredObjects(restored().get(sc.name), sc)));
+      const source = createSource(sc, () => restoredObjects(recordOf(sc.name), sc));
       // An opaque id per connection: the merge resubscribes a source when it changes.
       const fingerprint = `${sc.name}#${++connections}`;
       return {
@@ -270,7 +274,7 @@ export async function startMeshmux(
   };
   await loadSourceLibraries(config.sources);
   // Sources start once the merge subscribes, after the records are read.
-  const inputs = commitInputs(planInputs(config, () => persisted.restored));
+  const inputs = commitInputs(planInputs(config, (name) => persisted.restored.get(name)));
   const reloads = new ConfigReloads(new Date());
   reloads.register(metrics.registry);
   const stateMetrics = new StateMetrics(metrics.registry);
@@ -580,7 +584,9 @@ export async function startMeshmux(
       nextPolicies = isDeepStrictEqual(next.policies, current.policies)
         ? undefined
         : new PolicySet(plainPolicies(next.policies));
-      planned = planInputs(next);
+      // A source run anew starts from what it holds, as after a restart: a file broken now keeps
+      // the objects it held.
+      planned = planInputs(next, (name) => engine.record(name));
     } catch (err) {
       const error = toMeshmuxError(err, 'CONFIG', { file: current.origin });
       const problems = configProblems(error);

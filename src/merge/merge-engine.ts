@@ -355,6 +355,15 @@ export class MergeEngine implements SnapshotReader {
     return this.confirm(sourceName) ? 'applied' : 'none';
   }
 
+  /**
+   * The record of what a source holds now, as the store would be handed it; undefined for a
+   * source not configured. A reload that runs a source anew starts it from its objects, as a
+   * restart starts it from its stored record.
+   */
+  record(sourceName: string): SourceRecord | undefined {
+    return this.ledgers.find((l) => l.descriptor.name === sourceName)?.record(new Date(this.scheduler.now()));
+  }
+
   /** Whether a source with this name is configured. */
   has(sourceName: string): boolean {
     return this.ledgers.some((l) => l.descriptor.name === sourceName);

@@ -127,6 +127,42 @@ async function restartAndChange(
   }
 }
 
+/**
+ * Rewrites `configFile` with `config` once a file is broken, waits until meshmux applied it (the
+ * source runs anew, its settings changed), then has `change` add `shop/later` and waits for the
+ * stand-in to hold it, watching all along for anything it held going missing.
+ */
+async function reloadAndChange(
+  meshmux: MeshmuxProcess,
+  client: IstiodClient,
+  configFile: string,
+  config: string,
+  change: () => Promise<unknown>,
+): Promise<void> {
+  const held = [...client.configs(SE).keys()];
+  let lost = 0;
+  const look = (): void => {
+    lost = Math.max(lost, held.filter((name) => !client.configs(SE).has(name)).length);
+  };
+  const watcher = setInterval(look, 20);
+  try {
+    const from = meshmux.logs.length;
+    await writeFile(configFile, config);
+    await meshmux.waitForLog((l) => l.msg === 'sources reconfigured', from, WAIT_MS, 'the reload');
+    await change();
+    await client.waitFor(
+      (c) => c.configs(SE).has('shop/later'),
+      WAIT_MS,
+      () => 'shop/later served',
+    );
+    look();
+    report('reload with a broken file', { 'objects held before': held.length, 'objects lost': lost });
+    assert.equal(lost, 0, 'objects the stand-in lost while the reloaded source read the broken file');
+  } finally {
+    clearInterval(watcher);
+  }
+}
+
 describe('faults: a restart with a broken file', () => {
   it('still serves the object of a document that turned invalid, in a file source, after a restart', async () => {
     const { dir, dispose } = await tempDir('meshmux-fault-broken-restart-');
@@ -229,6 +265,75 @@ describe('faults: a restart with a broken file', () => {
         repo.commitAndPush({ 'later.yaml': plainServiceEntry('later') }, 'later'),
       );
       meshmux = run.meshmux;
+      assert.deepEqual(
+        [...client.configs(SE).keys()].sort(),
+        [...SHOP, 'later'].map((n) => `shop/${n}`).sort(),
+      );
+    } finally {
+      client.close();
+      await meshmux.stop();
+      await dispose();
+    }
+  });
+
+  it('still serves the object of a document that turned invalid, in a file source whose settings a reload changed', async () => {
+    const { dir, dispose } = await tempDir('meshmux-fault-broken-reload-');
+    await mkdir(path.join(dir, 'mesh'));
+    const shop = path.join(dir, 'mesh', 'shop.yaml');
+    await writeFile(shop, shopYaml(false));
+    const configFile = path.join(dir, 'meshmux.yaml');
+    const meshmux = await startOnFolder(configFile, dir);
+    const client = connectIstiod(meshmux.xds);
+    try {
+      await client.waitFor(
+        (c) => c.configs(SE).size === 5,
+        WAIT_MS,
+        () => 'all five served',
+      );
+      await writeFile(shop, shopYaml(true));
+      await meshmux.waitForLog((l) => l.msg === 'rejected a document', 0, WAIT_MS, 'the rejection');
+      assert.ok(client.configs(SE).has('shop/pay'), 'pay kept while its document is invalid');
+      await reloadAndChange(
+        meshmux,
+        client,
+        configFile,
+        'state: { dir: state }\nsources:\n  - { name: local, type: file, path: mesh, rescanInterval: 7s }\n',
+        () => writeFile(path.join(dir, 'mesh', 'later.yaml'), plainServiceEntry('later')),
+      );
+      assert.deepEqual(
+        [...client.configs(SE).keys()].sort(),
+        [...SHOP, 'later'].map((n) => `shop/${n}`).sort(),
+      );
+    } finally {
+      client.close();
+      await meshmux.stop();
+      await dispose();
+    }
+  });
+
+  it('still serves the object of a document a commit made invalid, in a git source whose settings a reload changed', async () => {
+    const { dir, dispose } = await tempDir('meshmux-fault-broken-reload-git-');
+    const repo = await TestRepo.create(dir);
+    await repo.commitAndPush({ 'shop.yaml': shopYaml(false) }, 'five');
+    const configFile = path.join(dir, 'meshmux.yaml');
+    const gitConfig = (interval: string): string =>
+      'state: { dir: state }\nsources:\n' +
+      `  - { name: config, type: git, url: '${repo.fileUrl}', interval: ${interval}, cacheDir: git-cache }\n`;
+    await writeFile(configFile, gitConfig('1s'));
+    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir });
+    const client = connectIstiod(meshmux.xds);
+    try {
+      await client.waitFor(
+        (c) => c.configs(SE).size === 5,
+        WAIT_MS,
+        () => 'all five served',
+      );
+      await repo.commitAndPush({ 'shop.yaml': shopYaml(true) }, 'break pay');
+      await meshmux.waitForLog((l) => l.msg === 'rejected a document', 0, WAIT_MS, 'the rejection');
+      assert.ok(client.configs(SE).has('shop/pay'), 'pay kept while its document is invalid');
+      await reloadAndChange(meshmux, client, configFile, gitConfig('2s'), () =>
+        repo.commitAndPush({ 'later.yaml': plainServiceEntry('later') }, 'later'),
+      );
       assert.deepEqual(
         [...client.configs(SE).keys()].sort(),
         [...SHOP, 'later'].map((n) => `shop/${n}`).sort(),
