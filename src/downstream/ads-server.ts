@@ -215,6 +215,8 @@ export class AdsServer {
       scheduler,
       onFree: (viewId) => this.responses.forgetView(viewId),
     });
+    // One budget per kind of a stream's warnings, over every stream; the kinds are a closed set.
+    const warnings = new Map<string, LogLineBudget>();
     const env = {
       reader: options.reader,
       responses: this.responses,
@@ -230,6 +232,11 @@ export class AdsServer {
       scheduler,
       disconnects: new LogLineBudget(() => scheduler.now()),
       overLimit: new LogLineBudget(() => scheduler.now()),
+      warnings: (kind: string): LogLineBudget => {
+        let budget = warnings.get(kind);
+        if (budget === undefined) warnings.set(kind, (budget = new LogLineBudget(() => scheduler.now())));
+        return budget;
+      },
     };
     const open = <R extends AdsRequest>(protocol: AdsProtocol<R>) => {
       return (call: grpc.ServerDuplexStream<Uint8Array, Buffer>): void => {

@@ -64,6 +64,12 @@ export interface StreamEnvironment {
   readonly disconnects: LogLineBudget;
   /** Bounds the server's lines about streams refused for going over a limit, over every stream. */
   readonly overLimit: LogLineBudget;
+  /**
+   * Bounds the server's lines of each kind of a stream's warnings (see {@link WarningLimiter}),
+   * over every stream: a client that opens stream after stream, each warned about once, must
+   * not flood the log either. Kinds are the closed set the streams use.
+   */
+  readonly warnings: (kind: string) => LogLineBudget;
 }
 
 /** Per type URL state of one stream. */
@@ -497,7 +503,10 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
     this.call.emit('error', { code, details });
   }
 
-  /** Logs a line unless one of the same kind was logged on this stream in the last few seconds (see {@link WarningLimiter}). */
+  /**
+   * Logs a line unless one of the same kind was logged on this stream in the last few seconds (see
+   * {@link WarningLimiter}) or the server's lines of that kind are spent for now (`warnings`).
+   */
   private warn(
     kind: string,
     fields: Record<string, unknown>,
@@ -506,7 +515,16 @@ export class ClientStream<R extends AdsRequest> implements AdsStream, BudgetWait
   ): void {
     const { log, suppressed } = this.warnings.allow(kind);
     if (!log) return;
-    this.env.log[level](suppressed > 0 ? { ...fields, suppressed } : fields, message);
+    const line = this.env.warnings(kind).allow();
+    if (!line.log) return;
+    this.env.log[level](
+      {
+        ...fields,
+        ...(suppressed > 0 ? { suppressed } : {}),
+        ...(line.leftOut > 0 ? { notLoggedBefore: line.leftOut } : {}),
+      },
+      message,
+    );
   }
 
   /**

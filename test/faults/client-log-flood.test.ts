@@ -132,4 +132,37 @@ describe('a flood of streams against the log', () => {
     assert.ok(lines <= 100, `${lines} lines of refusals over a limit`);
     assert.equal(first['notLoggedBefore'], FLOOD - lines, 'the line after the window names those left out');
   });
+
+  it('logs a warning each stream may make (a type it does not know, a NACK) in at most 100 lines in 10 s over every stream', async () => {
+    const from = meshmux.logs.length;
+    for (let s = 0; s < FLOOD; s += 50) {
+      await Promise.all(
+        Array.from({ length: 50 }, async (_, k) => {
+          const raw = new RawAdsStream(meshmux.xds);
+          const node = { id: `istiod-warn-${s + k}`, metadata: stringStruct({}) };
+          raw.send({ type_url: SE, node });
+          const answer = await raw.next(30_000);
+          raw.send({
+            type_url: SE,
+            response_nonce: answer.nonce,
+            error_detail: { code: 3, message: 'rejected on purpose' },
+          });
+          raw.send({ type_url: 'type.googleapis.com/example.Unknown' });
+          await raw.next(30_000);
+          raw.close();
+        }),
+      );
+    }
+    // The last stream's lines are logged before its answer to the unknown type is sent.
+    const unknown = counted(from, 'unknown type URL: it will be answered empty');
+    const nacks = counted(from, 'client rejected a response');
+    report(`${FLOOD} streams each sending a NACK and a type it does not know`, {
+      'unknown type lines': unknown.lines,
+      'NACK lines': nacks.lines,
+    });
+    assert.ok(unknown.lines >= 1, 'the first unknown type is logged');
+    assert.ok(nacks.lines >= 1, 'the first NACK is logged');
+    assert.ok(unknown.lines <= 100, `${unknown.lines} lines of unknown types`);
+    assert.ok(nacks.lines <= 100, `${nacks.lines} lines of NACKs`);
+  });
 });
