@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { isDeepStrictEqual } from 'node:util';
+import type { Registry } from 'prom-client';
 import { appendAll } from './core/append-all.js';
 import { fitMarkingToCpu } from './core/concurrent-marking.js';
 import { MeshmuxError, toMeshmuxError } from './core/errors.js';
@@ -23,6 +24,7 @@ import {
   reloadingServerCredentials,
   serverTlsProblems,
   type ServerTlsFiles,
+  type ServerTlsReads,
 } from './downstream/server-tls.js';
 import type { WriteBudgetOptions } from './downstream/write-budget.js';
 import { AdminGuard } from './http/admin-guard.js';
@@ -48,6 +50,7 @@ import { renderStatusPage } from './http/status-page.js';
 import { ConfigReloads } from './telemetry/config-reloads.js';
 import type { Metrics } from './telemetry/metrics.js';
 import { StateMetrics } from './telemetry/state-metrics.js';
+import { ServerTlsReadMetrics } from './telemetry/server-tls-reads.js';
 import { hostOfAddress } from './core/loopback.js';
 import { openRecordStore } from './state/open-record-store.js';
 import type { EtcdPolicyRecords } from './state/etcd-policy-records.js';
@@ -146,6 +149,24 @@ function encodeMeshConfig(config: MeshmuxConfig, warnings: MeshmuxError[]): Uint
       },
     );
   }
+}
+
+/** Says what each read of the ADS listener's TLS files found, in the log and in a metric. */
+function serverTlsReads(registry: Registry, log: Logger): ServerTlsReads {
+  const metrics = new ServerTlsReadMetrics(registry);
+  return {
+    failed: (problem) => {
+      metrics.failed();
+      log.warn(
+        { err: problem.describe() },
+        'server TLS files unusable as read: new connections keep the last usable certificate',
+      );
+    },
+    recovered: () => {
+      metrics.recovered();
+      log.info('server TLS files usable again: new connections get them');
+    },
+  };
 }
 
 /** The TLS files of the ADS listener, as the configuration names them. */
@@ -563,7 +584,10 @@ export async function startMeshmux(
   const xdsTlsPort =
     tls === undefined || xdsTlsAddress === undefined
       ? undefined
-      : await ads.listen(xdsTlsAddress, await reloadingServerCredentials(serverTlsFiles(tls)));
+      : await ads.listen(
+          xdsTlsAddress,
+          await reloadingServerCredentials(serverTlsFiles(tls), serverTlsReads(metrics.registry, log)),
+        );
   const httpPort = await http.listen(overrides.http ?? config.server.http);
   const adminPort = await admin.listen(adminAddress);
   log.info(

@@ -12,13 +12,19 @@ export interface ServerTlsFiles {
   readonly field: string;
 }
 
+/** The PEM bytes of the files. */
+interface TlsPem {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+  readonly ca: Buffer | null;
+}
+
 /**
- * What keeps these files from making the server's TLS identity now, as CONFIG errors: each file
- * that cannot be read, naming it and its field (`server.tls.key`); when all can be
- * read, a key that does not match the certificate or a file that is not PEM. Empty when usable.
- * A start refuses them, so `meshmux check-config` and a reload report them before one is tried.
+ * Reads the files and checks they make a TLS identity: their bytes, or what keeps them from it as
+ * CONFIG errors: each file that cannot be read, naming it and its field (`server.tls.key`); when
+ * all can be read, a key that does not match the certificate or a file that is not PEM.
  */
-export async function serverTlsProblems(files: ServerTlsFiles): Promise<MeshmuxError[]> {
+async function readServerTls(files: ServerTlsFiles): Promise<TlsPem | MeshmuxError[]> {
   const read = async (file: string | undefined, what: string, name: string): Promise<Buffer | null> =>
     file === undefined ? null : readPemFile(file, what, `${files.field}.${name}`);
   const [cert, key, ca] = await Promise.allSettled([
@@ -40,42 +46,150 @@ export async function serverTlsProblems(files: ServerTlsFiles): Promise<MeshmuxE
   } catch (err) {
     return [toMeshmuxError(err, 'CONFIG')];
   }
-  return [];
+  if (cert.value === null || key.value === null) throw new MeshmuxError('INTERNAL', 'TLS files read as none');
+  return { cert: cert.value, key: key.value, ca: ca.value };
+}
+
+/**
+ * What keeps these files from making the server's TLS identity now (see `readServerTls`); empty
+ * when usable. A start refuses them, so `meshmux check-config` and a reload report them before
+ * one is tried.
+ */
+export async function serverTlsProblems(files: ServerTlsFiles): Promise<MeshmuxError[]> {
+  const read = await readServerTls(files);
+  return Array.isArray(read) ? read : [];
+}
+
+/** What a {@link reloadingServerCredentials} says of each read of its files after the first. */
+export interface ServerTlsReads {
+  /** The files read make a usable identity again after `problem`s: it is used from now on. */
+  readonly recovered?: () => void;
+  /**
+   * The files read do not make a usable identity (a certificate replaced before its key, a file
+   * cut short or gone): the last usable one stays in use. Said once per problem, not per read.
+   */
+  readonly failed?: (problem: MeshmuxError) => void;
+}
+
+/**
+ * A certificate provider that reads `files` every `refreshIntervalMs` while a server listens, and
+ * hands a read on only when it makes a usable identity: a read that does not keeps the last one
+ * in use (grpc-js's own provider hands any read on, and drops every new connection on one that
+ * does not load).
+ */
+class CheckedTlsFiles implements experimental.CertificateProvider {
+  private readonly identityListeners = new Set<experimental.IdentityCertificateUpdateListener>();
+  private readonly caListeners = new Set<experimental.CaCertificateUpdateListener>();
+  private timer: NodeJS.Timeout | undefined;
+  private reading = false;
+  /** The problem of the last read, while reads fail; said once each. */
+  private problem: string | undefined;
+
+  constructor(
+    private readonly files: ServerTlsFiles,
+    private current: TlsPem,
+    private readonly reads: ServerTlsReads,
+  ) {}
+
+  private async refresh(): Promise<void> {
+    if (this.reading) return;
+    this.reading = true;
+    try {
+      const read = await readServerTls(this.files);
+      if (Array.isArray(read)) {
+        const problem = read[0] ?? new MeshmuxError('INTERNAL', 'TLS files unusable, for no reason given');
+        const said = problem.describe();
+        if (said !== this.problem) this.reads.failed?.(problem);
+        this.problem = said;
+        return;
+      }
+      if (this.problem !== undefined) {
+        this.problem = undefined;
+        this.reads.recovered?.();
+      }
+      const before = this.current;
+      if (before.cert.equals(read.cert) && before.key.equals(read.key) && sameBytes(before.ca, read.ca))
+        return;
+      this.current = read;
+      for (const listener of this.identityListeners) listener(identityOf(read));
+      for (const listener of this.caListeners) listener(caOf(read));
+    } finally {
+      this.reading = false;
+    }
+  }
+
+  private watch(): void {
+    if (this.timer !== undefined) return;
+    this.timer = setInterval(() => void this.refresh(), this.files.refreshIntervalMs);
+    this.timer.unref();
+  }
+
+  private unwatch(): void {
+    if (this.identityListeners.size > 0 || this.caListeners.size > 0) return;
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  addCaCertificateListener(listener: experimental.CaCertificateUpdateListener): void {
+    this.caListeners.add(listener);
+    this.watch();
+    process.nextTick(() => {
+      if (this.caListeners.has(listener)) listener(caOf(this.current));
+    });
+  }
+
+  removeCaCertificateListener(listener: experimental.CaCertificateUpdateListener): void {
+    this.caListeners.delete(listener);
+    this.unwatch();
+  }
+
+  addIdentityCertificateListener(listener: experimental.IdentityCertificateUpdateListener): void {
+    this.identityListeners.add(listener);
+    this.watch();
+    process.nextTick(() => {
+      if (this.identityListeners.has(listener)) listener(identityOf(this.current));
+    });
+  }
+
+  removeIdentityCertificateListener(listener: experimental.IdentityCertificateUpdateListener): void {
+    this.identityListeners.delete(listener);
+    this.unwatch();
+  }
 }
 
 /**
  * TLS credentials whose files are re-read every `refreshIntervalMs`: a rotated certificate is used
- * for new handshakes while established streams keep running. Client certificates are requested
- * only when a client CA is configured and never required at the TLS layer (stock istiod never
- * presents one); policies decide what a client without one receives. Resolves once the files are
- * loaded, so the first handshake already has them.
+ * for new handshakes while established streams keep running. A read that does not make a usable
+ * identity (see `reads`) leaves the last usable one in use, so new istiods still connect while
+ * the files are being replaced or are broken. Client certificates are requested only when a
+ * client CA is configured and never required at the TLS layer (stock istiod never presents one);
+ * policies decide what a client without one receives. Rejects when the files cannot make one at
+ * first.
  */
-export async function reloadingServerCredentials(files: ServerTlsFiles): Promise<ServerCredentials> {
-  const [problem] = await serverTlsProblems(files);
-  if (problem !== undefined) throw problem;
-  const provider = new experimental.FileWatcherCertificateProvider({
-    certificateFile: files.cert,
-    privateKeyFile: files.key,
-    caCertificateFile: files.clientCa,
-    refreshIntervalMs: files.refreshIntervalMs,
-  });
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      provider.removeIdentityCertificateListener(listener);
-      reject(new MeshmuxError('CONFIG', 'TLS files did not load within 10 s', { file: files.cert }));
-    }, 10_000);
-    const listener = (update: experimental.IdentityCertificateUpdate | null): void => {
-      if (update === null) return;
-      clearTimeout(timer);
-      provider.removeIdentityCertificateListener(listener);
-      resolve();
-    };
-    provider.addIdentityCertificateListener(listener);
-  });
+export async function reloadingServerCredentials(
+  files: ServerTlsFiles,
+  reads: ServerTlsReads = {},
+): Promise<ServerCredentials> {
+  const first = await readServerTls(files);
+  if (Array.isArray(first))
+    throw first[0] ?? new MeshmuxError('INTERNAL', 'TLS files unusable, for no reason given');
+  const provider = new CheckedTlsFiles(files, first, reads);
   // grpc-js takes the identity provider first and the (optional) CA provider second.
   return experimental.createCertificateProviderServerCredentials(
     provider,
     files.clientCa === undefined ? null : provider,
     false,
   );
+}
+
+function identityOf(pem: TlsPem): experimental.IdentityCertificateUpdate {
+  return { certificate: pem.cert, privateKey: pem.key };
+}
+
+function caOf(pem: TlsPem): experimental.CaCertificateUpdate | null {
+  return pem.ca === null ? null : { caCertificate: pem.ca };
+}
+
+function sameBytes(a: Buffer | null, b: Buffer | null): boolean {
+  return a === null || b === null ? a === b : a.equals(b);
 }
