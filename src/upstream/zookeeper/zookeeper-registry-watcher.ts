@@ -4,6 +4,7 @@ import type { Client, Option } from 'node-zookeeper-client';
 import { MeshmuxError, toMeshmuxError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { SYSTEM_CLOCK, type SourceClock } from '../runtime/source-clock.js';
+import { RedialPacer } from './redial-pacer.js';
 
 /** Children of the root that Dubbo 2.7+ uses for metadata, not for interfaces. */
 const NOT_INTERFACES: ReadonlySet<string> = new Set(['config', 'mapping', 'metadata']);
@@ -12,6 +13,8 @@ const ZOOKEEPER_NODE = 'zookeeper';
 const RETRY_MIN_MS = 500;
 const RETRY_MAX_MS = 30_000;
 const PATH_RETRY_MS = 5_000;
+/** A connection that stays up this long is healthy, even if the registry could not be read on it. */
+const HEALTHY_CONNECTION_MS = 10_000;
 
 export interface ZookeeperRegistryWatcherOptions {
   /** Connection string: `host:port[,host:port...]`. */
@@ -101,14 +104,36 @@ interface ConnectionManagerModule {
 interface ConnectionManager {
   socket?: { destroy(): void };
   pendingBuffer: unknown;
+  refusal?: Error | undefined;
 }
+
+/** What the watcher touches of a client's connection to a server: every dial goes through `connect`. */
+interface DialingConnection {
+  socket?: unknown;
+  connect(): void;
+  /**
+   * The last answer with a code the library does not know, set by {@link guardAnswers}. A server
+   * enforcing authentication refuses the first request of a resumed session, the watches set
+   * again, whose answer nobody waits for, and closes the connection: only this says why.
+   */
+  refusal?: Error | undefined;
+}
+
+/** The library's connection of `client`, which it does not type. */
+function connectionOf(client: Client): DialingConnection {
+  return (client as unknown as { connectionManager: DialingConnection }).connectionManager;
+}
+
+/** The connection whose answers are being read, for {@link guardAnswers}. */
+let answering: ConnectionManager | undefined;
 
 /**
  * Makes what a server answers unable to throw out of the library. It throws, from the socket's data
  * handler and so out of the process, on an error code it does not know (a real ZooKeeper 3.8 that
  * enforces authentication stopped meshmux at its first request) and on bytes it cannot parse (a
  * port that is not ZooKeeper's). Now an unknown code reaches the request's callback as an error
- * naming it, and bytes that cannot be parsed drop the connection, which the library dials again.
+ * naming it (kept as the connection's `refusal` too), and bytes that cannot be parsed drop the
+ * connection, which is dialled again when the watcher's pacer lets it.
  */
 function guardAnswers(lib: typeof ZooKeeperClient, connections: ConnectionManagerModule): void {
   const exceptions = lib.Exception as unknown as {
@@ -129,18 +154,36 @@ function guardAnswers(lib: typeof ZooKeeperClient, connections: ConnectionManage
       error.code = code;
       error.name = NEWER_CODES.get(code) ?? `UNKNOWN_${code}`;
       error.message = `Exception: ${error.name}[${code}]${path === undefined ? '' : `@${path}`}`;
+      if (answering !== undefined) answering.refusal = error;
       return error;
     }
   };
   const onSocketData = connections.prototype.onSocketData;
   connections.prototype.onSocketData = function (this: ConnectionManager, buffer: Buffer): void {
-    try {
-      onSocketData.call(this, buffer);
-    } catch {
-      this.pendingBuffer = null;
-      this.socket?.destroy();
-    }
+    readAnswers(this, () => {
+      try {
+        onSocketData.call(this, buffer);
+      } catch {
+        this.pendingBuffer = null;
+        this.socket?.destroy();
+      }
+    });
   };
+}
+
+/**
+ * Runs `read` with `connection` as the one whose answers are read. Answers are read synchronously
+ * (a frame after another, recursively): `create` in {@link guardAnswers} is called while the
+ * connection it reads for is the innermost one set.
+ */
+function readAnswers(connection: ConnectionManager, read: () => void): void {
+  const outer = answering;
+  answering = connection;
+  try {
+    read();
+  } finally {
+    answering = outer;
+  }
 }
 
 interface SyncRound {
@@ -174,7 +217,10 @@ function isNoNode(err: unknown): boolean {
  * On every (re)connection it reads the whole registry again (a sync), because reads that failed
  * while disconnected left no watch behind; `synced` is reported when that read is complete.
  * When the session expires it opens a new one and syncs. Throughout, the last view is kept:
- * only a completed read of the root removes interfaces.
+ * only a completed read of the root removes interfaces. Every dial, the library's own included,
+ * waits for a {@link RedialPacer}: a server that keeps closing connections before they prove
+ * healthy (a complete read, or 10 s up) is dialled less and less often, said once in the log, and
+ * the source's status names why when a refused request says so.
  *
  * Owns one ZooKeeper client at a time; `stop` closes it. Not restartable.
  */
@@ -200,13 +246,28 @@ export class ZookeeperRegistryWatcher {
   private readonly pathRetries = new Map<string, () => void>();
   private readonly rootWatcher = (): void => this.readRoot();
   private cancelProbe: (() => void) | undefined;
+  /** Cancels the pending retry of a sync round that failed: one at a time. */
+  private cancelRoundRetry: (() => void) | undefined;
+  /** Cancels the current client's dial waiting for the pacer. */
+  private cancelDial: (() => void) | undefined;
   private readonly clock: SourceClock;
+  /** Paces every dial of every client: see {@link RedialPacer}. */
+  private readonly pacer: RedialPacer;
+  /**
+   * What a read failed with since the connection was last healthy. A connection the server closes
+   * right after refusing a read (one that enforces authentication) is reported failing for that
+   * reason, not as a lost connection: the reason stays on the source's status, said once.
+   */
+  private connectionFailure: MeshmuxError | undefined;
+  /** The current run of connections that dropped before proving healthy has been logged. */
+  private outageLogged = false;
 
   constructor(
     private readonly options: ZookeeperRegistryWatcherOptions,
     private readonly events: ZookeeperRegistryWatcherEvents,
   ) {
     this.clock = options.clock ?? SYSTEM_CLOCK;
+    this.pacer = new RedialPacer(this.clock);
   }
 
   /** Provider znode names per interface, sorted. Must not be altered; changes after `changed`. */
@@ -234,8 +295,19 @@ export class ZookeeperRegistryWatcher {
     for (const cancel of this.timers) cancel();
     this.timers.clear();
     this.cancelProbe?.();
-    this.client?.close();
+    this.closeClient();
+  }
+
+  /**
+   * Closes the current client. One whose dial still waits for the pacer has no socket, and the
+   * library's `close` would write to it: such a client is dropped (it never dials, see openSession).
+   */
+  private closeClient(): void {
+    this.cancelDial?.();
+    this.cancelDial = undefined;
+    const client = this.client;
     this.client = undefined;
+    if (client !== undefined && connectionOf(client).socket !== undefined) client.close();
   }
 
   /** Opens a new session, or with `resume` a new client on an existing one. */
@@ -243,9 +315,9 @@ export class ZookeeperRegistryWatcher {
     if (this.stopped) return;
     const generation = ++this.generation;
     this.cancelProbe?.();
-    this.client?.close();
-    this.client = undefined;
+    this.closeClient();
     this.round = undefined;
+    this.cancelRoundRetry?.();
     // The new session's sync reads every interface again.
     for (const cancel of this.pathRetries.values()) cancel();
     this.pathRetries.clear();
@@ -253,6 +325,8 @@ export class ZookeeperRegistryWatcher {
     const clientOptions: Partial<Option> & { sessionId?: Buffer; sessionPassword?: Buffer } = {
       sessionTimeout: sessionTimeoutMs,
       retries: 0,
+      // Every dial waits for the pacer instead, which knows whether the last connection was healthy.
+      spinDelay: 0,
       ...(resume === undefined ? {} : { sessionId: resume.id, sessionPassword: resume.password }),
     };
     const client = zookeeperClient().createClient(servers, clientOptions);
@@ -262,10 +336,15 @@ export class ZookeeperRegistryWatcher {
     const handshakeMs =
       this.options.handshakeTimeoutMs ?? Math.min(Math.max(sessionTimeoutMs, 3_000), 10_000);
     let cancelHandshake: (() => void) | undefined;
+    let cancelHealthy: (() => void) | undefined;
     let connected = false;
+    // Timed from the first dial without a connection, through the pacer's waits and the library's
+    // redials: a client that keeps failing its handshake (one whose last seen zxid is ahead of
+    // the server's, which refuses it) is replaced by a new one on the same session.
     const awaitConnection = (): void => {
-      cancelHandshake?.();
+      if (cancelHandshake !== undefined) return;
       cancelHandshake = this.clock.after(handshakeMs, () => {
+        cancelHandshake = undefined;
         if (!current() || connected) return;
         const id = client.getSessionId();
         const known = id.some((b) => b !== 0);
@@ -278,40 +357,65 @@ export class ZookeeperRegistryWatcher {
         this.openSession(known ? { id, password: client.getSessionPassword() } : undefined);
       });
     };
-    awaitConnection();
+    // Every dial of this client, the library's own after a closed connection included, waits for
+    // the pacer; a client replaced meanwhile dials no more.
+    const connection = connectionOf(client);
+    const dial = connection.connect.bind(connection);
+    connection.connect = () => {
+      this.cancelDial?.();
+      this.cancelDial = undefined;
+      if (!current()) return;
+      this.cancelDial = this.pacer.schedule(() => {
+        if (!current()) return;
+        awaitConnection();
+        dial();
+      });
+    };
     client.on('state', (state) => {
       if (current()) log.debug({ state: String(state) }, 'ZooKeeper client state');
     });
-    client.on('connected', () => {
+    const stopHandshake = (): void => {
       cancelHandshake?.();
+      cancelHandshake = undefined;
+    };
+    client.on('connected', () => {
+      stopHandshake();
       connected = true;
       if (!current()) return;
       this.retryDelayMs = RETRY_MIN_MS;
       this.redials = 0;
+      cancelHealthy?.();
+      cancelHealthy = this.later(HEALTHY_CONNECTION_MS, () => {
+        if (current() && connected) this.connectionHealthy();
+      });
       const sessionId = client.getSessionId().toString('hex');
+      // Within a run of connections the server keeps closing, each is said at debug level only.
+      const level = this.outageLogged ? 'debug' : 'info';
       if (!established || (resume !== undefined && !client.getSessionId().equals(resume.id))) {
         established = true;
-        log.info({ sessionId, timeoutMs: client.getSessionTimeout() }, 'ZooKeeper session established');
+        log[level]({ sessionId, timeoutMs: client.getSessionTimeout() }, 'ZooKeeper session established');
         this.events.session?.(sessionId);
       } else {
-        log.info({ sessionId }, 'reconnected to ZooKeeper; reading the registry again');
+        log[level]({ sessionId }, 'reconnected to ZooKeeper; reading the registry again');
       }
       resume = undefined;
       this.startRound();
     });
     client.on('disconnected', () => {
       connected = false;
+      cancelHealthy?.();
       if (!current()) return;
-      awaitConnection();
       this.round = undefined;
-      log.warn({ servers }, 'lost the connection to ZooKeeper');
-      this.events.unavailable(
-        new MeshmuxError('UNAVAILABLE', 'lost the connection to ZooKeeper; reconnecting', { file: servers }),
-      );
+      this.cancelRoundRetry?.();
+      const refusal = connection.refusal;
+      connection.refusal = undefined;
+      if (refusal !== undefined)
+        this.connectionFailure ??= toMeshmuxError(refusal, 'UNAVAILABLE', { file: servers });
+      this.events.unavailable(this.connectionLost());
     });
     client.on('expired', () => {
       if (!current()) return;
-      log.warn('ZooKeeper session expired; opening a new one');
+      log[this.outageLogged ? 'debug' : 'warn']('ZooKeeper session expired; opening a new one');
       this.events.unavailable(
         new MeshmuxError('UNAVAILABLE', 'the ZooKeeper session expired; opening a new one', {
           file: servers,
@@ -320,7 +424,7 @@ export class ZookeeperRegistryWatcher {
       this.openSession();
     });
     client.on('authenticationFailed', () => {
-      cancelHandshake?.();
+      stopHandshake();
       if (!current()) return;
       this.events.unavailable(
         new MeshmuxError('PERMISSION_DENIED', 'ZooKeeper rejected the credentials', { file: servers }),
@@ -353,12 +457,54 @@ export class ZookeeperRegistryWatcher {
         client.connect();
       },
       (err: unknown) => {
-        cancelHandshake?.();
+        stopHandshake();
         if (!current()) return;
         this.events.unavailable(toMeshmuxError(err, 'CONFIG', { file: servers }));
         this.retrySession();
       },
     );
+  }
+
+  /**
+   * Logs a closed connection and returns why the view is out of date. A healthy connection lost
+   * is said at once; a run of connections that drop before proving healthy is said once, with the
+   * reason a read failed if one did, and then only at 10, 100, 1000… dials.
+   */
+  private connectionLost(): MeshmuxError {
+    const { log, servers } = this.options;
+    const lost = new MeshmuxError('UNAVAILABLE', 'lost the connection to ZooKeeper; reconnecting', {
+      file: servers,
+    });
+    const dials = this.pacer.attempts;
+    if (dials === 0) {
+      log.warn({ servers }, 'lost the connection to ZooKeeper');
+      return lost;
+    }
+    const error = this.connectionFailure ?? lost;
+    if (!this.outageLogged) {
+      this.outageLogged = true;
+      log.warn(
+        { servers, error: error.describe() },
+        'ZooKeeper closed the connection before it proved healthy; dialling again with backoff',
+      );
+    } else if (/^10+$/.test(String(dials))) {
+      log.warn(
+        { servers, dials, error: error.describe() },
+        'still no healthy ZooKeeper connection; dialling again with backoff',
+      );
+    } else {
+      log.debug({ servers, dials }, 'ZooKeeper closed the connection; dialling again with backoff');
+    }
+    return error;
+  }
+
+  /** The connection read the registry in full, or stayed up a while: the next dial goes at once. */
+  private connectionHealthy(): void {
+    const dials = this.pacer.healthy();
+    this.connectionFailure = undefined;
+    if (!this.outageLogged) return;
+    this.outageLogged = false;
+    this.options.log.info({ dials }, 'ZooKeeper connection healthy again');
   }
 
   /**
@@ -442,6 +588,8 @@ export class ZookeeperRegistryWatcher {
   }
 
   private startRound(): void {
+    this.cancelRoundRetry?.();
+    this.cancelRoundRetry = undefined;
     this.round = { pending: 0 };
     this.readRoot();
   }
@@ -460,13 +608,16 @@ export class ZookeeperRegistryWatcher {
       if (round.pending > 0) return;
       this.round = undefined;
       if (round.failure === undefined) {
+        this.connectionHealthy();
         this.events.synced();
         return;
       }
+      this.connectionFailure = round.failure;
       this.events.unavailable(round.failure);
       const delay = this.retryDelayMs;
       this.retryDelayMs = Math.min(delay * 2, RETRY_MAX_MS);
-      this.later(delay, () => this.startRound());
+      this.cancelRoundRetry?.();
+      this.cancelRoundRetry = this.later(delay, () => this.startRound());
     };
   }
 
@@ -518,6 +669,7 @@ export class ZookeeperRegistryWatcher {
       this.round.failure = error;
       return;
     }
+    this.connectionFailure = error;
     this.events.unavailable(error);
     this.later(PATH_RETRY_MS, () => this.readRoot());
   }
