@@ -4,7 +4,8 @@
  * seeing the other close (no FIN, no RST crosses); `resume()` moves bytes again and delivers any
  * close that happened meanwhile. Lets a test make a ZooKeeper server expire a client's session,
  * or leave a client on a silent connection. `holdNext` freezes only the next connections made,
- * as a server that accepts a connection and never answers it would.
+ * as a server that accepts a connection and never answers it would. `accepted` counts the
+ * connections a client made.
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
@@ -22,9 +23,13 @@ export class TcpProxy {
   private listeningPort = 0;
   private holdNew = false;
   private holdCount = 0;
+  private acceptedCount = 0;
 
   private constructor(targetPort: number) {
-    this.server = createServer((client) => this.relay(client, targetPort));
+    this.server = createServer((client) => {
+      this.acceptedCount++;
+      this.relay(client, targetPort);
+    });
   }
 
   /** Listens on a free 127.0.0.1 port and relays every connection to `127.0.0.1:targetPort`. */
@@ -43,6 +48,11 @@ export class TcpProxy {
   /** `127.0.0.1:<port>`. */
   get address(): string {
     return `127.0.0.1:${this.port}`;
+  }
+
+  /** Connections accepted from clients since the relay started. */
+  get accepted(): number {
+    return this.acceptedCount;
   }
 
   /** Local ports of the relay's connections to the target (what the target sees as clients). */

@@ -70,6 +70,7 @@ export class ZookeeperServer {
     private readonly dir: string,
     readonly port: number,
     private readonly startTimeoutMs: number,
+    private readonly tickTimeMs: number,
   ) {}
 
   /** Starts a server on a free port with an empty data folder; resolves once it answers `ruok`. */
@@ -78,30 +79,49 @@ export class ZookeeperServer {
     const dir = await mkdtemp(path.join(tmpdir(), 'meshmux-zk-'));
     await mkdir(path.join(dir, 'data'));
     return onFreePort(async (port) => {
-      const tick = options.tickTimeMs ?? 250;
-      await writeFile(
-        path.join(dir, 'zoo.cfg'),
-        [
-          `tickTime=${tick}`,
-          `dataDir=${path.join(dir, 'data')}`,
-          `clientPort=${port}`,
-          'clientPortAddress=127.0.0.1',
-          'admin.enableServer=false',
-          '4lw.commands.whitelist=ruok,srvr,cons,mntr',
-          'maxClientCnxns=0',
-          // Sessions may ask for up to a minute (the default cap is 20 ticks, 5 s here): a client
-          // that must outlive a restart of this server asks for more than the restart takes.
-          'maxSessionTimeout=60000',
-          // Tests need speed, not durability across power loss.
-          'forceSync=no',
-          ...(options.extraConfig ?? []),
-          '',
-        ].join('\n'),
+      const server = new ZookeeperServer(
+        classPath,
+        dir,
+        port,
+        options.startTimeoutMs ?? 60_000,
+        options.tickTimeMs ?? 250,
       );
-      const server = new ZookeeperServer(classPath, dir, port, options.startTimeoutMs ?? 60_000);
+      await server.writeConfig(options.extraConfig ?? []);
       await server.start();
       return server;
     });
+  }
+
+  /**
+   * Stops the server, rewrites `zoo.cfg` with `extraConfig` in place of the lines given before, and
+   * starts it again on the same port and data, as operators change a setting of an ensemble.
+   */
+  async restartWith(extraConfig: readonly string[]): Promise<void> {
+    await this.stop();
+    await this.writeConfig(extraConfig);
+    await this.start();
+  }
+
+  private async writeConfig(extraConfig: readonly string[]): Promise<void> {
+    await writeFile(
+      path.join(this.dir, 'zoo.cfg'),
+      [
+        `tickTime=${this.tickTimeMs}`,
+        `dataDir=${path.join(this.dir, 'data')}`,
+        `clientPort=${this.port}`,
+        'clientPortAddress=127.0.0.1',
+        'admin.enableServer=false',
+        '4lw.commands.whitelist=ruok,srvr,cons,mntr',
+        'maxClientCnxns=0',
+        // Sessions may ask for up to a minute (the default cap is 20 ticks, 5 s here): a client
+        // that must outlive a restart of this server asks for more than the restart takes.
+        'maxSessionTimeout=60000',
+        // Tests need speed, not durability across power loss.
+        'forceSync=no',
+        ...extraConfig,
+        '',
+      ].join('\n'),
+    );
   }
 
   /** `127.0.0.1:<port>`. */
