@@ -1,7 +1,6 @@
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { isDeepStrictEqual } from 'node:util';
-import type { Registry } from 'prom-client';
 import { appendAll } from './core/append-all.js';
 import { fitMarkingToCpu } from './core/concurrent-marking.js';
 import { MeshmuxError, toMeshmuxError } from './core/errors.js';
@@ -152,18 +151,19 @@ function encodeMeshConfig(config: MeshmuxConfig, warnings: MeshmuxError[]): Uint
 }
 
 /** Says what each read of the ADS listener's TLS files found, in the log and in a metric. */
-function serverTlsReads(registry: Registry, log: Logger): ServerTlsReads {
-  const metrics = new ServerTlsReadMetrics(registry);
+function serverTlsReads(metrics: ServerTlsReadMetrics, log: Logger): ServerTlsReads {
+  const listener = 'server.xdsTls';
+  metrics.listening(listener);
   return {
     failed: (problem) => {
-      metrics.failed();
+      metrics.failed(listener);
       log.warn(
         { err: problem.describe() },
         'server TLS files unusable as read: new connections keep the last usable certificate',
       );
     },
     recovered: () => {
-      metrics.recovered();
+      metrics.recovered(listener);
       log.info('server TLS files usable again: new connections get them');
     },
   };
@@ -299,6 +299,7 @@ export async function startMeshmux(
   const reloads = new ConfigReloads(new Date());
   reloads.register(metrics.registry);
   const stateMetrics = new StateMetrics(metrics.registry);
+  const tlsReads = new ServerTlsReadMetrics(metrics.registry);
   const persisted = await openRecordStore(
     config.state.dir,
     overrides.env ?? process.env,
@@ -586,7 +587,7 @@ export async function startMeshmux(
       ? undefined
       : await ads.listen(
           xdsTlsAddress,
-          await reloadingServerCredentials(serverTlsFiles(tls), serverTlsReads(metrics.registry, log)),
+          await reloadingServerCredentials(serverTlsFiles(tls), serverTlsReads(tlsReads, log)),
         );
   const httpPort = await http.listen(overrides.http ?? config.server.http);
   const adminPort = await admin.listen(adminAddress);

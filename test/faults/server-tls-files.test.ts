@@ -111,7 +111,11 @@ describe('faults: the server TLS files broken while meshmux runs', () => {
         `the line saying ${what}`,
       );
       said.push(String(line['err']));
-      assert.equal(await meshmux.metric('meshmux_server_tls_files_usable'), 0, what);
+      assert.equal(
+        await meshmux.metric('meshmux_server_tls_files_usable{listener="server.xdsTls"}'),
+        0,
+        what,
+      );
     }
     report('server TLS files broken while running', {
       'broken states': broken.length,
@@ -130,6 +134,6 @@ describe('faults: the server TLS files broken while meshmux runs', () => {
       'recovery',
     );
     await served(other, 'an istiod trusting the rotated CA');
-    assert.equal(await meshmux.metric('meshmux_server_tls_files_usable'), 1);
+    assert.equal(await meshmux.metric('meshmux_server_tls_files_usable{listener="server.xdsTls"}'), 1);
   });
 });
