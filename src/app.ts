@@ -206,8 +206,37 @@ export async function checkBeyondSchema(config: MeshmuxConfig): Promise<CheckedC
   if (config.server.tls !== undefined) {
     appendAll(problems, await serverTlsProblems(serverTlsFiles(config.server.tls)));
   }
+  appendAll(problems, await sourceProblems(config));
   if (problems.length > 0) throw configError(config.origin, 'invalid configuration', problems);
   return { meshConfig, warnings };
+}
+
+/**
+ * What keeps a source from being built, each naming its field (a kubeconfig that cannot be read or
+ * names no cluster for the context asked for): a start would fail on it. Builds each source and
+ * drops it: sources are cold until the merge subscribes, so nothing is dialled or read beyond
+ * what building one reads.
+ */
+async function sourceProblems(config: MeshmuxConfig): Promise<MeshmuxError[]> {
+  try {
+    await loadSourceLibraries(config.sources);
+  } catch (err) {
+    return [toMeshmuxError(err, 'CONFIG', { file: config.origin, field: 'sources' })];
+  }
+  return config.sources.flatMap((sc, i) => {
+    try {
+      createSource(sc);
+      return [];
+    } catch (err) {
+      const kubeconfig = sc.type === 'kubernetes' ? sc.kubeconfig : undefined;
+      return [
+        toMeshmuxError(err, 'CONFIG', {
+          file: kubeconfig ?? config.origin,
+          field: kubeconfig === undefined ? `sources[${i}]` : `sources[${i}].kubeconfig`,
+        }),
+      ];
+    }
+  });
 }
 
 /** Logs each thing a configuration has that is accepted but ignored, naming its file and field. */

@@ -7,7 +7,7 @@ import { PACKAGE_ROOT } from '../../src/core/paths.js';
 import { configJsonSchema } from '../../src/settings/meshmux-config.js';
 import { tempDir } from '../support/meshmux-harness.js';
 
-const meshmux = (args: string[], cwd?: string) => runMeshmuxCli(args, cwd);
+const meshmux = (args: string[], cwd?: string, timeoutMs?: number) => runMeshmuxCli(args, cwd, timeoutMs);
 
 describe('meshmux check-config', () => {
   it('names every problem as file:line:column with the nearest known field for a typo, and exits 1', async () => {
@@ -70,6 +70,53 @@ describe('meshmux check-config', () => {
         `${cert}: server.tls.cert: cannot read the server certificate: ENOENT: no such file or directory, open '${cert}'`,
         `${key}: server.tls.key: cannot read the server private key: ENOENT: no such file or directory, open '${key}'`,
       ]);
+    } finally {
+      await t.dispose();
+    }
+  });
+
+  it('names a kubeconfig that cannot be read or names no cluster for its context, and exits 1, as a start does', async () => {
+    const t = await tempDir();
+    try {
+      const file = path.join(t.dir, 'meshmux.yaml');
+      const kubeconfig = path.join(t.dir, 'kubeconfig');
+      await writeFile(
+        kubeconfig,
+        [
+          'apiVersion: v1',
+          'kind: Config',
+          'clusters: [{name: staging, cluster: {server: "https://127.0.0.1:1"}}]',
+          'users: [{name: staging, user: {token: t}}]',
+          'contexts: [{name: staging, context: {cluster: staging, user: staging}}]',
+          'current-context: staging',
+          '',
+        ].join('\n'),
+      );
+      await writeFile(
+        file,
+        'state: {dir: none}\nsources:\n' +
+          '  - {name: prod, type: kubernetes, kubeconfig: ./kubeconfig, context: prod}\n' +
+          '  - {name: gone, type: kubernetes, kubeconfig: ./missing}\n',
+      );
+      const checked = await meshmux(['check-config', file]);
+      assert.equal(checked.code, 1, checked.stderr);
+      assert.equal(checked.stdout, '');
+      const lines = checked.stderr.trim().split('\n');
+      assert.equal(lines.length, 2, checked.stderr);
+      assert.match(
+        lines[0] ?? '',
+        /^.*kubeconfig: sources\[0\]\.kubeconfig: source prod: .*names no cluster for its context/,
+      );
+      assert.match(lines[1] ?? '', /missing: sources\[1\]\.kubeconfig: .*ENOENT/);
+      // A start says the same, one line each, and exits 1: not a stack trace.
+      const served = await meshmux(['serve', '--config', file], t.dir, 30_000);
+      assert.equal(served.code, 1, served.stderr);
+      assert.match(
+        served.stderr,
+        /sources\[0\]\.kubeconfig: source prod: .*names no cluster for its context/,
+      );
+      assert.match(served.stderr, /sources\[1\]\.kubeconfig: ENOENT/);
+      assert.doesNotMatch(served.stderr, /\n\s+at /, 'no stack trace');
     } finally {
       await t.dispose();
     }
