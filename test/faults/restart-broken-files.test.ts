@@ -163,45 +163,131 @@ async function reloadAndChange(
   }
 }
 
-describe('faults: a restart with a broken file', () => {
-  it('still serves the object of a document that turned invalid, in a file source, after a restart', async () => {
-    const { dir, dispose } = await tempDir('meshmux-fault-broken-restart-');
+/** A source serving the five objects of `shop.yaml`, then a commit or an edit that broke `pay`'s document. */
+interface BrokenCase {
+  readonly dir: string;
+  readonly configFile: string;
+  /** The source's name. */
+  readonly source: string;
+  /** Its configuration, `setting` (`interval: 2s`, say) among the source's fields. */
+  readonly config: (setting: string) => string;
+  readonly meshmux: MeshmuxProcess;
+  readonly client: IstiodClient;
+  /** Adds `shop/later` the way the source reads (a file, or a commit). */
+  readonly addLater: () => Promise<unknown>;
+  /** When `pay`'s document was broken (ms since the epoch). */
+  readonly brokenAt: number;
+  /** Removes the folder; the caller closes the stand-in and stops meshmux first. */
+  readonly dispose: () => Promise<void>;
+}
+
+/**
+ * Starts meshmux on a file or a git source of `shop.yaml`, an istiod stand-in holding its five
+ * objects, then breaks `pay`'s document, waiting until meshmux rejected it while still serving it.
+ */
+async function brokenCase(type: 'file' | 'git', prefix: string): Promise<BrokenCase> {
+  const { dir, dispose } = await tempDir(prefix);
+  const configFile = path.join(dir, 'meshmux.yaml');
+  let config: (setting: string) => string;
+  let write: (file: string, text: string, why: string) => Promise<unknown>;
+  if (type === 'file') {
     await mkdir(path.join(dir, 'mesh'));
-    const shop = path.join(dir, 'mesh', 'shop.yaml');
-    await writeFile(shop, shopYaml(false));
-    const configFile = path.join(dir, 'meshmux.yaml');
-    let meshmux = await startOnFolder(configFile, dir);
-    const client = connectIstiod(meshmux.xds);
-    try {
-      await client.waitFor(
-        (c) => c.configs(SE).size === 5,
-        WAIT_MS,
-        () => 'all five served',
-      );
-      const since = Date.now();
-      await writeFile(shop, shopYaml(true));
-      await meshmux.waitForLog((l) => l.msg === 'rejected a document', 0, WAIT_MS, 'the rejection');
-      await recorded(meshmux, 'local', since);
-      assert.ok(client.configs(SE).has('shop/pay'), 'pay kept while its document is invalid');
-      const run = await restartAndChange(meshmux, client, configFile, dir, 'local', () =>
-        writeFile(path.join(dir, 'mesh', 'later.yaml'), plainServiceEntry('later')),
-      );
-      meshmux = run.meshmux;
-      assert.deepEqual(
-        [...client.configs(SE).keys()].sort(),
-        [...SHOP, 'later'].map((n) => `shop/${n}`).sort(),
-      );
-      const errors = run.sources.find((s) => s.name === 'local')?.errors ?? [];
-      assert.ok(
-        errors.some((e) => e.includes('shop.yaml')),
-        `the invalid document is still reported: ${errors.join('; ')}`,
-      );
-    } finally {
-      client.close();
-      await meshmux.stop();
-      await dispose();
-    }
-  });
+    config = (setting) =>
+      `state: { dir: state }\nsources:\n  - { name: local, type: file, path: mesh${setting} }\n`;
+    write = (file, text) => writeFile(path.join(dir, 'mesh', file), text);
+  } else {
+    const repo = await TestRepo.create(dir);
+    config = (setting) =>
+      'state: { dir: state }\nsources:\n' +
+      `  - { name: config, type: git, url: '${repo.fileUrl}', cacheDir: git-cache${setting || ', interval: 1s'} }\n`;
+    write = (file, text, why) => repo.commitAndPush({ [file]: text }, why);
+  }
+  await write('shop.yaml', shopYaml(false), 'five');
+  await writeFile(configFile, config(''));
+  const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir });
+  const client = connectIstiod(meshmux.xds);
+  try {
+    await client.waitFor(
+      (c) => c.configs(SE).size === 5,
+      WAIT_MS,
+      () => 'all five served',
+    );
+    const brokenAt = Date.now();
+    await write('shop.yaml', shopYaml(true), 'break pay');
+    await meshmux.waitForLog((l) => l.msg === 'rejected a document', 0, WAIT_MS, 'the rejection');
+    assert.ok(client.configs(SE).has('shop/pay'), 'pay kept while its document is invalid');
+    return {
+      dir,
+      configFile,
+      source: type === 'file' ? 'local' : 'config',
+      config,
+      meshmux,
+      client,
+      addLater: () => write('later.yaml', plainServiceEntry('later'), 'later'),
+      brokenAt,
+      dispose,
+    };
+  } catch (err) {
+    client.close();
+    await meshmux.stop();
+    await dispose();
+    throw err;
+  }
+}
+
+/** Whether the stand-in holds the five objects of `shop.yaml` and `shop/later`, and nothing else. */
+function holdsShopAndLater(client: IstiodClient): void {
+  assert.deepEqual([...client.configs(SE).keys()].sort(), [...SHOP, 'later'].map((n) => `shop/${n}`).sort());
+}
+
+describe('faults: a restart with a broken file', () => {
+  for (const type of ['file', 'git'] as const) {
+    it(`still serves the object of a document that turned invalid, in a ${type} source, after a restart`, async () => {
+      const broken = await brokenCase(type, `meshmux-fault-broken-restart-${type}-`);
+      let { meshmux } = broken;
+      try {
+        await recorded(meshmux, broken.source, broken.brokenAt);
+        const run = await restartAndChange(
+          meshmux,
+          broken.client,
+          broken.configFile,
+          broken.dir,
+          broken.source,
+          broken.addLater,
+        );
+        meshmux = run.meshmux;
+        holdsShopAndLater(broken.client);
+        const errors = run.sources.find((s) => s.name === broken.source)?.errors ?? [];
+        assert.ok(
+          errors.some((e) => e.includes('shop.yaml')),
+          `the invalid document is still reported: ${errors.join('; ')}`,
+        );
+      } finally {
+        broken.client.close();
+        await meshmux.stop();
+        await broken.dispose();
+      }
+    });
+
+    it(`still serves the object of a document that turned invalid, in a ${type} source whose settings a reload changed`, async () => {
+      const broken = await brokenCase(type, `meshmux-fault-broken-reload-${type}-`);
+      try {
+        const setting = type === 'file' ? ', rescanInterval: 7s' : ', interval: 2s';
+        await reloadAndChange(
+          broken.meshmux,
+          broken.client,
+          broken.configFile,
+          broken.config(setting),
+          broken.addLater,
+        );
+        holdsShopAndLater(broken.client);
+      } finally {
+        broken.client.close();
+        await broken.meshmux.stop();
+        await broken.dispose();
+      }
+    });
+  }
 
   it('still serves the objects of a file saved in Latin-1, in a file source, after a restart', async () => {
     const { dir, dispose } = await tempDir('meshmux-fault-latin1-restart-');
@@ -231,113 +317,6 @@ describe('faults: a restart with a broken file', () => {
       meshmux = run.meshmux;
       assert.equal(client.configs(SE).size, 9, [...client.configs(SE).keys()].sort().join(', '));
       for (const n of ['a', 'b', 'c']) assert.ok(client.configs(SE).has(`shop/other-${n}`), n);
-    } finally {
-      client.close();
-      await meshmux.stop();
-      await dispose();
-    }
-  });
-
-  it('still serves the object of a document a commit made invalid, in a git source, after a restart', async () => {
-    const { dir, dispose } = await tempDir('meshmux-fault-broken-restart-git-');
-    const repo = await TestRepo.create(dir);
-    await repo.commitAndPush({ 'shop.yaml': shopYaml(false) }, 'five');
-    const configFile = path.join(dir, 'meshmux.yaml');
-    await writeFile(
-      configFile,
-      'state: { dir: state }\nsources:\n' +
-        `  - { name: config, type: git, url: '${repo.fileUrl}', interval: 1s, cacheDir: git-cache }\n`,
-    );
-    let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir });
-    const client = connectIstiod(meshmux.xds);
-    try {
-      await client.waitFor(
-        (c) => c.configs(SE).size === 5,
-        WAIT_MS,
-        () => 'all five served',
-      );
-      const since = Date.now();
-      await repo.commitAndPush({ 'shop.yaml': shopYaml(true) }, 'break pay');
-      await meshmux.waitForLog((l) => l.msg === 'rejected a document', 0, WAIT_MS, 'the rejection');
-      await recorded(meshmux, 'config', since);
-      assert.ok(client.configs(SE).has('shop/pay'), 'pay kept while its document is invalid');
-      const run = await restartAndChange(meshmux, client, configFile, dir, 'config', () =>
-        repo.commitAndPush({ 'later.yaml': plainServiceEntry('later') }, 'later'),
-      );
-      meshmux = run.meshmux;
-      assert.deepEqual(
-        [...client.configs(SE).keys()].sort(),
-        [...SHOP, 'later'].map((n) => `shop/${n}`).sort(),
-      );
-    } finally {
-      client.close();
-      await meshmux.stop();
-      await dispose();
-    }
-  });
-
-  it('still serves the object of a document that turned invalid, in a file source whose settings a reload changed', async () => {
-    const { dir, dispose } = await tempDir('meshmux-fault-broken-reload-');
-    await mkdir(path.join(dir, 'mesh'));
-    const shop = path.join(dir, 'mesh', 'shop.yaml');
-    await writeFile(shop, shopYaml(false));
-    const configFile = path.join(dir, 'meshmux.yaml');
-    const meshmux = await startOnFolder(configFile, dir);
-    const client = connectIstiod(meshmux.xds);
-    try {
-      await client.waitFor(
-        (c) => c.configs(SE).size === 5,
-        WAIT_MS,
-        () => 'all five served',
-      );
-      await writeFile(shop, shopYaml(true));
-      await meshmux.waitForLog((l) => l.msg === 'rejected a document', 0, WAIT_MS, 'the rejection');
-      assert.ok(client.configs(SE).has('shop/pay'), 'pay kept while its document is invalid');
-      await reloadAndChange(
-        meshmux,
-        client,
-        configFile,
-        'state: { dir: state }\nsources:\n  - { name: local, type: file, path: mesh, rescanInterval: 7s }\n',
-        () => writeFile(path.join(dir, 'mesh', 'later.yaml'), plainServiceEntry('later')),
-      );
-      assert.deepEqual(
-        [...client.configs(SE).keys()].sort(),
-        [...SHOP, 'later'].map((n) => `shop/${n}`).sort(),
-      );
-    } finally {
-      client.close();
-      await meshmux.stop();
-      await dispose();
-    }
-  });
-
-  it('still serves the object of a document a commit made invalid, in a git source whose settings a reload changed', async () => {
-    const { dir, dispose } = await tempDir('meshmux-fault-broken-reload-git-');
-    const repo = await TestRepo.create(dir);
-    await repo.commitAndPush({ 'shop.yaml': shopYaml(false) }, 'five');
-    const configFile = path.join(dir, 'meshmux.yaml');
-    const gitConfig = (interval: string): string =>
-      'state: { dir: state }\nsources:\n' +
-      `  - { name: config, type: git, url: '${repo.fileUrl}', interval: ${interval}, cacheDir: git-cache }\n`;
-    await writeFile(configFile, gitConfig('1s'));
-    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir });
-    const client = connectIstiod(meshmux.xds);
-    try {
-      await client.waitFor(
-        (c) => c.configs(SE).size === 5,
-        WAIT_MS,
-        () => 'all five served',
-      );
-      await repo.commitAndPush({ 'shop.yaml': shopYaml(true) }, 'break pay');
-      await meshmux.waitForLog((l) => l.msg === 'rejected a document', 0, WAIT_MS, 'the rejection');
-      assert.ok(client.configs(SE).has('shop/pay'), 'pay kept while its document is invalid');
-      await reloadAndChange(meshmux, client, configFile, gitConfig('2s'), () =>
-        repo.commitAndPush({ 'later.yaml': plainServiceEntry('later') }, 'later'),
-      );
-      assert.deepEqual(
-        [...client.configs(SE).keys()].sort(),
-        [...SHOP, 'later'].map((n) => `shop/${n}`).sort(),
-      );
     } finally {
       client.close();
       await meshmux.stop();
