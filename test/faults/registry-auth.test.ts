@@ -10,7 +10,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DubboRegistry } from '../support/dubbo-registry.js';
-import { connectIstiod, report, virtualServiceYaml } from '../support/fault-kit.js';
+import { connectIstiod, registryBesideFolder, report, virtualServiceYaml } from '../support/fault-kit.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -41,19 +41,7 @@ describe('faults: a ZooKeeper that refuses every request with a code the client 
     await mkdir(path.join(dir.dir, 'mesh'));
     await writeFile(path.join(dir.dir, 'mesh', 'a.yaml'), virtualServiceYaml('shop', 'a'));
     const configFile = path.join(dir.dir, 'meshmux.yaml');
-    await writeFile(
-      configFile,
-      [
-        'sources:',
-        '  - name: dubbo',
-        '    type: zookeeper',
-        `    servers: ${zk.connectString}`,
-        '    root: /dubbo',
-        '    namespace: dubbo',
-        '  - { name: mesh, type: file, path: ./mesh }',
-        '',
-      ].join('\n'),
-    );
+    await writeFile(configFile, registryBesideFolder(zk.connectString));
     const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
     const client = connectIstiod(meshmux.xds);
     try {
@@ -103,20 +91,8 @@ describe('faults: a ZooKeeper that refuses every request with a code the client 
       await mkdir(path.join(dir.dir, 'mesh'));
       await writeFile(path.join(dir.dir, 'mesh', 'a.yaml'), virtualServiceYaml('shop', 'a'));
       const configFile = path.join(dir.dir, 'meshmux.yaml');
-      await writeFile(
-        configFile,
-        [
-          'sources:',
-          '  - name: dubbo',
-          '    type: zookeeper',
-          // Through a relay that counts the connections meshmux makes.
-          `    servers: ${proxy.address}`,
-          '    root: /dubbo',
-          '    namespace: dubbo',
-          '  - { name: mesh, type: file, path: ./mesh }',
-          '',
-        ].join('\n'),
-      );
+      // Through a relay that counts the connections meshmux makes.
+      await writeFile(configFile, registryBesideFolder(proxy.address));
       const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
       const client = connectIstiod(meshmux.xds);
       try {

@@ -9,7 +9,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DubboRegistry } from '../support/dubbo-registry.js';
-import { connectIstiod, report, virtualServiceYaml } from '../support/fault-kit.js';
+import { connectIstiod, registryBesideFolder, report, virtualServiceYaml } from '../support/fault-kit.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { SE, VS } from '../support/type-urls.js';
@@ -47,19 +47,7 @@ describe('faults: a registration made to be slow to read', () => {
       const registry = await DubboRegistry.connect(zk.connectString, { root: `/dubbo-${services}` });
       await registry.register({ iface: 'com.foo.GoodService', ip: '10.0.0.1' });
       const configFile = path.join(dir.dir, 'meshmux.yaml');
-      await writeFile(
-        configFile,
-        [
-          'sources:',
-          '  - name: dubbo',
-          '    type: zookeeper',
-          `    servers: ${zk.connectString}`,
-          `    root: /dubbo-${services}`,
-          '    namespace: dubbo',
-          '  - { name: mesh, type: file, path: ./mesh }',
-          '',
-        ].join('\n'),
-      );
+      await writeFile(configFile, registryBesideFolder(zk.connectString, `/dubbo-${services}`));
       const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
       const client = connectIstiod(meshmux.xds);
       try {

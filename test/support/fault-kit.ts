@@ -113,3 +113,20 @@ export async function confirm(meshmux: MeshmuxProcess, source: string): Promise<
   });
   assert.equal(answer.status, 200);
 }
+
+/**
+ * A configuration of a ZooKeeper source `dubbo` (namespace `dubbo`) of `servers` under `root`,
+ * beside a file source `mesh` of the folder `./mesh`.
+ */
+export function registryBesideFolder(servers: string, root = '/dubbo'): string {
+  return [
+    'sources:',
+    '  - name: dubbo',
+    '    type: zookeeper',
+    `    servers: ${servers}`,
+    `    root: ${root}`,
+    '    namespace: dubbo',
+    '  - { name: mesh, type: file, path: ./mesh }',
+    '',
+  ].join('\n');
+}
