@@ -198,9 +198,11 @@ export class SourceLedger {
   private putInForce(policy: SourcePolicy, admitted: Admitted): KindChange[] {
     this.heldRules = undefined;
     this.rules = policy;
+    const before = this.total;
     const changes = this.commit(admitted);
-    // What the old rules admitted is not the source's to lose.
-    this.deletions.reset(this.total);
+    // What the new rules withdraw is not the source's to lose; rules that admit what the old ones
+    // did leave the window as it was, and a held wear-down judged against what it held before.
+    if (this.total < before) this.deletions.lower(before - this.total);
     return changes;
   }
 
@@ -337,7 +339,7 @@ export class SourceLedger {
       const beside = this.besideHeld(event);
       if (beside !== undefined) {
         const next = this.admit(beside);
-        const { effect, total } = this.judged(next, now);
+        const { effect, total } = this.judged(this.effect(next), now);
         if (appliesAtOnce(effect, total, this.rules)) return this.commit(next);
       }
       return this.judge(foldIn(this.held.fold, event), now);
@@ -347,7 +349,7 @@ export class SourceLedger {
       return [];
     }
     const next = this.admit(event);
-    const { effect, total } = this.judged(next, now);
+    const { effect, total } = this.judged(this.effect(next), now);
     if (appliesAtOnce(effect, total, this.rules)) return this.commit(next);
     if (this.rules.settleMs > 0) {
       this.pending = { fold: foldIn(undefined, event), due: now.getTime() + this.rules.settleMs };
@@ -411,12 +413,7 @@ export class SourceLedger {
       const changes = this.holdKinds(fold, whole.listedEmpty ?? whole.emptiedKinds, now);
       if (changes !== undefined) return changes;
     }
-    const { effect, total } = this.deletions.judged(
-      whole,
-      this.total,
-      now.getTime(),
-      this.rules.deleteWindowMs,
-    );
+    const { effect, total } = this.judged(whole, now);
     const verdict = guardVerdict(effect, total, this.rules);
     if (verdict !== undefined) {
       this.hold(verdict, fold, now);
@@ -439,7 +436,7 @@ export class SourceLedger {
     const { part, rest } = partFold(fold, new Set(kinds), known);
     if (rest === undefined) return undefined;
     const admitted = this.admit(foldEvent(rest), false);
-    const { effect, total } = this.judged(admitted, now);
+    const { effect, total } = this.judged(this.effect(admitted), now);
     if (guardVerdict(effect, total, this.rules) !== undefined) return undefined;
     const changes = this.commit(admitted);
     let deletions = 0;
@@ -565,6 +562,9 @@ export class SourceLedger {
           : {}),
       };
     }
+    // Deletions are judged from where the process before left them: a restart is no reason to
+    // let go of an update it held, nor to judge a wear-down from what the source has left.
+    this.deletions.restore(record.deletionWindow, held?.total, held?.sinceMs);
     return changes;
   }
 
@@ -574,6 +574,7 @@ export class SourceLedger {
    */
   record(now: Date): SourceRecord {
     const held = this.held;
+    const window = this.deletions.record;
     return {
       source: this.descriptor.name,
       type: this.descriptor.type,
@@ -598,6 +599,7 @@ export class SourceLedger {
             },
           }),
       rules: this.recordedRules(),
+      ...(window === undefined ? {} : { deletionWindow: window }),
     };
   }
 
@@ -673,6 +675,8 @@ export class SourceLedger {
     this.raw.clear();
     this.sentByKind.clear();
     this.total = 0;
+    // Nothing is left to lose: what comes next is judged from what it brings.
+    this.deletions.reset(0);
     return changes;
   }
 
@@ -1019,9 +1023,13 @@ export class SourceLedger {
     return same;
   }
 
-  /** An admitted update's effect as the guards judge it now, and the total to judge it against. */
-  private judged(admitted: Admitted, now: Date): { effect: UpdateEffect; total: number } {
-    return this.deletions.judged(this.effect(admitted), this.total, now.getTime(), this.rules.deleteWindowMs);
+  /**
+   * An update's effect as the guards judge it now, and the total to judge it against: while an
+   * update of the whole source is held, against what the source held before the deletions held.
+   */
+  private judged(effect: UpdateEffect, now: Date): { effect: UpdateEffect; total: number } {
+    const holding = this.held !== undefined && this.held.update.reason !== 'emptied-kind';
+    return this.deletions.judged(effect, this.total, now.getTime(), this.rules.deleteWindowMs, holding);
   }
 
   private effect(admitted: Admitted): UpdateEffect {

@@ -2,6 +2,7 @@ import type { ReadList } from '../core/chunked-list.js';
 import type { ConfigResource } from '../core/resource.js';
 import type { HoldReason } from './config-snapshot.js';
 import type { SourcePolicy } from './source-rules.js';
+import type { WindowRecord } from './update-guards.js';
 
 /**
  * What one source last contributed, in a form that outlives the process: the objects it sent
@@ -33,6 +34,11 @@ export interface SourceRecord {
   readonly rules?: RecordedRules;
   /** Who took the record and what it knew of etcd's then; absent where no etcd is configured. */
   readonly origin?: RecordOrigin;
+  /**
+   * The guards' deletion window (see `DeletionWindow`), so a restart judges deletions from the
+   * same peak; absent before the source's first deleting update, and in records of earlier releases.
+   */
+  readonly deletionWindow?: WindowRecord;
 }
 
 /**

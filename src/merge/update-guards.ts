@@ -41,10 +41,19 @@ export interface UpdateEffect {
 /** The guards a source's rules name, as they bear on one update. */
 export type GuardRules = Pick<SourcePolicy, 'keepOnEmpty' | 'minDeletes' | 'maxDeleteRatio' | 'settleMs'>;
 
+/** A deletion window as a record keeps it: when it started (ms since the epoch) and its peak. */
+export interface WindowRecord {
+  readonly startMs: number;
+  readonly peak: number;
+}
+
 /**
  * The most objects a source held within a window of time, which the guards judge deletions from:
  * a source worn down a few objects per update is judged as if it had lost them in one. The window
- * starts at the first deleting update after the last one ended.
+ * starts at the first deleting update after the last one ended. While an update of the whole
+ * source is held, the window stays open: each update judged meanwhile starts its time again and
+ * keeps its peak, so a held wear-down is judged against what the source held before it, however
+ * long the hold lasts, and for a window's time after an update ends the hold.
  */
 export class DeletionWindow {
   private start = Number.NEGATIVE_INFINITY;
@@ -54,17 +63,21 @@ export class DeletionWindow {
    * The update's effect on a source holding `total` objects, as the guards judge it at `nowMs`:
    * when the update takes the source further below the window's peak than its own deletions, those
    * are the deletions, judged against the peak. An update that deletes nothing is judged alone.
+   * `holding`: an update of the whole source is held, so the window does not end.
    */
   judged(
     effect: UpdateEffect,
     total: number,
     nowMs: number,
     windowMs: number,
+    holding = false,
   ): { effect: UpdateEffect; total: number } {
-    if (effect.deletions > 0 && (windowMs === 0 || nowMs - this.start > windowMs)) {
+    if (holding && windowMs > 0) this.start = nowMs;
+    else if (effect.deletions > 0 && (windowMs === 0 || nowMs - this.start > windowMs)) {
       this.start = nowMs;
       this.peak = total;
-    } else if (total > this.peak) this.peak = total;
+    }
+    if (total > this.peak) this.peak = total;
     const shrink = this.peak - effect.after;
     if (effect.deletions === 0 || shrink <= effect.deletions) return { effect, total };
     return { effect: { ...effect, deletions: shrink }, total: this.peak };
@@ -78,6 +91,26 @@ export class DeletionWindow {
   /** Forgets `deletions` an operator confirmed, and only those: the rest still counts. */
   lower(deletions: number): void {
     this.peak = Math.max(0, this.peak - Math.max(0, deletions));
+  }
+
+  /** The window as a record keeps it; undefined before the first deleting update. */
+  get record(): WindowRecord | undefined {
+    return Number.isFinite(this.start) ? { startMs: this.start, peak: this.peak } : undefined;
+  }
+
+  /**
+   * Goes on from a recorded window (`record`) and a hold that judged an update against `heldTotal`
+   * objects (a record of an earlier release keeps no window, only its hold), since `heldSinceMs`:
+   * a restart lets no deletion go that the process before it would have held.
+   */
+  restore(record: WindowRecord | undefined, heldTotal?: number, heldSinceMs?: number): void {
+    if (record !== undefined) {
+      this.start = record.startMs;
+      this.peak = Math.max(0, record.peak);
+    }
+    if (heldTotal === undefined || heldTotal <= this.peak) return;
+    this.peak = heldTotal;
+    if (!Number.isFinite(this.start) && heldSinceMs !== undefined) this.start = heldSinceMs;
   }
 }
 

@@ -316,6 +316,14 @@ function recordFields(record: SourceRecord): Record<string, unknown> {
     ...(record.held === undefined ? {} : { held: heldMessage(record.held, record.source) }),
     ...(record.rules === undefined ? {} : { rules: rulesMessage(record.rules) }),
     ...(record.origin === undefined ? {} : { origin: originMessage(record.origin) }),
+    ...(record.deletionWindow === undefined
+      ? {}
+      : {
+          deletion_window: {
+            start_ms: record.deletionWindow.startMs,
+            peak: record.deletionWindow.peak,
+          },
+        }),
   };
 }
 
@@ -525,6 +533,7 @@ interface RecordObject {
   };
   rules?: RulesObject | null;
   origin?: OriginObject | null;
+  deletion_window?: null | { start_ms: number | { toNumber(): number }; peak: number };
 }
 
 interface OriginObject {
@@ -563,6 +572,9 @@ function recordFrom(o: RecordObject, fail: (why: string) => never): SourceRecord
         }),
     ...(rules === undefined ? {} : { rules }),
     ...(o.origin === null || o.origin === undefined ? {} : { origin: originFrom(o.origin) }),
+    ...(o.deletion_window === null || o.deletion_window === undefined
+      ? {}
+      : { deletionWindow: { startMs: toNumber(o.deletion_window.start_ms), peak: o.deletion_window.peak } }),
   };
 }
 

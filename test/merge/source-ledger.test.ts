@@ -289,6 +289,92 @@ describe('SourceLedger', () => {
     });
   });
 
+  describe('a held wear-down', () => {
+    const many = (from: number, to: number): ReturnType<typeof fakeResource>[] =>
+      Array.from({ length: to - from }, (_, i) => fakeResource(`s${from + i}`));
+    const minute = 60_000;
+    /** A ledger worn down 9 objects per second from 100, held at the sixth update (55 served). */
+    const wornDown = (policy: Partial<SourcePolicy> = {}): SourceLedger => {
+      const l = ledger(policy);
+      l.apply(state(...many(0, 100)), new Date(0));
+      for (let i = 1; i <= 6; i++) l.apply(state(...many(9 * i, 100)), new Date(i * 1000));
+      assert.deepEqual([l.heldUpdate?.deletions, l.heldUpdate?.total, l.kind(VS).size], [54, 100, 55]);
+      return l;
+    };
+    const heldOf = (l: SourceLedger): unknown[] => [
+      l.heldUpdate?.reason,
+      l.heldUpdate?.deletions,
+      l.heldUpdate?.total,
+      l.kind(VS).size,
+    ];
+
+    it('stays held once the window has passed, later updates judged against what it held before', () => {
+      const l = wornDown();
+      l.apply(state(...many(54, 100)), new Date(20 * minute));
+      assert.deepEqual(heldOf(l), ['mass-delete', 54, 100, 55], 'the same state, twenty minutes on');
+      l.apply(state(...many(63, 100)), new Date(40 * minute));
+      assert.deepEqual(heldOf(l), ['mass-delete', 63, 100, 55], 'nine more');
+      // The upstream back to what is served ends the hold; the window runs again from there.
+      l.apply(state(...many(45, 100)), new Date(41 * minute));
+      assert.deepEqual(heldOf(l), [undefined, undefined, undefined, 55]);
+      l.apply(state(...many(54, 100)), new Date(42 * minute));
+      assert.deepEqual(heldOf(l), ['mass-delete', 54, 100, 55], 'worn down again within the window');
+      l.apply(state(...many(45, 100)), new Date(43 * minute));
+      l.apply(state(...many(54, 100)), new Date(54 * minute));
+      assert.deepEqual(heldOf(l), [undefined, undefined, undefined, 46], 'a window later, nine go');
+    });
+
+    it('stays held under rules that admit the same objects, and forgets what edited rules withdraw', () => {
+      const l = wornDown();
+      l.setPolicy(
+        { ...DEFAULT_SOURCE_POLICY, settleMs: 0, allow: { namespaces: ['default', 'billing'] } },
+        new Date(7_000),
+      );
+      l.apply(state(...many(54, 100)), new Date(8_000));
+      assert.deepEqual(heldOf(l), ['mass-delete', 54, 100, 55]);
+      // Rules that withdraw 5 of the 55 served: the reference is 95, of which 48 left is 47 gone.
+      const olds = Array.from({ length: 5 }, (_, i) => fakeResource(`o${i}`, { namespace: 'old' }));
+      const edited = ledger();
+      edited.apply(state(...many(0, 95), ...olds), new Date(0));
+      for (let i = 1; i <= 6; i++) edited.apply(state(...many(9 * i, 95), ...olds), new Date(i * 1000));
+      assert.deepEqual(heldOf(edited), ['mass-delete', 54, 100, 55]);
+      edited.setPolicy(
+        { ...DEFAULT_SOURCE_POLICY, settleMs: 0, deny: { namespaces: ['old'] } },
+        new Date(7_000),
+      );
+      assert.equal(edited.kind(VS).size, 50);
+      edited.apply(state(...many(47, 95), ...olds), new Date(8_000));
+      assert.deepEqual(heldOf(edited), [undefined, undefined, undefined, 48]);
+    });
+
+    it('stays held over a record and a restore, and a wear-down across a restart is judged from its peak', () => {
+      const first = wornDown();
+      const restored = ledger();
+      restored.restore(first.record(new Date(7_000)), new Date(8_000));
+      restored.apply(state(...many(54, 100)), new Date(9_000));
+      assert.deepEqual(heldOf(restored), ['mass-delete', 54, 100, 55]);
+      restored.apply(state(...many(63, 100)), new Date(20 * minute));
+      assert.deepEqual(heldOf(restored), ['mass-delete', 63, 100, 55]);
+
+      const early = ledger();
+      early.apply(state(...many(0, 100)), new Date(0));
+      early.apply(state(...many(9, 100)), new Date(1_000));
+      early.apply(state(...many(18, 100)), new Date(2_000));
+      const record = early.record(new Date(3_000));
+      assert.deepEqual(record.deletionWindow, { startMs: 1_000, peak: 100 });
+      const later = ledger();
+      later.restore(record, new Date(4_000));
+      for (let i = 3; i <= 6; i++) later.apply(state(...many(9 * i, 100)), new Date(i * 1000 + 2_000));
+      assert.deepEqual(heldOf(later), ['mass-delete', 54, 100, 55]);
+      // A record of an earlier release keeps no window: its hold's total stands for it.
+      const { deletionWindow: _window, ...earlier } = first.record(new Date(7_000));
+      const old = ledger();
+      old.restore(earlier, new Date(8_000));
+      old.apply(state(...many(54, 100)), new Date(20 * minute));
+      assert.deepEqual(heldOf(old), ['mass-delete', 54, 100, 55]);
+    });
+  });
+
   it('may contribute only the kinds it declares and its rules allow', () => {
     assert.equal(ledger({}, [VS]).mayContribute(VS), true);
     assert.equal(ledger({}, [VS]).mayContribute(DR), false, 'not a declared kind');

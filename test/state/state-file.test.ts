@@ -220,6 +220,21 @@ describe('state files', () => {
     );
   });
 
+  it('read back the deletion window a record keeps, and none from a record of a release that kept none', async () => {
+    const deletionWindow = { startMs: 1_700_000_540_000, peak: 50_000 };
+    const back = decodeStateFile(await fileOf({ ...record(2), deletionWindow }), 'gitops.state');
+    assert.deepEqual(back.deletionWindow, deletionWindow);
+    const { held: _held, ...plain } = record(2);
+    const change = decodeRecordChange(
+      encodeRecordChange({ record: { ...plain, deletionWindow }, splices: [] }),
+      (why) => assert.fail(why),
+    );
+    assert.deepEqual(change.record.deletionWindow, deletionWindow, 'a change of the record carries it too');
+    const earlier = decodeStateFile(await fileOf(record(2)), 'gitops.state');
+    assert.equal(earlier.deletionWindow, undefined);
+    assert.equal(earlier.held?.total, record(2).held?.total);
+  });
+
   it('read a record without a held update or a last sync as such', async () => {
     const { held: _held, lastSyncMs: _sync, ...rest } = record(1);
     const back = decodeStateFile(await fileOf({ ...rest, complete: false }), 'gitops.state');
