@@ -95,7 +95,8 @@ export interface Conflict {
 
 /**
  * Every reason a guard may hold an update back. A closed set: it labels metrics. `emptied-kind`:
- * a listing takes every object of a kind the source held several of; `removed`: the source
+ * a listing takes every object of a kind the source held several of, or cuts a kind by more than
+ * `minDeletes` and `maxDeleteRatio` of its objects (the kinds held alone); `removed`: the source
  * left the configuration while holding objects the guards would not let go at once; `rules`:
  * edited access rules would withdraw as much.
  */
@@ -112,7 +113,10 @@ export interface HeldReport {
   readonly total: number;
   /** Names the held update: equal on every replica holding the same one. */
   readonly digest: string;
-  /** Reason `emptied-kind`: the kinds the update would take every object of, when judged in this process. */
+  /**
+   * Reason `emptied-kind`: the kinds held alone, which the update would take every object of or
+   * cut, when judged in this process.
+   */
   readonly emptiedKinds?: readonly string[];
 }
 

@@ -31,7 +31,7 @@ const HOLD_MESSAGES: Readonly<Record<HoldReason, string>> = {
   empty: 'a source sent an empty state: holding it, its last objects stay served (confirm to apply)',
   'mass-delete': 'a source update would delete too much at once: holding it (confirm to apply)',
   'emptied-kind':
-    'a source update would take every object of a kind at once: holding it, those objects stay served (confirm to apply)',
+    'a source update would take every object of a kind, or most of them, at once: holding it, those objects stay served (confirm to apply)',
   removed:
     'a source left the configuration: its objects stay served until its removal is confirmed (or it is configured again)',
   rules:

@@ -22,6 +22,8 @@ import {
   DeletionWindow,
   guardVerdict,
   type HeldUpdate,
+  type KindLoss,
+  kindsHeldAlone,
   type UpdateEffect,
 } from './update-guards.js';
 
@@ -174,7 +176,11 @@ export class SourceLedger {
     const inForce = { acl: this.acl, rejected: this.rejected };
     const next = this.admitUnder(new SourceAcl(policy));
     // Rules that withdraw a kind whole (a `deny` of it) are an operator's edit, not a lost kind.
-    const verdict = guardVerdict({ ...this.effect(next), emptiedKinds: [] }, this.total, this.rules);
+    const verdict = guardVerdict(
+      { ...this.effect(next), emptiedKinds: [], listedLosses: [] },
+      this.total,
+      this.rules,
+    );
     if (verdict !== undefined) {
       this.acl = inForce.acl;
       this.rejected = inForce.rejected;
@@ -409,8 +415,9 @@ export class SourceLedger {
   private judge(fold: UpdateFold, now: Date, admitted?: Admitted): KindChange[] {
     const next = admitted ?? this.admit(foldEvent(fold), false);
     const whole = this.effect(next);
-    if (this.rules.keepOnEmpty && whole.after > 0 && whole.emptiedKinds.length > 0) {
-      const changes = this.holdKinds(fold, whole.listedEmpty ?? whole.emptiedKinds, now);
+    const alone = whole.after > 0 ? kindsHeldAlone(whole, this.rules) : [];
+    if (alone.length > 0) {
+      const changes = this.holdKinds(fold, alone, whole.listedLosses ?? [], now);
       if (changes !== undefined) return changes;
     }
     const { effect, total } = this.judged(whole, now);
@@ -431,7 +438,12 @@ export class SourceLedger {
    * for confirmation, and each later update is judged folded into the held kinds. Undefined when
    * the fold updates no other kind, or the rest is itself held: then the fold is judged whole.
    */
-  private holdKinds(fold: UpdateFold, kinds: readonly string[], now: Date): KindChange[] | undefined {
+  private holdKinds(
+    fold: UpdateFold,
+    kinds: readonly string[],
+    losses: readonly KindLoss[],
+    now: Date,
+  ): KindChange[] | undefined {
     const known = new Set([...this.byKind.keys(), ...this.raw.keys()]);
     const { part, rest } = partFold(fold, new Set(kinds), known);
     if (rest === undefined) return undefined;
@@ -440,7 +452,8 @@ export class SourceLedger {
     if (guardVerdict(effect, total, this.rules) !== undefined) return undefined;
     const changes = this.commit(admitted);
     let deletions = 0;
-    for (const kind of kinds) deletions += this.stateOf(kind).size;
+    for (const kind of kinds)
+      deletions += losses.find((loss) => loss.kind === kind)?.deletions ?? this.stateOf(kind).size;
     this.hold({ reason: 'emptied-kind', deletions, total: this.total, emptiedKinds: kinds }, part, now);
     return changes;
   }
@@ -1038,37 +1051,44 @@ export class SourceLedger {
     let emptiesKind = false;
     const emptiedKinds: string[] = [];
     const listedEmpty: string[] = [];
+    const listedLosses: KindLoss[] = [];
     const configured = this.descriptor.kinds;
-    // A kind is lost whole only by a listing (edits that delete its objects are an operator's); a
-    // kind the configuration no longer names goes because an operator took it out.
-    const takesWhole = (kind: string, before: number, after: number): boolean => {
-      if (before === 0 || after > 0 || !admitted.lists(kind)) return false;
+    // A kind is lost whole or cut only by a listing (edits that delete its objects are an
+    // operator's); a kind the configuration no longer names goes because an operator took it out.
+    const listed = (kind: string, before: number, after: number, lost: number): boolean => {
+      if (before === 0 || !admitted.lists(kind)) return false;
       if (configured !== undefined && !configured.has(kind)) return false;
+      if (lost > 0) listedLosses.push({ kind, deletions: lost, before });
+      if (after > 0) return false;
       listedEmpty.push(kind);
       return before > 1;
     };
     for (const [kind, list] of admitted.next) {
       const before = this.stateOf(kind);
-      for (const key of before.keys()) if (!list.has(key)) deletions++;
+      let lost = 0;
+      for (const key of before.keys()) if (!list.has(key)) lost++;
+      deletions += lost;
       after += list.size - before.size;
       if (before.size > 0 && list.size === 0) emptiesKind = true;
-      if (takesWhole(kind, before.size, list.size)) emptiedKinds.push(kind);
+      if (listed(kind, before.size, list.size, lost)) emptiedKinds.push(kind);
     }
     for (const [kind, { removed, upserts }] of admitted.deltas) {
       const before = this.stateOf(kind);
       let size = before.size;
+      let lost = 0;
       for (const key of removed) {
         if (!upserts.has(key) && before.has(key)) {
-          deletions++;
+          lost++;
           size--;
         }
       }
+      deletions += lost;
       for (const key of upserts.keys()) if (!before.has(key)) size++;
       after += size - before.size;
       if (before.size > 0 && size === 0) emptiesKind = true;
-      if (takesWhole(kind, before.size, size)) emptiedKinds.push(kind);
+      if (listed(kind, before.size, size, lost)) emptiedKinds.push(kind);
     }
-    return { deletions, after, emptiesKind, emptiedKinds, listedEmpty };
+    return { deletions, after, emptiesKind, emptiedKinds, listedEmpty, listedLosses };
   }
 
   private commit({ next, raw, full, deltas, sent }: Admitted): KindChange[] {

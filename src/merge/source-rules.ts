@@ -23,7 +23,11 @@ export interface SourcePolicy {
   readonly keepOnEmpty: boolean;
   /** Drop the state of a source that has been stale this long; absent = never. */
   readonly maxStaleMs?: number;
-  /** Hold updates deleting more than this share of a source's objects (and more than `minDeletes`). Default 0.5. */
+  /**
+   * Hold updates deleting more than this share of a source's objects (and more than `minDeletes`),
+   * and, alone, kinds a listing cuts by more than this share of their objects (see `kindsCut`).
+   * Default 0.5.
+   */
   readonly maxDeleteRatio: number;
   /**
    * How long the guards remember the most objects the source held: an update is judged by how far

@@ -13,7 +13,10 @@ export interface HeldUpdate {
    * same update, so a confirmation can name exactly what it applies.
    */
   readonly digest: string;
-  /** Reason `emptied-kind`: the kinds it would take every object of (see `UpdateEffect.listedEmpty`). */
+  /**
+   * Reason `emptied-kind`: the kinds held alone, those it would take every object of (see
+   * `UpdateEffect.listedEmpty`) and those it would cut (see `kindsCut`).
+   */
   readonly emptiedKinds?: readonly string[];
 }
 
@@ -36,6 +39,18 @@ export interface UpdateEffect {
    * beside it, held with it (see `SourceLedger`). Absent: `emptiedKinds`.
    */
   readonly listedEmpty?: readonly string[];
+  /**
+   * Kinds, still the source's to send, of which a listing deletes objects: how many, of how many
+   * the source held. The guards judge each alone (see {@link kindsCut}). Absent: none.
+   */
+  readonly listedLosses?: readonly KindLoss[];
+}
+
+/** Objects of one kind a listing deletes, of those the source held of it. */
+export interface KindLoss {
+  readonly kind: string;
+  readonly deletions: number;
+  readonly before: number;
 }
 
 /** The guards a source's rules name, as they bear on one update. */
@@ -115,6 +130,34 @@ export class DeletionWindow {
 }
 
 /**
+ * Kinds a listing cuts by more than the guards let one update delete of a kind: more than
+ * `minDeletes` of its objects and more than `maxDeleteRatio` of them. Such a kind is held alone,
+ * as one a listing takes whole is: an upstream answering a kind from a registry only partly
+ * loaded cuts that kind, however small a share of the source it is.
+ */
+export function kindsCut(effect: UpdateEffect, rules: GuardRules): string[] {
+  const cut: string[] = [];
+  for (const { kind, deletions, before } of effect.listedLosses ?? []) {
+    if (deletions > rules.minDeletes && deletions > rules.maxDeleteRatio * before) cut.push(kind);
+  }
+  return cut;
+}
+
+/**
+ * The kinds the guards hold alone, apart from the rest of the update: those a listing takes whole
+ * while `keepOnEmpty` (with the kinds it empties beside them, `listedEmpty`), and those it cuts
+ * (see {@link kindsCut}). Empty when none is.
+ */
+export function kindsHeldAlone(effect: UpdateEffect, rules: GuardRules): string[] {
+  const kinds =
+    rules.keepOnEmpty && effect.emptiedKinds.length > 0
+      ? [...(effect.listedEmpty ?? effect.emptiedKinds)]
+      : [];
+  for (const kind of kindsCut(effect, rules)) if (!kinds.includes(kind)) kinds.push(kind);
+  return kinds;
+}
+
+/**
  * Whether an update is small enough to apply at once, without waiting for the rest of the
  * source's update or asking the guards: the source held nothing, it deletes nothing, or it
  * deletes no more than `minDeletes` and empties no kind.
@@ -129,8 +172,9 @@ export function appliesAtOnce(effect: UpdateEffect, total: number, rules: GuardR
  * undefined when it may be applied. `empty`: it would leave the source with nothing while
  * `keepOnEmpty`. `mass-delete`: it deletes more than `minDeletes` and more than
  * `maxDeleteRatio` of what the source holds. `emptied-kind`: it takes a kind whole
- * (`emptiedKinds`) while `keepOnEmpty`, however few objects that is. A source holding nothing is
- * never held.
+ * (`emptiedKinds`) while `keepOnEmpty`, however few objects that is, or cuts a kind (see
+ * {@link kindsCut}), however small a share of the source the kind is. A source holding nothing
+ * is never held.
  */
 export function guardVerdict(
   effect: UpdateEffect,
@@ -143,13 +187,7 @@ export function guardVerdict(
   if (deletions > rules.minDeletes && deletions > rules.maxDeleteRatio * total) {
     return { reason: 'mass-delete', deletions, total };
   }
-  if (rules.keepOnEmpty && effect.emptiedKinds.length > 0) {
-    return {
-      reason: 'emptied-kind',
-      deletions,
-      total,
-      emptiedKinds: effect.listedEmpty ?? effect.emptiedKinds,
-    };
-  }
+  const alone = kindsHeldAlone(effect, rules);
+  if (alone.length > 0) return { reason: 'emptied-kind', deletions, total, emptiedKinds: alone };
   return undefined;
 }

@@ -2,8 +2,9 @@
  * Guard faults against meshmux running as its own process, with an xds upstream over real gRPC and
  * an istiod stand-in connected: an upstream that wears its ServiceEntries down a few per response
  * is held once it has lost half of them, and that hold must outlast a restart, a reload whose
- * rules admit the same objects and the deletion window running out. After each fault what the
- * stand-in holds is compared with what it held before (the goal is 0 lost).
+ * rules admit the same objects and the deletion window running out; an upstream that answers one
+ * kind with a fraction of its objects is held for that kind. After each fault what the stand-in
+ * holds is compared with what it held before (the goal is 0 lost).
  */
 import assert from 'node:assert/strict';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -11,7 +12,12 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { until } from '../support/deadline.js';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
-import { fakeServiceEntry, type FakeObject } from '../support/fake-objects.js';
+import {
+  fakeDestinationRule,
+  fakeServiceEntry,
+  fakeVirtualService,
+  type FakeObject,
+} from '../support/fake-objects.js';
 import {
   answeredAfter,
   confirm,
@@ -25,7 +31,7 @@ import { freePort } from '../support/free-port.js';
 import type { IstiodClient } from '../support/istiod-client.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
-import { SE, VS } from '../support/type-urls.js';
+import { DR, SE, VS } from '../support/type-urls.js';
 
 const WAIT_MS = 20_000;
 
@@ -257,6 +263,88 @@ describe('faults: an upstream worn down a few objects per response, held', () =>
     } finally {
       client.close();
       await meshmux.kill();
+      await dir.dispose();
+    }
+  });
+});
+
+describe('faults: an upstream answering one kind with a fraction of its objects', () => {
+  it('holds that kind and keeps serving its objects, the other kinds following the upstream', async () => {
+    const fake = await FakeAdsServer.start({ peer: 'istiod' });
+    const dir = await tempDir('meshmux-fault-guard-cut-kind-');
+    const names = Array.from({ length: 40 }, (_, i) => `svc-${i}`);
+    fake
+      .set(
+        'VirtualService',
+        names.map((n) => fakeVirtualService(n)),
+      )
+      .set(
+        'DestinationRule',
+        names.map((n) => fakeDestinationRule(n)),
+      )
+      .set('ServiceEntry', serviceEntries(40));
+    const configFile = path.join(dir.dir, 'meshmux.yaml');
+    await writeFile(
+      configFile,
+      [
+        'sources:',
+        '  - name: mesh',
+        '    type: xds',
+        `    address: ${fake.address}`,
+        '    kinds: [VirtualService, DestinationRule, ServiceEntry]',
+        '    reconnect: { initialDelay: 50ms, maxDelay: 400ms }',
+        '    settle: 0s',
+        '',
+      ].join('\n'),
+    );
+    const meshmux = await MeshmuxProcess.start(configFile, {
+      cwd: dir.dir,
+      env: { MESHMUX_STATE_DIR: 'none' },
+    });
+    const client = connectIstiod(meshmux.xds);
+    try {
+      const all = (c: IstiodClient): boolean =>
+        c.configs(VS).size === 40 && c.configs(DR).size === 40 && c.configs(SE).size === 40;
+      await client.waitFor(all, WAIT_MS, () => 'the first state');
+      const held = inventory(client);
+      // The upstream restarts with its DestinationRules partly loaded: 1 of 40.
+      fake.set(
+        'DestinationRule',
+        names.slice(0, 1).map((n) => fakeDestinationRule(n)),
+      );
+      const streams = fake.streams;
+      fake.disconnectAll();
+      await acknowledged(fake, DR, streams);
+      // A later change of another kind is served: the cut kind is held alone.
+      fake
+        .set(
+          'VirtualService',
+          [...names, 'svc-new'].map((n) => fakeVirtualService(n)),
+        )
+        .push();
+      await client.waitFor(
+        (c) => c.configs(VS).has('shop/svc-new'),
+        WAIT_MS,
+        () => 'a later change',
+      );
+      assert.deepEqual(lost(held, inventory(client)), [], 'objects lost');
+      const source = await sourceOf(meshmux, 'mesh');
+      assert.equal(source?.held?.reason, 'emptied-kind');
+      assert.deepEqual(source.held.emptiedKinds, ['networking.istio.io/DestinationRule']);
+      assert.equal(source.held.deletions, 39);
+      report('a kind answered with 1 of its 40 objects', {
+        'DestinationRules lost': 40 - client.configs(DR).size,
+      });
+      await confirm(meshmux, 'mesh');
+      await client.waitFor(
+        (c) => c.configs(DR).size === 1,
+        WAIT_MS,
+        () => 'the confirmed cut',
+      );
+    } finally {
+      client.close();
+      await meshmux.kill();
+      await fake.stop();
       await dir.dispose();
     }
   });

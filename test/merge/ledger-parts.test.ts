@@ -64,6 +64,31 @@ describe('the guards’ verdict', () => {
     );
   });
 
+  it('holds a listing cutting one kind by more than minDeletes and maxDeleteRatio of it, whatever share of the source', () => {
+    const cut = (deletions: number, before: number) => ({
+      ...effect(deletions, 100 - deletions),
+      listedLosses: [{ kind: DR, deletions, before }],
+    });
+    assert.deepEqual(guardVerdict(cut(3, 4), 100, RULES), {
+      reason: 'emptied-kind',
+      deletions: 3,
+      total: 100,
+      emptiedKinds: [DR],
+    });
+    assert.deepEqual(
+      guardVerdict(cut(3, 4), 100, { ...RULES, keepOnEmpty: false })?.emptiedKinds,
+      [DR],
+      'a cut is held whatever keepOnEmpty says, as a mass deletion is',
+    );
+    assert.equal(guardVerdict(cut(2, 3), 100, RULES), undefined, 'exactly minDeletes is not more');
+    assert.equal(guardVerdict(cut(3, 6), 100, RULES), undefined, 'exactly half of the kind is not more');
+    assert.deepEqual(
+      guardVerdict({ ...cut(3, 4), emptiedKinds: [VS], listedEmpty: [VS] }, 100, RULES)?.emptiedKinds,
+      [VS, DR],
+      'held with the kinds taken whole',
+    );
+  });
+
   it('applies at once what deletes nothing, or no more than minDeletes without emptying a kind', () => {
     assert.equal(appliesAtOnce(effect(0, 10, true), 10, RULES), true, 'deletes nothing');
     assert.equal(appliesAtOnce(effect(2, 8), 10, RULES), true, 'minDeletes exactly');

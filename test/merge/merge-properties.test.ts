@@ -227,15 +227,21 @@ describe('merge properties over random interleavings of 3–5 sources', () => {
   it('holds exactly the updates a guard must hold, and keeps serving what it held', () => {
     // The guards written out independently: per source, the committed (admitted) keys; a full
     // state that empties a source holding objects is held, so is one deleting more than
-    // minDeletes (2) and more than half of them, and one taking every object of a kind it held
-    // more than one of (with every kind that state empties; the rest of that update is committed
-    // when it passes the guards alone); anything else is committed and ends a hold.
+    // minDeletes (2) and more than half of them; kinds are held alone where a state takes every
+    // object of a kind it held more than one of (with every kind that state empties) or deletes
+    // more than 2 and more than half of a kind's objects (the rest of that update is committed
+    // when it passes the guards alone, and there is a rest); anything else is committed and ends
+    // a hold.
     fc.assert(
       fc.property(modelArb, ({ policies, steps }) => {
         const { subjects, engine } = harness(policies.map((p) => toPolicy(p, true)));
         const committed = policies.map(() => new Set<string>());
+        // Per source, the kinds of what it sent that the merge took (before the access rules).
+        const taken = policies.map(() => new Set<string>());
         for (const s of steps) {
           const policy = policies[s.source] ?? { allowNs: [], denyKinds: undefined };
+          const sentKinds = new Set(s.state.map((o) => o.kind));
+          const known = taken[s.source] ?? new Set<string>();
           const admitted = new Set(
             s.state.filter((o) => admits(policy, o)).map((o) => `${o.kind}|${o.namespace}/${o.name}`),
           );
@@ -243,27 +249,43 @@ describe('merge properties over random interleavings of 3–5 sources', () => {
           const deletions = [...before].filter((k) => !admitted.has(k)).length;
           const ofKind = (keys: ReadonlySet<string>, kind: string): number =>
             [...keys].filter((k) => k.startsWith(`${kind}|`)).length;
-          const takesKind = KINDS.some((kind) => ofKind(before, kind) > 1 && ofKind(admitted, kind) === 0);
-          // Held with a kind taken whole: every kind the same state empties. The rest of the
-          // update is judged alone, and applies unless it deletes too much itself.
           const keyKind = (key: string): string => key.slice(0, key.indexOf('|'));
-          const emptied = (key: string): boolean =>
-            ofKind(before, keyKind(key)) > 0 && ofKind(admitted, keyKind(key)) === 0;
-          const restDeletions = [...before].filter((k) => !emptied(k) && !admitted.has(k)).length;
+          const takesKind = KINDS.some((kind) => ofKind(before, kind) > 1 && ofKind(admitted, kind) === 0);
+          const lostOf = (kind: string): number =>
+            [...before].filter((k) => keyKind(k) === kind && !admitted.has(k)).length;
+          const alone = new Set<string>([
+            ...(takesKind ? KINDS.filter((k) => ofKind(before, k) > 0 && ofKind(admitted, k) === 0) : []),
+            ...KINDS.filter((k) => lostOf(k) > 2 && lostOf(k) > 0.5 * ofKind(before, k)),
+          ]);
+          // No other kind sent, held or taken: nothing to apply beside them, the update is judged whole.
+          const rest = KINDS.some(
+            (k) => !alone.has(k) && (sentKinds.has(k) || known.has(k) || ofKind(before, k) > 0),
+          );
+          const restDeletions = [...before].filter((k) => !alone.has(keyKind(k)) && !admitted.has(k)).length;
           const restPasses = !(restDeletions > 2 && restDeletions > 0.5 * before.size);
           const expected =
             before.size > 0 && admitted.size === 0
               ? 'empty'
-              : takesKind && restPasses
+              : alone.size > 0 && rest && restPasses
                 ? 'emptied-kind'
                 : deletions > 2 && deletions > 0.5 * before.size
                   ? 'mass-delete'
-                  : takesKind
+                  : alone.size > 0
                     ? 'emptied-kind'
                     : undefined;
-          if (expected === undefined) committed[s.source] = admitted;
-          if (expected === 'emptied-kind' && restPasses) {
-            committed[s.source] = new Set([...admitted, ...[...before].filter(emptied)]);
+          if (expected === undefined) {
+            committed[s.source] = admitted;
+            taken[s.source] = sentKinds;
+          }
+          if (expected === 'emptied-kind' && rest && restPasses) {
+            committed[s.source] = new Set([
+              ...[...admitted].filter((k) => !alone.has(keyKind(k))),
+              ...[...before].filter((k) => alone.has(keyKind(k))),
+            ]);
+            taken[s.source] = new Set([
+              ...[...known].filter((k) => alone.has(k)),
+              ...[...sentKinds].filter((k) => !alone.has(k)),
+            ]);
           }
           subjects[s.source]?.next(event(s.state));
           const report = engine.current().sources[s.source];

@@ -189,7 +189,11 @@ export const MERGE_RULE_FIELDS = {
   onEmpty: z.enum(['keep', 'accept']).default('keep'),
   /** Drop the source's objects after it has been stale this long; default never. */
   maxStale: Duration.optional(),
-  /** Hold an update that deletes more than this share of the source's objects (and more than 10). */
+  /**
+   * Hold an update that deletes more than this share of the source's objects (and more than 10),
+   * and a listing that deletes more than this share of one kind's objects (and more than 10):
+   * that kind is held alone, the rest applied.
+   */
   maxDeleteRatio: z.number().min(0).max(1).default(0.5),
   /**
    * Deletions are judged over this window: an update that takes the source further below the most
