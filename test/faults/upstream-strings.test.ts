@@ -3,9 +3,14 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import protobuf from 'protobufjs';
+import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { FakeGalley } from '../support/fake-galley.js';
+import { fakeServiceEntry, kindNamed } from '../support/fake-objects.js';
+import { discoveryResponse, mcpAny, type RawAny } from '../support/faulty-responses.js';
 import { tempDir } from '../support/meshmux-harness.js';
-import { MeshmuxProcess } from '../support/meshmux-process.js';
+import { MeshmuxProcess, type LogLine } from '../support/meshmux-process.js';
+import { deltaResponse, ScriptedDeltaUpstream } from '../support/scripted-delta-upstream.js';
+import { SE } from '../support/type-urls.js';
 
 const VS_COLLECTION = 'istio/networking/v1alpha3/virtualservices';
 const MIB = 1024 * 1024;
@@ -79,5 +84,105 @@ describe('what a legacy MCP upstream sends is bounded in the log (meshmux in a c
     assert.equal(await answerTo('last'), null, 'an ACK');
     assert.equal(galley.requests.filter((r) => r.nonce.startsWith('u')).length, 5_000, 'each one NACKed');
     assert.equal(logged('refused a collection not asked for').lines, 1);
+  });
+});
+
+describe('what an xds upstream sends is bounded in the log and in NACKs (meshmux in a child process)', () => {
+  const SE_KIND = kindNamed('ServiceEntry');
+  /** Longer than any line the log keeps whole, within what a response may carry. */
+  const LONG = 12 * 1024;
+  const entries = (names: readonly string[]): RawAny[] =>
+    names.map((n) => mcpAny(SE_KIND, fakeServiceEntry(n, `${n}.example.com`)));
+  let dir: string;
+  let dispose: () => Promise<void>;
+  let upstream: FakeAdsServer;
+  let delta: ScriptedDeltaUpstream;
+  let meshmux: MeshmuxProcess;
+
+  const longest = (lines: readonly unknown[]): number =>
+    Math.max(0, ...lines.map((l) => JSON.stringify(l).length));
+  /** The lines of one source warning that its upstream sent a type it did not subscribe. */
+  const unsubscribed = (source: string): LogLine[] =>
+    meshmux.logs.filter((l) => l['source'] === source && /which it did not subscribe/.test(l.msg ?? ''));
+
+  before(async () => {
+    ({ dir, dispose } = await tempDir());
+    upstream = await FakeAdsServer.start({ peer: 'istiod' });
+    upstream.set('ServiceEntry', [fakeServiceEntry('s0', 's0.example.com')]);
+    delta = await ScriptedDeltaUpstream.start();
+    await writeFile(
+      path.join(dir, 'meshmux.yaml'),
+      [
+        'sources:',
+        `  - {name: sotw, type: xds, address: ${upstream.address}, kinds: [ServiceEntry], apiVersions: current}`,
+        `  - {name: delta, type: xds, delta: true, address: ${delta.address}, kinds: [ServiceEntry], apiVersions: current}`,
+        '',
+      ].join('\n'),
+    );
+    meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir });
+    await upstream.waitFor(
+      () => upstream.requestsFor(SE).some((r) => r.nonce !== ''),
+      20_000,
+      'the first ACK',
+    );
+    await delta.waitFor(() => delta.subscriptions(SE) === 1, 20_000, 'the delta subscription');
+  });
+  after(async () => {
+    await meshmux.kill();
+    await upstream.stop();
+    delta.stop();
+    await dispose();
+  });
+
+  it('NACKs responses for a long type URL it did not subscribe with the name cut, warning once per stream', async () => {
+    const typeUrl = `type.googleapis.com/x.${'y'.repeat(LONG)}`;
+    for (let i = 0; i < 200; i++) upstream.sendRaw(discoveryResponse(typeUrl, [], `u${i}`));
+    // An answer to a later response: every one before it was read.
+    upstream.sendRaw(discoveryResponse(SE, entries(['s0', 's1']), 'after-unknown'));
+    await upstream.waitFor(
+      () => upstream.requests.some((r) => r.nonce === 'after-unknown'),
+      20_000,
+      'the ACK of a later response',
+    );
+    const nacks = upstream.requests.filter((r) => r.nonce.startsWith('u'));
+    assert.equal(nacks.length, 200, 'each one NACKed');
+    assert.ok(
+      nacks.every((r) => r.typeUrl === typeUrl),
+      'each NACK names the type URL whole',
+    );
+    const text = Math.max(...nacks.map((r) => r.errorDetail?.message?.length ?? 0));
+    assert.ok(text < 1_000, `a NACK text of ${text} characters`);
+    const lines = unsubscribed('sotw');
+    assert.equal(lines.length, 1, 'one warning');
+    assert.ok(longest(lines) < 2_000, `a warning of ${longest(lines)} bytes`);
+  });
+
+  it('logs the NACK of a response with a refused object and a long version cut', async () => {
+    const version = 'v'.repeat(LONG);
+    upstream.sendRaw(discoveryResponse(SE, entries(['s0', 'NOT A VALID NAME!!']), 'refused', version));
+    await upstream.waitFor(
+      () => upstream.requests.some((r) => r.nonce === 'refused'),
+      20_000,
+      'the NACK of the response',
+    );
+    const nack = upstream.requests.find((r) => r.nonce === 'refused');
+    assert.match(nack?.errorDetail?.message ?? '', /NOT A VALID NAME!!/);
+    const lines = meshmux.logs.filter((l) => l['source'] === 'sotw' && /dropped 1 of 2/.test(l.msg ?? ''));
+    assert.equal(lines.length, 1);
+    assert.ok(longest(lines) < 2_000, `a NACK line of ${longest(lines)} bytes`);
+  });
+
+  it('NACKs delta responses for a long type URL it did not subscribe with the name cut, warning once', async () => {
+    const typeUrl = `type.googleapis.com/x.${'y'.repeat(LONG)}`;
+    for (let i = 0; i < 50; i++) delta.send(deltaResponse(typeUrl, [], `d${i}`));
+    delta.send(deltaResponse(SE, [{ name: 'payments/s0', any: entries(['s0'])[0] as RawAny }], 'after'));
+    await delta.waitFor(() => delta.requests.some((r) => r.nonce === 'after'), 20_000, 'the later ACK');
+    const nacks = delta.requests.filter((r) => r.nonce.startsWith('d'));
+    assert.equal(nacks.length, 50, 'each one NACKed');
+    const text = Math.max(...nacks.map((r) => r.errorDetail?.message?.length ?? 0));
+    assert.ok(text < 1_000, `a NACK text of ${text} characters`);
+    const lines = unsubscribed('delta');
+    assert.equal(lines.length, 1, 'one warning');
+    assert.ok(longest(lines) < 2_000, `a warning of ${longest(lines)} bytes`);
   });
 });

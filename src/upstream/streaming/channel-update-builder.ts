@@ -1,11 +1,15 @@
 import { MeshmuxError } from '../../core/errors.js';
 import type { ConfigResource } from '../../core/resource.js';
+import { truncateForLog } from '../../core/truncate-for-log.js';
 import type { ReadResult } from '../mcp-resource-reader.js';
 import type { ChannelUpdate } from './subscription-state.js';
 import { ChannelNotes } from './channel-notes.js';
 
 /** At most this many dropped objects are named in a NACK; the count is always exact. */
 const NACK_NAMES_LIMIT = 20;
+
+/** The longest reason a NACK's text holds whole. */
+const MAX_REASON_CHARS = 1024;
 
 /**
  * Why a stream whose changes come once (delta, incremental MCP) is ended after `refused`, a
@@ -158,8 +162,11 @@ export class ChannelUpdateBuilder {
   /** The `error_detail.message` of the NACK for this response. */
   nackMessage(): string {
     const refusal = this.refusal();
-    if (refusal !== undefined) return refusal.message;
-    const reasons = [...this.rejected.values(), ...this.unnamed].map((e) => e.message);
+    // Reasons quote what the upstream sent (names, type URLs): each is cut, so the NACK stays small.
+    if (refusal !== undefined) return truncateForLog(refusal.message, MAX_REASON_CHARS);
+    const reasons = [...this.rejected.values(), ...this.unnamed].map((e) =>
+      truncateForLog(e.message, MAX_REASON_CHARS),
+    );
     const shown = reasons.slice(0, NACK_NAMES_LIMIT).join('; ');
     const more = reasons.length > NACK_NAMES_LIMIT ? `; and ${reasons.length - NACK_NAMES_LIMIT} more` : '';
     return `meshmux dropped ${this.dropped} of ${this.total} objects and kept their previous versions: ${shown}${more}`;

@@ -1,4 +1,5 @@
 import { MeshmuxError } from '../../core/errors.js';
+import { truncateForLog } from '../../core/truncate-for-log.js';
 import type { Logger } from '../../core/logger.js';
 import type { McpResourceReader } from '../mcp-resource-reader.js';
 import type { NodeIdentity } from '../streaming/node-identity.js';
@@ -38,7 +39,7 @@ export function reportUndecodable(
   const nonce = salvageString(fields, 5);
   const error = new MeshmuxError(
     'DECODE',
-    `an undecodable ${messageName} (${message.byteLength} bytes${typeUrl === undefined ? '' : ` for ${typeUrl}`}) was ignored: ${(err as Error).message}`,
+    `an undecodable ${messageName} (${message.byteLength} bytes${typeUrl === undefined ? '' : ` for ${truncateForLog(typeUrl)}`}) was ignored: ${truncateForLog((err as Error).message, 1024)}`,
     { file: ctx.describe },
     { cause: err },
   );
@@ -47,4 +48,24 @@ export function reportUndecodable(
   if (typeUrl === undefined || nonce === undefined || !ctx.state.has(typeUrl))
     return { error, nack: undefined };
   return { error, nack: { typeUrl, nonce } };
+}
+
+/**
+ * Logs a response for a type URL not subscribed and returns the NACK's text. The upstream picks
+ * the type URL and the pace: it is cut in the log and in the text (the NACK's own type URL field
+ * names it whole), and only a stream's first such response is logged at warn (`again`: one was
+ * already), the rest at debug.
+ */
+export function refuseUnsubscribed(
+  ctx: AdsClientContext,
+  typeUrl: string,
+  again: boolean,
+  version?: string,
+): string {
+  const named = truncateForLog(typeUrl);
+  const detail = `meshmux rejected a response for ${named || '(no type URL)'}, which it did not subscribe`;
+  const fields =
+    version === undefined ? { typeUrl: named } : { typeUrl: named, version: truncateForLog(version) };
+  ctx.log[again ? 'debug' : 'warn'](fields, detail);
+  return detail;
 }

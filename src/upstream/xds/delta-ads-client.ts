@@ -1,4 +1,5 @@
 import { MeshmuxError } from '../../core/errors.js';
+import { truncateForLog } from '../../core/truncate-for-log.js';
 import type { ConfigResource } from '../../core/resource.js';
 import { messageType } from '../../schema/proto-root.js';
 import { ChannelUpdateBuilder, outOfStep } from '../streaming/channel-update-builder.js';
@@ -7,7 +8,12 @@ import type { ChannelPatch } from '../streaming/subscription-state.js';
 import { atEntry, type ReadResult } from '../mcp-resource-reader.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
 import { plainBytes } from '../../wire/wire-fields.js';
-import { INVALID_ARGUMENT, reportUndecodable, type AdsClientContext } from './ads-client-context.js';
+import {
+  INVALID_ARGUMENT,
+  refuseUnsubscribed,
+  reportUndecodable,
+  type AdsClientContext,
+} from './ads-client-context.js';
 import { MCP_RESOURCE_SUFFIX } from '../../wire/type-urls.js';
 import {
   encodeDeltaDiscoveryRequest,
@@ -72,9 +78,13 @@ function deltaPatch(removals: readonly string[], entries: readonly DeltaEntry[])
  * refused whole ends the stream (see `outOfStep`).
  */
 export class DeltaAdsClient implements StreamHandlers {
+  /** Whether this stream has had a response for a type not subscribed: only the first is logged at warn. */
+  private unsubscribedOnStream = false;
+
   constructor(private readonly ctx: AdsClientContext) {}
 
   onOpen(stream: OpenStream): void {
+    this.unsubscribedOnStream = false;
     this.ctx.state.streamOpened();
     let first = true;
     for (const typeUrl of this.ctx.state.channelIds()) {
@@ -98,8 +108,8 @@ export class DeltaAdsClient implements StreamHandlers {
     const kind = this.ctx.state.kindOf(typeUrl);
     if (kind === undefined) {
       // Not ours to apply, and a sign the upstream mixed its streams up: refused, so it can tell.
-      const detail = `meshmux rejected a response for ${typeUrl || '(no type URL)'}, which it did not subscribe`;
-      this.ctx.log.warn({ typeUrl }, detail);
+      const detail = refuseUnsubscribed(this.ctx, typeUrl, this.unsubscribedOnStream);
+      this.unsubscribedOnStream = true;
       this.send(stream, {
         typeUrl,
         responseNonce: nonce,
@@ -136,7 +146,7 @@ export class DeltaAdsClient implements StreamHandlers {
       entries.push({
         rejected: new MeshmuxError(
           'SCHEMA',
-          `resources[${i}] is a ${any.type_url || '(no type)'}, not a ${kind.kind}`,
+          `resources[${i}] is a ${truncateForLog(any.type_url) || '(no type)'}, not a ${kind.kind}`,
           { file: where },
         ),
       });

@@ -1,4 +1,5 @@
 import { MeshmuxError } from '../../core/errors.js';
+import { truncateForLog } from '../../core/truncate-for-log.js';
 import { ChannelUpdateBuilder } from '../streaming/channel-update-builder.js';
 import { channelPatchOf } from '../streaming/channel-patch.js';
 import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-stream.js';
@@ -7,7 +8,12 @@ import { ResponseLayout, type ResponseSplice } from './discovery-response.js';
 import { EarlierReads } from './earlier-reads.js';
 import { ResentResponseMatcher, type ResponseHead } from './resent-response-matcher.js';
 import type { MessageMatcher } from '../streaming/grpc-message-reader.js';
-import { INVALID_ARGUMENT, reportUndecodable, type AdsClientContext } from './ads-client-context.js';
+import {
+  INVALID_ARGUMENT,
+  refuseUnsubscribed,
+  reportUndecodable,
+  type AdsClientContext,
+} from './ads-client-context.js';
 import { MCP_RESOURCE_SUFFIX } from '../../wire/type-urls.js';
 import { encodeDiscoveryRequest, type DiscoveryRequestFields } from '../../wire/discovery-requests.js';
 
@@ -72,11 +78,14 @@ export class SotwAdsClient implements StreamHandlers {
   private readonly stillServed = new Map<string, readonly ReadResult[]>();
   /** An offsets array no kept layout uses, for the next response to be read into. */
   private spareOffsets: Int32Array<ArrayBuffer> | undefined;
+  /** Whether this stream has had a response for a type not subscribed: only the first is logged at warn. */
+  private unsubscribedOnStream = false;
 
   constructor(private readonly ctx: AdsClientContext) {}
 
   onOpen(stream: OpenStream): void {
     this.accepted = new Map();
+    this.unsubscribedOnStream = false;
     this.ctx.state.streamOpened();
     let first = true;
     for (const typeUrl of this.ctx.state.channelIds()) {
@@ -177,8 +186,8 @@ export class SotwAdsClient implements StreamHandlers {
     const kind = this.ctx.state.kindOf(typeUrl);
     if (kind === undefined) {
       // Not ours to apply, and a sign the upstream mixed its types up: refused, so it can tell.
-      const detail = `meshmux rejected a response for ${typeUrl || '(no type URL)'}, which it did not subscribe`;
-      this.ctx.log.warn({ typeUrl, version }, detail);
+      const detail = refuseUnsubscribed(this.ctx, typeUrl, this.unsubscribedOnStream, version);
+      this.unsubscribedOnStream = true;
       this.send(stream, {
         typeUrl,
         responseNonce: nonce,
@@ -282,7 +291,10 @@ export class SotwAdsClient implements StreamHandlers {
       this.send(stream, { typeUrl, responseNonce: nonce, versionInfo: version });
       return;
     }
-    this.ctx.log.warn({ typeUrl, version, dropped: update.dropped, kept, refused: update.refused }, detail);
+    this.ctx.log.warn(
+      { typeUrl, version: truncateForLog(version), dropped: update.dropped, kept, refused: update.refused },
+      detail,
+    );
     this.nack(stream, typeUrl, nonce, version, detail, false);
   }
 
@@ -295,7 +307,7 @@ export class SotwAdsClient implements StreamHandlers {
     detail: string,
     log = true,
   ): void {
-    if (log) this.ctx.log.warn({ typeUrl, version }, detail);
+    if (log) this.ctx.log.warn({ typeUrl, version: truncateForLog(version) }, detail);
     this.send(stream, {
       typeUrl,
       responseNonce: nonce,
@@ -466,7 +478,7 @@ function wrongType(index: number, typeUrl: string, where: string): ReadResult {
     ok: false,
     error: new MeshmuxError(
       'SCHEMA',
-      `resources[${index}] is a ${typeUrl || '(no type)'}, not an MCP Resource`,
+      `resources[${index}] is a ${truncateForLog(typeUrl) || '(no type)'}, not an MCP Resource`,
       {
         file: where,
       },
