@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
-import { createServer as createHttp2Server, type Http2Server } from 'node:http2';
+import { createServer as createHttp2Server, type Http2Server, type ServerHttp2Stream } from 'node:http2';
 import { createServer as createTcpServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import {
@@ -10,6 +10,7 @@ import {
 } from '../../src/upstream/streaming/grpc-http2-stream.js';
 import { YoungCollections } from '../../src/core/young-collections.js';
 import { rawBidiMethod } from '../support/raw-grpc-method.js';
+import { until, within } from '../support/deadline.js';
 
 const METHOD = '/meshmux.test.Chat/Talk';
 type Call = grpc.ServerDuplexStream<Buffer, Uint8Array>;
@@ -277,5 +278,82 @@ describe('GrpcHttp2Stream keepalive', { timeout: 30_000 }, () => {
     assert.equal(end.code, grpc.status.UNAVAILABLE);
     assert.match(end.details, /keepalive PING went unanswered for 300 ms/);
     assert.ok(performance.now() - started < 5_000, 'within a few PING rounds');
+  });
+});
+
+describe('GrpcHttp2Stream toward an upstream that does not read what it is sent', { timeout: 60_000 }, () => {
+  let server: Http2Server;
+  let address = '';
+  const opened: ServerHttp2Stream[] = [];
+  const SIZE = 16 * 1024;
+  /** A message of SIZE bytes that starts with `key:round:`. */
+  const message = (key: string, round: number): Buffer => {
+    const m = Buffer.alloc(SIZE, 0x2e);
+    m.write(`${key}:${round}:`);
+    return m;
+  };
+
+  before(async () => {
+    server = createHttp2Server();
+    server.on('stream', (stream) => {
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' });
+      // Reads nothing until the test says so: its window for the client's messages stays shut.
+      stream.pause();
+      opened.push(stream);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    address = `127.0.0.1:${(server.address() as { port: number }).port}`;
+  });
+  after(() => {
+    for (const stream of opened) stream.destroy();
+    server.close();
+  });
+
+  it('keeps only the latest waiting message of each key, and sends it once the upstream reads', async () => {
+    const { stream } = open(address);
+    let most = 0;
+    const ROUNDS = 200;
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const key of ['a', 'b', 'c']) {
+        stream.write(message(key, round), key);
+        most = Math.max(most, stream.queuedBytes);
+      }
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    // 9.6 MB written; at most a frame in the HTTP/2 stream and one waiting per key.
+    assert.ok(most <= 5 * (SIZE + 5), `${most} bytes queued`);
+    const upstream = opened.at(-1) as ServerHttp2Stream;
+    const received: string[] = [];
+    let pending = Buffer.alloc(0);
+    upstream.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      while (pending.byteLength >= 5 && pending.byteLength >= 5 + pending.readUInt32BE(1)) {
+        const length = pending.readUInt32BE(1);
+        received.push(
+          pending
+            .subarray(5, 5 + length)
+            .toString('latin1')
+            .split(':', 2)
+            .join(':'),
+        );
+        pending = pending.subarray(5 + length);
+      }
+    });
+    upstream.resume();
+    const last = ['a', 'b', 'c'].map((key) => `${key}:${ROUNDS - 1}`);
+    await until(() => last.every((m) => received.includes(m)), 10_000, 'the latest message of each key');
+    assert.ok(received.length < ROUNDS, `${received.length} messages of ${3 * ROUNDS} sent`);
+    stream.cancel();
+  });
+
+  it('ends the stream with RESOURCE_EXHAUSTED once more than maxQueuedBytes wait unkeyed', async () => {
+    const { stream, ended } = open(address, { maxQueuedBytes: 256 * 1024 });
+    for (let round = 0; round < 100 && stream.queuedBytes <= 256 * 1024; round++) {
+      stream.write(message('unkeyed', round));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const end = await within(ended, 10_000, 'the end of the stream');
+    assert.equal(end.code, grpc.status.RESOURCE_EXHAUSTED);
+    assert.match(end.details, /the upstream left \d+ bytes of requests unread, more than 262144/);
   });
 });

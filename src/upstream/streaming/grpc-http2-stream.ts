@@ -38,6 +38,11 @@ export interface GrpcHttp2StreamOptions {
   readonly lendMessages: boolean;
   /** Told of every chunk read once it is let go (default: the process's own). */
   readonly youngCollections?: YoungCollections;
+  /**
+   * Most bytes of messages the upstream may leave unread (default {@link MAX_QUEUED_BYTES}): one
+   * more ends the stream with RESOURCE_EXHAUSTED.
+   */
+  readonly maxQueuedBytes?: number | undefined;
 }
 
 export interface GrpcHttp2StreamHandlers {
@@ -60,6 +65,13 @@ export interface GrpcHttp2StreamHandlers {
  * marking of the whole heap every few changes.
  */
 const QUIET_MS = 10_000;
+
+/**
+ * The most bytes of requests an upstream may leave unread by default: 4 MiB. Requests are a few
+ * hundred bytes each, and those that replace each other are kept only in their latest version
+ * (see {@link GrpcHttp2Stream.write}); more queued than this is an upstream that stopped reading.
+ */
+export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 
 /** gRPC's mapping of HTTP statuses of a response that is not gRPC. */
 const HTTP_STATUS_CODES: ReadonlyMap<number, status> = new Map([
@@ -135,6 +147,15 @@ export class GrpcHttp2Stream {
   private pingTimer: NodeJS.Timeout | undefined;
   /** Frees the reader's reassembly buffer once no message has come for a while. */
   private readonly quiet: NodeJS.Timeout;
+  private readonly maxQueuedBytes: number;
+  /**
+   * Framed messages written while the HTTP/2 stream holds more than its high-water mark, in order,
+   * under their keys (an unkeyed message under a key of its own), until it drains.
+   */
+  private readonly waiting = new Map<string | symbol, Buffer>();
+  private waitingBytes = 0;
+  /** The HTTP/2 stream refused more (`write()` returned false) and has not drained since. */
+  private blocked = false;
 
   constructor(
     options: GrpcHttp2StreamOptions,
@@ -144,6 +165,7 @@ export class GrpcHttp2Stream {
       this.handlers.expectMessage?.(size),
     );
     this.collections = options.youngCollections ?? youngCollections();
+    this.maxQueuedBytes = options.maxQueuedBytes ?? MAX_QUEUED_BYTES;
     // Reused while responses keep coming (a change allocates nothing of their size), let go after
     // a quiet while: at rest a stream holds no copy of its largest response.
     this.quiet = setTimeout(() => this.reader.release(), QUIET_MS);
@@ -184,20 +206,50 @@ export class GrpcHttp2Stream {
     );
     this.stream.on('trailers', (headers: IncomingHttpHeaders) => this.onTrailers(headers));
     this.stream.on('data', (chunk: Buffer) => this.onData(chunk));
+    this.stream.on('drain', () => this.flush());
     // The upstream ended its side (after trailers, or a headers-only response): the stream is over
     // even while meshmux's side is open, as for any gRPC client.
     this.stream.on('end', () => this.onClose());
     this.stream.on('close', () => this.onClose());
   }
 
-  /** Sends one message (node's HTTP/2 stream buffers what the window does not let out yet). */
-  write(message: Uint8Array): void {
+  /**
+   * Sends one message. While the upstream does not take what was sent (its window is shut), later
+   * messages wait, and one written under a `key` replaces the one still waiting under the same key
+   * (an ACK superseded by the next of its type URL): an upstream that does not read costs at most
+   * the latest message of each key. Past `maxQueuedBytes` waiting, the stream ends with
+   * RESOURCE_EXHAUSTED.
+   */
+  write(message: Uint8Array, key?: string): void {
     if (this.ended) return;
     const frame = Buffer.allocUnsafe(5 + message.byteLength);
     frame[0] = 0;
     frame.writeUInt32BE(message.byteLength, 1);
     frame.set(message, 5);
-    this.stream.write(frame);
+    if (!this.blocked) {
+      this.blocked = !this.stream.write(frame);
+      return;
+    }
+    const slot = key ?? Symbol();
+    const replaced = this.waiting.get(slot);
+    if (replaced !== undefined) {
+      this.waiting.delete(slot);
+      this.waitingBytes -= replaced.byteLength;
+    }
+    this.waiting.set(slot, frame);
+    this.waitingBytes += frame.byteLength;
+    const queued = this.queuedBytes;
+    if (queued > this.maxQueuedBytes) {
+      this.fail({
+        code: status.RESOURCE_EXHAUSTED,
+        details: `the upstream left ${queued} bytes of requests unread, more than ${this.maxQueuedBytes}`,
+      });
+    }
+  }
+
+  /** Bytes of messages written and not yet taken by the upstream: waiting, or in the HTTP/2 stream. */
+  get queuedBytes(): number {
+    return this.waitingBytes + this.stream.writableLength;
   }
 
   /** See {@link GrpcMessageReader.adopt}: valid during `onMessage` of a lent message only. */
@@ -225,6 +277,17 @@ export class GrpcHttp2Stream {
       clearTimeout(force);
       this.close(true);
     });
+  }
+
+  /** The HTTP/2 stream drained: writes the waiting messages, in order, until it refuses more. */
+  private flush(): void {
+    this.blocked = false;
+    for (const [slot, frame] of this.waiting) {
+      if (this.ended || this.blocked) return;
+      this.waiting.delete(slot);
+      this.waitingBytes -= frame.byteLength;
+      this.blocked = !this.stream.write(frame);
+    }
   }
 
   private onHeaders(headers: IncomingHttpHeaders & IncomingHttpStatusHeader): void {
@@ -337,6 +400,8 @@ export class GrpcHttp2Stream {
 
   /** `gracefully`: the connection sends what it holds before it closes. */
   private close(gracefully = false): void {
+    this.waiting.clear();
+    this.waitingBytes = 0;
     clearTimeout(this.quiet);
     clearInterval(this.keepaliveTimer);
     clearTimeout(this.pingTimer);

@@ -12,8 +12,11 @@ import { clientTls, type TlsSettings } from './tls-credentials.js';
 export interface OpenStream {
   /** 1 for the first stream, then one more per attempt. */
   readonly attempt: number;
-  /** Writes one encoded message. */
-  send(message: Uint8Array): void;
+  /**
+   * Writes one encoded message. One sent under a `key` replaces a message of the same key the
+   * upstream has not taken yet (see `GrpcHttp2Stream.write`): for requests the next one supersedes.
+   */
+  send(message: Uint8Array, key?: string): void;
   /**
    * During `onMessage` of a lent message: takes the buffer the message lies in (a view of it from
    * its start) for good. Undefined, keeping nothing, when the message has no buffer of its own to
@@ -126,8 +129,8 @@ export class ReconnectingStream {
     let call: GrpcHttp2Stream | undefined = undefined;
     const stream: OpenStream = {
       attempt,
-      send: (message) => {
-        if (call !== undefined && this.call === call) call.write(message);
+      send: (message, key) => {
+        if (call !== undefined && this.call === call) call.write(message, key);
       },
       adoptMessage: () => (call !== undefined && this.call === call ? call.adoptMessage() : undefined),
       restart: (error) => {
