@@ -5,6 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import protobuf from 'protobufjs';
 import { FakeAdsServer } from '../support/fake-ads-server.js';
 import { FakeGalley } from '../support/fake-galley.js';
+import { connectIstiod } from '../support/fault-kit.js';
 import { fakeServiceEntry, kindNamed } from '../support/fake-objects.js';
 import { discoveryResponse, mcpAny, type RawAny } from '../support/faulty-responses.js';
 import { tempDir } from '../support/meshmux-harness.js';
@@ -126,6 +127,8 @@ describe('what an xds upstream sends is bounded in the log and in NACKs (meshmux
       'the first ACK',
     );
     await delta.waitFor(() => delta.subscriptions(SE) === 1, 20_000, 'the delta subscription');
+    // Both sources synced: the istiod is served their kind.
+    delta.send(deltaResponse(SE, [{ name: 'payments/d0', any: entries(['d0'])[0] as RawAny }], 'first'));
   });
   after(async () => {
     await meshmux.kill();
@@ -144,8 +147,12 @@ describe('what an xds upstream sends is bounded in the log and in NACKs (meshmux
       20_000,
       'the ACK of a later response',
     );
+    // Answers the upstream has not taken yet are replaced by the next of their type URL.
     const nacks = upstream.requests.filter((r) => r.nonce.startsWith('u'));
-    assert.equal(nacks.length, 200, 'each one NACKed');
+    assert.ok(
+      nacks.some((r) => r.nonce === 'u199'),
+      'the last one NACKed',
+    );
     assert.ok(
       nacks.every((r) => r.typeUrl === typeUrl),
       'each NACK names the type URL whole',
@@ -172,10 +179,96 @@ describe('what an xds upstream sends is bounded in the log and in NACKs (meshmux
     assert.ok(longest(lines) < 2_000, `a NACK line of ${longest(lines)} bytes`);
   });
 
+  it('refuses a response whose version is absurdly long, naming the source, and keeps what it serves', async () => {
+    const istiod = connectIstiod(meshmux.xds);
+    try {
+      upstream.sendRaw(discoveryResponse(SE, entries(['s0', 's1']), 'held'));
+      await istiod.waitFor(
+        (c) => c.configs(SE).has('payments/s1'),
+        20_000,
+        () => 'the held state',
+      );
+      upstream.sendRaw(discoveryResponse(SE, entries(['s0', 'swapped']), 'long-version', 'v'.repeat(MIB)));
+      await upstream.waitFor(
+        () => upstream.requests.some((r) => r.nonce === 'long-version'),
+        20_000,
+        'the NACK of the long version',
+      );
+      const nack = upstream.requests.find((r) => r.nonce === 'long-version');
+      assert.match(
+        nack?.errorDetail?.message ?? '',
+        /version_info of 1048576 characters is longer than the limit/,
+      );
+      assert.ok((nack?.versionInfo.length ?? 0) < 100, 'the NACK carries the version last accepted');
+      const refused = meshmux.logs.filter(
+        (l) => l['source'] === 'sotw' && /longer than the limit/.test(l.msg ?? ''),
+      );
+      assert.equal(refused.length, 1, 'one line naming the source');
+      // A later change arrived: the refused response was not applied before it.
+      upstream.sendRaw(discoveryResponse(SE, entries(['s0', 's1', 's2']), 'marker'));
+      await istiod.waitFor(
+        (c) => c.configs(SE).has('payments/s2'),
+        20_000,
+        () => 'the marker',
+      );
+      assert.ok(!istiod.configs(SE).has('payments/swapped'), 'the refused response was applied');
+    } finally {
+      istiod.close();
+    }
+  });
+
+  it('ends the stream on a nonce too long to echo, keeping what it serves, and subscribes again', async () => {
+    const istiod = connectIstiod(meshmux.xds);
+    try {
+      await istiod.waitFor(
+        (c) => c.configs(SE).has('payments/s2'),
+        20_000,
+        () => 'the served state',
+      );
+      const streams = upstream.streams;
+      // What a new stream is answered with: the state served now.
+      upstream.set(
+        'ServiceEntry',
+        ['s0', 's1', 's2'].map((n) => fakeServiceEntry(n, `${n}.example.com`)),
+      );
+      upstream.sendRaw(discoveryResponse(SE, entries(['s0']), 'n'.repeat(MIB), 'v-long-nonce'));
+      await upstream.waitFor(() => upstream.streams > streams, 20_000, 'a new stream');
+      assert.ok(
+        upstream.requests.every((r) => r.nonce.length < 100),
+        'no request echoed the long nonce',
+      );
+      await meshmux.waitForLog(
+        (l) =>
+          l['source'] === 'sotw' &&
+          typeof l['err'] === 'string' &&
+          /nonce of 1048576 characters/.test(l['err']),
+        0,
+        20_000,
+        'the stream ended, naming the nonce',
+      );
+      upstream.set(
+        'ServiceEntry',
+        ['s0', 's1', 's2', 's3'].map((n) => fakeServiceEntry(n, `${n}.example.com`)),
+      );
+      upstream.push();
+      await istiod.waitFor(
+        (c) => c.configs(SE).has('payments/s3'),
+        20_000,
+        () => 'the next state',
+      );
+      assert.deepEqual(
+        [...istiod.configs(SE).keys()].sort(),
+        ['d0', 's0', 's1', 's2', 's3'].map((n) => `payments/${n}`),
+      );
+    } finally {
+      istiod.close();
+    }
+  });
+
   it('NACKs delta responses for a long type URL it did not subscribe with the name cut, warning once', async () => {
     const typeUrl = `type.googleapis.com/x.${'y'.repeat(LONG)}`;
     for (let i = 0; i < 50; i++) delta.send(deltaResponse(typeUrl, [], `d${i}`));
-    delta.send(deltaResponse(SE, [{ name: 'payments/s0', any: entries(['s0'])[0] as RawAny }], 'after'));
+    delta.send(deltaResponse(SE, [{ name: 'payments/d0', any: entries(['d0'])[0] as RawAny }], 'after'));
     await delta.waitFor(() => delta.requests.some((r) => r.nonce === 'after'), 20_000, 'the later ACK');
     const nacks = delta.requests.filter((r) => r.nonce.startsWith('d'));
     assert.equal(nacks.length, 50, 'each one NACKed');

@@ -11,6 +11,35 @@ import { readTopLevelFields, salvageString } from '../../wire/wire-fields.js';
 /** `google.rpc.Code.INVALID_ARGUMENT`, the code of every NACK an ADS client sends. */
 export const INVALID_ARGUMENT = 3;
 
+/**
+ * The longest type URL, nonce or version a response may carry: 16 Ki characters. Real ones are
+ * a type name, a counter, a hash or a timestamp; the nonce and version come back in every ACK and
+ * the version is kept, so a response whose string is longer is refused as bad input.
+ */
+export const MAX_RESPONSE_STRING_CHARS = 16 * 1024;
+
+/**
+ * The error refusing a response one of whose `strings` (its type URL, nonce and version, by their
+ * field names) is longer than {@link MAX_RESPONSE_STRING_CHARS}, naming the first such and its
+ * length; undefined when none is. Nothing of such a response is applied: what the source serves
+ * is kept.
+ */
+export function overlongString(
+  ctx: AdsClientContext,
+  strings: Readonly<Record<string, string>>,
+): MeshmuxError | undefined {
+  for (const [field, value] of Object.entries(strings)) {
+    if (value.length <= MAX_RESPONSE_STRING_CHARS) continue;
+    return new MeshmuxError(
+      'LIMIT',
+      `a response's ${field} of ${value.length} characters is longer than the limit of ` +
+        `${MAX_RESPONSE_STRING_CHARS}; it was refused, and what the source serves is kept`,
+      { file: ctx.describe },
+    );
+  }
+  return undefined;
+}
+
 /** What both ADS clients (state of the world and delta) work with; owned by the source. */
 export interface AdsClientContext {
   readonly state: SubscriptionState;

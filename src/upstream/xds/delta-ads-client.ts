@@ -10,6 +10,8 @@ import type { OpenStream, StreamHandlers } from '../streaming/reconnecting-strea
 import { plainBytes } from '../../wire/wire-fields.js';
 import {
   INVALID_ARGUMENT,
+  MAX_RESPONSE_STRING_CHARS,
+  overlongString,
   refuseUnsubscribed,
   reportUndecodable,
   type AdsClientContext,
@@ -105,6 +107,24 @@ export class DeltaAdsClient implements StreamHandlers {
       return;
     }
     const { type_url: typeUrl, nonce } = response;
+    const overlong = overlongString(this.ctx, {
+      type_url: typeUrl,
+      nonce,
+      system_version_info: response.system_version_info,
+    });
+    if (overlong !== undefined) {
+      // Refused whole, so out of step; NACKed first when the NACK can echo its type URL and nonce.
+      this.ctx.state.report(overlong);
+      if (typeUrl.length <= MAX_RESPONSE_STRING_CHARS && nonce.length <= MAX_RESPONSE_STRING_CHARS) {
+        this.send(stream, {
+          typeUrl,
+          responseNonce: nonce,
+          errorDetail: { code: INVALID_ARGUMENT, message: overlong.message },
+        });
+      }
+      stream.restart(outOfStep(overlong, 'the upstream'));
+      return;
+    }
     const kind = this.ctx.state.kindOf(typeUrl);
     if (kind === undefined) {
       // Not ours to apply, and a sign the upstream mixed its streams up: refused, so it can tell.

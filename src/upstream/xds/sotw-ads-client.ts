@@ -10,6 +10,8 @@ import { ResentResponseMatcher, type ResponseHead } from './resent-response-matc
 import type { MessageMatcher } from '../streaming/grpc-message-reader.js';
 import {
   INVALID_ARGUMENT,
+  MAX_RESPONSE_STRING_CHARS,
+  overlongString,
   refuseUnsubscribed,
   reportUndecodable,
   type AdsClientContext,
@@ -80,12 +82,15 @@ export class SotwAdsClient implements StreamHandlers {
   private spareOffsets: Int32Array<ArrayBuffer> | undefined;
   /** Whether this stream has had a response for a type not subscribed: only the first is logged at warn. */
   private unsubscribedOnStream = false;
+  /** Whether this stream has had a response refused for a string too long: only the first is logged at warn. */
+  private overlongOnStream = false;
 
   constructor(private readonly ctx: AdsClientContext) {}
 
   onOpen(stream: OpenStream): void {
     this.accepted = new Map();
     this.unsubscribedOnStream = false;
+    this.overlongOnStream = false;
     this.ctx.state.streamOpened();
     let first = true;
     for (const typeUrl of this.ctx.state.channelIds()) {
@@ -181,8 +186,13 @@ export class SotwAdsClient implements StreamHandlers {
     head: ResponseHead,
     span: ChangedSpan,
   ): void {
-    this.ctx.onAnswer();
     const { typeUrl, nonce, versionInfo: version } = head;
+    const overlong = overlongString(this.ctx, { type_url: typeUrl, nonce, version_info: version });
+    if (overlong !== undefined) {
+      this.refuseOverlong(stream, typeUrl, nonce, overlong);
+      return;
+    }
+    this.ctx.onAnswer();
     const kind = this.ctx.state.kindOf(typeUrl);
     if (kind === undefined) {
       // Not ours to apply, and a sign the upstream mixed its types up: refused, so it can tell.
@@ -298,6 +308,24 @@ export class SotwAdsClient implements StreamHandlers {
     this.nack(stream, typeUrl, nonce, version, detail, false);
   }
 
+  /**
+   * Refuses a response with a string too long to echo or keep (see `overlongString`), reported on
+   * the source: NACKed when its type URL and nonce can be echoed, else the stream is ended (the
+   * upstream could not match an answer that does not echo them). Only a stream's first one is
+   * logged at warn.
+   */
+  private refuseOverlong(stream: OpenStream, typeUrl: string, nonce: string, error: MeshmuxError): void {
+    this.ctx.state.report(error);
+    if (typeUrl.length > MAX_RESPONSE_STRING_CHARS || nonce.length > MAX_RESPONSE_STRING_CHARS) {
+      stream.restart(error);
+      return;
+    }
+    const named = truncateForLog(typeUrl);
+    this.ctx.log[this.overlongOnStream ? 'debug' : 'warn']({ typeUrl: named }, error.message);
+    this.overlongOnStream = true;
+    this.nack(stream, typeUrl, nonce, '', error.message, false);
+  }
+
   /** Refuses a response (its `version`), naming why in `detail`; logged unless said otherwise. */
   private nack(
     stream: OpenStream,
@@ -389,8 +417,13 @@ export class SotwAdsClient implements StreamHandlers {
     });
   }
 
+  /**
+   * An answer (ACK or NACK) supersedes the one before it of its type URL: while the upstream does
+   * not read, only the latest waits. Subscriptions (no nonce) are all sent.
+   */
   private send(stream: OpenStream, request: DiscoveryRequestFields): void {
-    stream.send(encodeDiscoveryRequest(request));
+    const answer = request.responseNonce !== undefined && request.responseNonce !== '';
+    stream.send(encodeDiscoveryRequest(request), answer ? request.typeUrl : undefined);
   }
 }
 
