@@ -44,6 +44,13 @@ export interface SourceSnapshotEvent {
    * `mcp-sink` source is a listing of its kinds, whatever this says.
    */
   readonly listed?: ReadonlySet<string>;
+  /**
+   * Kinds, not in `kinds`, that the upstream says it does not serve (a Kubernetes group or CRD
+   * it answers 404 for): answered, so the source can be complete without them, but nothing of
+   * them is replaced. What the source holds of such a kind (from before, or restored) stays:
+   * only a state that lists the kind can take its objects away.
+   */
+  readonly unserved?: ReadonlySet<string>;
   /** Objects rejected in this state; each names where and why. Must not be altered. */
   readonly errors: readonly MeshmuxError[];
   /** Things skipped or repaired (unknown kinds, pruned fields). Must not be altered. */

@@ -333,6 +333,7 @@ export class SourceLedger {
     this.errors = event.errors;
     this.warnings = event.warnings;
     if (this.readiness.answer(event.kinds)) this.recordChanges++;
+    if (event.unserved !== undefined && this.readiness.answer(event.unserved)) this.recordChanges++;
     if (this.readiness.complete(this.descriptor.kinds)) {
       this.staleSince = undefined;
       this.lastSyncTime = now;

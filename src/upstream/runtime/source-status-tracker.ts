@@ -29,7 +29,7 @@ export class SourceStatusTracker {
 
   /**
    * @param emit where events go (the subscriber of `events$`).
-   * @param completeKinds when given, a state whose `kinds` include all of these is complete, as
+   * @param completeKinds when given, a state whose `kinds` and `unserved` include all of these is complete, as
    *   one without `kinds` is (a source that always names its kinds, e.g. its descriptor's).
    */
   constructor(
@@ -58,7 +58,7 @@ export class SourceStatusTracker {
    * announces `synced` when a failure had been reported since.
    */
   serve(event: SourceSnapshotEvent): boolean {
-    const key = `${kindsKey(event.kinds)}|${event.revision}|${problemsKey(event)}`;
+    const key = `${kindsKey(event.kinds)}|${kindsKey(event.unserved ?? new Set())}|${event.revision}|${problemsKey(event)}`;
     if (key === this.lastServed) {
       if (this.isComplete(event)) this.synced();
       return false;
@@ -103,7 +103,8 @@ export class SourceStatusTracker {
   private isComplete(event: SourceSnapshotEvent): boolean {
     if (event.kinds === undefined) return true;
     if (this.completeKinds === undefined) return false;
-    for (const kind of this.completeKinds) if (!event.kinds.has(kind)) return false;
+    for (const kind of this.completeKinds)
+      if (!event.kinds.has(kind) && event.unserved?.has(kind) !== true) return false;
     return true;
   }
 
