@@ -189,6 +189,22 @@ export class FakeKubeApiServer {
     if (!this.objects.has(this.storeKey(kind))) this.objects.set(this.storeKey(kind), new Map());
   }
 
+  /**
+   * Stops serving every kind of `group`, objects kept, as an API server does while its CRD
+   * handlers are not up yet: discovery of the group and every path under it answer 404, and its
+   * open watches are cut. Returns the kinds, for {@link serve} to bring back.
+   */
+  unserveGroup(group: string): ServedKind[] {
+    const gone = this.kinds.filter((k) => k.group === group);
+    this.kinds.splice(0, this.kinds.length, ...this.kinds.filter((k) => k.group !== group));
+    for (const w of this.watchers) {
+      if (w.served.group !== group) continue;
+      w.response.socket?.destroy();
+      this.watchers.delete(w);
+    }
+    return gone;
+  }
+
   /** A kubeconfig (YAML) whose one context, `name`, reaches this server; TLS is not verified. */
   kubeconfig(name = 'test'): string {
     return [

@@ -19,3 +19,5 @@ export const SIDECAR = 'networking.istio.io/v1/Sidecar';
 export const WE = 'networking.istio.io/v1/WorkloadEntry';
 /** `networking.istio.io/v1alpha3/EnvoyFilter`. */
 export const EF = 'networking.istio.io/v1alpha3/EnvoyFilter';
+/** `security.istio.io/v1/AuthorizationPolicy`. */
+export const AUTHZ = 'security.istio.io/v1/AuthorizationPolicy';

@@ -104,6 +104,13 @@ interface KindWatch {
   /** Why the API server refuses this kind here (403), while it does; retried on its own. */
   refused: MeshmuxError | undefined;
   /**
+   * How long the kind waits before it is looked for again while the cluster does not serve it
+   * (404): from {@link UNSERVED_RECHECK_POLICY}, started over once it is served.
+   */
+  readonly unservedBackoff: ExponentialBackoff;
+  /** Since when the cluster does not serve the kind (the source clock); undefined while it does. */
+  unservedSince: number | undefined;
+  /**
    * Lists of this scope started, and the lowest number whose answer may still be taken: that of
    * the last list taken, or the next one once a watch opened. A list that started before either
    * answers what may be older than the objects held (it may lack one the other found or told), so
@@ -142,9 +149,21 @@ const EMPTY_RELIST_FOR_MS = 600_000;
 const EMPTY_AT_START_FOR_MS = 120_000;
 
 /**
+ * A kind the cluster does not serve is looked for again 1 s later, then twice as long each time,
+ * up to once a minute: an API server restarted serves its CRDs a few seconds after its own
+ * groups, and a CRD installed again should not wait long, while a kind simply not installed costs
+ * one discovery request a minute.
+ */
+const UNSERVED_RECHECK_POLICY = { initialMs: 1_000, maxMs: 60_000, multiplier: 2, jitter: 0.25 } as const;
+
+/**
  * The Istio objects of one Kubernetes cluster, listed then watched per kind (at the group's
  * preferred served version, one watch per kind). A kind whose group or version the cluster does
- * not serve is "not served by this cluster": logged, never an error, never a deletion. The source
+ * not serve (404) is "not served by this cluster": never a deletion. It is left out of the
+ * state's kinds (named `unserved`), so whatever the merge holds of it stays, from this run or
+ * restored, and it is looked for again with backoff, up to once a minute, then listed and watched
+ * once it is served (a CRD deleted and installed again, an API server whose CRD handlers were not
+ * up yet); one that was listed in this run makes the source say stale meanwhile. The source
  * publishes nothing until every served kind was listed once (then `synced`); a failed list or
  * watch makes it `stale` with its last state and retries with backoff, resuming from the last
  * resourceVersion; a `410 Gone` relists and replaces the kind's objects, so only the difference
@@ -216,6 +235,8 @@ export class KubernetesSource implements UpstreamSource {
           emptyFor: EMPTY_RELIST_FOR_MS,
           recheckFailed: false,
           refused: undefined,
+          unservedBackoff: new ExponentialBackoff(UNSERVED_RECHECK_POLICY),
+          unservedSince: undefined,
           listsStarted: 0,
           listTaken: 0,
           listStartedAt: undefined,
@@ -233,7 +254,11 @@ export class KubernetesSource implements UpstreamSource {
       /** Discovery documents of the API groups, fetched once per connection attempt. */
       let groups = new Map<string, Promise<ApiResponse>>();
 
-      const discover = async (w: KindWatch): Promise<void> => {
+      /**
+       * Finds the kind's path from its group's discovery document: false when the cluster does not
+       * serve it. A kind not served before stays so until a list of it succeeds.
+       */
+      const discover = async (w: KindWatch): Promise<boolean> => {
         let pending = groups.get(w.kind.group);
         if (pending === undefined) {
           pending = request(`/apis/${w.kind.group}`);
@@ -241,8 +266,9 @@ export class KubernetesSource implements UpstreamSource {
         }
         const response = await pending;
         if (response.status === 404) {
-          w.served = false;
-          return;
+          w.path = undefined;
+          notServed(w);
+          return false;
         }
         if (response.status !== 200) throw httpError(`${server}/apis/${w.kind.group}`, response);
         const group = response.body as {
@@ -255,10 +281,49 @@ export class KubernetesSource implements UpstreamSource {
         const preferred = group.preferredVersion?.version;
         const version =
           preferred !== undefined && servedVersions.includes(preferred) ? preferred : servedVersions[0];
-        w.served = version !== undefined;
         const scope = w.namespace === undefined ? '' : `namespaces/${encodeURIComponent(w.namespace)}/`;
         w.path =
           version === undefined ? undefined : `/apis/${w.kind.group}/${version}/${scope}${w.kind.plural}`;
+        if (version === undefined) {
+          notServed(w);
+          return false;
+        }
+        if (w.unservedSince === undefined) w.served = true;
+        return true;
+      };
+
+      /**
+       * The cluster does not serve the kind (its group, version or list answers 404): its watch and
+       * its lists again end, and it is looked for again on its own, with its own backoff. What it
+       * held stays (see `publish`).
+       */
+      const notServed = (w: KindWatch): void => {
+        w.served = false;
+        stopWatch(w);
+        w.cancelEmptyCheck?.();
+        w.cancelEmptyCheck = undefined;
+        w.emptyCheckDue = undefined;
+        if (w.unservedSince === undefined) {
+          w.unservedSince = clock.now();
+          if (w.namespace === scopes[0]) {
+            if (w.listed)
+              log.warn(
+                { kind: w.kind.kind, objects: w.objects.size },
+                'kind no longer served by this cluster (404): keeping its objects, looking for it again',
+              );
+            else log.info({ kind: w.kind.kind }, 'kind not served by this cluster: looking for it again');
+          }
+        }
+        if (!stopped) retryKind(w, w.unservedBackoff.nextDelayMs(), retryAlone);
+      };
+
+      /** A list of the kind succeeded: served, whatever it was before. */
+      const markServed = (w: KindWatch): void => {
+        w.served = true;
+        if (w.unservedSince === undefined) return;
+        w.unservedSince = undefined;
+        w.unservedBackoff.reset();
+        if (w.namespace === scopes[0]) log.info({ kind: w.kind.kind }, 'kind served by this cluster: listed');
       };
 
       /**
@@ -289,7 +354,7 @@ export class KubernetesSource implements UpstreamSource {
           if (number < w.listTaken) return overtaken(w, number);
           if (response.status === 404) {
             w.listTaken = number;
-            w.served = false;
+            notServed(w);
             return true;
           }
           if (response.status === 410 && token !== '' && restarts < 3) {
@@ -313,6 +378,7 @@ export class KubernetesSource implements UpstreamSource {
         w.listTaken = number;
         // The API server lists the kind here again: whatever refused it no longer does.
         w.refused = undefined;
+        markServed(w);
         const before = new Set(w.objects.keys());
         w.objects.clear();
         for (const item of items) {
@@ -394,6 +460,9 @@ export class KubernetesSource implements UpstreamSource {
           retryKind(w, delayMs, relist);
         } else if (status === 403) {
           refuse(w, new MeshmuxError('PERMISSION_DENIED', `watch ${server}${w.path ?? ''}: HTTP 403`));
+        } else if (status === 404) {
+          notServed(w);
+          publish();
         } else if (err === null || err === undefined) {
           if (!stable) w.quickEnds += 1;
           if (w.quickEnds >= RELIST_AFTER_QUICK_ENDS) {
@@ -500,15 +569,16 @@ export class KubernetesSource implements UpstreamSource {
           { kind: w.kind.kind, namespace: w.namespace, error: error.message },
           'kubernetes API refuses this kind: serving the others',
         );
-        retryKind(w, backoff.nextDelayMs(), retryRefused);
+        retryKind(w, backoff.nextDelayMs(), retryAlone);
         // Said now; the state of the others follows at the end of the pass (run) or already went.
         tracker.failed(error);
       };
 
-      const retryRefused = async (w: KindWatch): Promise<void> => {
+      /** Tries a refused or unserved kind again, alone: discovered afresh, then listed and watched. */
+      const retryAlone = async (w: KindWatch): Promise<void> => {
         try {
-          await discover(w);
-          if (w.served) await listChecked(w);
+          groups.delete(w.kind.group);
+          if (await discover(w)) await listChecked(w);
           w.refused = undefined;
           publish();
           if (w.served) await watch(w);
@@ -582,6 +652,8 @@ export class KubernetesSource implements UpstreamSource {
         // may be the one that takes it whole.
         const first = !w.listed;
         if (!(await list(w))) return false;
+        // Not served (404): nothing was listed, and what the kind held stays.
+        if (!w.served) return true;
         let scopes = relisted.get(w.kind.key);
         if (scopes === undefined) relisted.set(w.kind.key, (scopes = new Set()));
         scopes.add(w);
@@ -664,13 +736,19 @@ export class KubernetesSource implements UpstreamSource {
         cancelDebounce?.();
         cancelDebounce = undefined;
         if (stopped || watches.some((w) => w.served && !w.listed && w.refused === undefined)) return;
-        const listed = relisted.size === 0 ? undefined : new Set(relisted.keys());
-        relisted.clear();
         published = true;
         // A kind refused in some scope before it was ever listed there is left out: its objects
-        // are not known, and a state naming the kind would delete them.
+        // are not known, and a state naming the kind would delete them. A kind not served in some
+        // scope is left out too, named as such: what it held, here or restored, stays.
         const unknown = new Set(watches.filter((w) => w.served && !w.listed).map((w) => w.kind.key));
-        const kinds = unknown.size === 0 ? kindKeys : new Set([...kindKeys].filter((k) => !unknown.has(k)));
+        const unserved = new Set(watches.filter((w) => !w.served).map((w) => w.kind.key));
+        const kinds =
+          unknown.size === 0 && unserved.size === 0
+            ? kindKeys
+            : new Set([...kindKeys].filter((k) => !unknown.has(k) && !unserved.has(k)));
+        const listedKinds = [...relisted.keys()].filter((k) => kinds.has(k));
+        const listed = listedKinds.length === 0 ? undefined : new Set(listedKinds);
+        for (const k of listedKinds) relisted.delete(k);
         build(kinds).then(
           (state) => {
             if (stopped) return;
@@ -679,6 +757,7 @@ export class KubernetesSource implements UpstreamSource {
               type: 'snapshot',
               kinds,
               ...(listed === undefined ? {} : { listed }),
+              ...(unserved.size === 0 ? {} : { unserved }),
               resources: state.resources,
               revision,
               errors: state.errors,
@@ -690,7 +769,18 @@ export class KubernetesSource implements UpstreamSource {
                 'cluster state read',
               );
             const refused = watches.find((w) => w.refused !== undefined)?.refused;
+            // A kind listed in this run that the cluster no longer serves: its objects are kept,
+            // and the source says so, stale, until it is served again.
+            const gone = watches.find((w) => !w.served && w.listed);
             if (refused !== undefined) tracker.failed(refused);
+            else if (gone !== undefined)
+              tracker.failed(
+                new MeshmuxError(
+                  'UNAVAILABLE',
+                  `${gone.kind.kind} no longer served (HTTP 404): its objects are kept until it is served and listed again`,
+                  { file: server },
+                ),
+              );
           },
           (err: unknown) => {
             // Each object's failure is its own error (see readObject), so this is a bug: the state
@@ -821,14 +911,11 @@ export class KubernetesSource implements UpstreamSource {
             // Each pass tries every kind again, a refused one too.
             w.refused = undefined;
             try {
-              await discover(w);
-              if (!w.served) {
-                if (w.namespace === scopes[0])
-                  log.info({ kind: w.kind.kind }, 'kind not served by this cluster');
-                continue;
-              }
-              // A kind whose list found nothing is listed again too: its watch told nothing since.
-              if (!w.listed || w.resourceVersion === '' || w.emptySince !== undefined) await listChecked(w);
+              if (!(await discover(w))) continue;
+              // A kind whose list found nothing is listed again too: its watch told nothing since;
+              // and one not served before, whose list alone tells it is served again.
+              if (!w.listed || !w.served || w.resourceVersion === '' || w.emptySince !== undefined)
+                await listChecked(w);
             } catch (err) {
               if (!(err instanceof MeshmuxError && err.code === 'PERMISSION_DENIED')) throw err;
               refuse(w, err);
