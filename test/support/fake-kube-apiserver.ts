@@ -205,6 +205,14 @@ export class FakeKubeApiServer {
     return gone;
   }
 
+  /**
+   * Takes `token` from now on and no other (the old one revoked, as after a rotation): requests
+   * with another get 401; watches already open stay open.
+   */
+  rotateToken(token: string): void {
+    this.auth = { ...this.auth, token };
+  }
+
   /** A kubeconfig (YAML) whose one context, `name`, reaches this server; TLS is not verified. */
   kubeconfig(name = 'test'): string {
     return [

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import type * as KubernetesClient from '@kubernetes/client-node';
@@ -189,17 +190,25 @@ export class KubernetesSource implements UpstreamSource {
       kinds: kindKeys,
     };
     const client = kubernetesClient();
-    const config = new client.KubeConfig();
-    if (options.kubeconfig === undefined) config.loadFromCluster();
-    else config.loadFromFile(options.kubeconfig);
-    if (options.context !== undefined) config.setCurrentContext(options.context);
-    const cluster = config.getCurrentCluster();
-    if (cluster === null) {
-      throw new Error(
-        `source ${options.name}: kubeconfig ${options.kubeconfig ?? '(in-cluster)'} names no cluster for its context`,
-      );
-    }
-    const server = cluster.server.replace(/\/+$/, '');
+    /** The kubeconfig as read, and its cluster's address; throws when it names no cluster. */
+    const load = (): { config: KubeConfig; server: string } => {
+      const loaded = new client.KubeConfig();
+      if (options.kubeconfig === undefined) loaded.loadFromCluster();
+      else loaded.loadFromFile(options.kubeconfig);
+      if (options.context !== undefined) loaded.setCurrentContext(options.context);
+      const cluster = loaded.getCurrentCluster();
+      if (cluster === null) {
+        throw new Error(
+          `source ${options.name}: kubeconfig ${options.kubeconfig ?? '(in-cluster)'} names no cluster for its context`,
+        );
+      }
+      return { config: loaded, server: cluster.server.replace(/\/+$/, '') };
+    };
+    // The kubeconfig is read again when its file changed (see `reloadKubeconfig`): a credential
+    // rotated in place is taken up at the next retry, with no reload or restart.
+    let { config, server } = load();
+    let kubeconfigText =
+      options.kubeconfig === undefined ? undefined : readTextOrUndefined(options.kubeconfig);
     const inNamespace = options.namespaces === undefined ? () => true : globMatcher(options.namespaces);
     // Plain namespace names are listed and watched one by one, so a Role in each is enough; a glob
     // needs the cluster-wide list (and a ClusterRole), filtered here.
@@ -247,6 +256,39 @@ export class KubernetesSource implements UpstreamSource {
       /** Whether the source has published a state yet. */
       let published = false;
       let cancelRetry: (() => void) | undefined;
+
+      /**
+       * Reads the kubeconfig file again when its text changed since it was last read (a token or
+       * certificate rotated in place, as a credential helper writes it): each pass and each retry
+       * of a kind alone asks, so a credential the API server stopped taking (401) is replaced at
+       * the next retry. A file that cannot be read or names no cluster keeps the one in use. A
+       * new cluster address lists every kind again.
+       */
+      const reloadKubeconfig = (): void => {
+        if (options.kubeconfig === undefined) return;
+        const text = readTextOrUndefined(options.kubeconfig);
+        if (text === undefined || text === kubeconfigText) return;
+        let next: { config: KubeConfig; server: string };
+        try {
+          next = load();
+        } catch (err) {
+          log.warn(
+            { kubeconfig: options.kubeconfig, error: toMeshmuxError(err, 'CONFIG').message },
+            'the kubeconfig changed but cannot be read: keeping the one in use',
+          );
+          return;
+        }
+        kubeconfigText = text;
+        config = next.config;
+        log.info({ kubeconfig: options.kubeconfig }, 'the kubeconfig changed: using it from now on');
+        if (next.server === server) return;
+        log.warn(
+          { from: server, to: next.server },
+          'the kubeconfig names another API server: listing every kind again',
+        );
+        server = next.server;
+        for (const w of watches) w.resourceVersion = '';
+      };
 
       const request = (path: string): Promise<ApiResponse> =>
         getJson(config, `${server}${path}`, options.requestDeadlineMs ?? REQUEST_DEADLINE_MS);
@@ -463,6 +505,17 @@ export class KubernetesSource implements UpstreamSource {
         } else if (status === 404) {
           notServed(w);
           publish();
+        } else if (err instanceof MeshmuxError && err.code === 'LIMIT') {
+          // An event too long to read: this kind's watch alone failed, and what it may have
+          // missed is listed again, after the backoff.
+          const error = new MeshmuxError('LIMIT', err.message, { file: `${server} (watch ${w.kind.kind})` });
+          log.warn(
+            { kind: w.kind.kind, error: error.message, delayMs: Math.round(delayMs) },
+            'watch failed: relisting',
+          );
+          tracker.failed(error);
+          w.quickEnds = 0;
+          retryKind(w, stable ? backoff.nextDelayMs() : delayMs, relist);
         } else if (err === null || err === undefined) {
           if (!stable) w.quickEnds += 1;
           if (w.quickEnds >= RELIST_AFTER_QUICK_ENDS) {
@@ -577,6 +630,7 @@ export class KubernetesSource implements UpstreamSource {
       /** Tries a refused or unserved kind again, alone: discovered afresh, then listed and watched. */
       const retryAlone = async (w: KindWatch): Promise<void> => {
         try {
+          reloadKubeconfig();
           groups.delete(w.kind.group);
           if (await discover(w)) await listChecked(w);
           w.refused = undefined;
@@ -904,6 +958,7 @@ export class KubernetesSource implements UpstreamSource {
 
       const run = async (): Promise<void> => {
         groups = new Map();
+        reloadKubeconfig();
         try {
           for (const w of watches) {
             if (stopped) return;
@@ -944,6 +999,15 @@ export class KubernetesSource implements UpstreamSource {
         }
       };
     });
+  }
+}
+
+/** The text of a file, or undefined when it cannot be read (it is then read again later). */
+function readTextOrUndefined(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
   }
 }
 
