@@ -19,6 +19,7 @@ import { ExponentialBackoff } from '../streaming/exponential-backoff.js';
 import type { UpstreamSource } from '../upstream-source.js';
 import { configDocument, MAX_OBJECT_DEPTH, tooDeepAt, type KubernetesObject } from './kubernetes-object.js';
 import { appendAll } from '../../core/append-all.js';
+import { openWatch, type WatchHandle } from './watch-stream.js';
 
 export interface KubernetesSourceOptions {
   readonly name: string;
@@ -39,6 +40,11 @@ export interface KubernetesSourceOptions {
    * in, and a watch request until its response headers. Default {@link REQUEST_DEADLINE_MS}.
    */
   readonly requestDeadlineMs?: number;
+  /**
+   * How long an open watch may bring no byte (not even a bookmark) before it is opened again
+   * from its last resourceVersion. Default {@link WATCH_IDLE_MS}.
+   */
+  readonly watchIdleMs?: number;
   readonly scheduler?: SchedulerLike | undefined;
 }
 
@@ -75,7 +81,7 @@ interface KindWatch {
   readonly objects: Map<string, KubernetesObject>;
   /** What each of `objects` was read as, at its resourceVersion, by the same key. */
   readonly reads: Map<string, { rv: string; read: YamlFileRead }>;
-  abort: AbortController | undefined;
+  abort: WatchHandle | undefined;
   /**
    * Counts the watches opened and the ones meshmux ended itself: a watch reports its end only
    * while the count is the one it was opened at, so closing a watch on purpose is no failure.
@@ -546,17 +552,42 @@ export class KubernetesSource implements UpstreamSource {
         if (w.emptySince === undefined) w.listTaken = w.listsStarted + 1;
         const generation = w.generation;
         w.openedAt = clock.now();
-        const query: Record<string, string | boolean> = {
-          allowWatchBookmarks: true,
+        // The server ends the watch after 5 to 10 minutes, as client-go asks, spread so that the
+        // kinds' watches do not all end at once; the client ends it a minute after that, should the
+        // server's end never come.
+        const timeoutSeconds = Math.round(WATCH_TIMEOUT_S * (1 + Math.random()));
+        const query: Record<string, string> = {
+          allowWatchBookmarks: 'true',
           resourceVersion: w.resourceVersion,
+          timeoutSeconds: String(timeoutSeconds),
         };
         if (options.labelSelector !== undefined) query['labelSelector'] = options.labelSelector;
         let gone = false;
-        const opening = new client.Watch(config).watch(
-          w.path ?? '',
+        const ended = (err: unknown, quiet?: boolean): void => {
+          // The end of a watch meshmux closed itself is never reported: that watch was replaced or
+          // is no longer wanted, and its end is no failure.
+          if (stopped || generation !== w.generation) return;
+          if (quiet === true)
+            log.info(
+              { kind: w.kind.kind, namespace: w.namespace, idleMs: options.watchIdleMs ?? WATCH_IDLE_MS },
+              'watch brought nothing, not even a bookmark, for too long: opening it again',
+            );
+          w.generation += 1;
+          w.abort = undefined;
+          watchEnded(w, err, gone);
+        };
+        const opening = openWatch({
+          config,
+          url: `${server}${w.path ?? ''}`,
           query,
-          (phase, object: KubernetesObject & { code?: number }) => {
-            if (generation !== w.generation) return;
+          maxLineBytes: MAX_WATCH_LINE_BYTES,
+          idleMs: options.watchIdleMs ?? WATCH_IDLE_MS,
+          lifetimeMs: (timeoutSeconds + 60) * 1000,
+          clock,
+          onEnd: ended,
+          onEvent: (phase, event) => {
+            if (generation !== w.generation || event === null || typeof event !== 'object') return;
+            const object = event as KubernetesObject & { code?: number };
             if (phase === 'ERROR') {
               if (object.code === 410) gone = true;
               return;
@@ -576,17 +607,13 @@ export class KubernetesSource implements UpstreamSource {
             else w.objects.set(objectKey(object), object);
             schedule();
           },
-          (err: unknown) => {
-            // The client library reports the end of a watch meshmux aborted itself as an
-            // AbortError: that watch was replaced or is no longer wanted, and its end is no failure.
-            if (stopped || generation !== w.generation) return;
-            w.generation += 1;
-            w.abort = undefined;
-            watchEnded(w, err, gone);
-          },
-        );
-        // The client library waits for the response headers with no timeout of its own: past the
-        // deadline the watch counts as failed, and is closed should its answer come after all.
+        }).catch((err: unknown): WatchHandle => {
+          // No answer at all (refused, reset): the watch's end, as one that opened and failed.
+          ended(err);
+          return { abort: () => undefined };
+        });
+        // Past the deadline for the response headers the watch counts as failed, and is closed
+        // should its answer come after all.
         const deadlineMs = options.requestDeadlineMs ?? REQUEST_DEADLINE_MS;
         let cancelDeadline: (() => void) | undefined;
         const late = new Promise<undefined>((resolve) => {
@@ -1034,6 +1061,22 @@ const LIST_PAGE_SIZE = 500;
  * otherwise hold the source for ever.
  */
 const REQUEST_DEADLINE_MS = 60_000;
+
+/** The least `timeoutSeconds` a watch asks for; each asks for up to twice as long, drawn at random. */
+const WATCH_TIMEOUT_S = 300;
+
+/**
+ * How long a watch may bring no byte before it is opened again from its last resourceVersion:
+ * the API server sends a bookmark about once a minute, so three minutes of silence is a
+ * connection frozen on the way (a load balancer's leg), which neither side sees close.
+ */
+const WATCH_IDLE_MS = 180_000;
+
+/**
+ * The longest watch event read, bytes: an event holds one object, at most
+ * {@link MAX_OBJECT_BYTES}, in an envelope; twice that leaves room for escapes.
+ */
+const MAX_WATCH_LINE_BYTES = 2 * MAX_OBJECT_BYTES;
 
 /**
  * The largest list page or discovery answer read, bytes. A page is {@link LIST_PAGE_SIZE} objects,
