@@ -173,7 +173,14 @@ describe('faults: a Kubernetes group answered 404 for a while', () => {
         'the first state',
         { describe: () => meshmux.tail(10) },
       );
+      const asked = api.requests.length;
       const networking = api.unserveGroup(NETWORKING);
+      // The source has looked for the group and found it gone (its watches were cut).
+      await until(
+        () => api.requests.slice(asked).includes(`GET /apis/${NETWORKING}`),
+        30_000,
+        'the group looked for',
+      );
       await until(async () => (await sourceState(meshmux)) === 'stale', 30_000, 'the source stale', {
         describe: () => meshmux.tail(10),
       });
@@ -194,7 +201,7 @@ describe('faults: a Kubernetes group answered 404 for a while', () => {
           istiod.configs(VS).has('shop/vs-new') &&
           !istiod.configs(VS).has('shop/vs-0') &&
           istiod.configs(DR).has('shop/dr-new'),
-        90_000,
+        30_000,
         'the changes made once served again',
         { describe: () => meshmux.tail(10) },
       );
