@@ -15,7 +15,14 @@ import type { PolicyChangesPage } from './downstream/policy/policy-changes.js';
 import { PolicySet } from './downstream/policy/policy-set.js';
 import type { ConfigSnapshot } from './merge/config-snapshot.js';
 import { MeshmuxError } from './core/errors.js';
-import { componentLogger, LOG_LEVELS, type LogLevel, sendLogsToStderr, setLogLevel } from './core/logger.js';
+import {
+  componentLogger,
+  flushLogs,
+  LOG_LEVELS,
+  type LogLevel,
+  sendLogsToStderr,
+  setLogLevel,
+} from './core/logger.js';
 import { PACKAGE_ROOT } from './core/paths.js';
 import {
   configJsonSchema,
@@ -70,11 +77,16 @@ async function serve(options: {
     }
     stopping = true;
     log.info({ signal }, 'shutting down');
+    // The last lines are written before the exit (within a deadline: a reader that stopped
+    // reading cannot hold the exit).
+    const exit = (code: number): void => {
+      void flushLogs().finally(() => process.exit(code));
+    };
     running.stop().then(
-      () => process.exit(0),
+      () => exit(0),
       (err: unknown) => {
         log.error({ err: String(err) }, 'shutdown failed');
-        process.exit(1);
+        exit(1);
       },
     );
   };

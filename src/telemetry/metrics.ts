@@ -4,6 +4,7 @@ import { compareByName, type ConfigResource } from '../core/resource.js';
 import type { SourceEvent, SourceState } from '../core/source-event.js';
 import type { ConfigSnapshot, HoldReason, KindSnapshot, SourceReport } from '../merge/config-snapshot.js';
 import { changesBetween } from '../merge/kind-changes.js';
+import { droppedLogLines } from '../core/logger.js';
 import { MESHMUX_VERSION } from '../core/version.js';
 
 const SOURCE_STATES: readonly SourceState[] = ['connecting', 'restored', 'synced', 'stale', 'failing'];
@@ -290,6 +291,17 @@ export class Metrics {
       labelNames: ['version', 'node'] as const,
       registers: [this.registry],
     }).set({ version: MESHMUX_VERSION, node: process.versions.node }, 1);
+    let logLinesCounted = 0;
+    const logLinesDropped: Counter = new Counter({
+      name: 'meshmux_log_lines_dropped_total',
+      help: 'Log lines dropped because the log output (a pipe whose reader stopped) did not take them.',
+      registers: [this.registry],
+      collect: (): void => {
+        const total = droppedLogLines();
+        if (total > logLinesCounted) logLinesDropped.inc(total - logLinesCounted);
+        logLinesCounted = total;
+      },
+    });
     if (options.processMetrics ?? true) {
       // Includes meshmux_nodejs_eventloop_lag_* (sampled with monitorEventLoopDelay), heap, GC and fds.
       collectDefaultMetrics({ register: this.registry, prefix: 'meshmux_' });

@@ -256,6 +256,15 @@ export class MeshmuxProcess {
     }
   }
 
+  /**
+   * Stops reading its standard output (a log driver that blocks): once the pipe is full, what it
+   * writes there waits. `readLog(true)` reads on.
+   */
+  readLog(reading: boolean): void {
+    if (reading) this.child.stdout?.resume();
+    else this.child.stdout?.pause();
+  }
+
   /** Sends `signal` if it still runs and returns at once: SIGSTOP freezes it, SIGCONT resumes it. */
   signal(signal: NodeJS.Signals): void {
     if (this.alive) this.child.kill(signal);
