@@ -538,6 +538,11 @@ export async function startMeshmux(
       [...running.values()].flatMap((p) =>
         p.config.type === type && p.source.details !== undefined ? [p.source.details()] : [],
       ),
+    notifiable: (type, name) => {
+      const p = running.get(name);
+      if (p?.config.type !== type || p.source.notify === undefined) return undefined;
+      return p.source.notificationRefusal?.() ?? 'ready';
+    },
     notify: (type, name, notification) => {
       const p = running.get(name);
       const answer = p?.config.type === type ? p.source.notify?.(notification) : undefined;

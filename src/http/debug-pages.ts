@@ -7,7 +7,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { ConfigSnapshot, SourceReport } from '../merge/config-snapshot.js';
 import { decodeBody } from '../schema/yaml-reader.js';
 import { globMatcher, globProblem } from '../core/glob.js';
-import { type DebugPage, type PostAction, StreamedJson } from './http-server.js';
+import { truncateForLog } from '../core/truncate-for-log.js';
+import { type ActionResult, type DebugPage, type PostAction, StreamedJson } from './http-server.js';
 
 /** A client described by hand, for `/debug/preview`. */
 export interface PreviewQuery {
@@ -41,6 +42,12 @@ export interface DebugPageSources {
   preview(query: PreviewQuery): unknown;
   /** Per source type, the details of each source that has some (`/debug/<type>`). */
   details(type: string): unknown[];
+  /**
+   * Whether the named source takes notifications, decided before a body is read: undefined
+   * when no source of `type` has that name (or it takes none over HTTP), the answer to every one
+   * when it refuses them all (no webhook configured), `'ready'` when it takes them.
+   */
+  notifiable(type: string, name: string): 'ready' | { status: number; body: unknown } | undefined;
   /** Hands a notification to the named source; undefined when no source of `type` has that name. */
   notify(
     type: string,
@@ -72,17 +79,27 @@ export function debugPages(from: DebugPageSources): Readonly<Record<string, Debu
 }
 
 /** Source notifications, `/hooks/<type>/<name>` (a forge's webhook): served where forges can reach them. */
-export function hookActions(from: Pick<DebugPageSources, 'notify'>): readonly PostAction[] {
+export function hookActions(from: Pick<DebugPageSources, 'notify' | 'notifiable'>): readonly PostAction[] {
+  const unknown = (type: string, name: string): ActionResult => ({
+    status: 404,
+    body: { error: `no ${type} source named "${truncateForLog(name, 100)}"` },
+  });
   return [
     {
       pattern: /^\/hooks\/([a-z-]+)\/([^/]+)$/,
+      // The source is looked up before a body is read: a body costs memory, and the port is public.
+      admit: (match) => {
+        const type = match[1] ?? '';
+        const name = decodeOrKeep(match[2] ?? '');
+        const state = from.notifiable(type, name);
+        if (state === undefined) return unknown(type, name);
+        return state === 'ready' ? undefined : state;
+      },
       handle: async (match, body, headers) => {
         const type = match[1] ?? '';
         const name = decodeOrKeep(match[2] ?? '');
         const answer = from.notify(type, name, { headers, body });
-        return answer === undefined
-          ? { status: 404, body: { error: `no ${type} source named "${name}"` } }
-          : answer;
+        return answer ?? unknown(type, name);
       },
     },
   ];

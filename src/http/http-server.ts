@@ -1,9 +1,12 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { LogLineBudget } from '../core/log-line-budget.js';
 import type { Logger } from '../core/logger.js';
+import { truncateForLog } from '../core/truncate-for-log.js';
 import { redactSecrets } from '../core/secrets.js';
 import type { ConfigSnapshot, SnapshotReader } from '../merge/config-snapshot.js';
 import type { Refusal } from './admin-guard.js';
+import { BodyBudget } from './body-budget.js';
 
 /** A JSON-producing debug page. Returns the body to serialize, or a {@link StreamedJson}. */
 export type DebugPage = (url: URL) => unknown;
@@ -31,6 +34,11 @@ export interface ActionResult {
  */
 export interface PostAction {
   readonly pattern: RegExp;
+  /**
+   * Decides before the body is read: an answer ends the request there (nothing to send it to,
+   * or nothing there takes one), undefined reads the body and calls `handle`.
+   */
+  admit?(match: RegExpMatchArray): ActionResult | undefined;
   handle(
     match: RegExpMatchArray,
     body: Buffer,
@@ -39,6 +47,13 @@ export interface PostAction {
 }
 
 const MAX_POST_BYTES = 1024 * 1024;
+/** Bytes of POST bodies a listener holds at once, over every request; beyond, 503. */
+const MAX_POST_BYTES_IN_FLIGHT = 8 * 1024 * 1024;
+/** How long a client may take to send its headers, and its whole request. */
+const HEADERS_TIMEOUT_MS = 10_000;
+const REQUEST_TIMEOUT_MS = 15_000;
+/** Connections a listener keeps open at once; more are closed as they come (file descriptors). */
+const MAX_CONNECTIONS = 1_000;
 
 export interface HttpServerOptions {
   readonly reader: SnapshotReader;
@@ -57,6 +72,10 @@ export interface HttpServerOptions {
   readonly onRefused?: (refusal: Refusal) => void;
   /** Names the listener in logs (`http`, `admin`). */
   readonly name?: string;
+  /** Bytes of POST bodies held at once over every request. Default 8 MiB. */
+  readonly maxPostBytesInFlight?: number;
+  /** Wall clock in milliseconds, for the log budget. Default `Date.now`. */
+  readonly now?: () => number;
 }
 
 /**
@@ -65,15 +84,40 @@ export interface HttpServerOptions {
  */
 export class HttpServer {
   private readonly server: Server;
+  private readonly bodies: BodyBudget;
+  /** Lines of failed requests (a client that went away mid-body among them), over every request. */
+  private readonly failures: LogLineBudget;
 
   constructor(private readonly options: HttpServerOptions) {
-    this.server = createServer((req, res) => {
-      this.handle(req, res).catch((err: unknown) => {
-        options.log.error({ err: String(err), url: req.url }, 'HTTP handler failed');
-        if (!res.headersSent) send(res, 500, 'text/plain', 'internal error\n');
-        else res.end();
-      });
-    });
+    this.bodies = new BodyBudget(options.maxPostBytesInFlight ?? MAX_POST_BYTES_IN_FLIGHT);
+    this.failures = new LogLineBudget(options.now ?? Date.now);
+    this.server = createServer(
+      {
+        // A client that sends its request slowly, or never ends it, is cut off: it holds a
+        // connection and what it sent, and the port is public.
+        headersTimeout: HEADERS_TIMEOUT_MS,
+        requestTimeout: REQUEST_TIMEOUT_MS,
+        connectionsCheckingInterval: 1_000,
+      },
+      (req, res) => {
+        this.handle(req, res).catch((err: unknown) => this.failed(req, res, err));
+      },
+    );
+    this.server.maxConnections = MAX_CONNECTIONS;
+  }
+
+  private failed(req: IncomingMessage, res: ServerResponse, err: unknown): void {
+    // A client that went away (or was cut off) mid-request is its own business: at debug.
+    const gone = req.destroyed || res.destroyed;
+    const { log, leftOut } = this.failures.allow();
+    if (log) {
+      const fields = { err: String(err), url: truncateForLog(req.url ?? ''), notLogged: leftOut };
+      if (gone) this.options.log.debug(fields, 'HTTP request ended by the client');
+      else this.options.log.error(fields, 'HTTP handler failed');
+    }
+    if (res.destroyed) return;
+    if (!res.headersSent) send(res, 500, 'text/plain', 'internal error\n');
+    else res.end();
   }
 
   /** Listens on `host:port` (port 0 picks one); resolves to the bound port. */
@@ -156,29 +200,72 @@ export class HttpServer {
     for (const action of this.options.actions ?? []) {
       const match = url.pathname.match(action.pattern);
       if (match === null) continue;
-      const body = await readBody(req, MAX_POST_BYTES);
-      if (body === undefined) {
-        sendJson(res, 413, { error: `body larger than ${MAX_POST_BYTES} bytes` });
+      // Whatever answers before the body is read closes the connection: the body is not read.
+      const early = action.admit?.(match);
+      if (early !== undefined) {
+        sendJson(res, early.status, early.body, true);
+        return;
+      }
+      const body = await this.readBody(req);
+      if (body === 'too-large') {
+        sendJson(res, 413, { error: `body larger than ${MAX_POST_BYTES} bytes` }, true);
+        return;
+      }
+      if (body === 'busy') {
+        sendJson(res, 503, { error: 'too many request bodies under way; try again later' }, true);
         return;
       }
       const result = await action.handle(match, body, req.headers);
       sendJson(res, result.status, result.body);
       return;
     }
-    sendJson(res, 404, { error: `no POST endpoint ${url.pathname}` });
+    sendJson(res, 404, { error: `no POST endpoint ${url.pathname}` }, true);
   }
-}
 
-/** Reads a request body up to `limit` bytes; undefined when it is larger. */
-async function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.byteLength;
-    if (size > limit) return undefined;
-    chunks.push(chunk);
+  /**
+   * Reads a request body up to MAX_POST_BYTES, within the listener's budget of bytes held over
+   * every request: 'too-large' beyond the first, 'busy' beyond the second.
+   */
+  private readBody(req: IncomingMessage): Promise<Buffer | 'too-large' | 'busy'> {
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > MAX_POST_BYTES) return Promise.resolve('too-large');
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      const finish = (): void => {
+        req.off('data', onData);
+        req.off('end', onEnd);
+        req.off('error', onError);
+        req.off('close', onClose);
+        this.bodies.release(size);
+      };
+      // Past a bound the rest is not read: the answer closes the connection.
+      const refuse = (why: 'too-large' | 'busy'): void => {
+        req.pause();
+        finish();
+        resolve(why);
+      };
+      const onData = (chunk: Buffer): void => {
+        if (size + chunk.byteLength > MAX_POST_BYTES) return refuse('too-large');
+        if (!this.bodies.take(chunk.byteLength)) return refuse('busy');
+        size += chunk.byteLength;
+        chunks.push(chunk);
+      };
+      const onEnd = (): void => {
+        finish();
+        resolve(Buffer.concat(chunks, size));
+      };
+      const onError = (err: Error): void => {
+        finish();
+        reject(err);
+      };
+      const onClose = (): void => onError(new Error('the request ended before its body'));
+      req.on('data', onData);
+      req.on('end', onEnd);
+      req.on('error', onError);
+      req.on('close', onClose);
+    });
   }
-  return Buffer.concat(chunks);
 }
 
 function readiness(snapshot: ConfigSnapshot): unknown {
@@ -223,7 +310,9 @@ async function streamJson(res: ServerResponse, answer: StreamedJson): Promise<vo
   res.end();
 }
 
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
+/** `close`: the connection ends with the answer (a body left unread is not read). */
+function sendJson(res: ServerResponse, status: number, body: unknown, close = false): void {
+  if (close) res.setHeader('connection', 'close');
   send(res, status, 'application/json', `${JSON.stringify(body, null, 2)}\n`);
 }
 

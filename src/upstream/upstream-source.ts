@@ -17,6 +17,12 @@ export interface UpstreamSource {
    */
   readonly notify?: (notification: PushNotification) => Promise<PushAnswer>;
   /**
+   * Present with `notify`: the answer to every notification while the source takes none (no
+   * webhook configured), decided before a body is read; undefined when it takes them. Cheap and
+   * synchronous.
+   */
+  readonly notificationRefusal?: () => PushAnswer | undefined;
+  /**
    * Present with `notify`: reads its upstream now, as an accepted notification would (another
    * replica received one). Returns at once; the read reports itself. Never throws.
    */

@@ -531,6 +531,7 @@ describe('the git webhook', () => {
       ref: 'main',
       running: true,
       insecureWebhook: false,
+      hasWebhookSecret: true,
       deliveries: new RecentDeliveries(),
       webhookSecret: () => Promise.resolve(secret),
       fetchNow: () => {
@@ -562,6 +563,7 @@ describe('the git webhook', () => {
       ref: 'main',
       running: true,
       insecureWebhook,
+      hasWebhookSecret: false,
       deliveries: new RecentDeliveries(),
       webhookSecret: () => Promise.resolve(undefined),
       fetchNow: () => {

@@ -19,7 +19,7 @@ import {
   type YamlFileSet,
 } from '../runtime/yaml-file-set.js';
 import type { PushAnswer, PushNotification, UpstreamSource } from '../upstream-source.js';
-import { handleGitWebhook } from './git-webhook.js';
+import { gitWebhookRefusal, handleGitWebhook } from './git-webhook.js';
 import { RecentDeliveries } from './recent-deliveries.js';
 import { gitAuthFor, type GitCredentials } from './git-credentials.js';
 import { GitMirror } from './git-mirror.js';
@@ -180,6 +180,15 @@ export class GitSource implements UpstreamSource {
   async fetchNow(reason = 'requested'): Promise<void> {
     await Promise.all([...this.runs].map((run) => run.fetchNow(reason)));
   }
+
+  /** Whether a webhook secret is configured (a file or a variable). */
+  get hasWebhookSecret(): boolean {
+    const secret = this.options.webhookSecret;
+    return secret?.file !== undefined || secret?.env !== undefined;
+  }
+
+  /** What every notification is answered, before its body is read, while no webhook is configured. */
+  readonly notificationRefusal = (): PushAnswer | undefined => gitWebhookRefusal(this);
 
   /** Whether unsigned webhooks are accepted (no secret configured, and the source says so). */
   get insecureWebhook(): boolean {

@@ -24,6 +24,8 @@ const DELIVERY_HEADERS = ['x-github-delivery', 'x-gitlab-event-uuid', 'x-gitea-d
 export interface WebhookTarget {
   /** The secret requests must be signed with, read now; undefined when none is configured. */
   webhookSecret(): Promise<string | undefined>;
+  /** Whether a secret is configured (a file or a variable), known without reading it. */
+  readonly hasWebhookSecret: boolean;
   /** Without a secret: whether unsigned requests are accepted all the same. */
   readonly insecureWebhook: boolean;
   /** Recent delivery ids: a repeated one is acknowledged without a fetch. */
@@ -36,25 +38,37 @@ export interface WebhookTarget {
   fetchNow(reason: string): Promise<void>;
 }
 
+/**
+ * The answer to every webhook request for `source` when it takes none (no secret configured, and
+ * unsigned requests not accepted), decided before a body is read; undefined when it takes them.
+ */
+export function gitWebhookRefusal(source: WebhookTarget): PushAnswer | undefined {
+  if (source.hasWebhookSecret || source.insecureWebhook) return undefined;
+  return {
+    status: 401,
+    body: {
+      error:
+        'this source has no webhook secret: set webhook.secretFile (or secretEnv), or webhook.insecure: true to accept unsigned requests',
+    },
+  };
+}
+
 /** Handles one webhook request for `source`. Never throws. */
 export async function handleGitWebhook(
   source: WebhookTarget,
   request: PushNotification,
 ): Promise<PushAnswer> {
+  const refusal = gitWebhookRefusal(source);
+  if (refusal !== undefined) return refusal;
   let secret: string | undefined;
   try {
     secret = await source.webhookSecret();
   } catch {
     return { status: 503, body: { error: 'the webhook secret of this source cannot be read' } };
   }
+  // A secret said to be configured but read as none is refused all the same.
   if (secret === undefined && !source.insecureWebhook) {
-    return {
-      status: 401,
-      body: {
-        error:
-          'this source has no webhook secret: set webhook.secretFile (or secretEnv), or webhook.insecure: true to accept unsigned requests',
-      },
-    };
+    return { status: 503, body: { error: 'the webhook secret of this source cannot be read' } };
   }
   if (secret !== undefined && !verifySignature(secret, request)) {
     return { status: 401, body: { error: 'missing or invalid webhook signature' } };
