@@ -6,6 +6,7 @@ import { fitMarkingToCpu } from './core/concurrent-marking.js';
 import { MeshmuxError, toMeshmuxError } from './core/errors.js';
 import { heapCollections } from './core/heap-collections.js';
 import { filter, take } from './core/rx.js';
+import { settleWithin } from './core/settle-within.js';
 import { componentLogger, type Logger } from './core/logger.js';
 import type { ConfigResource } from './core/resource.js';
 import { AdsServer } from './downstream/ads-server.js';
@@ -707,9 +708,17 @@ export async function startMeshmux(
       await http.close();
       await admin.close();
       engine.stop();
-      // The last state is written before the folder is released.
-      await persisted.close();
-      await telemetry.shutdown();
+      // The last state is written before the folder is released; a store that does not answer
+      // (etcd gone) and a collector that does not take the last spans cannot hold the exit.
+      if ((await settleWithin(persisted.close(), STATE_CLOSE_MS)) === 'late') {
+        log.warn({ waitedMs: STATE_CLOSE_MS }, 'the state store did not close in time; exiting without it');
+      }
+      if ((await settleWithin(telemetry.shutdown(), TELEMETRY_SHUTDOWN_MS)) === 'late') {
+        log.warn(
+          { waitedMs: TELEMETRY_SHUTDOWN_MS },
+          'the last spans were not exported in time; exiting without them',
+        );
+      }
     },
   };
 }
@@ -719,6 +728,10 @@ export async function startMeshmux(
  * replicas: no source can be called so (a source's name is a DNS label).
  */
 const POLICIES_SIGNAL = '(policies)';
+
+/** How long a stop waits for the state store's last writes, and for the last spans' export. */
+const STATE_CLOSE_MS = 5_000;
+const TELEMETRY_SHUTDOWN_MS = 2_000;
 
 /** How often the istiods connected are compared with those the policy record names. */
 const POLICY_RECORD_INTERVAL_MS = 1_000;
