@@ -1,3 +1,4 @@
+import { LogLineBudget } from '../core/log-line-budget.js';
 import type { Logger } from '../core/logger.js';
 import { MESHMUX_VERSION } from '../core/version.js';
 import type { ChangeTracing } from './tracing.js';
@@ -36,6 +37,10 @@ export function tracingEnabled(env: TracingEnv, log?: Logger): boolean {
   return true;
 }
 
+/** Lines of the OpenTelemetry SDK logged at most per window; the rest counted. */
+const DIAG_LINES = 20;
+const DIAG_WINDOW_MS = 10_000;
+
 /**
  * Tracing as the environment configures it, or undefined when it is off ({@link tracingEnabled},
  * decided on `env`). The OpenTelemetry SDK reads the rest of the standard variables from the
@@ -66,10 +71,20 @@ export async function tracingFromEnv(env: TracingEnv, log: Logger): Promise<Chan
   ]);
   const { detectResources, envDetector, resourceFromAttributes } = resources;
   const { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } = conventions;
+  // The SDK says something per failed export and per dropped batch: bounded like any line a
+  // peer can cause (a collector that fails, a flood of spans).
+  const lines = new LogLineBudget(Date.now, DIAG_LINES, DIAG_WINDOW_MS, {
+    schedule: (work, delayMs) => setTimeout(work, delayMs).unref(),
+    log: (leftOut) => log.warn({ notLogged: leftOut }, 'OpenTelemetry lines not logged'),
+  });
+  const warn = (message: string, args: unknown[]): void => {
+    const { log: logIt, leftOut } = lines.allow();
+    if (logIt) log.warn({ args, notLogged: leftOut }, `OpenTelemetry: ${message}`);
+  };
   diag.setLogger(
     {
-      error: (message, ...args) => log.warn({ args }, `OpenTelemetry: ${message}`),
-      warn: (message, ...args) => log.warn({ args }, `OpenTelemetry: ${message}`),
+      error: (message, ...args) => warn(message, args),
+      warn: (message, ...args) => warn(message, args),
       info: () => undefined,
       debug: () => undefined,
       verbose: () => undefined,

@@ -1,6 +1,7 @@
 import {
   type Attributes,
   type Context,
+  type HrTime,
   ROOT_CONTEXT,
   type Span,
   SpanKind,
@@ -8,7 +9,7 @@ import {
   trace,
   type Tracer,
 } from '@opentelemetry/api';
-import { parseTraceParent } from '@opentelemetry/core';
+import { millisToHrTime, parseTraceParent } from '@opentelemetry/core';
 import { truncateForLog } from '../core/truncate-for-log.js';
 import type { SourceSnapshotEvent } from '../core/source-event.js';
 import type { ConfigSnapshot } from '../merge/config-snapshot.js';
@@ -32,8 +33,13 @@ export interface TracedClient {
  * - `meshmux.source.receive` (consumer): the source's state arriving at the merge, with its source,
  *   kinds, object count and upstream version; a child of the upstream's `traceparent` when it sent one;
  * - `meshmux.merge.snapshot`: its child, from arrival to the snapshot that carries the change;
- * - `meshmux.ads.push` (producer): one child of the merge span per client response carrying the
- *   change, ending at that client's ACK (or NACK, or disconnection, as an error).
+ * - `meshmux.ads.push` (producer): one child of the merge span per client and type the change is
+ *   sent to, opened by the first response carrying it and ending at that client's ACK (or NACK, or
+ *   disconnection, as an error). A later response that carries it again while its span is open
+ *   (a newer one before the ACK) keeps that span; after a NACK the change is not traced again to
+ *   that client until it ACKs, so an istiod that NACKs everything costs one span per change, not
+ *   one per change per response. A response opens at most {@link MAX_PUSH_SPANS} spans, for its
+ *   newest changes; the rest are counted on them.
  *
  * Spans are started with explicit parents and times, so no context manager is needed and nothing
  * global is registered. Callers must not let it throw: every method is cheap and total.
@@ -41,8 +47,10 @@ export interface TracedClient {
 export class ChangeTracing {
   private readonly receives = new WeakMap<UpstreamChange, Context>();
   private readonly merges = new WeakMap<UpstreamChange, Context>();
-  /** Open push spans per `streamId|typeUrl`: at most one response per type awaits its ACK. */
-  private readonly pushes = new Map<string, Span[]>();
+  /** Open push spans per `streamId|typeUrl`, by change: at most one response per type awaits its ACK. */
+  private readonly pushes = new Map<string, Map<UpstreamChange, Span>>();
+  /** Per `streamId|typeUrl`, the changes given a push span since the client's last ACK. */
+  private readonly traced = new Map<string, WeakSet<UpstreamChange>>();
 
   constructor(
     private readonly tracer: Tracer,
@@ -53,7 +61,8 @@ export class ChangeTracing {
   received(change: UpstreamChange, event: SourceSnapshotEvent): void {
     const parent = remoteParent(change.traceparent);
     const kinds = event.kinds ?? new Set(Array.from(event.resources, (r) => r.kind));
-    const at = epochMs(change.arrivedAt);
+    // One time value for both ends.
+    const at = hrTimeAt(change.arrivedAt);
     const span = this.tracer.startSpan(
       SPAN_RECEIVE,
       {
@@ -81,7 +90,7 @@ export class ChangeTracing {
     const span = this.tracer.startSpan(
       SPAN_MERGE,
       {
-        startTime: epochMs(merged.change.arrivedAt),
+        startTime: hrTimeAt(merged.change.arrivedAt),
         attributes: {
           'meshmux.source': merged.change.source,
           'meshmux.snapshot.generation': snapshot.generation,
@@ -94,7 +103,7 @@ export class ChangeTracing {
       },
       parent,
     );
-    span.end();
+    span.end(hrTimeAt(performance.now()));
     if (merged.kinds.size > 0) this.merges.set(merged.change, trace.setSpan(ROOT_CONTEXT, span));
   }
 
@@ -106,12 +115,12 @@ export class ChangeTracing {
       .startSpan(
         SPAN_MERGE,
         {
-          startTime: epochMs(change.arrivedAt),
+          startTime: hrTimeAt(change.arrivedAt),
           attributes: { 'meshmux.source': change.source, 'meshmux.merge.changed': false },
         },
         parent,
       )
-      .end();
+      .end(hrTimeAt(performance.now()));
   }
 
   /** A response carrying `changes` went to a client: one push span per change, open until the ACK. */
@@ -124,37 +133,63 @@ export class ChangeTracing {
     resources: number,
   ): void {
     const key = pushKey(client, typeUrl);
-    this.finish(key, { code: SpanStatusCode.ERROR, message: 'superseded before its ACK' }, {});
-    const spans: Span[] = [];
-    for (const { change, kind } of changes) {
-      const parent = this.merges.get(change);
-      if (parent === undefined) continue;
-      spans.push(
-        this.tracer.startSpan(
-          SPAN_PUSH,
-          {
-            kind: SpanKind.PRODUCER,
-            attributes: {
-              'meshmux.source': change.source,
-              'meshmux.kind': kind,
-              'meshmux.type_url': typeUrl,
-              'meshmux.version': version,
-              'meshmux.client.node_id': truncateForLog(client.nodeId),
-              'meshmux.client.stream_id': client.streamId,
-              'meshmux.client.peer': client.peer,
-              'meshmux.push.bytes': bytes,
-              'meshmux.push.resources': resources,
-            },
-          },
-          parent,
-        ),
-      );
+    const open = this.pushes.get(key) ?? new Map<UpstreamChange, Span>();
+    this.pushes.delete(key);
+    let traced = this.traced.get(key);
+    if (traced === undefined) this.traced.set(key, (traced = new WeakSet()));
+    const response = {
+      'meshmux.version': version,
+      'meshmux.push.bytes': bytes,
+      'meshmux.push.resources': resources,
+    };
+    const next = new Map<UpstreamChange, Span>();
+    const fresh: CreditedChange[] = [];
+    for (const credited of changes) {
+      const carried = open.get(credited.change);
+      if (carried !== undefined) {
+        // Sent again before its ACK: the span goes on, now awaiting this response's ACK.
+        open.delete(credited.change);
+        carried.setAttributes(response);
+        next.set(credited.change, carried);
+      } else if (!traced.has(credited.change) && this.merges.has(credited.change)) {
+        fresh.push(credited);
+      }
     }
-    if (spans.length > 0) this.pushes.set(key, spans);
+    for (const span of open.values()) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: 'superseded before its ACK' });
+      span.end();
+    }
+    const untraced = Math.max(0, fresh.length - MAX_PUSH_SPANS);
+    for (const [i, { change, kind }] of fresh.entries()) {
+      traced.add(change);
+      const parent = this.merges.get(change);
+      if (i < untraced || parent === undefined) continue;
+      const span = this.tracer.startSpan(
+        SPAN_PUSH,
+        {
+          kind: SpanKind.PRODUCER,
+          attributes: {
+            'meshmux.source': change.source,
+            'meshmux.kind': kind,
+            'meshmux.type_url': typeUrl,
+            'meshmux.client.node_id': truncateForLog(client.nodeId),
+            'meshmux.client.stream_id': client.streamId,
+            'meshmux.client.peer': client.peer,
+            'meshmux.push.untraced_changes': untraced,
+            ...response,
+          },
+        },
+        parent,
+      );
+      next.set(change, span);
+    }
+    if (next.size > 0) this.pushes.set(key, next);
   }
 
   /** The client ACKed the response: its push spans end. */
   acked(client: TracedClient, typeUrl: string, version: string, latencyMs: number): void {
+    // What the ACK completes is never credited to this client again.
+    this.traced.delete(pushKey(client, typeUrl));
     this.finish(
       pushKey(client, typeUrl),
       { code: SpanStatusCode.OK },
@@ -174,6 +209,9 @@ export class ChangeTracing {
   /** The client went away: every push span still open for it ends as an error. */
   disconnected(client: TracedClient, reason: string): void {
     const prefix = `${client.streamId}|`;
+    for (const key of [...this.traced.keys()]) {
+      if (key.startsWith(prefix)) this.traced.delete(key);
+    }
     for (const key of [...this.pushes.keys()]) {
       if (key.startsWith(prefix)) {
         this.finish(
@@ -190,6 +228,7 @@ export class ChangeTracing {
     for (const key of [...this.pushes.keys()]) {
       this.finish(key, { code: SpanStatusCode.ERROR, message: 'meshmux stopped before its ACK' }, {});
     }
+    this.traced.clear();
     await this.onShutdown();
   }
 
@@ -201,7 +240,7 @@ export class ChangeTracing {
     const spans = this.pushes.get(key);
     if (spans === undefined) return;
     this.pushes.delete(key);
-    for (const span of spans) {
+    for (const span of spans.values()) {
       span.setAttributes(attributes);
       span.setStatus(status);
       span.end();
@@ -209,13 +248,20 @@ export class ChangeTracing {
   }
 }
 
+/** Push spans one response opens at most: its newest changes; the rest are counted on them. */
+export const MAX_PUSH_SPANS = 16;
+
 function pushKey(client: TracedClient, typeUrl: string): string {
   return `${client.streamId}|${typeUrl}`;
 }
 
-/** `performance.now()` milliseconds as Unix milliseconds. */
-function epochMs(monotonicMs: number): number {
-  return performance.timeOrigin + monotonicMs;
+/**
+ * `performance.now()` milliseconds as a Unix time. Spans given a start time end at one given
+ * the same way: left to itself, the SDK ends them at `Date.now()`, whole milliseconds, which
+ * can come before a start within the same millisecond ("Inconsistent start and end time").
+ */
+function hrTimeAt(monotonicMs: number): HrTime {
+  return millisToHrTime(performance.timeOrigin + monotonicMs);
 }
 
 /** The context of an upstream's W3C `traceparent`, or the root when there is none (or it is malformed). */

@@ -7,7 +7,13 @@ import {
   type ReadableSpan,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
-import { ChangeTracing, SPAN_MERGE, SPAN_PUSH, SPAN_RECEIVE } from '../../src/telemetry/tracing.js';
+import {
+  ChangeTracing,
+  MAX_PUSH_SPANS,
+  SPAN_MERGE,
+  SPAN_PUSH,
+  SPAN_RECEIVE,
+} from '../../src/telemetry/tracing.js';
 import { tracingEnabled } from '../../src/telemetry/tracing-env.js';
 import { DR, DR_URL, startRig, state, VS, VS_URL, type Rig } from '../support/telemetry-rig.js';
 
@@ -134,6 +140,64 @@ describe('change tracing', () => {
     assert.ok(merge);
     assert.equal(merge.attributes['meshmux.merge.changed'], false);
     assert.equal(parentOf(merge), named(exporter.getFinishedSpans(), SPAN_RECEIVE)[0]?.spanContext().spanId);
+  });
+
+  it('keeps the push span of a change sent again before its ACK open, and ends it at that ACK', async () => {
+    const { rig, exporter } = traced();
+    rigs.push(rig);
+    const a = rig.client(1);
+    rig.telemetry.onConnect(a);
+    const first = await rig.send('git', state(['a']));
+    rig.telemetry.onPush(a, VS_URL, first.kinds.get(VS)?.version ?? '', 10, 1);
+    const second = await rig.send('git', state(['a', 'b']));
+    const version = second.kinds.get(VS)?.version ?? '';
+    rig.telemetry.onPush(a, VS_URL, version, 20, 2);
+    rig.telemetry.onAck(a, VS_URL, version, 5);
+    const pushes = named(exporter.getFinishedSpans(), SPAN_PUSH);
+    assert.deepEqual(
+      pushes.map((p) => [p.status.code, p.attributes['meshmux.version']]),
+      [
+        [SpanStatusCode.OK, version],
+        [SpanStatusCode.OK, version],
+      ],
+    );
+  });
+
+  it('traces a change NACKed once, not again with every later response to that client', async () => {
+    const { rig, exporter } = traced();
+    rigs.push(rig);
+    const a = rig.client(1);
+    rig.telemetry.onConnect(a);
+    let names: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      names = [...names, `vs-${i}`];
+      const snapshot = await rig.send('git', state(names));
+      const version = snapshot.kinds.get(VS)?.version ?? '';
+      rig.telemetry.onPush(a, VS_URL, version, 10, names.length);
+      rig.telemetry.onNack(a, VS_URL, version, 'refused field');
+    }
+    const pushes = named(exporter.getFinishedSpans(), SPAN_PUSH);
+    // One per change (each response carried every change so far: 15 before).
+    assert.equal(pushes.length, 5);
+    assert.ok(pushes.every((p) => p.status.code === SpanStatusCode.ERROR));
+  });
+
+  it('opens at most 16 push spans for one response, for its newest changes, counting the rest', async () => {
+    const { rig, exporter } = traced();
+    rigs.push(rig);
+    const a = rig.client(1);
+    rig.telemetry.onConnect(a);
+    let names: string[] = [];
+    let version = '';
+    for (let i = 0; i < 20; i++) {
+      names = [...names, `vs-${i}`];
+      version = (await rig.send('git', state(names))).kinds.get(VS)?.version ?? '';
+    }
+    rig.telemetry.onPush(a, VS_URL, version, 10, names.length);
+    rig.telemetry.onAck(a, VS_URL, version, 5);
+    const pushes = named(exporter.getFinishedSpans(), SPAN_PUSH);
+    assert.equal(pushes.length, MAX_PUSH_SPANS);
+    assert.ok(pushes.every((p) => p.attributes['meshmux.push.untraced_changes'] === 20 - MAX_PUSH_SPANS));
   });
 
   it('ends the open push spans of a client that disconnects, as errors', async () => {
