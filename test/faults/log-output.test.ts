@@ -3,21 +3,11 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { within } from '../support/deadline.js';
+import { plainServiceEntry } from '../support/hostile-files.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { SE } from '../support/type-urls.js';
-
-function serviceEntry(name: string): string {
-  return `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: ${name}, namespace: shop}
-spec:
-  hosts: [${name}.example.com]
-  ports: [{number: 443, name: https, protocol: TLS}]
-  resolution: DNS
-`;
-}
 
 /**
  * Edits made while the log is not read: each logs a line of about 170 bytes, so these make
@@ -33,7 +23,7 @@ describe('log output', () => {
     const { dir, dispose } = await tempDir();
     await mkdir(path.join(dir, 'mesh'));
     for (let i = 0; i < 5; i++)
-      await writeFile(path.join(dir, 'mesh', `se-${i}.yaml`), serviceEntry(`se-${i}`));
+      await writeFile(path.join(dir, 'mesh', `se-${i}.yaml`), plainServiceEntry(`se-${i}`));
     await writeFile(path.join(dir, 'meshmux.yaml'), 'sources: [{name: mesh, type: file, path: ./mesh}]\n');
     const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir });
     const istiod = new IstiodClient({ address: meshmux.xds }).start();
@@ -43,7 +33,7 @@ describe('log output', () => {
       meshmux.readLog(false);
       for (let i = 0; i < EDITS; i++) {
         const name = `edit-${i}`;
-        await writeFile(path.join(dir, 'mesh', `${name}.yaml`), serviceEntry(name));
+        await writeFile(path.join(dir, 'mesh', `${name}.yaml`), plainServiceEntry(name));
         await istiod.waitFor(
           (c) => c.configs(SE).has(`shop/${name}`),
           10_000,

@@ -4,21 +4,11 @@ import net from 'node:net';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { within } from '../support/deadline.js';
+import { plainServiceEntry } from '../support/hostile-files.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { SE } from '../support/type-urls.js';
-
-function serviceEntry(name: string): string {
-  return `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: ${name}, namespace: shop}
-spec:
-  hosts: [${name}.example.com]
-  ports: [{number: 443, name: https, protocol: TLS}]
-  resolution: DNS
-`;
-}
 
 /**
  * An OTLP collector that answers 200 to the first request it reads and then sends the body one
@@ -57,7 +47,7 @@ describe('shutdown with tracing on', () => {
     const collector = await dribblingCollector();
     const { dir, dispose } = await tempDir();
     await mkdir(path.join(dir, 'mesh'));
-    await writeFile(path.join(dir, 'mesh', 'se-0.yaml'), serviceEntry('se-0'));
+    await writeFile(path.join(dir, 'mesh', 'se-0.yaml'), plainServiceEntry('se-0'));
     await writeFile(path.join(dir, 'meshmux.yaml'), 'sources: [{name: mesh, type: file, path: ./mesh}]\n');
     const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), {
       cwd: dir,
@@ -70,7 +60,7 @@ describe('shutdown with tracing on', () => {
     try {
       await istiod.waitForSync(30_000);
       for (let i = 1; i <= 5; i++) {
-        await writeFile(path.join(dir, 'mesh', `se-${i}.yaml`), serviceEntry(`se-${i}`));
+        await writeFile(path.join(dir, 'mesh', `se-${i}.yaml`), plainServiceEntry(`se-${i}`));
         await istiod.waitFor(
           (c) => c.configs(SE).has(`shop/se-${i}`),
           10_000,

@@ -3,23 +3,13 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { stringStruct } from '../support/ads-wire.js';
+import { plainServiceEntry } from '../support/hostile-files.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { OtlpReceiver } from '../support/otlp-receiver.js';
 import { RawAdsStream } from '../support/raw-ads-stream.js';
 import { SE } from '../support/type-urls.js';
-
-function serviceEntry(name: string): string {
-  return `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: ${name}, namespace: shop}
-spec:
-  hosts: [${name}.example.com]
-  ports: [{number: 443, name: https, protocol: TLS}]
-  resolution: DNS
-`;
-}
 
 const NACKERS = 5;
 const EDITS = 30;
@@ -57,7 +47,7 @@ describe('tracing with istiods that NACK', () => {
     const receiver = await OtlpReceiver.start();
     const { dir, dispose } = await tempDir();
     await mkdir(path.join(dir, 'mesh'));
-    await writeFile(path.join(dir, 'mesh', 'se-0.yaml'), serviceEntry('se-0'));
+    await writeFile(path.join(dir, 'mesh', 'se-0.yaml'), plainServiceEntry('se-0'));
     await writeFile(path.join(dir, 'meshmux.yaml'), 'sources: [{name: mesh, type: file, path: ./mesh}]\n');
     const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), {
       cwd: dir,
@@ -76,7 +66,7 @@ describe('tracing with istiods that NACK', () => {
     try {
       await healthy.waitForSync(30_000);
       for (let i = 1; i <= EDITS; i++) {
-        await writeFile(path.join(dir, 'mesh', `se-${i}.yaml`), serviceEntry(`se-${i}`));
+        await writeFile(path.join(dir, 'mesh', `se-${i}.yaml`), plainServiceEntry(`se-${i}`));
         await healthy.waitFor(
           (c) => c.configs(SE).has(`shop/se-${i}`),
           10_000,
