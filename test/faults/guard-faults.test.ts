@@ -192,12 +192,21 @@ describe('faults: an upstream worn down a few objects per response, held', () =>
     }
   });
 
-  it('keeps the held update held after a reload whose rules admit the same objects and a reconnect', async () => {
+  /**
+   * meshmux on a new folder, `rules` under `mesh`, its upstream worn down until the guards hold
+   * it: the stand-in holds 55 of 100 ServiceEntries, `held`.
+   */
+  async function heldWearDown(prefix: string, rules: readonly string[]) {
     fake.set('ServiceEntry', serviceEntries(100));
-    const { dir, configFile, write, marker } = await setUp('meshmux-fault-guard-reload-', fake);
-    await write(['    allow: { namespaces: [payments] }']);
-    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
+    const setup = await setUp(prefix, fake);
+    await setup.write(rules);
+    const meshmux = await MeshmuxProcess.start(setup.configFile, { cwd: setup.dir.dir });
     const client = connectIstiod(meshmux.xds);
+    const stop = async (): Promise<void> => {
+      client.close();
+      await meshmux.kill();
+      await setup.dir.dispose();
+    };
     try {
       await client.waitFor(
         (c) => c.configs(SE).size === 100,
@@ -205,16 +214,31 @@ describe('faults: an upstream worn down a few objects per response, held', () =>
         () => 'the first state',
       );
       await wearDown(fake, meshmux, client);
-      await marker(client);
-      const held = inventory(client);
+      await setup.marker(client);
+      return { ...setup, meshmux, client, held: inventory(client), stop };
+    } catch (err) {
+      await stop();
+      throw err;
+    }
+  }
+
+  /** The unchanged upstream answers again, after a reconnect; resolves once the stand-in holds all before it. */
+  async function answeredAgain(marker: (client: IstiodClient) => Promise<void>, client: IstiodClient) {
+    const streams = fake.streams;
+    fake.disconnectAll();
+    await acknowledged(fake, SE, streams);
+    await marker(client);
+  }
+
+  it('keeps the held update held after a reload whose rules admit the same objects and a reconnect', async () => {
+    const { write, marker, meshmux, client, held, stop } = await heldWearDown('meshmux-fault-guard-reload-', [
+      '    allow: { namespaces: [payments] }',
+    ]);
+    try {
       const from = meshmux.logs.length;
       await write(['    allow: { namespaces: [payments, billing] }']);
       await meshmux.waitForLog((l) => l.msg === 'sources reconfigured', from, WAIT_MS, 'the reload');
-      // Any later answer of the unchanged upstream: here, the one after a reconnect.
-      const streams = fake.streams;
-      fake.disconnectAll();
-      await acknowledged(fake, SE, streams);
-      await marker(client);
+      await answeredAgain(marker, client);
       assert.deepEqual(lost(held, inventory(client)), [], 'objects lost by the reload');
       assert.equal(client.configs(SE).size, 55);
       assert.equal((await sourceOf(meshmux, 'mesh'))?.held?.total, 100);
@@ -222,33 +246,18 @@ describe('faults: an upstream worn down a few objects per response, held', () =>
         'ServiceEntries served': client.configs(SE).size,
       });
     } finally {
-      client.close();
-      await meshmux.kill();
-      await dir.dispose();
+      await stop();
     }
   });
 
   it('keeps the held update held after the deletion window ran out, and applies it once confirmed', async () => {
-    fake.set('ServiceEntry', serviceEntries(100));
-    const { dir, configFile, write, marker } = await setUp('meshmux-fault-guard-window-', fake);
-    await write(['    deleteWindow: 2s']);
-    const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
-    const client = connectIstiod(meshmux.xds);
+    const { marker, meshmux, client, held, stop } = await heldWearDown('meshmux-fault-guard-window-', [
+      '    deleteWindow: 2s',
+    ]);
     try {
-      await client.waitFor(
-        (c) => c.configs(SE).size === 100,
-        WAIT_MS,
-        () => 'the first state',
-      );
-      await wearDown(fake, meshmux, client);
-      await marker(client);
-      const held = inventory(client);
       // Past the window (an event cannot stand for time passing here).
       await new Promise((resolve) => setTimeout(resolve, 2_500));
-      const streams = fake.streams;
-      fake.disconnectAll();
-      await acknowledged(fake, SE, streams);
-      await marker(client);
+      await answeredAgain(marker, client);
       assert.deepEqual(lost(held, inventory(client)), [], 'objects lost once the window ran out');
       const source = await sourceOf(meshmux, 'mesh');
       assert.equal(source?.held?.reason, 'mass-delete');
@@ -261,9 +270,7 @@ describe('faults: an upstream worn down a few objects per response, held', () =>
       );
       report('a held wear-down past its deletion window', { 'ServiceEntries served': 55 });
     } finally {
-      client.close();
-      await meshmux.kill();
-      await dir.dispose();
+      await stop();
     }
   });
 });
