@@ -15,6 +15,7 @@ import {
   type ServedKind,
 } from '../support/fake-kube-apiserver.js';
 import { until } from '../support/deadline.js';
+import { routedVs } from '../support/kubernetes-cart.js';
 import type { IstiodClient } from '../support/istiod-client.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
@@ -26,15 +27,6 @@ const VIRTUAL_SERVICES: ServedKind = {
   kind: 'VirtualService',
   plural: 'virtualservices',
 };
-
-function vs(name: string, spec: Record<string, unknown> = {}): KubeObject {
-  const host = `${name}.example.com`;
-  return {
-    kind: 'VirtualService',
-    metadata: { name, namespace: 'shop' },
-    spec: { hosts: [host], http: [{ route: [{ destination: { host } }] }], ...spec },
-  };
-}
 
 /** An unknown field nested `depth` levels deep, as JSON text (`JSON.stringify` cannot write it). */
 function nested(depth: number): RawJson {
@@ -74,9 +66,9 @@ describe('faults: a Kubernetes object nested 5,000 levels deep', () => {
   before(async () => {
     dir = await tempDir('meshmux-kube-deep-');
     api = await FakeKubeApiServer.start([VIRTUAL_SERVICES]);
-    for (let i = 0; i < 20; i++) api.put(vs(`vs-${i}`));
+    for (let i = 0; i < 20; i++) api.put(routedVs(`vs-${i}`));
     // In the list from the start: before the fix, every start of the process ended here.
-    api.put(vs('deep', { x: nested(5_000) }));
+    api.put(routedVs('deep', { x: nested(5_000) }));
     await configureCluster(dir.dir, api, ['VirtualService']);
   });
   after(async () => {
@@ -103,8 +95,8 @@ describe('faults: a Kubernetes object nested 5,000 levels deep', () => {
     assert.match(shown, /spec\.x\.a\.a\.a\.a\.a\.a…/);
 
     // The same object on the watch: each later change still arrives.
-    api.put(vs('deep-later', { x: nested(5_000) }));
-    api.put(vs('after-deep'));
+    api.put(routedVs('deep-later', { x: nested(5_000) }));
+    api.put(routedVs('after-deep'));
     await until(() => istiod.configs(VS).has('shop/after-deep') || !running.alive, 15_000, 'a later change', {
       describe: () => running.tail(10),
     });
@@ -133,7 +125,7 @@ describe('faults: a Kubernetes API server that lists a small kind empty for a wh
   it('holds the kind a relist takes whole, lists it again until it is back, and applies deletions on the watch', async () => {
     const dir = await tempDir('meshmux-kube-empty-list-');
     const api = await FakeKubeApiServer.start([VIRTUAL_SERVICES, DESTINATION_RULES]);
-    for (let i = 0; i < 20; i++) api.put(vs(`vs-${i}`));
+    for (let i = 0; i < 20; i++) api.put(routedVs(`vs-${i}`));
     for (let i = 0; i < 3; i++) api.put(dr(`dr-${i}`));
     await configureCluster(dir.dir, api, ['VirtualService', 'DestinationRule']);
     const meshmux = await MeshmuxProcess.start(path.join(dir.dir, 'meshmux.yaml'), { cwd: dir.dir });
@@ -168,7 +160,7 @@ describe('faults: a Kubernetes API server that lists a small kind empty for a wh
       });
       // The other kind follows its watch meanwhile: a VirtualService created is served.
       const createdAt = performance.now();
-      api.put(vs('vs-new'));
+      api.put(routedVs('vs-new'));
       await until(
         () => istiod.configs(VS).has('shop/vs-new'),
         15_000,
@@ -230,7 +222,7 @@ describe('faults: a Kubernetes API server that lists a kind empty when meshmux r
   it('holds the kind the first list after a restart takes whole, and lists it again until it is back', async () => {
     const dir = await tempDir('meshmux-kube-empty-restart-');
     const api = await FakeKubeApiServer.start([VIRTUAL_SERVICES, DESTINATION_RULES]);
-    for (let i = 0; i < 20; i++) api.put(vs(`vs-${i}`));
+    for (let i = 0; i < 20; i++) api.put(routedVs(`vs-${i}`));
     for (let i = 0; i < 3; i++) api.put(dr(`dr-${i}`));
     await configureCluster(dir.dir, api, ['VirtualService', 'DestinationRule'], './state');
     const config = path.join(dir.dir, 'meshmux.yaml');

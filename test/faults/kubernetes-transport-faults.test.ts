@@ -10,8 +10,9 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { connectIstiod, report } from '../support/fault-kit.js';
-import { FakeKubeApiServer, type KubeObject, type ServedKind } from '../support/fake-kube-apiserver.js';
+import { FakeKubeApiServer, type ServedKind } from '../support/fake-kube-apiserver.js';
 import { until } from '../support/deadline.js';
+import { routedVs } from '../support/kubernetes-cart.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { DR, VS } from '../support/type-urls.js';
@@ -22,15 +23,6 @@ const VIRTUAL_SERVICES: ServedKind = {
   kind: 'VirtualService',
   plural: 'virtualservices',
 };
-
-function vs(name: string): KubeObject {
-  const host = `${name}.example.com`;
-  return {
-    kind: 'VirtualService',
-    metadata: { name, namespace: 'shop' },
-    spec: { hosts: [host], http: [{ route: [{ destination: { host } }] }] },
-  };
-}
 
 function kubeconfig(server: string, token: string): string {
   return [
@@ -66,7 +58,7 @@ async function configure(dir: string, extra: readonly string[] = []): Promise<st
 describe('faults: a Kubernetes token rotated in its kubeconfig', () => {
   it('takes the new token from the file at the next retry, with no reload', async () => {
     const api = await FakeKubeApiServer.start([VIRTUAL_SERVICES], 0, { token: 'token-a' });
-    for (let i = 0; i < 5; i++) api.put(vs(`vs-${i}`));
+    for (let i = 0; i < 5; i++) api.put(routedVs(`vs-${i}`));
     const dir = await tempDir('meshmux-kube-rotated-');
     await writeFile(path.join(dir.dir, 'kubeconfig'), kubeconfig(api.url, 'token-a'));
     const meshmux = await MeshmuxProcess.start(await configure(dir.dir, ['    maxStale: 15s']), {
@@ -83,7 +75,7 @@ describe('faults: a Kubernetes token rotated in its kubeconfig', () => {
       api.rotateToken('token-b');
       api.cutWatches('VirtualService');
       const rotatedAt = performance.now();
-      api.put(vs('vs-new'));
+      api.put(routedVs('vs-new'));
       await until(
         () => istiod.configs(VS).has('shop/vs-new'),
         20_000,
@@ -110,7 +102,7 @@ describe('faults: a Kubernetes token rotated in its kubeconfig', () => {
 describe('faults: a Kubernetes watch answered with one endless line', () => {
   it('fails that watch at its bound, stays up, and lists again once the answers are sane', async () => {
     const api = await FakeKubeApiServer.start([VIRTUAL_SERVICES]);
-    for (let i = 0; i < 5; i++) api.put(vs(`vs-${i}`));
+    for (let i = 0; i < 5; i++) api.put(routedVs(`vs-${i}`));
     const upstream = new URL(api.url);
     let hostile = false;
     let sent = 0;
@@ -197,7 +189,7 @@ describe('faults: a Kubernetes watch answered with one endless line', () => {
       const failedMs = performance.now() - hostileAt;
       const sentMiB = sent / 1024 / 1024;
       hostile = false;
-      api.put(vs('vs-new'));
+      api.put(routedVs('vs-new'));
       await until(() => istiod.configs(VS).has('shop/vs-new') || !meshmux.alive, 60_000, 'a later change', {
         describe: () => meshmux.tail(10),
       });

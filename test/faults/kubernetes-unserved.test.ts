@@ -11,6 +11,7 @@ import { describe, it } from 'node:test';
 import { connectIstiod, report } from '../support/fault-kit.js';
 import { FakeKubeApiServer, type KubeObject, type ServedKind } from '../support/fake-kube-apiserver.js';
 import { until } from '../support/deadline.js';
+import { routedVs } from '../support/kubernetes-cart.js';
 import type { IstiodClient } from '../support/istiod-client.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { tempDir } from '../support/meshmux-harness.js';
@@ -39,15 +40,6 @@ const KINDS: readonly ServedKind[] = [
   },
 ];
 
-function vs(name: string): KubeObject {
-  const host = `${name}.example.com`;
-  return {
-    kind: 'VirtualService',
-    metadata: { name, namespace: 'shop' },
-    spec: { hosts: [host], http: [{ route: [{ destination: { host } }] }] },
-  };
-}
-
 function dr(name: string): KubeObject {
   return {
     kind: 'DestinationRule',
@@ -72,7 +64,7 @@ async function cluster(stateDir: string): Promise<{
 }> {
   const api = await FakeKubeApiServer.start(KINDS);
   for (let i = 0; i < 10; i++) {
-    api.put(vs(`vs-${i}`));
+    api.put(routedVs(`vs-${i}`));
     api.put(dr(`dr-${i}`));
   }
   for (let i = 0; i < 30; i++) api.put(ap(`ap-${i}`));
@@ -133,7 +125,7 @@ describe('faults: a Kubernetes group answered 404 when meshmux restarts', () => 
       // The group is served again: the source finds it on its own, and a change arrives.
       for (const kind of networking) api.serve(kind);
       const backAt = performance.now();
-      api.put(vs('vs-new'));
+      api.put(routedVs('vs-new'));
       await until(
         () => istiod.configs(VS).has('shop/vs-new'),
         90_000,
@@ -193,7 +185,7 @@ describe('faults: a Kubernetes group answered 404 for a while', () => {
 
       for (const kind of networking) api.serve(kind);
       const backAt = performance.now();
-      api.put(vs('vs-new'));
+      api.put(routedVs('vs-new'));
       api.remove('VirtualService', 'shop', 'vs-0');
       api.put(dr('dr-new'));
       await until(

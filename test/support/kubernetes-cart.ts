@@ -21,6 +21,16 @@ export function vs(namespace: string, name: string, host = `${name}.example.com`
   return { kind: 'VirtualService', metadata: { name, namespace }, spec: { hosts: [host] } };
 }
 
+/** A VirtualService of namespace `shop` routing its host to itself, `spec` merged over it. */
+export function routedVs(name: string, spec: Record<string, unknown> = {}): KubeObject {
+  const host = `${name}.example.com`;
+  return {
+    kind: 'VirtualService',
+    metadata: { name, namespace: 'shop' },
+    spec: { hosts: [host], http: [{ route: [{ destination: { host } }] }], ...spec },
+  };
+}
+
 export function names(snapshot: SourceEvent): string[] {
   return [...(snapshot as SourceSnapshotEvent).resources].map((r) => `${r.namespace}/${r.name}`).sort();
 }
