@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
+import { asyncScheduler, type SchedulerAction, type SchedulerLike } from 'rxjs';
 import { ContentDigest } from '../../src/core/content-digest.js';
 import type { SourceSnapshotEvent } from '../../src/core/source-event.js';
 import { KubernetesSource, loadKubernetesClient } from '../../src/upstream/kubernetes/kubernetes-source.js';
@@ -16,6 +17,8 @@ import { cartApiServer, cartSource, kubeconfigFor, names, VS, vs } from '../supp
 import { tempDir } from '../support/meshmux-harness.js';
 import { createTestCa } from '../support/test-pki.js';
 import { SourceEventRecorder } from '../support/source-event-recorder.js';
+
+const VS_KEY = 'networking.istio.io/VirtualService';
 
 describe('Kubernetes source', () => {
   let api: FakeKubeApiServer;
@@ -385,6 +388,29 @@ describe('Kubernetes source', () => {
       lists.join('\n'),
     );
     for (let i = 0; i < 1_200; i++) api.remove('VirtualService', 'paged', `p${i}`);
+  });
+
+  it('publishes its first state once every kind was looked for, however soon the kinds it does not serve are looked for again', async () => {
+    // The cluster serves 1 kind of 15. The first three looks again at the other 14 (1, 2 and 4 s,
+    // ±25 %) are due at once: they come while the first pass still has kinds to reach.
+    const objects = 600;
+    for (let i = 0; i < objects; i++) api.put(vs('counted', `c${i}`));
+    let looks = 0;
+    // The source's clock schedules callbacks with a delay and no state.
+    const scheduler = {
+      now: () => asyncScheduler.now(),
+      schedule: (work: (this: SchedulerAction<unknown>) => void, delay = 0) => {
+        const lookAgain = delay >= 750 && delay <= 5_000;
+        if (lookAgain) looks++;
+        return asyncScheduler.schedule(work, lookAgain ? 0 : delay);
+      },
+    } as SchedulerLike;
+    const events = start({ scheduler });
+    const snapshot = (await events.snapshot());
+    assert.deepEqual([...(snapshot.kinds ?? [])], [VS_KEY]);
+    assert.equal(names(snapshot).filter((n) => n.startsWith('counted/')).length, objects);
+    assert.ok(looks >= 14, `${looks} looks again`);
+    for (let i = 0; i < objects; i++) api.remove('VirtualService', 'counted', `c${i}`);
   });
 
   it('treats a kind whose CRD is not installed as not served, and is synced without it', async () => {

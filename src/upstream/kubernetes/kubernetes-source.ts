@@ -813,10 +813,30 @@ export class KubernetesSource implements UpstreamSource {
        * so the merge judges it as a listing.
        */
       const relisted = new Map<string, Set<KindWatch>>();
+      /**
+       * The state being built, if any. Builds run one at a time: each reads every object not read
+       * yet, so builds side by side would each read them all (a start with 14 kinds the cluster
+       * does not serve, each looked for again a second later, built 1,200 objects 28 times over
+       * and served its first state after 3 to 15 s instead of 0.1 s). A publish asked for while
+       * one runs is done once it ends, of the objects as they are then.
+       */
+      let building: Promise<void> | undefined;
+      /**
+       * A kind the state cannot be published without: served and neither listed nor refused, or
+       * not yet found either served or not (a kind looked for again while the source's first
+       * pass was still to reach the others published them all as not served).
+       */
+      const unsettled = (w: KindWatch): boolean =>
+        w.served ? !w.listed && w.refused === undefined : w.unservedSince === undefined;
+      let publishAgain = false;
       const publish = (): void => {
         cancelDebounce?.();
         cancelDebounce = undefined;
-        if (stopped || watches.some((w) => w.served && !w.listed && w.refused === undefined)) return;
+        if (stopped || watches.some(unsettled)) return;
+        if (building !== undefined) {
+          publishAgain = true;
+          return;
+        }
         published = true;
         // A kind refused in some scope before it was ever listed there is left out: its objects
         // are not known, and a state naming the kind would delete them. A kind not served in some
@@ -830,7 +850,7 @@ export class KubernetesSource implements UpstreamSource {
         const listedKinds = [...relisted.keys()].filter((k) => kinds.has(k));
         const listed = listedKinds.length === 0 ? undefined : new Set(listedKinds);
         for (const k of listedKinds) relisted.delete(k);
-        build(kinds).then(
+        building = build(kinds).then(
           (state) => {
             if (stopped) return;
             const revision = state.revision;
@@ -872,6 +892,12 @@ export class KubernetesSource implements UpstreamSource {
             tracker.failed(error);
           },
         );
+        void building.finally(() => {
+          building = undefined;
+          if (!publishAgain) return;
+          publishAgain = false;
+          publish();
+        });
       };
 
       /**
