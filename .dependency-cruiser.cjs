@@ -70,6 +70,14 @@ module.exports = {
       to: { path: '^src/', pathNot: '^src/(wire|core)/|^src/schema/proto-root\\.ts$' },
     },
     {
+      name: 'tls-knows-no-layer',
+      comment:
+        'src/tls holds what every listener does with its TLS files (read, check, re-read): upstream and downstream both use it, so it imports neither.',
+      severity: 'error',
+      from: { path: '^src/tls/' },
+      to: { path: '^src/', pathNot: '^src/(tls|core)/' },
+    },
+    {
       name: 'src-never-imports-tests',
       severity: 'error',
       from: { path: '^src/' },

@@ -20,12 +20,6 @@ import {
 } from './downstream/policy/policy-guard.js';
 import { PolicySet } from './downstream/policy/policy-set.js';
 import { previewClient, type Preview } from './downstream/preview.js';
-import {
-  reloadingServerCredentials,
-  serverTlsProblems,
-  type ServerTlsFiles,
-  type ServerTlsReads,
-} from './downstream/server-tls.js';
 import type { WriteBudgetOptions } from './downstream/write-budget.js';
 import { AdminGuard } from './http/admin-guard.js';
 import { debugActions, debugPages, hookActions, type DebugPageSources } from './http/debug-pages.js';
@@ -65,6 +59,12 @@ import { ReplicaDecisions } from './state/replica-decisions.js';
 import { processCounters } from './telemetry/process-counters.js';
 import { Telemetry } from './telemetry/telemetry.js';
 import { tracingFromEnv, type TracingEnv } from './telemetry/tracing-env.js';
+import {
+  reloadingServerCredentials,
+  serverTlsProblems,
+  type ServerTlsFiles,
+  type ServerTlsReads,
+} from './tls/server-tls.js';
 import { createSource, loadSourceLibraries } from './upstream/source-registry.js';
 import type { UpstreamSource } from './upstream/upstream-source.js';
 
