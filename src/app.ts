@@ -151,11 +151,14 @@ function encodeMeshConfig(config: MeshmuxConfig, warnings: MeshmuxError[]): Uint
   }
 }
 
-/** Says what each read of the ADS listener's TLS files found, in the log and in a metric. */
-function serverTlsReads(metrics: ServerTlsReadMetrics, log: Logger): ServerTlsReads {
-  const listener = 'server.xdsTls';
-  metrics.listening(listener);
+/**
+ * Says what each read of a listener's TLS files found, in the log and in the metric of `listener`
+ * (`server.xdsTls`, an `mcp-sink` source's name).
+ */
+function serverTlsReads(metrics: ServerTlsReadMetrics, log: Logger, listener: string): ServerTlsReads {
   return {
+    listening: () => metrics.listening(listener),
+    closed: () => metrics.closed(listener),
     failed: (problem) => {
       metrics.failed(listener);
       log.warn(
@@ -622,7 +625,10 @@ export async function startMeshmux(
       ? undefined
       : await ads.listen(
           xdsTlsAddress,
-          await reloadingServerCredentials(serverTlsFiles(tls), serverTlsReads(tlsReads, log)),
+          await reloadingServerCredentials(
+            serverTlsFiles(tls),
+            serverTlsReads(tlsReads, log, 'server.xdsTls'),
+          ),
         );
   const httpPort = await http.listen(overrides.http ?? config.server.http);
   const adminPort = await admin.listen(adminAddress);

@@ -2,13 +2,19 @@ import { experimental, type ServerCredentials } from '@grpc/grpc-js';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import { checkTlsIdentity, readPemFile } from '../core/pem-files.js';
 
+/** The PEM files of a listener's TLS identity and of the CA its clients' certificates are checked against. */
 export interface ServerTlsFiles {
   readonly cert: string;
   readonly key: string;
-  /** When set, clients are asked for a certificate verified against this CA; presenting none is still allowed. */
+  /**
+   * When set, clients are asked for a certificate verified against this CA; presenting none is
+   * still allowed unless `requireClientCert`.
+   */
   readonly clientCa?: string | undefined;
+  /** With `clientCa`: a client that presents no certificate verified against it is refused in the handshake. */
+  readonly requireClientCert?: boolean | undefined;
   readonly refreshIntervalMs: number;
-  /** The configuration field that names these files (`server.tls`), for errors. */
+  /** The configuration field that names these files (`server.tls`, a source's `tls`), for errors. */
   readonly field: string;
 }
 
@@ -60,8 +66,15 @@ export async function serverTlsProblems(files: ServerTlsFiles): Promise<MeshmuxE
   return Array.isArray(read) ? read : [];
 }
 
-/** What a {@link reloadingServerCredentials} says of each read of its files after the first. */
+/**
+ * What a {@link reloadingServerCredentials} says of its files: that a listener uses them, each read
+ * after the first, and that it stopped reading them. Called synchronously; must not throw.
+ */
 export interface ServerTlsReads {
+  /** The first read made a usable identity: credentials are made of it and the files are read from now on. */
+  readonly listening?: () => void;
+  /** The credentials' `signal` aborted after `listening`: the files are no longer read. Said once. */
+  readonly closed?: () => void;
   /** The files read make a usable identity again after `problem`s: it is used from now on. */
   readonly recovered?: () => void;
   /**
@@ -82,6 +95,8 @@ class CheckedTlsFiles implements experimental.CertificateProvider {
   private readonly caListeners = new Set<experimental.CaCertificateUpdateListener>();
   private timer: NodeJS.Timeout | undefined;
   private reading = false;
+  /** Set by {@link stop}: no more reads, and no read in flight is handed on. */
+  private stopped = false;
   /** The problem of the last read, while reads fail; said once each. */
   private problem: string | undefined;
 
@@ -96,6 +111,7 @@ class CheckedTlsFiles implements experimental.CertificateProvider {
     this.reading = true;
     try {
       const read = await readServerTls(this.files);
+      if (this.stopped) return;
       if (Array.isArray(read)) {
         const problem = read[0] ?? new MeshmuxError('INTERNAL', 'TLS files unusable, for no reason given');
         const said = problem.describe();
@@ -118,8 +134,15 @@ class CheckedTlsFiles implements experimental.CertificateProvider {
     }
   }
 
+  /** Stops reading the files for good; the listeners keep the identity they were last handed. */
+  stop(): void {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
   private watch(): void {
-    if (this.timer !== undefined) return;
+    if (this.timer !== undefined || this.stopped) return;
     this.timer = setInterval(() => void this.refresh(), this.files.refreshIntervalMs);
     this.timer.unref();
   }
@@ -162,23 +185,36 @@ class CheckedTlsFiles implements experimental.CertificateProvider {
  * for new handshakes while established streams keep running. A read that does not make a usable
  * identity (see `reads`) leaves the last usable one in use, so new istiods still connect while
  * the files are being replaced or are broken. Client certificates are requested only when a
- * client CA is configured and never required at the TLS layer (stock istiod never presents one);
- * policies decide what a client without one receives. Rejects when the files cannot make one at
- * first.
+ * client CA is configured, and required at the TLS layer only with `files.requireClientCert` (a
+ * listening source's `tls.ca`): stock istiod never presents one, and policies decide what an
+ * istiod without one receives. Rejects when the files cannot make one at first. The files are
+ * read until `signal` aborts (for good without one): a listener that stops aborts it, since
+ * grpc-js keeps using a provider whose server failed to bind.
  */
 export async function reloadingServerCredentials(
   files: ServerTlsFiles,
   reads: ServerTlsReads = {},
+  signal?: AbortSignal,
 ): Promise<ServerCredentials> {
   const first = await readServerTls(files);
   if (Array.isArray(first))
     throw first[0] ?? new MeshmuxError('INTERNAL', 'TLS files unusable, for no reason given');
+  signal?.throwIfAborted();
   const provider = new CheckedTlsFiles(files, first, reads);
+  reads.listening?.();
+  signal?.addEventListener(
+    'abort',
+    () => {
+      provider.stop();
+      reads.closed?.();
+    },
+    { once: true },
+  );
   // grpc-js takes the identity provider first and the (optional) CA provider second.
   return experimental.createCertificateProviderServerCredentials(
     provider,
     files.clientCa === undefined ? null : provider,
-    false,
+    files.clientCa !== undefined && files.requireClientCert === true,
   );
 }
 
