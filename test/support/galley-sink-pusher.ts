@@ -16,6 +16,14 @@ import { Waitable } from './waitable.js';
 
 const RESOURCES = messageType('istio.mcp.v1alpha1.Resources');
 
+/** Options of a {@link GalleySinkPusher}: a Galley's, and how it dials the sink. */
+export interface GalleySinkPusherOptions extends FakeGalleyOptions {
+  /** Default plaintext; TLS credentials trusting the sink's CA (and a client certificate for mTLS). */
+  readonly credentials?: grpc.ChannelCredentials;
+  /** Extra channel options (e.g. `grpc.ssl_target_name_override`). */
+  readonly channelOptions?: grpc.ChannelOptions;
+}
+
 /**
  * A Galley configured with a sink address: dials `ResourceSink`, sends the empty-collection
  * trigger first, then serves the sink's requests like a `ResourceSource`.
@@ -25,27 +33,44 @@ export class GalleySinkPusher extends Waitable implements GalleyState {
   readonly collections: ReadonlySet<string>;
   readonly allowIncremental: boolean;
   readonly requests: RecordedMcpRequest[] = [];
+  /** How each stream ended with an error (a refused TLS handshake: UNAVAILABLE), in order. */
+  readonly failures: Array<{
+    readonly stream: number;
+    readonly code: grpc.status;
+    readonly details: string;
+  }> = [];
   /** Set once the sink NACKed the trigger with UNIMPLEMENTED, as a Galley expects. */
   triggerRefused = false;
+  /** The last stream whose trigger the sink refused so: the sink took that connection. */
+  answeredStream = 0;
   snapshotVersion = 1;
   private readonly client: grpc.Client;
   private call: grpc.ClientDuplexStream<Uint8Array, Buffer> | undefined;
   private session: GalleySession | undefined;
   private streamCount = 0;
 
-  constructor(address: string, options: FakeGalleyOptions = {}) {
+  constructor(address: string, options: GalleySinkPusherOptions = {}) {
     super();
     this.collections = new Set(
       options.collections ??
         KINDS.kinds.flatMap((k) => (k.legacyCollection === undefined ? [] : [k.legacyCollection])),
     );
     this.allowIncremental = options.incremental ?? true;
-    this.client = new grpc.Client(address, grpc.credentials.createInsecure());
+    this.client = new grpc.Client(
+      address,
+      options.credentials ?? grpc.credentials.createInsecure(),
+      options.channelOptions,
+    );
   }
 
   set(kindName: string, objects: readonly FakeObject[]): this {
     this.store.set(kindName, objects);
     return this;
+  }
+
+  /** The number of the stream {@link connect} opened last (from 1). */
+  get stream(): number {
+    return this.streamCount;
   }
 
   /** Opens a stream (closing the previous one) and sends the trigger. */
@@ -65,13 +90,17 @@ export class GalleySinkPusher extends Waitable implements GalleyState {
       () => call.cancel(),
     );
     this.session = session;
-    call.on('error', () => undefined);
+    call.on('error', (err: grpc.ServiceError) => {
+      this.failures.push({ stream: id, code: err.code, details: err.details });
+      this.notify();
+    });
     call.on('data', (bytes: Buffer) => {
       const req = decodeRequestResources(id, bytes);
       this.requests.push(req);
-      if (req.collection === '' && req.errorDetail?.code === grpc.status.UNIMPLEMENTED)
+      if (req.collection === '' && req.errorDetail?.code === grpc.status.UNIMPLEMENTED) {
         this.triggerRefused = true;
-      else session.onRequest(req);
+        this.answeredStream = id;
+      } else session.onRequest(req);
       this.notify();
     });
     call.write(RESOURCES.encode(RESOURCES.fromObject({ collection: '' })).finish());
