@@ -65,7 +65,7 @@ import {
   type ServerTlsFiles,
   type ServerTlsReads,
 } from './tls/server-tls.js';
-import { createSource, loadSourceLibraries } from './upstream/source-registry.js';
+import { createSource, loadSourceLibraries, type SourceHooks } from './upstream/source-registry.js';
 import type { UpstreamSource } from './upstream/upstream-source.js';
 
 /** A running meshmux: its bound ports and a way to stop it. */
@@ -293,6 +293,11 @@ export async function startMeshmux(
   /** The running sources by name, with the configuration they run with. */
   const running = new Map<string, PlannedInput>();
   let connections = 0;
+  const tlsReads = new ServerTlsReadMetrics(metrics.registry);
+  const sourceHooks: SourceHooks = {
+    // A listening source's TLS files are a listener's, labelled with the source's name.
+    tlsReads: (name) => serverTlsReads(tlsReads, log.child({ source: name }), name),
+  };
   /**
    * Builds the merge inputs of a configuration, keeping each running source whose connection did
    * not change (only its merge rules are new). Changes nothing: sources are cold until the merge
@@ -310,7 +315,7 @@ export async function startMeshmux(
       if (kept !== undefined && sameConnection(kept.config, sc)) {
         return { ...kept, config: sc, input: { ...kept.input, policy } };
       }
-      const source = createSource(sc, () => restoredObjects(recordOf(sc.name), sc));
+      const source = createSource(sc, () => restoredObjects(recordOf(sc.name), sc), sourceHooks);
       // An opaque id per connection: the merge resubscribes a source when it changes.
       const fingerprint = `${sc.name}#${++connections}`;
       return {
@@ -332,7 +337,6 @@ export async function startMeshmux(
   const reloads = new ConfigReloads(new Date());
   reloads.register(metrics.registry);
   const stateMetrics = new StateMetrics(metrics.registry);
-  const tlsReads = new ServerTlsReadMetrics(metrics.registry);
   const persisted = await openRecordStore(
     config.state.dir,
     overrides.env ?? process.env,

@@ -5,6 +5,7 @@
  */
 import type { ConfigResource } from '../core/resource.js';
 import type { SourceConfig } from '../settings/source-config.js';
+import type { ServerTlsReads } from '../tls/server-tls.js';
 import { FileSource } from './file/file-source.js';
 import { GitSource } from './git/git-source.js';
 import { KubernetesSource, loadKubernetesClient } from './kubernetes/kubernetes-source.js';
@@ -13,6 +14,15 @@ import { McpSource } from './mcp/mcp-source.js';
 import type { UpstreamSource } from './upstream-source.js';
 import { XdsSource } from './xds/xds-source.js';
 import { ZookeeperSource } from './zookeeper/zookeeper-source.js';
+
+/** What the composition root hears from sources besides their events; every hook is optional. */
+export interface SourceHooks {
+  /**
+   * What each read of a listening source's TLS files finds (`mcp-sink`), for the source of that
+   * name. Asked for when the source is built, which reads nothing: its reads say `listening`.
+   */
+  readonly tlsReads?: (source: string) => ServerTlsReads;
+}
 
 /**
  * One factory per source type; the mapped type makes a missing or mistyped entry a compile error.
@@ -23,6 +33,7 @@ const SOURCE_FACTORIES: {
   [T in SourceConfig['type']]: (
     config: Extract<SourceConfig, { type: T }>,
     restored: (() => Iterable<ConfigResource> | undefined) | undefined,
+    hooks: SourceHooks,
   ) => UpstreamSource;
 } = {
   file: (c, restored) =>
@@ -85,24 +96,27 @@ const SOURCE_FACTORIES: {
     }),
   xds: (c) => new XdsSource(c),
   mcp: (c) => new McpSource(c),
-  'mcp-sink': (c) => new McpSinkSource(c),
+  'mcp-sink': (c, _restored, hooks) => new McpSinkSource({ ...c, tlsReads: hooks.tlsReads?.(c.name) }),
 };
 
 /**
  * Builds the source `config` describes; it starts when the merge subscribes to it. `restored`
  * gives the objects it served before a restart (its persisted record's, when there is one), asked
- * for when it starts. Throws when the settings cannot make one.
+ * for when it starts; `hooks` hear what it says besides its events. Throws when the settings
+ * cannot make one.
  */
 export function createSource(
   config: SourceConfig,
   restored?: () => Iterable<ConfigResource> | undefined,
+  hooks: SourceHooks = {},
 ): UpstreamSource {
   // TypeScript cannot correlate `config.type` with the entry's parameter; the mapped type above does.
   const factory = SOURCE_FACTORIES[config.type] as (
     c: SourceConfig,
     restored: (() => Iterable<ConfigResource> | undefined) | undefined,
+    hooks: SourceHooks,
   ) => UpstreamSource;
-  return factory(config, restored);
+  return factory(config, restored, hooks);
 }
 
 /**

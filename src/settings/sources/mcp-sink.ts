@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { COMMON_SOURCE_FIELDS, ListenAddress } from './common.js';
+import { COMMON_SOURCE_FIELDS, Duration, ListenAddress, TlsFiles } from './common.js';
 import { CollectionKindName, DIAL_FIELDS, SinkNode } from './upstream-fields.js';
 
 /** `type: mcp-sink`: meshmux listens, and a Galley configured with this sink address pushes to it. */
@@ -11,8 +11,11 @@ export const McpSinkSourceConfig = z.strictObject({
   kinds: z.array(CollectionKindName).min(1).optional(),
   incremental: z.boolean().default(false),
   sinkNode: SinkNode.optional(),
-  /** Server TLS: `cert` and `key`; with `ca`, client certificates are required and verified. */
-  tls: DIAL_FIELDS.tls,
+  /**
+   * Server TLS: `cert` and `key`; with `ca`, client certificates are required and verified. The
+   * files are read again every `refreshInterval` (default 10s), so a rotation needs no restart.
+   */
+  tls: TlsFiles.extend({ refreshInterval: Duration.optional() }).optional(),
   maxReceiveSize: DIAL_FIELDS.maxReceiveSize,
   syncTimeout: DIAL_FIELDS.syncTimeout,
 });

@@ -77,6 +77,11 @@ export class McpSinkSource implements UpstreamSource {
       });
       let active: SinkCall | undefined;
       let stopped = false;
+      // Ends the reads of the TLS files with the subscription: grpc-js keeps credentials whose
+      // bind failed in use.
+      const closing = new AbortController();
+      /** Made once the files are usable, then kept: each bind retry uses the same reader of them. */
+      let credentials: grpc.ServerCredentials | undefined;
       const clock = sourceClock(options.scheduler);
       let cancelRetry: (() => void) | undefined;
       const backoff = new ExponentialBackoff(DEFAULT_BACKOFF);
@@ -127,10 +132,11 @@ export class McpSinkSource implements UpstreamSource {
       const bind = async (): Promise<void> => {
         cancelRetry = undefined;
         try {
-          const credentials = await serverTls(options.tls);
+          credentials ??= await serverTls(options.tls, options.tlsReads, closing.signal);
           if (stopped) return;
+          const bound = credentials;
           const port = await new Promise<number>((resolve, reject) =>
-            server.bindAsync(options.listen, credentials, (err, p) => (err ? reject(err) : resolve(p))),
+            server.bindAsync(options.listen, bound, (err, p) => (err ? reject(err) : resolve(p))),
           );
           if (stopped) return;
           log.info({ port }, 'listening for an MCP source');
@@ -149,6 +155,7 @@ export class McpSinkSource implements UpstreamSource {
       void bind();
       return () => {
         stopped = true;
+        closing.abort();
         cancelRetry?.();
         active?.end();
         active = undefined;

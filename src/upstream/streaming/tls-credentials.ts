@@ -2,6 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { ConnectionOptions } from 'node:tls';
 import { MeshmuxError } from '../../core/errors.js';
 import { checkTlsIdentity, readPemFile } from '../../core/pem-files.js';
+import { reloadingServerCredentials, type ServerTlsReads } from '../../tls/server-tls.js';
 
 /**
  * PEM files of a TLS identity and trust, as configured (`tls:` of a source). Absent settings
@@ -19,6 +20,15 @@ export interface TlsSettings {
   /** Accept any server certificate: for tests only. */
   readonly insecureSkipVerify?: boolean | undefined;
 }
+
+/** TLS settings of a listening source (`tls:` of an `mcp-sink`): its files are re-read while it listens. */
+export interface ListenerTlsSettings extends TlsSettings {
+  /** How often the files are read for a rotation, ms. Default {@link DEFAULT_TLS_REFRESH_MS}. */
+  readonly refreshInterval?: number | undefined;
+}
+
+/** How often a listening source reads its TLS files by default: `server.tls`'s default too. */
+export const DEFAULT_TLS_REFRESH_MS = 10_000;
 
 /** How a client connects: TLS options (none for plaintext) and the name it addresses. */
 export interface ClientTls {
@@ -65,8 +75,16 @@ export async function clientTls(tls: TlsSettings | undefined): Promise<ClientTls
 /**
  * Server credentials of a listening source (the MCP sink): plaintext without settings, TLS with
  * `cert` and `key`, and client certificates required and verified against `ca` when it is set.
+ * The files are re-read every `refreshInterval` until `signal` aborts, as the ADS listener's: a
+ * rotated certificate or CA is used for new connections without a restart, and a read that does
+ * not make a usable identity (a certificate written before its key) keeps the last usable one,
+ * said through `reads`. Rejects when the files cannot make one now.
  */
-export async function serverTls(tls: TlsSettings | undefined): Promise<grpc.ServerCredentials> {
+export async function serverTls(
+  tls: ListenerTlsSettings | undefined,
+  reads: ServerTlsReads | undefined,
+  signal: AbortSignal,
+): Promise<grpc.ServerCredentials> {
   if (tls === undefined) return grpc.ServerCredentials.createInsecure();
   pairCheck(tls, 'server');
   if (tls.cert === undefined || tls.key === undefined) {
@@ -74,9 +92,16 @@ export async function serverTls(tls: TlsSettings | undefined): Promise<grpc.Serv
       field: 'tls',
     });
   }
-  const ca = tls.ca === undefined ? null : await readPemFile(tls.ca, 'client CA bundle');
-  const cert = await readPemFile(tls.cert, 'server certificate');
-  const key = await readPemFile(tls.key, 'server key');
-  checkTlsIdentity({ cert, key, ca }, [tls.cert, tls.key, tls.ca]);
-  return grpc.ServerCredentials.createSsl(ca, [{ cert_chain: cert, private_key: key }], ca !== null);
+  return reloadingServerCredentials(
+    {
+      cert: tls.cert,
+      key: tls.key,
+      clientCa: tls.ca,
+      requireClientCert: true,
+      refreshIntervalMs: tls.refreshInterval ?? DEFAULT_TLS_REFRESH_MS,
+      field: 'tls',
+    },
+    reads,
+    signal,
+  );
 }
