@@ -406,7 +406,7 @@ describe('Kubernetes source', () => {
       },
     } as SchedulerLike;
     const events = start({ scheduler });
-    const snapshot = (await events.snapshot());
+    const snapshot = await events.snapshot();
     assert.deepEqual([...(snapshot.kinds ?? [])], [VS_KEY]);
     assert.equal(names(snapshot).filter((n) => n.startsWith('counted/')).length, objects);
     assert.ok(looks >= 14, `${looks} looks again`);
