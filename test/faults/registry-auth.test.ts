@@ -151,4 +151,52 @@ describe('faults: a ZooKeeper that refuses every request with a code the client 
       await dir.dispose();
     }
   });
+
+  it('dials a ZooKeeper that closes each connection once the registry is read with backoff too', async () => {
+    const open = await ZookeeperServer.start();
+    const proxy = await TcpProxy.start(open.port);
+    const dir = await tempDir('meshmux-fault-registry-cut-');
+    try {
+      const registry = await DubboRegistry.connect(open.connectString, { root: '/dubbo' });
+      await registry.mkdirp(registry.pathOf({ iface: 'com.shop.Cart', ip: '10.0.0.7', port: 20880 }));
+      await registry.close();
+      await mkdir(path.join(dir.dir, 'mesh'));
+      await writeFile(path.join(dir.dir, 'mesh', 'a.yaml'), virtualServiceYaml('shop', 'a'));
+      const configFile = path.join(dir.dir, 'meshmux.yaml');
+      await writeFile(configFile, registryBesideFolder(proxy.address));
+      const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
+      const client = connectIstiod(meshmux.xds);
+      try {
+        await client.waitFor(
+          (c) => c.configs(SE).size === 1,
+          WAIT_MS,
+          () => 'the registry served',
+        );
+        // From now on each connection is cut 300 ms after it is made: time enough for meshmux to
+        // read the one provider in full, and to be cut soon after.
+        const logged = meshmux.logs.length;
+        proxy.closeEach(300);
+        proxy.dropConnections();
+        const before = proxy.accepted;
+        await new Promise((r) => setTimeout(r, COUNT_MS));
+        const dials = proxy.accepted - before;
+        const lines = meshmux.logs.slice(logged).filter((l) => l['component'] === 'zookeeper-source').length;
+        report('a registry that closes each connection once it is read', {
+          [`connections in ${COUNT_MS / 1000} s`]: dials,
+          'log lines of the source meanwhile': lines,
+        });
+        assert.equal(meshmux.alive, true);
+        assert.ok(dials <= 15, `${dials} connections in ${COUNT_MS / 1000} s`);
+        assert.ok(lines <= 4, `${lines} log lines of the source`);
+        assert.equal(client.configs(SE).size, 1, 'the ServiceEntry is still served');
+      } finally {
+        client.close();
+        await meshmux.kill();
+      }
+    } finally {
+      await proxy.close();
+      await open.dispose();
+      await dir.dispose();
+    }
+  });
 });

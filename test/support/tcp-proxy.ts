@@ -4,8 +4,8 @@
  * seeing the other close (no FIN, no RST crosses); `resume()` moves bytes again and delivers any
  * close that happened meanwhile. Lets a test make a ZooKeeper server expire a client's session,
  * or leave a client on a silent connection. `holdNext` freezes only the next connections made,
- * as a server that accepts a connection and never answers it would. `accepted` counts the
- * connections a client made.
+ * as a server that accepts a connection and never answers it would; `closeEach` cuts each new
+ * connection after a while. `accepted` counts the connections a client made.
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
@@ -24,6 +24,7 @@ export class TcpProxy {
   private holdNew = false;
   private holdCount = 0;
   private acceptedCount = 0;
+  private closeAfterMs: number | undefined;
 
   private constructor(targetPort: number) {
     this.server = createServer((client) => {
@@ -72,6 +73,14 @@ export class TcpProxy {
   /** Freezes the next `count` connections made, from their first byte; later ones flow. */
   holdNext(count: number): void {
     this.holdCount = count;
+  }
+
+  /**
+   * Closes each connection made from now on `ms` after it was accepted, as a server or a proxy
+   * that cuts its connections would (undefined: leaves them open again).
+   */
+  closeEach(ms: number | undefined): void {
+    this.closeAfterMs = ms;
   }
 
   /** Closes every open connection on both sides, as a restarting server would. */
@@ -124,6 +133,11 @@ export class TcpProxy {
       s.on('error', ended);
       s.on('close', ended);
       s.on('end', ended);
+    }
+    const closeAfterMs = this.closeAfterMs;
+    if (closeAfterMs !== undefined) {
+      const timer = setTimeout(() => this.tearDown(pair), closeAfterMs);
+      client.once('close', () => clearTimeout(timer));
     }
     if (this.holdCount > 0) {
       this.holdCount--;

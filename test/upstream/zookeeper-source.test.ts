@@ -293,7 +293,9 @@ describe('the zookeeper source', { skip: suiteSkip(zookeeperMissing()) }, () => 
     await owner.close();
     const proxy = await TcpProxy.start(zk.port);
     cleanups.push(() => proxy.close());
-    const log = watch({ root: '/locked', servers: proxy.address });
+    // Each connection cut here has read the registry; proved healthy at once, it is dialled
+    // again at once (a connection cut within 10 s is otherwise dialled again with backoff).
+    const log = watch({ root: '/locked', servers: proxy.address, healthyConnectionMs: 0 });
     const first = await log.next(isSnapshot);
     assert.match(first.errors[0]?.describe() ?? '', /com\.lock\.Svc\/providers: .*NO_AUTH/);
     // Over two 5 s retry periods: one read, one liveness probe and one ping or so for each.

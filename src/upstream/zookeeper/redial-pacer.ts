@@ -63,8 +63,9 @@ export class RedialPacer {
   }
 
   /**
-   * The current connection proved healthy (it read the registry in full, or stayed up a while):
-   * the next dial goes at once and the backoff starts over. Returns the dials it took.
+   * The current connection proved healthy (it stayed up a while; a full read of the registry is
+   * no proof, as a server may close each connection once it is read): the next dial goes at once
+   * and the backoff starts over. Returns the dials it took.
    */
   healthy(): number {
     const took = this.dials;

@@ -13,7 +13,7 @@ const ZOOKEEPER_NODE = 'zookeeper';
 const RETRY_MIN_MS = 500;
 const RETRY_MAX_MS = 30_000;
 const PATH_RETRY_MS = 5_000;
-/** A connection that stays up this long is healthy, even if the registry could not be read on it. */
+/** A connection that stays up this long is healthy, whether or not the registry could be read on it. */
 const HEALTHY_CONNECTION_MS = 10_000;
 
 export interface ZookeeperRegistryWatcherOptions {
@@ -36,6 +36,11 @@ export interface ZookeeperRegistryWatcherOptions {
    * ZooKeeper starts) would hold it forever. Default: the session timeout, within 3–10 s.
    */
   readonly handshakeTimeoutMs?: number;
+  /**
+   * How long a connection must stay up to prove healthy: until then, each dial after a lost
+   * connection waits a growing backoff (see {@link RedialPacer}). Default 10 s.
+   */
+  readonly healthyConnectionMs?: number;
   /** `user:password` for the digest scheme; read again for every new session, so rotation works. */
   readonly digest?: () => Promise<string>;
   /** Interfaces it rejects are never read nor watched. */
@@ -219,7 +224,7 @@ function isNoNode(err: unknown): boolean {
  * When the session expires it opens a new one and syncs. Throughout, the last view is kept:
  * only a completed read of the root removes interfaces. Every dial, the library's own included,
  * waits for a {@link RedialPacer}: a server that keeps closing connections before they prove
- * healthy (a complete read, or 10 s up) is dialled less and less often, said once in the log, and
+ * healthy (10 s up; a complete read is not enough) is dialled less and less often, said once in the log, and
  * the source's status names why when a refused request says so.
  *
  * Owns one ZooKeeper client at a time; `stop` closes it. Not restartable.
@@ -385,7 +390,7 @@ export class ZookeeperRegistryWatcher {
       this.retryDelayMs = RETRY_MIN_MS;
       this.redials = 0;
       cancelHealthy?.();
-      cancelHealthy = this.later(HEALTHY_CONNECTION_MS, () => {
+      cancelHealthy = this.later(this.options.healthyConnectionMs ?? HEALTHY_CONNECTION_MS, () => {
         if (current() && connected) this.connectionHealthy();
       });
       const sessionId = client.getSessionId().toString('hex');
@@ -498,7 +503,7 @@ export class ZookeeperRegistryWatcher {
     return error;
   }
 
-  /** The connection read the registry in full, or stayed up a while: the next dial goes at once. */
+  /** The connection stayed up a while: the next dial goes at once. */
   private connectionHealthy(): void {
     const dials = this.pacer.healthy();
     this.connectionFailure = undefined;
@@ -608,7 +613,9 @@ export class ZookeeperRegistryWatcher {
       if (round.pending > 0) return;
       this.round = undefined;
       if (round.failure === undefined) {
-        this.connectionHealthy();
+        // Not proof of a healthy connection: a server may let a full read finish and then close
+        // each connection, and redialling it at once reads the whole registry again in a loop.
+        this.connectionFailure = undefined;
         this.events.synced();
         return;
       }

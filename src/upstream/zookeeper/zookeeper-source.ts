@@ -38,6 +38,8 @@ export interface ZookeeperSourceOptions {
   readonly deadConnectionMs?: number;
   /** How long the client may stay unconnected before a new client resumes its session; see the watcher. */
   readonly handshakeTimeoutMs?: number;
+  /** How long a connection must stay up to prove healthy; see the watcher. */
+  readonly healthyConnectionMs?: number;
   readonly auth?: ZookeeperDigestAuth;
   /** Default {@link DubboHostTemplate.DEFAULT}. */
   readonly hostTemplate?: string;
@@ -190,6 +192,9 @@ export class ZookeeperSource implements UpstreamSource {
           ...(options.handshakeTimeoutMs === undefined
             ? {}
             : { handshakeTimeoutMs: options.handshakeTimeoutMs }),
+          ...(options.healthyConnectionMs === undefined
+            ? {}
+            : { healthyConnectionMs: options.healthyConnectionMs }),
           ...(auth === undefined
             ? {}
             : {
