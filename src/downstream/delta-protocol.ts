@@ -49,8 +49,13 @@ class DeltaSubscription implements TypeSubscription<DeltaDiscoveryRequest> {
   private held: readonly ConfigResource[] = [];
   /** What the client said it held when it subscribed; read by the first response only. */
   private initial: ReadonlyMap<string, string> | undefined;
-  /** Explicit names not answered yet: one that does not exist is answered as removed. */
+  /**
+   * Explicit names subscribed (or subscribed again) since the last response sent: one that exists
+   * is sent even when the client is thought to hold it, one that does not is answered as removed.
+   */
   private readonly unanswered = new Set<string>();
+  /** `*` subscribed (or subscribed again) since the last response sent: every object is sent. */
+  private wildcardUnanswered = false;
   private pending: Pending | undefined;
   owed = true;
 
@@ -65,21 +70,25 @@ class DeltaSubscription implements TypeSubscription<DeltaDiscoveryRequest> {
   }
 
   update(request: DeltaDiscoveryRequest): boolean {
+    // A name subscribed again is answered again: a client that dropped an object (or doubts it
+    // has it) asks for it this way, and the protocol says every name subscribed is sent.
     let owed = false;
     for (const name of request.subscribe) {
       if (name === WILDCARD) {
-        owed ||= !this.wildcard;
         this.wildcard = true;
-      } else if (!this.names.has(name)) {
+        this.wildcardUnanswered = true;
+      } else {
         this.names.add(name);
         this.unanswered.add(name);
-        owed = true;
       }
+      owed = true;
     }
     for (const name of request.unsubscribe) {
       // The client forgets what it unsubscribed by itself; nothing is sent for it.
-      if (name === WILDCARD) this.wildcard = false;
-      else {
+      if (name === WILDCARD) {
+        this.wildcard = false;
+        this.wildcardUnanswered = false;
+      } else {
         this.names.delete(name);
         this.unanswered.delete(name);
       }
@@ -138,23 +147,30 @@ class DeltaSubscription implements TypeSubscription<DeltaDiscoveryRequest> {
     this.pending = undefined;
     this.initial = undefined;
     this.unanswered.clear();
+    this.wildcardUnanswered = false;
   }
 
   /**
    * What differs between what the client holds and `current`, both sorted by name: identical
    * instances are skipped by a pointer comparison, so the cost is O(n) comparisons and O(changes)
    * work. An object the client holds but no longer subscribes is not named (it dropped it itself).
+   * An object subscribed since the last response is sent though the client holds it.
    */
   private diff(current: readonly ConfigResource[]): { changed: ConfigResource[]; removed: string[] } {
     const changed: ConfigResource[] = [];
     const removed: string[] = [];
     const held = this.held;
+    const all = this.wildcardUnanswered;
+    // Looked up only for objects held unchanged, and only while some name is owed again.
+    const resent = all || this.unanswered.size > 0;
+    const owedAgain = (r: ConfigResource): boolean => all || this.unanswered.has(deltaName(r));
     let i = 0;
     let j = 0;
     while (i < held.length || j < current.length) {
       const h = held[i];
       const c = current[j];
       if (h !== undefined && h === c) {
+        if (resent && owedAgain(c)) changed.push(c);
         i++;
         j++;
         continue;
@@ -168,7 +184,8 @@ class DeltaSubscription implements TypeSubscription<DeltaDiscoveryRequest> {
         changed.push(c as ConfigResource);
         j++;
       } else {
-        if (!sameServed(h as ConfigResource, c as ConfigResource)) changed.push(c as ConfigResource);
+        const r = c as ConfigResource;
+        if (!sameServed(h as ConfigResource, r) || (resent && owedAgain(r))) changed.push(r);
         i++;
         j++;
       }
