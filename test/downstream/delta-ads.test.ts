@@ -1,7 +1,7 @@
 /**
  * Delta ADS served by meshmux (`DeltaAggregatedResources`), through real gRPC streams: the whole
- * state first, then only what changed, by name; explicit subscriptions; a reconnecting client
- * that lists what it holds; NACKs.
+ * state first, then only what changed, by name; explicit subscriptions, and names subscribed
+ * again; a reconnecting client that lists what it holds; NACKs.
  */
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
@@ -176,6 +176,54 @@ describe('delta ADS served to another tier', () => {
     const again = await stream.responseAfter(at, () => true, WAIT_MS, 'the answer to the new wildcard');
     assert.deepEqual(names(again), all);
     assert.deepEqual(again.removed_resources, []);
+  });
+
+  it('sends an object again to a client that subscribes it again while holding it', async () => {
+    const stream = open();
+    stream.send({ node: NODE, type_url: SE, resource_names_subscribe: ['shop/cards'] });
+    const first = await stream.next(WAIT_MS);
+    assert.deepEqual(names(first), ['shop/cards']);
+    stream.ack(first);
+
+    // A client that lost an object asks for it by subscribing its name again, with no unsubscribe.
+    const at = stream.received.length;
+    stream.send({ type_url: SE, resource_names_subscribe: ['shop/cards'] });
+    const again = await stream.responseAfter(
+      at,
+      () => true,
+      WAIT_MS,
+      'the answer to the name subscribed again',
+    );
+    assert.deepEqual(names(again), ['shop/cards']);
+    assert.deepEqual(again.removed_resources, []);
+    assert.equal(again.resources[0]?.version, first.resources[0]?.version, 'the object is unchanged');
+  });
+
+  it('sends the whole type again to a wildcard client that subscribes `*` again', async () => {
+    const stream = open();
+    stream.send({ node: NODE, type_url: SE });
+    const first = await stream.next(WAIT_MS);
+    stream.ack(first);
+
+    const at = stream.received.length;
+    stream.send({ type_url: SE, resource_names_subscribe: ['*'] });
+    const again = await stream.responseAfter(at, () => true, WAIT_MS, 'the answer to `*` subscribed again');
+    assert.deepEqual(names(again), names(first));
+    assert.deepEqual(again.removed_resources, []);
+  });
+
+  it('sends a wildcard client the names it subscribes, and answers a missing one as removed', async () => {
+    const stream = open();
+    stream.send({ node: NODE, type_url: SE });
+    const first = await stream.next(WAIT_MS);
+    assert.ok(names(first).includes('shop/cards'));
+    stream.ack(first);
+
+    const at = stream.received.length;
+    stream.send({ type_url: SE, resource_names_subscribe: ['shop/cards', 'shop/ghost'] });
+    const named = await stream.responseAfter(at, () => true, WAIT_MS, 'the answer to the names subscribed');
+    assert.deepEqual(names(named), ['shop/cards']);
+    assert.deepEqual(named.removed_resources, ['shop/ghost']);
   });
 
   it('sends a client that lists what it holds only what differs', async () => {
