@@ -10,6 +10,7 @@ import {
   type GrpcStatus,
 } from '../../src/upstream/streaming/grpc-http2-stream.js';
 import { YoungCollections } from '../../src/core/young-collections.js';
+import { ReadPacer } from '../../src/upstream/streaming/read-pacer.js';
 import { rawBidiMethod } from '../support/raw-grpc-method.js';
 import { until, within } from '../support/deadline.js';
 
@@ -43,7 +44,11 @@ interface Opened {
   readonly ended: Promise<GrpcStatus>;
 }
 
-function open(address: string, extra: Partial<GrpcHttp2StreamOptions> = {}): Opened {
+function open(
+  address: string,
+  extra: Partial<GrpcHttp2StreamOptions> = {},
+  onMessage: (message: Buffer) => void = () => undefined,
+): Opened {
   const messages: Buffer[] = [];
   let resolve: (s: GrpcStatus) => void = () => undefined;
   const ended = new Promise<GrpcStatus>((r) => (resolve = r));
@@ -59,7 +64,10 @@ function open(address: string, extra: Partial<GrpcHttp2StreamOptions> = {}): Ope
     },
     {
       // A lent message lives for the call only: copied here.
-      onMessage: (m) => messages.push(Buffer.from(m)),
+      onMessage: (m) => {
+        messages.push(Buffer.from(m));
+        onMessage(Buffer.from(m));
+      },
       onEnd: (s) => resolve(s),
     },
   );
@@ -184,6 +192,55 @@ describe('GrpcHttp2Stream against a grpc-js server', { timeout: 30_000 }, () => 
     quiet.stream.cancel();
     const race = await Promise.race([quiet.ended, new Promise((r) => setTimeout(() => r('none'), 200))]);
     assert.equal(race, 'none');
+  });
+});
+
+describe('GrpcHttp2Stream read under a pacer', { timeout: 30_000 }, () => {
+  const server = new ChatServer();
+  before(() => server.start());
+  after(() => server.stop());
+
+  it('reads nothing more after a message that took more than its share, until the pacer lets it', async () => {
+    // Time the test moves by hand: handling "first" takes a second of it.
+    let now = 0;
+    const resumes: Array<() => void> = [];
+    const pacer = new ReadPacer(
+      {
+        now: () => now,
+        after: (_ms, resume) => {
+          resumes.push(resume);
+          return () => undefined;
+        },
+      },
+      { share: 0.5, burstMs: 0, maxWaitMs: 2_000 },
+    );
+    const calls = new Map<string, Call>();
+    server.handler = (call) => call.once('data', (m: Buffer) => calls.set(m.toString(), call));
+    const paced = open(server.address, { pacer }, (m) => {
+      if (m.toString() === 'first') now += 1_000;
+    });
+    // The same messages to a stream read as they come: once it has one, so would the paced stream.
+    const twin = open(server.address);
+    paced.stream.write(Buffer.from('paced'));
+    twin.stream.write(Buffer.from('twin'));
+    await until(() => calls.size === 2, 5_000, 'both streams at the server');
+    const both = (m: string): void => {
+      for (const call of calls.values()) call.write(Buffer.from(m));
+    };
+    both('first');
+    await until(() => paced.messages.length === 1 && twin.messages.length === 1, 5_000, 'the first message');
+    assert.equal(resumes.length, 1, 'reading waits');
+    both('second');
+    both('third');
+    await until(() => twin.messages.length === 3, 5_000, 'the later messages on the twin');
+    assert.deepEqual(paced.messages.map(String), ['first'], 'the paced stream read nothing while it waited');
+    now += 1_000;
+    resumes[0]?.();
+    await until(() => paced.messages.length === 3, 5_000, 'the later messages once the wait is over');
+    assert.deepEqual(paced.messages.map(String), ['first', 'second', 'third']);
+    assert.equal(resumes.length, 1, 'the later messages took no time: no other wait');
+    paced.stream.cancel();
+    twin.stream.cancel();
   });
 });
 

@@ -11,6 +11,7 @@ import type { ConnectionOptions } from 'node:tls';
 import { truncateForLog } from '../../core/truncate-for-log.js';
 import { youngCollections, type YoungCollections } from '../../core/young-collections.js';
 import { GrpcMessageReader, GrpcReadError, type MessageMatcher } from './grpc-message-reader.js';
+import type { ReadPacer } from './read-pacer.js';
 
 /** How a gRPC stream ended: its status code and message. */
 export interface GrpcStatus {
@@ -43,6 +44,11 @@ export interface GrpcHttp2StreamOptions {
    * more ends the stream with RESOURCE_EXHAUSTED.
    */
   readonly maxQueuedBytes?: number | undefined;
+  /**
+   * Charged with the time each chunk's reading takes, the handling of the messages it completes
+   * included; while it says to wait, the stream is not read (default: read as the bytes come).
+   */
+  readonly pacer?: ReadPacer | undefined;
 }
 
 export interface GrpcHttp2StreamHandlers {
@@ -156,6 +162,9 @@ export class GrpcHttp2Stream {
   private waitingBytes = 0;
   /** The HTTP/2 stream refused more (`write()` returned false) and has not drained since. */
   private blocked = false;
+  private readonly pacer: ReadPacer | undefined;
+  /** While reading waits for the pacer: cancels the resumption. */
+  private cancelResume: (() => void) | undefined;
 
   constructor(
     options: GrpcHttp2StreamOptions,
@@ -166,6 +175,7 @@ export class GrpcHttp2Stream {
     );
     this.collections = options.youngCollections ?? youngCollections();
     this.maxQueuedBytes = options.maxQueuedBytes ?? MAX_QUEUED_BYTES;
+    this.pacer = options.pacer;
     // Reused while responses keep coming (a change allocates nothing of their size), let go after
     // a quiet while: at rest a stream holds no copy of its largest response.
     this.quiet = setTimeout(() => this.reader.release(), QUIET_MS);
@@ -318,6 +328,23 @@ export class GrpcHttp2Stream {
 
   private onData(chunk: Buffer): void {
     if (this.ended) return;
+    const pacer = this.pacer;
+    if (pacer === undefined) {
+      this.read(chunk);
+      return;
+    }
+    pacer.run(() => this.read(chunk));
+    if (this.ended || this.cancelResume !== undefined) return;
+    // Past its share: the next bytes stay in the flow-control window (the upstream can send at
+    // most the window more) until the others had their turn.
+    this.cancelResume = pacer.hold(() => {
+      this.cancelResume = undefined;
+      if (!this.ended) this.stream.resume();
+    });
+    if (this.cancelResume !== undefined) this.stream.pause();
+  }
+
+  private read(chunk: Buffer): void {
     try {
       this.reader.push(
         chunk,
@@ -400,6 +427,8 @@ export class GrpcHttp2Stream {
 
   /** `gracefully`: the connection sends what it holds before it closes. */
   private close(gracefully = false): void {
+    this.cancelResume?.();
+    this.cancelResume = undefined;
     this.waiting.clear();
     this.waitingBytes = 0;
     clearTimeout(this.quiet);

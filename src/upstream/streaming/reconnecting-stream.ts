@@ -6,6 +6,7 @@ import type { StreamTransport } from './dial-settings.js';
 import { ExponentialBackoff, type BackoffPolicy } from './exponential-backoff.js';
 import { GrpcHttp2Stream, type GrpcStatus } from './grpc-http2-stream.js';
 import type { MessageMatcher } from './grpc-message-reader.js';
+import { ReadPacer, type ReadPacing } from './read-pacer.js';
 import { clientTls, type TlsSettings } from './tls-credentials.js';
 
 /** One open stream, handed to the handlers. Calls after the stream ended are ignored. */
@@ -61,6 +62,8 @@ export interface ReconnectingStreamOptions extends SourceTiming {
   readonly lendMessages?: boolean | undefined;
   readonly backoff: BackoffPolicy;
   readonly log: Logger;
+  /** The share of the main thread reading this upstream may take; default `DEFAULT_READ_PACING`. */
+  readonly pacing?: ReadPacing | undefined;
 }
 
 /** gRPC status codes by number, for messages. */
@@ -75,12 +78,14 @@ const STATUS_NAMES: ReadonlyMap<number, string> = new Map(
  * and after it ends waits a jittered exponential backoff (reset by `answered()`) before the next
  * attempt, forever, until `stop()`. Every attempt reads the TLS files again and dials a fresh
  * connection ({@link GrpcHttp2Stream}), so a restarted upstream or a rotated certificate is picked
- * up at once.
+ * up at once. Reading the upstream takes at most its share of the main thread ({@link ReadPacer}),
+ * one account for every stream of it: a new stream does not start afresh.
  */
 export class ReconnectingStream {
   private readonly backoff: ExponentialBackoff;
   private call: GrpcHttp2Stream | undefined;
   private readonly clock: SourceClock;
+  private readonly pacer: ReadPacer;
   private cancelRetry: (() => void) | undefined;
   private attempt = 0;
   private stopped = false;
@@ -91,6 +96,7 @@ export class ReconnectingStream {
   ) {
     this.backoff = new ExponentialBackoff(options.backoff);
     this.clock = sourceClock(options.scheduler);
+    this.pacer = new ReadPacer(this.clock, options.pacing);
   }
 
   /** Opens the first stream now. */
@@ -150,6 +156,7 @@ export class ReconnectingStream {
         windowBytes: transport.windowBytes,
         keepalive: transport.keepalive,
         lendMessages: this.options.lendMessages === true,
+        pacer: this.pacer,
       },
       {
         onMessage: (message) => {
