@@ -174,7 +174,11 @@ describe('what an xds upstream sends is bounded in the log and in NACKs (meshmux
     );
     const nack = upstream.requests.find((r) => r.nonce === 'refused');
     assert.match(nack?.errorDetail?.message ?? '', /NOT A VALID NAME!!/);
-    const lines = meshmux.logs.filter((l) => l['source'] === 'sotw' && /dropped 1 of 2/.test(l.msg ?? ''));
+    // The line may reach the child's output after the NACK reaches the upstream.
+    const nackLine = (l: (typeof meshmux.logs)[number]): boolean =>
+      l['source'] === 'sotw' && /dropped 1 of 2/.test(l.msg ?? '');
+    await meshmux.waitForLog(nackLine, 0, 20_000, 'the line of the NACK');
+    const lines = meshmux.logs.filter(nackLine);
     assert.equal(lines.length, 1);
     assert.ok(longest(lines) < 2_000, `a NACK line of ${longest(lines)} bytes`);
   });
@@ -200,9 +204,10 @@ describe('what an xds upstream sends is bounded in the log and in NACKs (meshmux
         /version_info of 1048576 characters is longer than the limit/,
       );
       assert.ok((nack?.versionInfo.length ?? 0) < 100, 'the NACK carries the version last accepted');
-      const refused = meshmux.logs.filter(
-        (l) => l['source'] === 'sotw' && /longer than the limit/.test(l.msg ?? ''),
-      );
+      const refusedLine = (l: (typeof meshmux.logs)[number]): boolean =>
+        l['source'] === 'sotw' && /longer than the limit/.test(l.msg ?? '');
+      await meshmux.waitForLog(refusedLine, 0, 20_000, 'the line of the refusal');
+      const refused = meshmux.logs.filter(refusedLine);
       assert.equal(refused.length, 1, 'one line naming the source');
       // A later change arrived: the refused response was not applied before it.
       upstream.sendRaw(discoveryResponse(SE, entries(['s0', 's1', 's2']), 'marker'));
