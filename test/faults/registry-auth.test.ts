@@ -27,6 +27,42 @@ const ENFORCE_AUTH = [
   'authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider',
 ];
 
+/**
+ * meshmux in `dir` serving a folder with one VirtualService beside a registry holding one provider,
+ * which it reaches through `proxy` (a relay that counts the connections meshmux makes). The
+ * provider's node is persistent: it outlives the session that made it.
+ */
+async function besideRelayedRegistry(
+  zk: ZookeeperServer,
+  proxy: TcpProxy,
+  dir: string,
+): Promise<{ meshmux: MeshmuxProcess; client: ReturnType<typeof connectIstiod> }> {
+  const registry = await DubboRegistry.connect(zk.connectString, { root: '/dubbo' });
+  await registry.mkdirp(registry.pathOf({ iface: 'com.shop.Cart', ip: '10.0.0.7', port: 20880 }));
+  await registry.close();
+  await mkdir(path.join(dir, 'mesh'));
+  await writeFile(path.join(dir, 'mesh', 'a.yaml'), virtualServiceYaml('shop', 'a'));
+  const configFile = path.join(dir, 'meshmux.yaml');
+  await writeFile(configFile, registryBesideFolder(proxy.address));
+  const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir });
+  return { meshmux, client: connectIstiod(meshmux.xds) };
+}
+
+/**
+ * Over the next {@link COUNT_MS}: the connections meshmux makes through `proxy`, and the lines its
+ * ZooKeeper source logs, from `logged` on.
+ */
+async function dialsOverCount(
+  meshmux: MeshmuxProcess,
+  proxy: TcpProxy,
+): Promise<{ logged: number; dials: number; lines: number }> {
+  const logged = meshmux.logs.length;
+  const before = proxy.accepted;
+  await new Promise((r) => setTimeout(r, COUNT_MS));
+  const lines = meshmux.logs.slice(logged).filter((l) => l['component'] === 'zookeeper-source');
+  return { logged, dials: proxy.accepted - before, lines: lines.length };
+}
+
 describe('faults: a ZooKeeper that refuses every request with a code the client does not know', () => {
   let zk: ZookeeperServer;
   before(async () => {
@@ -83,18 +119,7 @@ describe('faults: a ZooKeeper that refuses every request with a code the client 
     const proxy = await TcpProxy.start(open.port);
     const dir = await tempDir('meshmux-fault-registry-redial-');
     try {
-      // A persistent provider node: it outlives the provider's session, closed before the restart.
-      const registry = await DubboRegistry.connect(open.connectString, { root: '/dubbo' });
-      const provider = registry.pathOf({ iface: 'com.shop.Cart', ip: '10.0.0.7', port: 20880 });
-      await registry.mkdirp(provider);
-      await registry.close();
-      await mkdir(path.join(dir.dir, 'mesh'));
-      await writeFile(path.join(dir.dir, 'mesh', 'a.yaml'), virtualServiceYaml('shop', 'a'));
-      const configFile = path.join(dir.dir, 'meshmux.yaml');
-      // Through a relay that counts the connections meshmux makes.
-      await writeFile(configFile, registryBesideFolder(proxy.address));
-      const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
-      const client = connectIstiod(meshmux.xds);
+      const { meshmux, client } = await besideRelayedRegistry(open, proxy, dir.dir);
       try {
         await client.waitFor(
           (c) => c.configs(SE).size === 1 && c.configs(VS).size === 1,
@@ -104,11 +129,7 @@ describe('faults: a ZooKeeper that refuses every request with a code the client 
         // The ensemble is restarted enforcing authentication: meshmux's session resumes, and its
         // first request is refused (-124) and the connection closed, every time.
         await open.restartWith(ENFORCE_AUTH);
-        const logged = meshmux.logs.length;
-        const before = proxy.accepted;
-        await new Promise((r) => setTimeout(r, COUNT_MS));
-        const dials = proxy.accepted - before;
-        const lines = meshmux.logs.slice(logged).filter((l) => l['component'] === 'zookeeper-source').length;
+        const { logged, dials, lines } = await dialsOverCount(meshmux, proxy);
         report('a registry restarted to refuse every session', {
           [`connections in ${COUNT_MS / 1000} s after the restart`]: dials,
           'log lines of the source meanwhile': lines,
@@ -157,15 +178,7 @@ describe('faults: a ZooKeeper that refuses every request with a code the client 
     const proxy = await TcpProxy.start(open.port);
     const dir = await tempDir('meshmux-fault-registry-cut-');
     try {
-      const registry = await DubboRegistry.connect(open.connectString, { root: '/dubbo' });
-      await registry.mkdirp(registry.pathOf({ iface: 'com.shop.Cart', ip: '10.0.0.7', port: 20880 }));
-      await registry.close();
-      await mkdir(path.join(dir.dir, 'mesh'));
-      await writeFile(path.join(dir.dir, 'mesh', 'a.yaml'), virtualServiceYaml('shop', 'a'));
-      const configFile = path.join(dir.dir, 'meshmux.yaml');
-      await writeFile(configFile, registryBesideFolder(proxy.address));
-      const meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir });
-      const client = connectIstiod(meshmux.xds);
+      const { meshmux, client } = await besideRelayedRegistry(open, proxy, dir.dir);
       try {
         await client.waitFor(
           (c) => c.configs(SE).size === 1,
@@ -174,13 +187,9 @@ describe('faults: a ZooKeeper that refuses every request with a code the client 
         );
         // From now on each connection is cut 300 ms after it is made: time enough for meshmux to
         // read the one provider in full, and to be cut soon after.
-        const logged = meshmux.logs.length;
         proxy.closeEach(300);
         proxy.dropConnections();
-        const before = proxy.accepted;
-        await new Promise((r) => setTimeout(r, COUNT_MS));
-        const dials = proxy.accepted - before;
-        const lines = meshmux.logs.slice(logged).filter((l) => l['component'] === 'zookeeper-source').length;
+        const { dials, lines } = await dialsOverCount(meshmux, proxy);
         report('a registry that closes each connection once it is read', {
           [`connections in ${COUNT_MS / 1000} s`]: dials,
           'log lines of the source meanwhile': lines,
