@@ -421,6 +421,7 @@ export async function startMeshmux(
       syncTimeoutMs: config.syncTimeout,
       restored: persisted.restored,
       ...(persisted.store === undefined ? {} : { store: persisted.store }),
+      keepWaitMs: config.state.keepWait,
       semanticRules: semanticRuleOf,
       semanticConflicts: config.merge.semanticConflicts,
       log: componentLogger('merge'),

@@ -167,7 +167,7 @@ async function serve(options: {
  */
 async function startOffline(config: MeshmuxConfig): Promise<RunningMeshmux> {
   return startMeshmux(
-    { ...config, state: { dir: 'none' } },
+    { ...config, state: { dir: 'none', keepWait: config.state.keepWait } },
     {
       xds: '127.0.0.1:0',
       http: '127.0.0.1:0',

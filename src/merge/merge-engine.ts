@@ -41,6 +41,13 @@ const HOLD_MESSAGES: Readonly<Record<HoldReason, string>> = {
 /** Why the merge waits on a source: its update settling, a held update's `confirmAfter`, `maxStale`. */
 type TimerPurpose = 'settle' | 'confirm' | 'expiry';
 
+/** A publish waiting for the store: since when, and whether its bound has passed. */
+interface KeepWait {
+  readonly since: number;
+  timer?: Subscription;
+  due: boolean;
+}
+
 /** A source as the merge sees it: its descriptor, its events and its rules. */
 export interface MergeInput {
   readonly descriptor: SourceDescriptor;
@@ -62,8 +69,14 @@ export interface MergeOptions {
   readonly syncTimeoutMs?: number;
   /** Persisted records to start sources from, by source name (a record of another type is ignored). */
   readonly restored?: ReadonlyMap<string, SourceRecord>;
-  /** Where every change of a source's contribution is recorded. */
+  /**
+   * Where every change of a source's contribution is recorded. A change the store writes at once
+   * is served once it is kept, or after `keepWaitMs`: a restart then never serves istiods less
+   * than they were sent.
+   */
   readonly store?: SourceRecordStore;
+  /** How long a snapshot waits for the store to keep the changes in it. Default 100 ms. */
+  readonly keepWaitMs?: number;
   /** How objects of each kind clash, for conflict detection; without it only same-key conflicts are seen. */
   readonly semanticRules?: SemanticRules;
   /** What to serve on a semantic conflict. Default `serve-all` (istiod resolves it, meshmux reports it). */
@@ -86,6 +99,11 @@ export interface MergeHooks {
   onHeld?(source: string, reason: HoldReason, deletions: number): void;
   /** A build found nothing new to publish: the source events since the last snapshot changed nothing. */
   onUnchanged?(): void;
+  /**
+   * A snapshot is published before the store kept every change in it: the store took longer than
+   * `keepWaitMs` (a slow disk), and a restart meanwhile would serve the record before them.
+   */
+  onServedUnkept?(): void;
 }
 
 /**
@@ -109,6 +127,11 @@ export class MergeEngine implements SnapshotReader {
   private readonly subject: BehaviorSubject<ConfigSnapshot>;
   private readonly subscription = new Subscription();
   private readonly kicks = new Subject<void>();
+  /** Changes handed to the store that it has not kept yet, one token each. */
+  private readonly unkept = new Set<object>();
+  /** Since when a publish waits for the store, and the timer that ends the wait. */
+  private keepWait: KeepWait | undefined;
+  private servedUnkept = 0;
   private readonly changed = new Set<string>();
   private readonly scheduler: SchedulerLike;
   private generation = 0;
@@ -470,7 +493,46 @@ export class MergeEngine implements SnapshotReader {
     // A source re-sending what it holds rewrites nothing.
     if (store === undefined || this.persisted.get(ledger) === ledger.recordVersion) return;
     this.persisted.set(ledger, ledger.recordVersion);
-    store.changed(ledger.descriptor.name, () => ledger.record(new Date(this.scheduler.now())));
+    const kept = store.changed(ledger.descriptor.name, () => ledger.record(new Date(this.scheduler.now())));
+    if (kept === undefined) return;
+    const token = {};
+    this.unkept.add(token);
+    void kept.then(() => {
+      this.unkept.delete(token);
+      if (this.unkept.size === 0 && this.keepWait !== undefined) this.kicks.next();
+    });
+  }
+
+  /**
+   * Whether a publish waits for the store: while changes are not kept, for at most `keepWaitMs`
+   * from the first publish asked for; past it the publish goes on, counted, so a slow disk delays
+   * serving by that much and never stalls it.
+   */
+  private waitsForStore(): boolean {
+    if (this.unkept.size > 0) {
+      const now = this.scheduler.now();
+      let wait = this.keepWait;
+      if (wait === undefined) {
+        const started: KeepWait = { since: now, due: false };
+        started.timer = this.scheduler.schedule(() => {
+          started.due = true;
+          this.kicks.next();
+        }, this.options.keepWaitMs ?? 100);
+        this.subscription.add(started.timer);
+        this.keepWait = wait = started;
+      }
+      if (!wait.due) return true;
+      this.hooks.onServedUnkept?.();
+      if (this.servedUnkept++ === 0) {
+        this.options.log?.warn(
+          { waitedMs: now - wait.since, unkept: this.unkept.size },
+          'the state store is slow: serving changes before they are kept (a restart meanwhile would serve the state before them); counted in meshmux_state_served_unkept_total',
+        );
+      }
+    }
+    this.keepWait?.timer?.unsubscribe();
+    this.keepWait = undefined;
+    return false;
   }
 
   /** Runs `action` after `delayMs`, replacing the ledger's pending timer of that purpose. */
@@ -628,6 +690,7 @@ export class MergeEngine implements SnapshotReader {
   }
 
   private publish(): void {
+    if (this.waitsForStore()) return;
     const started = performance.now();
     const changed = new Set(this.changed);
     this.changed.clear();

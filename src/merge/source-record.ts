@@ -79,12 +79,16 @@ export interface HeldRecord {
 
 /**
  * Where the merge keeps its records. Calls are cheap notifications: the store decides when and
- * how to write (later, off the hot path, coalescing changes), calling `read` at that time for the
- * source's latest record.
+ * how to write (coalescing changes), calling `read` at that time for the source's latest record.
  */
 export interface SourceRecordStore {
-  /** The source's record changed; `read` returns its latest version when called. */
-  changed(source: string, read: () => SourceRecord): void;
+  /**
+   * The source's record changed; `read` returns its latest version when called. A store that
+   * writes it at once returns a promise that resolves when a record at least this new is kept (or
+   * its write failed: the store reports and retries it); it never rejects. The merge serves the
+   * change once it resolves, or after a bound.
+   */
+  changed(source: string, read: () => SourceRecord): Promise<void> | void;
   /** The source left the configuration: its record is forgotten. */
   removed(source: string): void;
 }

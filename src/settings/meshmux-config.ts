@@ -129,6 +129,12 @@ export const ConfigFile = z.strictObject({
     .strictObject({
       dir: z.string().min(1).optional(),
       /**
+       * How long a change waits for its record to be on disk before istiods are sent it anyway
+       * (a slow disk; counted in meshmux_state_served_unkept_total). Written first, a change
+       * sent survives a crash right after it.
+       */
+      keepWait: Duration.default(100).refine((ms) => ms <= 10_000, { message: 'at most 10s' }),
+      /**
        * Shared state of a fleet of replicas (opt-in): each source's last good state also goes to
        * etcd, written by one replica chosen by lease election, so a replica on an empty disk starts
        * from it. Never on the serving path: etcd down is reported, not waited for.
@@ -390,7 +396,7 @@ export function parseMeshmuxConfig(text: string, origin: string, baseDir: string
     state: {
       ...(stateDir === undefined || stateDir === 'none'
         ? parsed.data.state
-        : { dir: path.resolve(baseDir, stateDir) }),
+        : { dir: path.resolve(baseDir, stateDir), keepWait: parsed.data.state.keepWait }),
       ...(parsed.data.state.etcd === undefined
         ? {}
         : { etcd: resolvePaths(parsed.data.state.etcd, baseDir) }),

@@ -8,6 +8,7 @@ import {
   RecordWriteQueue,
   type RecordWriteQueueOptions,
   type RecordWriteStatus,
+  type SinkWrite,
 } from './record-write-queue.js';
 import { EtcdPrefixWatch } from './etcd-prefix-watch.js';
 import { EtcdPolicyRecords } from './etcd-policy-records.js';
@@ -149,9 +150,10 @@ export class EtcdRecordStore implements SourceRecordStore {
     return { store, loaded };
   }
 
+  /** Written later, never waited for: etcd stays off the serving path (the local folder is not). */
   changed(source: string, read: () => SourceRecord): void {
     this.removals.delete(source);
-    this.queue.changed(source, read);
+    void this.queue.changed(source, read);
   }
 
   /**
@@ -407,7 +409,7 @@ export class EtcdRecordStore implements SourceRecordStore {
     this.probeTimer.unref();
   }
 
-  private async write(source: string, record: SourceRecord): Promise<number> {
+  private async write(source: string, record: SourceRecord): Promise<SinkWrite> {
     const bytes = Buffer.concat(
       await encodeStateFile({ ...record, origin: { replica: this.options.identity } }),
     );
@@ -455,7 +457,7 @@ export class EtcdRecordStore implements SourceRecordStore {
       if (previous !== undefined && previous.generation !== generation)
         await this.client.delete().prefix(this.chunkPrefix(source, previous.generation)).exec();
       this.setUp(true);
-      return bytes.length;
+      return { bytes: bytes.length };
     } catch (err) {
       await this.client
         .delete()

@@ -9,6 +9,7 @@ import {
   RecordWriteQueue,
   type RecordWriteQueueOptions,
   type RecordWriteStatus,
+  type SinkWrite,
 } from './record-write-queue.js';
 import { journalEntry, listChange, replayJournal } from './record-journal.js';
 import { decodeStateFile, STATE_HEADER_BYTES, stateFileChecksum, streamStateFile } from './state-file.js';
@@ -69,7 +70,10 @@ export class FileRecordStore implements SourceRecordStore {
 
   private constructor(private readonly options: FileRecordStoreOptions) {
     this.queue = new RecordWriteQueue(
-      { write: (source, record) => this.write(source, record), where: (source) => this.fileOf(source) },
+      {
+        write: (source, record, soon) => this.write(source, record, soon),
+        where: (source) => this.fileOf(source),
+      },
       options,
     );
   }
@@ -104,9 +108,10 @@ export class FileRecordStore implements SourceRecordStore {
     return this.options.dir;
   }
 
-  changed(source: string, read: () => SourceRecord): void {
+  /** Resolves once a record as new as this change is on disk, or its write failed. */
+  changed(source: string, read: () => SourceRecord): Promise<void> {
     this.removing.delete(source);
-    this.queue.changed(source, read);
+    return this.queue.changed(source, read, true);
   }
 
   removed(source: string): void {
@@ -145,7 +150,13 @@ export class FileRecordStore implements SourceRecordStore {
     return path.join(this.options.dir, `${source}${JOURNAL_SUFFIX}`);
   }
 
-  private async write(source: string, record: SourceRecord): Promise<number> {
+  /**
+   * A change of a few objects goes to the journal; with `soon` (a change waits for it before it is
+   * served) it does even past the journal's bound, and the record is written whole on the usual
+   * schedule after (`again`). A change of most objects is written whole either way: its journal
+   * entry would weigh about as much as the record, and lengthen every restart's replay.
+   */
+  private async write(source: string, record: SourceRecord, soon: boolean): Promise<SinkWrite> {
     const removals = this.removals.get(source);
     const last = this.written.get(source);
     const change =
@@ -154,7 +165,9 @@ export class FileRecordStore implements SourceRecordStore {
         : listChange(last.resources, record.resources);
     if (last !== undefined && change !== undefined) {
       const entry = journalEntry(last.base, record, change);
-      if (last.journalBytes + entry.byteLength <= Math.max(last.baseBytes / 2, JOURNAL_MIN_BYTES)) {
+      const journalBytes = last.journalBytes + entry.byteLength;
+      const bound = Math.max(last.baseBytes / 2, JOURNAL_MIN_BYTES);
+      if (journalBytes <= bound || soon) {
         try {
           await this.append(source, entry, last.journalBytes === 0);
         } catch (err) {
@@ -162,9 +175,9 @@ export class FileRecordStore implements SourceRecordStore {
           this.written.delete(source);
           throw err;
         }
-        last.journalBytes += entry.byteLength;
+        last.journalBytes = journalBytes;
         last.resources = record.resources;
-        return entry.byteLength;
+        return { bytes: entry.byteLength, again: journalBytes > bound };
       }
     }
     // Forgotten first: should the whole write fail, the next one is whole too.
@@ -176,7 +189,7 @@ export class FileRecordStore implements SourceRecordStore {
     });
     if (this.removals.get(source) === removals)
       this.written.set(source, { base, baseBytes: bytes, journalBytes: 0, resources: record.resources });
-    return bytes;
+    return { bytes };
   }
 
   /** Appends one entry to the source's journal and fsyncs it (and the folder, for a new journal). */

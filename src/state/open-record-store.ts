@@ -120,8 +120,8 @@ class OriginStampingStore implements SourceRecordStore {
     private readonly origin: (source: string) => RecordOrigin,
   ) {}
 
-  changed(source: string, read: () => SourceRecord): void {
-    this.store.changed(source, () => ({ ...read(), origin: this.origin(source) }));
+  changed(source: string, read: () => SourceRecord): Promise<void> | void {
+    return this.store.changed(source, () => ({ ...read(), origin: this.origin(source) }));
   }
 
   removed(source: string): void {

@@ -18,10 +18,24 @@ export interface RecordWriteStatus {
   readonly lastError?: string;
 }
 
+/** What a sink did with one record. */
+export interface SinkWrite {
+  readonly bytes: number;
+  /**
+   * The record was kept in a form that is quick to write but not to read back (a journal grown
+   * past its bound): the source is to be written again later, on the usual schedule.
+   */
+  readonly again?: boolean;
+}
+
 /** Where records go: one whole record per call. */
 export interface RecordSink {
-  /** Stores `record` for `source`, replacing the previous one whole; resolves to the bytes stored. */
-  write(source: string, record: SourceRecord): Promise<number>;
+  /**
+   * Stores `record` for `source`, replacing the previous one. `soon`: a change waits for it to be
+   * kept before it is served, so the sink takes its quickest durable way (a journal entry), even
+   * when that leaves it to be written again later (`again`).
+   */
+  write(source: string, record: SourceRecord, soon: boolean): Promise<SinkWrite>;
   /** Names where `source`'s record lives, for errors (a file path, a key). */
   where(source: string): string;
 }
@@ -41,11 +55,17 @@ export interface RecordWriteQueueOptions {
  * least ten times its last write's duration apart), and a failed write is reported once per
  * distinct error and retried while serving goes on. Only the latest record of a source is ever
  * written: `read` is called at write time.
+ *
+ * A change whose caller waits for it to be kept (`changed(…, true)`) is written at once instead,
+ * past the delay and the spacing, by the sink's quickest durable way; whatever that leaves to
+ * rewrite (a journal folded into its file) is then written on the schedule above.
  */
 export class RecordWriteQueue {
   private readonly dirty = new Map<string, () => SourceRecord>();
   private readonly status = new Map<string, RecordWriteStatus>();
   private readonly earliest = new Map<string, number>();
+  /** Per dirty source awaited by a caller: who waits for its next write to end. */
+  private readonly waiters = new Map<string, (() => void)[]>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   /** The write under way, and whether its source was forgotten meanwhile. */
@@ -63,15 +83,31 @@ export class RecordWriteQueue {
     this.retryMs = options.retryMs ?? 10_000;
   }
 
-  /** The source's record changed; it is written after the delay (or kept while paused). */
-  changed(source: string, read: () => SourceRecord): void {
-    if (this.closed) return;
+  /**
+   * The source's record changed; it is written after the delay (or kept while paused). With
+   * `soon` it is written at once, and the promise resolves when a write that read the record
+   * after this call has ended, kept or failed (a failure is reported and retried as ever); it
+   * resolves at once while paused or closed, when no write is coming. Never rejects.
+   */
+  changed(source: string, read: () => SourceRecord, soon = false): Promise<void> {
+    if (this.closed) return Promise.resolve();
     this.dirty.set(source, read);
-    this.schedule(this.delayMs);
+    if (!soon || this.paused) {
+      this.schedule(this.delayMs);
+      return Promise.resolve();
+    }
+    const kept = new Promise<void>((resolve) => {
+      const waiting = this.waiters.get(source);
+      if (waiting === undefined) this.waiters.set(source, [resolve]);
+      else waiting.push(resolve);
+    });
+    this.schedule(0);
+    return kept;
   }
 
   /** The source is gone: nothing more is written for it. */
   forget(source: string): void {
+    this.release(source);
     this.dirty.delete(source);
     this.status.delete(source);
     this.earliest.delete(source);
@@ -93,6 +129,7 @@ export class RecordWriteQueue {
    */
   pause(): void {
     this.paused = true;
+    for (const source of [...this.waiters.keys()]) this.release(source);
   }
 
   resume(): void {
@@ -114,10 +151,23 @@ export class RecordWriteQueue {
     await this.flushing;
     if (!this.paused) await this.flush(true);
     this.closed = true;
+    for (const source of [...this.waiters.keys()]) this.release(source);
+  }
+
+  /** Those waiting for the source's next write are let go. */
+  private release(source: string): void {
+    const waiting = this.waiters.get(source);
+    this.waiters.delete(source);
+    for (const resolve of waiting ?? []) resolve();
   }
 
   private schedule(delayMs: number): void {
-    if (this.timer !== undefined || this.flushing !== undefined || this.closed || this.paused) return;
+    if (this.flushing !== undefined || this.closed || this.paused) return;
+    if (this.timer !== undefined) {
+      // A write awaited goes before a pending delay.
+      if (delayMs > 0) return;
+      clearTimeout(this.timer);
+    }
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.flushing = this.flush(false).finally(() => {
@@ -128,8 +178,9 @@ export class RecordWriteQueue {
     this.timer.unref();
   }
 
-  /** Until the soonest a dirty source may be written again. */
+  /** Until the soonest a dirty source may be written again (now when one is awaited). */
   private nextDelay(): number {
+    if (this.waiters.size > 0) return 0;
     const now = Date.now();
     let soonest = Infinity;
     for (const source of this.dirty.keys()) soonest = Math.min(soonest, this.earliest.get(source) ?? now);
@@ -138,24 +189,31 @@ export class RecordWriteQueue {
 
   /** Writes each dirty source that may be written now (every one when `all`), one at a time. */
   private async flush(all: boolean): Promise<void> {
-    for (const source of [...this.dirty.keys()]) {
+    // Those awaited first: a change waits for them before it is served.
+    const order = [...this.dirty.keys()].sort(
+      (a, b) => Number(this.waiters.has(b)) - Number(this.waiters.has(a)),
+    );
+    for (const source of order) {
       if (this.paused) return;
       // Read now, not from the list taken before the writes of this pass: a source forgotten
       // meanwhile is not written.
       const read = this.dirty.get(source);
       if (read === undefined) continue;
-      if (!all && (this.earliest.get(source) ?? 0) > Date.now()) continue;
+      const waiting = this.waiters.get(source);
+      if (!all && waiting === undefined && (this.earliest.get(source) ?? 0) > Date.now()) continue;
+      this.waiters.delete(source);
       this.dirty.delete(source);
       const started = performance.now();
       let finished = (): void => undefined;
       const writing = { source, done: new Promise<void>((r) => (finished = r)), forgotten: false };
       this.writing = writing;
       try {
-        const bytes = await this.sink.write(source, read());
+        const { bytes, again } = await this.sink.write(source, read(), waiting !== undefined);
         if (writing.forgotten) continue;
         const ms = performance.now() - started;
         // Slow writes are spaced out: the store is busy at most a tenth of the time for this source.
         this.earliest.set(source, Date.now() + Math.max(this.delayMs, 10 * ms));
+        if (again === true && !this.dirty.has(source)) this.dirty.set(source, read);
         this.status.set(source, {
           source,
           lastWrite: new Date().toISOString(),
@@ -181,6 +239,7 @@ export class RecordWriteQueue {
       } finally {
         this.writing = undefined;
         finished();
+        for (const resolve of waiting ?? []) resolve();
       }
     }
   }

@@ -7,8 +7,14 @@ import type { SourceRecord, SourceRecordStore } from '../merge/source-record.js'
 export class TeeRecordStore implements SourceRecordStore {
   constructor(private readonly stores: readonly SourceRecordStore[]) {}
 
-  changed(source: string, read: () => SourceRecord): void {
-    for (const store of this.stores) store.changed(source, read);
+  /** Resolves once every store that writes at once has kept the change. */
+  changed(source: string, read: () => SourceRecord): Promise<void> | void {
+    const kept: Promise<void>[] = [];
+    for (const store of this.stores) {
+      const done = store.changed(source, read);
+      if (done !== undefined) kept.push(done);
+    }
+    if (kept.length > 0) return Promise.all(kept).then(() => undefined);
   }
 
   removed(source: string): void {

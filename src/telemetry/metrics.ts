@@ -151,6 +151,11 @@ export class Metrics {
     labelNames: ['source', 'reason'] as const,
     registers: [this.registry],
   });
+  private readonly servedUnkept = new Counter({
+    name: 'meshmux_state_served_unkept_total',
+    help: 'Snapshots served before the state store kept the changes in them (it took longer than state.keepWait).',
+    registers: [this.registry],
+  });
 
   // Merge.
   private readonly conflicts = new Gauge({
@@ -316,6 +321,11 @@ export class Metrics {
   onSourceEvent(source: string, event: SourceEvent): void {
     if (event.type === 'snapshot') this.sourceUpdates.inc({ source });
     else if (event.error !== undefined) this.sourceErrors.inc({ source, code: event.error.code });
+  }
+
+  /** A snapshot was served before the store kept its changes. */
+  onServedUnkept(): void {
+    this.servedUnkept.inc();
   }
 
   /** A guard started holding a source's update. */

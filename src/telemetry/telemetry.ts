@@ -99,6 +99,10 @@ export class Telemetry implements MergeHooks, AdsHooks {
     this.metrics.onHeld(source, reason);
   }
 
+  onServedUnkept(): void {
+    this.metrics.onServedUnkept();
+  }
+
   // ADS hooks.
 
   onConnect(client: TracedClient): void {

@@ -347,7 +347,7 @@ describe('what the merge hands to its store', () => {
   it('hands over a change, and nothing for a source re-sending what it holds', () => {
     const calls: string[] = [];
     const store: SourceRecordStore = {
-      changed: (source, read) => calls.push(`${source}:${read().resources.length}`),
+      changed: (source, read) => void calls.push(`${source}:${read().resources.length}`),
       removed: () => undefined,
     };
     // Sources re-send unchanged objects as the same instances (their readers cache them).

@@ -147,7 +147,7 @@ describe('a configuration reload', () => {
     const a = source('a', good);
     const reads: Array<() => SourceRecord> = [];
     const store = {
-      changed: (_s: string, read: () => SourceRecord) => reads.push(read),
+      changed: (_s: string, read: () => SourceRecord) => void reads.push(read),
       removed: () => undefined,
     };
     const { engine, hooks } = engineOf([a.input()], { store });
@@ -182,7 +182,7 @@ describe('a configuration reload', () => {
     });
     const reads: Array<() => SourceRecord> = [];
     const store = {
-      changed: (_s: string, read: () => SourceRecord) => reads.push(read),
+      changed: (_s: string, read: () => SourceRecord) => void reads.push(read),
       removed: () => undefined,
     };
     const { engine, hooks } = engineOf([input([VS, DR], 'f1')], { store });
@@ -526,7 +526,7 @@ describe('the merge around its sources', () => {
     const records: SourceRecord[] = [];
     const reads: Array<() => SourceRecord> = [];
     const store = {
-      changed: (_s: string, read: () => SourceRecord) => reads.push(read),
+      changed: (_s: string, read: () => SourceRecord) => void reads.push(read),
       removed: () => undefined,
     };
     const a = source('a', { priority: 3, deny: { namespaces: ['kube-system'] } });
