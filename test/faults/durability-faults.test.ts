@@ -94,10 +94,12 @@ async function restartDuringOutage(
   beforeKill?: (meshmux: MeshmuxProcess, client: IstiodClient) => Promise<void>,
 ): Promise<{ client: IstiodClient; meshmux: MeshmuxProcess; held: Set<string>; servedMs: number }> {
   const xds = `127.0.0.1:${await freePort()}`;
+  // A change is written before it is served: its write is dated before the istiod holds it.
+  const startedAt = Date.now();
   let meshmux = await MeshmuxProcess.start(configFile, { cwd, xds });
   const client = connectIstiod(xds);
   await client.waitFor(hasEverything, WAIT_MS, () => 'the first run served everything');
-  await persisted(meshmux, 'mesh', Date.now() - 1);
+  await persisted(meshmux, 'mesh', startedAt);
   await beforeKill?.(meshmux, client);
   const held = inventory(client);
   await meshmux.kill('SIGKILL');
@@ -248,6 +250,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
     const fake = await meshUpstream();
     const configFile = await persistedXdsConfig(dir.dir, fake.address);
     const xds = `127.0.0.1:${await freePort()}`;
+    const startedAt = Date.now();
     let meshmux = await MeshmuxProcess.start(configFile, { cwd: dir.dir, xds });
     const client = connectIstiod(xds);
     try {
@@ -256,7 +259,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
         WAIT_MS,
         () => 'the first run',
       );
-      await persisted(meshmux, 'mesh', Date.now() - 1);
+      await persisted(meshmux, 'mesh', startedAt);
       const held = inventory(client);
       await meshmux.kill('SIGKILL');
       await fake.stop();

@@ -297,6 +297,9 @@ describe('faults: a restart with a broken file', () => {
     const otherFile = path.join(dir, 'mesh', 'other.yaml');
     await writeFile(otherFile, other);
     const configFile = path.join(dir, 'meshmux.yaml');
+    // The record is written before the istiod is sent it, and the refused file changes nothing
+    // in it: the write to wait for is the first one of this run.
+    const since = Date.now();
     let meshmux = await startOnFolder(configFile, dir);
     const client = connectIstiod(meshmux.xds);
     try {
@@ -305,7 +308,6 @@ describe('faults: a restart with a broken file', () => {
         WAIT_MS,
         () => 'all eight served',
       );
-      const since = Date.now();
       // An editor saves it in Latin-1: the whole file is refused, its three objects kept.
       await writeFile(otherFile, Buffer.from(`${other}# café\n`, 'latin1'));
       await meshmux.waitForLog((l) => l.msg === 'rejected a document', 0, WAIT_MS, 'the rejection');
