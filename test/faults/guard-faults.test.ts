@@ -43,7 +43,7 @@ function waitUntil(check: () => boolean | Promise<boolean>, what: string): Promi
 interface SourcesPage {
   name: string;
   state: string;
-  held?: { reason: string; deletions: number; total: number; emptiedKinds?: string[] };
+  held?: { reason: string; since: string; deletions: number; total: number; emptiedKinds?: string[] };
 }
 
 /** `count` ServiceEntries of namespace `payments`, `se-0` on. */
@@ -158,9 +158,11 @@ describe('faults: an upstream worn down a few objects per response, held', () =>
         () => 'the first state',
       );
       await wearDown(fake, meshmux, client);
-      const since = Date.now();
       await marker(client);
-      await persisted(meshmux, 'mesh', since);
+      // The held update is written once it is held (before the istiods are sent what it changes).
+      const hold = (await sourceOf(meshmux, 'mesh'))?.held;
+      assert.ok(hold !== undefined, 'the wear-down held');
+      await persisted(meshmux, 'mesh', Date.parse(hold.since));
       const held = inventory(client);
       assert.equal(client.configs(SE).size, 55);
       let servedAfter = 0;
