@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { distinctUntilChanged, map, type Observable } from 'rxjs';
+import { distinctUntilChanged, filter, firstValueFrom, map, type Observable, Subject } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import type { ConfigResource } from '../../src/core/resource.js';
 import type { SourceEvent } from '../../src/core/source-event.js';
@@ -365,5 +365,53 @@ describe('what the merge hands to its store', () => {
       }).start();
     });
     assert.deepEqual(calls, ['mesh:3', 'mesh:4']);
+  });
+
+  it('serves a change once the store has kept it', async () => {
+    let keep = (): void => undefined;
+    const store: SourceRecordStore = {
+      changed: () => new Promise<void>((resolve) => (keep = resolve)),
+      removed: () => undefined,
+    };
+    const events = new Subject<SourceEvent>();
+    const engine = new MergeEngine(
+      [{ descriptor: { ...descriptor, kinds: new Set([VS]) }, events$: events }],
+      // A bound no run of this test reaches.
+      { store, keepWaitMs: 600_000 },
+    );
+    const served: string[] = [];
+    const subscription = engine.snapshots$.pipe(map(describeSnapshot)).subscribe((d) => served.push(d));
+    try {
+      engine.start();
+      events.next(kindState(VS, objects(VS, 3), 'r1'));
+      // Turns of the event loop after the change: published then, it would be seen by now.
+      for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+      assert.ok(!served.includes('3,0,0/S'), served.join(' '));
+      keep();
+      await firstValueFrom(
+        engine.snapshots$.pipe(filter((snapshot) => describeSnapshot(snapshot) === '3,0,0/S')),
+      );
+    } finally {
+      subscription.unsubscribe();
+    }
+  });
+
+  it('serves a change the store has not kept after keepWaitMs, and counts it', () => {
+    let unkept = 0;
+    scheduler().run(({ hot, expectObservable }) => {
+      const events = hot<SourceEvent>('-a', { a: kindState(VS, objects(VS, 3), 'r1') });
+      const engine = new MergeEngine(
+        [{ descriptor: { ...descriptor, kinds: new Set([VS]) }, events$: events }],
+        {
+          store: { changed: () => new Promise<void>(() => undefined), removed: () => undefined },
+          keepWaitMs: 100,
+        },
+        { onServedUnkept: () => unkept++ },
+      );
+      engine.start();
+      expectObservable(seen(engine.snapshots$)).toBe('a 100ms b', { a: '!0,0,0/C', b: '3,0,0/S' });
+    });
+    // The change, and the snapshot the startup budget's end publishes: both before the store kept it.
+    assert.equal(unkept, 2);
   });
 });
