@@ -86,9 +86,9 @@ async function main(): Promise<void> {
       delayMs: 1,
       hooks: { onWrite: (_s, bytes, ms) => (written = { bytes, ms }) },
     });
-    writeStore.store.changed('mesh', () => record);
+    void writeStore.store.changed('mesh', () => record);
     await writeStore.store.close();
-    store.changed('mesh', () => record);
+    void store.changed('mesh', () => record);
     await store.close();
     const file = path.join(stateDir, 'mesh.state');
     const bytes = await readFile(file);

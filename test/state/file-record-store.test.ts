@@ -80,7 +80,7 @@ describe('FileRecordStore', () => {
         'big',
         Array.from({ length: 7_001 }, (_, i) => `object-${i}`),
       );
-      store.changed('big', () => big);
+      void store.changed('big', () => big);
       await store.close();
       const written = await readFile(path.join(t.dir, 'big.state'));
       assert.ok(written.equals(Buffer.concat(await encodeStateFile(big))));
@@ -100,7 +100,7 @@ describe('FileRecordStore', () => {
       const { store } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 20 });
       let reads = 0;
       for (const n of ['a', 'a,b', 'a,b,c']) {
-        store.changed('files', () => {
+        void store.changed('files', () => {
           reads++;
           return record('files', n.split(','));
         });
@@ -124,10 +124,10 @@ describe('FileRecordStore', () => {
     try {
       const { store, written } = await countingStore(t.dir);
       const first = record('mesh', names(300));
-      store.changed('mesh', () => first);
+      void store.changed('mesh', () => first);
       await written(1);
       const second = withChanged(first, [7, 200]);
-      store.changed('mesh', () => second);
+      void store.changed('mesh', () => second);
       await store.close();
       assert.ok(
         (await readFile(path.join(t.dir, 'mesh.state'))).equals(Buffer.concat(await encodeStateFile(first))),
@@ -154,7 +154,7 @@ describe('FileRecordStore', () => {
       for (let i = 0; i < 120; i++) {
         if (i > 0) current = withChanged(current, [(i * 37) % 2_000, (i * 53) % 2_000]);
         const next = current;
-        store.changed('mesh', () => next);
+        void store.changed('mesh', () => next);
         await written(i + 1);
       }
       await store.close();
@@ -176,19 +176,19 @@ describe('FileRecordStore', () => {
     try {
       const { store, written } = await countingStore(t.dir);
       const first = record('mesh', names(50));
-      store.changed('mesh', () => first);
+      void store.changed('mesh', () => first);
       await written(1);
       const held: SourceRecord = {
         ...withChanged(first, [3]),
         held: { reason: 'empty', sinceMs: 5, deletions: 50, total: 50, resources: [], revision: 'h' },
       };
-      store.changed('mesh', () => held);
+      void store.changed('mesh', () => held);
       await written(2);
       assert.ok(
         (await readFile(path.join(t.dir, 'mesh.state'))).equals(Buffer.concat(await encodeStateFile(held))),
       );
       const released = withChanged(first, [4]);
-      store.changed('mesh', () => released);
+      void store.changed('mesh', () => released);
       await store.close();
       const { store: again, loaded } = await FileRecordStore.open({ dir: t.dir, log });
       assert.equal(loaded.records.get('mesh')?.held, undefined);
@@ -269,9 +269,9 @@ describe('FileRecordStore', () => {
     const t = await tempDir();
     try {
       const { store } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 1 });
-      store.changed('good', () => record('good', ['x']));
-      store.changed('bad', () => record('bad', ['y']));
-      store.changed('other', () => record('other', ['z']));
+      void store.changed('good', () => record('good', ['x']));
+      void store.changed('bad', () => record('bad', ['y']));
+      void store.changed('other', () => record('other', ['z']));
       await store.close();
       const bad = path.join(t.dir, 'bad.state');
       const bytes = await readFile(bad);
@@ -294,7 +294,7 @@ describe('FileRecordStore', () => {
     const t = await tempDir();
     try {
       const { store } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 1 });
-      store.changed('gone', () => record('gone', ['x']));
+      void store.changed('gone', () => record('gone', ['x']));
       await store.close();
       await writeFile(path.join(t.dir, 'gone.state.123.tmp'), 'half a write');
       const { store: again } = await FileRecordStore.open({ dir: t.dir, log });
@@ -312,7 +312,7 @@ describe('FileRecordStore', () => {
     try {
       const { store } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 1, retryMs: 50 });
       const big = record('gone', names(30_000));
-      store.changed('gone', () => {
+      void store.changed('gone', () => {
         // Removed as the write begins: before, the file came back once the write finished.
         setImmediate(() => store.removed('gone'));
         return big;
@@ -334,17 +334,17 @@ describe('FileRecordStore', () => {
         // Short revisions: the change of one object then goes to the journal.
         const big = { ...record('s', names(30_000)), revision: 'r1' };
         const again = { ...withChanged(big, [5]), revision: 'r2' };
-        store.changed('s', () => {
+        void store.changed('s', () => {
           setImmediate(() => {
             store.removed('s');
-            if (when === 'at once') store.changed('s', () => again);
+            if (when === 'at once') void store.changed('s', () => again);
           });
           return big;
         });
         if (when === 'later') {
           // Past the write (some 100 ms) and the removal after it.
           await new Promise((r) => setTimeout(r, 500));
-          store.changed('s', () => again);
+          void store.changed('s', () => again);
         }
         await new Promise((r) => setTimeout(r, 1_500));
         const files = (await readdir(t.dir)).sort();
@@ -367,11 +367,11 @@ describe('FileRecordStore', () => {
     const t = await tempDir();
     try {
       const { store } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 1, retryMs: 50 });
-      store.changed('a', () => {
+      void store.changed('a', () => {
         setImmediate(() => store.removed('b'));
         return record('a', names(30_000));
       });
-      store.changed('b', () => record('b', names(3)));
+      void store.changed('b', () => record('b', names(3)));
       await new Promise((r) => setTimeout(r, 1_500));
       const files = (await readdir(t.dir)).sort();
       await store.close();
