@@ -19,6 +19,11 @@ const JOURNAL_SUFFIX = '.journal';
 const LOCK = 'lock';
 /** A journal grows to half its state file (at least this) before the record is written whole again. */
 const JOURNAL_MIN_BYTES = 64 * 1024;
+/**
+ * How many times its usual bound a journal may grow to with changes a publish waits for (written
+ * the quickest way, the whole record left to its schedule); past it such a change is written whole.
+ */
+const SOON_JOURNAL_BOUNDS = 4;
 
 /** What a store knows of a source's files since it last wrote the record whole. */
 interface Written {
@@ -167,7 +172,9 @@ export class FileRecordStore implements SourceRecordStore {
       const entry = journalEntry(last.base, record, change);
       const journalBytes = last.journalBytes + entry.byteLength;
       const bound = Math.max(last.baseBytes / 2, JOURNAL_MIN_BYTES);
-      if (journalBytes <= bound || soon) {
+      // Awaited changes coming faster than the whole rewrite's schedule would grow the journal
+      // without end: past a few bounds, the change is written whole, awaited as it is.
+      if (journalBytes <= bound || (soon && journalBytes <= SOON_JOURNAL_BOUNDS * bound)) {
         try {
           await this.append(source, entry, last.journalBytes === 0);
         } catch (err) {

@@ -171,6 +171,35 @@ describe('FileRecordStore', () => {
     }
   });
 
+  it('keeps the journal bounded under changes awaited faster than the record is written whole', async () => {
+    const t = await tempDir();
+    try {
+      // The usual schedule: a whole record at most every second, so each awaited change is
+      // appended to the journal, past its bound, until the bound of awaited changes.
+      const { store } = await FileRecordStore.open({ dir: t.dir, log });
+      // The store's timers do not keep a process alive; a server's listeners do, and this here.
+      const alive = setInterval(() => undefined, 1_000);
+      let current = record('mesh', names(2_000));
+      let largest = 0;
+      for (let i = 0; i < 200; i++) {
+        if (i > 0) current = withChanged(current, [(i * 37) % 2_000, (i * 53) % 2_000]);
+        const next = current;
+        await store.changed('mesh', () => next);
+        const journal = await readFile(path.join(t.dir, 'mesh.journal')).catch(() => Buffer.alloc(0));
+        largest = Math.max(largest, journal.byteLength);
+      }
+      clearInterval(alive);
+      const state = (await readFile(path.join(t.dir, 'mesh.state'))).byteLength;
+      await store.close();
+      assert.ok(largest <= 2 * state + 64 * 1024, `journal up to ${largest} bytes, state file ${state}`);
+      const { store: again, loaded } = await FileRecordStore.open({ dir: t.dir, log });
+      assert.deepEqual(contentOf(loaded.records.get('mesh')), contentOf(current));
+      await again.close();
+    } finally {
+      await t.dispose();
+    }
+  });
+
   it('writes a record holding a held update whole, and the change that drops it to the journal', async () => {
     const t = await tempDir();
     try {
