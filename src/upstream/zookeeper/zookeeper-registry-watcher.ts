@@ -264,8 +264,11 @@ export class ZookeeperRegistryWatcher {
    * reason, not as a lost connection: the reason stays on the source's status, said once.
    */
   private connectionFailure: MeshmuxError | undefined;
-  /** The current run of connections that dropped before proving healthy has been logged. */
-  private outageLogged = false;
+  /**
+   * The reason logged for the current run of connections that dropped before proving healthy;
+   * undefined while none was.
+   */
+  private outageLogged: string | undefined;
 
   constructor(
     private readonly options: ZookeeperRegistryWatcherOptions,
@@ -395,7 +398,7 @@ export class ZookeeperRegistryWatcher {
       });
       const sessionId = client.getSessionId().toString('hex');
       // Within a run of connections the server keeps closing, each is said at debug level only.
-      const level = this.outageLogged ? 'debug' : 'info';
+      const level = this.outageLogged !== undefined ? 'debug' : 'info';
       if (!established || (resume !== undefined && !client.getSessionId().equals(resume.id))) {
         established = true;
         log[level]({ sessionId, timeoutMs: client.getSessionTimeout() }, 'ZooKeeper session established');
@@ -420,7 +423,7 @@ export class ZookeeperRegistryWatcher {
     });
     client.on('expired', () => {
       if (!current()) return;
-      log[this.outageLogged ? 'debug' : 'warn']('ZooKeeper session expired; opening a new one');
+      log[this.outageLogged !== undefined ? 'debug' : 'warn']('ZooKeeper session expired; opening a new one');
       this.events.unavailable(
         new MeshmuxError('UNAVAILABLE', 'the ZooKeeper session expired; opening a new one', {
           file: servers,
@@ -472,8 +475,8 @@ export class ZookeeperRegistryWatcher {
 
   /**
    * Logs a closed connection and returns why the view is out of date. A healthy connection lost
-   * is said at once; a run of connections that drop before proving healthy is said once, with the
-   * reason a read failed if one did, and then only at 10, 100, 1000… dials.
+   * is said at once; a run of connections that drop before proving healthy is said once, again
+   * when a read fails for another reason than the one said, and then only at 10, 100, 1000… dials.
    */
   private connectionLost(): MeshmuxError {
     const { log, servers } = this.options;
@@ -486,15 +489,17 @@ export class ZookeeperRegistryWatcher {
       return lost;
     }
     const error = this.connectionFailure ?? lost;
-    if (!this.outageLogged) {
-      this.outageLogged = true;
+    const reason = error.describe();
+    const newReason = this.connectionFailure !== undefined && reason !== this.outageLogged;
+    if (this.outageLogged === undefined || newReason) {
+      this.outageLogged = reason;
       log.warn(
-        { servers, error: error.describe() },
+        { servers, error: reason },
         'ZooKeeper closed the connection before it proved healthy; dialling again with backoff',
       );
     } else if (/^10+$/.test(String(dials))) {
       log.warn(
-        { servers, dials, error: error.describe() },
+        { servers, dials, error: reason },
         'still no healthy ZooKeeper connection; dialling again with backoff',
       );
     } else {
@@ -507,8 +512,8 @@ export class ZookeeperRegistryWatcher {
   private connectionHealthy(): void {
     const dials = this.pacer.healthy();
     this.connectionFailure = undefined;
-    if (!this.outageLogged) return;
-    this.outageLogged = false;
+    if (this.outageLogged === undefined) return;
+    this.outageLogged = undefined;
     this.options.log.info({ dials }, 'ZooKeeper connection healthy again');
   }
 
