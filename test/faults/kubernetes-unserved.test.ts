@@ -91,6 +91,18 @@ async function sourceState(meshmux: MeshmuxProcess): Promise<string | undefined>
   return sources.find((s) => s.name === 'cluster')?.state;
 }
 
+/**
+ * How many of the 10 VirtualServices and 10 DestinationRules it was served the istiod holds,
+ * asserted to be all of them.
+ */
+function keptAll(istiod: IstiodClient): { keptVs: number; keptDr: number } {
+  const keptVs = istiod.configs(VS).size;
+  const keptDr = istiod.configs(DR).size;
+  assert.equal(keptVs, 10, `the istiod lost ${10 - keptVs} of 10 VirtualServices`);
+  assert.equal(keptDr, 10, `the istiod lost ${10 - keptDr} of 10 DestinationRules`);
+  return { keptVs, keptDr };
+}
+
 describe('faults: a Kubernetes group answered 404 when meshmux restarts', () => {
   it('keeps the restored objects of the kinds not served, and lists them once they are', async () => {
     const { api, dir, config } = await cluster('./state');
@@ -117,10 +129,7 @@ describe('faults: a Kubernetes group answered 404 when meshmux restarts', () => 
       await until(() => istiod.configs(AP).has('shop/ap-after-restart'), 30_000, 'the marker', {
         describe: () => running.tail(10),
       });
-      const keptVs = istiod.configs(VS).size;
-      const keptDr = istiod.configs(DR).size;
-      assert.equal(keptVs, 10, `the istiod lost ${10 - keptVs} of 10 VirtualServices`);
-      assert.equal(keptDr, 10, `the istiod lost ${10 - keptDr} of 10 DestinationRules`);
+      const { keptVs, keptDr } = keptAll(istiod);
 
       // The group is served again: the source finds it on its own, and a change arrives.
       for (const kind of networking) api.serve(kind);
@@ -178,10 +187,7 @@ describe('faults: a Kubernetes group answered 404 for a while', () => {
       });
       api.put(ap('ap-while-gone'));
       await until(() => istiod.configs(AP).has('shop/ap-while-gone'), 30_000, 'the marker');
-      const keptVs = istiod.configs(VS).size;
-      const keptDr = istiod.configs(DR).size;
-      assert.equal(keptVs, 10, `the istiod lost ${10 - keptVs} of 10 VirtualServices`);
-      assert.equal(keptDr, 10, `the istiod lost ${10 - keptDr} of 10 DestinationRules`);
+      const { keptVs, keptDr } = keptAll(istiod);
 
       for (const kind of networking) api.serve(kind);
       const backAt = performance.now();

@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { within } from '../support/deadline.js';
 import { plainServiceEntry } from '../support/hostile-files.js';
+import { meshmuxOnFolder } from '../support/fault-kit.js';
 import { IstiodClient } from '../support/istiod-client.js';
-import { tempDir } from '../support/meshmux-harness.js';
-import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { SE } from '../support/type-urls.js';
 
 /**
@@ -45,16 +44,9 @@ describe('shutdown with tracing on', () => {
     // Before: the stop waited for the exporter's shutdown without a deadline; a collector that
     // answered one byte every 2 s held the exit until the process was killed (60 s and more).
     const collector = await dribblingCollector();
-    const { dir, dispose } = await tempDir();
-    await mkdir(path.join(dir, 'mesh'));
-    await writeFile(path.join(dir, 'mesh', 'se-0.yaml'), plainServiceEntry('se-0'));
-    await writeFile(path.join(dir, 'meshmux.yaml'), 'sources: [{name: mesh, type: file, path: ./mesh}]\n');
-    const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), {
-      cwd: dir,
-      env: {
-        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collector.port}`,
-        OTEL_BSP_SCHEDULE_DELAY: '200',
-      },
+    const { meshmux, dir, dispose } = await meshmuxOnFolder({
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collector.port}`,
+      OTEL_BSP_SCHEDULE_DELAY: '200',
     });
     const istiod = new IstiodClient({ address: meshmux.xds }).start();
     try {

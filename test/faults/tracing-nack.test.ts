@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { stringStruct } from '../support/ads-wire.js';
 import { plainServiceEntry } from '../support/hostile-files.js';
+import { meshmuxOnFolder } from '../support/fault-kit.js';
 import { IstiodClient } from '../support/istiod-client.js';
-import { tempDir } from '../support/meshmux-harness.js';
-import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { OtlpReceiver } from '../support/otlp-receiver.js';
 import { RawAdsStream } from '../support/raw-ads-stream.js';
 import { SE } from '../support/type-urls.js';
@@ -45,17 +44,10 @@ describe('tracing with istiods that NACK', () => {
     // connected, so spans grew with the square of the edits: 50 such istiods and 150 edits sent
     // 577 MB to the collector and made the p90 edit latency 582 ms instead of 106 ms.
     const receiver = await OtlpReceiver.start();
-    const { dir, dispose } = await tempDir();
-    await mkdir(path.join(dir, 'mesh'));
-    await writeFile(path.join(dir, 'mesh', 'se-0.yaml'), plainServiceEntry('se-0'));
-    await writeFile(path.join(dir, 'meshmux.yaml'), 'sources: [{name: mesh, type: file, path: ./mesh}]\n');
-    const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), {
-      cwd: dir,
-      env: {
-        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
-        OTEL_BSP_SCHEDULE_DELAY: '200',
-        OTEL_BSP_MAX_QUEUE_SIZE: '100000',
-      },
+    const { meshmux, dir, dispose } = await meshmuxOnFolder({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+      OTEL_BSP_MAX_QUEUE_SIZE: '100000',
     });
     const healthy = new IstiodClient({ address: meshmux.xds }).start();
     const nodeIds = Array.from(

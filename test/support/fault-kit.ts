@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { FakeAdsServer } from './fake-ads-server.js';
 import { fakeDestinationRule, fakeVirtualService, type FakeObject } from './fake-objects.js';
 import { IstiodClient } from './istiod-client.js';
-import type { MeshmuxProcess } from './meshmux-process.js';
+import { plainServiceEntry } from './hostile-files.js';
+import { tempDir } from './meshmux-harness.js';
+import { MeshmuxProcess } from './meshmux-process.js';
 
 /**
  * An istiod stand-in subscribed to `xds` that redials fast (20 ms, backing off to 200 ms), so a
@@ -129,4 +133,20 @@ export function registryBesideFolder(servers: string, root = '/dubbo'): string {
     '  - { name: mesh, type: file, path: ./mesh }',
     '',
   ].join('\n');
+}
+
+/**
+ * meshmux serving a new folder `mesh/` that holds one ServiceEntry (`se-0.yaml`), started with the
+ * environment `env` (a collector to export to, say). The caller stops meshmux, then disposes of
+ * the folder.
+ */
+export async function meshmuxOnFolder(
+  env: Record<string, string>,
+): Promise<{ meshmux: MeshmuxProcess; dir: string; dispose: () => Promise<void> }> {
+  const { dir, dispose } = await tempDir();
+  await mkdir(path.join(dir, 'mesh'));
+  await writeFile(path.join(dir, 'mesh', 'se-0.yaml'), plainServiceEntry('se-0'));
+  await writeFile(path.join(dir, 'meshmux.yaml'), 'sources: [{name: mesh, type: file, path: ./mesh}]\n');
+  const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir, env });
+  return { meshmux, dir, dispose };
 }
