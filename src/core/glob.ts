@@ -28,7 +28,10 @@ const NAME_SLASH = '\u0000';
 const GLOB_CHARS = /[*?[\]{}\\]/;
 
 function options(subject: GlobSubject): picomatch.PicomatchOptions {
-  return { dot: subject === 'name', noextglob: true, nonegate: true, strictBrackets: true };
+  const name = subject === 'name';
+  // picomatch's shortcut expressions for a few whole name globs are not the dialect's: its `*.*`
+  // wants a character after the dot (`a.` unmatched), and so does the `*.*` of `*.*.yaml`.
+  return { dot: name, fastpaths: !name, noextglob: true, nonegate: true, strictBrackets: true };
 }
 
 /** Rewrites a glob of the dialect into the picomatch syntax that means the same. */

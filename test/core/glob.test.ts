@@ -62,6 +62,14 @@ describe('the one glob dialect', () => {
     assert.equal(matches('a?b', 'a/b'), true);
     assert.equal(matches('*', '.hidden'), true);
     assert.equal(matches('*/a', 'xa'), false, 'a / after a * is no less a character');
+    // picomatch's own shortcut for these whole globs wants a character after the dot.
+    for (const [glob, value] of [
+      ['*.*', 'a.'],
+      ['*.*.a', 'b..a'],
+    ] as const) {
+      assert.equal(matches(glob, value), true, `${glob} on ${value}`);
+      assert.equal(expressionTest(glob, 'name')(value), true, `${glob} on ${value}, as an expression`);
+    }
   });
 
   test('in a path, / separates folders: * stays in one folder and a whole ** folder spans any number', () => {
