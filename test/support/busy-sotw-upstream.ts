@@ -1,20 +1,16 @@
 /**
  * An MCP-over-xDS upstream that is never done: it answers the subscription of its one type URL
  * with `count` ServiceEntries and every ACK at once with the next state, in which every object
- * changed (its `metadata.version`, an annotation and its port's name carry the state's number).
- * The response is encoded once; each next one writes its number over the old one in place, so
- * the upstream costs its process a copy per response, not an encoding of every object.
+ * changed (see {@link ChangingServiceEntries}).
  */
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
 import { anyTypeUrl } from '../../src/schema/proto-root.js';
-import { encodeAny, encodeMcpResource, kindNamed } from './fake-objects.js';
+import { ChangingServiceEntries } from './changing-service-entries.js';
+import { encodeAny } from './fake-objects.js';
 import { rawBidiMethod } from './raw-grpc-method.js';
 import { SE } from './type-urls.js';
 import { Waitable } from './waitable.js';
-
-/** Where each state's number is written: as many digits as this mark has characters. */
-const MARK = '@@@@@@@@';
 
 /** One response the upstream sent, and when (`performance.now()`). */
 export interface BusyResponse {
@@ -56,8 +52,7 @@ export class BusySotwUpstream extends Waitable {
   readonly answers: BusyAnswer[] = [];
   private server: grpc.Server | undefined;
   private port = 0;
-  private readonly entries: Buffer;
-  private readonly marks: number[] = [];
+  private readonly state: ChangingServiceEntries;
   private seq = 0;
   private held = false;
   /** Per open stream, the nonce of the response it has not answered yet. */
@@ -65,30 +60,10 @@ export class BusySotwUpstream extends Waitable {
 
   private constructor(count: number) {
     super();
-    const kind = kindNamed('ServiceEntry');
-    const w = protobuf.Writer.create();
-    for (let i = 0; i < count; i++) {
-      const name = `se-${String(i).padStart(6, '0')}`;
-      const resource = encodeMcpResource(
-        kind,
-        {
-          namespace: 'busy',
-          name,
-          annotations: { 'example.com/state': MARK },
-          spec: {
-            hosts: [`${name}.busy.example.com`],
-            location: 'MESH_EXTERNAL',
-            resolution: 'DNS',
-            ports: [{ number: 443, name: `https-${MARK}`, protocol: 'TLS' }],
-          },
-        },
-        { version: MARK, createTime: { seconds: 1_700_000_000, nanos: 0 } },
-      );
-      w.uint32((2 << 3) | 2).bytes(encodeAny(anyTypeUrl('istio.mcp.v1alpha1.Resource'), resource));
-    }
-    this.entries = Buffer.from(w.finish());
-    for (let at = this.entries.indexOf(MARK); at >= 0; at = this.entries.indexOf(MARK, at + MARK.length))
-      this.marks.push(at);
+    const any = anyTypeUrl('istio.mcp.v1alpha1.Resource');
+    this.state = new ChangingServiceEntries(count, (w, resource) =>
+      w.uint32((2 << 3) | 2).bytes(encodeAny(any, resource)),
+    );
   }
 
   /** Listens on 127.0.0.1 with `count` ServiceEntries. */
@@ -121,7 +96,7 @@ export class BusySotwUpstream extends Waitable {
 
   /** Bytes of one response's entries. */
   get responseBytes(): number {
-    return this.entries.byteLength;
+    return this.state.bytes.byteLength;
   }
 
   /**
@@ -176,8 +151,7 @@ export class BusySotwUpstream extends Waitable {
 
   private respond(call: grpc.ServerDuplexStream<Buffer, Uint8Array>): void {
     const seq = ++this.seq;
-    const digits = String(seq % 10 ** MARK.length).padStart(MARK.length, '0');
-    for (const at of this.marks) this.entries.write(digits, at, 'latin1');
+    this.state.stamp(seq);
     const nonce = `n-${seq}`;
     const head = protobuf.Writer.create()
       .uint32((1 << 3) | 2)
@@ -191,7 +165,7 @@ export class BusySotwUpstream extends Waitable {
       .finish();
     this.waiting.set(call, nonce);
     this.sent.push({ seq, sentAt: performance.now() });
-    call.write(Buffer.concat([head, this.entries, tail]));
+    call.write(Buffer.concat([head, this.state.bytes, tail]));
     this.notify();
   }
 }
