@@ -6,6 +6,8 @@ import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
 import { DEFAULT_MAX_RECEIVE_BYTES } from '../streaming/dial-settings.js';
 import { openSubscription, streamingDescriptor } from '../streaming/streaming-source.js';
 import { DEFAULT_BACKOFF, ExponentialBackoff } from '../streaming/exponential-backoff.js';
+import { pacedServerReads } from '../streaming/paced-server-reads.js';
+import { ReadPacer } from '../streaming/read-pacer.js';
 import type { SubscriptionChannel } from '../streaming/subscription-state.js';
 import { serverTls } from '../streaming/tls-credentials.js';
 import { sourceClock } from '../runtime/source-clock.js';
@@ -41,7 +43,8 @@ type SinkCall = grpc.ServerDuplexStream<Buffer, Uint8Array>;
  * opens the stream with an empty "trigger" `Resources`, which is NACKed as unimplemented (how it
  * knows the sink is there); meanwhile meshmux asks for every configured collection, and the
  * exchange continues as with `type: mcp`. One Galley at a time: a new stream replaces the previous
- * one. While no stream is open, the last state stays served and the source is `stale`.
+ * one. While no stream is open, the last state stays served and the source is `stale`. Reading
+ * the Galley takes at most its share of the main thread ({@link pacedServerReads}).
  */
 export class McpSinkSource implements UpstreamSource {
   readonly descriptor: SourceDescriptor;
@@ -69,7 +72,11 @@ export class McpSinkSource implements UpstreamSource {
         describe,
         onAnswer: () => undefined,
       });
+      const clock = sourceClock(options.scheduler);
+      // One account for every stream: a pusher that dials again does not start afresh.
+      const pacer = new ReadPacer(clock);
       const server = new grpc.Server({
+        interceptors: [pacedServerReads(pacer)],
         'grpc.max_receive_message_length': options.maxReceiveSize ?? DEFAULT_MAX_RECEIVE_BYTES,
         'grpc.max_send_message_length': -1,
         'grpc.keepalive_permit_without_calls': 1,
@@ -82,7 +89,6 @@ export class McpSinkSource implements UpstreamSource {
       const closing = new AbortController();
       /** Made once the files are usable, then kept: each bind retry uses the same reader of them. */
       let credentials: grpc.ServerCredentials | undefined;
-      const clock = sourceClock(options.scheduler);
       let cancelRetry: (() => void) | undefined;
       const backoff = new ExponentialBackoff(DEFAULT_BACKOFF);
 
@@ -117,7 +123,7 @@ export class McpSinkSource implements UpstreamSource {
             call.emit('error', { code: grpc.status.UNAVAILABLE, details: error.message });
           };
           call.on('data', (message: Buffer) => {
-            if (active === call) session.message(message, send, restart);
+            if (active === call) pacer.run(() => session.message(message, send, restart));
           });
           call.on('end', () => {
             closed(`the MCP source ${call.getPeer()} closed its stream`);

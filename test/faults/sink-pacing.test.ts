@@ -1,0 +1,133 @@
+/**
+ * A Galley-style pusher that is never done, against meshmux running as its own process: connected
+ * to an `mcp-sink` source, it answers every ACK at once with a state of 20,000 ServiceEntries in
+ * which every object changed, each costing meshmux's main thread hundreds of milliseconds. A file
+ * source beside it must still bring its edits to an istiod between two of those states, not after
+ * several of them; the pusher must keep its stream and have every state ACKed.
+ */
+import assert from 'node:assert/strict';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { BusyGalleyPusher } from '../support/busy-galley-pusher.js';
+import { report, virtualServiceYaml } from '../support/fault-kit.js';
+import { IstiodClient } from '../support/istiod-client.js';
+import { MeshmuxProcess } from '../support/meshmux-process.js';
+import { tempDir } from '../support/meshmux-harness.js';
+import { VS } from '../support/type-urls.js';
+
+/** ServiceEntries in each of the pusher's states: about 4.9 MB a state. */
+const OBJECTS = 20_000;
+/** States the pusher's reading takes unpaced at most, spending the burst it saved while it synced. */
+const WARM_UP = 10;
+const EDITS = 6;
+
+describe('faults: a Galley pushing 20,000 changed ServiceEntries to an mcp-sink source on every ACK, beside a file source', () => {
+  let dir: { dir: string; dispose: () => Promise<void> };
+  let pusher: BusyGalleyPusher;
+  let meshmux: MeshmuxProcess;
+  let istiod: IstiodClient;
+
+  before(async () => {
+    dir = await tempDir('meshmux-fault-busy-sink-');
+    await mkdir(path.join(dir.dir, 'files'));
+    await writeFile(path.join(dir.dir, 'files', 'routes.yaml'), virtualServiceYaml('shop', 'edit-0'));
+    const config = path.join(dir.dir, 'meshmux.yaml');
+    await writeFile(
+      config,
+      [
+        'sources:',
+        '  - { name: files, type: file, path: files }',
+        '  - name: galley',
+        '    type: mcp-sink',
+        '    listen: 127.0.0.1:0',
+        '    kinds: [ServiceEntry]',
+        '',
+      ].join('\n'),
+    );
+    meshmux = await MeshmuxProcess.start(config, { cwd: dir.dir });
+    const listening = await meshmux.waitForLog(
+      (l) => l.msg === 'listening for an MCP source',
+      0,
+      30_000,
+      'the sink listening',
+    );
+    // An istiod of the file's kind only: the test's process decodes nothing of the busy state.
+    istiod = new IstiodClient({
+      address: meshmux.xds,
+      release: [VS],
+      backoff: { initialMs: 20, maxMs: 200 },
+    });
+    istiod.start();
+    await istiod.waitFor(
+      (c) => c.configs(VS).has('shop/edit-0'),
+      30_000,
+      () => 'the file source served',
+    );
+    pusher = new BusyGalleyPusher(`127.0.0.1:${String(listening['port'])}`, OBJECTS);
+    // The first state is answered; the next ones wait until the test lets them go.
+    pusher.hold();
+    pusher.connect();
+    await pusher.waitFor(() => pusher.acks >= 1, 60_000, 'the ACK of the first busy state');
+  });
+  after(async () => {
+    pusher.hold();
+    pusher.close();
+    istiod.close();
+    await meshmux.kill();
+    await dir.dispose();
+  });
+
+  it("brings each edit of the file to the istiod before meshmux has handled the pusher's next state", async () => {
+    pusher.resume();
+    const resumedAt = performance.now();
+    const fromAnswers = pusher.answers.length;
+    await pusher.waitFor(
+      () => pusher.answers.length >= fromAnswers + WARM_UP,
+      120_000,
+      `${WARM_UP} answers to busy states`,
+    );
+    const handledMeanwhile: number[] = [];
+    const latencies: number[] = [];
+    for (let i = 1; i <= EDITS; i++) {
+      // Written as meshmux answers a busy state: the next one is already on its way to it.
+      const before = pusher.answers.length;
+      await pusher.waitFor(() => pusher.answers.length > before, 30_000, 'the answer to the next busy state');
+      const answered = pusher.answers.length;
+      const started = performance.now();
+      await writeFile(path.join(dir.dir, 'files', 'routes.yaml'), virtualServiceYaml('shop', `edit-${i}`));
+      await istiod.waitFor(
+        (c) => c.configs(VS).has(`shop/edit-${i}`),
+        60_000,
+        () => `edit ${i} at the istiod`,
+      );
+      latencies.push(performance.now() - started);
+      handledMeanwhile.push(pusher.answers.length - answered);
+    }
+    const answers = pusher.answers.length - fromAnswers;
+    const seconds = (performance.now() - resumedAt) / 1000;
+    pusher.hold();
+    report('Galley pushing 20,000 changed ServiceEntries to an mcp-sink source on every ACK', {
+      'edit latencies ms': latencies.map(Math.round).join(' '),
+      'busy states handled before the edit arrived': handledMeanwhile.join(' '),
+      'busy states per second': (answers / seconds).toFixed(2),
+    });
+    // Before: the edit's every step (the file's settle timer, its reading, its YAML worker, the
+    // push) waited for a busy state to be handled, one to two of them per edit.
+    assert.ok(
+      handledMeanwhile.every((n) => n <= 1),
+      `busy states handled between an edit and its arrival: ${handledMeanwhile.join(' ')}`,
+    );
+    assert.ok(
+      handledMeanwhile.filter((n) => n === 0).length >= EDITS - 1,
+      `edits that waited for a busy state: ${handledMeanwhile.join(' ')}`,
+    );
+    assert.deepEqual([...istiod.configs(VS).keys()], [`shop/edit-${EDITS}`]);
+    assert.ok(
+      pusher.answers.every((a) => a.ack),
+      'every busy state was ACKed',
+    );
+    assert.deepEqual(pusher.failures, [], 'the pusher kept its stream');
+    assert.equal(meshmux.lines('MCP source connected').length, 1, 'one stream, never replaced');
+  });
+});
