@@ -41,6 +41,13 @@ describe('Kubernetes source, a watch whose connection goes silent', () => {
     });
     recorder = events;
     await events.snapshot();
+    // The first state can come before both watches are answered: one seen delivering proves it
+    // open, where one still waiting for its response headers is bounded by the request deadline.
+    api.put(vs('shop', 'before-freeze'));
+    putDestinationRule(api, 'shop', 'before-freeze');
+    await events.next(
+      (e) => e.type === 'snapshot' && names(e).filter((n) => n === 'shop/before-freeze').length === 2,
+    );
     const watches = api.requests.filter((r) => r.includes('watch=')).length;
     // The open watches freeze (a load balancer's leg gone silent); new connections still flow.
     proxy.pause({ newConnections: 'flow' });
