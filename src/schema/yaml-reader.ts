@@ -15,7 +15,7 @@ import { fromProtoJson, toProtoJson } from './proto-json.js';
 import { messageType } from './proto-root.js';
 import type { ReadYamlAsyncOptions, ReadYamlOptions, ReadYamlResult } from './yaml-read-types.js';
 import { YamlWorkerPool } from './yaml-worker-pool.js';
-import { AliasBudget, yamlToJson } from './yaml-to-json.js';
+import { AliasBudget, yamlToJson, type YamlJsonResult } from './yaml-to-json.js';
 
 export type { ReadYamlAsyncOptions, ReadYamlOptions, ReadYamlResult } from './yaml-read-types.js';
 
@@ -123,6 +123,15 @@ export const MAX_DOCUMENTS_WITH_PROBLEMS_LISTED = 100;
  */
 export const MAX_REJECTED_DOCUMENTS = 10_000;
 
+/** Why a document that is not a map is refused. */
+const NOT_A_MAP = 'a document must be a map with apiVersion, kind, metadata and spec';
+
+/** What converting a document to JSON data found besides its value. */
+type JsonConversion = Pick<YamlJsonResult, 'errors' | 'warnings'>;
+
+/** A conversion that found nothing: a document that was JSON data already. */
+const NO_ISSUES: JsonConversion = { errors: [], warnings: [] };
+
 class DocumentReader {
   readonly resources: ConfigResource[] = [];
   readonly errors: MeshmuxError[] = [];
@@ -160,6 +169,21 @@ class DocumentReader {
     ) {
       this.warnings.length = warnings;
     }
+  }
+
+  /**
+   * Reads a document that is JSON data already as {@link read} reads its JSON text, when that text
+   * is the whole input: as document 0, which starts on line 1.
+   */
+  readJson(value: JsonValue): void {
+    this.lastIndex = 0;
+    // `null` is an empty document, skipped; any other value but an object is not a document.
+    if (value === null) return;
+    if (!isPlainObject(value)) {
+      this.errors.push(new MeshmuxError('SCHEMA', NOT_A_MAP, { file: this.options.file, doc: 0, line: 1 }));
+      return;
+    }
+    this.readValue(value, NO_ISSUES, 0, 1);
   }
 
   /** Whether the file has rejected so many documents that the rest of it is not read. */
@@ -227,13 +251,7 @@ class DocumentReader {
     if (contents === null) return;
     if (isScalar(contents) && yamlToJson(contents, doc, '', this.budget).value === null) return;
     if (!isMap(contents)) {
-      this.errors.push(
-        new MeshmuxError(
-          'SCHEMA',
-          'a document must be a map with apiVersion, kind, metadata and spec',
-          where,
-        ),
-      );
+      this.errors.push(new MeshmuxError('SCHEMA', NOT_A_MAP, where));
       return;
     }
 
@@ -249,6 +267,15 @@ class DocumentReader {
       }
       return;
     }
+    this.readValue(value, converted, index, start);
+  }
+
+  /**
+   * Reads one document already converted to JSON data (a map: the caller has checked), with the
+   * problems its conversion found; `start` is the document's first line.
+   */
+  private readValue(value: JsonValue, converted: JsonConversion, index: number, start: number): void {
+    const where: ErrorLocation = { file: this.options.file, doc: index, line: start };
     const apiVersion = isPlainObject(value) ? ownValue(value, 'apiVersion') : undefined;
     const kindName = isPlainObject(value) ? ownValue(value, 'kind') : undefined;
     if (
@@ -381,6 +408,20 @@ export function readYamlDocuments(text: string, options: ReadYamlOptions): ReadY
     reader.read(doc, index++);
     if (reader.full) break;
   }
+  return reader.result();
+}
+
+/**
+ * Reads one document that is JSON data already (as `JSON.parse` returns it: no `undefined`, no
+ * infinite numbers) without writing or parsing any text: the result `readYamlDocuments` gives for
+ * `JSON.stringify(value)`, the same resources (bodies and versions byte-identical), errors and
+ * warnings, located as in that text (document 0, line 1), save one difference: a number `-0` is
+ * read as `-0`, where its text `0` reads as `0`. Never throws for bad input. Runs to the end on
+ * this thread: the caller bounds the value's size and depth.
+ */
+export function readJsonDocument(value: JsonValue, options: ReadYamlOptions): ReadYamlResult {
+  const reader = new DocumentReader(options, new LineCounter());
+  reader.readJson(value);
   return reader.result();
 }
 

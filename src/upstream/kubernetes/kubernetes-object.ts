@@ -1,3 +1,5 @@
+import type { JsonObject, JsonValue } from '../../schema/json-value.js';
+
 /** An object as the Kubernetes API serves it (the parts meshmux reads). */
 export interface KubernetesObject {
   readonly apiVersion?: string;
@@ -22,17 +24,22 @@ export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-confi
  * reads (name, namespace, labels, annotations without `kubectl apply`'s copy, creationTimestamp
  * which becomes `create_time`). managedFields, uid, resourceVersion and the rest are dropped.
  */
-export function configDocument(object: KubernetesObject): Record<string, unknown> {
+export function configDocument(object: KubernetesObject): JsonObject {
   const meta = object.metadata ?? {};
   const annotations = { ...meta.annotations };
   delete annotations[LAST_APPLIED_ANNOTATION];
-  const metadata: Record<string, unknown> = { name: meta.name };
+  // Only the fields the object has: a field set to `undefined` is no JSON data (its text omits it).
+  const metadata: JsonObject = {};
+  if (meta.name !== undefined) metadata['name'] = meta.name;
   if (meta.namespace !== undefined) metadata['namespace'] = meta.namespace;
   if (meta.labels !== undefined && Object.keys(meta.labels).length > 0) metadata['labels'] = meta.labels;
   if (Object.keys(annotations).length > 0) metadata['annotations'] = annotations;
   if (meta.creationTimestamp !== undefined) metadata['creationTimestamp'] = meta.creationTimestamp;
-  const document: Record<string, unknown> = { apiVersion: object.apiVersion, kind: object.kind, metadata };
-  if (object.spec !== undefined) document['spec'] = object.spec;
+  const document: JsonObject = {};
+  if (object.apiVersion !== undefined) document['apiVersion'] = object.apiVersion;
+  if (object.kind !== undefined) document['kind'] = object.kind;
+  document['metadata'] = metadata;
+  if (object.spec !== undefined) document['spec'] = object.spec as JsonValue;
   return document;
 }
 
@@ -43,6 +50,51 @@ export function configDocument(object: KubernetesObject): Record<string, unknown
  * per level, to exhaust the stack.
  */
 export const MAX_OBJECT_DEPTH = 128;
+
+/** What {@link inspectObject} found. */
+export interface ObjectInspection {
+  /** Where the object nests too deep (see {@link tooDeepAt}); undefined when it stays within. */
+  readonly tooDeepAt: string | undefined;
+  /**
+   * Whether every number in it reads back the same from its JSON text. `JSON.parse` gives `-0`
+   * for `-0` and an infinity for `1e400`, which that text writes as `0` and `null`.
+   */
+  readonly numbersAsWritten: boolean;
+}
+
+/**
+ * Checks an object from the API server before it is read, in one walk without recursion and
+ * without building anything: whether it nests more than `maxDepth` levels (the path is then found
+ * by {@link tooDeepAt}), and whether it holds numbers that its JSON text writes otherwise.
+ */
+export function inspectObject(value: unknown, maxDepth: number): ObjectInspection {
+  const values: unknown[] = [value];
+  const depths: number[] = [1];
+  let numbersAsWritten = true;
+  while (values.length > 0) {
+    const v = values.pop();
+    const depth = depths.pop() ?? 1;
+    if (typeof v === 'number') {
+      if (v === 0 ? Object.is(v, -0) : !Number.isFinite(v)) numbersAsWritten = false;
+      continue;
+    }
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth > maxDepth) return { tooDeepAt: tooDeepAt(value, maxDepth), numbersAsWritten };
+    if (Array.isArray(v)) {
+      for (const child of v as unknown[]) {
+        values.push(child);
+        depths.push(depth + 1);
+      }
+    } else {
+      const object = v as Record<string, unknown>;
+      for (const key in object) {
+        values.push(object[key]);
+        depths.push(depth + 1);
+      }
+    }
+  }
+  return { tooDeepAt: undefined, numbersAsWritten };
+}
 
 /** How many leading segments of a too-deep path an error shows, and how much of each. */
 const SHOWN_PATH_SEGMENTS = 8;
