@@ -9,22 +9,15 @@ import { globMatcher, isPlainName } from '../../core/glob.js';
 import { componentLogger } from '../../core/logger.js';
 import { resourceKey, type ConfigResource } from '../../core/resource.js';
 import type { SourceDescriptor, SourceEvent } from '../../core/source-event.js';
-import type { JsonValue } from '../../schema/json-value.js';
 import { CONFIG_KINDS, type KindDescriptor } from '../../schema/kinds.js';
-import { readJsonDocument } from '../../schema/yaml-reader.js';
 import { sourceClock } from '../runtime/source-clock.js';
 import { ContentDigest } from '../../core/content-digest.js';
 import { SourceStatusTracker } from '../runtime/source-status-tracker.js';
-import { readYamlBytes } from '../runtime/yaml-file-reader.js';
 import type { YamlFileRead } from '../runtime/yaml-file-set.js';
 import { ExponentialBackoff } from '../streaming/exponential-backoff.js';
 import type { UpstreamSource } from '../upstream-source.js';
-import {
-  configDocument,
-  inspectObject,
-  MAX_OBJECT_DEPTH,
-  type KubernetesObject,
-} from './kubernetes-object.js';
+import type { KubernetesObject } from './kubernetes-object.js';
+import { MAX_OBJECT_BYTES, readKubernetesObject } from './kubernetes-object-reader.js';
 import { appendAll } from '../../core/append-all.js';
 import { openWatch, type WatchHandle } from './watch-stream.js';
 
@@ -72,17 +65,6 @@ function kubernetesClient(): typeof KubernetesClient {
     throw new Error('the Kubernetes client library is not loaded (loadKubernetesClient)');
   return library;
 }
-
-/** The largest object accepted, bytes of JSON (the API server's own limit is about 1.5 MiB). */
-const MAX_OBJECT_BYTES = 3 * 1024 * 1024;
-
-/**
- * The largest object read on this thread, bytes of JSON; a larger one is read on the YAML
- * reader's worker. Reading costs up to about 0.6 µs per byte (a large EnvoyFilter `Struct`), so
- * one object holds this thread for 20 ms at most; a typical object is a few KiB and takes tens of
- * µs here, against about 0.7 ms through the worker.
- */
-const MAX_OBJECT_BYTES_READ_HERE = 32 * 1024;
 
 /** Longest stretch of reading objects on this thread, ms, before other work gets its turn. */
 const READ_SLICE_MS = 10;
@@ -939,62 +921,13 @@ export class KubernetesSource implements UpstreamSource {
         w.reads.set(key, { rv: next.rv, read });
       };
 
-      /**
-       * One object read as the file reader reads its JSON text; never throws. An object nested
-       * deeper than {@link MAX_OBJECT_DEPTH} is refused before anything recursive touches it, one
-       * whose text is over {@link MAX_OBJECT_BYTES} as a file that size is, and any other failure
-       * to convert it becomes that object's error, so one object can neither keep the others from
-       * being served nor end the process. An object of up to {@link MAX_OBJECT_BYTES_READ_HERE}
-       * is read on this thread from the object itself, no text parsed; a larger one as text, on
-       * the YAML reader's worker.
-       */
-      const readObject = async (
-        w: KindWatch,
-        key: string,
-        object: KubernetesObject,
-      ): Promise<YamlFileRead> => {
-        const file = `${server}/${w.kind.kind}/${key}`;
-        const refused = (error: MeshmuxError): YamlFileRead => ({
-          resources: [],
-          errors: [error],
-          warnings: [],
+      /** One object read (see readKubernetesObject); never rejects. */
+      const readObject = (w: KindWatch, key: string, object: KubernetesObject) =>
+        readKubernetesObject(object, {
+          file: `${server}/${w.kind.kind}/${key}`,
+          defaultNamespace: options.defaultNamespace,
+          createTimeFor: () => ({ seconds: Math.floor(clock.now() / 1000), nanos: 0 }),
         });
-        const inspection = inspectObject(object, MAX_OBJECT_DEPTH);
-        if (inspection.tooDeepAt !== undefined) {
-          return refused(
-            new MeshmuxError('LIMIT', `nested more than ${MAX_OBJECT_DEPTH} levels deep; not read`, {
-              file,
-              field: inspection.tooDeepAt,
-            }),
-          );
-        }
-        try {
-          const document = configDocument(object);
-          // Written natively in a few µs: its size is what the bounds apply to.
-          const text = JSON.stringify(document);
-          const size = Buffer.byteLength(text);
-          const reading = {
-            file,
-            defaultNamespace: options.defaultNamespace,
-            createTimeFor: () => ({ seconds: Math.floor(clock.now() / 1000), nanos: 0 }),
-          };
-          if (size > MAX_OBJECT_BYTES_READ_HERE) {
-            return await readYamlBytes({
-              ...reading,
-              size,
-              // Not even encoded when over the cap: it is refused by its size.
-              bytes: size > MAX_OBJECT_BYTES ? undefined : new TextEncoder().encode(text),
-              maxFileBytes: MAX_OBJECT_BYTES,
-            });
-          }
-          // An object holding a number its text writes otherwise (-0 as 0, an overflowed 1e400
-          // as null) is read from that text, parsed as JSON, so that it reads as the text does.
-          const value = inspection.numbersAsWritten ? document : (JSON.parse(text) as JsonValue);
-          return readJsonDocument(value, reading);
-        } catch (err) {
-          return refused(toMeshmuxError(err, 'INTERNAL', { file }));
-        }
-      };
 
       /**
        * Every object read (see readObject), each once per resourceVersion; then the state
