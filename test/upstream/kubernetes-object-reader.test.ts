@@ -5,15 +5,9 @@
  * object, on hostile objects and on random specs.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
-import path from 'node:path';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { Composer, Parser } from 'yaml';
 import type { MeshmuxError } from '../../src/core/errors.js';
-import { PACKAGE_ROOT } from '../../src/core/paths.js';
-import { isPlainObject } from '../../src/schema/json-value.js';
-import { yamlToJson } from '../../src/schema/yaml-to-json.js';
 import {
   configDocument,
   LAST_APPLIED_ANNOTATION,
@@ -28,8 +22,7 @@ import {
 } from '../../src/upstream/kubernetes/kubernetes-object-reader.js';
 import { readYamlBytes } from '../../src/upstream/runtime/yaml-file-reader.js';
 import type { YamlFileRead } from '../../src/upstream/runtime/yaml-file-set.js';
-
-const CORPUS = path.join(PACKAGE_ROOT, 'test', 'fixtures', 'corpus');
+import { corpusObjects } from '../support/corpus-objects.js';
 
 const READING: KubernetesObjectReading = {
   file: 'https://cluster/VirtualService/shop/cart',
@@ -63,40 +56,6 @@ async function readsAsItsText(object: KubernetesObject, what = ''): Promise<Yaml
   return read;
 }
 
-/** A document as the API server serves it, with the bookkeeping it adds to every object. */
-function served(document: unknown): KubernetesObject {
-  if (!isPlainObject(document)) return document as KubernetesObject;
-  const metadata = document['metadata'];
-  if (!isPlainObject(metadata)) return document;
-  const annotations = metadata['annotations'];
-  return {
-    ...document,
-    metadata: {
-      ...metadata,
-      uid: '6d3c1a2e-5b1f-4c1e-9a43-1d2b3c4d5e6f',
-      resourceVersion: '4711',
-      generation: 1,
-      managedFields: [{ manager: 'kubectl', operation: 'Update', fieldsV1: { 'f:spec': {} } }],
-      ...(annotations === undefined || isPlainObject(annotations)
-        ? { annotations: { ...annotations, [LAST_APPLIED_ANNOTATION]: JSON.stringify(document) } }
-        : {}),
-    },
-  };
-}
-
-/** Each document of a YAML text as JSON data, as Istio reads YAML (go-yaml's scalars). */
-function documentsOf(text: string): unknown[] {
-  const composer = new Composer({ schema: 'failsafe', uniqueKeys: false });
-  const values: unknown[] = [];
-  for (const doc of composer.compose(new Parser().parse(text))) {
-    if (doc.errors.length > 0 || doc.contents === null) continue;
-    const converted = yamlToJson(doc.contents, doc);
-    // An API object is a map; anything else in a file is no object the API server could serve.
-    if (converted.errors.length === 0 && isPlainObject(converted.value)) values.push(converted.value);
-  }
-  return values;
-}
-
 function vs(spec: unknown, metadata: Record<string, unknown> = {}): KubernetesObject {
   return {
     apiVersion: 'networking.istio.io/v1',
@@ -124,21 +83,14 @@ function nested(depth: number): Record<string, unknown> {
 
 describe('reading a Kubernetes object', () => {
   it('reads every document of the corpus served as an API object as its JSON text reads', async () => {
-    const files = ['istio', 'invalid'].flatMap((folder) =>
-      readdirSync(path.join(CORPUS, folder))
-        .filter((f) => f.endsWith('.yaml'))
-        .map((f) => path.join(CORPUS, folder, f)),
-    );
     let objects = 0;
     let resources = 0;
     let problems = 0;
-    for (const file of files) {
-      for (const document of documentsOf(readFileSync(file, 'utf8'))) {
-        const read = await readsAsItsText(served(document), path.basename(file));
-        objects++;
-        resources += read.resources.length;
-        problems += read.errors.length + read.warnings.length;
-      }
+    for (const { file, object } of corpusObjects()) {
+      const read = await readsAsItsText(object, file);
+      objects++;
+      resources += read.resources.length;
+      problems += read.errors.length + read.warnings.length;
     }
     // The corpus holds Istio objects and others (Deployments, Services: skipped with a warning).
     assert.ok(objects > 200 && resources > 180 && problems > 10, `${objects} ${resources} ${problems}`);
