@@ -16,9 +16,9 @@ export const MAX_OBJECT_BYTES = 3 * 1024 * 1024;
 
 /**
  * The largest object read on the calling thread, bytes of JSON; a larger one is read on the YAML
- * reader's worker. Reading costs up to about 0.6 µs per byte (a large EnvoyFilter `Struct`), so
- * one object holds the thread for 20 ms at most; a typical object is a few KiB and takes tens of
- * µs, against about 0.7 ms through the worker.
+ * reader's worker. Once warm, reading costs up to about 0.6 µs per byte (an EnvoyFilter `Struct`;
+ * 7 ms for one of 22 KB), so one object holds the thread for 20 ms at most; a typical object is a
+ * few KiB and takes tens of µs, against about 0.5 ms through the worker.
  */
 export const MAX_OBJECT_BYTES_READ_HERE = 32 * 1024;
 
