@@ -57,11 +57,31 @@ function encodeCollecting(
     errors,
     onPruned: (field) => prunedPaths.push(field),
   });
-  return {
-    body: type.encode(message).finish(),
-    pruned: prunedPaths.map((p) => relativePath(p, 'spec')),
-    prunedPaths,
-  };
+  let body: Uint8Array;
+  try {
+    body = type.encode(message).finish();
+  } catch (err) {
+    if (!isNestingLimit(err)) throw err;
+    // Nothing meshmux decodes may nest deeper either, so such a body could not be served.
+    errors.push(
+      new MeshmuxError(
+        'LIMIT',
+        `nested more than ${MAX_MESSAGE_NESTING} messages deep once encoded (each level of a free-form ` +
+          'value such as an EnvoyFilter patch is two); not read',
+        { field: 'spec' },
+      ),
+    );
+    body = new Uint8Array();
+  }
+  return { body, pruned: prunedPaths.map((p) => relativePath(p, 'spec')), prunedPaths };
+}
+
+/** How deep protobufjs encodes and decodes messages inside one another (protoc's default too). */
+const MAX_MESSAGE_NESTING = 100;
+
+/** Whether `err` is protobufjs refusing a message nested past {@link MAX_MESSAGE_NESTING}. */
+function isNestingLimit(err: unknown): boolean {
+  return err instanceof Error && err.message === 'max depth exceeded';
 }
 
 /**
@@ -183,7 +203,7 @@ class DocumentReader {
       this.errors.push(new MeshmuxError('SCHEMA', NOT_A_MAP, { file: this.options.file, doc: 0, line: 1 }));
       return;
     }
-    this.readValue(value, NO_ISSUES, 0, 1);
+    this.readValueAlone(value, NO_ISSUES, 0, 1);
   }
 
   /** Whether the file has rejected so many documents that the rest of it is not read. */
@@ -267,7 +287,27 @@ class DocumentReader {
       }
       return;
     }
-    this.readValue(value, converted, index, start);
+    this.readValueAlone(value, converted, index, start);
+  }
+
+  /**
+   * {@link readValue}, where a failure nothing foresaw is this document's error alone: the
+   * documents before and after it are still read.
+   */
+  private readValueAlone(value: JsonValue, converted: JsonConversion, index: number, start: number): void {
+    try {
+      this.readValue(value, converted, index, start);
+    } catch (err) {
+      const reason = err instanceof Error ? err.message : String(err);
+      this.errors.push(
+        new MeshmuxError(
+          'INTERNAL',
+          `could not be read: ${reason}`,
+          { file: this.options.file, doc: index, line: start },
+          { cause: err },
+        ),
+      );
+    }
   }
 
   /**

@@ -112,6 +112,42 @@ describe('hostile files in a watched folder', () => {
     await stillServes('after-bombs');
   });
 
+  it('refuses an EnvoyFilter nested past what protobuf encodes, and serves the documents beside it', async () => {
+    const from = meshmux.logs.length;
+    // 60 levels of a free-form patch value: 120 messages deep once encoded, past protobufjs's 100.
+    let value: unknown = { leaf: 'x' };
+    for (let i = 0; i < 60; i++) value = { nested: value };
+    const filter = {
+      apiVersion: 'networking.istio.io/v1alpha3',
+      kind: 'EnvoyFilter',
+      metadata: { name: 'deep', namespace: 'shop' },
+      spec: { configPatches: [{ applyTo: 'HTTP_FILTER', patch: { operation: 'MERGE', value } }] },
+    };
+    await writeFile(
+      path.join(dir, 'mesh', 'deep.yaml'),
+      [plainServiceEntry('beside-deep'), JSON.stringify(filter), plainServiceEntry('after-deep')].join(
+        '\n---\n',
+      ),
+    );
+    await client.waitFor(
+      (c) => c.configs(SE).has('shop/beside-deep') && c.configs(SE).has('shop/after-deep'),
+      30_000,
+      () => 'the ServiceEntries before and after the deep EnvoyFilter',
+    );
+    const refused = await meshmux.waitForLog(
+      (l) => rejection(l).includes('deep.yaml'),
+      from,
+      20_000,
+      'deep.yaml refused',
+    );
+    console.log(`# EnvoyFilter nested 60 levels: "${rejection(refused)}"`);
+    assert.match(
+      rejection(refused),
+      /deep\.yaml doc 1 line \d+ field spec: nested more than 100 messages deep once encoded/,
+    );
+    await stillServes('after-deep-file');
+  });
+
   it('refuses a file that is not UTF-8 with the line and column of the bad byte', async () => {
     const from = meshmux.logs.length;
     const text = Buffer.from(

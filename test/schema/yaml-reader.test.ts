@@ -244,6 +244,41 @@ describe('readYamlDocuments', () => {
     assert.equal(errors[0]?.location.doc, 1);
   });
 
+  test('refuses a document nested past what protobuf encodes, alone, and reads one within it', () => {
+    const envoyFilter = (name: string, levels: number): string => {
+      let value: unknown = { leaf: 'x' };
+      for (let i = 0; i < levels; i++) value = { nested: value };
+      const patch = { operation: 'MERGE', value };
+      return JSON.stringify({
+        apiVersion: 'networking.istio.io/v1alpha3',
+        kind: 'EnvoyFilter',
+        metadata: { name },
+        spec: { configPatches: [{ applyTo: 'HTTP_FILTER', patch }] },
+      });
+    };
+    // Each level of a Struct is two messages (Struct, Value): 48 fit in protobufjs's 100, 49 not.
+    const text = [
+      virtualService('a'),
+      envoyFilter('within', 48),
+      envoyFilter('past', 49),
+      virtualService('c'),
+    ];
+    const { resources, errors } = read(text.join('\n---\n'));
+    assert.deepEqual(
+      resources.map((r) => [r.name, r.origin.doc]),
+      [
+        ['a', 0],
+        ['within', 1],
+        ['c', 3],
+      ],
+    );
+    assert.deepEqual(
+      errors.map((e) => [e.code, e.location.doc, e.location.field]),
+      [['LIMIT', 2, 'spec']],
+    );
+    assert.match(errors[0]?.reason ?? '', /nested more than 100 messages deep once encoded/);
+  });
+
   test('rejects a document that is not a map', () => {
     const { errors } = read('- a\n- b\n');
     assert.equal(errors[0]?.code, 'SCHEMA');
