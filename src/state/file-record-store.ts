@@ -72,6 +72,12 @@ export class FileRecordStore implements SourceRecordStore {
   private readonly removals = new Map<string, number>();
   /** Sources whose files are to be removed once no write of them is under way. */
   private readonly removing = new Set<string>();
+  /**
+   * Each source's journal, open to append from its first entry until it is emptied, removed or the
+   * store closes: a change the serving waits for pays a write and an fsync, not an open and a
+   * close around them too.
+   */
+  private readonly journals = new Map<string, FileHandle>();
 
   private constructor(private readonly options: FileRecordStoreOptions) {
     this.queue = new RecordWriteQueue(
@@ -125,8 +131,9 @@ export class FileRecordStore implements SourceRecordStore {
     this.removals.set(source, (this.removals.get(source) ?? 0) + 1);
     this.removing.add(source);
     // After a write already under way, which would put the file back; not once configured again.
-    void this.queue.idle(source).then(() => {
+    void this.queue.idle(source).then(async () => {
       if (!this.removing.delete(source)) return;
+      await this.closeJournal(source);
       for (const file of [this.fileOf(source), this.journalOf(source)]) {
         unlink(file).catch((err: NodeJS.ErrnoException) => {
           if (err.code !== 'ENOENT')
@@ -144,6 +151,7 @@ export class FileRecordStore implements SourceRecordStore {
   /** Writes everything pending now, then stops writing and releases the folder. */
   async close(): Promise<void> {
     await this.queue.close();
+    await Promise.all([...this.journals.keys()].map((source) => this.closeJournal(source)));
     await unlink(path.join(this.options.dir, LOCK)).catch(() => undefined);
   }
 
@@ -191,6 +199,7 @@ export class FileRecordStore implements SourceRecordStore {
     this.written.delete(source);
     const { bytes, base } = await this.writeWhole(source, record);
     // The journal named the previous file: a crash before it is emptied leaves entries passed over.
+    await this.closeJournal(source);
     await unlink(this.journalOf(source)).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'ENOENT') throw err;
     });
@@ -199,16 +208,33 @@ export class FileRecordStore implements SourceRecordStore {
     return { bytes };
   }
 
-  /** Appends one entry to the source's journal and fsyncs it (and the folder, for a new journal). */
+  /**
+   * Appends one entry to the source's journal and fsyncs it (and the folder, for a new journal),
+   * through the journal's open handle. After a failure the handle is closed: the next entry opens
+   * the journal again.
+   */
   private async append(source: string, entry: Buffer, created: boolean): Promise<void> {
-    const handle = await open(this.journalOf(source), 'a', 0o600);
+    let handle = this.journals.get(source);
+    if (handle === undefined) {
+      handle = await open(this.journalOf(source), 'a', 0o600);
+      this.journals.set(source, handle);
+    }
     try {
       await writeAll(handle, entry, null);
       await handle.sync();
-    } finally {
-      await handle.close();
+    } catch (err) {
+      await this.closeJournal(source);
+      throw err;
     }
     if (created) await this.syncFolder();
+  }
+
+  /** Closes the source's journal if it is open (a failure to close is of no consequence: it was fsynced). */
+  private async closeJournal(source: string): Promise<void> {
+    const handle = this.journals.get(source);
+    if (handle === undefined) return;
+    this.journals.delete(source);
+    await handle.close().catch(() => undefined);
   }
 
   private syncFolder(): Promise<void> {

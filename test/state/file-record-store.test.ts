@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, readlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
@@ -69,6 +69,13 @@ async function countingStore(
   const written = (n: number): Promise<void> =>
     until(() => Promise.resolve(writes >= n), 5_000, `write ${n}`);
   return { store, written };
+}
+
+/** How many of this process's open files are `file`, as it is or since removed (Linux's `/proc`). */
+async function openCopies(file: string): Promise<number> {
+  const fds = await readdir('/proc/self/fd');
+  const targets = await Promise.all(fds.map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => '')));
+  return targets.filter((t) => t === file || t === `${file} (deleted)`).length;
 }
 
 describe('FileRecordStore', () => {
@@ -144,6 +151,59 @@ describe('FileRecordStore', () => {
       await t.dispose();
     }
   });
+
+  it(
+    "appends a source's changes through one open journal, closed when it is emptied, the source removed or the store closed",
+    {
+      skip: process.platform !== 'linux' && 'reads /proc/self/fd',
+    },
+    async () => {
+      const t = await tempDir();
+      // The store's timers do not keep a process alive; a server's listeners do, and this here.
+      const alive = setInterval(() => undefined, 1_000);
+      try {
+        const journal = path.join(t.dir, 'mesh.journal');
+        const { store } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 1 });
+        const first = record('mesh', names(300));
+        await store.changed('mesh', () => first);
+        assert.equal(await openCopies(journal), 0, 'no journal before the first change');
+        let current = first;
+        for (let i = 0; i < 3; i++) {
+          current = withChanged(current, [i * 11]);
+          const next = current;
+          await store.changed('mesh', () => next);
+          // Before, each entry opened the journal and closed it again.
+          assert.equal(await openCopies(journal), 1, `after entry ${i + 1}`);
+        }
+        // A record with a held update is written whole, which empties the journal.
+        const held: SourceRecord = {
+          ...withChanged(current, [5]),
+          held: { reason: 'empty', sinceMs: 5, deletions: 1, total: 300, resources: [], revision: 'h' },
+        };
+        await store.changed('mesh', () => held);
+        assert.equal(await openCopies(journal), 0, 'after the whole write');
+        assert.ok(!(await readdir(t.dir)).includes('mesh.journal'));
+        const released = withChanged(current, [6]);
+        await store.changed('mesh', () => released);
+        assert.equal(await openCopies(journal), 1, 'a new journal');
+        await store.close();
+        assert.equal(await openCopies(journal), 0, 'after close');
+        const { store: again, loaded } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 1 });
+        assert.deepEqual(contentOf(loaded.records.get('mesh')), contentOf(released));
+        await again.changed('mesh', () => released);
+        const last = withChanged(released, [9]);
+        await again.changed('mesh', () => last);
+        assert.equal(await openCopies(journal), 1, "the reopened store's journal");
+        again.removed('mesh');
+        await until(async () => (await readdir(t.dir)).join() === 'lock', 5_000, 'the files removed');
+        assert.equal(await openCopies(journal), 0, 'after the removal');
+        await again.close();
+      } finally {
+        clearInterval(alive);
+        await t.dispose();
+      }
+    },
+  );
 
   it('writes the record whole again once the journal reaches half the state file, and empties the journal', async () => {
     const t = await tempDir();
