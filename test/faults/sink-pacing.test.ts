@@ -10,6 +10,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { BusyGalleyPusher } from '../support/busy-galley-pusher.js';
+import { editsBesideBusyPeer } from '../support/busy-peer-edits.js';
 import { report, virtualServiceYaml } from '../support/fault-kit.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
@@ -79,38 +80,16 @@ describe('faults: a Galley pushing 20,000 changed ServiceEntries to an mcp-sink 
   });
 
   it("brings each edit of the file to the istiod before meshmux has handled the pusher's next state", async () => {
-    pusher.resume();
-    const resumedAt = performance.now();
-    const fromAnswers = pusher.answers.length;
-    await pusher.waitFor(
-      () => pusher.answers.length >= fromAnswers + WARM_UP,
-      120_000,
-      `${WARM_UP} answers to busy states`,
+    const { latencies, handledMeanwhile, perSecond } = await editsBesideBusyPeer(
+      pusher,
+      istiod,
+      path.join(dir.dir, 'files'),
+      { warmUp: WARM_UP, edits: EDITS },
     );
-    const handledMeanwhile: number[] = [];
-    const latencies: number[] = [];
-    for (let i = 1; i <= EDITS; i++) {
-      // Written as meshmux answers a busy state: the next one is already on its way to it.
-      const before = pusher.answers.length;
-      await pusher.waitFor(() => pusher.answers.length > before, 30_000, 'the answer to the next busy state');
-      const answered = pusher.answers.length;
-      const started = performance.now();
-      await writeFile(path.join(dir.dir, 'files', 'routes.yaml'), virtualServiceYaml('shop', `edit-${i}`));
-      await istiod.waitFor(
-        (c) => c.configs(VS).has(`shop/edit-${i}`),
-        60_000,
-        () => `edit ${i} at the istiod`,
-      );
-      latencies.push(performance.now() - started);
-      handledMeanwhile.push(pusher.answers.length - answered);
-    }
-    const answers = pusher.answers.length - fromAnswers;
-    const seconds = (performance.now() - resumedAt) / 1000;
-    pusher.hold();
     report('Galley pushing 20,000 changed ServiceEntries to an mcp-sink source on every ACK', {
       'edit latencies ms': latencies.map(Math.round).join(' '),
       'busy states handled before the edit arrived': handledMeanwhile.join(' '),
-      'busy states per second': (answers / seconds).toFixed(2),
+      'busy states per second': perSecond.toFixed(2),
     });
     // Before: the edit's every step (the file's settle timer, its reading, its YAML worker, the
     // push) waited for a busy state to be handled, one to two of them per edit.

@@ -9,6 +9,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { BusySotwUpstream } from '../support/busy-sotw-upstream.js';
+import { editsBesideBusyPeer } from '../support/busy-peer-edits.js';
 import { report, virtualServiceYaml } from '../support/fault-kit.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { MeshmuxProcess } from '../support/meshmux-process.js';
@@ -72,39 +73,17 @@ describe('faults: an xds upstream answering every ACK with 20,000 changed Servic
   });
 
   it("brings each edit of the file to the istiod before meshmux has handled the busy upstream's next response", async () => {
-    busy.resume();
-    const resumedAt = performance.now();
-    const fromAnswers = busy.answers.length;
-    await busy.waitFor(
-      () => busy.answers.length >= fromAnswers + WARM_UP,
-      120_000,
-      `${WARM_UP} answers to busy states`,
+    const { latencies, handledMeanwhile, perSecond } = await editsBesideBusyPeer(
+      busy,
+      istiod,
+      path.join(dir.dir, 'files'),
+      { warmUp: WARM_UP, edits: EDITS },
     );
-    const handledMeanwhile: number[] = [];
-    const latencies: number[] = [];
-    for (let i = 1; i <= EDITS; i++) {
-      // Written as meshmux answers a busy state: the next one is already on its way to it.
-      const before = busy.answers.length;
-      await busy.waitFor(() => busy.answers.length > before, 30_000, 'the answer to the next busy state');
-      const answered = busy.answers.length;
-      const started = performance.now();
-      await writeFile(path.join(dir.dir, 'files', 'routes.yaml'), virtualServiceYaml('shop', `edit-${i}`));
-      await istiod.waitFor(
-        (c) => c.configs(VS).has(`shop/edit-${i}`),
-        60_000,
-        () => `edit ${i} at the istiod`,
-      );
-      latencies.push(performance.now() - started);
-      handledMeanwhile.push(busy.answers.length - answered);
-    }
-    const answers = busy.answers.length - fromAnswers;
-    const seconds = (performance.now() - resumedAt) / 1000;
-    busy.hold();
     report('xds upstream answering every ACK with 20,000 changed ServiceEntries', {
       'objects lost': 0,
       'edit latencies ms': latencies.map(Math.round).join(' '),
       'busy responses handled before the edit arrived': handledMeanwhile.join(' '),
-      'busy responses per second': (answers / seconds).toFixed(2),
+      'busy responses per second': perSecond.toFixed(2),
     });
     // Before: the edit's every step (the file's settle timer, its reading, its YAML worker, the
     // push) waited for a busy response to be handled, one to two of them per edit.
