@@ -1,7 +1,8 @@
+import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { BusyAnswer } from './busy-sotw-upstream.js';
-import { virtualServiceYaml } from './fault-kit.js';
+import { report, virtualServiceYaml } from './fault-kit.js';
 import type { IstiodClient } from './istiod-client.js';
 import { VS } from './type-urls.js';
 import type { Waitable } from './waitable.js';
@@ -62,4 +63,39 @@ export async function editsBesideBusyPeer(
   const seconds = (performance.now() - resumedAt) / 1000;
   peer.hold();
   return { latencies, handledMeanwhile, perSecond: (peer.answers.length - fromAnswers) / seconds };
+}
+
+/**
+ * Runs {@link editsBesideBusyPeer}, reports its figures as `fault`, and checks that no edit waited
+ * for more than one busy state (`unit`: what the peer sends) and at most one waited at all, that
+ * the istiod holds the last edit alone, and that every busy state was ACKed.
+ */
+export async function expectEditsNotBehindBusyPeer(
+  peer: BusyPeer,
+  istiod: IstiodClient,
+  folder: string,
+  run: { readonly fault: string; readonly unit: string; readonly warmUp: number; readonly edits: number },
+): Promise<void> {
+  const { latencies, handledMeanwhile, perSecond } = await editsBesideBusyPeer(peer, istiod, folder, run);
+  const handled = handledMeanwhile.join(' ');
+  report(run.fault, {
+    'edit latencies ms': latencies.map(Math.round).join(' '),
+    [`busy ${run.unit} handled before the edit arrived`]: handled,
+    [`busy ${run.unit} per second`]: perSecond.toFixed(2),
+  });
+  // Before pacing, the edit's every step (the file's settle timer, its reading, its YAML worker,
+  // the push) waited for a busy state to be handled, one to two of them per edit.
+  assert.ok(
+    handledMeanwhile.every((n) => n <= 1),
+    `busy ${run.unit} handled between an edit and its arrival: ${handled}`,
+  );
+  assert.ok(
+    handledMeanwhile.filter((n) => n === 0).length >= run.edits - 1,
+    `edits that waited for busy ${run.unit}: ${handled}`,
+  );
+  assert.deepEqual([...istiod.configs(VS).keys()], [`shop/edit-${run.edits}`]);
+  assert.ok(
+    peer.answers.every((a) => a.ack),
+    `every busy ${run.unit} was ACKed`,
+  );
 }
