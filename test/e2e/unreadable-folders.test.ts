@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { after, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { until } from '../support/deadline.js';
 import { IstiodClient } from '../support/istiod-client.js';
 import { plainServiceEntry } from '../support/hostile-files.js';
 import { tempDir } from '../support/meshmux-harness.js';
-import { MeshmuxProcess, type LogLine } from '../support/meshmux-process.js';
+import { MeshmuxProcess, type LogLine, type MeshmuxProcessOptions } from '../support/meshmux-process.js';
+import { nodeRunnableBy } from '../support/run-as.js';
 import { SE } from '../support/type-urls.js';
 
 /**
@@ -14,7 +15,7 @@ import { SE } from '../support/type-urls.js';
  * permission stops (the image runs meshmux as a user of its own, for whom a volume's `lost+found`
  * is unreadable).
  */
-const RUN_AS = process.getuid?.() === 0 ? { user: { uid: 65534, gid: 65534 } } : {};
+const RUN_AS_USER = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : undefined;
 
 interface SourceInfo {
   readonly name: string;
@@ -32,8 +33,15 @@ describe('a file source with a folder it cannot list', { skip: process.getuid ==
   after(async () => {
     for (const cleanup of cleanups.reverse()) await cleanup();
   });
+  let runAs: Pick<MeshmuxProcessOptions, 'user' | 'node'> = {};
+  before(async () => {
+    if (RUN_AS_USER === undefined) return;
+    const { node, dispose } = await nodeRunnableBy(RUN_AS_USER);
+    cleanups.push(dispose);
+    runAs = { user: RUN_AS_USER, node };
+  });
 
-  /** A folder source `mesh` holding `cart.yaml`, readable by {@link RUN_AS}. */
+  /** A folder source `mesh` holding `cart.yaml`, readable by {@link RUN_AS_USER}. */
   async function meshFolder(): Promise<string> {
     const { dir, dispose } = await tempDir('meshmux-unreadable-');
     cleanups.push(dispose);
@@ -48,7 +56,7 @@ describe('a file source with a folder it cannot list', { skip: process.getuid ==
   }
 
   async function start(dir: string): Promise<{ meshmux: MeshmuxProcess; client: IstiodClient }> {
-    const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir, ...RUN_AS });
+    const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), { cwd: dir, ...runAs });
     cleanups.push(async () => void (await meshmux.stop()));
     const client = new IstiodClient({ address: meshmux.xds }).start();
     cleanups.push(() => client.close());

@@ -26,6 +26,8 @@ export interface MeshmuxProcessOptions {
   readonly cli?: string;
   /** The user and group to run as (the test must run as root); default the test's own. */
   readonly user?: { readonly uid: number; readonly gid: number };
+  /** The Node binary; default this process's (another user may need a copy it can reach). */
+  readonly node?: string;
 }
 
 interface LogWaiter {
@@ -99,7 +101,7 @@ export class MeshmuxProcess {
    */
   static async start(configFile: string, options: MeshmuxProcessOptions): Promise<MeshmuxProcess> {
     const child = spawn(
-      process.execPath,
+      options.node ?? process.execPath,
       [
         options.cli ?? CLI,
         'serve',
