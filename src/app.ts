@@ -345,6 +345,7 @@ export async function startMeshmux(
       onWrite: (source, bytes) => stateMetrics.onWrite(source, bytes),
       onWriteError: (source, error) => stateMetrics.onWriteError(source, error),
       onLoadError: () => stateMetrics.onLoadError(),
+      onPutBack: (source) => stateMetrics.onPutBack(source),
       onStoreUp: (up) => stateMetrics.onStoreUp(up),
       onWriter: (writer) => stateMetrics.onWriter(writer),
       // Replicas serve an object under the creation time the writer gave it (byte-identical responses).

@@ -1,4 +1,14 @@
-import { mkdir, open, readdir, readFile, rename, unlink, writeFile, type FileHandle } from 'node:fs/promises';
+import {
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  rename,
+  stat,
+  unlink,
+  writeFile,
+  type FileHandle,
+} from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import type { ReadList } from '../core/chunked-list.js';
@@ -24,6 +34,8 @@ const JOURNAL_MIN_BYTES = 64 * 1024;
  * the quickest way, the whole record left to its schedule); past it such a change is written whole.
  */
 const SOON_JOURNAL_BOUNDS = 4;
+/** How often the store looks that its files are still where it wrote them. */
+const CHECK_MS = 5000;
 
 /** What a store knows of a source's files since it last wrote the record whole. */
 interface Written {
@@ -38,6 +50,8 @@ interface Written {
 /** Where a {@link FileRecordStore} keeps its records, and how often it writes them. */
 export interface FileRecordStoreOptions extends RecordWriteQueueOptions {
   readonly dir: string;
+  /** How often to look that the files written are still there, and put back any that is not. Default 5 s. */
+  readonly checkMs?: number;
 }
 
 /** What was found in the folder at start. */
@@ -61,6 +75,12 @@ export interface LoadedRecords {
  *
  * One process owns a folder: a `lock` file names its pid, and a second live process on the same
  * folder gets an error instead of overwriting the first one's state.
+ *
+ * A file removed or replaced from outside (a cleaner of old temporary files, a hand) would leave a
+ * restart nothing to serve until the source answers again, and a source that seldom changes is
+ * seldom written: the store keeps each state file and journal open, looks every few seconds that
+ * the folder still holds them, and writes back from its open copy any that it does not (the
+ * folder and lock too).
  */
 export class FileRecordStore implements SourceRecordStore {
   private readonly queue: RecordWriteQueue;
@@ -78,15 +98,30 @@ export class FileRecordStore implements SourceRecordStore {
    * close around them too.
    */
   private readonly journals = new Map<string, FileHandle>();
+  /**
+   * Each source's state file, open from its load or its last whole write: what to write back should
+   * the file be removed from the folder.
+   */
+  private readonly files = new Map<string, FileHandle>();
+  /** Per source, the work on its files under way (a write, a removal, a check), which the next waits for. */
+  private readonly busy = new Map<string, Promise<void>>();
+  private readonly checkTimer: NodeJS.Timeout;
+  private checking: Promise<void> | undefined;
+  /** The last failure of a check, logged once until it changes. */
+  private checkError: string | undefined;
 
   private constructor(private readonly options: FileRecordStoreOptions) {
     this.queue = new RecordWriteQueue(
       {
-        write: (source, record, soon) => this.write(source, record, soon),
+        write: (source, record, soon) => this.exclusive(source, () => this.write(source, record, soon)),
         where: (source) => this.fileOf(source),
       },
       options,
     );
+    this.checkTimer = setInterval(() => {
+      this.checking ??= this.check().finally(() => (this.checking = undefined));
+    }, options.checkMs ?? CHECK_MS);
+    this.checkTimer.unref();
   }
 
   /**
@@ -131,16 +166,19 @@ export class FileRecordStore implements SourceRecordStore {
     this.removals.set(source, (this.removals.get(source) ?? 0) + 1);
     this.removing.add(source);
     // After a write already under way, which would put the file back; not once configured again.
-    void this.queue.idle(source).then(async () => {
-      if (!this.removing.delete(source)) return;
-      await this.closeJournal(source);
-      for (const file of [this.fileOf(source), this.journalOf(source)]) {
-        unlink(file).catch((err: NodeJS.ErrnoException) => {
-          if (err.code !== 'ENOENT')
-            this.options.log.warn({ source, file, err: err.message }, 'could not remove a state file');
-        });
-      }
-    });
+    void this.queue.idle(source).then(() =>
+      this.exclusive(source, async () => {
+        if (!this.removing.delete(source)) return;
+        await this.closeJournal(source);
+        await this.closeFile(source);
+        for (const file of [this.fileOf(source), this.journalOf(source)]) {
+          await unlink(file).catch((err: NodeJS.ErrnoException) => {
+            if (err.code !== 'ENOENT')
+              this.options.log.warn({ source, file, err: err.message }, 'could not remove a state file');
+          });
+        }
+      }),
+    );
   }
 
   /** Per source, its last write or error. */
@@ -150,9 +188,96 @@ export class FileRecordStore implements SourceRecordStore {
 
   /** Writes everything pending now, then stops writing and releases the folder. */
   async close(): Promise<void> {
+    clearInterval(this.checkTimer);
+    await this.checking;
     await this.queue.close();
+    await Promise.all([...this.busy.values()]);
     await Promise.all([...this.journals.keys()].map((source) => this.closeJournal(source)));
+    await Promise.all([...this.files.keys()].map((source) => this.closeFile(source)));
     await unlink(path.join(this.options.dir, LOCK)).catch(() => undefined);
+  }
+
+  /** Runs `work` on the source's files once the work under way on them has ended. */
+  private exclusive<T>(source: string, work: () => Promise<T>): Promise<T> {
+    const before = this.busy.get(source) ?? Promise.resolve();
+    const run = before.then(work);
+    const ended = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.busy.set(source, ended);
+    void ended.then(() => {
+      if (this.busy.get(source) === ended) this.busy.delete(source);
+    });
+    return run;
+  }
+
+  /**
+   * Puts back the lock, and every state file and journal that is no longer the one this store
+   * wrote, from its open copy. A failure is logged (once until it changes) and tried again at the
+   * next check; serving goes on.
+   */
+  private async check(): Promise<void> {
+    try {
+      await mkdir(this.options.dir, { recursive: true, mode: 0o700 });
+      const lock = path.join(this.options.dir, LOCK);
+      if ((await present(lock)) === undefined) {
+        await writeFile(lock, `${process.pid}\n`, { mode: 0o600 });
+        this.options.log.warn(
+          { file: lock },
+          'the state folder lock was removed from outside: written again',
+        );
+      }
+      for (const source of [...this.files.keys()])
+        await this.exclusive(source, () => this.checkSource(source));
+      this.checkError = undefined;
+    } catch (err) {
+      const error = toMeshmuxError(err, 'STATE', { file: this.options.dir });
+      if (error.message !== this.checkError) {
+        this.options.log.error(
+          { err: error.describe() },
+          'could not put back a state file removed from outside; tried again at the next check',
+        );
+      }
+      this.checkError = error.message;
+    }
+  }
+
+  private async checkSource(source: string): Promise<void> {
+    const file = this.files.get(source);
+    if (file !== undefined && !(await holds(file, this.fileOf(source)))) {
+      this.files.set(source, await this.putBack(source, file, this.fileOf(source), 'r'));
+      await file.close().catch(() => undefined);
+    }
+    const journal = this.journals.get(source);
+    if (journal !== undefined && !(await holds(journal, this.journalOf(source)))) {
+      this.journals.set(source, await this.putBack(source, journal, this.journalOf(source), 'a+'));
+      await journal.close().catch(() => undefined);
+    }
+  }
+
+  /**
+   * Writes the bytes of `from` to `file` atomically, as a whole write does, and returns the new
+   * file open with `flags`.
+   */
+  private async putBack(source: string, from: FileHandle, file: string, flags: string): Promise<FileHandle> {
+    const bytes = await readAll(from);
+    const temporary = `${file}.${process.pid}.tmp`;
+    const handle = await open(temporary, 'w', 0o600);
+    try {
+      await writeAll(handle, bytes, 0);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temporary, file);
+    await this.syncFolder();
+    this.options.log.warn(
+      { source, file, bytes: bytes.byteLength },
+      'a state file was removed or replaced from outside: written back from what this process holds',
+    );
+    this.options.hooks?.onPutBack?.(source, file);
+    return open(file, flags);
   }
 
   private fileOf(source: string): string {
@@ -216,7 +341,7 @@ export class FileRecordStore implements SourceRecordStore {
   private async append(source: string, entry: Buffer, created: boolean): Promise<void> {
     let handle = this.journals.get(source);
     if (handle === undefined) {
-      handle = await open(this.journalOf(source), 'a', 0o600);
+      handle = await open(this.journalOf(source), 'a+', 0o600);
       this.journals.set(source, handle);
     }
     try {
@@ -227,6 +352,14 @@ export class FileRecordStore implements SourceRecordStore {
       throw err;
     }
     if (created) await this.syncFolder();
+  }
+
+  /** Closes the source's state file if it is open. */
+  private async closeFile(source: string): Promise<void> {
+    const handle = this.files.get(source);
+    if (handle === undefined) return;
+    this.files.delete(source);
+    await handle.close().catch(() => undefined);
   }
 
   /** Closes the source's journal if it is open (a failure to close is of no consequence: it was fsynced). */
@@ -244,7 +377,7 @@ export class FileRecordStore implements SourceRecordStore {
   private async writeWhole(source: string, record: SourceRecord): Promise<{ bytes: number; base: Buffer }> {
     const file = this.fileOf(source);
     const temporary = `${file}.${process.pid}.tmp`;
-    const handle = await open(temporary, 'w', 0o600);
+    const handle = await open(temporary, 'w+', 0o600);
     let bytes = 0;
     let base: Buffer = Buffer.alloc(0);
     try {
@@ -263,8 +396,15 @@ export class FileRecordStore implements SourceRecordStore {
       await unlink(temporary).catch(() => undefined);
       throw err;
     }
-    await handle.close();
-    await rename(temporary, file);
+    try {
+      await rename(temporary, file);
+    } catch (err) {
+      await handle.close().catch(() => undefined);
+      throw err;
+    }
+    // Kept open: the copy to write back should the file be removed.
+    await this.closeFile(source);
+    this.files.set(source, handle);
     await this.syncFolder();
     return { bytes, base };
   }
@@ -283,8 +423,17 @@ export class FileRecordStore implements SourceRecordStore {
       if (!name.endsWith(SUFFIX)) continue;
       const expected = name.slice(0, -SUFFIX.length);
       try {
-        const bytes = await readFile(file);
+        const handle = await open(file, 'r');
+        let bytes: Buffer;
+        try {
+          bytes = await readAll(handle);
+        } catch (err) {
+          await handle.close();
+          throw err;
+        }
         const record = decodeStateFile(bytes, file);
+        // Kept open, as a written one is, while the record is believed.
+        this.files.set(expected, handle);
         if (record.source !== expected) {
           throw new MeshmuxError('STATE', `holds the state of source "${record.source}", not "${expected}"`, {
             file,
@@ -292,6 +441,8 @@ export class FileRecordStore implements SourceRecordStore {
         }
         records.set(record.source, await this.replay(expected, record, stateFileChecksum(bytes), problems));
       } catch (err) {
+        await this.closeFile(expected);
+        await this.closeJournal(expected);
         const error = toMeshmuxError(err, 'STATE', { file });
         problems.push(error);
         this.options.log.error({ err: error.describe() }, 'ignored a state file that cannot be believed');
@@ -316,6 +467,8 @@ export class FileRecordStore implements SourceRecordStore {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return record;
       throw toMeshmuxError(err, 'STATE', { file });
     }
+    // Kept open, as one appended to is: what to write back should it be removed before the next write.
+    this.journals.set(source, await open(file, 'a+'));
     const replayed = replayJournal(journal, base, record, file);
     if (replayed.problem !== undefined) {
       problems.push(replayed.problem);
@@ -389,10 +542,6 @@ export function fallbackStateDir(): string {
   return path.join(tmpdir(), 'meshmux-state');
 }
 
-/**
- * Writes all of `bytes` at `position`, or at the end of a file opened to append (`null`): a write
- * may take fewer bytes than it was given.
- */
 /** Fsyncs a folder, so that a file renamed into it survives a crash. */
 export async function syncFolder(dir: string): Promise<void> {
   const folder = await open(dir, 'r');
@@ -403,6 +552,10 @@ export async function syncFolder(dir: string): Promise<void> {
   }
 }
 
+/**
+ * Writes all of `bytes` at `position`, or at the end of a file opened to append (`null`): a write
+ * may take fewer bytes than it was given.
+ */
 async function writeAll(handle: FileHandle, bytes: Buffer, position: number | null): Promise<void> {
   let done = 0;
   while (done < bytes.byteLength) {
@@ -410,4 +563,33 @@ async function writeAll(handle: FileHandle, bytes: Buffer, position: number | nu
     const { bytesWritten } = await handle.write(bytes, done, bytes.byteLength - done, at);
     done += bytesWritten;
   }
+}
+
+/** The whole of an open file, read from its start whatever the handle's position. */
+async function readAll(handle: FileHandle): Promise<Buffer> {
+  const { size } = await handle.stat();
+  const bytes = Buffer.allocUnsafe(size);
+  let done = 0;
+  while (done < size) {
+    const { bytesRead } = await handle.read(bytes, done, size - done, done);
+    if (bytesRead === 0) break;
+    done += bytesRead;
+  }
+  return bytes.subarray(0, done);
+}
+
+/** The file's identity, or undefined when there is none at that path. */
+async function present(file: string): Promise<{ dev: number; ino: number } | undefined> {
+  try {
+    return await stat(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+/** Whether `file` is still the file open as `handle` (not removed, nor replaced by another). */
+async function holds(handle: FileHandle, file: string): Promise<boolean> {
+  const [open, there] = await Promise.all([handle.stat(), present(file)]);
+  return there !== undefined && there.dev === open.dev && there.ino === open.ino;
 }

@@ -7,6 +7,8 @@ export interface RecordStoreHooks {
   onWrite?(source: string, bytes: number, ms: number): void;
   onWriteError?(source: string, error: MeshmuxError): void;
   onLoadError?(where: string, error: MeshmuxError): void;
+  /** A file of the source's record was found removed or replaced, and written back. */
+  onPutBack?(source: string, file: string): void;
 }
 
 /** Per source: what a store knows of its last write, for `/debug/state`. */

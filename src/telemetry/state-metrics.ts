@@ -11,6 +11,7 @@ export class StateMetrics {
   private readonly lastWrite: Gauge<'source'>;
   private readonly writeBytes: Gauge<'source'>;
   private readonly loadErrors: Counter;
+  private readonly putBack: Counter<'source'>;
   private readonly storeUp: Gauge<'store'>;
   private readonly writer: Gauge<'store'>;
 
@@ -42,6 +43,12 @@ export class StateMetrics {
     this.loadErrors = new Counter({
       name: 'meshmux_state_load_errors_total',
       help: 'State files ignored at start because they were corrupt, truncated, foreign or unreadable.',
+      registers: [registry],
+    });
+    this.putBack = new Counter({
+      name: 'meshmux_state_files_put_back_total',
+      help: 'State files or journals found removed or replaced while running, and written back from the open copy.',
+      labelNames: ['source'] as const,
       registers: [registry],
     });
     this.storeUp = new Gauge({
@@ -78,5 +85,9 @@ export class StateMetrics {
 
   onLoadError(): void {
     this.loadErrors.inc();
+  }
+
+  onPutBack(source: string): void {
+    this.putBack.inc({ source });
   }
 }

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import type { FakeAdsServer } from '../support/fake-ads-server.js';
@@ -20,6 +20,7 @@ import {
   readiness,
   report,
 } from '../support/fault-kit.js';
+import { until } from '../support/deadline.js';
 import { freePort } from '../support/free-port.js';
 import { serviceEntry } from '../support/git-fixtures.js';
 import type { IstiodClient } from '../support/istiod-client.js';
@@ -31,6 +32,13 @@ import { fakeVirtualService } from '../support/fake-objects.js';
 import { DR, SE, VS } from '../support/type-urls.js';
 
 const WAIT_MS = 20_000;
+
+/** Whether `file` exists. */
+const exists = (file: string): Promise<boolean> =>
+  stat(file).then(
+    () => true,
+    () => false,
+  );
 
 interface StatePage {
   dir: string;
@@ -98,9 +106,16 @@ async function restartDuringOutage(
   const startedAt = Date.now();
   let meshmux = await MeshmuxProcess.start(configFile, { cwd, xds });
   const client = connectIstiod(xds);
-  await client.waitFor(hasEverything, WAIT_MS, () => 'the first run served everything');
-  await persisted(meshmux, 'mesh', startedAt);
-  await beforeKill?.(meshmux, client);
+  try {
+    await client.waitFor(hasEverything, WAIT_MS, () => 'the first run served everything');
+    await persisted(meshmux, 'mesh', startedAt);
+    await beforeKill?.(meshmux, client);
+  } catch (err) {
+    // Nothing left running to hold the test's process open after its failure.
+    client.close();
+    await meshmux.kill();
+    throw err;
+  }
   const held = inventory(client);
   await meshmux.kill('SIGKILL');
   await outage();
@@ -190,6 +205,72 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
       report('restart during an outage after changes written to the journal', {
         'objects lost': 0,
         'journal bytes': journalBytes,
+      });
+    } finally {
+      run.client.close();
+      await run.meshmux.kill();
+      await fake.stop();
+      await dir.dispose();
+    }
+  });
+
+  it('serves every object after its state folder was removed from outside, once restarted during an outage', async () => {
+    const dir = await tempDir('meshmux-fault-restart-removed-');
+    const fake = await meshUpstream();
+    const configFile = await persistedXdsConfig(dir.dir, fake.address);
+    const state = path.join(dir.dir, 'state');
+    let putBackMs = 0;
+    const run = await restartDuringOutage(
+      configFile,
+      dir.dir,
+      holdsTheUpstream,
+      () => fake.stop(),
+      async (meshmux, client) => {
+        // A change of one object, kept in the journal, then the whole folder goes (a cleaner of
+        // old files, a hand): nothing the upstream sends changes meanwhile, so nothing is written.
+        const changedAt = Date.now();
+        fake.set('VirtualService', [
+          fakeVirtualService('svc-0', 'moved.example'),
+          ...[1, 2, 3, 4].map((i) => fakeVirtualService(`svc-${i}`)),
+        ]);
+        fake.push();
+        await client.waitFor(
+          (c) => c.configs(VS).get('shop/svc-0')?.body['hosts']?.toString() === 'moved.example',
+          WAIT_MS,
+          () => 'the change',
+        );
+        await persisted(meshmux, 'mesh', changedAt);
+        await rm(state, { recursive: true, force: true });
+        const removedAt = performance.now();
+        await until(
+          async () =>
+            (await exists(path.join(state, 'mesh.state'))) &&
+            (await exists(path.join(state, 'mesh.journal'))),
+          WAIT_MS,
+          'the state file and journal written back',
+        );
+        putBackMs = performance.now() - removedAt;
+        await meshmux.waitForLog(
+          (l) => l.msg?.startsWith('a state file was removed or replaced from outside') === true,
+          0,
+          WAIT_MS,
+          'the write-back logged',
+        );
+        const metrics = await (await fetch(`${meshmux.http}/metrics`)).text();
+        assert.match(metrics, /meshmux_state_files_put_back_total\{source="mesh"\} 2/);
+      },
+    );
+    try {
+      assert.deepEqual(lost(run.held, inventory(run.client)), [], 'objects lost');
+      assert.equal(run.held.size, 15);
+      assert.equal(
+        run.client.configs(VS).get('shop/svc-0')?.body['hosts']?.toString(),
+        'moved.example',
+        'the change kept in the journal',
+      );
+      report('restart during an outage after the state folder was removed', {
+        'objects lost': 0,
+        'ms from removal to the files written back': putBackMs,
       });
     } finally {
       run.client.close();

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readdir, readFile, readlink, writeFile } from 'node:fs/promises';
+import { readdir, readFile, readlink, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { SourceRecord } from '../../src/merge/source-record.js';
 import { FileRecordStore } from '../../src/state/file-record-store.js';
@@ -488,5 +488,117 @@ describe('FileRecordStore', () => {
       other.kill();
       await t.dispose();
     }
+  });
+
+  describe('files removed from outside', () => {
+    // The store's timers do not hold the process open; this does while these tests await them.
+    let alive: NodeJS.Timeout | undefined;
+    before(() => void (alive = setInterval(() => undefined, 1_000)));
+    after(() => clearInterval(alive));
+    /** Whether `file` exists. */
+    const exists = (file: string): Promise<boolean> =>
+      stat(file).then(
+        () => true,
+        () => false,
+      );
+
+    it('writes back a state file and its journal removed while running, and the next open reads the latest record', async () => {
+      const t = await tempDir();
+      try {
+        let writes = 0;
+        const { store } = await FileRecordStore.open({
+          dir: t.dir,
+          log,
+          delayMs: 1,
+          checkMs: 20,
+          hooks: { onWrite: () => void writes++ },
+        });
+        const first = record('mesh', names(300));
+        await store.changed('mesh', () => first);
+        const second = withChanged(first, [7, 200]);
+        await store.changed('mesh', () => second);
+        const state = path.join(t.dir, 'mesh.state');
+        const journal = path.join(t.dir, 'mesh.journal');
+        const before = [await readFile(state), await readFile(journal)];
+        await unlink(state);
+        await unlink(journal);
+        await until(
+          async () => (await exists(state)) && (await exists(journal)),
+          5_000,
+          'mesh.state and mesh.journal written back',
+        );
+        assert.ok((await readFile(state)).equals(before[0] ?? Buffer.alloc(0)));
+        assert.ok((await readFile(journal)).equals(before[1] ?? Buffer.alloc(0)));
+        assert.equal(writes, 2, 'written back from the open files, not written anew');
+        // A later change goes to the journal written back, and is read back with the rest.
+        const third = withChanged(second, [9]);
+        await store.changed('mesh', () => third);
+        await store.close();
+        const { store: again, loaded } = await FileRecordStore.open({ dir: t.dir, log });
+        assert.deepEqual(contentOf(loaded.records.get('mesh')), contentOf(third));
+        assert.deepEqual(loaded.problems, []);
+        await again.close();
+      } finally {
+        await t.dispose();
+      }
+    });
+
+    it('writes back a state file it only read at its start, a file put in its place, and a whole folder removed', async () => {
+      const t = await tempDir();
+      try {
+        const { store: first } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 1 });
+        const mesh = record('mesh', names(50));
+        const other = record('other', names(5));
+        await first.changed('mesh', () => mesh);
+        await first.changed('other', () => other);
+        await first.close();
+
+        const { store } = await FileRecordStore.open({ dir: t.dir, log, checkMs: 20 });
+        const state = path.join(t.dir, 'mesh.state');
+        const written = await readFile(state);
+        await unlink(state);
+        await until(() => exists(state), 5_000, 'mesh.state written back');
+        assert.ok((await readFile(state)).equals(written));
+
+        // Another file renamed over it (as a copy or an editor puts one in place).
+        await writeFile(`${state}.other`, 'not a state file');
+        await rename(`${state}.other`, state);
+        await until(
+          async () => (await readFile(state)).equals(written),
+          5_000,
+          'mesh.state put back in place of another file',
+        );
+
+        await rm(t.dir, { recursive: true, force: true });
+        await until(
+          async () => (await exists(state)) && (await exists(path.join(t.dir, 'other.state'))),
+          5_000,
+          'the folder and both state files written back',
+        );
+        assert.equal((await readFile(path.join(t.dir, 'lock'), 'utf8')).trim(), String(process.pid));
+        await store.close();
+        const { store: again, loaded } = await FileRecordStore.open({ dir: t.dir, log });
+        assert.deepEqual(contentOf(loaded.records.get('mesh')), contentOf(mesh));
+        assert.deepEqual(contentOf(loaded.records.get('other')), contentOf(other));
+        await again.close();
+      } finally {
+        await t.dispose();
+      }
+    });
+
+    it('writes back no file of a source removed from the configuration', async () => {
+      const t = await tempDir();
+      try {
+        const { store } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 1, checkMs: 20 });
+        await store.changed('gone', () => record('gone', names(3)));
+        store.removed('gone');
+        await until(async () => !(await exists(path.join(t.dir, 'gone.state'))), 5_000, 'gone.state removed');
+        await new Promise((r) => setTimeout(r, 200));
+        assert.equal(await exists(path.join(t.dir, 'gone.state')), false);
+        await store.close();
+      } finally {
+        await t.dispose();
+      }
+    });
   });
 });
