@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { readdir, rename, writeFile } from 'node:fs/promises';
+import { readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { ConfigResource } from '../../src/core/resource.js';
@@ -424,6 +424,37 @@ describe('the git source', () => {
     assert.match(failing.error?.describe() ?? '', /git fetch failed/);
     assert.ok(!events.events.some((e) => e.type === 'snapshot'));
   });
+
+  for (const [what, damage] of [
+    ['its whole folder was', (mirror: string) => rm(path.dirname(mirror), { recursive: true, force: true })],
+    [
+      'its objects were',
+      (mirror: string) => rm(path.join(mirror, 'objects'), { recursive: true, force: true }),
+    ],
+  ] as const) {
+    it(`fetches the next commit into a mirror built again after ${what} removed while running`, async () => {
+      const { repo, first } = await repoWith({ 'a.yaml': serviceEntry('a', 'default', 'a.example.com') });
+      const cacheDir = path.join(root, `removed-cache-${counter}`);
+      const { source, events } = start({ url: repo.remote, cacheDir });
+      assert.equal((await events.snapshot()).revision, first);
+      const [mirror] = await readdir(cacheDir);
+      await damage(path.join(cacheDir, mirror ?? ''));
+      const second = await repo.commitAndPush(
+        { 'b.yaml': serviceEntry('b', 'default', 'b.example.com') },
+        'b',
+      );
+      const from = events.count;
+      await source.fetchNow('test');
+      const next = await events.snapshot(from);
+      assert.equal(next.revision, second);
+      assert.deepEqual(ids(next), ['ServiceEntry default/a', 'ServiceEntry default/b']);
+      assert.deepEqual(
+        events.events.slice(from).filter((e) => e.type === 'status' && e.state !== 'synced'),
+        [],
+        'no fetch failed',
+      );
+    });
+  }
 
   it('shares one bare repository between sources on the same URL and serializes their fetches', async () => {
     const { repo, first } = await repoWith({ 'a.yaml': serviceEntry('a', 'default', 'a.example.com') });

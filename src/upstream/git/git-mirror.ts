@@ -18,6 +18,13 @@ import { isCommitId, mirrorFolderName, redactUrl, secretRedactor } from './git-u
 const CREDENTIALS_REFUSED =
   /could not read (Username|Password)|Authentication failed|Permission denied \(|returned error: 40[13]/i;
 
+/**
+ * What git says of a repository whose files were removed or damaged under it (a cleaner of old
+ * files in the temporary folder the mirror lives in by default, a full disk during a write).
+ */
+const DAMAGED =
+  /not a git repository|bad object|missing (blob|tree|commit|object)|unable to read|is corrupt|did not send all necessary objects|invalid object|does not point to a valid object/i;
+
 /** The mirror's own ref that keeps what `ref` named at its last fetch. */
 function localRef(ref: string): string {
   return `refs/meshmux/${createHash('sha256').update(ref).digest('hex').slice(0, 24)}`;
@@ -44,6 +51,8 @@ export class GitMirror {
 
   private queue: Promise<unknown> = Promise.resolve();
   private initialized = false;
+  /** A fetch found the repository damaged: it is built again before the fetch is tried again. */
+  private damaged = false;
 
   private constructor(
     readonly url: string,
@@ -79,11 +88,7 @@ export class GitMirror {
       try {
         await runGit(args, options);
       } catch (err) {
-        const lock = this.staleLock(err);
-        if (lock === undefined) throw this.fetchError(ref, err);
-        // Git operations on this repository run one at a time, so a lock file seen here was left by
-        // a git that died mid-way (a crash, a kill): remove it and try once more.
-        await rm(lock, { force: true });
+        if (!(await this.repair(err))) throw this.fetchError(ref, err);
         try {
           await runGit(args, options);
         } catch (again) {
@@ -92,6 +97,47 @@ export class GitMirror {
       }
       return resolveCommit(this.dir, local);
     });
+  }
+
+  /**
+   * Mends what made a fetch fail on this side, and says whether it did (so the fetch is tried once
+   * more): a lock file left by a git that died, or a repository damaged under it, built again
+   * empty (the next fetch brings the ref's commit whole, as a first one does).
+   */
+  private async repair(err: unknown): Promise<boolean> {
+    const lock = this.staleLock(err);
+    if (lock !== undefined) {
+      // Git operations on this repository run one at a time, so a lock file seen here was left by
+      // a git that died mid-way (a crash, a kill): remove it and try once more.
+      await rm(lock, { force: true });
+      return true;
+    }
+    if (!(await this.isDamaged(err))) return false;
+    this.damaged = true;
+    this.initialized = false;
+    await this.ensureRepository();
+    return true;
+  }
+
+  /** Whether `err` came from this repository being damaged rather than from the remote. */
+  private async isDamaged(err: unknown): Promise<boolean> {
+    // What the remote says of its own repository (`remote: …`) is no damage of this one.
+    const local =
+      err instanceof GitCommandError ? err.stderr.split('\n').filter((l) => !/^remote:/i.test(l)) : [];
+    if (local.some((line) => DAMAGED.test(line))) return true;
+    return !(await this.usable());
+  }
+
+  /** Whether the folder holds a repository git can open. */
+  private usable(): Promise<boolean> {
+    return stat(path.join(this.dir, 'HEAD')).then(
+      () =>
+        runGit([`--git-dir=${this.dir}`, 'rev-parse', '--is-bare-repository']).then(
+          () => true,
+          () => false,
+        ),
+      () => false,
+    );
   }
 
   /**
@@ -130,18 +176,13 @@ export class GitMirror {
     return run;
   }
 
-  /** Creates the bare repository on first use; a folder left half-made by a crash is replaced. */
+  /**
+   * Creates the bare repository on first use; a folder left half-made by a crash, or found damaged,
+   * is replaced.
+   */
   private async ensureRepository(): Promise<void> {
     if (this.initialized) return;
-    const usable = await stat(path.join(this.dir, 'HEAD')).then(
-      () =>
-        runGit([`--git-dir=${this.dir}`, 'rev-parse', '--is-bare-repository']).then(
-          () => true,
-          () => false,
-        ),
-      () => false,
-    );
-    if (!usable) {
+    if (this.damaged || !(await this.usable())) {
       // Build it beside its final place and rename, so no reader ever sees half a repository.
       await mkdir(path.dirname(this.dir), { recursive: true });
       const building = `${this.dir}.${randomBytes(4).toString('hex')}.tmp`;
@@ -150,6 +191,7 @@ export class GitMirror {
       await runGit([`--git-dir=${building}`, 'config', 'core.logAllRefUpdates', 'false']);
       await rm(this.dir, { recursive: true, force: true });
       await rename(building, this.dir);
+      this.damaged = false;
     }
     this.initialized = true;
   }
