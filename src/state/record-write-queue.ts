@@ -65,6 +65,10 @@ export interface RecordWriteQueueOptions {
 export class RecordWriteQueue {
   private readonly dirty = new Map<string, () => SourceRecord>();
   private readonly status = new Map<string, RecordWriteStatus>();
+  /**
+   * Per source, the soonest it may be written again, on the monotonic clock: a wall clock stepped
+   * back (an NTP correction, a VM resumed) would otherwise hold its writes for as long as the step.
+   */
   private readonly earliest = new Map<string, number>();
   /** Per dirty source awaited by a caller: who waits for its next write to end. */
   private readonly waiters = new Map<string, (() => void)[]>();
@@ -183,7 +187,7 @@ export class RecordWriteQueue {
   /** Until the soonest a dirty source may be written again (now when one is awaited). */
   private nextDelay(): number {
     if (this.waiters.size > 0) return 0;
-    const now = Date.now();
+    const now = performance.now();
     let soonest = Infinity;
     for (const source of this.dirty.keys()) soonest = Math.min(soonest, this.earliest.get(source) ?? now);
     return Math.max(this.delayMs, soonest - now);
@@ -202,7 +206,7 @@ export class RecordWriteQueue {
       const read = this.dirty.get(source);
       if (read === undefined) continue;
       const waiting = this.waiters.get(source);
-      if (!all && waiting === undefined && (this.earliest.get(source) ?? 0) > Date.now()) continue;
+      if (!all && waiting === undefined && (this.earliest.get(source) ?? 0) > performance.now()) continue;
       this.waiters.delete(source);
       this.dirty.delete(source);
       const started = performance.now();
@@ -214,7 +218,7 @@ export class RecordWriteQueue {
         if (writing.forgotten) continue;
         const ms = performance.now() - started;
         // Slow writes are spaced out: the store is busy at most a tenth of the time for this source.
-        this.earliest.set(source, Date.now() + Math.max(this.delayMs, 10 * ms));
+        this.earliest.set(source, performance.now() + Math.max(this.delayMs, 10 * ms));
         if (again === true && !this.dirty.has(source)) this.dirty.set(source, read);
         this.status.set(source, {
           source,
@@ -237,7 +241,7 @@ export class RecordWriteQueue {
         this.status.set(source, { ...previous, source, lastError: error.message });
         this.options.hooks?.onWriteError?.(source, error);
         if (!this.dirty.has(source)) this.dirty.set(source, read);
-        this.earliest.set(source, Date.now() + this.retryMs);
+        this.earliest.set(source, performance.now() + this.retryMs);
       } finally {
         this.writing = undefined;
         finished();

@@ -1,0 +1,53 @@
+import assert from 'node:assert/strict';
+import { describe, it, mock } from 'node:test';
+import { pino } from 'pino';
+import type { SourceRecord } from '../../src/merge/source-record.js';
+import { RecordWriteQueue } from '../../src/state/record-write-queue.js';
+import { until } from '../support/deadline.js';
+import { fakeResource } from '../support/resources.js';
+
+const log = pino({ level: 'silent' });
+
+function record(revision: string): SourceRecord {
+  return {
+    source: 'mesh',
+    type: 'xds',
+    revision,
+    savedMs: Date.now(),
+    complete: true,
+    answeredKinds: [],
+    resources: [fakeResource('a')],
+  };
+}
+
+describe('RecordWriteQueue', () => {
+  it('goes on writing changes on schedule after the wall clock is stepped back an hour', async () => {
+    const written: string[] = [];
+    const queue = new RecordWriteQueue(
+      {
+        write: (_source, r) => {
+          written.push(r.revision);
+          return Promise.resolve({ bytes: 1 });
+        },
+        where: () => 'mesh',
+      },
+      { log, delayMs: 20 },
+    );
+    const alive = setInterval(() => undefined, 1_000);
+    try {
+      void queue.changed('mesh', () => record('first'));
+      await until(() => written.includes('first'), 5_000, 'the first record written');
+      const wall = Date.now();
+      mock.method(Date, 'now', () => wall - 3_600_000);
+      void queue.changed('mesh', () => record('second'));
+      await until(() => written.includes('second'), 5_000, 'the change after the step written', {
+        describe: () => JSON.stringify(written),
+      });
+      assert.deepEqual(written, ['first', 'second']);
+    } finally {
+      mock.restoreAll();
+      clearInterval(alive);
+      await queue.close();
+    }
+  });
+});
