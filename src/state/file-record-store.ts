@@ -423,17 +423,11 @@ export class FileRecordStore implements SourceRecordStore {
       if (!name.endsWith(SUFFIX)) continue;
       const expected = name.slice(0, -SUFFIX.length);
       try {
+        // Kept open, as a written one is, while the record is believed (closed below if it is not).
         const handle = await open(file, 'r');
-        let bytes: Buffer;
-        try {
-          bytes = await readAll(handle);
-        } catch (err) {
-          await handle.close();
-          throw err;
-        }
-        const record = decodeStateFile(bytes, file);
-        // Kept open, as a written one is, while the record is believed.
         this.files.set(expected, handle);
+        const bytes = await readAll(handle);
+        const record = decodeStateFile(bytes, file);
         if (record.source !== expected) {
           throw new MeshmuxError('STATE', `holds the state of source "${record.source}", not "${expected}"`, {
             file,

@@ -379,6 +379,26 @@ describe('FileRecordStore', () => {
     }
   });
 
+  it('keeps no file open of a state file it ignored as corrupt', async () => {
+    const t = await tempDir();
+    try {
+      const { store, written } = await countingStore(t.dir);
+      void store.changed('bad', () => record('bad', ['y']));
+      await written(1);
+      await store.close();
+      const bad = path.join(t.dir, 'bad.state');
+      const bytes = await readFile(bad);
+      bytes[bytes.length - 1] = (bytes[bytes.length - 1] ?? 0) ^ 1;
+      await writeFile(bad, bytes);
+      const { store: again, loaded } = await FileRecordStore.open({ dir: t.dir, log });
+      assert.equal(loaded.problems.length, 1);
+      assert.equal(await openCopies(bad), 0, 'bad.state still open');
+      await again.close();
+    } finally {
+      await t.dispose();
+    }
+  });
+
   it('removes the file of a source that left the configuration, and leftovers of an interrupted write', async () => {
     const t = await tempDir();
     try {
