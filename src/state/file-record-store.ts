@@ -456,13 +456,16 @@ export class FileRecordStore implements SourceRecordStore {
     const file = this.journalOf(source);
     let journal: Buffer;
     try {
-      journal = await readFile(file);
+      // Kept open, as one appended to is: what to write back should it be removed before the next
+      // write. Open to read only, so a read-only folder is still restored from: the first write
+      // after a start is whole and closes it, so no entry is ever appended through it.
+      const handle = await open(file, 'r');
+      this.journals.set(source, handle);
+      journal = await readAll(handle);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return record;
       throw toMeshmuxError(err, 'STATE', { file });
     }
-    // Kept open, as one appended to is: what to write back should it be removed before the next write.
-    this.journals.set(source, await open(file, 'a+'));
     const replayed = replayJournal(journal, base, record, file);
     if (replayed.problem !== undefined) {
       problems.push(replayed.problem);

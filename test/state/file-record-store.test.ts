@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { readdir, readFile, readlink, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdir, readdir, readFile, readlink, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe, it, type TestContext } from 'node:test';
 import { pino } from 'pino';
 import type { SourceRecord } from '../../src/merge/source-record.js';
 import { FileRecordStore } from '../../src/state/file-record-store.js';
@@ -507,6 +507,53 @@ describe('FileRecordStore', () => {
     } finally {
       other.kill();
       await t.dispose();
+    }
+  });
+
+  it('restores a record and its journal from a read-only folder, and logs the lock it cannot write once', async (t: TestContext) => {
+    const d = await tempDir();
+    const dir = path.join(d.dir, 'state');
+    await mkdir(dir);
+    const mount = (args: string[]): string | undefined => {
+      const r = spawnSync('mount', args, { encoding: 'utf8' });
+      return r.status === 0
+        ? undefined
+        : `mount ${args.join(' ')}: ${r.stderr || r.error?.message || 'failed'}`;
+    };
+    const failure = mount(['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', dir]);
+    if (failure !== undefined) {
+      if (process.env['CI'] !== undefined)
+        assert.fail(`CI must be able to mount a tmpfs (run as root): ${failure}`);
+      t.skip(`needs root to mount a tmpfs: ${failure}`);
+      await d.dispose();
+      return;
+    }
+    // The store's timers do not hold the process open; this does while the test awaits them.
+    const alive = setInterval(() => undefined, 1_000);
+    try {
+      const { store, written } = await countingStore(dir);
+      const first = record('mesh', names(300));
+      void store.changed('mesh', () => first);
+      await written(1);
+      const second = withChanged(first, [7, 200]);
+      void store.changed('mesh', () => second);
+      await store.close();
+      assert.ok((await readdir(dir)).includes('mesh.journal'));
+      const remounted = mount(['-o', 'remount,ro', dir]);
+      assert.equal(remounted, undefined, remounted);
+      const lines: string[] = [];
+      const logged = pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) });
+      const { store: again, loaded } = await FileRecordStore.open({ dir, log: logged, checkMs: 20 });
+      assert.deepEqual(loaded.problems, []);
+      assert.deepEqual(contentOf(loaded.records.get('mesh')), contentOf(second));
+      await new Promise((r) => setTimeout(r, 300));
+      await again.close();
+      const checks = lines.filter((l) => l.includes('could not put back'));
+      assert.ok(checks.length <= 1, checks.join(''));
+    } finally {
+      clearInterval(alive);
+      spawnSync('umount', [dir]);
+      await d.dispose();
     }
   });
 
