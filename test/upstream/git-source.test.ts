@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { ConfigResource } from '../../src/core/resource.js';
@@ -414,6 +414,28 @@ describe('the git source', () => {
       !after.events.events.slice(from).some((e) => e.type === 'snapshot'),
       'the same commit is not served again',
     );
+  });
+
+  it('keeps its mirror, and the commit it last fetched, when git cannot open the repository a local remote links to', async () => {
+    const { repo, first } = await repoWith({ 'a.yaml': serviceEntry('a', 'default', 'a.example.com') });
+    // A local checkout whose `.git` is a link to its repository (a worktree, a submodule).
+    const linked = path.join(root, `linked-${counter}`);
+    await mkdir(linked);
+    await writeFile(path.join(linked, '.git'), `gitdir: ${repo.remote}\n`);
+    const before = start({ url: linked });
+    assert.equal((await before.events.snapshot()).revision, first);
+    const away = `${repo.remote}.moved`;
+    await rename(repo.remote, away);
+    const from = before.events.count;
+    await before.source.fetchNow('test');
+    await before.events.status('stale', from);
+    before.events.close();
+
+    // A restart while the remote is still away serves what the mirror last fetched.
+    const after = start({ url: linked, timeoutMs: 10_000 });
+    const snapshot = await after.events.snapshot();
+    assert.equal(snapshot.revision, first, 'the last fetched commit, from the mirror on disk');
+    await rename(away, repo.remote);
   });
 
   it('reports failing, serving nothing, when the remote is gone at start and its mirror never fetched the ref', async () => {

@@ -21,9 +21,11 @@ const CREDENTIALS_REFUSED =
 /**
  * What git says of a repository whose files were removed or damaged under it (a cleaner of old
  * files in the temporary folder the mirror lives in by default, a full disk during a write).
+ * Not `not a git repository`: git also says it of a local remote it cannot open, and whether
+ * this one opens is asked of git directly.
  */
 const DAMAGED =
-  /not a git repository|bad object|missing (blob|tree|commit|object)|unable to read|is corrupt|did not send all necessary objects|invalid object|does not point to a valid object/i;
+  /bad object|missing (blob|tree|commit|object)|unable to read|is corrupt|did not send all necessary objects|invalid object|does not point to a valid object/i;
 
 /** The mirror's own ref that keeps what `ref` named at its last fetch. */
 function localRef(ref: string): string {
