@@ -228,8 +228,16 @@ export class FileRecordStore implements SourceRecordStore {
           'the state folder lock was removed from outside: written again',
         );
       }
-      for (const source of [...this.files.keys()])
-        await this.exclusive(source, () => this.checkSource(source));
+      // Each source on its own: one whose file cannot be put back leaves the others put back.
+      let failed: MeshmuxError | undefined;
+      for (const source of [...this.files.keys()]) {
+        try {
+          await this.exclusive(source, () => this.checkSource(source));
+        } catch (err) {
+          failed ??= toMeshmuxError(err, 'STATE', { file: this.options.dir });
+        }
+      }
+      if (failed !== undefined) throw failed;
       this.checkError = undefined;
     } catch (err) {
       const error = toMeshmuxError(err, 'STATE', { file: this.options.dir });
@@ -265,12 +273,17 @@ export class FileRecordStore implements SourceRecordStore {
     const temporary = `${file}.${process.pid}.tmp`;
     const handle = await open(temporary, 'w', 0o600);
     try {
-      await writeAll(handle, bytes, 0);
-      await handle.sync();
-    } finally {
-      await handle.close();
+      try {
+        await writeAll(handle, bytes, 0);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await rename(temporary, file);
+    } catch (err) {
+      await unlink(temporary).catch(() => undefined);
+      throw err;
     }
-    await rename(temporary, file);
     await this.syncFolder();
     this.options.log.warn(
       { source, file, bytes: bytes.byteLength },

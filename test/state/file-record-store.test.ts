@@ -653,6 +653,30 @@ describe('FileRecordStore', () => {
       }
     });
 
+    it('writes back the files of the other sources when one cannot be put back', async () => {
+      const t = await tempDir();
+      try {
+        const { store } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 1, checkMs: 20 });
+        await store.changed('first', () => record('first', names(3)));
+        await store.changed('second', () => record('second', names(3)));
+        const first = path.join(t.dir, 'first.state');
+        const second = path.join(t.dir, 'second.state');
+        const written = await readFile(second);
+        // A folder in the place of one file: nothing can be renamed over it.
+        await unlink(first);
+        await mkdir(path.join(first, 'inside'), { recursive: true });
+        await unlink(second);
+        await until(() => exists(second), 5_000, 'second.state written back');
+        assert.ok((await readFile(second)).equals(written));
+        await rm(first, { recursive: true });
+        await until(() => exists(first), 5_000, 'first.state written back once it can be');
+        await store.close();
+        assert.deepEqual((await readdir(t.dir)).sort(), ['first.state', 'second.state']);
+      } finally {
+        await t.dispose();
+      }
+    });
+
     it('writes back no file of a source removed from the configuration', async () => {
       const t = await tempDir();
       try {
