@@ -105,7 +105,8 @@ export class FileRecordStore implements SourceRecordStore {
   private readonly files = new Map<string, FileHandle>();
   /** Per source, the work on its files under way (a write, a removal, a check), which the next waits for. */
   private readonly busy = new Map<string, Promise<void>>();
-  private readonly checkTimer: NodeJS.Timeout;
+  /** Started once the folder's records are read: a check during the read would race it. */
+  private checkTimer: NodeJS.Timeout | undefined;
   private checking: Promise<void> | undefined;
   /** The last failure of a check, logged once until it changes. */
   private checkError: string | undefined;
@@ -118,10 +119,6 @@ export class FileRecordStore implements SourceRecordStore {
       },
       options,
     );
-    this.checkTimer = setInterval(() => {
-      this.checking ??= this.check().finally(() => (this.checking = undefined));
-    }, options.checkMs ?? CHECK_MS);
-    this.checkTimer.unref();
   }
 
   /**
@@ -147,7 +144,12 @@ export class FileRecordStore implements SourceRecordStore {
         'the state folder is not writable: state is restored but not kept',
       );
     }
-    return { store, loaded: await store.load() };
+    const loaded = await store.load();
+    store.checkTimer = setInterval(() => {
+      store.checking ??= store.check().finally(() => (store.checking = undefined));
+    }, options.checkMs ?? CHECK_MS);
+    store.checkTimer.unref();
+    return { store, loaded };
   }
 
   get dir(): string {
@@ -218,37 +220,35 @@ export class FileRecordStore implements SourceRecordStore {
    * next check; serving goes on.
    */
   private async check(): Promise<void> {
-    try {
-      await mkdir(this.options.dir, { recursive: true, mode: 0o700 });
-      const lock = path.join(this.options.dir, LOCK);
-      if ((await present(lock)) === undefined) {
-        await writeFile(lock, `${process.pid}\n`, { mode: 0o600 });
-        this.options.log.warn(
-          { file: lock },
-          'the state folder lock was removed from outside: written again',
-        );
+    let failed: MeshmuxError | undefined;
+    // Each part on its own: one that cannot be put back leaves the others put back.
+    const attempt = async (file: string, work: () => Promise<unknown>): Promise<void> => {
+      try {
+        await work();
+      } catch (err) {
+        failed ??= toMeshmuxError(err, 'STATE', { file });
       }
-      // Each source on its own: one whose file cannot be put back leaves the others put back.
-      let failed: MeshmuxError | undefined;
-      for (const source of [...this.files.keys()]) {
-        try {
-          await this.exclusive(source, () => this.checkSource(source));
-        } catch (err) {
-          failed ??= toMeshmuxError(err, 'STATE', { file: this.options.dir });
-        }
-      }
-      if (failed !== undefined) throw failed;
+    };
+    const lock = path.join(this.options.dir, LOCK);
+    await attempt(this.options.dir, () => mkdir(this.options.dir, { recursive: true, mode: 0o700 }));
+    await attempt(lock, async () => {
+      if ((await present(lock)) !== undefined) return;
+      await writeFile(lock, `${process.pid}\n`, { mode: 0o600 });
+      this.options.log.warn({ file: lock }, 'the state folder lock was removed from outside: written again');
+    });
+    for (const source of [...this.files.keys()])
+      await attempt(this.fileOf(source), () => this.exclusive(source, () => this.checkSource(source)));
+    if (failed === undefined) {
       this.checkError = undefined;
-    } catch (err) {
-      const error = toMeshmuxError(err, 'STATE', { file: this.options.dir });
-      if (error.message !== this.checkError) {
-        this.options.log.error(
-          { err: error.describe() },
-          'could not put back a state file removed from outside; tried again at the next check',
-        );
-      }
-      this.checkError = error.message;
+      return;
     }
+    if (failed.message !== this.checkError) {
+      this.options.log.error(
+        { err: failed.describe() },
+        'could not put back what was removed from the state folder; tried again at the next check',
+      );
+    }
+    this.checkError = failed.message;
   }
 
   private async checkSource(source: string): Promise<void> {

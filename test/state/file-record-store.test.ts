@@ -636,7 +636,9 @@ describe('FileRecordStore', () => {
           'mesh.state put back in place of another file',
         );
 
-        await rm(t.dir, { recursive: true, force: true });
+        // Moved away whole, then removed: a removal file by file would race the check putting back.
+        await rename(t.dir, `${t.dir}.gone`);
+        await rm(`${t.dir}.gone`, { recursive: true, force: true });
         await until(
           async () => (await exists(state)) && (await exists(path.join(t.dir, 'other.state'))),
           5_000,
