@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import type { FakeAdsServer } from '../support/fake-ads-server.js';
@@ -87,6 +87,34 @@ function persistedXdsConfig(dir: string, address: string): Promise<string> {
 /** Whether the istiod holds every object of {@link upstream}. */
 function holdsTheUpstream(c: IstiodClient): boolean {
   return c.configs(VS).size === 5 && c.configs(DR).size === 5 && c.configs(SE).size === 5;
+}
+
+/** The first host of the VirtualService `shop/svc-0` the istiod holds. */
+function firstRouteHost(c: IstiodClient): unknown {
+  return (c.configs(VS).get('shop/svc-0')?.body['hosts'] as unknown[] | undefined)?.[0];
+}
+
+/**
+ * Moves `svc-0` of {@link meshUpstream} to another host and adds `svc-5`, a change of two objects
+ * among 15 (the store keeps it in the journal); resolves once the istiod holds it and it is kept.
+ */
+async function changeTwoRoutes(
+  fake: FakeAdsServer,
+  meshmux: MeshmuxProcess,
+  client: IstiodClient,
+): Promise<void> {
+  const changedAt = Date.now();
+  fake.set('VirtualService', [
+    fakeVirtualService('svc-0', 'moved.example'),
+    ...[1, 2, 3, 4, 5].map((i) => fakeVirtualService(`svc-${i}`)),
+  ]);
+  fake.push();
+  await client.waitFor(
+    (c) => c.configs(VS).has('shop/svc-5') && firstRouteHost(c) === 'moved.example',
+    WAIT_MS,
+    () => 'the change',
+  );
+  await persisted(meshmux, 'mesh', changedAt);
 }
 
 /**
@@ -172,8 +200,6 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
     const dir = await tempDir('meshmux-fault-restart-journal-');
     const fake = await meshUpstream();
     const configFile = await persistedXdsConfig(dir.dir, fake.address);
-    const host = (c: IstiodClient): unknown =>
-      (c.configs(VS).get('shop/svc-0')?.body['hosts'] as unknown[] | undefined)?.[0];
     let journalBytes = 0;
     const run = await restartDuringOutage(
       configFile,
@@ -181,19 +207,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
       holdsTheUpstream,
       () => fake.stop(),
       async (meshmux, client) => {
-        // One object moves to another host and one is added: a change of two objects among 15.
-        const changedAt = Date.now();
-        fake.set('VirtualService', [
-          fakeVirtualService('svc-0', 'moved.example'),
-          ...[1, 2, 3, 4, 5].map((i) => fakeVirtualService(`svc-${i}`)),
-        ]);
-        fake.push();
-        await client.waitFor(
-          (c) => c.configs(VS).has('shop/svc-5') && host(c) === 'moved.example',
-          WAIT_MS,
-          () => 'the change',
-        );
-        await persisted(meshmux, 'mesh', changedAt);
+        await changeTwoRoutes(fake, meshmux, client);
         journalBytes = (await readFile(path.join(dir.dir, 'state', 'mesh.journal'))).byteLength;
       },
     );
@@ -201,7 +215,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
       assert.ok(journalBytes > 0, 'the change went to the journal');
       assert.deepEqual(lost(run.held, inventory(run.client)), [], 'objects lost');
       assert.equal(run.held.size, 16);
-      assert.equal(host(run.client), 'moved.example', 'the changed object as changed');
+      assert.equal(firstRouteHost(run.client), 'moved.example', 'the changed object as changed');
       report('restart during an outage after changes written to the journal', {
         'objects lost': 0,
         'journal bytes': journalBytes,
@@ -226,22 +240,13 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
       holdsTheUpstream,
       () => fake.stop(),
       async (meshmux, client) => {
-        // A change of one object, kept in the journal, then the whole folder goes (a cleaner of
-        // old files, a hand): nothing the upstream sends changes meanwhile, so nothing is written.
-        const changedAt = Date.now();
-        fake.set('VirtualService', [
-          fakeVirtualService('svc-0', 'moved.example'),
-          ...[1, 2, 3, 4].map((i) => fakeVirtualService(`svc-${i}`)),
-        ]);
-        fake.push();
-        await client.waitFor(
-          (c) => c.configs(VS).get('shop/svc-0')?.body['hosts']?.toString() === 'moved.example',
-          WAIT_MS,
-          () => 'the change',
-        );
-        await persisted(meshmux, 'mesh', changedAt);
-        await rm(state, { recursive: true, force: true });
+        // A change kept in the journal, then the whole folder goes (a cleaner of old files, a
+        // hand): nothing the upstream sends changes meanwhile, so nothing is written.
+        await changeTwoRoutes(fake, meshmux, client);
+        // Moved away whole, then removed: a removal file by file could race the put-back.
+        await rename(state, `${state}.gone`);
         const removedAt = performance.now();
+        await rm(`${state}.gone`, { recursive: true, force: true });
         await until(
           async () =>
             (await exists(path.join(state, 'mesh.state'))) &&
@@ -262,12 +267,8 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
     );
     try {
       assert.deepEqual(lost(run.held, inventory(run.client)), [], 'objects lost');
-      assert.equal(run.held.size, 15);
-      assert.equal(
-        run.client.configs(VS).get('shop/svc-0')?.body['hosts']?.toString(),
-        'moved.example',
-        'the change kept in the journal',
-      );
+      assert.equal(run.held.size, 16);
+      assert.equal(firstRouteHost(run.client), 'moved.example', 'the change kept in the journal');
       report('restart during an outage after the state folder was removed', {
         'objects lost': 0,
         'ms from removal to the files written back': putBackMs,
