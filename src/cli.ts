@@ -92,6 +92,13 @@ async function serve(options: {
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+  // A fault nothing caught leaves state no code expected: the process ends, as Node would end it,
+  // but says why on the log the operators read (Node's own report goes to stderr only). What was
+  // served is on disk (a change is kept before it is served), so the restart serves it again.
+  process.on('uncaughtException', (err, origin) => {
+    log.fatal({ err, origin }, 'unexpected error: exiting');
+    process.exit(1);
+  });
   running = await startMeshmux(config, {
     ...(options.xds === undefined ? {} : { xds: options.xds }),
     ...(options.http === undefined ? {} : { http: options.http }),

@@ -57,6 +57,35 @@ describe('shutdown', () => {
     }
   });
 
+  it('ends on an error nothing caught with a fatal log line naming it, exit code 1', async () => {
+    // A module loaded before meshmux throws, outside any handler, when the test sends SIGUSR2: an
+    // error no code of meshmux's could catch, as a fault in a library's callback would be.
+    const fault =
+      "process.on('SIGUSR2', () => setImmediate(() => { throw new Error('a fault nothing caught'); }));";
+    const nodeOptions = `--import=data:text/javascript;base64,${Buffer.from(fault).toString('base64')}`;
+    const { dir, dispose } = await tempDir();
+    await mkdir(path.join(dir, 'mesh'));
+    await writeFile(path.join(dir, 'mesh', 'se.yaml'), serviceEntries(1));
+    await writeFile(path.join(dir, 'meshmux.yaml'), 'sources: [{name: mesh, type: file, path: ./mesh}]\n');
+    const meshmux = await MeshmuxProcess.start(path.join(dir, 'meshmux.yaml'), {
+      cwd: dir,
+      env: { NODE_OPTIONS: nodeOptions },
+    });
+    try {
+      const { code } = await meshmux.stop('SIGUSR2');
+      const [fatal] = meshmux.lines('unexpected error: exiting');
+      console.log(
+        `# an error nothing caught: exit code ${String(code)}, fatal line ${JSON.stringify(fatal)}`,
+      );
+      assert.equal(code, 1);
+      assert.equal(fatal?.['level'], 60);
+      assert.match(JSON.stringify(fatal?.['err']), /a fault nothing caught/);
+    } finally {
+      await meshmux.kill();
+      await dispose();
+    }
+  });
+
   it('exits on SIGTERM as soon as its streams are closed, without waiting out the grace period, even with a client known not to read', async () => {
     const { dir, dispose } = await tempDir();
     await mkdir(path.join(dir, 'mesh'));
