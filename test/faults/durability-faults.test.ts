@@ -6,7 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import type { FakeAdsServer } from '../support/fake-ads-server.js';
@@ -32,13 +33,6 @@ import { fakeVirtualService } from '../support/fake-objects.js';
 import { DR, SE, VS } from '../support/type-urls.js';
 
 const WAIT_MS = 20_000;
-
-/** Whether `file` exists. */
-const exists = (file: string): Promise<boolean> =>
-  stat(file).then(
-    () => true,
-    () => false,
-  );
 
 interface StatePage {
   dir: string;
@@ -248,9 +242,7 @@ describe('faults: meshmux restarted (SIGKILL) while its upstream is down', () =>
         const removedAt = performance.now();
         await rm(`${state}.gone`, { recursive: true, force: true });
         await until(
-          async () =>
-            (await exists(path.join(state, 'mesh.state'))) &&
-            (await exists(path.join(state, 'mesh.journal'))),
+          () => existsSync(path.join(state, 'mesh.state')) && existsSync(path.join(state, 'mesh.journal')),
           WAIT_MS,
           'the state file and journal written back',
         );

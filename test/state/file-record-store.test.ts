@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdir, readdir, readFile, readlink, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, readFile, readlink, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { pino } from 'pino';
@@ -8,6 +9,7 @@ import type { SourceRecord } from '../../src/merge/source-record.js';
 import { FileRecordStore } from '../../src/state/file-record-store.js';
 import { encodeStateFile } from '../../src/state/state-file.js';
 import type { ConfigResource } from '../../src/core/resource.js';
+import { until } from '../support/deadline.js';
 import { tempDir } from '../support/meshmux-harness.js';
 import { fakeResource } from '../support/resources.js';
 
@@ -40,15 +42,6 @@ function withChanged(r: SourceRecord, positions: readonly number[]): SourceRecor
 const contentOf = (r: SourceRecord | undefined): string[] =>
   r === undefined ? [] : [r.revision, ...[...r.resources].map((x) => `${x.name} ${x.version}`)];
 
-/** Waits until `check` holds, polling; fails naming `what` after `ms`. */
-async function until(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 /** A store that writes at once, and a wait for its `n`th write; `onBytes` hears each write's size. */
 async function countingStore(
   dir: string,
@@ -66,8 +59,7 @@ async function countingStore(
       },
     },
   });
-  const written = (n: number): Promise<void> =>
-    until(() => Promise.resolve(writes >= n), 5_000, `write ${n}`);
+  const written = (n: number): Promise<void> => until(() => writes >= n, 5_000, `write ${n}`);
   return { store, written };
 }
 
@@ -326,7 +318,7 @@ describe('FileRecordStore', () => {
       child.stdout.on('data', (d: Buffer) => {
         for (const m of d.toString().matchAll(/wrote (\d+)/g)) acknowledged = Number(m[1]);
       });
-      await until(() => Promise.resolve(acknowledged >= 40), 20_000, '40 writes by the child');
+      await until(() => acknowledged >= 40, 20_000, '40 writes by the child');
       child.kill('SIGKILL');
       await new Promise((r) => child.once('exit', r));
       const { store, loaded } = await FileRecordStore.open({ dir: t.dir, log });
@@ -562,12 +554,6 @@ describe('FileRecordStore', () => {
     let alive: NodeJS.Timeout | undefined;
     before(() => void (alive = setInterval(() => undefined, 1_000)));
     after(() => clearInterval(alive));
-    /** Whether `file` exists. */
-    const exists = (file: string): Promise<boolean> =>
-      stat(file).then(
-        () => true,
-        () => false,
-      );
 
     it('writes back a state file and its journal removed while running, and the next open reads the latest record', async () => {
       const t = await tempDir();
@@ -590,7 +576,7 @@ describe('FileRecordStore', () => {
         await unlink(state);
         await unlink(journal);
         await until(
-          async () => (await exists(state)) && (await exists(journal)),
+          () => existsSync(state) && existsSync(journal),
           5_000,
           'mesh.state and mesh.journal written back',
         );
@@ -624,7 +610,7 @@ describe('FileRecordStore', () => {
         const state = path.join(t.dir, 'mesh.state');
         const written = await readFile(state);
         await unlink(state);
-        await until(() => exists(state), 5_000, 'mesh.state written back');
+        await until(() => existsSync(state), 5_000, 'mesh.state written back');
         assert.ok((await readFile(state)).equals(written));
 
         // Another file renamed over it (as a copy or an editor puts one in place).
@@ -640,7 +626,7 @@ describe('FileRecordStore', () => {
         await rename(t.dir, `${t.dir}.gone`);
         await rm(`${t.dir}.gone`, { recursive: true, force: true });
         await until(
-          async () => (await exists(state)) && (await exists(path.join(t.dir, 'other.state'))),
+          () => existsSync(state) && existsSync(path.join(t.dir, 'other.state')),
           5_000,
           'the folder and both state files written back',
         );
@@ -668,10 +654,10 @@ describe('FileRecordStore', () => {
         await unlink(first);
         await mkdir(path.join(first, 'inside'), { recursive: true });
         await unlink(second);
-        await until(() => exists(second), 5_000, 'second.state written back');
+        await until(() => existsSync(second), 5_000, 'second.state written back');
         assert.ok((await readFile(second)).equals(written));
         await rm(first, { recursive: true });
-        await until(() => exists(first), 5_000, 'first.state written back once it can be');
+        await until(() => existsSync(first), 5_000, 'first.state written back once it can be');
         await store.close();
         assert.deepEqual((await readdir(t.dir)).sort(), ['first.state', 'second.state']);
       } finally {
@@ -685,9 +671,9 @@ describe('FileRecordStore', () => {
         const { store } = await FileRecordStore.open({ dir: t.dir, log, delayMs: 1, checkMs: 20 });
         await store.changed('gone', () => record('gone', names(3)));
         store.removed('gone');
-        await until(async () => !(await exists(path.join(t.dir, 'gone.state'))), 5_000, 'gone.state removed');
+        await until(() => !existsSync(path.join(t.dir, 'gone.state')), 5_000, 'gone.state removed');
         await new Promise((r) => setTimeout(r, 200));
-        assert.equal(await exists(path.join(t.dir, 'gone.state')), false);
+        assert.equal(existsSync(path.join(t.dir, 'gone.state')), false);
         await store.close();
       } finally {
         await t.dispose();
