@@ -78,7 +78,8 @@ interface Manifest {
  *
  * One replica writes, chosen by etcd's lease election; the others keep their latest records in
  * memory and write them once they are elected (a writer that dies loses its lease within
- * `leaseTtlS`). A record is stored as chunks under a fresh generation, then a manifest naming the
+ * `leaseTtlS`), except a record of a source whose record in etcd another replica stored after the
+ * source last changed here. A record is stored as chunks under a fresh generation, then a manifest naming the
  * generation is swapped in with a compare-and-swap that also requires the writer's campaign key
  * (a former writer that lost its lease cannot overwrite a newer record), then the previous
  * generation is deleted: a reader sees the old record or the new one, never a mix. Writes follow
@@ -109,6 +110,13 @@ export class EtcdRecordStore implements SourceRecordStore {
   private cluster: string | undefined;
   /** Per source, the revision of its record in etcd this replica knows of (read, watched or written). */
   private readonly revisions = new Map<string, number>();
+  /**
+   * Per source, the revision of its record in etcd this replica knew of when the source last
+   * changed here: a record stored in etcd since, by another replica, was taken after this one.
+   */
+  private readonly changedOver = new Map<string, number>();
+  /** Per source, the revision of the last record this replica stored. */
+  private readonly stored = new Map<string, number>();
 
   private constructor(private readonly options: EtcdRecordStoreOptions) {
     const { etcd } = options;
@@ -153,6 +161,7 @@ export class EtcdRecordStore implements SourceRecordStore {
   /** Written later, never waited for: etcd stays off the serving path (the local folder is not). */
   changed(source: string, read: () => SourceRecord): void {
     this.removals.delete(source);
+    this.changedOver.set(source, this.revisions.get(source) ?? 0);
     void this.queue.changed(source, read);
   }
 
@@ -163,6 +172,8 @@ export class EtcdRecordStore implements SourceRecordStore {
    */
   removed(source: string): void {
     this.queue.forget(source);
+    this.changedOver.delete(source);
+    this.stored.delete(source);
     this.removals.add(source);
     this.removePending();
   }
@@ -410,6 +421,22 @@ export class EtcdRecordStore implements SourceRecordStore {
   }
 
   private async write(source: string, record: SourceRecord): Promise<SinkWrite> {
+    const key = this.manifestKey(source);
+    const kv = (await this.client.get(key).exec()).kvs[0];
+    // A replica elected writes the records it kept while it was not: one whose upstream stopped
+    // answering it (a partition, an upstream instance of its own that hangs) kept an older state
+    // than the writer before it stored, and a replica started later on an empty disk would
+    // restore that. Records are ordered as a start orders them, by etcd's revisions: a record
+    // another replica stored after this source last changed here stays.
+    const current = kv === undefined ? 0 : Number(kv.mod_revision);
+    if (current > (this.changedOver.get(source) ?? 0) && current !== this.stored.get(source)) {
+      this.noteRevision(source, current);
+      this.options.log.info(
+        { source, revision: current, key },
+        "kept the source's record in etcd: another replica stored it after this one's last change",
+      );
+      return { bytes: 0, superseded: true };
+    }
     const bytes = Buffer.concat(
       await encodeStateFile({ ...record, origin: { replica: this.options.identity } }),
     );
@@ -429,7 +456,6 @@ export class EtcdRecordStore implements SourceRecordStore {
         sha256: createHash('sha256').update(bytes).digest('hex'),
         savedMs: record.savedMs,
       };
-      const key = this.manifestKey(source);
       // The key of this replica's campaign stands as long as its lease does, and while it stands
       // no other replica is elected: a writer stalled past its lease (a pause of the process, a
       // frozen VM) finds it gone, and leaves the newer record of the writer elected since.
@@ -437,8 +463,6 @@ export class EtcdRecordStore implements SourceRecordStore {
       if (!this.writer || campaign === undefined)
         throw new MeshmuxError('STATE', 'no longer the state writer', { file: key });
       const leader = await campaign.getCampaignKey();
-      const current = await this.client.get(key).exec();
-      const kv = current.kvs[0];
       const swap = await this.client
         .if(key, 'Mod', '==', kv === undefined ? 0 : kv.mod_revision)
         .and(leader, 'Create', '>', 0)
@@ -453,6 +477,7 @@ export class EtcdRecordStore implements SourceRecordStore {
       this.cluster ??= swap.header.cluster_id;
       const revision = Number(swap.header.revision);
       this.noteRevision(source, revision);
+      this.stored.set(source, revision);
       const previous = kv === undefined ? undefined : parseManifest(kv.value.toString('utf8'));
       if (previous !== undefined && previous.generation !== generation)
         await this.client.delete().prefix(this.chunkPrefix(source, previous.generation)).exec();

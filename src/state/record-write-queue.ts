@@ -28,6 +28,8 @@ export interface SinkWrite {
    * past its bound): the source is to be written again later, on the usual schedule.
    */
   readonly again?: boolean;
+  /** Nothing was written: the store holds a record of the source taken after this one. */
+  readonly superseded?: boolean;
 }
 
 /** Where records go: one whole record per call. */
@@ -214,8 +216,8 @@ export class RecordWriteQueue {
       const writing = { source, done: new Promise<void>((r) => (finished = r)), forgotten: false };
       this.writing = writing;
       try {
-        const { bytes, again } = await this.sink.write(source, read(), waiting !== undefined);
-        if (writing.forgotten) continue;
+        const { bytes, again, superseded } = await this.sink.write(source, read(), waiting !== undefined);
+        if (writing.forgotten || superseded === true) continue;
         const ms = performance.now() - started;
         // Slow writes are spaced out: the store is busy at most a tenth of the time for this source.
         this.earliest.set(source, performance.now() + Math.max(this.delayMs, 10 * ms));

@@ -20,6 +20,7 @@ import { tempDir } from '../support/meshmux-harness.js';
 import type { MeshmuxProcess } from '../support/meshmux-process.js';
 import { startReplica } from '../support/meshmux-process.js';
 import { suiteSkip } from '../support/required-peer.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 import { DR, VS } from '../support/type-urls.js';
 
 const WAIT_MS = 20_000;
@@ -60,11 +61,15 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
   };
 
   /** Starts a replica with its own (empty) state folder `state-<name>`. */
-  async function replica(name: string, address = upstream.address): Promise<MeshmuxProcess> {
+  async function replica(
+    name: string,
+    address = upstream.address,
+    prefix = '/fleet/',
+  ): Promise<MeshmuxProcess> {
     const meshmux = await startReplica(
       dir,
       name,
-      { endpoint: etcd.endpoint, prefix: '/fleet/', leaseTtl: `${LEASE_MS}ms` },
+      { endpoint: etcd.endpoint, prefix, leaseTtl: `${LEASE_MS}ms` },
       [
         '  - name: mesh',
         '    type: xds',
@@ -85,20 +90,17 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
   const holds = (count: number) => (c: IstiodClient) =>
     c.configs(VS).size === count && c.configs(DR).size === count;
 
-  /** Resolves once etcd holds the source's record with `count` objects per kind. */
-  const sharedHolds = (count: number, what: string): Promise<void> =>
-    until(
-      async () => {
-        const { records } = await readEtcdRecords(
-          { endpoints: [etcd.endpoint], prefix: '/fleet/' },
-          log,
-          1_000,
-        ).catch(() => ({ records: new Map<string, SourceRecord>() }));
-        return records.get('mesh')?.resources.length === 2 * count;
-      },
-      WAIT_MS,
-      what,
+  /** The number of objects of the source's record in etcd (0 when there is none). */
+  const shared = async (prefix = '/fleet/'): Promise<number> => {
+    const { records } = await readEtcdRecords({ endpoints: [etcd.endpoint], prefix }, log, 1_000).catch(
+      () => ({ records: new Map<string, SourceRecord>() }),
     );
+    return records.get('mesh')?.resources.length ?? 0;
+  };
+
+  /** Resolves once etcd holds the source's record with `count` objects per kind. */
+  const sharedHolds = (count: number, what: string, prefix = '/fleet/'): Promise<void> =>
+    until(async () => (await shared(prefix)) === 2 * count, WAIT_MS, what);
 
   before(async () => {
     etcd = await EtcdServer.start();
@@ -248,6 +250,65 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
       'objects lost by a replica started later': missing.length,
     });
     assert.equal(kept, 16, 'etcd keeps the newer record');
+    assert.deepEqual(missing, []);
+  });
+
+  it("keeps the fleet's newer record when the replica elected next had been cut off from the upstream", async () => {
+    for (const m of running) await m.kill('SIGKILL');
+    await upstream.stop().catch(() => undefined);
+    upstream = await FakeAdsServer.start({ peer: 'istiod' });
+    setUpstream(5);
+    const prefix = '/cut-off/';
+    const a = await replica('cut-a', upstream.address, prefix);
+    const onA = istiod(a);
+    await onA.waitFor(holds(5), WAIT_MS, () => 'a serves 5 + 5');
+    await until(async () => (await etcdStatus(a))?.writer === true, WAIT_MS, 'a elected');
+    // The other replica reaches the upstream through a relay the test can cut, as a network
+    // partition between it and the upstream, or an upstream instance of its own that hangs, would.
+    const relay = await TcpProxy.start(Number(upstream.address.split(':')[1]));
+    closers.push(() => relay.close());
+    const b = await replica('cut-b', relay.address, prefix);
+    const onB = istiod(b);
+    await onB.waitFor(holds(5), WAIT_MS, () => 'b serves 5 + 5');
+    setUpstream(6);
+    upstream.push();
+    await onB.waitFor(holds(6), WAIT_MS, () => 'b serves 6 + 6');
+    await sharedHolds(6, '6 + 6 in etcd', prefix);
+
+    // b stops hearing from the upstream; the upstream changes, a serves it and writes it.
+    relay.pause({ newConnections: 'hold' });
+    setUpstream(8);
+    upstream.push();
+    await onA.waitFor(holds(8), WAIT_MS, () => 'a serves 8 + 8');
+    await sharedHolds(8, '8 + 8 in etcd, from the writer', prefix);
+    assert.ok(holds(6)(onB), 'b, cut off, still serves 6 + 6');
+
+    // The writer dies; b, elected, must not put its older record over the fleet's.
+    const served = inventory(onA);
+    await a.kill('SIGKILL');
+    await until(async () => (await etcdStatus(b))?.writer === true, WAIT_MS, 'b elected');
+    // Records kept while not the writer are written at once on election: well past after 3 s.
+    await new Promise((r) => setTimeout(r, 3_000));
+    const kept = await shared(prefix);
+
+    // Every replica gone, the upstream down: a replica on an empty disk restores from etcd.
+    await b.kill('SIGKILL');
+    await upstream.stop();
+    const down = await closingPort();
+    closers.push(down.close);
+    const later = istiod(await replica('cut-c', `127.0.0.1:${down.port}`, prefix));
+    await later.waitFor(
+      (c) => c.configs(VS).size > 0,
+      WAIT_MS,
+      () => 'the new replica serves',
+    );
+    await new Promise((r) => setTimeout(r, 1_000));
+    const missing = lost(served, inventory(later));
+    report('a replica cut off from the upstream elected the state writer', {
+      'objects in etcd after it was elected (of 16)': kept,
+      'objects lost by a replica started later': missing.length,
+    });
+    assert.equal(kept, 16, "etcd keeps the fleet's newer record");
     assert.deepEqual(missing, []);
   });
 });

@@ -108,17 +108,26 @@ describe('EtcdRecordStore, with a real etcd', { skip: suiteSkip(etcdMissing()) }
     await until(() => first.report().writer, 10_000, 'the first replica elected');
     const { store: second } = await open(prefix);
     const secondWrites: string[] = [];
+    // A change the follower took before the writer stored its record of the same source.
+    second.changed('early', () => record('early', 3, 16, 'second'));
+    // The follower keeps its record and does not write: the writer's is what etcd holds.
+    first.changed('early', () => record('early', 2, 16, 'first'));
+    first.changed('files', () => record('files', 2, 16, 'first'));
+    const holds = (source: string, revision: string) => async () =>
+      (await stored(prefix)).records.get(source)?.revision === revision;
+    await until(holds('files', 'first-2'), 10_000, "the writer's record in etcd");
+    await until(holds('early', 'first-2'), 10_000, "the writer's record of the other source in etcd");
+    // A change the follower takes once it knows of the writer's record.
+    await until(
+      () => (second.originOf('files').etcd?.revision ?? 0) > 0,
+      10_000,
+      "the follower told of the writer's record",
+    );
     second.changed('files', () => {
       secondWrites.push('files');
       return record('files', 3, 16, 'second');
     });
-    // The follower keeps its record and does not write: the writer's is what etcd holds.
-    first.changed('files', () => record('files', 2, 16, 'first'));
-    await until(
-      async () => (await stored(prefix)).records.get('files')?.revision === 'first-2',
-      10_000,
-      "the writer's record in etcd",
-    );
+    await new Promise((r) => setTimeout(r, 300));
     assert.equal(second.report().writer, false);
     assert.deepEqual(secondWrites, []);
 
@@ -128,12 +137,10 @@ describe('EtcdRecordStore, with a real etcd', { skip: suiteSkip(etcdMissing()) }
     console.log(
       `# writer handover after the writer left: ${(performance.now() - gone).toFixed(0)} ms (lease 2 s)`,
     );
-    await until(
-      async () => (await stored(prefix)).records.get('files')?.revision === 'second-3',
-      10_000,
-      'the new writer to write what it held',
-    );
+    await until(holds('files', 'second-3'), 10_000, 'the new writer to write what it held');
     assert.equal(secondWrites.length, 1, 'written once');
+    // Its record of the other source was taken before the one the writer stored: that one stays.
+    assert.equal((await stored(prefix)).records.get('early')?.revision, 'first-2');
   });
 
   it('reports etcd down, keeps serving its records, and writes them once etcd is back', async () => {
