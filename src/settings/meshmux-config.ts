@@ -166,6 +166,13 @@ export const ConfigFile = z.strictObject({
           leaseTtl: Duration.default(10_000).refine((ms) => ms >= 2_000 && ms <= 600_000, {
             message: 'between 2s and 10m',
           }),
+          /**
+           * How often the writer compacts etcd's history, keeping the last interval of it; `0s`
+           * when etcd compacts itself (`--auto-compaction-retention`).
+           */
+          compaction: Duration.default(60_000).refine((ms) => ms === 0 || (ms >= 1_000 && ms <= 86_400_000), {
+            message: '0s (etcd compacts itself) or between 1s and 24h',
+          }),
         })
         .refine((e) => (e.username === undefined) === (e.passwordFile === undefined), {
           message: 'give username and passwordFile together',

@@ -28,6 +28,11 @@ export interface EtcdConnection {
   readonly password?: string;
   /** Lease of the writer's election, seconds: a dead writer is replaced within this. Default 10. */
   readonly leaseTtlS?: number;
+  /**
+   * How often the writer compacts etcd's history, ms, keeping the last interval of it; 0 never
+   * (etcd compacts itself). Default 60 s.
+   */
+  readonly compactionMs?: number;
 }
 
 /** Options of {@link EtcdRecordStore.open}. */
@@ -98,6 +103,11 @@ export class EtcdRecordStore implements SourceRecordStore {
   private policyRecords: EtcdPolicyRecords | undefined;
   private campaignTimer: NodeJS.Timeout | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
+  private compactionTimer: NodeJS.Timeout | undefined;
+  /** etcd's revision at the writer's last compaction tick: the next tick compacts up to it. */
+  private compactTo: number | undefined;
+  /** The last failure of a compaction, said once until it changes. */
+  private compactionError: string | undefined;
   private up = false;
   private writer = false;
   private closed = false;
@@ -235,6 +245,7 @@ export class EtcdRecordStore implements SourceRecordStore {
   /** Writes what is pending (when the writer), gives up the writer role and disconnects. */
   async close(): Promise<void> {
     this.closed = true;
+    this.stopCompacting();
     if (this.probeTimer !== undefined) clearTimeout(this.probeTimer);
     if (this.campaignTimer !== undefined) clearTimeout(this.campaignTimer);
     await this.queue.close();
@@ -276,8 +287,60 @@ export class EtcdRecordStore implements SourceRecordStore {
     );
     if (writer) this.queue.resume();
     else this.queue.pause();
+    if (writer) this.compactLater();
+    else this.stopCompacting();
     this.removePending();
     this.options.onWriter?.(writer);
+  }
+
+  /**
+   * etcd keeps every revision of every key until its history is compacted: each whole record the
+   * writer stores stays in etcd's backend, which fills its quota (2 GiB by default) under churn.
+   * etcd then raises its NOSPACE alarm and refuses every write, this fleet's and anyone else's,
+   * until an operator compacts, defragments and disarms it. So the writer compacts, every
+   * `compactionMs`, up to the revision etcd was at one interval before: the pages freed are
+   * reused, and watches (the replicas' own included) keep an interval of history to resume from.
+   */
+  private compactLater(): void {
+    const every = this.options.etcd.compactionMs ?? 60_000;
+    if (every <= 0 || this.closed || this.compactionTimer !== undefined) return;
+    this.compactionTimer = setTimeout(() => {
+      this.compactionTimer = undefined;
+      void this.compact().finally(() => {
+        if (this.writer) this.compactLater();
+      });
+    }, every);
+    this.compactionTimer.unref();
+  }
+
+  private stopCompacting(): void {
+    if (this.compactionTimer !== undefined) clearTimeout(this.compactionTimer);
+    this.compactionTimer = undefined;
+    this.compactTo = undefined;
+  }
+
+  private async compact(): Promise<void> {
+    try {
+      const now = Number((await this.client.get(`${this.prefix}writer-probe`).exec()).header.revision);
+      const upTo = this.compactTo;
+      this.compactTo = now;
+      if (upTo !== undefined && this.writer) {
+        await this.client.kv.compact({ revision: upTo }).catch((err: unknown) => {
+          // Compacted further already (by etcd itself, or another tool): nothing to do.
+          if (!String(err).includes('required revision has been compacted')) throw err;
+        });
+        this.options.log.debug({ revision: upTo }, "compacted etcd's history");
+      }
+      this.compactionError = undefined;
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      if (message === this.compactionError) return;
+      this.compactionError = message;
+      this.options.log.warn(
+        { err: message, endpoints: this.options.etcd.endpoints },
+        "could not compact etcd's history: tried again at the next interval",
+      );
+    }
   }
 
   /** Removes the records of removed sources from etcd, when the writer; called again on each probe. */
@@ -489,6 +552,12 @@ export class EtcdRecordStore implements SourceRecordStore {
         .prefix(this.chunkPrefix(source, generation))
         .exec()
         .catch(() => undefined);
+      if (String(err).includes('database space exceeded'))
+        throw new MeshmuxError(
+          'STATE',
+          'etcd is out of space (its backend quota; its NOSPACE alarm is raised) and takes no write until its history is compacted, it is defragmented and the alarm disarmed (etcdctl compact, defrag, alarm disarm)',
+          { file: this.manifestKey(source) },
+        );
       throw err;
     }
   }

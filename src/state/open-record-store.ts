@@ -22,6 +22,8 @@ export interface EtcdStateSettings {
   readonly username?: string | undefined;
   readonly passwordFile?: string | undefined;
   readonly leaseTtl: number;
+  /** How often the writer compacts etcd's history, ms; 0: never. */
+  readonly compaction: number;
 }
 
 /** What the shared store reports besides writes: reachability, the writer role, the writer's records. */
@@ -175,6 +177,7 @@ async function openEtcd(
       endpoints: settings.endpoints,
       prefix: settings.prefix,
       leaseTtlS: Math.max(1, Math.round(settings.leaseTtl / 1000)),
+      compactionMs: settings.compaction,
       ...(settings.tls === undefined ? {} : { tls: await readTls(settings.tls) }),
       ...(settings.username === undefined ? {} : { username: settings.username }),
       ...(settings.passwordFile === undefined

@@ -207,4 +207,16 @@ describe('configuration validation', () => {
     assert.match(problems(withSize('lots'))[0] ?? '', /field sources\[0\]\.maxFileSize/);
     assert.match(problems(withSize('0'))[0] ?? '', /field sources\[0\]\.maxFileSize/);
   });
+
+  it("reads how often etcd's history is compacted: 1m by default, 0s for never, else 1s to 24h", () => {
+    const withEtcd = (more: string): string =>
+      `state:\n  etcd: { endpoints: ['http://127.0.0.1:2379']${more} }\n${FILE_SOURCE}`;
+    const every = (more: string): number | undefined =>
+      parseMeshmuxConfig(withEtcd(more), 'meshmux.yaml', '/').state.etcd?.compaction;
+    assert.equal(every(''), 60_000);
+    assert.equal(every(', compaction: 0s'), 0);
+    assert.equal(every(', compaction: 5m'), 300_000);
+    assert.match(problems(withEtcd(', compaction: 500ms'))[0] ?? '', /field state\.etcd\.compaction: 0s/);
+    assert.match(problems(withEtcd(', compaction: 25h'))[0] ?? '', /field state\.etcd\.compaction/);
+  });
 });

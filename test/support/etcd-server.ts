@@ -28,16 +28,20 @@ export class EtcdServer {
     private readonly dir: string,
     readonly clientPort: number,
     private readonly peerPort: number,
+    private readonly quotaBytes: number | undefined,
   ) {}
 
-  /** Starts etcd on free ports with an empty data folder; resolves once it answers `/health`. */
-  static async start(): Promise<EtcdServer> {
+  /**
+   * Starts etcd on free ports with an empty data folder; resolves once it answers `/health`.
+   * `quotaBytes`: its backend quota (`--quota-backend-bytes`; etcd's default is 2 GiB).
+   */
+  static async start(options: { quotaBytes?: number } = {}): Promise<EtcdServer> {
     const missing = etcdMissing();
     if (missing !== undefined) throw new Error(missing);
     const dir = await mkdtemp(path.join(tmpdir(), 'meshmux-etcd-'));
     return onFreePort((clientPort) =>
       onFreePort(async (peerPort) => {
-        const server = new EtcdServer(dir, clientPort, peerPort);
+        const server = new EtcdServer(dir, clientPort, peerPort, options.quotaBytes);
         await server.start();
         return server;
       }),
@@ -69,6 +73,7 @@ export class EtcdServer {
         `--initial-advertise-peer-urls=${peer}`,
         `--initial-cluster=meshmux-test=${peer}`,
         '--log-level=error',
+        ...(this.quotaBytes === undefined ? [] : [`--quota-backend-bytes=${this.quotaBytes}`]),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );

@@ -291,7 +291,13 @@ export class MeshmuxProcess {
 export async function startReplica(
   dir: string,
   name: string,
-  etcd: { readonly endpoint: string; readonly prefix: string; readonly leaseTtl: string },
+  etcd: {
+    readonly endpoint: string;
+    readonly prefix: string;
+    readonly leaseTtl: string;
+    /** More fields of `state.etcd`, as YAML flow mapping entries (`compaction: 1s`). */
+    readonly more?: string;
+  },
   sources: readonly string[],
   env?: Readonly<Record<string, string>>,
 ): Promise<MeshmuxProcess> {
@@ -302,7 +308,7 @@ export async function startReplica(
     [
       'state:',
       `  dir: state-${name}`,
-      `  etcd: { endpoints: ['${etcd.endpoint}'], prefix: ${etcd.prefix}, leaseTtl: ${etcd.leaseTtl} }`,
+      `  etcd: { endpoints: ['${etcd.endpoint}'], prefix: ${etcd.prefix}, leaseTtl: ${etcd.leaseTtl}${etcd.more === undefined ? '' : `, ${etcd.more}`} }`,
       'sources:',
       ...sources,
       '',
