@@ -264,7 +264,7 @@ export class MergeEngine implements SnapshotReader {
         this.onHold(existing);
       }
       this.dropLeftOut(existing, now);
-      this.persist(existing);
+      this.persist(existing, false);
       const current = this.attached.get(existing);
       if (this.started && (current === undefined || current.fingerprint !== input.fingerprint)) {
         current?.subscription.unsubscribe();
@@ -325,7 +325,7 @@ export class MergeEngine implements SnapshotReader {
   /** After a held update was applied: a source whose removal it was is gone for good. */
   private released(ledger: SourceLedger): void {
     if (!ledger.retired) {
-      this.persist(ledger);
+      this.persist(ledger, true);
       // A source may hold its own update and edited rules: the other one comes next.
       if (ledger.heldUpdate !== undefined) this.onHold(ledger);
       return;
@@ -487,13 +487,20 @@ export class MergeEngine implements SnapshotReader {
     if (!wasSettling && ledger.settleDue !== undefined) this.armSettle(ledger);
   }
 
-  /** Tells the store the ledger's record changed. */
-  private persist(ledger: SourceLedger): void {
+  /**
+   * Tells the store the ledger's record changed; `upstream` when by what its upstream sent (see
+   * `SourceRecordStore.changed`).
+   */
+  private persist(ledger: SourceLedger, upstream: boolean): void {
     const store = this.options.store;
     // A source re-sending what it holds rewrites nothing.
     if (store === undefined || this.persisted.get(ledger) === ledger.recordVersion) return;
     this.persisted.set(ledger, ledger.recordVersion);
-    const kept = store.changed(ledger.descriptor.name, () => ledger.record(new Date(this.scheduler.now())));
+    const kept = store.changed(
+      ledger.descriptor.name,
+      () => ledger.record(new Date(this.scheduler.now())),
+      upstream,
+    );
     if (kept === undefined) return;
     const token = {};
     this.unkept.add(token);
@@ -583,7 +590,7 @@ export class MergeEngine implements SnapshotReader {
         this.afterChange(ledger, wasHeld);
         if (!wasSettling && ledger.settleDue !== undefined) this.armSettle(ledger);
         if (event.type === 'status' && ledger.staleSinceTime !== undefined) this.armExpiry(ledger);
-        if (event.type === 'snapshot') this.persist(ledger);
+        if (event.type === 'snapshot') this.persist(ledger, true);
         this.kicks.next();
       });
     this.attached.set(ledger, { subscription, fingerprint: input.fingerprint });
@@ -663,7 +670,7 @@ export class MergeEngine implements SnapshotReader {
       const wasHeld = ledger.heldUpdate;
       this.take(ledger, ledger.settle(new Date(this.scheduler.now())));
       this.afterChange(ledger, wasHeld);
-      this.persist(ledger);
+      this.persist(ledger, true);
       this.kicks.next();
     });
   }
@@ -684,7 +691,7 @@ export class MergeEngine implements SnapshotReader {
         'source stale past maxStale: its objects are dropped',
       );
       this.take(ledger, changes);
-      this.persist(ledger);
+      this.persist(ledger, false);
       this.kicks.next();
     });
   }

@@ -86,9 +86,11 @@ export interface SourceRecordStore {
    * The source's record changed; `read` returns its latest version when called. A store that
    * writes it at once returns a promise that resolves when a record at least this new is kept (or
    * its write failed: the store reports and retries it); it never rejects. The merge serves the
-   * change once it resolves, or after a bound.
+   * change once it resolves, or after a bound. `upstream`: the change carries what the source's
+   * upstream sent (a state, an update settled or confirmed), not only a rule edited or an expiry;
+   * a store shared by replicas orders records by it.
    */
-  changed(source: string, read: () => SourceRecord): Promise<void> | void;
+  changed(source: string, read: () => SourceRecord, upstream: boolean): Promise<void> | void;
   /** The source left the configuration: its record is forgotten. */
   removed(source: string): void;
 }

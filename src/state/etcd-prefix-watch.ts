@@ -28,7 +28,8 @@ export class EtcdPrefixWatch {
    * under it afterwards, in etcd's order, each revision of a key once. After a lost watch only
    * the current value of a key written meanwhile is handed over (the history etcd compacted is
    * gone), and a key deleted meanwhile is not. `onPut` is synchronous and must not throw. `what`
-   * names the watch in the log.
+   * names the watch in the log. With `after` (the revision of a read of the prefix), the keys
+   * written since that read are handed over too.
    */
   constructor(
     private readonly client: Etcd3,
@@ -37,7 +38,9 @@ export class EtcdPrefixWatch {
     private readonly log: Logger,
     private readonly onPut: (kv: IKeyValue) => void,
     private readonly retryMs = RETRY_MS,
+    after?: number,
   ) {
+    if (after !== undefined) this.revision = BigInt(after);
     this.watch();
   }
 

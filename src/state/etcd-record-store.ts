@@ -75,6 +75,8 @@ interface Manifest {
   readonly bytes: number;
   readonly sha256: string;
   readonly savedMs: number;
+  /** The process that stored it; absent in manifests of earlier releases. */
+  readonly writer?: string;
 }
 
 /**
@@ -118,13 +120,21 @@ export class EtcdRecordStore implements SourceRecordStore {
   private readonly removalErrors = new Map<string, string>();
   /** etcd's cluster, once a read of every record or a write answered; with it, {@link revisions}. */
   private cluster: string | undefined;
+  /** The revision of etcd's answer to the read of every record at start: the records watch goes on from it. */
+  private watchFrom: number | undefined;
   /** Per source, the revision of its record in etcd this replica knows of (read, watched or written). */
   private readonly revisions = new Map<string, number>();
   /**
-   * Per source, the revision of its record in etcd this replica knew of when the source last
-   * changed here: a record stored in etcd since, by another replica, was taken after this one.
+   * Per source, the revision of its record in etcd this replica knew of when its upstream last
+   * changed it here (Infinity: etcd's state was unknown then): a record another replica stored in
+   * etcd since was taken after this one. See {@link supersededBy}.
    */
   private readonly changedOver = new Map<string, number>();
+  /**
+   * Per source, the revision of its record in etcd when this store read every record at its start
+   * (0: there was none); undefined when that read failed (etcd did not answer).
+   */
+  private readAtOpen: Map<string, number> | undefined;
   /** Per source, the revision of the last record this replica stored. */
   private readonly stored = new Map<string, number>();
 
@@ -154,7 +164,9 @@ export class EtcdRecordStore implements SourceRecordStore {
       loaded = await loadRecords(store.client, store.prefix, options, options.requestTimeoutMs ?? 5_000);
       for (const [source, record] of loaded.records)
         if (record.origin?.etcd !== undefined) store.revisions.set(source, record.origin.etcd.revision);
+      store.readAtOpen = new Map(store.revisions);
       store.cluster = loaded.cluster;
+      store.watchFrom = loaded.revision;
       store.setUp(true);
     } catch (err) {
       const error = toMeshmuxError(err, 'STATE', { file: options.etcd.endpoints.join(',') });
@@ -168,10 +180,15 @@ export class EtcdRecordStore implements SourceRecordStore {
     return { store, loaded };
   }
 
-  /** Written later, never waited for: etcd stays off the serving path (the local folder is not). */
-  changed(source: string, read: () => SourceRecord): void {
+  /**
+   * Written later, never waited for: etcd stays off the serving path (the local folder is not).
+   * `upstream`: the change carries what the source's upstream sent, which orders this replica's
+   * record against another's (see {@link supersededBy}).
+   */
+  changed(source: string, read: () => SourceRecord, upstream = true): void {
     this.removals.delete(source);
-    this.changedOver.set(source, this.revisions.get(source) ?? 0);
+    if (upstream)
+      this.changedOver.set(source, this.cluster === undefined ? Infinity : (this.revisions.get(source) ?? 0));
     void this.queue.changed(source, read);
   }
 
@@ -321,7 +338,9 @@ export class EtcdRecordStore implements SourceRecordStore {
 
   private async compact(): Promise<void> {
     try {
-      const now = Number((await this.client.get(`${this.prefix}writer-probe`).exec()).header.revision);
+      const answer = await this.client.get(`${this.prefix}writer-probe`).exec();
+      this.sameCluster(answer.header.cluster_id);
+      const now = Number(answer.header.revision);
       const upTo = this.compactTo;
       this.compactTo = now;
       if (upTo !== undefined && this.writer) {
@@ -434,7 +453,57 @@ export class EtcdRecordStore implements SourceRecordStore {
             ),
           );
       },
+      undefined,
+      this.watchFrom,
     );
+  }
+
+  /**
+   * Whether etcd's record of the source (`kv`, its manifest) was taken after this replica's.
+   *
+   * A replica elected writes the records it kept while it was not: one whose upstream stopped
+   * answering it (a partition, an upstream instance of its own that hangs) kept an older state
+   * than the writer before it stored, and a replica started later on an empty disk would restore
+   * that. Records are ordered as a start orders them, by etcd's revisions: a record another
+   * replica stored after the source's upstream last changed it here (or, when it has not since
+   * this store started, after the store read etcd's records) was taken later. When etcd's state
+   * was not known then, nothing orders the two: this replica's record is written, as before.
+   */
+  private supersededBy(source: string, kv: { mod_revision: string; value: Buffer }): boolean {
+    const current = Number(kv.mod_revision);
+    if (current === this.stored.get(source)) return false;
+    if (parseManifest(kv.value.toString('utf8'))?.writer === this.options.identity) return false;
+    const over =
+      this.changedOver.get(source) ?? this.readAtOpen?.get(source) ?? (this.readAtOpen ? 0 : Infinity);
+    return current > over;
+  }
+
+  /**
+   * etcd answered from another cluster than before (rebuilt empty, or restored from a snapshot):
+   * its revisions start over, so what this store knew of them orders nothing. Records are then
+   * written as they come, and the records watch starts again.
+   */
+  private sameCluster(cluster: string): void {
+    if (this.cluster === undefined || this.cluster === cluster) {
+      this.cluster ??= cluster;
+      return;
+    }
+    this.options.log.warn(
+      { before: this.cluster, now: cluster, endpoints: this.options.etcd.endpoints },
+      'etcd answers as another cluster (rebuilt, or restored from a snapshot): its revisions start over',
+    );
+    this.cluster = cluster;
+    this.revisions.clear();
+    this.changedOver.clear();
+    this.stored.clear();
+    this.readAtOpen = undefined;
+    this.compactTo = undefined;
+    const watch = this.watch;
+    this.watch = undefined;
+    this.watchFrom = undefined;
+    void watch?.cancel().then(() => {
+      if (!this.closed) this.watchRecords();
+    });
   }
 
   private noteRevision(source: string, revision: number): void {
@@ -485,18 +554,14 @@ export class EtcdRecordStore implements SourceRecordStore {
 
   private async write(source: string, record: SourceRecord): Promise<SinkWrite> {
     const key = this.manifestKey(source);
-    const kv = (await this.client.get(key).exec()).kvs[0];
-    // A replica elected writes the records it kept while it was not: one whose upstream stopped
-    // answering it (a partition, an upstream instance of its own that hangs) kept an older state
-    // than the writer before it stored, and a replica started later on an empty disk would
-    // restore that. Records are ordered as a start orders them, by etcd's revisions: a record
-    // another replica stored after this source last changed here stays.
-    const current = kv === undefined ? 0 : Number(kv.mod_revision);
-    if (current > (this.changedOver.get(source) ?? 0) && current !== this.stored.get(source)) {
-      this.noteRevision(source, current);
+    const read = await this.client.get(key).exec();
+    this.sameCluster(read.header.cluster_id);
+    const kv = read.kvs[0];
+    if (kv !== undefined && this.supersededBy(source, kv)) {
+      this.noteRevision(source, Number(kv.mod_revision));
       this.options.log.info(
-        { source, revision: current, key },
-        "kept the source's record in etcd: another replica stored it after this one's last change",
+        { source, revision: Number(kv.mod_revision), key },
+        "kept the source's record in etcd: another replica stored it after this one's upstream last changed it",
       );
       return { bytes: 0, superseded: true };
     }
@@ -518,6 +583,7 @@ export class EtcdRecordStore implements SourceRecordStore {
         bytes: bytes.length,
         sha256: createHash('sha256').update(bytes).digest('hex'),
         savedMs: record.savedMs,
+        writer: this.options.identity,
       };
       // The key of this replica's campaign stands as long as its lease does, and while it stands
       // no other replica is elected: a writer stalled past its lease (a pause of the process, a
@@ -547,6 +613,20 @@ export class EtcdRecordStore implements SourceRecordStore {
       this.setUp(true);
       return { bytes: bytes.length };
     } catch (err) {
+      // The swap may have been taken with its answer lost (a deadline passed), or the previous
+      // generation's removal failed after it: the chunks are then the record's, and it is stored.
+      const now = await this.client
+        .get(key)
+        .exec()
+        .catch(() => undefined);
+      const named = now?.kvs[0];
+      if (named !== undefined && parseManifest(named.value.toString('utf8'))?.generation === generation) {
+        const revision = Number(named.mod_revision);
+        this.noteRevision(source, revision);
+        this.stored.set(source, revision);
+        this.setUp(true);
+        return { bytes: bytes.length };
+      }
       await this.client
         .delete()
         .prefix(this.chunkPrefix(source, generation))
@@ -587,7 +667,8 @@ function parseManifest(text: string): Manifest | undefined {
       typeof m.chunks === 'number' &&
       typeof m.bytes === 'number' &&
       typeof m.sha256 === 'string' &&
-      typeof m.savedMs === 'number'
+      typeof m.savedMs === 'number' &&
+      (m.writer === undefined || typeof m.writer === 'string')
       ? (m as Manifest)
       : undefined;
   } catch {
@@ -643,7 +724,7 @@ async function loadRecords(
       options.hooks?.onLoadError?.(key, error);
     }
   }
-  return { records, problems, cluster };
+  return { records, problems, cluster, revision: Number(manifests.header.revision) };
 }
 
 /**

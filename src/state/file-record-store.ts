@@ -59,8 +59,9 @@ export interface LoadedRecords {
   readonly records: ReadonlyMap<string, SourceRecord>;
   /** Files that could not be believed, each with why; they were ignored. */
   readonly problems: readonly MeshmuxError[];
-  /** The etcd cluster the records were read from, when they were. */
+  /** The etcd cluster the records were read from, when they were, and the revision of that read. */
   readonly cluster?: string;
+  readonly revision?: number;
 }
 
 /**

@@ -122,8 +122,8 @@ class OriginStampingStore implements SourceRecordStore {
     private readonly origin: (source: string) => RecordOrigin,
   ) {}
 
-  changed(source: string, read: () => SourceRecord): Promise<void> | void {
-    return this.store.changed(source, () => ({ ...read(), origin: this.origin(source) }));
+  changed(source: string, read: () => SourceRecord, upstream: boolean): Promise<void> | void {
+    return this.store.changed(source, () => ({ ...read(), origin: this.origin(source) }), upstream);
   }
 
   removed(source: string): void {

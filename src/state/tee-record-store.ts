@@ -8,10 +8,10 @@ export class TeeRecordStore implements SourceRecordStore {
   constructor(private readonly stores: readonly SourceRecordStore[]) {}
 
   /** Resolves once every store that writes at once has kept the change. */
-  changed(source: string, read: () => SourceRecord): Promise<void> | void {
+  changed(source: string, read: () => SourceRecord, upstream: boolean): Promise<void> | void {
     const kept: Promise<void>[] = [];
     for (const store of this.stores) {
-      const done = store.changed(source, read);
+      const done = store.changed(source, read, upstream);
       if (done !== undefined) kept.push(done);
     }
     if (kept.length > 0) return Promise.all(kept).then(() => undefined);

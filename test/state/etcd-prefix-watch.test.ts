@@ -105,4 +105,28 @@ describe('EtcdPrefixWatch, with a real etcd behind a relay', { skip: suiteSkip(e
       for (const w of watches) await w.cancel();
     }
   });
+
+  it('hands over, from the revision of a read, the keys written between that read and the watch', async () => {
+    await writer.put('/read/records/a').value('1').exec();
+    const read = await follower.getAll().prefix('/read/records/').exec();
+    // Written after the read, before any watch exists.
+    await writer.put('/read/records/b').value('2').exec();
+    const received = new Received('/read/records/');
+    const watch = new EtcdPrefixWatch(
+      follower,
+      '/read/records/',
+      'records',
+      log,
+      received.onPut,
+      undefined,
+      Number(read.header.revision),
+    );
+    try {
+      await writer.put('/read/records/c').value('3').exec();
+      await received.waitFor(['b=2', 'c=3'], 'the key written before the watch, and the one after');
+      assert.deepEqual(received.seen, ['b=2', 'c=3']);
+    } finally {
+      await watch.cancel();
+    }
+  });
 });

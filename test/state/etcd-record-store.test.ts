@@ -127,6 +127,9 @@ describe('EtcdRecordStore, with a real etcd', { skip: suiteSkip(etcdMissing()) }
       secondWrites.push('files');
       return record('files', 3, 16, 'second');
     });
+    // A change of the other source that its upstream did not bring (a rule edited on reload, an
+    // expiry) leaves its record as old as it was.
+    second.changed('early', () => record('early', 3, 16, 'second-rules'), false);
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(second.report().writer, false);
     assert.deepEqual(secondWrites, []);
@@ -141,6 +144,32 @@ describe('EtcdRecordStore, with a real etcd', { skip: suiteSkip(etcdMissing()) }
     assert.equal(secondWrites.length, 1, 'written once');
     // Its record of the other source was taken before the one the writer stored: that one stays.
     assert.equal((await stored(prefix)).records.get('early')?.revision, 'first-2');
+  });
+
+  it("writes, once elected, a record its upstream changed while etcd's state was unknown", async () => {
+    const prefix = freshPrefix();
+    const { store: first } = await open(prefix);
+    await until(() => first.report().writer, 10_000, 'the first replica elected');
+    first.changed('files', () => record('files', 2, 16, 'first'));
+    const holds = async (revision: string): Promise<boolean> =>
+      (await stored(prefix)).records.get('files')?.revision === revision;
+    await until(() => holds('first-2'), 10_000, "the first replica's record in etcd");
+    await first.close();
+    // The next replica starts while etcd does not answer it: nothing orders its change against
+    // the record in etcd, which may be of long before.
+    const proxy = await TcpProxy.start(Number(new URL(etcd.endpoint).port));
+    proxy.pause({ newConnections: 'hold' });
+    try {
+      const { store: second } = await open(prefix, {
+        etcd: { endpoints: [`http://${proxy.address}`], prefix, leaseTtlS: 2 },
+      });
+      second.changed('files', () => record('files', 3, 16, 'second'));
+      proxy.resume();
+      await until(() => second.report().writer, 20_000, 'the second replica elected');
+      await until(() => holds('second-3'), 10_000, 'its record written');
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('reports etcd down, keeps serving its records, and writes them once etcd is back', async () => {
