@@ -302,12 +302,63 @@ export class EtcdRecordStore implements SourceRecordStore {
       { identity: this.options.identity, writer },
       writer ? 'elected the state writer' : 'no longer the state writer',
     );
-    if (writer) this.queue.resume();
-    else this.queue.pause();
-    if (writer) this.compactLater();
-    else this.stopCompacting();
+    if (writer) {
+      // Its writes wait for the sweep: a generation being written is named by no record yet.
+      void this.sweepChunks().finally(() => {
+        if (this.writer) this.queue.resume();
+      });
+      this.compactLater();
+    } else {
+      this.queue.pause();
+      this.stopCompacting();
+    }
     this.removePending();
     this.options.onWriter?.(writer);
+  }
+
+  /**
+   * Removes the chunks no record names: those of a write a writer did not finish (killed between
+   * its chunks and its record, or cut off from etcd before it could remove them). Each is up to a
+   * record's size and, unlike history, no compaction removes it. Runs as a replica is elected,
+   * before its own writes: only the writer writes, so what no record names then is left over.
+   * A failure is logged; the next election tries again.
+   */
+  private async sweepChunks(): Promise<void> {
+    const chunks = `${this.prefix}chunks/`;
+    try {
+      const [keys, manifests] = await Promise.all([
+        this.client.getAll().prefix(chunks).keys(),
+        this.client.getAll().prefix(`${this.prefix}records/`).exec(),
+      ]);
+      const named = new Set<string>();
+      for (const kv of manifests.kvs) {
+        const source = kv.key.toString('utf8').slice(`${this.prefix}records/`.length);
+        const generation = parseManifest(kv.value.toString('utf8'))?.generation;
+        if (generation !== undefined) named.add(`${source}/${generation}/`);
+      }
+      const leftOver = new Set<string>();
+      for (const key of keys) {
+        // <source>/<generation>/<index>: the source's name may hold a slash, the others do not.
+        const parts = key.slice(chunks.length).split('/');
+        if (parts.length < 3) continue;
+        const group = `${parts.slice(0, -1).join('/')}/`;
+        if (!named.has(group)) leftOver.add(group);
+      }
+      for (const group of leftOver) {
+        if (!this.writer) return;
+        await this.client.delete().prefix(`${chunks}${group}`).exec();
+      }
+      if (leftOver.size > 0)
+        this.options.log.info(
+          { generations: leftOver.size },
+          'removed from etcd the chunks of records never finished (a writer stopped mid-write)',
+        );
+    } catch (err) {
+      this.options.log.warn(
+        { err: err instanceof Error ? err.message : String(err) },
+        'could not look for chunks of unfinished records in etcd: the next election tries again',
+      );
+    }
   }
 
   /**

@@ -172,6 +172,39 @@ describe('EtcdRecordStore, with a real etcd', { skip: suiteSkip(etcdMissing()) }
     }
   });
 
+  it('removes, once elected, the chunks of records a writer never finished', async () => {
+    const prefix = freshPrefix();
+    const { store: first } = await open(prefix);
+    await until(() => first.report().writer, 10_000, 'the first replica elected');
+    first.changed('files', () => record('files', 2, 16, 'first'));
+    await until(
+      async () => (await stored(prefix)).records.get('files')?.revision === 'first-2',
+      10_000,
+      'its record in etcd',
+    );
+    await first.close();
+    // What a writer killed between its chunks and its record leaves: chunks no record names, of a
+    // source with a record and of one without.
+    const client = new Etcd3({ hosts: etcd.endpoint.replace('http://', '') });
+    try {
+      for (const key of ['files/unfinished-1/000000', 'gone/unfinished-2/000000', 'gone/unfinished-2/000001'])
+        await client.put(`${prefix}chunks/${key}`).value(Buffer.alloc(100_000)).exec();
+    } finally {
+      client.close();
+    }
+    const left = async (): Promise<string[]> =>
+      (await etcdKeys(`${prefix}chunks/`)).filter((k) => k.includes('/unfinished-'));
+    assert.equal((await left()).length, 3);
+    const { store: second } = await open(prefix);
+    await until(() => second.report().writer, 10_000, 'the second replica elected');
+    await until(async () => (await left()).length === 0, 10_000, 'the left-over chunks removed', {
+      describe: async () => (await left()).join(', '),
+    });
+    const after = await stored(prefix);
+    assert.deepEqual(after.problems, []);
+    assert.equal(after.records.get('files')?.revision, 'first-2', 'the record and its chunks kept');
+  });
+
   it('reports etcd down, keeps serving its records, and writes them once etcd is back', async () => {
     const prefix = freshPrefix();
     const ups: boolean[] = [];
