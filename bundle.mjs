@@ -23,6 +23,7 @@ import { build } from 'esbuild';
 const EXTERNAL = [
   '@kubernetes/client-node',
   'etcd3',
+  'cockatiel',
   'node-zookeeper-client',
   '@opentelemetry/core',
   '@opentelemetry/exporter-trace-otlp-http',

@@ -325,7 +325,8 @@ export class MergeEngine implements SnapshotReader {
   /** After a held update was applied: a source whose removal it was is gone for good. */
   private released(ledger: SourceLedger): void {
     if (!ledger.retired) {
-      this.persist(ledger, true);
+      // What the update brought was persisted as it came, held.
+      this.persist(ledger, false);
       // A source may hold its own update and edited rules: the other one comes next.
       if (ledger.heldUpdate !== undefined) this.onHold(ledger);
       return;

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { Etcd3, type Campaign, type IOptions } from 'etcd3';
+import { circuitBreaker, ConsecutiveBreaker, handleWhen, retry } from 'cockatiel';
+import { Etcd3, isRecoverableError, type Campaign, type IOptions } from 'etcd3';
 import { MeshmuxError, toMeshmuxError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { RecordOrigin, SourceRecord, SourceRecordStore } from '../merge/source-record.js';
@@ -164,6 +165,8 @@ export class EtcdRecordStore implements SourceRecordStore {
       loaded = await loadRecords(store.client, store.prefix, options, options.requestTimeoutMs ?? 5_000);
       for (const [source, record] of loaded.records)
         if (record.origin?.etcd !== undefined) store.revisions.set(source, record.origin.etcd.revision);
+      // Records that could not be read too: this replica's is written over them.
+      for (const [source, revision] of loaded.manifests ?? []) store.noteRevision(source, revision);
       store.readAtOpen = new Map(store.revisions);
       store.cluster = loaded.cluster;
       store.watchFrom = loaded.revision;
@@ -523,16 +526,40 @@ export class EtcdRecordStore implements SourceRecordStore {
   private supersededBy(source: string, kv: { mod_revision: string; value: Buffer }): boolean {
     const current = Number(kv.mod_revision);
     if (current === this.stored.get(source)) return false;
-    if (parseManifest(kv.value.toString('utf8'))?.writer === this.options.identity) return false;
+    const manifest = parseManifest(kv.value.toString('utf8'));
+    // A manifest that cannot be believed orders nothing: the record is written over it.
+    if (manifest === undefined || manifest.writer === this.options.identity) return false;
     const over =
       this.changedOver.get(source) ?? this.readAtOpen?.get(source) ?? (this.readAtOpen ? 0 : Infinity);
     return current > over;
   }
 
   /**
+   * What orders this replica's records against etcd's when the read of every record at start
+   * failed (etcd did not answer), or etcd answered as another cluster since: the revision of each
+   * record there now, and the records watch going on from that read.
+   */
+  private async readOrder(): Promise<void> {
+    const manifests = await this.client.getAll().prefix(`${this.prefix}records/`).exec();
+    if (this.readAtOpen !== undefined || this.closed) return;
+    this.sameCluster(manifests.header.cluster_id);
+    for (const kv of manifests.kvs)
+      this.noteRevision(
+        kv.key.toString('utf8').slice(`${this.prefix}records/`.length),
+        Number(kv.mod_revision),
+      );
+    this.readAtOpen = new Map(this.revisions);
+    const watch = this.watch;
+    this.watch = undefined;
+    this.watchFrom = Number(manifests.header.revision);
+    await watch?.cancel();
+    if (!this.closed) this.watchRecords();
+  }
+
+  /**
    * etcd answered from another cluster than before (rebuilt empty, or restored from a snapshot):
-   * its revisions start over, so what this store knew of them orders nothing. Records are then
-   * written as they come, and the records watch starts again.
+   * its revisions start over, so what this store knew of them orders nothing. Records are written
+   * as they come until its records are read again, and the records watch goes on from that read.
    */
   private sameCluster(cluster: string): void {
     if (this.cluster === undefined || this.cluster === cluster) {
@@ -549,12 +576,8 @@ export class EtcdRecordStore implements SourceRecordStore {
     this.stored.clear();
     this.readAtOpen = undefined;
     this.compactTo = undefined;
-    const watch = this.watch;
-    this.watch = undefined;
-    this.watchFrom = undefined;
-    void watch?.cancel().then(() => {
-      if (!this.closed) this.watchRecords();
-    });
+    // The records watch goes on from the new cluster's read (the next probe tries again).
+    this.readOrder().catch(() => undefined);
   }
 
   private noteRevision(source: string, revision: number): void {
@@ -592,12 +615,15 @@ export class EtcdRecordStore implements SourceRecordStore {
         .get(`${this.prefix}writer-probe`)
         .exec()
         .then(
-          () => {
+          async (answer) => {
             this.setUp(true);
+            this.sameCluster(answer.header.cluster_id);
+            if (this.readAtOpen === undefined) await this.readOrder();
             this.removePending();
           },
           () => this.setUp(false),
         )
+        .catch(() => undefined)
         .finally(() => this.probe());
     }, this.options.probeMs ?? 2_000);
     this.probeTimer.unref();
@@ -670,7 +696,10 @@ export class EtcdRecordStore implements SourceRecordStore {
         .get(key)
         .exec()
         .catch(() => undefined);
-      const named = now?.kvs[0];
+      // Not read back: the chunks may be the record's. They stay (a later election removes them
+      // if no record names them).
+      if (now === undefined) throw err;
+      const named = now.kvs[0];
       if (named !== undefined && parseManifest(named.value.toString('utf8'))?.generation === generation) {
         const revision = Number(named.mod_revision);
         this.noteRevision(source, revision);
@@ -683,7 +712,7 @@ export class EtcdRecordStore implements SourceRecordStore {
         .prefix(this.chunkPrefix(source, generation))
         .exec()
         .catch(() => undefined);
-      if (String(err).includes('database space exceeded'))
+      if (refusedForSpace(err))
         throw new MeshmuxError(
           'STATE',
           'etcd is out of space (its backend quota; its NOSPACE alarm is raised) and takes no write until its history is compacted, it is defragmented and the alarm disarmed (etcdctl compact, defrag, alarm disarm)',
@@ -727,11 +756,29 @@ function parseManifest(text: string): Manifest | undefined {
   }
 }
 
+/** etcd refuses a write for space (its NOSPACE alarm, raised at its backend quota). */
+function refusedForSpace(err: unknown): boolean {
+  return String(err).includes('database space exceeded');
+}
+
+/**
+ * What etcd's client tries again and counts against a host: its own choice, less a refusal for
+ * space, which it takes for a passing failure (gRPC's RESOURCE_EXHAUSTED). Tried three times and
+ * counted, each refused write opened the host's circuit: every request then failed for 5 s,
+ * probes included, and etcd out of space was reported as etcd not answering.
+ */
+const passing = (err: Error): boolean => isRecoverableError(err) && !refusedForSpace(err);
+
 function clientOptions(etcd: EtcdConnection, timeoutMs: number): IOptions {
   const options: IOptions = {
     hosts: etcd.endpoints.map((e) => e.replace(/^https?:\/\//, '')),
     dialTimeout: timeoutMs,
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeoutMs }),
+    faultHandling: {
+      host: () =>
+        circuitBreaker(handleWhen(passing), { halfOpenAfter: 5_000, breaker: new ConsecutiveBreaker(3) }),
+      global: retry(handleWhen(passing), { maxAttempts: 3 }),
+    },
   };
   if (etcd.tls?.ca !== undefined)
     Object.assign(options, {
@@ -775,7 +822,18 @@ async function loadRecords(
       options.hooks?.onLoadError?.(key, error);
     }
   }
-  return { records, problems, cluster, revision: Number(manifests.header.revision) };
+  return {
+    records,
+    problems,
+    cluster,
+    revision: Number(manifests.header.revision),
+    manifests: new Map(
+      manifests.kvs.map((kv) => [
+        kv.key.toString('utf8').slice(`${prefix}records/`.length),
+        Number(kv.mod_revision),
+      ]),
+    ),
+  };
 }
 
 /**

@@ -62,6 +62,8 @@ export interface LoadedRecords {
   /** The etcd cluster the records were read from, when they were, and the revision of that read. */
   readonly cluster?: string;
   readonly revision?: number;
+  /** Per source, the revision of its record in etcd, read or not (a record that cannot be is a problem). */
+  readonly manifests?: ReadonlyMap<string, number>;
 }
 
 /**

@@ -16,7 +16,7 @@ import { MeshmuxProcess } from '../support/meshmux-process.js';
 import { CLI } from '../support/meshmux-cli.js';
 import { loadedFiles, loadedPackages, MODULE_LOAD_LOG } from '../support/module-load-log.js';
 
-const OPTIONAL = ['@kubernetes/client-node', 'node-zookeeper-client', 'etcd3'] as const;
+const OPTIONAL = ['@kubernetes/client-node', 'node-zookeeper-client', 'etcd3', 'cockatiel'] as const;
 const PRELOAD = pathToFileURL(path.join(import.meta.dirname, '..', 'support', 'module-load-log.js')).href;
 
 const KUBECONFIG = `apiVersion: v1

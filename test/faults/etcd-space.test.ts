@@ -197,6 +197,23 @@ describe('records in an etcd whose backend has a quota', { skip: suiteSkip(etcdM
       assert.match(said, /etcd is out of space/);
       assert.match(said, /etcdctl compact, defrag, alarm disarm/);
       assert.match(said, /\/full\/records\/bulky/);
+      // Refused writes go on being retried (every 50 ms here): etcd is still reported as answering,
+      // and each refusal as one for space (before: etcd's client took them for passing failures,
+      // tried each three times and, after three, failed every request for 5 s, probes included).
+      const since = errors.length;
+      for (let i = 0; i < 30; i++) {
+        store.changed('bulky', () => bulky(++n));
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const later = errors.slice(since).map((e) => e.message);
+      console.log(`# ${later.length} refusals in the next 3 s; etcd reported up: ${store.report().up}`);
+      assert.ok(later.length > 0, 'writes tried again');
+      assert.deepEqual(
+        later.filter((m) => !/etcd is out of space/.test(m)),
+        [],
+        'every refusal named as one for space',
+      );
+      assert.equal(store.report().up, true, 'etcd reported as answering');
     } finally {
       await store.close();
     }

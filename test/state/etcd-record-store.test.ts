@@ -205,6 +205,36 @@ describe('EtcdRecordStore, with a real etcd', { skip: suiteSkip(etcdMissing()) }
     assert.equal(after.records.get('files')?.revision, 'first-2', 'the record and its chunks kept');
   });
 
+  it('writes, once elected, over a record in etcd that cannot be read', async () => {
+    const prefix = freshPrefix();
+    const client = new Etcd3({ hosts: etcd.endpoint.replace('http://', '') });
+    try {
+      // A manifest naming a chunk that is not there, and one that is not a manifest at all.
+      await client
+        .put(`${prefix}records/files`)
+        .value(
+          JSON.stringify({ generation: 'g', chunks: 1, bytes: 10, sha256: 'x', savedMs: 1, writer: 'w' }),
+        )
+        .exec();
+      await client.put(`${prefix}records/other`).value('not a manifest').exec();
+    } finally {
+      client.close();
+    }
+    const { store, loaded } = await open(prefix);
+    assert.equal(loaded.problems.length, 2);
+    store.changed('files', () => record('files', 2, 16, 'mine'));
+    store.changed('other', () => record('other', 2, 16, 'mine'));
+    await until(() => store.report().writer, 10_000, 'the replica elected');
+    await until(
+      async () => {
+        const { records } = await stored(prefix);
+        return records.get('files')?.revision === 'mine-2' && records.get('other')?.revision === 'mine-2';
+      },
+      10_000,
+      'both records written over the unreadable ones',
+    );
+  });
+
   it('reports etcd down, keeps serving its records, and writes them once etcd is back', async () => {
     const prefix = freshPrefix();
     const ups: boolean[] = [];
