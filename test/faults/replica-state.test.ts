@@ -102,6 +102,30 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
   const sharedHolds = (count: number, what: string, prefix = '/fleet/'): Promise<void> =>
     until(async () => (await shared(prefix)) === 2 * count, WAIT_MS, what);
 
+  /**
+   * Every replica in `fleet` killed and the upstream down: a replica started on an empty disk
+   * restores from etcd. The objects of `served` it does not serve.
+   */
+  async function lostByNewReplica(
+    name: string,
+    served: ReadonlySet<string>,
+    fleet: readonly MeshmuxProcess[],
+    prefix = '/fleet/',
+  ): Promise<string[]> {
+    for (const m of fleet) await m.kill('SIGKILL');
+    await upstream.stop();
+    const down = await closingPort();
+    closers.push(down.close);
+    const later = istiod(await replica(name, `127.0.0.1:${down.port}`, prefix));
+    await later.waitFor(
+      (c) => c.configs(VS).size > 0,
+      WAIT_MS,
+      () => 'the new replica serves',
+    );
+    await new Promise((r) => setTimeout(r, 1_000));
+    return lost(served, inventory(later));
+  }
+
   before(async () => {
     etcd = await EtcdServer.start();
     upstream = await FakeAdsServer.start({ peer: 'istiod' });
@@ -230,21 +254,7 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
     const { records } = await readEtcdRecords({ endpoints: [etcd.endpoint], prefix: '/fleet/' }, log, 1_000);
     const kept = records.get('mesh')?.resources.length ?? 0;
 
-    // Every replica gone, the upstream down: a replica on an empty disk restores from etcd.
-    const served = inventory(onOther);
-    await a.kill('SIGKILL');
-    await b.kill('SIGKILL');
-    await upstream.stop();
-    const down = await closingPort();
-    closers.push(down.close);
-    const later = istiod(await replica('frozen-c', `127.0.0.1:${down.port}`));
-    await later.waitFor(
-      (c) => c.configs(VS).size > 0,
-      WAIT_MS,
-      () => 'the new replica serves',
-    );
-    await new Promise((r) => setTimeout(r, 1_000));
-    const missing = lost(served, inventory(later));
+    const missing = await lostByNewReplica('frozen-c', inventory(onOther), [a, b]);
     report('a state writer frozen past its lease', {
       'objects in etcd after it resumed (of 16)': kept,
       'objects lost by a replica started later': missing.length,
@@ -291,19 +301,7 @@ describe('replicas sharing state through etcd', { skip: suiteSkip(etcdMissing())
     await new Promise((r) => setTimeout(r, 3_000));
     const kept = await shared(prefix);
 
-    // Every replica gone, the upstream down: a replica on an empty disk restores from etcd.
-    await b.kill('SIGKILL');
-    await upstream.stop();
-    const down = await closingPort();
-    closers.push(down.close);
-    const later = istiod(await replica('cut-c', `127.0.0.1:${down.port}`, prefix));
-    await later.waitFor(
-      (c) => c.configs(VS).size > 0,
-      WAIT_MS,
-      () => 'the new replica serves',
-    );
-    await new Promise((r) => setTimeout(r, 1_000));
-    const missing = lost(served, inventory(later));
+    const missing = await lostByNewReplica('cut-c', served, [b], prefix);
     report('a replica cut off from the upstream elected the state writer', {
       'objects in etcd after it was elected (of 16)': kept,
       'objects lost by a replica started later': missing.length,
