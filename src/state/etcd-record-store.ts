@@ -86,12 +86,13 @@ interface Manifest {
  *
  * One replica writes, chosen by etcd's lease election; the others keep their latest records in
  * memory and write them once they are elected (a writer that dies loses its lease within
- * `leaseTtlS`), except a record of a source whose record in etcd another replica stored after the
- * source last changed here. A record is stored as chunks under a fresh generation, then a manifest naming the
- * generation is swapped in with a compare-and-swap that also requires the writer's campaign key
- * (a former writer that lost its lease cannot overwrite a newer record), then the previous
- * generation is deleted: a reader sees the old record or the new one, never a mix. Writes follow
- * {@link RecordWriteQueue}'s policy.
+ * `leaseTtlS`), except a record of a source whose record in etcd another replica stored after its
+ * upstream last changed it here. A record is stored as chunks under a fresh generation, then a
+ * manifest naming the generation is swapped in with a compare-and-swap that also requires the
+ * writer's campaign key (a former writer that lost its lease cannot overwrite a newer record),
+ * then the previous generation is deleted: a reader sees the old record or the new one, never a
+ * mix. Writes follow {@link RecordWriteQueue}'s policy; the writer also compacts etcd's history
+ * and, as it is elected, removes the chunks of records never finished.
  *
  * etcd is never on the serving path: when it does not answer, the store reports it
  * (`onStoreUp(false)`, a warning), keeps the latest records and writes them once it is back.
