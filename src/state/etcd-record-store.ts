@@ -66,6 +66,13 @@ export interface EtcdStoreStatus {
   readonly records: readonly RecordWriteStatus[];
 }
 
+/**
+ * After a quiet spell, a change is stored this long after it: the pieces of one change come
+ * within it, and a writer killed after serving a change loses only what came in it (a second,
+ * the spacing of writes under churn, before).
+ */
+const QUIET_DELAY_MS = 100;
+
 /** etcd refuses requests over 1.5 MiB by default: a record is cut into values well below that. */
 const CHUNK_BYTES = 1024 * 1024;
 
@@ -146,7 +153,7 @@ export class EtcdRecordStore implements SourceRecordStore {
     this.client = new Etcd3(clientOptions(etcd, options.requestTimeoutMs ?? 5_000));
     this.queue = new RecordWriteQueue(
       { write: (source, record) => this.write(source, record), where: (source) => this.manifestKey(source) },
-      options,
+      { ...options, quietDelayMs: options.quietDelayMs ?? QUIET_DELAY_MS },
     );
     this.queue.pause();
   }

@@ -51,6 +51,13 @@ export interface RecordWriteQueueOptions {
   readonly delayMs?: number | undefined;
   /** Retry a failed write after this long even without a new change. Default 10 s. */
   readonly retryMs?: number | undefined;
+  /**
+   * How long after a change a source not written for at least its spacing is written (default:
+   * `delayMs`), so that the pieces of one change (an upstream answers type by type) cost one write;
+   * changes that follow within the spacing still wait for it. For a store no change waits for
+   * (etcd), whose delay was a window in which the writer's death lost the change.
+   */
+  readonly quietDelayMs?: number | undefined;
 }
 
 /**
@@ -101,7 +108,8 @@ export class RecordWriteQueue {
     if (this.closed) return Promise.resolve();
     this.dirty.set(source, read);
     if (!soon || this.paused) {
-      this.schedule(this.delayMs);
+      const quiet = (this.earliest.get(source) ?? 0) <= performance.now();
+      this.schedule(quiet ? (this.options.quietDelayMs ?? this.delayMs) : this.delayMs);
       return Promise.resolve();
     }
     const kept = new Promise<void>((resolve) => {

@@ -50,4 +50,35 @@ describe('RecordWriteQueue', () => {
       await queue.close();
     }
   });
+
+  it('with quietDelayMs, writes the first change after a quiet spell soon, and the rest of its burst once', async () => {
+    const written: Array<{ revision: string; atMs: number }> = [];
+    const queue = new RecordWriteQueue(
+      {
+        write: (_source, r) => {
+          written.push({ revision: r.revision, atMs: performance.now() });
+          return Promise.resolve({ bytes: 1 });
+        },
+        where: () => 'mesh',
+      },
+      { log, delayMs: 3_000, quietDelayMs: 50 },
+    );
+    try {
+      // Before the delay is out: without quietDelayMs it is written after 3 s.
+      void queue.changed('mesh', () => record('first'));
+      await until(() => written.length === 1, 2_000, 'the first change written');
+      // The burst that follows, within the spacing: one write of its last record, after it.
+      for (const revision of ['second', 'third', 'fourth'])
+        void queue.changed('mesh', () => record(revision));
+      await until(() => written.length === 2, 8_000, 'the rest of the burst written');
+      await new Promise((r) => setTimeout(r, 300));
+      assert.deepEqual(
+        written.map((w) => w.revision),
+        ['first', 'fourth'],
+      );
+      assert.ok((written[1]?.atMs ?? 0) - (written[0]?.atMs ?? 0) >= 2_900, 'the rest after the spacing');
+    } finally {
+      await queue.close();
+    }
+  });
 });
