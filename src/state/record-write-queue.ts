@@ -82,6 +82,8 @@ export class RecordWriteQueue {
   /** Per dirty source awaited by a caller: who waits for its next write to end. */
   private readonly waiters = new Map<string, (() => void)[]>();
   private timer: NodeJS.Timeout | undefined;
+  /** When the pending timer fires (the monotonic clock). */
+  private timerDue = 0;
   private flushing: Promise<void> | undefined;
   /** The write under way, and whether its source was forgotten meanwhile. */
   private writing: { readonly source: string; readonly done: Promise<void>; forgotten: boolean } | undefined;
@@ -180,10 +182,11 @@ export class RecordWriteQueue {
   private schedule(delayMs: number): void {
     if (this.flushing !== undefined || this.closed || this.paused) return;
     if (this.timer !== undefined) {
-      // A write awaited goes before a pending delay.
-      if (delayMs > 0) return;
+      // A write due sooner (awaited, or after a quiet spell) goes before a pending delay.
+      if (performance.now() + delayMs >= this.timerDue) return;
       clearTimeout(this.timer);
     }
+    this.timerDue = performance.now() + delayMs;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.flushing = this.flush(false).finally(() => {

@@ -81,4 +81,31 @@ describe('RecordWriteQueue', () => {
       await queue.close();
     }
   });
+
+  it('with quietDelayMs, writes a quiet source soon while another source waits out its spacing', async () => {
+    const written: string[] = [];
+    const queue = new RecordWriteQueue(
+      {
+        write: (source) => {
+          written.push(source);
+          return Promise.resolve({ bytes: 1 });
+        },
+        where: (source) => source,
+      },
+      { log, delayMs: 3_000, quietDelayMs: 50 },
+    );
+    try {
+      void queue.changed('busy', () => record('1'));
+      await until(() => written.length === 1, 2_000, 'the busy source written once');
+      // Its next change waits for its spacing (3 s); the quiet one's must not wait with it.
+      void queue.changed('busy', () => record('2'));
+      void queue.changed('quiet', () => record('1'));
+      await until(() => written.includes('quiet'), 2_000, 'the quiet source written', {
+        describe: () => JSON.stringify(written),
+      });
+      assert.deepEqual(written, ['busy', 'quiet']);
+    } finally {
+      await queue.close();
+    }
+  });
 });
