@@ -171,9 +171,7 @@ export class EtcdRecordStore implements SourceRecordStore {
     let loaded: LoadedRecords;
     try {
       loaded = await loadRecords(store.client, store.prefix, options, options.requestTimeoutMs ?? 5_000);
-      for (const [source, record] of loaded.records)
-        if (record.origin?.etcd !== undefined) store.revisions.set(source, record.origin.etcd.revision);
-      // Records that could not be read too: this replica's is written over them.
+      // Every record's, those that could not be read too: this replica's is written over them.
       for (const [source, revision] of loaded.manifests ?? []) store.noteRevision(source, revision);
       store.readAtOpen = new Map(store.revisions);
       store.cluster = loaded.cluster;
@@ -343,7 +341,7 @@ export class EtcdRecordStore implements SourceRecordStore {
       ]);
       const named = new Set<string>();
       for (const kv of manifests.kvs) {
-        const source = kv.key.toString('utf8').slice(`${this.prefix}records/`.length);
+        const source = sourceOfRecord(this.prefix, kv.key);
         const generation = parseManifest(kv.value.toString('utf8'))?.generation;
         if (generation !== undefined) named.add(`${source}/${generation}/`);
       }
@@ -503,7 +501,7 @@ export class EtcdRecordStore implements SourceRecordStore {
       'records of the writer',
       this.options.log,
       (kv) => {
-        const source = kv.key.toString('utf8').slice(recordsPrefix.length);
+        const source = sourceOfRecord(this.prefix, kv.key);
         this.noteRevision(source, Number(kv.mod_revision));
         if (this.writer || this.options.onRecord === undefined) return;
         loadRecord(this.client, this.prefix, source, kv.value.toString('utf8'))
@@ -552,10 +550,7 @@ export class EtcdRecordStore implements SourceRecordStore {
     if (this.readAtOpen !== undefined || this.closed) return;
     this.sameCluster(manifests.header.cluster_id);
     for (const kv of manifests.kvs)
-      this.noteRevision(
-        kv.key.toString('utf8').slice(`${this.prefix}records/`.length),
-        Number(kv.mod_revision),
-      );
+      this.noteRevision(sourceOfRecord(this.prefix, kv.key), Number(kv.mod_revision));
     this.readAtOpen = new Map(this.revisions);
     const watch = this.watch;
     this.watch = undefined;
@@ -764,6 +759,11 @@ function parseManifest(text: string): Manifest | undefined {
   }
 }
 
+/** The source a key under `<prefix>records/` is the record of. */
+function sourceOfRecord(prefix: string, key: Buffer): string {
+  return key.toString('utf8').slice(`${prefix}records/`.length);
+}
+
 /** etcd refuses a write for space (its NOSPACE alarm, raised at its backend quota). */
 function refusedForSpace(err: unknown): boolean {
   return String(err).includes('database space exceeded');
@@ -817,7 +817,7 @@ async function loadRecords(
   const cluster = manifests.header.cluster_id;
   for (const kv of manifests.kvs) {
     const key = kv.key.toString('utf8');
-    const source = key.slice(`${prefix}records/`.length);
+    const source = sourceOfRecord(prefix, kv.key);
     try {
       const record = await loadRecord(client, prefix, source, kv.value.toString('utf8'));
       // Where the record stands in etcd's order, beside who took it.
@@ -835,12 +835,7 @@ async function loadRecords(
     problems,
     cluster,
     revision: Number(manifests.header.revision),
-    manifests: new Map(
-      manifests.kvs.map((kv) => [
-        kv.key.toString('utf8').slice(`${prefix}records/`.length),
-        Number(kv.mod_revision),
-      ]),
-    ),
+    manifests: new Map(manifests.kvs.map((kv) => [sourceOfRecord(prefix, kv.key), Number(kv.mod_revision)])),
   };
 }
 
